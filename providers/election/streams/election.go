@@ -1,0 +1,292 @@
+package streams
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/conclave-io/conclave/backoff"
+)
+
+// MinTTL is the smallest bucket TTL an election accepts. Below it the
+// broker's expiry timer (it is not re-armed below 250ms and is often ~350ms
+// late) and ordinary scheduling delays leave a leader too little room to
+// renew, so leadership would flap.
+const MinTTL = time.Second
+
+// Election is one candidate campaigning in one election: a key in a
+// JetStream KV bucket whose value is the leader's identity.
+//
+// Create one with NewElection, run it with Start, end it with Stop or by
+// cancelling Start's context. Its methods are safe for concurrent use, and
+// callbacks may call any of them.
+type Election struct {
+	identity string
+	key      string
+	bucket   jetstream.KeyValue
+	opts     options
+
+	mu          sync.Mutex
+	started     bool
+	running     bool
+	stopped     bool
+	cancel      context.CancelFunc
+	term        *Term
+	lastRenewal time.Time
+	ttl         time.Duration
+}
+
+// NewElection returns a candidate named identity for the election key in
+// bucket. It checks its arguments and returns errors wrapping ErrInvalidKey,
+// ErrInvalidIdentity or ErrInvalidOption; it does not talk to the broker, so
+// the bucket's own settings are checked by Start.
+func NewElection(identity, key string, bucket jetstream.KeyValue, opts ...Option) (*Election, error) {
+	if err := ValidateKey(key); err != nil {
+		return nil, err
+	}
+	if err := validateIdentity(identity); err != nil {
+		return nil, err
+	}
+	if bucket == nil {
+		return nil, fmt.Errorf("%w: bucket is nil: open one with jetstream's KeyValue(ctx, %q)", ErrInvalidOption, "CHORIA_LEADER_ELECTION")
+	}
+	o := defaultOptions()
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	return &Election{identity: identity, key: key, bucket: bucket, opts: o}, nil
+}
+
+// ValidateKey returns an error wrapping ErrInvalidKey unless key is a valid
+// NATS KV key that names one election (no wildcards).
+func ValidateKey(key string) error {
+	bad := func(why string) error {
+		return fmt.Errorf("%w: %q %s: use letters, digits and the characters - _ / = . (a dot not first or last), for example \"my_app\"", ErrInvalidKey, key, why)
+	}
+	switch {
+	case key == "":
+		return bad("is empty")
+	case strings.HasPrefix(key, ".") || strings.HasSuffix(key, "."):
+		return bad("starts or ends with a dot")
+	case strings.Contains(key, ".."):
+		return bad("has an empty token between dots")
+	case strings.HasPrefix(key, "_kv"):
+		return bad("starts with _kv, which NATS reserves")
+	}
+	for _, r := range key {
+		ok := r == '-' || r == '_' || r == '/' || r == '=' || r == '.' ||
+			(r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9')
+		if !ok {
+			return bad(fmt.Sprintf("contains %q", r))
+		}
+	}
+	return nil
+}
+
+func validateIdentity(identity string) error {
+	switch {
+	case identity == "":
+		return fmt.Errorf("%w: identity is empty: give each candidate a name, such as its host name", ErrInvalidIdentity)
+	case strings.IndexFunc(identity, unicode.IsControl) >= 0:
+		return fmt.Errorf("%w: identity %q contains control characters", ErrInvalidIdentity, identity)
+	case strings.TrimSpace(identity) != identity:
+		return fmt.Errorf("%w: identity %q has leading or trailing spaces", ErrInvalidIdentity, identity)
+	}
+	return nil
+}
+
+// Identity returns the candidate's identity.
+func (e *Election) Identity() string { return e.identity }
+
+// Key returns the election key.
+func (e *Election) Key() string { return e.key }
+
+// Start campaigns until ctx ends or Stop is called, and returns nil then. It
+// first reads the bucket's settings, retrying with backoff (and logging why)
+// while the broker is unreachable, and returns an error wrapping
+// ErrInvalidBucket if they cannot hold elections safely. A leader that stops
+// gets OnLost and, unless ReleaseOnStop(false), hands its key over; Start
+// returns after that. An Election campaigns once: a second Start returns
+// ErrAlreadyStarted.
+func (e *Election) Start(ctx context.Context) error {
+	e.mu.Lock()
+	if e.started {
+		e.mu.Unlock()
+		return ErrAlreadyStarted
+	}
+	e.started = true
+	if e.stopped {
+		e.mu.Unlock()
+		return nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	e.cancel = cancel
+	e.running = true
+	e.mu.Unlock()
+	defer func() {
+		cancel()
+		e.mu.Lock()
+		e.running = false
+		e.mu.Unlock()
+	}()
+
+	ttl, err := e.awaitBucket(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	tm, err := e.timings(ttl)
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	e.ttl = ttl
+	e.mu.Unlock()
+
+	n := newNotifier()
+	defer n.close()
+	c := newCampaigner(e, n, tm)
+	c.run(ctx)
+	return nil
+}
+
+// Stop ends the campaign. It returns at once without waiting; Start returns
+// when the election has wound down. It is safe to call from any goroutine,
+// more than once, before Start, and from inside a callback.
+func (e *Election) Stop() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.stopped = true
+	if e.cancel != nil {
+		e.cancel()
+	}
+}
+
+// IsLeader reports whether this candidate leads at this instant. It is read
+// from the clock: it turns false the moment the local deadline passes, before
+// any timer or goroutine has run.
+func (e *Election) IsLeader() bool {
+	t := e.Term()
+	return t != nil && t.Valid()
+}
+
+// State returns LeaderState while IsLeader, CandidateState while the election
+// runs otherwise, and UnknownState when it is not running.
+func (e *Election) State() State {
+	e.mu.Lock()
+	running, t := e.running, e.term
+	e.mu.Unlock()
+	switch {
+	case t != nil && t.Valid():
+		return LeaderState
+	case running:
+		return CandidateState
+	default:
+		return UnknownState
+	}
+}
+
+// Term returns the current term, or nil when this candidate has not led since
+// its last term ended. The term may have just expired: check its Valid.
+func (e *Election) Term() *Term {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.term
+}
+
+// Healthy returns nil unless this candidate believes it leads but its last
+// successful renewal is older than the renew interval plus tolerance: the
+// sign of a leader whose renewals are failing or wedged. It is meant for
+// liveness probes, in the spirit of client-go's HealthzAdaptor.
+func (e *Election) Healthy(tolerance time.Duration) error {
+	e.mu.Lock()
+	t, last, ttl := e.term, e.lastRenewal, e.ttl
+	e.mu.Unlock()
+	if t == nil || !t.Valid() {
+		return nil
+	}
+	interval := e.opts.renewInterval
+	if interval == 0 {
+		interval = ttl / 3
+	}
+	if age := e.opts.clock.Now().Sub(last); age > interval+tolerance {
+		return fmt.Errorf("election %s: leader %s last renewed %v ago, longer than the renew interval %v plus tolerance %v", e.key, e.identity, age.Round(time.Millisecond), interval, tolerance)
+	}
+	return nil
+}
+
+func (e *Election) setTerm(t *Term) {
+	e.mu.Lock()
+	e.term = t
+	e.mu.Unlock()
+}
+
+func (e *Election) setRenewed(at time.Time) {
+	e.mu.Lock()
+	e.lastRenewal = at
+	e.mu.Unlock()
+}
+
+// awaitBucket reads the bucket's settings, retrying while the broker cannot
+// be reached, and checks them.
+func (e *Election) awaitBucket(ctx context.Context) (time.Duration, error) {
+	var ttl time.Duration
+	var invalid error
+	err := backoff.FiveSec.For(ctx, func(try int) error {
+		timeout := 5 * time.Second
+		if e.opts.requestTimeout > 0 {
+			timeout = e.opts.requestTimeout
+		}
+		rctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		st, err := e.bucket.Status(rctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				e.opts.log.Warnf("election %s: cannot read bucket %s (try %d), retrying: %v", e.key, e.bucket.Bucket(), try+1, err)
+			}
+			return err
+		}
+		ttl, invalid = checkBucket(st, e.identity)
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return ttl, invalid
+}
+
+// checkBucket returns the bucket's TTL, or why it cannot hold elections.
+func checkBucket(st jetstream.KeyValueStatus, identity string) (time.Duration, error) {
+	name, ttl := st.Bucket(), st.TTL()
+	var problems []error
+	if ttl == 0 {
+		problems = append(problems, fmt.Errorf("%w: bucket %s has no TTL, so a crashed leader's key would never expire: set a TTL (the broker's plugin.choria.network.stream.leader_election_ttl)", ErrInvalidBucket, name))
+	} else if ttl < MinTTL {
+		problems = append(problems, fmt.Errorf("%w: %w: bucket %s has TTL %v, the minimum is %v: below it the broker's expiry timer granularity and scheduling delays leave a leader too little time to renew", ErrInvalidBucket, ErrTTLTooSmall, name, ttl, MinTTL))
+	}
+	if h := st.History(); h != 1 {
+		problems = append(problems, fmt.Errorf("%w: bucket %s keeps %d values per key, an election bucket keeps 1: recreate it with history 1", ErrInvalidBucket, name, h))
+	}
+	if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok {
+		if m := bs.LimitMarkerTTL(); m > 0 {
+			problems = append(problems, fmt.Errorf("%w: bucket %s writes limit markers (marker TTL %v); Choria's candidates cannot take over after them: turn limit markers off", ErrInvalidBucket, name, m))
+		}
+		if info := bs.StreamInfo(); info != nil && info.Config.MaxMsgSize > 0 && int(info.Config.MaxMsgSize) < len(identity) {
+			problems = append(problems, fmt.Errorf("%w: bucket %s accepts values of at most %d bytes, identity %q has %d", ErrInvalidBucket, name, info.Config.MaxMsgSize, identity, len(identity)))
+		}
+	}
+	return ttl, errors.Join(problems...)
+}

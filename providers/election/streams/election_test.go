@@ -1,0 +1,337 @@
+package streams
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+func TestNewElectionRejectsBadInput(t *testing.T) {
+	ts := newTestServer(t)
+	kv := createBucket(t, connect(t, ts.url()), bucketConfig(2*time.Second))
+	for _, tc := range []struct {
+		name, identity, key string
+		bucket              jetstream.KeyValue
+		opts                []Option
+		want                error
+		says                string
+	}{
+		{"empty key", "n1", "", kv, nil, ErrInvalidKey, "is empty"},
+		{"wildcard key", "n1", "my.*", kv, nil, ErrInvalidKey, `contains '*'`},
+		{"space in key", "n1", "my app", kv, nil, ErrInvalidKey, `contains ' '`},
+		{"leading dot", "n1", ".app", kv, nil, ErrInvalidKey, "dot"},
+		{"reserved prefix", "n1", "_kv_x", kv, nil, ErrInvalidKey, "reserves"},
+		{"empty identity", "", "app", kv, nil, ErrInvalidIdentity, "host name"},
+		{"padded identity", " n1", "app", kv, nil, ErrInvalidIdentity, "spaces"},
+		{"control in identity", "n1\n", "app", kv, nil, ErrInvalidIdentity, "control"},
+		{"nil bucket", "n1", "app", nil, nil, ErrInvalidOption, "bucket is nil"},
+		{"nil backoff", "n1", "app", kv, []Option{BackOff(nil)}, ErrInvalidOption, "BackOff(nil)"},
+		{"negative grace", "n1", "app", kv, []Option{Grace(-time.Second)}, ErrInvalidOption, "negative"},
+		{"zero margin", "n1", "app", kv, []Option{SafetyMargin(0)}, ErrInvalidOption, "positive"},
+		{"zero renew", "n1", "app", kv, []Option{RenewInterval(0)}, ErrInvalidOption, "positive"},
+		{"zero timeout", "n1", "app", kv, []Option{RequestTimeout(0)}, ErrInvalidOption, "positive"},
+		{"nil clock", "n1", "app", kv, []Option{WithClock(nil)}, ErrInvalidOption, "nil"},
+		{"nil logger", "n1", "app", kv, []Option{WithLogger(nil)}, ErrInvalidOption, "nil"},
+		{"nil recorder", "n1", "app", kv, []Option{WithRecorder(nil)}, ErrInvalidOption, "nil"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := NewElection(tc.identity, tc.key, tc.bucket, tc.opts...)
+			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.says) {
+				t.Fatalf("got %v, want %v saying %q", err, tc.want, tc.says)
+			}
+		})
+	}
+	for _, key := range []string{"my_app", "a/b=c-d", "team.app.v2"} {
+		if _, err := NewElection("n1", key, kv); err != nil {
+			t.Errorf("valid key %q rejected: %v", key, err)
+		}
+	}
+}
+
+func TestStartRejectsBucketsThatCannotHoldElections(t *testing.T) {
+	ts := newTestServer(t)
+	nc := connect(t, ts.url())
+	js, _ := jetstream.New(nc)
+	for _, tc := range []struct {
+		name string
+		cfg  jetstream.KeyValueConfig
+		opts []Option
+		want []error
+		says string
+	}{
+		{"TTL too small", jetstream.KeyValueConfig{Bucket: "SMALL", TTL: 500 * time.Millisecond}, nil, []error{ErrInvalidBucket, ErrTTLTooSmall}, "the minimum is 1s"},
+		{"no TTL", jetstream.KeyValueConfig{Bucket: "FOREVER"}, nil, []error{ErrInvalidBucket}, "never expire"},
+		{"history", jetstream.KeyValueConfig{Bucket: "HIST", TTL: 5 * time.Second, History: 5}, nil, []error{ErrInvalidBucket}, "keeps 5 values per key"},
+		{"limit markers", jetstream.KeyValueConfig{Bucket: "MARKERS", TTL: 5 * time.Second, LimitMarkerTTL: 5 * time.Second}, nil, []error{ErrInvalidBucket}, "limit markers"},
+		{"value size", jetstream.KeyValueConfig{Bucket: "TINY", TTL: 5 * time.Second, MaxValueSize: 4}, nil, []error{ErrInvalidBucket}, "at most 4 bytes"},
+		{"margin vs TTL", jetstream.KeyValueConfig{Bucket: "MARGIN", TTL: 2 * time.Second}, []Option{SafetyMargin(time.Second)}, []error{ErrInvalidOption}, "below half"},
+		{"renew vs TTL", jetstream.KeyValueConfig{Bucket: "RENEW", TTL: 2 * time.Second}, []Option{RenewInterval(time.Second)}, []error{ErrInvalidOption}, "no room to retry"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kv, err := js.CreateKeyValue(context.Background(), tc.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := mustElection(t, "a-long-identity", "app", kv, tc.opts...)
+			done := make(chan error, 1)
+			go func() { done <- e.Start(context.Background()) }()
+			select {
+			case err := <-done:
+				for _, want := range tc.want {
+					if !errors.Is(err, want) {
+						t.Fatalf("Start = %v, want %v", err, want)
+					}
+				}
+				if !strings.Contains(err.Error(), tc.says) {
+					t.Fatalf("Start = %v, want it to say %q", err, tc.says)
+				}
+			case <-time.After(10 * time.Second):
+				e.Stop()
+				t.Fatal("Start did not reject the bucket")
+			}
+		})
+	}
+}
+
+func TestSingleCandidateLeadsWithItsIdentityAsValue(t *testing.T) {
+	ts := newTestServer(t)
+	kv := createBucket(t, connect(t, ts.url()), bucketConfig(2*time.Second))
+	rec := newRecorder()
+	var campaigns atomic.Int32
+	e := mustElection(t, "n1.example.net", "my_app", kv, append(rec.options("n1"), OnCampaign(func(State) { campaigns.Add(1) }))...)
+	if e.State() != UnknownState || e.IsLeader() {
+		t.Fatalf("before Start: state %v, leader %v", e.State(), e.IsLeader())
+	}
+	stop := runElection(t, e)
+	evs := rec.waitFor(t, 5*time.Second, "n1 to win", func(evs []event) bool { return wins(evs, "n1") == 1 })
+	if !e.IsLeader() || e.State() != LeaderState {
+		t.Fatalf("after OnWon: leader %v state %v", e.IsLeader(), e.State())
+	}
+	got, rev, ok := value(t, kv, "my_app")
+	if !ok || got != "n1.example.net" {
+		t.Fatalf("key holds %q (present %v), want the identity", got, ok)
+	}
+	term := evs[0].term
+	if term.Token() == 0 || term.Token() > rev || term.Identity() != "n1.example.net" || term.Key() != "my_app" {
+		t.Fatalf("term %v: token %d, key revision %d", term, term.Token(), rev)
+	}
+	if !term.Valid() || term.Context().Err() != nil || term.Err() != nil {
+		t.Fatal("term of the leader is not valid")
+	}
+	if until := term.ValidUntil(); until.Before(time.Now()) || until.After(time.Now().Add(2*time.Second)) {
+		t.Fatalf("valid until %v, want within the TTL from now", until)
+	}
+	// Renewals keep it leader past the TTL.
+	rev0 := rev
+	eventually(t, 5*time.Second, "renewals", func() bool { _, r, _ := value(t, kv, "my_app"); return r > rev0+1 })
+	if !e.IsLeader() || len(rec.snapshot()) != 1 || campaigns.Load() < 3 {
+		t.Fatalf("after renewals: leader %v, events %s, campaigns %d", e.IsLeader(), describe(rec.snapshot()), campaigns.Load())
+	}
+	stop()
+	evs = rec.snapshot()
+	if len(evs) != 2 || evs[1].won || evs[1].cause != CauseReleased {
+		t.Fatalf("after Stop: %s", describe(evs))
+	}
+	if term.Valid() || term.Context().Err() == nil || !errors.Is(term.Err(), ErrTermEnded) {
+		t.Fatal("term still valid after Stop")
+	}
+	select {
+	case <-term.Context().Done():
+	default:
+		t.Fatal("term context not done after Stop")
+	}
+	if e.State() != UnknownState || e.IsLeader() {
+		t.Fatalf("after Stop: state %v leader %v", e.State(), e.IsLeader())
+	}
+	// Released: with no standby to take it, the key is removed so that any
+	// candidate can create it.
+	if v, _, ok := value(t, kv, "my_app"); ok {
+		t.Fatalf("released key still holds %q", v)
+	}
+	if err := e.Start(context.Background()); !errors.Is(err, ErrAlreadyStarted) {
+		t.Fatalf("second Start = %v", err)
+	}
+}
+
+func TestStopBeforeStartAndStopFromCallbacks(t *testing.T) {
+	ts := newTestServer(t)
+	kv := createBucket(t, connect(t, ts.url()), bucketConfig(2*time.Second))
+
+	e := mustElection(t, "n1", "early", kv)
+	e.Stop()
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatalf("Start after Stop = %v", err)
+	}
+
+	for _, where := range []string{"OnWon", "OnLeading", "OnCampaign"} {
+		t.Run(where, func(t *testing.T) {
+			var e *Election
+			var lost, won atomic.Int32
+			stopper := func() {
+				e.Stop()
+				e.Stop()
+				_ = e.IsLeader()
+				_ = e.State()
+			}
+			opts := []Option{OnLost(func() { lost.Add(1) }), OnWon(func() { won.Add(1) })}
+			switch where {
+			case "OnWon":
+				opts = append(opts, OnWon(func() { won.Add(1); stopper() }))
+			case "OnLeading":
+				opts = append(opts, OnLeading(func(*Term) { stopper() }))
+			case "OnCampaign":
+				opts = append(opts, OnCampaign(func(State) { stopper() }))
+			}
+			e = mustElection(t, "n1", "cb_"+strings.ToLower(where), kv, opts...)
+			done := make(chan error, 1)
+			go func() { done <- e.Start(context.Background()) }()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("Stop from a callback deadlocked")
+			}
+			if won.Load() != lost.Load() {
+				t.Fatalf("won %d times, lost %d times", won.Load(), lost.Load())
+			}
+		})
+	}
+}
+
+func TestContextCancelEndsTheCampaign(t *testing.T) {
+	ts := newTestServer(t)
+	kv := createBucket(t, connect(t, ts.url()), bucketConfig(2*time.Second))
+	rec := newRecorder()
+	e := mustElection(t, "n1", "ctx", kv, rec.options("n1")...)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Start(ctx) }()
+	rec.waitFor(t, 5*time.Second, "a win", func(evs []event) bool { return wins(evs, "") == 1 })
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Start = %v after cancel", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Start did not return after cancel")
+	}
+	evs := rec.snapshot()
+	if len(evs) != 2 || evs[1].cause != CauseReleased {
+		t.Fatalf("events: %s", describe(evs))
+	}
+}
+
+func TestGracefulHandoffOrdersLostBeforeWon(t *testing.T) {
+	ts := newTestServer(t)
+	kv := createBucket(t, connect(t, ts.url()), bucketConfig(5*time.Second))
+	rec := newRecorder()
+	var inLost atomic.Bool
+	var overlapped atomic.Bool
+	a := mustElection(t, "a", "handoff", kv, append(rec.options("a"), WithLogger(testLogger{t, "a: "}), OnLost(func() {
+		inLost.Store(true)
+		time.Sleep(50 * time.Millisecond) // a slow OnLost: the next leader must wait for it
+		rec.add(event{who: "a", won: false, term: nil})
+		inLost.Store(false)
+	}))...)
+	stopA := runElection(t, a)
+	rec.waitFor(t, 5*time.Second, "a to win", func(evs []event) bool { return wins(evs, "a") == 1 })
+	b := mustElection(t, "b", "handoff", kv, append(rec.options("b"), WithLogger(testLogger{t, "b: "}), OnWon(func() {
+		if inLost.Load() {
+			overlapped.Store(true)
+		}
+	}))...)
+	runElection(t, b)
+	time.Sleep(200 * time.Millisecond) // b is watching; nothing may change
+	if leader(rec.snapshot()) != "a" {
+		t.Fatalf("leader changed without a stop: %s", describe(rec.snapshot()))
+	}
+	start := time.Now()
+	stopA()
+	rec.waitFor(t, 5*time.Second, "b to win", func(evs []event) bool { return wins(evs, "b") == 1 })
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("handoff took %v, want far less than the 5s TTL", took)
+	}
+	if overlapped.Load() {
+		t.Fatal("b won while a's OnLost was still running")
+	}
+	got, _, _ := value(t, kv, "handoff")
+	if got != "b" {
+		t.Fatalf("key holds %q after handoff", got)
+	}
+}
+
+func TestTokensGrowAcrossTermsAndBrokerRestarts(t *testing.T) {
+	ts := newTestServer(t)
+	nc := connect(t, ts.url())
+	kv := createBucket(t, nc, bucketConfig(time.Second))
+	var tokens []uint64
+	for i := 0; i < 4; i++ {
+		rec := newRecorder()
+		e := mustElection(t, "n1", "tokens", kv, rec.options("n1")...)
+		stop := runElection(t, e)
+		evs := rec.waitFor(t, 10*time.Second, "a win", func(evs []event) bool { return wins(evs, "") == 1 })
+		tokens = append(tokens, evs[0].term.Token())
+		stop()
+		if i == 1 {
+			// Let everything expire, then restart the broker: the stream's
+			// sequence, and with it the token, must carry on.
+			eventually(t, 5*time.Second, "the bucket to empty", func() bool {
+				st, err := kv.Status(context.Background())
+				return err == nil && st.Values() == 0
+			})
+			ts.restart()
+		}
+	}
+	for i := 1; i < len(tokens); i++ {
+		if tokens[i] <= tokens[i-1] {
+			t.Fatalf("tokens %v do not grow", tokens)
+		}
+	}
+}
+
+func TestReleaseOnStopFalseLeavesTheKeyToExpire(t *testing.T) {
+	ts := newTestServer(t)
+	kv := createBucket(t, connect(t, ts.url()), bucketConfig(time.Second))
+	rec := newRecorder()
+	a := mustElection(t, "a", "norelease", kv, append(rec.options("a"), ReleaseOnStop(false))...)
+	stopA := runElection(t, a)
+	rec.waitFor(t, 5*time.Second, "a to win", func(evs []event) bool { return wins(evs, "a") == 1 })
+	stopA()
+	if v, _, ok := value(t, kv, "norelease"); !ok || v != "a" {
+		t.Fatalf("key holds %q (present %v) after a stop without release", v, ok)
+	}
+	b := mustElection(t, "b", "norelease", kv, rec.options("b")...)
+	start := time.Now()
+	runElection(t, b)
+	rec.waitFor(t, 5*time.Second, "b to win", func(evs []event) bool { return wins(evs, "b") == 1 })
+	if took := time.Since(start); took < 300*time.Millisecond {
+		t.Fatalf("b won after %v: it should have waited for the key to expire", took)
+	}
+}
+
+func TestConcurrentCandidatesElectOne(t *testing.T) {
+	ts := newTestServer(t)
+	kv := createBucket(t, connect(t, ts.url()), bucketConfig(2*time.Second))
+	rec := newRecorder()
+	var wg sync.WaitGroup
+	for i := 0; i < 10; i++ {
+		e := mustElection(t, "host", "many", kv, rec.options(string(rune('a'+i)))...)
+		wg.Add(1)
+		go func() { defer wg.Done(); runElection(t, e) }()
+	}
+	wg.Wait()
+	rec.waitFor(t, 5*time.Second, "one win", func(evs []event) bool { return wins(evs, "") == 1 })
+	time.Sleep(500 * time.Millisecond)
+	if n := wins(rec.snapshot(), ""); n != 1 {
+		t.Fatalf("%d wins among ten candidates: %s", n, describe(rec.snapshot()))
+	}
+}

@@ -1,0 +1,53 @@
+package streams
+
+import (
+	"errors"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+var (
+	// ErrInvalidKey means the election key is not a valid NATS KV key.
+	ErrInvalidKey = errors.New("election: invalid key")
+	// ErrInvalidIdentity means the candidate identity cannot be used as a
+	// leader's value.
+	ErrInvalidIdentity = errors.New("election: invalid identity")
+	// ErrInvalidOption means an option was given a value it cannot use.
+	ErrInvalidOption = errors.New("election: invalid option")
+	// ErrInvalidBucket means the bucket cannot hold elections safely: its
+	// TTL, history or markers are wrong for the algorithm.
+	ErrInvalidBucket = errors.New("election: bucket is not a valid election bucket")
+	// ErrTTLTooSmall means the bucket's TTL is below MinTTL. It wraps
+	// ErrInvalidBucket.
+	ErrTTLTooSmall = errors.New("election: bucket TTL is too small")
+	// ErrAlreadyStarted is returned by a second call to Start: an Election
+	// campaigns once; make a new one to campaign again.
+	ErrAlreadyStarted = errors.New("election: already started")
+	// ErrTermEnded is the cause recorded when a term ends.
+	ErrTermEnded = errors.New("election: term ended")
+)
+
+// isMismatch reports whether err is a compare-and-swap failure: the key's
+// latest revision was not the one the write expected.
+func isMismatch(err error) bool {
+	return errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists)
+}
+
+// mayHaveApplied reports whether a write that failed with err may still have
+// been stored. Only an answer from JetStream, or the certainty that no
+// JetStream server received the request, rules it out: a timeout or a
+// connection lost mid-request leaves the outcome unknown.
+func mayHaveApplied(err error) bool {
+	var apiErr *jetstream.APIError
+	switch {
+	case err == nil:
+		return true
+	case errors.As(err, &apiErr),
+		errors.Is(err, jetstream.ErrNoStreamResponse),
+		errors.Is(err, nats.ErrNoResponders),
+		errors.Is(err, jetstream.ErrInvalidKey):
+		return false
+	}
+	return true
+}

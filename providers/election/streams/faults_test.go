@@ -1,0 +1,403 @@
+package streams
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/conclave-io/conclave/clock/clocktest"
+)
+
+// lostAckKV is a real bucket whose writes can lose their acknowledgement: the
+// write is stored, and the caller is told it timed out, as when a broker
+// crashes between storing and answering.
+type lostAckKV struct {
+	jetstream.KeyValue
+	mu   sync.Mutex
+	lose func(value []byte, expect uint64) bool
+	lost []uint64
+}
+
+func (f *lostAckKV) Update(ctx context.Context, key string, value []byte, expect uint64) (uint64, error) {
+	rev, err := f.KeyValue.Update(ctx, key, value, expect)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err == nil && f.lose != nil && f.lose(value, expect) {
+		f.lost = append(f.lost, rev)
+		return 0, context.DeadlineExceeded
+	}
+	return rev, err
+}
+
+func (f *lostAckKV) setLose(fn func(value []byte, expect uint64) bool) {
+	f.mu.Lock()
+	f.lose = fn
+	f.mu.Unlock()
+}
+
+func (f *lostAckKV) lostRevisions() []uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]uint64(nil), f.lost...)
+}
+
+func TestForcedStandDownMovesLeadershipSafely(t *testing.T) {
+	const ttl = time.Second
+	ts := newTestServer(t)
+	kv := createBucket(t, connect(t, ts.url()), bucketConfig(ttl))
+	rec := newRecorder()
+	a := mustElection(t, "a", "forced", kv, append(rec.options("a"), WithLogger(testLogger{t, "a: "}))...)
+	runElection(t, a)
+	rec.waitFor(t, 5*time.Second, "a to win", func(evs []event) bool { return wins(evs, "a") == 1 })
+	b := mustElection(t, "b", "forced", kv, rec.options("b")...)
+	runElection(t, b)
+	time.Sleep(100 * time.Millisecond) // b is watching
+
+	deleted := time.Now()
+	if err := kv.Delete(context.Background(), "forced"); err != nil {
+		t.Fatal(err)
+	}
+	evs := rec.waitFor(t, 2*time.Second, "a to stand down", func(evs []event) bool { return len(evs) >= 2 })
+	if evs[1].who != "a" || evs[1].won || evs[1].cause != CauseDeposed {
+		t.Fatalf("after delete: %s", describe(evs))
+	}
+	if took := evs[1].at.Sub(deleted); took > 500*time.Millisecond {
+		t.Fatalf("a stood down %v after the delete, want at once", took)
+	}
+	evs = rec.waitFor(t, 5*time.Second, "b to take over", func(evs []event) bool { return wins(evs, "b") == 1 })
+	// b must not lead before a TTL has passed since the removal: a leader
+	// that did not see the delete would count on its deadline until then.
+	if gap := evs[2].at.Sub(deleted); gap < ttl {
+		t.Fatalf("b led %v after the delete, before a TTL (%v) had passed", gap, ttl)
+	}
+	if wins(evs, "a") != 1 {
+		t.Fatalf("a won again instead of sitting out: %s", describe(evs))
+	}
+	checkHistory(t, evs)
+}
+
+func TestForcedStandDownOfALoneLeaderReturnsToIt(t *testing.T) {
+	const ttl = time.Second
+	ts := newTestServer(t)
+	kv := createBucket(t, connect(t, ts.url()), bucketConfig(ttl))
+	rec := newRecorder()
+	runElection(t, mustElection(t, "a", "alone", kv, rec.options("a")...))
+	rec.waitFor(t, 5*time.Second, "a to win", func(evs []event) bool { return wins(evs, "a") == 1 })
+	if err := kv.Delete(context.Background(), "alone"); err != nil {
+		t.Fatal(err)
+	}
+	evs := rec.waitFor(t, 5*time.Second, "a to lead again", func(evs []event) bool { return wins(evs, "a") == 2 })
+	if gap := evs[2].at.Sub(evs[1].at); gap < ttl/2 || gap > ttl+time.Second {
+		t.Fatalf("a led again %v after being deposed, want about a TTL (%v)", gap, ttl)
+	}
+	checkHistory(t, evs)
+}
+
+func TestCrashedLeaderIsReplacedAfterItsDeadline(t *testing.T) {
+	const ttl = time.Second
+	ts := newTestServer(t)
+	kv := createBucket(t, connect(t, ts.url()), bucketConfig(ttl))
+	rec := newRecorder()
+	ncA := connect(t, ts.url())
+	a := mustElection(t, "a", "crash", openBucket(t, ncA), rec.options("a")...)
+	runElection(t, a)
+	rec.waitFor(t, 5*time.Second, "a to win", func(evs []event) bool { return wins(evs, "a") == 1 })
+	runElection(t, mustElection(t, "b", "crash", kv, rec.options("b")...))
+	time.Sleep(100 * time.Millisecond)
+
+	crashed := time.Now()
+	ncA.Close() // a can no longer reach the broker: its key will expire
+	evs := rec.waitFor(t, 5*time.Second, "b to take over", func(evs []event) bool { return wins(evs, "b") == 1 })
+	var lostA, wonB event
+	for _, e := range evs {
+		if e.who == "a" && !e.won {
+			lostA = e
+		}
+		if e.who == "b" && e.won {
+			wonB = e
+		}
+	}
+	if lostA.seq == 0 || lostA.cause != CauseDeadline {
+		t.Fatalf("a did not stand down at its deadline: %s", describe(evs))
+	}
+	if failover := wonB.at.Sub(crashed); failover > ttl+time.Second {
+		t.Fatalf("failover took %v, want under TTL + 1s", failover)
+	}
+	if a.IsLeader() {
+		t.Fatal("a still claims to lead")
+	}
+	checkHistory(t, evs)
+}
+
+func TestLeaderStandsDownAtDeadlineByTheClockAlone(t *testing.T) {
+	ts := newTestServer(t)
+	kv := createBucket(t, connect(t, ts.url()), bucketConfig(10*time.Second))
+	fake := clocktest.New(time.Now())
+	rec := newRecorder()
+	e := mustElection(t, "a", "paused", kv, append(rec.options("a"), WithClock(fake))...)
+	runElection(t, e)
+	evs := rec.waitFor(t, 5*time.Second, "a to win", func(evs []event) bool { return wins(evs, "a") == 1 })
+	term := evs[0].term
+	until := term.ValidUntil()
+	if want := fake.Now().Add(9 * time.Second); until.After(want) || until.Before(want.Add(-time.Second)) {
+		t.Fatalf("valid until %v, want about TTL - margin (%v) after winning", until, want)
+	}
+
+	// Just short of the deadline it still leads; at the deadline it does not,
+	// at once, before the election's goroutine has had any chance to run:
+	// as after a process pause.
+	fake.Advance(until.Sub(fake.Now()) - time.Millisecond)
+	if !e.IsLeader() || !term.Valid() {
+		t.Fatal("not leader before the deadline")
+	}
+	fake.Advance(time.Millisecond)
+	if e.IsLeader() || term.Valid() || e.State() == LeaderState {
+		t.Fatal("still leader at the deadline")
+	}
+	if err := term.Context().Err(); err == nil {
+		t.Fatal("term context not cancelled at the deadline")
+	}
+	select {
+	case <-term.Context().Done():
+	default:
+		t.Fatal("term context Done not closed once Err reported the end")
+	}
+	if term.Cause() != CauseDeadline {
+		t.Fatalf("cause %v", term.Cause())
+	}
+	// The election then reports the loss, and, since the key is still its
+	// own on the broker, a renewal starts a new term with a newer token.
+	evs = rec.waitFor(t, 5*time.Second, "a to lead again", func(evs []event) bool { return len(evs) >= 3 })
+	if evs[1].won || evs[1].cause != CauseDeadline || !evs[2].won || evs[2].term.Token() <= term.Token() {
+		t.Fatalf("after the deadline: %s", describe(evs))
+	}
+	checkHistory(t, evs)
+}
+
+func TestBrokerOutageShorterThanTheLeaseKeepsTheLeader(t *testing.T) {
+	ts := newTestServer(t)
+	nc := connect(t, ts.url())
+	kv := createBucket(t, nc, bucketConfig(5*time.Second))
+	rec := newRecorder()
+	runElection(t, mustElection(t, "a", "blip", kv, rec.options("a")...))
+	runElection(t, mustElection(t, "b", "blip", kv, rec.options("b")...))
+	rec.waitFor(t, 5*time.Second, "a win", func(evs []event) bool { return wins(evs, "") == 1 })
+	first := leader(rec.snapshot())
+
+	ts.restart()
+	_, rev, _ := value(t, kv, "blip")
+	eventually(t, 10*time.Second, "renewals after the restart", func() bool { _, r, _ := value(t, kv, "blip"); return r > rev+1 })
+	if evs := rec.snapshot(); len(evs) != 1 || leader(evs) != first {
+		t.Fatalf("a broker restart within the lease changed leadership: %s", describe(evs))
+	}
+}
+
+func TestLeaderCutOffFromTheBrokerStandsDownAtItsDeadline(t *testing.T) {
+	const ttl = time.Second
+	ts := newTestServer(t)
+	kv := createBucket(t, connect(t, ts.url()), bucketConfig(ttl))
+	rec := newRecorder()
+	e := mustElection(t, "a", "down", kv, rec.options("a")...)
+	runElection(t, e)
+	evs := rec.waitFor(t, 5*time.Second, "a to win", func(evs []event) bool { return wins(evs, "a") == 1 })
+	ts.stop()
+	stopped := time.Now()
+	evs = rec.waitFor(t, 3*time.Second, "a to stand down", func(evs []event) bool { return len(evs) == 2 })
+	if evs[1].cause != CauseDeadline || evs[1].at.Sub(stopped) > ttl+200*time.Millisecond {
+		t.Fatalf("stood down %v after the broker stopped: %s", evs[1].at.Sub(stopped), describe(evs))
+	}
+	if !evs[0].term.ValidUntil().Before(stopped.Add(ttl)) {
+		t.Fatal("the term outlived the key")
+	}
+	// It campaigns again once the broker is back.
+	ts.start()
+	rec.waitFor(t, 10*time.Second, "a to lead again", func(evs []event) bool { return wins(evs, "a") == 2 })
+	checkHistory(t, rec.snapshot())
+}
+
+func TestAmbiguousRenewalNeverMakesASecondLeader(t *testing.T) {
+	const ttl = 2 * time.Second
+	ts := newTestServer(t)
+	nc := connect(t, ts.url())
+	kv := createBucket(t, nc, bucketConfig(ttl))
+	faulty := &lostAckKV{KeyValue: kv}
+	rec := newRecorder()
+	// Same identity on both: the worst case, where a stored value cannot
+	// tell whose write it was.
+	a := mustElection(t, "host", "ambiguous", faulty, append(rec.options("a"), WithLogger(testLogger{t, "a: "}))...)
+	runElection(t, a)
+	rec.waitFor(t, 5*time.Second, "a to win", func(evs []event) bool { return wins(evs, "a") == 1 })
+	runElection(t, mustElection(t, "host", "ambiguous", kv, rec.options("b")...))
+	time.Sleep(100 * time.Millisecond)
+
+	var faultAt atomic.Int64
+	faulty.setLose(func(value []byte, expect uint64) bool {
+		if len(value) > 0 && expect != 0 && faultAt.Load() == 0 {
+			faultAt.Store(time.Now().UnixNano())
+			return true // lose the ack of the next renewal
+		}
+		return false
+	})
+	evs := rec.waitFor(t, 10*time.Second, "someone to lead after a", func(evs []event) bool { return len(evs) >= 3 })
+	if len(faulty.lostRevisions()) != 1 {
+		t.Fatalf("lost %v", faulty.lostRevisions())
+	}
+	lost := evs[1]
+	if lost.who != "a" || lost.cause != CauseDeadline {
+		t.Fatalf("a should lead until its deadline: %s", describe(evs))
+	}
+	// a stood down at its deadline, not at the first refused renewal: a
+	// healthy leader keeps leading while its deadline holds.
+	fault := time.Unix(0, faultAt.Load())
+	if held := lost.term.ValidUntil().Sub(fault); held < ttl-ttl/10-ttl/3-100*time.Millisecond {
+		t.Fatalf("a stood down %v after the lost ack, before its deadline", held)
+	}
+	checkHistory(t, evs)
+}
+
+func TestAmbiguousCampaignIsNotAssumedWon(t *testing.T) {
+	const ttl = time.Second
+	ts := newTestServer(t)
+	kv := createBucket(t, connect(t, ts.url()), bucketConfig(ttl))
+	faulty := &lostAckKV{KeyValue: kv}
+	var once atomic.Bool
+	faulty.setLose(func(value []byte, expect uint64) bool { return len(value) > 0 && once.CompareAndSwap(false, true) })
+	rec := newRecorder()
+	runElection(t, mustElection(t, "host", "amb_create", faulty, rec.options("a")...))
+	eventually(t, 5*time.Second, "the lost campaign", func() bool { return len(faulty.lostRevisions()) == 1 })
+	stored := time.Now()
+	runElection(t, mustElection(t, "host", "amb_create", kv, rec.options("b")...))
+	evs := rec.waitFor(t, 5*time.Second, "a leader", func(evs []event) bool { return wins(evs, "") >= 1 })
+	// Nobody can know the stored key is a's, so it leads nobody until it expires.
+	if gap := evs[0].at.Sub(stored); gap < ttl/2 {
+		t.Fatalf("%s led %v after the unacknowledged campaign, before the key could expire", evs[0].who, gap)
+	}
+	checkHistory(t, evs)
+}
+
+func TestStartRetriesWhileTheBrokerIsDown(t *testing.T) {
+	ts := newTestServer(t)
+	kv := createBucket(t, connect(t, ts.url()), bucketConfig(time.Second))
+	ts.stop()
+	rec := newRecorder()
+	var logs strings.Builder
+	var mu sync.Mutex
+	e := mustElection(t, "a", "late", kv, append(rec.options("a"), RequestTimeout(200*time.Millisecond), WithLogger(funcLogger(func(s string) {
+		mu.Lock()
+		logs.WriteString(s + "\n")
+		mu.Unlock()
+	})))...)
+	runElection(t, e)
+	time.Sleep(time.Second)
+	if e.State() != CandidateState {
+		t.Fatalf("state %v while waiting for the broker", e.State())
+	}
+	ts.start()
+	rec.waitFor(t, 15*time.Second, "a to win", func(evs []event) bool { return wins(evs, "a") == 1 })
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(logs.String(), "cannot read bucket CHORIA_LEADER_ELECTION") {
+		t.Fatalf("no log line says why it waited:\n%s", logs.String())
+	}
+}
+
+func TestGraceDelaysWinningAfterAnExpiry(t *testing.T) {
+	const ttl, grace = time.Second, 700 * time.Millisecond
+	ts := newTestServer(t)
+	kv := createBucket(t, connect(t, ts.url()), bucketConfig(ttl))
+	rec := newRecorder()
+	stopA := runElection(t, mustElection(t, "a", "grace", kv, append(rec.options("a"), ReleaseOnStop(false))...))
+	rec.waitFor(t, 5*time.Second, "a to win", func(evs []event) bool { return wins(evs, "a") == 1 })
+	b := mustElection(t, "b", "grace", kv, append(rec.options("b"), Grace(grace))...)
+	runElection(t, b)
+	time.Sleep(100 * time.Millisecond)
+	stopA()
+	var took time.Time
+	eventually(t, 5*time.Second, "b to take the key", func() bool {
+		v, _, ok := value(t, kv, "grace")
+		if ok && v == "b" {
+			took = time.Now()
+			return true
+		}
+		return false
+	})
+	evs := rec.waitFor(t, 5*time.Second, "b to win", func(evs []event) bool { return wins(evs, "b") == 1 })
+	if waited := evs[len(evs)-1].at.Sub(took); waited < grace-100*time.Millisecond {
+		t.Fatalf("b won %v after taking the key, want the %v grace", waited, grace)
+	}
+}
+
+// choriaCandidate campaigns the way Choria's own candidates do: Create to
+// win, Update on its last revision to renew, no local deadline.
+func choriaCandidate(ctx context.Context, kv jetstream.KeyValue, key, identity string, every time.Duration, leading *atomic.Bool) {
+	var last uint64
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		if leading.Load() {
+			rev, err := kv.Update(ctx, key, []byte(identity), last)
+			if err != nil {
+				leading.Store(false)
+			} else {
+				last = rev
+			}
+		} else if rev, err := kv.Create(ctx, key, []byte(identity)); err == nil {
+			last = rev
+			leading.Store(true)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+func TestInteroperatesWithChoriaStyleCandidates(t *testing.T) {
+	const ttl = time.Second
+	ts := newTestServer(t)
+	kv := createBucket(t, connect(t, ts.url()), bucketConfig(ttl))
+
+	// A Choria-style leader holds the key: ours must wait.
+	ctx, cancel := context.WithCancel(context.Background())
+	var choriaLeads atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		choriaCandidate(ctx, kv, "mixed", "choria.example.net", 200*time.Millisecond, &choriaLeads)
+	}()
+	eventually(t, 5*time.Second, "the Choria-style candidate to lead", choriaLeads.Load)
+	rec := newRecorder()
+	ours := mustElection(t, "conclave.example.net", "mixed", kv, rec.options("ours")...)
+	stopOurs := runElection(t, ours)
+	time.Sleep(2 * ttl)
+	if wins(rec.snapshot(), "") != 0 || !choriaLeads.Load() {
+		t.Fatalf("ours won while a Choria-style leader renewed: %s", describe(rec.snapshot()))
+	}
+	// It stops renewing: ours takes over after the key expires.
+	cancel()
+	<-done
+	rec.waitFor(t, 3*time.Second, "ours to win", func(evs []event) bool { return wins(evs, "ours") == 1 })
+
+	// Choria-style candidates cannot create the key while ours leads...
+	if _, err := kv.Create(context.Background(), "mixed", []byte("choria.example.net")); err == nil {
+		t.Fatal("Create succeeded while our candidate led")
+	}
+	// ...and can right after ours stops: the release removes the key.
+	stopOurs()
+	if _, err := kv.Create(context.Background(), "mixed", []byte("choria.example.net")); err != nil {
+		t.Fatalf("Create after our leader stopped: %v", err)
+	}
+}
+
+type funcLogger func(string)
+
+func (f funcLogger) Debugf(format string, a ...any) { f("DEBUG " + sprintf(format, a...)) }
+func (f funcLogger) Infof(format string, a ...any)  { f("INFO " + sprintf(format, a...)) }
+func (f funcLogger) Warnf(format string, a ...any)  { f("WARN " + sprintf(format, a...)) }
+func (f funcLogger) Errorf(format string, a ...any) { f("ERROR " + sprintf(format, a...)) }

@@ -1,0 +1,199 @@
+package streams
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/conclave-io/conclave/clock"
+)
+
+// Option configures an Election. Options check their arguments and make
+// NewElection fail with an error wrapping ErrInvalidOption when one is unusable.
+type Option func(*options) error
+
+// Backoff spaces out a standby's safety-net campaigns. backoff.Policy and its
+// presets (backoff.FiveSec, backoff.TwentySec) implement it.
+type Backoff interface {
+	// Duration returns how long to wait before try n, counting from 0.
+	Duration(n int) time.Duration
+}
+
+// Logger receives the election's log lines. *logrus.Entry and *logrus.Logger
+// implement it. Without one the election logs nothing.
+type Logger interface {
+	Debugf(format string, args ...any)
+	Infof(format string, args ...any)
+	Warnf(format string, args ...any)
+	Errorf(format string, args ...any)
+}
+
+type options struct {
+	onWon          func()
+	onLost         func()
+	onCampaign     func(State)
+	onLeading      func(*Term)
+	backoff        Backoff
+	releaseOnStop  bool
+	grace          time.Duration
+	margin         time.Duration
+	renewInterval  time.Duration
+	requestTimeout time.Duration
+	clock          clock.Clock
+	log            Logger
+	recorder       Recorder
+}
+
+func defaultOptions() options {
+	return options{releaseOnStop: true, clock: clock.System{}, log: nopLogger{}, recorder: nopRecorder{}}
+}
+
+// OnWon sets a function called when this candidate becomes leader. It runs
+// on the election's notification goroutine, never under a lock, and may call
+// any method of the Election, Stop included.
+func OnWon(cb func()) Option {
+	return func(o *options) error { o.onWon = cb; return nil }
+}
+
+// OnLost sets a function called when this candidate stops being leader, for
+// whatever reason, Stop included. It is only called after OnWon, and the two
+// strictly alternate. It runs like OnWon. A graceful release waits for it to
+// return before handing over, so the next leader's OnWon runs after it.
+func OnLost(cb func()) Option {
+	return func(o *options) error { o.onLost = cb; return nil }
+}
+
+// OnLeading sets a function called when this candidate becomes leader, right
+// after OnWon, with the term: its fencing token, the local deadline until
+// which leadership is guaranteed, and a context cancelled when it ends. Bind
+// the leader's work to the term's context and send the token with every write
+// to a resource that can reject stale leaders.
+func OnLeading(cb func(*Term)) Option {
+	return func(o *options) error { o.onLeading = cb; return nil }
+}
+
+// OnCampaign sets a function called at each campaign attempt with
+// CandidateState and at each renewal with LeaderState. It runs like OnWon.
+func OnCampaign(cb func(State)) Option {
+	return func(o *options) error { o.onCampaign = cb; return nil }
+}
+
+// BackOff slows down a standby's safety-net campaigns: the attempts it makes
+// when it predicts the leader's key expired, or when its view of the key may
+// be stale. Attempt n after a failed one waits bo.Duration(n). Takeovers the
+// watch reports (a released or removed key) are not delayed. Without it, a
+// standby retries quickly (from 20ms, growing to a quarter of the TTL) so
+// that a crashed leader is replaced within the TTL plus the broker's expiry
+// lateness.
+func BackOff(bo Backoff) Option {
+	return func(o *options) error {
+		if bo == nil {
+			return fmt.Errorf("%w: BackOff(nil): pass a policy such as backoff.TwentySec, or leave the option out", ErrInvalidOption)
+		}
+		o.backoff = bo
+		return nil
+	}
+}
+
+// ReleaseOnStop sets whether a leader that stops hands its key over at once
+// (true, the default) or leaves it to expire after the TTL (false). Release
+// writes only with a revision check, so it never disturbs another leader.
+func ReleaseOnStop(release bool) Option {
+	return func(o *options) error { o.releaseOnStop = release; return nil }
+}
+
+// Grace delays OnWon by d after a takeover of an expired key, as a
+// cool-down for elections that mix in candidates that do not step down by a
+// local deadline (Choria's own candidates, for example). Takeovers of a key
+// removed by someone else already wait a full TTL; takeovers of a released key
+// never wait.
+func Grace(d time.Duration) Option {
+	return func(o *options) error {
+		if d < 0 {
+			return fmt.Errorf("%w: Grace(%v) is negative", ErrInvalidOption, d)
+		}
+		o.grace = d
+		return nil
+	}
+}
+
+// SafetyMargin sets how long before the broker could expire its key a leader
+// stops counting itself leader. It absorbs clock-rate differences between the
+// leader and the broker. Default: a tenth of the TTL. It must be below half
+// the TTL.
+func SafetyMargin(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: SafetyMargin(%v) must be positive", ErrInvalidOption, d)
+		}
+		o.margin = d
+		return nil
+	}
+}
+
+// RenewInterval sets how often a leader renews its key. Default: a third of
+// the TTL, which leaves room for several retries before the deadline. It must
+// leave at least as much time again before the deadline.
+func RenewInterval(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: RenewInterval(%v) must be positive", ErrInvalidOption, d)
+		}
+		o.renewInterval = d
+		return nil
+	}
+}
+
+// RequestTimeout bounds each request to the broker. Default: a fifth of the
+// TTL, between 200ms and 5s. A leader's requests are also cut off at its
+// deadline.
+func RequestTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: RequestTimeout(%v) must be positive", ErrInvalidOption, d)
+		}
+		o.requestTimeout = d
+		return nil
+	}
+}
+
+// WithClock sets the clock used for deadlines and timers; tests pass a fake
+// one (clock/clocktest) to step time.
+func WithClock(c clock.Clock) Option {
+	return func(o *options) error {
+		if c == nil {
+			return fmt.Errorf("%w: WithClock(nil)", ErrInvalidOption)
+		}
+		o.clock = c
+		return nil
+	}
+}
+
+// WithLogger sets where the election logs what it does and why.
+func WithLogger(l Logger) Option {
+	return func(o *options) error {
+		if l == nil {
+			return fmt.Errorf("%w: WithLogger(nil)", ErrInvalidOption)
+		}
+		o.log = l
+		return nil
+	}
+}
+
+// WithRecorder sets a Recorder told of campaigns, wins, losses and renewals,
+// for metrics. See package metrics for a Prometheus one.
+func WithRecorder(r Recorder) Option {
+	return func(o *options) error {
+		if r == nil {
+			return fmt.Errorf("%w: WithRecorder(nil)", ErrInvalidOption)
+		}
+		o.recorder = r
+		return nil
+	}
+}
+
+type nopLogger struct{}
+
+func (nopLogger) Debugf(string, ...any) {}
+func (nopLogger) Infof(string, ...any)  {}
+func (nopLogger) Warnf(string, ...any)  {}
+func (nopLogger) Errorf(string, ...any) {}

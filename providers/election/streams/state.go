@@ -1,0 +1,58 @@
+package streams
+
+// State is where an election stands from one candidate's point of view.
+type State uint
+
+const (
+	// UnknownState means the election is not running: not yet started, or stopped.
+	UnknownState State = iota
+	// CandidateState means the election runs and this candidate is not the leader.
+	CandidateState
+	// LeaderState means this candidate is the leader.
+	LeaderState
+)
+
+// String returns "unknown", "candidate" or "leader".
+func (s State) String() string {
+	switch s {
+	case CandidateState:
+		return "candidate"
+	case LeaderState:
+		return "leader"
+	default:
+		return "unknown"
+	}
+}
+
+// Cause says why a term ended.
+type Cause uint
+
+const (
+	// CauseReleased means the leader stopped (Stop or its context ended).
+	CauseReleased Cause = iota + 1
+	// CauseDeposed means someone else removed or overwrote the leader's key,
+	// for example an operator forcing a stand-down.
+	CauseDeposed
+	// CauseDeadline means the leader could not renew before its local
+	// deadline: the broker was unreachable or slow, or the process was paused.
+	CauseDeadline
+	// CauseExpired means the broker rejected a renewal because the key had
+	// expired.
+	CauseExpired
+)
+
+// String returns "released", "deposed", "deadline" or "expired".
+func (c Cause) String() string {
+	switch c {
+	case CauseReleased:
+		return "released"
+	case CauseDeposed:
+		return "deposed"
+	case CauseDeadline:
+		return "deadline"
+	case CauseExpired:
+		return "expired"
+	default:
+		return "unknown"
+	}
+}

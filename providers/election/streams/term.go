@@ -1,0 +1,166 @@
+package streams
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/conclave-io/conclave/clock"
+)
+
+// Term is one period of leadership of one candidate.
+//
+// Its validity is read from the clock: Valid turns false, and the context's
+// Err turns non-nil, the instant the local deadline passes, even if the
+// election's goroutine has not run since (for example after the process was
+// paused). Check Valid, or the context's Err, right before acting as leader,
+// and give the Token to any resource that can reject writes carrying a token
+// lower than one it has seen.
+type Term struct {
+	key      string
+	identity string
+	token    uint64
+	started  time.Time
+	clock    clock.Clock
+	parent   context.Context
+
+	mu         sync.Mutex
+	validUntil time.Time
+	ended      bool
+	endedAt    time.Time
+	cause      Cause
+	done       chan struct{}
+}
+
+func newTerm(parent context.Context, c clock.Clock, key, identity string, token uint64, validUntil time.Time) *Term {
+	return &Term{
+		key: key, identity: identity, token: token, started: c.Now(), clock: c, parent: parent,
+		validUntil: validUntil, done: make(chan struct{}),
+	}
+}
+
+// Key returns the election key.
+func (t *Term) Key() string { return t.key }
+
+// Identity returns the leader's identity.
+func (t *Term) Identity() string { return t.identity }
+
+// Token returns the fencing token: the revision of the write that began the
+// term. Tokens of later terms in the same bucket are always larger.
+func (t *Term) Token() uint64 { return t.token }
+
+// Started returns when the term began, on the election's clock.
+func (t *Term) Started() time.Time { return t.started }
+
+// ValidUntil returns the local time until which leadership is guaranteed.
+// Renewals move it later while the term lasts; once the term has ended it is
+// the time it ended.
+func (t *Term) ValidUntil() time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.checkLocked()
+	if t.ended {
+		return t.endedAt
+	}
+	return t.validUntil
+}
+
+// Valid reports whether the term still holds at this instant.
+func (t *Term) Valid() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.checkLocked()
+	return !t.ended
+}
+
+// Done returns a channel closed when the term ends. It closes when the
+// election's goroutine notices the end, or when Valid or Err observe it,
+// whichever is first.
+func (t *Term) Done() <-chan struct{} { return t.done }
+
+// Err returns nil while the term is valid, and an error wrapping
+// ErrTermEnded, saying why, once it has ended.
+func (t *Term) Err() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.checkLocked()
+	if !t.ended {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", ErrTermEnded, t.cause)
+}
+
+// Cause returns why the term ended, or 0 while it lasts.
+func (t *Term) Cause() Cause {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.checkLocked()
+	return t.cause
+}
+
+// Context returns a context cancelled when the term ends. Its Err is read
+// from the clock like Valid, and its values come from the context passed to
+// Start. It has no Deadline because renewals move the term's end.
+func (t *Term) Context() context.Context { return termContext{t} }
+
+// String describes the term for logs.
+func (t *Term) String() string {
+	return fmt.Sprintf("term %d of %s in %s", t.token, t.identity, t.key)
+}
+
+// extend moves the deadline to until if the term is still valid, and reports
+// whether it did.
+func (t *Term) extend(until time.Time) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.checkLocked()
+	if t.ended {
+		return false
+	}
+	t.validUntil = until
+	return true
+}
+
+// end ends the term now for cause, if it has not already ended, and returns
+// the cause it ended with.
+func (t *Term) end(cause Cause) Cause {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.checkLocked()
+	if !t.ended {
+		t.finishLocked(t.clock.Now(), cause)
+	}
+	return t.cause
+}
+
+// checkLocked ends the term if the clock passed its deadline.
+func (t *Term) checkLocked() {
+	if !t.ended && !t.clock.Now().Before(t.validUntil) {
+		t.finishLocked(t.validUntil, CauseDeadline)
+	}
+}
+
+func (t *Term) finishLocked(at time.Time, cause Cause) {
+	t.ended = true
+	t.endedAt = at
+	if at.After(t.validUntil) {
+		t.endedAt = t.validUntil
+	}
+	t.cause = cause
+	close(t.done)
+}
+
+// termContext adapts a Term to context.Context.
+type termContext struct{ t *Term }
+
+func (c termContext) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (c termContext) Done() <-chan struct{}       { return c.t.Done() }
+func (c termContext) Value(key any) any           { return c.t.parent.Value(key) }
+
+func (c termContext) Err() error {
+	if c.t.Valid() {
+		return nil
+	}
+	return context.Canceled
+}

@@ -1,0 +1,79 @@
+package streams
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/conclave-io/conclave/backoff"
+)
+
+// timings are the durations an election derives from the bucket's TTL and
+// its options.
+type timings struct {
+	ttl     time.Duration // bucket TTL: the broker expires a key this long after its last write
+	margin  time.Duration // a leader's deadline is its last write's send time + ttl - margin
+	renew   time.Duration // a leader renews this long after its last successful write
+	retry   time.Duration // a leader retries a failed renewal after about this long
+	request time.Duration // bound on each request
+	handoff time.Duration // after a release, how long to leave the key to standbys before removing it
+	standby Backoff       // spaces out a standby's safety-net campaigns
+}
+
+func clamp(d, lo, hi time.Duration) time.Duration { return min(max(d, lo), hi) }
+
+func (e *Election) timings(ttl time.Duration) (timings, error) {
+	o := e.opts
+	t := timings{
+		ttl:     ttl,
+		margin:  ttl / 10,
+		renew:   ttl / 3,
+		retry:   clamp(ttl/20, 10*time.Millisecond, 250*time.Millisecond),
+		request: clamp(ttl/5, 200*time.Millisecond, 5*time.Second),
+		handoff: clamp(ttl/4, 50*time.Millisecond, 250*time.Millisecond),
+		standby: o.backoff,
+	}
+	if o.margin > 0 {
+		t.margin = o.margin
+	}
+	if o.renewInterval > 0 {
+		t.renew = o.renewInterval
+	}
+	if o.requestTimeout > 0 {
+		t.request = o.requestTimeout
+	}
+	if t.standby == nil {
+		t.standby = defaultStandbyBackoff(ttl)
+	}
+	lease := ttl - t.margin
+	switch {
+	case t.margin >= ttl/2:
+		return t, fmt.Errorf("%w: SafetyMargin %v must be below half the bucket TTL %v", ErrInvalidOption, t.margin, ttl)
+	case t.renew > lease/2:
+		return t, fmt.Errorf("%w: RenewInterval %v leaves no room to retry before the deadline: with TTL %v and margin %v it must be at most %v", ErrInvalidOption, t.renew, ttl, t.margin, lease/2)
+	case t.request >= lease:
+		return t, fmt.Errorf("%w: RequestTimeout %v must be below the TTL %v less the margin %v", ErrInvalidOption, t.request, ttl, t.margin)
+	}
+	return t, nil
+}
+
+// defaultStandbyBackoff doubles from 20ms to a quarter of the TTL: quick
+// enough to catch an expiry the broker runs a few hundred milliseconds late,
+// sparse enough that a wrong prediction costs little.
+func defaultStandbyBackoff(ttl time.Duration) Backoff {
+	limit := max(ttl/4, 20*time.Millisecond)
+	var steps []time.Duration
+	for d := 20 * time.Millisecond; d < limit; d *= 2 {
+		steps = append(steps, d)
+	}
+	steps = append(steps, limit)
+	return backoff.Policy{Steps: steps}
+}
+
+// jittered returns d less up to a quarter of it, at random.
+func jittered(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return d - time.Duration(rand.Int64N(int64(d)/4+1))
+}
