@@ -1,0 +1,402 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/sirupsen/logrus"
+
+	"github.com/conclave-io/conclave/backoff"
+	"github.com/conclave-io/conclave/config"
+)
+
+// provisionPolicy paces the retries while JetStream comes up and a cluster
+// forms: quick at first (a single server is ready within milliseconds, a
+// cluster elects its meta leader within seconds), then every few seconds.
+var provisionPolicy = backoff.Linear(100*time.Millisecond, 5*time.Second, 20)
+
+const (
+	// maxTryTimeout bounds one provisioning attempt. Attempts start with a
+	// second and grow: before a cluster has a meta leader, JetStream API
+	// requests go unanswered, and a long first wait would delay start-up.
+	maxTryTimeout = 10 * time.Second
+	// quietTries is how many failed attempts log at info level before the
+	// broker warns: a cluster that is still forming fails the first few.
+	quietTries = 10
+	// readyPoll is how long each readiness check of the server waits.
+	readyPoll = 100 * time.Millisecond
+	// httpShutdownTimeout bounds the graceful close of the monitoring server.
+	httpShutdownTimeout = 5 * time.Second
+)
+
+// Broker is an embedded NATS server with JetStream that holds the election
+// bucket. Build it with New, then Start (or Run) it once; Shutdown stops it.
+// Its methods are safe for concurrent use.
+type Broker struct {
+	set  settings
+	log  *logrus.Entry
+	slog *serverLogger
+
+	mu          sync.Mutex
+	started     bool
+	closing     bool
+	cancelStart context.CancelFunc
+	starting    chan struct{}  // closed when Start's work is over
+	srv         *server.Server // for Shutdown, from before it starts
+	ready       *server.Server // for the accessors, once it accepts clients
+	nc          *nats.Conn
+	mon         *monitor
+	report      ProvisionReport
+
+	shutdownOnce sync.Once
+	done         chan struct{}
+}
+
+// New validates cfg and returns a Broker that is not started yet. log
+// receives the broker's and nats-server's messages; nil discards them.
+//
+// It returns an error wrapping ErrInvalidConfig when a setting is missing or
+// out of range, and ErrNotEnoughServers when the configured election bucket
+// replicas exceed the servers the configuration names.
+func New(cfg *config.Config, log *logrus.Entry, opts ...Option) (*Broker, error) {
+	o := options{clusterName: DefaultClusterName}
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	set, err := newSettings(cfg, o)
+	if err != nil {
+		return nil, err
+	}
+	if log == nil {
+		l := logrus.New()
+		l.SetOutput(io.Discard)
+		log = logrus.NewEntry(l)
+	}
+	return &Broker{
+		set:  set,
+		log:  log,
+		slog: newServerLogger(log.WithField("component", "nats-server")),
+		done: make(chan struct{}),
+	}, nil
+}
+
+// BucketSpec returns the election bucket settings the broker provisions.
+func (b *Broker) BucketSpec() BucketSpec { return b.set.spec }
+
+// ClusterSize returns the number of servers the configuration names: 1
+// without peers, else this server plus every distinct other peer.
+func (b *Broker) ClusterSize() int { return b.set.clusterSize }
+
+// Start runs the NATS server and returns once it accepts clients, JetStream
+// is ready and the election bucket has the configured settings, retrying
+// while a cluster forms. ctx bounds the start-up only; the broker runs until
+// Shutdown.
+//
+// When Start fails the broker is shut down and cannot be started again. It
+// returns ErrAlreadyStarted on a second call, ErrShutdown when Shutdown ran
+// first or meanwhile, ErrServerFailed when nats-server could not start, the
+// errors of ProvisionElectionBucket that retrying cannot fix, and otherwise
+// ctx's error joined with the reason of the last failed attempt.
+func (b *Broker) Start(ctx context.Context) error {
+	b.mu.Lock()
+	switch {
+	case b.closing:
+		b.mu.Unlock()
+		return ErrShutdown
+	case b.started:
+		b.mu.Unlock()
+		return ErrAlreadyStarted
+	}
+	b.started = true
+	ctx, cancel := context.WithCancel(ctx)
+	b.cancelStart = cancel
+	starting := make(chan struct{})
+	b.starting = starting
+	b.mu.Unlock()
+
+	err := b.start(ctx)
+	cancel()
+	close(starting)
+	if err == nil {
+		return nil
+	}
+	b.mu.Lock()
+	closing := b.closing
+	b.mu.Unlock()
+	b.Shutdown()
+	if closing && !errors.Is(err, ErrShutdown) {
+		err = fmt.Errorf("%w during start-up: %w", ErrShutdown, err)
+	}
+	return err
+}
+
+func (b *Broker) start(ctx context.Context) error {
+	srv, err := server.NewServer(b.serverOptions())
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrServerFailed, err)
+	}
+	debug, trace := b.slog.levels()
+	srv.SetLoggerV2(b.slog, debug, trace, false)
+	b.keep(func() { b.srv = srv })
+
+	srv.Start()
+	if err := b.waitReady(ctx, srv); err != nil {
+		return err
+	}
+	// nats-server's accessors race with its Start: expose it only now.
+	b.keep(func() { b.ready = srv })
+
+	nc, err := nats.Connect("", nats.InProcessServer(srv), nats.Name("conclave broker "+b.set.identity))
+	if err != nil {
+		return fmt.Errorf("%w: in-process connection: %w", ErrServerFailed, err)
+	}
+	b.keep(func() { b.nc = nc })
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("%w: JetStream context: %w", ErrServerFailed, err)
+	}
+
+	if b.set.statsPort != 0 {
+		mon, err := startMonitor(b, srv)
+		if err != nil {
+			return err
+		}
+		b.keep(func() { b.mon = mon })
+		b.log.Infof("Serving monitoring and metrics on %s", mon.url())
+	}
+
+	report, err := b.provision(ctx, js)
+	if err != nil {
+		return err
+	}
+	b.keep(func() { b.report = report })
+	b.log.WithFields(logrus.Fields{"client_url": srv.ClientURL(), "bucket": ElectionBucket}).
+		Infof("Broker %s ready: election bucket %s", b.set.identity, report)
+	return nil
+}
+
+// keep hands a resource over to the broker, for Shutdown to release. Shutdown
+// waits for Start's work to end before it releases anything, so that it
+// never stops a server that is still starting: nats-server does not support
+// that.
+func (b *Broker) keep(set func()) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	set()
+}
+
+// serverOptions translates the settings into nats-server options.
+func (b *Broker) serverOptions() *server.Options {
+	s := b.set
+	opts := &server.Options{
+		ServerName:             s.identity,
+		Host:                   s.listenHost,
+		Port:                   s.clientPort,
+		JetStream:              true,
+		StoreDir:               s.storeDir,
+		SyncAlways:             s.syncAlways,
+		NoSigs:                 true,
+		DisableJetStreamBanner: true,
+	}
+	if s.peerPort != 0 {
+		opts.Cluster = server.ClusterOpts{Name: s.clusterName, Host: s.listenHost, Port: s.peerPort}
+		opts.Routes = s.routes
+	}
+	return opts
+}
+
+// waitReady waits until the server accepts clients, failing fast when it
+// reported a fatal error.
+func (b *Broker) waitReady(ctx context.Context, srv *server.Server) error {
+	for {
+		if msg := b.slog.fatalMessage(); msg != "" {
+			return fmt.Errorf("%w: %s", ErrServerFailed, msg)
+		}
+		if srv.ReadyForConnections(readyPoll) {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("%w: not ready for connections: %w", ErrServerFailed, err)
+		}
+	}
+}
+
+// provision retries ProvisionElectionBucket until it succeeds, fails for
+// good, or ctx ends.
+func (b *Broker) provision(ctx context.Context, js jetstream.JetStream) (ProvisionReport, error) {
+	var (
+		report ProvisionReport
+		final  error
+	)
+	err := provisionPolicy.For(ctx, func(try int) error {
+		tctx, cancel := context.WithTimeout(ctx, min(time.Duration(try+1)*time.Second, maxTryTimeout))
+		defer cancel()
+		var err error
+		report, err = b.provisionOnce(tctx, js)
+		switch {
+		case err == nil:
+			return nil
+		case permanent(err):
+			final = err
+			return nil
+		case ctx.Err() != nil:
+			return err
+		}
+		entry := b.log.WithField("try", try+1)
+		if try < quietTries {
+			entry.Infof("Election bucket %s not ready yet, retrying: %v", ElectionBucket, err)
+		} else {
+			entry.Warnf("Election bucket %s still not ready, retrying: %v", ElectionBucket, err)
+		}
+		return err
+	})
+	switch {
+	case final != nil:
+		return ProvisionReport{}, final
+	case err != nil:
+		return ProvisionReport{}, fmt.Errorf("broker: election bucket %s not provisioned: %w", ElectionBucket, err)
+	}
+	return report, nil
+}
+
+func (b *Broker) provisionOnce(ctx context.Context, js jetstream.JetStream) (ProvisionReport, error) {
+	if _, err := js.AccountInfo(ctx); err != nil {
+		return ProvisionReport{}, fmt.Errorf("JetStream not ready: %w", err)
+	}
+	return ProvisionElectionBucket(ctx, js, b.set.spec, b.log)
+}
+
+// permanent reports whether retrying cannot fix a provisioning error. Too few
+// servers is not permanent in a cluster: New checked the configured size, so
+// the missing peers are still joining.
+func permanent(err error) bool {
+	return errors.Is(err, ErrBucketMisconfigured) || errors.Is(err, ErrInvalidConfig)
+}
+
+// Run starts the broker, blocks until ctx ends, then shuts it down. It
+// returns Start's error, or nil after a clean shutdown. It also returns when
+// Shutdown is called from elsewhere.
+func (b *Broker) Run(ctx context.Context) error {
+	if err := b.Start(ctx); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+	case <-b.done:
+	}
+	b.Shutdown()
+	return nil
+}
+
+// Shutdown stops the monitoring server, the NATS server and the broker's own
+// connection, and returns when they have stopped. It interrupts a Start in
+// progress, waiting for the NATS server to finish starting first (which
+// takes long only while JetStream recovers a large store). Calling it again,
+// concurrently, or before Start is safe.
+func (b *Broker) Shutdown() {
+	b.shutdownOnce.Do(func() {
+		b.mu.Lock()
+		b.closing = true
+		cancel, starting := b.cancelStart, b.starting
+		b.mu.Unlock()
+		if cancel != nil {
+			cancel()
+			<-starting
+		}
+
+		b.mu.Lock()
+		srv, nc, mon := b.srv, b.nc, b.mon
+		b.mu.Unlock()
+		if mon != nil {
+			mon.close()
+		}
+		if nc != nil {
+			nc.Close()
+		}
+		if srv != nil {
+			srv.Shutdown()
+			srv.WaitForShutdown()
+			b.log.Infof("Broker %s stopped", b.set.identity)
+		}
+		close(b.done)
+	})
+	<-b.done
+}
+
+// Done is closed once the broker has shut down.
+func (b *Broker) Done() <-chan struct{} { return b.done }
+
+// Server returns the NATS server once it accepts clients, nil before. For
+// tests and tools.
+func (b *Broker) Server() *server.Server {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ready
+}
+
+// ClientURL returns the URL clients connect to, such as
+// nats://127.0.0.1:4222, once the server accepts clients; "" before.
+func (b *Broker) ClientURL() string {
+	srv := b.Server()
+	if srv == nil {
+		return ""
+	}
+	return srv.ClientURL()
+}
+
+// ClusterURL returns the URL other brokers list as a peer, such as
+// nats://127.0.0.1:5222, built from the listen address and the bound peer
+// port, or "" when the broker does not cluster or has not started. With a
+// wildcard listen address (0.0.0.0) peers need the host's own address instead.
+func (b *Broker) ClusterURL() string {
+	srv := b.Server()
+	if srv == nil {
+		return ""
+	}
+	addr := srv.ClusterAddr()
+	if addr == nil {
+		return ""
+	}
+	return "nats://" + net.JoinHostPort(b.set.listenHost, strconv.Itoa(addr.Port))
+}
+
+// StatsURL returns the monitoring server's base URL, such as
+// http://127.0.0.1:8222, or "" when monitoring is off or not started.
+func (b *Broker) StatsURL() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.mon == nil {
+		return ""
+	}
+	return b.mon.url()
+}
+
+// MetricsAddr returns the monitoring server's listen address (host:port),
+// or "" when monitoring is off or not started.
+func (b *Broker) MetricsAddr() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.mon == nil {
+		return ""
+	}
+	return b.mon.addr()
+}
+
+// ProvisionReport returns what Start's provisioning of the election bucket
+// did; the zero report before Start has succeeded.
+func (b *Broker) ProvisionReport() ProvisionReport {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.report
+}

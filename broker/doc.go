@@ -1,0 +1,29 @@
+// Package broker runs an embedded NATS server with JetStream and provisions
+// the leader election bucket, CHORIA_LEADER_ELECTION, on it.
+//
+// A Broker is built from a config.Config with New and started with Start,
+// which returns once the server accepts clients, JetStream is ready (in a
+// cluster: a JetStream meta leader exists) and the election bucket has the
+// configured settings. Run wraps Start and Shutdown for a command line tool.
+//
+// ProvisionElectionBucket is the provisioning step on its own: it works
+// against any NATS server with JetStream, creating the bucket or updating an
+// existing one to the wanted settings, and reports what it changed.
+//
+// # Durability
+//
+// JetStream acknowledges a write before it reaches the disk unless the server
+// runs with SyncAlways. A single server that crashes can then lose
+// acknowledged election writes, and a lost write can hand out a fencing token
+// (a key revision) a second time. The broker therefore passes
+// config.Config.SyncAlways (default true) straight to the server.
+//
+// # Cluster size
+//
+// With LeaderElectionReplicas -1 the bucket gets one replica per server named
+// in the configuration: this server plus every distinct entry of Peers that is
+// not this server itself. Peer lists that name every node, this one included,
+// as Choria's do, therefore count each node once. The count comes from the
+// configuration, not from the servers seen so far, so every node of a
+// cluster computes the same number while the cluster is still forming.
+package broker

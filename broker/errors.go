@@ -1,0 +1,33 @@
+package broker
+
+import "errors"
+
+var (
+	// ErrInvalidConfig is returned by New when the configuration cannot run a
+	// broker, and by ProvisionElectionBucket for an invalid BucketSpec. The
+	// message names the setting, its value and what is allowed.
+	ErrInvalidConfig = errors.New("broker: invalid configuration")
+
+	// ErrNotEnoughServers is returned when the election bucket asks for more
+	// replicas than there are JetStream servers. The message names both
+	// numbers and the setting to change.
+	ErrNotEnoughServers = errors.New("broker: not enough servers for the election bucket's replicas")
+
+	// ErrBucketMisconfigured is returned when an existing election bucket has a
+	// setting that cannot be changed in place (storage type, retention,
+	// subjects, mirror, …). The message says what to do.
+	ErrBucketMisconfigured = errors.New("broker: election bucket misconfigured")
+
+	// ErrAlreadyStarted is returned by Start when the Broker was started before.
+	// A Broker runs once; build a new one with New to start again.
+	ErrAlreadyStarted = errors.New("broker: already started")
+
+	// ErrShutdown is returned by Start when Shutdown was called before or
+	// while it ran.
+	ErrShutdown = errors.New("broker: shut down")
+
+	// ErrServerFailed is returned by Start when the NATS server could not
+	// start (a port in use, an unwritable store directory, …). The message
+	// carries the server's own reason.
+	ErrServerFailed = errors.New("broker: nats-server failed")
+)

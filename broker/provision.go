@@ -1,0 +1,353 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/sirupsen/logrus"
+)
+
+// ElectionBucket is the name of the KV bucket that holds the elections, one
+// key per election. Choria's brokers and clients use the same name.
+const ElectionBucket = "CHORIA_LEADER_ELECTION"
+
+// ElectionStream is the JetStream stream behind ElectionBucket.
+const ElectionStream = "KV_" + ElectionBucket
+
+// electionSubjects are the subjects of ElectionStream, as the KV API sets them.
+var electionSubjects = []string{"$KV." + ElectionBucket + ".>"}
+
+const (
+	// DefaultMaxValueSize is the stream's largest message, in bytes, for a
+	// BucketSpec with no MaxValueSize. Values are candidate identities, which
+	// are short. As with every KV bucket, the server counts a write's headers
+	// too (a compare-and-swap update carries about 50 bytes), so values of up
+	// to about 950 bytes fit.
+	DefaultMaxValueSize = 1024
+
+	// MinTTL is the shortest bucket TTL accepted. The server expires keys up
+	// to a few hundred milliseconds late, so shorter TTLs cannot work.
+	MinTTL = time.Second
+
+	// MaxReplicas is the most replicas JetStream supports for a stream.
+	MaxReplicas = 5
+
+	// electionHistory is the number of values kept per key: only the latest.
+	electionHistory = 1
+
+	// maxDuplicateWindow caps the duplicate window as the KV API does.
+	maxDuplicateWindow = 2 * time.Minute
+)
+
+// BucketSpec is what the election bucket must look like. Settings the spec
+// does not name (description, metadata, compression, placement, …) are left
+// as an existing bucket has them.
+type BucketSpec struct {
+	// TTL is how long a key lives after its last write (the stream's MaxAge):
+	// the election's campaign interval. At least MinTTL.
+	TTL time.Duration
+	// Replicas is the number of servers holding the bucket, 1 to MaxReplicas.
+	Replicas int
+	// MaxValueSize is the largest value in bytes; 0 means DefaultMaxValueSize.
+	MaxValueSize int32
+	// PerKeyTTL turns on per-message TTLs (the stream's AllowMsgTTL) so that
+	// writes may carry their own TTL. Once on, the server cannot turn it off
+	// again, so false leaves an existing bucket's setting as it is. Limit
+	// markers are never turned on: Choria's clients fail to Create a key
+	// after one.
+	PerKeyTTL bool
+}
+
+// Validate checks the spec and returns an error wrapping ErrInvalidConfig.
+func (s BucketSpec) Validate() error {
+	switch {
+	case s.TTL < MinTTL:
+		return fmt.Errorf("%w: bucket TTL %v is shorter than %v", ErrInvalidConfig, s.TTL, MinTTL)
+	case s.Replicas < 1 || s.Replicas > MaxReplicas:
+		return fmt.Errorf("%w: bucket replicas %d is not 1 to %d", ErrInvalidConfig, s.Replicas, MaxReplicas)
+	case s.MaxValueSize < 0:
+		return fmt.Errorf("%w: bucket max value size %d is negative", ErrInvalidConfig, s.MaxValueSize)
+	}
+	return nil
+}
+
+func (s BucketSpec) maxValueSize() int32 {
+	if s.MaxValueSize == 0 {
+		return DefaultMaxValueSize
+	}
+	return s.MaxValueSize
+}
+
+// duplicateWindow is the KV API's choice: the TTL, at most two minutes. The
+// server refuses a window longer than MaxAge, so a shorter TTL needs it.
+func (s BucketSpec) duplicateWindow() time.Duration {
+	return min(s.TTL, maxDuplicateWindow)
+}
+
+// SettingChange is one setting ProvisionElectionBucket changed.
+type SettingChange struct {
+	// Setting names the setting: "TTL", "history", "replicas", …
+	Setting string
+	// From and To are the old and new values as operators read them.
+	From, To string
+}
+
+// String renders the change as "TTL 1m0s → 30s".
+func (c SettingChange) String() string {
+	return fmt.Sprintf("%s %s → %s", c.Setting, c.From, c.To)
+}
+
+// ProvisionReport says what ProvisionElectionBucket did.
+type ProvisionReport struct {
+	// Created is true when the bucket did not exist and this call created
+	// it. When several brokers create it at the same moment with the same
+	// settings, the server accepts each identical request, so more than one
+	// may report it.
+	Created bool
+	// Changes lists the settings of an existing bucket that were updated, or
+	// for a created bucket those set after creating it. Empty when the bucket
+	// already had the wanted settings.
+	Changes []SettingChange
+	// Config is the stream configuration after provisioning.
+	Config jetstream.StreamConfig
+}
+
+// Changed reports whether the bucket was created or updated.
+func (r ProvisionReport) Changed() bool { return r.Created || len(r.Changes) > 0 }
+
+// String summarises the report: "created", "unchanged" or the changes.
+func (r ProvisionReport) String() string {
+	var parts []string
+	if r.Created {
+		parts = append(parts, "created")
+	}
+	for _, c := range r.Changes {
+		parts = append(parts, c.String())
+	}
+	if len(parts) == 0 {
+		return "unchanged"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// ProvisionElectionBucket makes the election bucket look like spec on the
+// JetStream js talks to: it creates the bucket when it is missing, updates the
+// settings spec names when they differ, and leaves other settings alone. It
+// logs each change on log at info level ("TTL 1m0s → 30s"); log may be nil.
+//
+// It returns an error wrapping ErrInvalidConfig for a bad spec,
+// ErrNotEnoughServers when the servers cannot hold spec.Replicas copies,
+// ErrBucketMisconfigured when the existing bucket has a setting that cannot
+// be changed in place, and otherwise the JetStream error (the server not
+// ready, a timeout, …), which a caller may retry.
+//
+// Several callers may provision the same bucket at once (every node of a
+// cluster does at start-up): the result is the same.
+func ProvisionElectionBucket(ctx context.Context, js jetstream.JetStream, spec BucketSpec, log *logrus.Entry) (ProvisionReport, error) {
+	if err := spec.Validate(); err != nil {
+		return ProvisionReport{}, err
+	}
+	var report ProvisionReport
+	stream, err := js.Stream(ctx, ElectionStream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		stream, err = createBucket(ctx, js, spec)
+		switch {
+		case err == nil:
+			report.Created = true
+			if log != nil {
+				log.Infof("Created election bucket %s: TTL %v, %d replicas, history %d, max value size %d B",
+					ElectionBucket, spec.TTL, spec.Replicas, electionHistory, spec.maxValueSize())
+			}
+		case errors.Is(err, errCreateRaced):
+			// Another broker created it first: provision what it made.
+			stream, err = js.Stream(ctx, ElectionStream)
+		default:
+			return ProvisionReport{}, err
+		}
+	}
+	if err != nil {
+		return ProvisionReport{}, fmt.Errorf("broker: reading election bucket %s: %w", ElectionBucket, err)
+	}
+
+	current := stream.CachedInfo().Config
+	if err := checkUnchangeable(current); err != nil {
+		return ProvisionReport{}, err
+	}
+	wanted, changes := reconcile(current, spec)
+	report.Config = current
+	if len(changes) == 0 {
+		if log != nil && !report.Created {
+			log.Debugf("Election bucket %s already has the wanted settings", ElectionBucket)
+		}
+		return report, nil
+	}
+	info, err := js.UpdateStream(ctx, wanted)
+	if err != nil {
+		return ProvisionReport{}, fmt.Errorf("broker: updating election bucket %s (%s): %w", ElectionBucket, joinChanges(changes), classify(err, spec))
+	}
+	report.Changes = changes
+	report.Config = info.CachedInfo().Config
+	if log != nil {
+		for _, c := range changes {
+			log.WithField("setting", c.Setting).Infof("Election bucket %s: %s", ElectionBucket, c)
+		}
+	}
+	return report, nil
+}
+
+// errCreateRaced is createBucket's error when the bucket appeared meanwhile.
+var errCreateRaced = errors.New("broker: election bucket created meanwhile")
+
+// createBucket creates the bucket through the KV API, so that it has exactly
+// the shape KV clients (ours, Choria's, the nats CLI) expect.
+func createBucket(ctx context.Context, js jetstream.JetStream, spec BucketSpec) (jetstream.Stream, error) {
+	_, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:       ElectionBucket,
+		Description:  "Leader elections: one key per election, the value is the leader's identity",
+		History:      electionHistory,
+		TTL:          spec.TTL,
+		MaxValueSize: spec.maxValueSize(),
+		Storage:      jetstream.FileStorage,
+		Replicas:     spec.Replicas,
+	})
+	if err != nil {
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) || errors.Is(err, jetstream.ErrBucketExists) {
+			return nil, errCreateRaced
+		}
+		return nil, fmt.Errorf("broker: creating election bucket %s: %w", ElectionBucket, classify(err, spec))
+	}
+	return js.Stream(ctx, ElectionStream)
+}
+
+// checkUnchangeable returns ErrBucketMisconfigured when the bucket has a
+// setting an update cannot fix.
+func checkUnchangeable(c jetstream.StreamConfig) error {
+	var problems []string
+	if c.Storage != jetstream.FileStorage {
+		problems = append(problems, fmt.Sprintf("storage is %s, not file, and cannot be changed in place", c.Storage))
+	}
+	if c.Retention != jetstream.LimitsPolicy {
+		problems = append(problems, fmt.Sprintf("retention is %s, not limits", c.Retention))
+	}
+	if c.Mirror != nil || len(c.Sources) > 0 {
+		problems = append(problems, "it is a mirror or has sources, so it does not accept writes of its own")
+	}
+	if c.Sealed {
+		problems = append(problems, "it is sealed and accepts no writes")
+	}
+	if !slices.Equal(c.Subjects, electionSubjects) {
+		problems = append(problems, fmt.Sprintf("its subjects are %q, not %q", c.Subjects, electionSubjects))
+	}
+	if c.PersistMode != jetstream.DefaultPersistMode {
+		problems = append(problems, fmt.Sprintf("persist mode is %s, which acknowledges writes before they are stored, and cannot be changed in place", c.PersistMode))
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: stream %s: %s; back up anything you need, delete the bucket (nats kv del %s; running elections restart) and start the broker again to recreate it",
+		ErrBucketMisconfigured, ElectionStream, strings.Join(problems, "; "), ElectionBucket)
+}
+
+// reconcile returns current with the settings spec manages set as spec wants
+// them, and the list of what that changes.
+func reconcile(current jetstream.StreamConfig, spec BucketSpec) (jetstream.StreamConfig, []SettingChange) {
+	wanted := current
+	var changes []SettingChange
+	note := func(setting, from, to string) {
+		changes = append(changes, SettingChange{Setting: setting, From: from, To: to})
+	}
+
+	if current.MaxAge != spec.TTL {
+		note("TTL", durationText(current.MaxAge), durationText(spec.TTL))
+		wanted.MaxAge = spec.TTL
+	}
+	if current.MaxMsgsPerSubject != electionHistory {
+		note("history", limitText(current.MaxMsgsPerSubject), limitText(electionHistory))
+		wanted.MaxMsgsPerSubject = electionHistory
+	}
+	if current.Replicas != spec.Replicas {
+		note("replicas", fmt.Sprint(current.Replicas), fmt.Sprint(spec.Replicas))
+		wanted.Replicas = spec.Replicas
+	}
+	if size := spec.maxValueSize(); current.MaxMsgSize != size {
+		note("max value size", bytesText(int64(current.MaxMsgSize)), bytesText(int64(size)))
+		wanted.MaxMsgSize = size
+	}
+	if current.SubjectDeleteMarkerTTL != 0 {
+		note("limit marker TTL", durationText(current.SubjectDeleteMarkerTTL), "off")
+		wanted.SubjectDeleteMarkerTTL = 0
+	}
+	if spec.PerKeyTTL && !current.AllowMsgTTL {
+		note("per-key TTL", "off", "on")
+		wanted.AllowMsgTTL = true
+	}
+	if window := spec.duplicateWindow(); current.Duplicates != window {
+		note("duplicate window", durationText(current.Duplicates), durationText(window))
+		wanted.Duplicates = window
+	}
+	if !current.DenyDelete {
+		note("deny delete", "off", "on")
+		wanted.DenyDelete = true
+	}
+	if !current.AllowDirect {
+		note("direct get", "off", "on")
+		wanted.AllowDirect = true
+	}
+	if !current.AllowRollup {
+		note("rollup", "off", "on")
+		wanted.AllowRollup = true
+	}
+	return wanted, changes
+}
+
+// classify wraps a JetStream error that means too few servers in
+// ErrNotEnoughServers, keeping the original error.
+func classify(err error, spec BucketSpec) error {
+	var api *jetstream.APIError
+	if !errors.As(err, &api) {
+		return err
+	}
+	switch api.ErrorCode {
+	case 10074: // replicas > 1 not supported in non-clustered mode
+		return fmt.Errorf("%w: %d replicas wanted but the server is not clustered (1 server); set %s to 1 or -1: %w",
+			ErrNotEnoughServers, spec.Replicas, keyReplicas, err)
+	case 10023, 10005: // insufficient resources; no suitable peers for placement
+		return fmt.Errorf("%w: %d replicas wanted but fewer JetStream servers are available (check that all peers are up, or lower %s): %w",
+			ErrNotEnoughServers, spec.Replicas, keyReplicas, err)
+	}
+	return err
+}
+
+func joinChanges(changes []SettingChange) string {
+	parts := make([]string, len(changes))
+	for i, c := range changes {
+		parts[i] = c.String()
+	}
+	return strings.Join(parts, ", ")
+}
+
+func durationText(d time.Duration) string {
+	if d <= 0 {
+		return "unlimited"
+	}
+	return d.String()
+}
+
+func limitText(n int64) string {
+	if n <= 0 {
+		return "unlimited"
+	}
+	return fmt.Sprint(n)
+}
+
+func bytesText(n int64) string {
+	if n <= 0 {
+		return "unlimited"
+	}
+	return fmt.Sprintf("%d B", n)
+}
