@@ -1,0 +1,144 @@
+// Package metrics exposes elections as Prometheus metrics, registered on a
+// registerer the caller passes: nothing is registered globally.
+//
+//	reg := prometheus.NewRegistry()
+//	rec, err := metrics.New(reg)
+//	e, err := streams.NewElection(id, key, kv, streams.WithRecorder(rec))
+//
+// Metrics, each labelled with the election key:
+//
+//	conclave_election_leader                    candidates of this process leading (0 or 1)
+//	conclave_election_campaigns_total           attempts to win (state="candidate") and renewals (state="leader")
+//	conclave_election_wins_total                terms begun
+//	conclave_election_losses_total              terms ended, by cause: released, deposed, deadline, expired
+//	conclave_election_renew_duration_seconds    histogram of successful renewals' request time
+//	conclave_election_last_renewal_age_seconds  time since the last successful write, while leading
+package metrics
+
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/conclave-io/conclave/clock"
+	"github.com/conclave-io/conclave/providers/election/streams"
+)
+
+// Recorder records elections into Prometheus metrics. It implements
+// streams.Recorder; share one among all the elections of a process.
+type Recorder struct {
+	clock     clock.Clock
+	leader    *prometheus.GaugeVec
+	campaigns *prometheus.CounterVec
+	wins      *prometheus.CounterVec
+	losses    *prometheus.CounterVec
+	renew     *prometheus.HistogramVec
+	age       *prometheus.Desc
+
+	mu      sync.Mutex
+	leading map[string]int
+	renewed map[string]time.Time
+}
+
+var _ streams.Recorder = (*Recorder)(nil)
+
+// Option configures a Recorder.
+type Option func(*Recorder)
+
+// WithClock sets the clock the renewal age is read from.
+func WithClock(c clock.Clock) Option { return func(r *Recorder) { r.clock = c } }
+
+// New returns a Recorder whose metrics are registered on reg. It fails if
+// reg already has them.
+func New(reg prometheus.Registerer, opts ...Option) (*Recorder, error) {
+	label := []string{"election"}
+	r := &Recorder{
+		clock: clock.System{},
+		leader: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "conclave_election_leader", Help: "Number of this process's candidates leading the election (0 or 1).",
+		}, label),
+		campaigns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "conclave_election_campaigns_total", Help: "Attempts to win (state=candidate) and renewals (state=leader).",
+		}, []string{"election", "state"}),
+		wins: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "conclave_election_wins_total", Help: "Terms this process's candidates began.",
+		}, label),
+		losses: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "conclave_election_losses_total", Help: "Terms this process's candidates ended, by cause: released, deposed, deadline, expired.",
+		}, []string{"election", "cause"}),
+		renew: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "conclave_election_renew_duration_seconds", Help: "Time taken by successful renewals.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}, label),
+		age: prometheus.NewDesc("conclave_election_last_renewal_age_seconds",
+			"Seconds since the leader's last successful write, while this process leads.", label, nil),
+		leading: map[string]int{},
+		renewed: map[string]time.Time{},
+	}
+	for _, opt := range opts {
+		opt(r)
+	}
+	for _, c := range []prometheus.Collector{r.leader, r.campaigns, r.wins, r.losses, r.renew, ageCollector{r}} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// Campaign counts an attempt or a renewal.
+func (r *Recorder) Campaign(key string, state streams.State) {
+	r.campaigns.WithLabelValues(key, state.String()).Inc()
+}
+
+// Won counts a term that began; its winning write counts as a renewal.
+func (r *Recorder) Won(key string) {
+	r.wins.WithLabelValues(key).Inc()
+	r.mu.Lock()
+	r.renewed[key] = r.clock.Now()
+	r.mu.Unlock()
+}
+
+// Lost counts a term that ended.
+func (r *Recorder) Lost(key string, cause streams.Cause) {
+	r.losses.WithLabelValues(key, cause.String()).Inc()
+}
+
+// Renewed records a successful renewal.
+func (r *Recorder) Renewed(key string, latency time.Duration) {
+	r.renew.WithLabelValues(key).Observe(latency.Seconds())
+	r.mu.Lock()
+	r.renewed[key] = r.clock.Now()
+	r.mu.Unlock()
+}
+
+// Leading tracks how many of this process's candidates lead.
+func (r *Recorder) Leading(key string, leading bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if leading {
+		r.leading[key]++
+	} else if r.leading[key] > 0 {
+		r.leading[key]--
+	}
+	r.leader.WithLabelValues(key).Set(float64(r.leading[key]))
+}
+
+// ageCollector reports the renewal age at scrape time.
+type ageCollector struct{ r *Recorder }
+
+func (c ageCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.r.age }
+
+func (c ageCollector) Collect(ch chan<- prometheus.Metric) {
+	r := c.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.clock.Now()
+	for key, n := range r.leading {
+		if n == 0 {
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(r.age, prometheus.GaugeValue, now.Sub(r.renewed[key]).Seconds(), key)
+	}
+}

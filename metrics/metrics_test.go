@@ -1,0 +1,222 @@
+package metrics_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
+
+	"github.com/conclave-io/conclave/config"
+	"github.com/conclave-io/conclave/internal/brokertest"
+	"github.com/conclave-io/conclave/metrics"
+	"github.com/conclave-io/conclave/providers/election/streams"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func bucket(t *testing.T, ttl time.Duration) (jetstream.KeyValue, func()) {
+	t.Helper()
+	b := brokertest.StartSingle(t, func(c *config.Config) { c.LeaderElectionTTL = ttl })
+	nc, err := nats.Connect(b.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, _ := jetstream.New(nc)
+	kv, err := js.KeyValue(context.Background(), "CHORIA_LEADER_ELECTION")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kv, b.Shutdown
+}
+
+func start(t *testing.T, e *streams.Election) func() {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- e.Start(context.Background()) }()
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		e.Stop()
+		if err := <-done; err != nil {
+			t.Errorf("Start: %v", err)
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestMetricsAfterAWinAndALoss(t *testing.T) {
+	kv, _ := bucket(t, time.Second)
+	reg := prometheus.NewRegistry()
+	rec, err := metrics.New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := metrics.New(reg); err == nil {
+		t.Fatal("registering twice on one registry succeeded")
+	}
+	e, err := streams.NewElection("n1", "app", kv, streams.WithRecorder(rec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := start(t, e)
+	waitUntil(t, "a win", e.IsLeader)
+	waitUntil(t, "a renewal", func() bool {
+		return campaigns(t, reg, "leader") >= 1
+	})
+	if v := gauge(t, reg, "conclave_election_leader"); v != 1 {
+		t.Fatalf("leader gauge = %v while leading", v)
+	}
+	if v := gauge(t, reg, "conclave_election_wins_total"); v != 1 {
+		t.Fatalf("wins = %v", v)
+	}
+	if age := gauge(t, reg, "conclave_election_last_renewal_age_seconds"); age < 0 || age > 1 {
+		t.Fatalf("renewal age %v while renewing every third of a second", age)
+	}
+	if n := gauge(t, reg, "conclave_election_renew_duration_seconds"); n < 1 {
+		t.Fatalf("renew histogram has %v samples", n)
+	}
+	stop()
+	if v := gauge(t, reg, "conclave_election_leader"); v != 0 {
+		t.Fatalf("leader gauge = %v after stopping", v)
+	}
+	if v := lossCount(t, reg, "released"); v != 1 {
+		t.Fatalf("released losses = %v", v)
+	}
+	if _, ok := find(t, reg, "conclave_election_last_renewal_age_seconds"); ok {
+		t.Fatal("renewal age reported while not leading")
+	}
+	if v := campaigns(t, reg, "candidate"); v < 1 {
+		t.Fatalf("candidate campaigns = %v", v)
+	}
+}
+
+func TestDeposedLossIsCountedByCause(t *testing.T) {
+	kv, _ := bucket(t, time.Second)
+	reg := prometheus.NewRegistry()
+	rec, _ := metrics.New(reg)
+	e, _ := streams.NewElection("n1", "app", kv, streams.WithRecorder(rec))
+	start(t, e)
+	waitUntil(t, "a win", e.IsLeader)
+	if err := kv.Delete(context.Background(), "app"); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "a deposed loss", func() bool { return lossCount(t, reg, "deposed") == 1 })
+}
+
+func TestHealthFlipsWhenRenewalsStop(t *testing.T) {
+	kv, shutdown := bucket(t, 3*time.Second)
+	e, _ := streams.NewElection("n1", "app", kv, streams.RequestTimeout(200*time.Millisecond))
+	start(t, e)
+	waitUntil(t, "a win", e.IsLeader)
+	h := metrics.HealthHandler(300*time.Millisecond, e)
+	if code, body := serve(h); code != http.StatusOK || body != "ok\n" {
+		t.Fatalf("healthy leader: %d %q", code, body)
+	}
+	shutdown() // renewals now fail; the term still holds until its deadline
+	waitUntil(t, "the health check to fail", func() bool { code, _ := serve(h); return code == http.StatusServiceUnavailable })
+	if !e.IsLeader() {
+		t.Fatal("health failed only after the term ended: it should flag a leader that still counts on its lease")
+	}
+	_, body := serve(h)
+	if !strings.Contains(body, "last renewed") {
+		t.Fatalf("body %q does not say why", body)
+	}
+	// At the deadline it stops leading, and a non-leader is healthy.
+	waitUntil(t, "the term to end", func() bool { return !e.IsLeader() })
+	if code, _ := serve(h); code != http.StatusOK {
+		t.Fatalf("non-leader reported unhealthy: %d", code)
+	}
+}
+
+func serve(h http.Handler) (int, string) {
+	rr := httptest.NewRecorder()
+	h.ServeHTTP(rr, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+	body, _ := io.ReadAll(rr.Body)
+	return rr.Code, string(body)
+}
+
+// series returns the value of the series of name whose labels include
+// want, and whether there is one.
+func series(t *testing.T, reg *prometheus.Registry, name string, want map[string]string) (float64, bool) {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				labels[lp.GetName()] = lp.GetValue()
+			}
+			for k, v := range want {
+				if labels[k] != v {
+					continue metrics
+				}
+			}
+			switch {
+			case m.GetGauge() != nil:
+				return m.GetGauge().GetValue(), true
+			case m.GetCounter() != nil:
+				return m.GetCounter().GetValue(), true
+			case m.GetHistogram() != nil:
+				return float64(m.GetHistogram().GetSampleCount()), true
+			}
+		}
+	}
+	return 0, false
+}
+
+func find(t *testing.T, reg *prometheus.Registry, name string) (float64, bool) {
+	t.Helper()
+	return series(t, reg, name, nil)
+}
+
+func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	v, ok := find(t, reg, name)
+	if !ok {
+		t.Fatalf("no metric %s", name)
+	}
+	return v
+}
+
+func campaigns(t *testing.T, reg *prometheus.Registry, state string) float64 {
+	t.Helper()
+	v, _ := series(t, reg, "conclave_election_campaigns_total", map[string]string{"state": state})
+	return v
+}
+
+func lossCount(t *testing.T, reg *prometheus.Registry, cause string) float64 {
+	t.Helper()
+	v, _ := series(t, reg, "conclave_election_losses_total", map[string]string{"cause": cause})
+	return v
+}
