@@ -62,17 +62,19 @@ type campaigner struct {
 	sitOutUntil  time.Time // a deposed leader leaves the next takeover to others
 
 	// holder: this candidate wrote the key's latest value
-	holding    bool
-	lastRev    uint64    // revision of our latest confirmed write
-	nextToken  uint64    // token for the next term of this hold; 0 means lastRev
-	lease      time.Time // send time of our latest confirmed write + ttl - margin
-	safeAt     time.Time // a term may begin from here on
-	nextRenew  time.Time
-	renewTries int
-	inDoubt    bool // a write since lastRev failed in a way that may have stored it
-	doomed     bool // a renewal was refused while in doubt: lead until lease, then stand down
-	term       *Term
-	lastLost   <-chan struct{} // closed when the latest OnLost has returned
+	holding      bool
+	lastRev      uint64    // revision of our latest confirmed write
+	nextToken    uint64    // token for the next term of this hold; 0 means lastRev
+	lastSent     time.Time // send time of our latest confirmed write
+	lease        time.Time // lastSent + ttl - margin
+	nextTTLCheck time.Time // when a holder next re-reads the bucket's TTL
+	safeAt       time.Time // a term may begin from here on
+	nextRenew    time.Time
+	renewTries   int
+	inDoubt      bool // a write since lastRev failed in a way that may have stored it
+	doomed       bool // a renewal was refused while in doubt: lead until lease, then stand down
+	term         *Term
+	lastLost     <-chan struct{} // closed when the latest OnLost has returned
 }
 
 func newCampaigner(e *Election, n *notifier, tm timings) *campaigner {
@@ -143,8 +145,55 @@ func (c *campaigner) tickHolder(now time.Time) {
 	if c.term == nil && !now.Before(c.safeAt) && now.Before(c.lease) {
 		c.beginTerm()
 	}
-	if !now.Before(c.nextRenew) {
+	switch {
+	case !now.Before(c.nextRenew):
 		c.renew(now)
+	case !now.Before(c.nextTTLCheck):
+		c.checkTTL(now)
+	}
+}
+
+// checkTTL re-reads the bucket's TTL, once per TTL while holding the key. A
+// lower TTL shortens the lease at once: the broker applies a new TTL to
+// values already stored. A higher one only applies from the next write.
+func (c *campaigner) checkTTL(now time.Time) {
+	c.nextTTLCheck = now.Add(c.tm.ttl)
+	ttl, err := c.readTTL(now)
+	if err != nil || ttl == c.tm.ttl {
+		return
+	}
+	tm, err := c.e.timings(ttl)
+	if err != nil {
+		c.log.Errorf("election %s: bucket TTL changed from %v to %v, which cannot hold elections (%v): standing down", c.e.key, c.tm.ttl, ttl, err)
+		c.shortenLease(c.lastSent)
+		return
+	}
+	c.log.Warnf("election %s: bucket TTL changed from %v to %v", c.e.key, c.tm.ttl, ttl)
+	if ttl < c.tm.ttl {
+		c.shortenLease(c.lastSent.Add(ttl - tm.margin))
+	}
+	c.tm = tm
+}
+
+// readTTL asks the broker for the bucket's TTL; 0 means none.
+func (c *campaigner) readTTL(now time.Time) (time.Duration, error) {
+	ctx, cancel := c.requestContext(now)
+	defer cancel()
+	st, err := c.e.bucket.Status(ctx)
+	if err != nil {
+		c.log.Debugf("election %s: cannot read the bucket's TTL: %v", c.e.key, err)
+		return 0, err
+	}
+	return st.TTL(), nil
+}
+
+// shortenLease brings the lease, and the term with it, forward to until.
+func (c *campaigner) shortenLease(until time.Time) {
+	if until.Before(c.lease) {
+		c.lease = until
+		if c.term != nil {
+			c.term.limit(until)
+		}
 	}
 }
 
@@ -165,6 +214,7 @@ func (c *campaigner) nextWake() time.Time {
 		earliest(c.lease)
 	case c.holding:
 		earliest(c.nextRenew)
+		earliest(c.nextTTLCheck)
 		if c.term != nil {
 			earliest(c.lease)
 		} else if c.safeAt.After(now) && c.safeAt.Before(c.lease) {
@@ -253,6 +303,7 @@ func (c *campaigner) viewLooksStale(now time.Time) bool {
 func (c *campaigner) won(sent, done time.Time, rev uint64, from viewKind) {
 	c.holding, c.lastRev, c.nextToken = true, rev, rev
 	c.inDoubt, c.doomed = false, false
+	c.lastSent, c.nextTTLCheck = sent, done.Add(c.tm.ttl)
 	c.lease = sent.Add(c.tm.ttl - c.tm.margin)
 	c.nextRenew = sent.Add(c.tm.renew)
 	c.renewTries, c.tries = 0, 0
@@ -261,7 +312,15 @@ func (c *campaigner) won(sent, done time.Time, rev uint64, from viewKind) {
 	case viewReleased:
 		c.safeAt = done
 	case viewRemoved:
-		c.safeAt = later(c.view.seenAt.Add(c.tm.ttl), done.Add(c.e.opts.grace))
+		// The deposed leader counts on the TTL it knew: if the bucket's TTL
+		// was raised since we read it, wait by the higher one.
+		wait := c.tm.ttl
+		if ttl, err := c.readTTL(done); err == nil {
+			wait = max(wait, ttl)
+		} else {
+			wait = max(wait, 2*c.tm.ttl)
+		}
+		c.safeAt = later(c.view.seenAt.Add(wait), done.Add(c.e.opts.grace))
 		c.log.Infof("election %s: %s took the key at revision %d after it was removed; leading from %v, when a leader that was deposed has surely stood down", c.e.key, c.e.identity, rev, c.safeAt.Sub(done).Round(time.Millisecond))
 	default:
 		c.safeAt = done.Add(c.e.opts.grace)
@@ -283,6 +342,7 @@ func (c *campaigner) renew(now time.Time) {
 	switch {
 	case err == nil:
 		c.lastRev, c.inDoubt, c.renewTries = rev, false, 0
+		c.lastSent = now
 		c.lease = now.Add(c.tm.ttl - c.tm.margin)
 		c.nextRenew = now.Add(c.tm.renew)
 		c.e.setRenewed(done)

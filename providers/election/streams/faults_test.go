@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/conclave-io/conclave/clock/clocktest"
@@ -401,3 +402,70 @@ func (f funcLogger) Debugf(format string, a ...any) { f("DEBUG " + sprintf(forma
 func (f funcLogger) Infof(format string, a ...any)  { f("INFO " + sprintf(format, a...)) }
 func (f funcLogger) Warnf(format string, a ...any)  { f("WARN " + sprintf(format, a...)) }
 func (f funcLogger) Errorf(format string, a ...any) { f("ERROR " + sprintf(format, a...)) }
+
+// changeTTL changes the election bucket's TTL as an operator (or a broker
+// with a new configuration) would.
+func changeTTL(t *testing.T, kv jetstream.KeyValue, nc *nats.Conn, ttl time.Duration) {
+	t.Helper()
+	js, _ := jetstream.New(nc)
+	if _, err := js.UpdateKeyValue(context.Background(), bucketConfig(ttl)); err != nil {
+		t.Fatalf("update TTL: %v", err)
+	}
+	st, err := kv.Status(context.Background())
+	if err != nil || st.TTL() != ttl {
+		t.Fatalf("TTL is %v (%v) after the update", st.TTL(), err)
+	}
+}
+
+func TestLeaderAdoptsALoweredTTL(t *testing.T) {
+	ts := newTestServer(t)
+	nc := connect(t, ts.url())
+	kv := createBucket(t, nc, bucketConfig(3*time.Second))
+	rec := newRecorder()
+	var mu sync.Mutex
+	var logs strings.Builder
+	e := mustElection(t, "a", "shrink", kv, append(rec.options("a"), WithLogger(funcLogger(func(s string) {
+		mu.Lock()
+		logs.WriteString(s + "\n")
+		mu.Unlock()
+	})))...)
+	runElection(t, e)
+	rec.waitFor(t, 5*time.Second, "a to win", func(evs []event) bool { return wins(evs, "a") == 1 })
+	changeTTL(t, kv, nc, time.Second)
+	eventually(t, 5*time.Second, "the leader to notice", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Contains(logs.String(), "bucket TTL changed from 3s to 1s")
+	})
+	// From now on its deadline is within the new TTL of its last write.
+	for i := 0; i < 20; i++ {
+		if term := e.Term(); term != nil && term.Valid() {
+			if left := time.Until(term.ValidUntil()); left > time.Second {
+				t.Fatalf("leader counts on %v more with a 1s TTL", left)
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	checkHistory(t, rec.snapshot())
+}
+
+func TestForcedTakeoverWaitsByARaisedTTL(t *testing.T) {
+	ts := newTestServer(t)
+	nc := connect(t, ts.url())
+	kv := createBucket(t, nc, bucketConfig(time.Second))
+	rec := newRecorder()
+	runElection(t, mustElection(t, "a", "grow", kv, rec.options("a")...))
+	rec.waitFor(t, 5*time.Second, "a to win", func(evs []event) bool { return wins(evs, "a") == 1 })
+	runElection(t, mustElection(t, "b", "grow", kv, rec.options("b")...))
+	changeTTL(t, kv, nc, 3*time.Second)
+	time.Sleep(1500 * time.Millisecond) // a renews under the new TTL
+	deleted := time.Now()
+	if err := kv.Delete(context.Background(), "grow"); err != nil {
+		t.Fatal(err)
+	}
+	evs := rec.waitFor(t, 10*time.Second, "b to win", func(evs []event) bool { return wins(evs, "b") == 1 })
+	if waited := evs[len(evs)-1].term.Started().Sub(deleted); waited < 3*time.Second {
+		t.Fatalf("b led %v after the delete: a deposed leader may count on the raised 3s TTL", waited)
+	}
+	checkHistory(t, evs)
+}

@@ -122,6 +122,16 @@ func (t *Term) extend(until time.Time) bool {
 	return true
 }
 
+// limit brings the deadline forward to until, if that is earlier.
+func (t *Term) limit(until time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.ended && until.Before(t.validUntil) {
+		t.validUntil = until
+	}
+	t.checkLocked()
+}
+
 // end ends the term now for cause, if it has not already ended, and returns
 // the cause it ended with.
 func (t *Term) end(cause Cause) Cause {
