@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/sirupsen/logrus"
+
+	"github.com/conclave-io/conclave"
+	"github.com/conclave-io/conclave/backoff"
+	"github.com/conclave-io/conclave/providers/election/streams"
+)
+
+// worker is one candidate of the demo. It campaigns over a connection of its
+// own, so that crashing it cuts off no one else, and while it leads it logs a
+// line of work every second. After it steps down or crashes it rejoins the
+// election as a new candidate.
+type worker struct {
+	id     int
+	fw     *conclave.Framework
+	key    string
+	log    *logrus.Entry
+	splay  time.Duration // wait before the first campaign
+	rejoin time.Duration // wait before campaigning again after stopping
+
+	mu      sync.Mutex
+	e       *streams.Election // nil between memberships
+	conn    *nats.Conn
+	term    *streams.Term
+	crashed bool // the c command cut this membership's connection
+}
+
+// run campaigns until ctx ends, rejoining after each membership ends.
+func (w *worker) run(ctx context.Context) {
+	if backoff.Sleep(ctx, w.splay) != nil {
+		return
+	}
+	for {
+		if err := w.member(ctx); err != nil && ctx.Err() == nil {
+			w.log.Errorf("Cannot campaign: %v", err)
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		w.log.Infof("Rejoining the election in %v", w.rejoin)
+		if backoff.Sleep(ctx, w.rejoin) != nil {
+			return
+		}
+	}
+}
+
+// member connects, campaigns until the election is stopped (by ctx, or by
+// the s and c commands), and disconnects.
+func (w *worker) member(ctx context.Context) error {
+	conn, err := w.fw.Connect(ctx, nats.Name(fmt.Sprintf("%s worker %d", w.fw.Identity(), w.id)))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+
+	var work sync.WaitGroup
+	defer work.Wait()
+	e, err := w.fw.NewCampaign(ctx, conn, w.key,
+		streams.OnWon(w.won),
+		streams.OnLost(w.lost),
+		streams.OnLeading(func(t *streams.Term) {
+			w.mu.Lock()
+			w.term = t
+			w.mu.Unlock()
+			work.Go(func() { w.work(t) })
+		}),
+		streams.WithLogger(w.fw.Logger("election").WithFields(logrus.Fields{"election": w.key, "worker": w.id})),
+	)
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	w.e, w.conn = e, conn
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		w.e, w.conn, w.term, w.crashed = nil, nil, nil, false
+		w.mu.Unlock()
+	}()
+
+	w.log.Info("Worker starting")
+	return e.Start(ctx)
+}
+
+func (w *worker) won() { w.log.Info("Became leader") }
+
+func (w *worker) lost() {
+	w.mu.Lock()
+	t, crashed := w.term, w.crashed
+	w.mu.Unlock()
+	entry := w.log
+	switch {
+	case crashed:
+		entry = entry.WithField("cause", "crashed")
+	case t != nil:
+		entry = entry.WithField("cause", t.Cause())
+	}
+	entry.Info("Lost leadership")
+}
+
+// work logs a line every second of the term t, with its fencing token.
+func (w *worker) work(t *streams.Term) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-t.Done():
+			return
+		case <-tick.C:
+			if t.Valid() {
+				w.log.WithField("token", t.Token()).Info("Doing work as the leader")
+			}
+		}
+	}
+}
+
+// leads reports whether the worker leads now.
+func (w *worker) leads() bool {
+	w.mu.Lock()
+	e := w.e
+	w.mu.Unlock()
+	return e != nil && e.IsLeader()
+}
+
+// stepDown stops the worker's election: a leader hands over at once.
+func (w *worker) stepDown() {
+	w.mu.Lock()
+	e := w.e
+	w.mu.Unlock()
+	if e != nil {
+		e.Stop()
+	}
+}
+
+// crash cuts the worker's connection, then stops its election, which can
+// then neither renew nor hand over: the key stays until it expires.
+func (w *worker) crash() {
+	w.mu.Lock()
+	e, conn := w.e, w.conn
+	w.crashed = e != nil
+	w.mu.Unlock()
+	if conn != nil {
+		conn.Close()
+	}
+	if e != nil {
+		e.Stop()
+	}
+}
+
+// Healthy reports on the worker's current election; see
+// streams.Election.Healthy. It serves metrics.HealthHandler.
+func (w *worker) Healthy(tolerance time.Duration) error {
+	w.mu.Lock()
+	e := w.e
+	w.mu.Unlock()
+	if e == nil {
+		return nil
+	}
+	return e.Healthy(tolerance)
+}

@@ -1,0 +1,178 @@
+package conclave
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/conclave-io/conclave/backoff"
+	"github.com/conclave-io/conclave/broker"
+)
+
+// DefaultServer is where the framework connects when it started no broker
+// and the configuration names none (plugin.choria.middleware_hosts).
+const DefaultServer = "nats://127.0.0.1:4222"
+
+const (
+	// connectTimeout bounds the first connection to each server; a context
+	// deadline shortens it.
+	connectTimeout = 2 * time.Second
+	// pingInterval is how often an idle connection checks its broker is
+	// still there, so that a silent network partition is noticed.
+	pingInterval = 10 * time.Second
+)
+
+// reconnectDelay paces reconnection: quick at first, so that elections with
+// short TTLs survive a broker restart, then every few seconds.
+var reconnectDelay = backoff.Linear(100*time.Millisecond, 2*time.Second, 10)
+
+// Servers returns the URLs the framework connects to, in the order of the
+// rules in the package documentation.
+func (fw *Framework) Servers() []string {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	return fw.serversLocked()
+}
+
+func (fw *Framework) serversLocked() []string {
+	switch {
+	case fw.broker != nil:
+		return []string{fw.broker.ClientURL()}
+	case len(fw.cfg.MiddlewareHosts) > 0:
+		return append([]string(nil), fw.cfg.MiddlewareHosts...)
+	default:
+		return []string{DefaultServer}
+	}
+}
+
+// Connection returns the shared connection, making it on first use; see the
+// package documentation for where it goes. It returns an error wrapping
+// ErrNoBroker when no broker answers, and ErrClosed after Close. The
+// framework owns the connection: do not close it.
+func (fw *Framework) Connection(ctx context.Context) (*nats.Conn, error) {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	if fw.closed {
+		return nil, ErrClosed
+	}
+	if fw.conn != nil {
+		return fw.conn, nil
+	}
+	nc, err := fw.dial(ctx, fw.serversLocked(), nil)
+	if err != nil {
+		return nil, err
+	}
+	fw.conn, fw.ownConn = nc, true
+	return nc, nil
+}
+
+// Connect makes a new connection to the framework's brokers with the shared
+// connection's settings, followed by opts. The caller owns it and closes it.
+// Use it for a candidate that must not share the fate of the others' connection.
+// Errors are as for Connection.
+func (fw *Framework) Connect(ctx context.Context, opts ...nats.Option) (*nats.Conn, error) {
+	fw.mu.Lock()
+	closed, servers := fw.closed, fw.serversLocked()
+	fw.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	return fw.dial(ctx, servers, opts)
+}
+
+// dial connects to servers: named after the identity, reconnecting forever,
+// logging what happens to the connection.
+func (fw *Framework) dial(ctx context.Context, servers []string, extra []nats.Option) (*nats.Conn, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("conclave: connecting to %s: %w", strings.Join(servers, ", "), err)
+	}
+	timeout := connectTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = max(min(timeout, time.Until(dl)), time.Millisecond)
+	}
+	log := fw.Logger("connection")
+	opts := []nats.Option{
+		nats.Name(fw.cfg.Identity),
+		nats.Timeout(timeout),
+		nats.MaxReconnects(-1),
+		nats.CustomReconnectDelay(func(attempts int) time.Duration { return reconnectDelay.Duration(attempts - 1) }),
+		// Fail writes while disconnected rather than send them late: an
+		// election write that arrives long after its request timed out
+		// could take a key nobody then renews.
+		nats.ReconnectBufSize(-1),
+		nats.PingInterval(pingInterval),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warnf("Disconnected from the broker, reconnecting: %v", err)
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			log.Infof("Reconnected to %s", nc.ConnectedUrlRedacted())
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			if sub != nil {
+				log.Warnf("NATS error on subscription %s: %v", sub.Subject, err)
+				return
+			}
+			log.Warnf("NATS error: %v", err)
+		}),
+	}
+	opts = append(opts, extra...)
+	list := strings.Join(servers, ",")
+	nc, err := nats.Connect(list, opts...)
+	if err != nil {
+		return nil, connectError(servers, err)
+	}
+	if err := ctx.Err(); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("conclave: connecting to %s: %w", strings.Join(servers, ", "), err)
+	}
+	log.Debugf("Connected to %s", nc.ConnectedUrlRedacted())
+	return nc, nil
+}
+
+// connectError explains a failed first connection.
+func connectError(servers []string, err error) error {
+	where := strings.Join(servers, ", ")
+	var netErr net.Error
+	if errors.Is(err, nats.ErrNoServers) || errors.Is(err, nats.ErrTimeout) || errors.As(err, &netErr) {
+		return fmt.Errorf("%w at %s: start one with `conclave broker run --config FILE`, or set plugin.choria.middleware_hosts to where yours listens: %w", ErrNoBroker, where, err)
+	}
+	return fmt.Errorf("conclave: connecting to %s: %w", where, err)
+}
+
+// StartBroker starts an embedded broker from the framework's configuration
+// (see package broker: its listen address, client port, store, TTL, …)
+// and returns once it is ready and has provisioned the election bucket. The
+// shared connection then goes to it, so call StartBroker before the first
+// election. Close shuts it down.
+//
+// It returns ErrClosed after Close, ErrBrokerStarted when the framework
+// already started one, ErrConnected when the shared connection was already
+// made, and the broker's own errors (broker.ErrInvalidConfig, …) wrapped.
+func (fw *Framework) StartBroker(ctx context.Context) (*broker.Broker, error) {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	switch {
+	case fw.closed:
+		return nil, ErrClosed
+	case fw.broker != nil:
+		return nil, fmt.Errorf("%w: it listens at %s", ErrBrokerStarted, fw.broker.ClientURL())
+	case fw.conn != nil:
+		return nil, fmt.Errorf("%w to %s: call StartBroker before the first election", ErrConnected, fw.conn.ConnectedUrlRedacted())
+	}
+	b, err := broker.New(fw.cfg, fw.Logger("broker"))
+	if err != nil {
+		return nil, fmt.Errorf("conclave: %w", err)
+	}
+	if err := b.Start(ctx); err != nil {
+		return nil, fmt.Errorf("conclave: starting the broker: %w", err)
+	}
+	fw.broker = b
+	return b, nil
+}

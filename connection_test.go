@@ -1,0 +1,320 @@
+package conclave_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/sirupsen/logrus"
+
+	"github.com/conclave-io/conclave"
+	"github.com/conclave-io/conclave/config"
+	"github.com/conclave-io/conclave/internal/brokertest"
+)
+
+// connectionsNamed counts the server's client connections named name.
+func connectionsNamed(t *testing.T, srv *server.Server, name string) int {
+	t.Helper()
+	cz, err := srv.Connz(&server.ConnzOptions{})
+	if err != nil {
+		t.Fatalf("Connz: %v", err)
+	}
+	n := 0
+	for _, c := range cz.Conns {
+		if c.Name == name {
+			n++
+		}
+	}
+	return n
+}
+
+// deadAddress returns a loopback URL nothing listens on.
+func deadAddress(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return "nats://" + addr
+}
+
+func TestConnectionIsLazyAndShared(t *testing.T) {
+	b := startBroker(t)
+	fw := newFramework(t, testConfig("lazy-node", b.ClientURL()))
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+
+	if n := connectionsNamed(t, b.Server(), "lazy-node"); n != 0 {
+		t.Fatalf("%d connections before first use, want 0", n)
+	}
+	nc, err := fw.Connection(ctx)
+	if err != nil {
+		t.Fatalf("Connection: %v", err)
+	}
+	again, err := fw.Connection(ctx)
+	if err != nil || again != nc {
+		t.Fatalf("second Connection = %p, %v; want the same %p", again, err, nc)
+	}
+	if got := nc.Opts.Name; got != "lazy-node" {
+		t.Errorf("connection named %q, want the identity", got)
+	}
+	if n := connectionsNamed(t, b.Server(), "lazy-node"); n != 1 {
+		t.Errorf("%d connections after use, want 1", n)
+	}
+}
+
+func TestNewWithConfigDoesNotConnect(t *testing.T) {
+	// Nothing listens there: building the framework must not care.
+	fw := newFramework(t, testConfig("lazy-node", deadAddress(t)))
+	if fw.Identity() != "lazy-node" {
+		t.Fatal("framework not usable")
+	}
+}
+
+func TestUnreachableBroker(t *testing.T) {
+	dead, dead2 := deadAddress(t), deadAddress(t)
+	tests := []struct {
+		name    string
+		servers []string
+		where   string
+	}{
+		{"one server", []string{dead}, dead},
+		{"two servers", []string{dead, dead2}, dead + ", " + dead2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			fw := newFramework(t, testConfig("lonely-node", tc.servers...))
+			ctx, cancel := context.WithTimeout(context.Background(), wait)
+			defer cancel()
+			_, err := fw.Connection(ctx)
+			if !errors.Is(err, conclave.ErrNoBroker) {
+				t.Fatalf("Connection error %v does not match ErrNoBroker", err)
+			}
+			for _, want := range []string{"no broker at " + tc.where, "conclave broker run --config FILE", "plugin.choria.middleware_hosts"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not say %q", err, want)
+				}
+			}
+			// The election constructors report the same.
+			if _, err := fw.NewElection(ctx, nil, "app"); !errors.Is(err, conclave.ErrNoBroker) {
+				t.Errorf("NewElection error %v does not match ErrNoBroker", err)
+			}
+		})
+	}
+}
+
+func TestConnectionHonoursContext(t *testing.T) {
+	fw := newFramework(t, testConfig("ctx-node", deadAddress(t)))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := fw.Connection(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("Connection with a cancelled context: %v, want context.Canceled", err)
+	}
+}
+
+func TestConnectMakesOwnConnection(t *testing.T) {
+	b := startBroker(t)
+	fw := newFramework(t, testConfig("own-node", b.ClientURL()))
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	nc, err := fw.Connect(ctx)
+	if err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	defer nc.Close()
+	shared, err := fw.Connection(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nc == shared {
+		t.Fatal("Connect returned the shared connection")
+	}
+	if n := connectionsNamed(t, b.Server(), "own-node"); n != 2 {
+		t.Errorf("%d connections, want 2", n)
+	}
+	fw.Close()
+	if nc.IsClosed() {
+		t.Error("Close closed a connection the caller owns")
+	}
+	if !shared.IsClosed() {
+		t.Error("Close left the shared connection open")
+	}
+}
+
+func TestWithConnection(t *testing.T) {
+	b := startBroker(t)
+	cfg := testConfig("given-node", deadAddress(t)) // not used: the connection is given
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	given := newFramework(t, testConfig("dialer", b.ClientURL()))
+	nc, err := given.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+
+	fw := newFramework(t, cfg, conclave.WithConnection(nc))
+	got, err := fw.Connection(ctx)
+	if err != nil || got != nc {
+		t.Fatalf("Connection = %p, %v; want the given %p", got, err, nc)
+	}
+	fw.Close()
+	if nc.IsClosed() {
+		t.Error("Close closed the connection given with WithConnection")
+	}
+}
+
+func TestStartBroker(t *testing.T) {
+	cfg := testConfig("embedded-node", deadAddress(t)) // the embedded broker wins over middleware_hosts
+	cfg.BrokerNetwork = true
+	cfg.ClientPort = config.RandomPort
+	cfg.StreamStore = t.TempDir()
+	cfg.LeaderElectionTTL = testTTL
+	fw := newFramework(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+
+	b, err := fw.StartBroker(ctx)
+	if err != nil {
+		t.Fatalf("StartBroker: %v", err)
+	}
+	if got := fw.Servers(); len(got) != 1 || got[0] != b.ClientURL() {
+		t.Errorf("Servers = %v, want [%s]", got, b.ClientURL())
+	}
+	if _, err := fw.StartBroker(ctx); !errors.Is(err, conclave.ErrBrokerStarted) {
+		t.Errorf("second StartBroker: %v, want ErrBrokerStarted", err)
+	}
+	nc, err := fw.Connection(ctx)
+	if err != nil {
+		t.Fatalf("Connection: %v", err)
+	}
+	if got := nc.ConnectedUrl(); got != b.ClientURL() {
+		t.Errorf("connected to %s, want the embedded broker %s", got, b.ClientURL())
+	}
+	if _, err := fw.Bucket(ctx, nil); err != nil {
+		t.Errorf("the embedded broker has no election bucket: %v", err)
+	}
+
+	if err := fw.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	select {
+	case <-b.Done():
+	case <-time.After(wait):
+		t.Fatal("Close did not shut the broker down")
+	}
+	if !nc.IsClosed() {
+		t.Error("Close left the shared connection open")
+	}
+}
+
+func TestStartBrokerAfterConnecting(t *testing.T) {
+	b := startBroker(t)
+	cfg := testConfig("late-node", b.ClientURL())
+	cfg.StreamStore = t.TempDir()
+	cfg.ClientPort = config.RandomPort
+	fw := newFramework(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if _, err := fw.Connection(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fw.StartBroker(ctx); !errors.Is(err, conclave.ErrConnected) || !strings.Contains(err.Error(), b.ClientURL()) {
+		t.Errorf("StartBroker after Connection: %v, want ErrConnected naming %s", err, b.ClientURL())
+	}
+}
+
+func TestClose(t *testing.T) {
+	b := startBroker(t)
+	fw := newFramework(t, testConfig("closing-node", b.ClientURL()))
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	nc, err := fw.Connection(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fw.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := fw.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if !nc.IsClosed() {
+		t.Error("shared connection still open")
+	}
+	for name, call := range map[string]func() error{
+		"Connection":  func() error { _, err := fw.Connection(ctx); return err },
+		"Connect":     func() error { _, err := fw.Connect(ctx); return err },
+		"NewElection": func() error { _, err := fw.NewElection(ctx, nil, "app"); return err },
+		"StartBroker": func() error { _, err := fw.StartBroker(ctx); return err },
+	} {
+		if err := call(); !errors.Is(err, conclave.ErrClosed) {
+			t.Errorf("%s after Close: %v, want ErrClosed", name, err)
+		}
+	}
+}
+
+// messageHook passes every logged message of one component to a channel.
+type messageHook struct {
+	component string
+	messages  chan string
+}
+
+func (h *messageHook) Levels() []logrus.Level { return logrus.AllLevels }
+
+func (h *messageHook) Fire(e *logrus.Entry) error {
+	if e.Data["component"] == h.component {
+		select {
+		case h.messages <- e.Message:
+		default:
+		}
+	}
+	return nil
+}
+
+// awaitMessage waits for a message containing text.
+func (h *messageHook) awaitMessage(t *testing.T, text string) {
+	t.Helper()
+	deadline := time.After(wait)
+	for {
+		select {
+		case m := <-h.messages:
+			if strings.Contains(m, text) {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no %q logged within %v", text, wait)
+		}
+	}
+}
+
+func TestConnectionReconnectsAndLogs(t *testing.T) {
+	c := brokertest.StartCluster(t, 1, nil)
+	logger, _ := bufferLogger()
+	hook := &messageHook{component: "connection", messages: make(chan string, 100)}
+	logger.AddHook(hook)
+	fw := newFramework(t, testConfig("reconnecting-node", c.Broker(0).ClientURL()), conclave.WithLogger(logger))
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	nc, err := fw.Connection(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	c.Stop(0)
+	hook.awaitMessage(t, "Disconnected from the broker, reconnecting")
+	c.Restart(0)
+	hook.awaitMessage(t, "Reconnected to "+c.Broker(0).ClientURL())
+	if !nc.IsConnected() {
+		t.Error("not connected after the reconnection was logged")
+	}
+	if again, _ := fw.Connection(ctx); again != nc {
+		t.Error("the framework made a new connection instead of reconnecting")
+	}
+}

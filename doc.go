@@ -1,0 +1,38 @@
+// Package conclave gives Go programs leader election on NATS JetStream,
+// without HA storage of their own. A Framework holds what the elections of a
+// program share: the identity they campaign under, a logrus logger, an
+// optional Prometheus registerer, and one NATS connection made on first use.
+//
+//	fw, err := conclave.New(conclave.UserConfig())
+//	if err != nil { ... }
+//	defer fw.Close()
+//
+//	e, err := fw.NewElection(ctx, nil, "my_app",
+//		election.OnWon(func() { log.Print("leading") }),
+//		election.OnLost(func() { log.Print("standing by") }))
+//	if err != nil { ... }
+//	err = e.Start(ctx) // campaigns until ctx ends
+//
+// (election is package github.com/conclave-io/conclave/providers/election/streams.)
+//
+// Each election is a key in the CHORIA_LEADER_ELECTION bucket, which a
+// Conclave or Choria broker provisions (plugin.choria.broker_network = true).
+// The bucket is wire-compatible with Choria's, so `nats kv get` and
+// `choria kv get` show who leads, and Choria's candidates respect ours.
+//
+// # Where the framework connects
+//
+// The shared connection goes to the broker the framework started with
+// StartBroker, if any; else to every broker in plugin.choria.middleware_hosts;
+// else to DefaultServer. It is made on first use (Connection, NewElection
+// with a nil connection, …), reconnects forever, is named after the identity,
+// and logs its disconnections and reconnections. Connect makes further
+// connections with the same settings, for candidates that must not share a
+// connection's fate.
+//
+// # Configuration
+//
+// New reads a Choria-style configuration file (see package config and
+// docs/config.md), or, given "", runs on the defaults and the CONCLAVE_*
+// environment variables. UserConfig finds the file a user means.
+package conclave

@@ -1,0 +1,113 @@
+package conclave
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/conclave-io/conclave/broker"
+	"github.com/conclave-io/conclave/inter"
+	"github.com/conclave-io/conclave/providers/election/streams"
+)
+
+// NewElection returns a candidate in election name, campaigning under the
+// framework's identity over conn, or over the shared connection when conn
+// is nil. Run it with Start; it campaigns until Start's context ends or Stop
+// is called. See NewCampaign for the options it adds and the errors.
+func (fw *Framework) NewElection(ctx context.Context, conn *nats.Conn, name string, opts ...streams.Option) (inter.Election, error) {
+	e, err := fw.NewCampaign(ctx, conn, name, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// NewCampaign is NewElection returning the concrete *streams.Election, for
+// its Term (fencing token and term context), State and Healthy.
+//
+// Before opts it adds streams.WithLogger with fw.Logger("election") marked
+// with the election's name, and, with WithRegisterer, the framework's
+// metrics recorder; options in opts override them. ctx bounds connecting and
+// opening the bucket, not the campaign.
+//
+// It returns an error wrapping ErrNoBroker when the shared connection cannot
+// be made, ErrNoBucket when the broker has no election bucket, ErrClosed
+// after Close, and those of streams.NewElection (streams.ErrInvalidKey, …).
+func (fw *Framework) NewCampaign(ctx context.Context, conn *nats.Conn, name string, opts ...streams.Option) (*streams.Election, error) {
+	if err := streams.ValidateKey(name); err != nil {
+		return nil, err
+	}
+	kv, err := fw.Bucket(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	all := []streams.Option{streams.WithLogger(fw.Logger("election").WithField("election", name))}
+	if fw.recorder != nil {
+		all = append(all, streams.WithRecorder(fw.recorder))
+	}
+	all = append(all, opts...)
+	return streams.NewElection(fw.Identity(), name, kv, all...)
+}
+
+// NewObserver returns an observer of election name over conn, or over the
+// shared connection when conn is nil: it follows who leads without
+// campaigning. Run it with its Run method. It logs through
+// fw.Logger("observer") unless opts set another logger. Errors are as for
+// NewCampaign.
+func (fw *Framework) NewObserver(ctx context.Context, conn *nats.Conn, name string, opts ...streams.ObserverOption) (*streams.Observer, error) {
+	if err := streams.ValidateKey(name); err != nil {
+		return nil, err
+	}
+	kv, err := fw.Bucket(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	all := append([]streams.ObserverOption{streams.ObserverLogger(fw.Logger("observer").WithField("election", name))}, opts...)
+	return streams.NewObserver(name, kv, all...)
+}
+
+// Bucket opens the election bucket, CHORIA_LEADER_ELECTION, over conn, or
+// over the shared connection when conn is nil. It returns an error wrapping
+// ErrNoBucket, naming the server and the setting that provisions the
+// bucket, when the broker has none.
+func (fw *Framework) Bucket(ctx context.Context, conn *nats.Conn) (jetstream.KeyValue, error) {
+	if conn == nil {
+		var err error
+		if conn, err = fw.Connection(ctx); err != nil {
+			return nil, err
+		}
+	}
+	js, err := jetstream.New(conn)
+	if err != nil {
+		return nil, fmt.Errorf("conclave: JetStream on %s: %w", serverOf(conn), err)
+	}
+	kv, err := js.KeyValue(ctx, broker.ElectionBucket)
+	switch {
+	case err == nil:
+		return kv, nil
+	case errors.Is(err, jetstream.ErrBucketNotFound):
+		return nil, fmt.Errorf("%w: %s not found on %s: run that broker with plugin.choria.broker_network = true, which provisions it, or create it with `nats kv add %s --ttl 60s --history 1`: %w",
+			ErrNoBucket, broker.ElectionBucket, serverOf(conn), broker.ElectionBucket, err)
+	case errors.Is(err, jetstream.ErrJetStreamNotEnabled), errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount),
+		errors.Is(err, nats.ErrNoResponders): // nothing answers JetStream API requests
+		return nil, fmt.Errorf("%w: %s has no JetStream, so no %s bucket: use a broker with plugin.choria.broker_network = true (`conclave broker run --config FILE`), or enable JetStream and run `nats kv add %s --ttl 60s --history 1`: %w",
+			ErrNoBucket, serverOf(conn), broker.ElectionBucket, broker.ElectionBucket, err)
+	default:
+		return nil, fmt.Errorf("conclave: opening the election bucket %s on %s: %w", broker.ElectionBucket, serverOf(conn), err)
+	}
+}
+
+// serverOf describes where conn is connected, for messages.
+func serverOf(conn *nats.Conn) string {
+	url := conn.ConnectedUrlRedacted()
+	if url == "" {
+		url = "the broker (not connected now)"
+	}
+	if name := conn.ConnectedServerName(); name != "" {
+		return fmt.Sprintf("%s (server %s)", url, name)
+	}
+	return url
+}

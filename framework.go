@@ -1,0 +1,158 @@
+package conclave
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+	"github.com/sirupsen/logrus"
+
+	"github.com/conclave-io/conclave/broker"
+	"github.com/conclave-io/conclave/config"
+	"github.com/conclave-io/conclave/inter"
+	"github.com/conclave-io/conclave/internal/logging"
+	"github.com/conclave-io/conclave/metrics"
+)
+
+// Framework hands out elections that campaign under one identity over one
+// shared NATS connection, log through one logger and record into one set of
+// metrics. Build it with New or NewWithConfig and Close it when done. Its
+// methods are safe for concurrent use.
+type Framework struct {
+	cfg      *config.Config
+	log      *logrus.Logger
+	closeLog func() error
+	recorder *metrics.Recorder // nil without WithRegisterer
+
+	mu      sync.Mutex
+	conn    *nats.Conn // the shared connection, once made or given
+	ownConn bool       // the framework made conn and closes it
+	broker  *broker.Broker
+	closed  bool
+}
+
+var _ inter.Framework = (*Framework)(nil)
+
+// UserConfig returns the configuration file the user means, or "" when there
+// is none; see config.FindUserConfig for where it looks. Pass the result to
+// New.
+func UserConfig() string { return config.FindUserConfig() }
+
+// New returns a framework configured by the file at path, with the CONCLAVE_*
+// environment variables overriding it (see config.Load). With path "" it
+// runs on the defaults and the environment (see config.FromEnv). Errors are
+// those of config.Load and NewWithConfig.
+func New(path string, opts ...Option) (*Framework, error) {
+	var (
+		cfg *config.Config
+		err error
+	)
+	if path == "" {
+		cfg, err = config.FromEnv(os.LookupEnv)
+	} else {
+		cfg, err = config.Load(path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("conclave: %w", err)
+	}
+	return NewWithConfig(cfg, opts...)
+}
+
+// NewWithConfig returns a framework for cfg, which it validates and copies.
+// It does not connect: the shared connection is made on first use. It
+// returns an error wrapping ErrInvalidOption for a nil cfg or a bad option,
+// config.ErrInvalid when cfg does not validate, and the registerer's error
+// when the election metrics cannot be registered.
+func NewWithConfig(cfg *config.Config, opts ...Option) (*Framework, error) {
+	if cfg == nil {
+		return nil, fmt.Errorf("%w: configuration is nil: start from config.Default()", ErrInvalidOption)
+	}
+	var o options
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("conclave: %w", err)
+	}
+	fw := &Framework{cfg: cloneConfig(cfg), conn: o.conn, closeLog: func() error { return nil }}
+
+	if o.log != nil {
+		fw.log = o.log
+	} else {
+		l, closeLog, err := logging.New(fw.cfg, os.Stderr)
+		if err != nil {
+			return nil, fmt.Errorf("conclave: %w", err)
+		}
+		fw.log, fw.closeLog = l, closeLog
+	}
+
+	if o.reg != nil {
+		rec, err := metrics.New(o.reg)
+		if err != nil {
+			_ = fw.closeLog()
+			return nil, fmt.Errorf("conclave: registering the election metrics: %w", err)
+		}
+		fw.recorder = rec
+	}
+	return fw, nil
+}
+
+// cloneConfig copies c so that the caller's later changes do not reach the
+// framework.
+func cloneConfig(c *config.Config) *config.Config {
+	cp := *c
+	cp.MiddlewareHosts = slices.Clone(c.MiddlewareHosts)
+	cp.Peers = slices.Clone(c.Peers)
+	return &cp
+}
+
+// Identity returns the name the framework's candidates campaign under: the
+// configuration's identity, by default the host name. A leader writes it as
+// the election key's value.
+func (fw *Framework) Identity() string { return fw.cfg.Identity }
+
+// Config returns the framework's configuration. It is the framework's own
+// copy: read it, do not change it.
+func (fw *Framework) Config() *config.Config { return fw.cfg }
+
+// Logger returns a logger for a part of the program, its entries marked with
+// component. Add fields to tell instances apart:
+//
+//	log := fw.Logger("worker").WithField("worker", i)
+func (fw *Framework) Logger(component string) *logrus.Entry {
+	return fw.log.WithField("component", component)
+}
+
+// Close closes what the framework opened: the shared connection it made (not
+// one given with WithConnection), the broker it started, and the log file.
+// Stop the framework's elections first: those on the shared connection can
+// no longer renew or hand over once it is closed. Close is safe to call more
+// than once; afterwards the framework's methods return ErrClosed.
+func (fw *Framework) Close() error {
+	fw.mu.Lock()
+	if fw.closed {
+		fw.mu.Unlock()
+		return nil
+	}
+	fw.closed = true
+	conn, own, b := fw.conn, fw.ownConn, fw.broker
+	fw.mu.Unlock()
+
+	if own && conn != nil {
+		conn.Close()
+	}
+	if b != nil {
+		b.Shutdown()
+	}
+	if err := fw.closeLog(); err != nil {
+		return fmt.Errorf("conclave: closing the log file: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,60 @@
+package conclave
+
+import (
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sirupsen/logrus"
+)
+
+// Option configures a Framework. Options check their arguments and make
+// New and NewWithConfig fail with an error wrapping ErrInvalidOption when one
+// is unusable.
+type Option func(*options) error
+
+type options struct {
+	reg  prometheus.Registerer
+	log  *logrus.Logger
+	conn *nats.Conn
+}
+
+// WithRegisterer makes every election of the framework record Prometheus
+// metrics (see package metrics) on reg. The metrics are registered once, when
+// the framework is built; registering them twice on the same registerer
+// fails. Without it, elections record nothing.
+func WithRegisterer(reg prometheus.Registerer) Option {
+	return func(o *options) error {
+		if reg == nil {
+			return fmt.Errorf("%w: WithRegisterer(nil): pass a registry such as prometheus.NewRegistry(), or leave the option out", ErrInvalidOption)
+		}
+		o.reg = reg
+		return nil
+	}
+}
+
+// WithLogger makes the framework log through l. Without it the framework
+// builds a logger from the configuration: its loglevel, and its logfile or
+// standard error.
+func WithLogger(l *logrus.Logger) Option {
+	return func(o *options) error {
+		if l == nil {
+			return fmt.Errorf("%w: WithLogger(nil): pass a *logrus.Logger, or leave the option out to log as the configuration says", ErrInvalidOption)
+		}
+		o.log = l
+		return nil
+	}
+}
+
+// WithConnection makes nc the framework's shared connection instead of one
+// it makes itself. The framework does not close nc: its owner does, after
+// the framework's elections have stopped.
+func WithConnection(nc *nats.Conn) Option {
+	return func(o *options) error {
+		if nc == nil {
+			return fmt.Errorf("%w: WithConnection(nil): pass a connection, or leave the option out to let the framework connect", ErrInvalidOption)
+		}
+		o.conn = nc
+		return nil
+	}
+}
