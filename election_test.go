@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
@@ -80,11 +81,20 @@ func TestNewElectionOverExplicitConnection(t *testing.T) {
 	}
 	c.start(t, e)
 	await(t, c.won, "win")
-	// The election writes over nc: closing it makes the leader unable to
-	// renew, so it stands down by its deadline.
+	// The election writes over nc: closing it for good makes the leader
+	// stand down and the campaign end with an error that says why.
 	nc.Close()
 	await(t, c.lost, "loss after the connection closed")
-	c.stop(t)
+	select {
+	case err := <-c.done:
+		if !errors.Is(err, nats.ErrConnectionClosed) {
+			t.Fatalf("Start = %v, want an error wrapping nats.ErrConnectionClosed", err)
+		}
+		c.cancel()
+		c.cancel = nil
+	case <-time.After(wait):
+		t.Fatal("Start did not return after its connection closed")
+	}
 }
 
 func TestCampaignsTakeOverAndFence(t *testing.T) {

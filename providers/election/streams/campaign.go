@@ -2,10 +2,12 @@ package streams
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/conclave-io/conclave/clock"
@@ -75,18 +77,24 @@ type campaigner struct {
 	doomed       bool // a renewal was refused while in doubt: lead until lease, then stand down
 	term         *Term
 	lastLost     <-chan struct{} // closed when the latest OnLost has returned
+
+	// closed is the error of a request that found the connection closed for
+	// good: the campaign cannot go on.
+	closed error
 }
 
 func newCampaigner(e *Election, n *notifier, tm timings) *campaigner {
 	return &campaigner{e: e, n: n, tm: tm, clock: e.opts.clock, log: e.opts.log, rec: e.opts.recorder}
 }
 
-func (c *campaigner) run(ctx context.Context) {
+// run campaigns until ctx ends, and returns an error only if the
+// connection was closed for good.
+func (c *campaigner) run(ctx context.Context) error {
 	c.ctx = ctx
 	c.log.Debugf("election %s: %s campaigning, ttl %v, renew every %v, safety margin %v", c.e.key, c.e.identity, c.tm.ttl, c.tm.renew, c.tm.margin)
 	timer := c.clock.NewTimer(time.Hour)
 	defer timer.Stop()
-	for ctx.Err() == nil {
+	for ctx.Err() == nil && c.closed == nil {
 		c.tick()
 		wait := c.nextWake().Sub(c.clock.Now())
 		timer.Stop()
@@ -111,6 +119,22 @@ func (c *campaigner) run(ctx context.Context) {
 		}
 	}
 	c.shutdown()
+	if c.closed != nil {
+		return fmt.Errorf("election %s: %w: the connection to the broker was closed; campaign again with a new Election on an open connection", c.e.key, c.closed)
+	}
+	return nil
+}
+
+// failed notes an error that ends the campaign: a connection closed for good.
+func (c *campaigner) failed(err error) bool {
+	if errors.Is(err, nats.ErrConnectionClosed) {
+		if c.closed == nil {
+			c.log.Errorf("election %s: the connection to the broker was closed: ending the campaign", c.e.key)
+		}
+		c.closed = err
+		return true
+	}
+	return false
 }
 
 // tick does whatever is due: at most one request to the broker for the
@@ -181,6 +205,7 @@ func (c *campaigner) readTTL(now time.Time) (time.Duration, error) {
 	defer cancel()
 	st, err := c.e.bucket.Status(ctx)
 	if err != nil {
+		c.failed(err)
 		c.log.Debugf("election %s: cannot read the bucket's TTL: %v", c.e.key, err)
 		return 0, err
 	}
@@ -269,6 +294,7 @@ func (c *campaigner) campaign(now time.Time) {
 			c.log.Debugf("election %s: view of the key looks stale, restarting the watch", c.e.key)
 			c.restartWatch()
 		}
+	case c.failed(err):
 	default:
 		c.tries++
 		c.nextCampaign = done.Add(c.tm.standby.Duration(c.tries))
@@ -368,6 +394,7 @@ func (c *campaigner) renew(now time.Time) {
 		}
 		c.log.Warnf("election %s: renewal of revision %d refused (%s): standing down", c.e.key, c.lastRev, cause)
 		c.dropHold(done, cause == CauseDeposed)
+	case c.failed(err):
 	default:
 		c.inDoubt = c.inDoubt || mayHaveApplied(err)
 		c.renewTries++
@@ -552,6 +579,9 @@ func (c *campaigner) startWatch() {
 	}
 	if err != nil {
 		cancel()
+		if c.failed(err) {
+			return
+		}
 		c.watchTries++
 		c.watchRetryAt = c.clock.Now().Add(c.tm.standby.Duration(c.watchTries))
 		if c.ctx.Err() == nil {
@@ -605,9 +635,13 @@ func (c *campaigner) drain(w jetstream.KeyWatcher) {
 // shutdown ends the term and hands the key over.
 func (c *campaigner) shutdown() {
 	if c.term != nil {
-		c.finishTerm(CauseReleased)
+		cause := CauseReleased
+		if c.closed != nil {
+			cause = CauseClosed
+		}
+		c.finishTerm(cause)
 	}
-	if c.holding && !c.doomed && c.e.opts.releaseOnStop {
+	if c.holding && !c.doomed && c.closed == nil && c.e.opts.releaseOnStop {
 		if c.lastLost != nil {
 			<-c.lastLost // the next leader's OnWon comes after our OnLost
 		}

@@ -62,7 +62,7 @@ func (r *chaosRun) add(el *chaosElection) {
 	}
 	nc := connect(r.t, r.ts.url())
 	e := mustElection(r.t, identity, el.key, openBucket(r.t, nc), el.rec.options(name)...)
-	c := &chaosCandidate{name: name, nc: nc, e: e, stop: runElection(r.t, e)}
+	c := &chaosCandidate{name: name, nc: nc, e: e, stop: runElectionAllowing(r.t, e, nats.ErrConnectionClosed)}
 	el.mu.Lock()
 	el.candidates = append(el.candidates, c)
 	el.mu.Unlock()

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/conclave-io/conclave/backoff"
@@ -112,7 +113,9 @@ func (e *Election) Identity() string { return e.identity }
 // Key returns the election key.
 func (e *Election) Key() string { return e.key }
 
-// Start campaigns until ctx ends or Stop is called, and returns nil then. It
+// Start campaigns until ctx ends or Stop is called, and returns nil then;
+// it returns an error wrapping nats.ErrConnectionClosed if the connection is
+// closed for good (a leader then stands down at once, with CauseClosed). It
 // first reads the bucket's settings, retrying with backoff (and logging why)
 // while the broker is unreachable, and returns an error wrapping
 // ErrInvalidBucket if they cannot hold elections safely. A leader that stops
@@ -158,9 +161,7 @@ func (e *Election) Start(ctx context.Context) error {
 
 	n := newNotifier()
 	defer n.close()
-	c := newCampaigner(e, n, tm)
-	c.run(ctx)
-	return nil
+	return newCampaigner(e, n, tm).run(ctx)
 }
 
 // Stop ends the campaign. It returns at once without waiting; Start returns
@@ -244,7 +245,7 @@ func (e *Election) setRenewed(at time.Time) {
 // be reached, and checks them.
 func (e *Election) awaitBucket(ctx context.Context) (time.Duration, error) {
 	var ttl time.Duration
-	var invalid error
+	var invalid, closed error
 	err := backoff.FiveSec.For(ctx, func(try int) error {
 		timeout := 5 * time.Second
 		if e.opts.requestTimeout > 0 {
@@ -253,6 +254,10 @@ func (e *Election) awaitBucket(ctx context.Context) (time.Duration, error) {
 		rctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		st, err := e.bucket.Status(rctx)
+		if errors.Is(err, nats.ErrConnectionClosed) {
+			closed = err
+			return nil
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				e.opts.log.Warnf("election %s: cannot read bucket %s (try %d), retrying: %v", e.key, e.bucket.Bucket(), try+1, err)
@@ -264,6 +269,9 @@ func (e *Election) awaitBucket(ctx context.Context) (time.Duration, error) {
 	})
 	if err != nil {
 		return 0, err
+	}
+	if closed != nil {
+		return 0, fmt.Errorf("election %s: %w: open the bucket over an open connection", e.key, closed)
 	}
 	return ttl, invalid
 }

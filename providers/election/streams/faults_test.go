@@ -2,6 +2,7 @@ package streams
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -99,20 +100,33 @@ func TestForcedStandDownOfALoneLeaderReturnsToIt(t *testing.T) {
 	checkHistory(t, evs)
 }
 
-func TestCrashedLeaderIsReplacedAfterItsDeadline(t *testing.T) {
+func TestLeaderWhoseConnectionClosesIsReplacedAfterExpiry(t *testing.T) {
 	const ttl = time.Second
 	ts := newTestServer(t)
 	kv := createBucket(t, connect(t, ts.url()), bucketConfig(ttl))
 	rec := newRecorder()
 	ncA := connect(t, ts.url())
 	a := mustElection(t, "a", "crash", openBucket(t, ncA), rec.options("a")...)
-	runElection(t, a)
+	doneA := make(chan error, 1)
+	go func() { doneA <- a.Start(context.Background()) }()
+	t.Cleanup(a.Stop)
 	rec.waitFor(t, 5*time.Second, "a to win", func(evs []event) bool { return wins(evs, "a") == 1 })
 	runElection(t, mustElection(t, "b", "crash", kv, rec.options("b")...))
 	time.Sleep(100 * time.Millisecond)
 
 	crashed := time.Now()
 	ncA.Close() // a can no longer reach the broker: its key will expire
+	select {
+	case err := <-doneA:
+		if !errors.Is(err, nats.ErrConnectionClosed) || !strings.Contains(err.Error(), "connection to the broker was closed") {
+			t.Fatalf("Start = %v, want an error wrapping nats.ErrConnectionClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Start did not end after its connection closed")
+	}
+	if a.IsLeader() {
+		t.Fatal("a still claims to lead")
+	}
 	evs := rec.waitFor(t, 5*time.Second, "b to take over", func(evs []event) bool { return wins(evs, "b") == 1 })
 	var lostA, wonB event
 	for _, e := range evs {
@@ -123,14 +137,11 @@ func TestCrashedLeaderIsReplacedAfterItsDeadline(t *testing.T) {
 			wonB = e
 		}
 	}
-	if lostA.seq == 0 || lostA.cause != CauseDeadline {
-		t.Fatalf("a did not stand down at its deadline: %s", describe(evs))
+	if lostA.seq == 0 || lostA.cause != CauseClosed {
+		t.Fatalf("a did not stand down when its connection closed: %s", describe(evs))
 	}
 	if failover := wonB.at.Sub(crashed); failover > ttl+time.Second {
 		t.Fatalf("failover took %v, want under TTL + 1s", failover)
-	}
-	if a.IsLeader() {
-		t.Fatal("a still claims to lead")
 	}
 	checkHistory(t, evs)
 }

@@ -71,8 +71,10 @@ func OnLeading(cb func(*Term)) Option {
 	return func(o *options) error { o.onLeading = cb; return nil }
 }
 
-// OnCampaign sets a function called at each campaign attempt with
-// CandidateState and at each renewal with LeaderState. It runs like OnWon.
+// OnCampaign sets a function called as each campaign attempt is made, with
+// CandidateState, and as each renewal is sent, with LeaderState: before the
+// outcome is known. It runs like OnWon. For outcomes, use OnWon, OnLost,
+// the Term, or a Recorder (Renewed counts successful renewals).
 func OnCampaign(cb func(State)) Option {
 	return func(o *options) error { o.onCampaign = cb; return nil }
 }

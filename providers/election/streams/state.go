@@ -39,9 +39,11 @@ const (
 	// CauseExpired means the broker rejected a renewal because the key had
 	// expired.
 	CauseExpired
+	// CauseClosed means the connection to the broker was closed for good.
+	CauseClosed
 )
 
-// String returns "released", "deposed", "deadline" or "expired".
+// String returns "released", "deposed", "deadline", "expired" or "closed".
 func (c Cause) String() string {
 	switch c {
 	case CauseReleased:
@@ -52,6 +54,8 @@ func (c Cause) String() string {
 		return "deadline"
 	case CauseExpired:
 		return "expired"
+	case CauseClosed:
+		return "closed"
 	default:
 		return "unknown"
 	}
