@@ -60,5 +60,6 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(a.brokerCommand())
+	a.addElectionCommand(root)
 	return root
 }

@@ -1,9 +1,344 @@
 package cli
 
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/pflag"
+
+	"github.com/conclave-io/conclave/config"
+)
+
+// defaultURL is where the commands look for a broker when nothing else says
+// where: a Conclave broker's default client port on this host.
+const defaultURL = "nats://127.0.0.1:4222"
+
+// defaultTimeout bounds connecting and each request to the broker.
+const defaultTimeout = 5 * time.Second
+
+// Environment variables the connection flags fall back to, as the NATS CLI
+// names them.
+const (
+	envURL     = "NATS_URL"
+	envCreds   = "NATS_CREDS"
+	envContext = "NATS_CONTEXT"
+)
+
 // connFlags are the NATS connection flags, named as the NATS CLI names them.
 type connFlags struct {
 	config  string
 	server  string
 	creds   string
 	context string
+	timeout time.Duration
+
+	// lookupEnv reads the environment; nil means os.LookupEnv. Tests replace it.
+	lookupEnv func(string) (string, bool)
+}
+
+// register adds the flags to fs, meant to be the root's persistent flags.
+func (f *connFlags) register(fs *pflag.FlagSet) {
+	fs.StringVarP(&f.server, "server", "s", "", "NATS server `URLS`, comma separated; without it: --context's url, --config's hosts, $"+envURL+", the selected NATS context's url, "+defaultURL)
+	fs.StringVar(&f.creds, "creds", "", "NATS credentials `FILE`; without it: --context's, $"+envCreds+", the selected NATS context's")
+	fs.StringVar(&f.context, "context", "", "`NAME` of the NATS CLI context to connect with; without it and --config: $"+envContext+", else the NATS CLI's selected context")
+	fs.StringVar(&f.config, "config", "", "Conclave or Choria configuration `FILE`: connect to its plugin.choria.middleware_hosts, or to the broker it configures")
+	fs.DurationVar(&f.timeout, "timeout", defaultTimeout, "how long to wait for the broker to connect and to answer each request")
+}
+
+func (f *connFlags) env(name string) string {
+	lookup := f.lookupEnv
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	v, _ := lookup(name)
+	return strings.TrimSpace(v)
+}
+
+// target is where and how to connect, resolved from the flags, the
+// environment, a NATS context and a configuration file.
+type target struct {
+	// urls are the servers, comma separated as nats.Connect takes them.
+	urls string
+	// source says where urls came from, for messages.
+	source string
+	// hint says how to point the command elsewhere when nothing answers.
+	hint string
+	// ctx is the NATS context used, if any.
+	ctx *natsContext
+	// creds is the credentials file, if any, and where it came from.
+	creds, credsSource string
+	// warnings are settings that were ignored, to show the user.
+	warnings []string
+}
+
+// resolve works out the target. Explicit flags win over environment
+// variables, which win over the NATS CLI's selected context, which wins over
+// the default. For the server URLs, the first of these that is set wins:
+//
+//  1. --server;
+//  2. --context NAME: the context's url;
+//  3. --config FILE: its plugin.choria.middleware_hosts, else, for a broker's
+//     own configuration, the address it listens on;
+//  4. $NATS_URL;
+//  5. the url of the context $NATS_CONTEXT names, else of the NATS CLI's
+//     selected context (context.txt), unless --context or --config is given;
+//  6. nats://127.0.0.1:4222.
+//
+// The credentials file is --creds, else --context's, else $NATS_CREDS, else
+// that of the context of step 5. The context in use (step 2 or 5) also gives
+// its other credentials and TLS settings. Giving both --context and --config
+// is an error: both say where to connect.
+func (f *connFlags) resolve() (*target, error) {
+	if f.context != "" && f.config != "" {
+		return nil, fmt.Errorf("both --context %q and --config %q say where to connect: pass only one of them", f.context, f.config)
+	}
+	t := &target{}
+	dir := natsConfigDir(f.env)
+	var explicit, implicit *natsContext
+	switch {
+	case f.context != "":
+		c, err := loadNATSContext(dir, f.context, f.env)
+		if err != nil {
+			return nil, fmt.Errorf("--context %q: %w", f.context, err)
+		}
+		c.source = "NATS context " + strconv.Quote(c.name)
+		explicit = c
+	case f.config != "":
+		// A configuration file says where to connect: no context.
+	case f.env(envContext) != "":
+		name := f.env(envContext)
+		c, err := loadNATSContext(dir, name, f.env)
+		if err != nil {
+			return nil, fmt.Errorf("$%s %q: %w", envContext, name, err)
+		}
+		c.source = "NATS context " + strconv.Quote(name) + " (from $" + envContext + ")"
+		implicit = c
+	default:
+		name, err := selectedNATSContext(dir)
+		if err != nil {
+			return nil, err
+		}
+		if name != "" {
+			c, err := loadNATSContext(dir, name, f.env)
+			if err != nil {
+				return nil, fmt.Errorf("the NATS CLI's selected context %q: %w: select another with `nats context select NAME`, or pass --server", name, err)
+			}
+			c.source = "the selected NATS context " + strconv.Quote(name)
+			implicit = c
+		}
+	}
+	t.ctx = explicit
+	if t.ctx == nil {
+		t.ctx = implicit
+	}
+	if t.ctx != nil {
+		t.warnings = append(t.warnings, t.ctx.ignored...)
+	}
+
+	const startHint = "start one with `conclave broker run --config FILE`"
+	switch {
+	case f.server != "":
+		t.urls, t.source, t.hint = f.server, "--server", "check the address, or "+startHint
+	case explicit != nil && explicit.URL != "":
+		t.urls, t.source, t.hint = explicit.URL, explicit.source, "check the url in "+explicit.path+", or pass --server"
+	case f.config != "":
+		urls, err := configURLs(f.config, f.lookupEnv)
+		if err != nil {
+			return nil, err
+		}
+		t.urls, t.source, t.hint = strings.Join(urls, ","), "--config "+f.config, "check plugin.choria.middleware_hosts in "+f.config+", or pass --server"
+	case f.env(envURL) != "":
+		t.urls, t.source, t.hint = f.env(envURL), "$"+envURL, "check $"+envURL+", or "+startHint
+	case implicit != nil && implicit.URL != "":
+		t.urls, t.source, t.hint = implicit.URL, implicit.source, "check the url in "+implicit.path+", select another context with `nats context select NAME`, or pass --server"
+	default:
+		t.urls, t.source, t.hint = defaultURL, "the default", startHint+", or pass --server"
+	}
+
+	switch {
+	case f.creds != "":
+		t.creds, t.credsSource = f.creds, "--creds"
+	case explicit != nil && explicit.Creds != "":
+		t.creds, t.credsSource = explicit.Creds, explicit.source
+	case f.env(envCreds) != "":
+		t.creds, t.credsSource = f.env(envCreds), "$"+envCreds
+	case implicit != nil && implicit.Creds != "":
+		t.creds, t.credsSource = implicit.Creds, implicit.source
+	}
+	return t, nil
+}
+
+// options returns the nats.Connect options for the target's credentials and
+// TLS settings.
+func (t *target) options() []nats.Option {
+	var opts []nats.Option
+	if t.creds != "" {
+		opts = append(opts, nats.UserCredentials(t.creds))
+	}
+	if t.ctx != nil {
+		opts = append(opts, t.ctx.options()...)
+	}
+	return opts
+}
+
+// displayURLs is the server list for messages, with any password removed.
+func (t *target) displayURLs() string {
+	parts := strings.Split(t.urls, ",")
+	for i, p := range parts {
+		parts[i] = redactURL(strings.TrimSpace(p))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// redactURL removes the password from a URL like nats://user:pass@host:4222.
+func redactURL(u string) string {
+	scheme, rest, ok := strings.Cut(u, "://")
+	if !ok {
+		return u
+	}
+	at := strings.LastIndex(rest, "@")
+	if at < 0 {
+		return u
+	}
+	user, _, hasPass := strings.Cut(rest[:at], ":")
+	if !hasPass {
+		return u
+	}
+	return scheme + "://" + user + ":xxxxx" + rest[at:]
+}
+
+// connectOptions say how a command uses its connection.
+type connectOptions struct {
+	// name is the connection name the broker shows.
+	name string
+	// longLived commands (watch, run) reconnect forever; the others, which
+	// end within a few requests, keep the client's defaults.
+	longLived bool
+}
+
+// connect resolves the target and connects to it. Errors say what to do.
+func (a *app) connect(ctx context.Context, co connectOptions) (*nats.Conn, *target, error) {
+	t, err := a.conn.resolve()
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, w := range t.warnings {
+		fmt.Fprintln(a.stderr, "conclave: warning:", w)
+	}
+	timeout := a.conn.timeout
+	if timeout <= 0 {
+		timeout = defaultTimeout
+	}
+	opts := append([]nats.Option{nats.Name(co.name), nats.Timeout(timeout)}, t.options()...)
+	if co.longLived {
+		opts = append(opts, nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond))
+	}
+	type result struct {
+		nc  *nats.Conn
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		nc, err := nats.Connect(t.urls, opts...)
+		done <- result{nc, err}
+	}()
+	var r result
+	select {
+	case r = <-done:
+	case <-ctx.Done():
+		go func() {
+			if r := <-done; r.nc != nil {
+				r.nc.Close()
+			}
+		}()
+		return nil, nil, ctx.Err()
+	}
+	if r.err != nil {
+		return nil, nil, t.connectError(r.err)
+	}
+	return r.nc, t, nil
+}
+
+// connectError explains a failed connection.
+func (t *target) connectError(err error) error {
+	urls := t.displayURLs()
+	var netErr net.Error
+	switch {
+	case errors.Is(err, nats.ErrNoServers), errors.Is(err, nats.ErrTimeout), errors.As(err, &netErr):
+		return fmt.Errorf("no broker at %s (from %s): %s: %w", urls, t.source, t.hint, err)
+	case errors.Is(err, nats.ErrAuthorization), errors.Is(err, nats.ErrAuthExpired), errors.Is(err, nats.ErrAuthRevoked):
+		how := "no credentials"
+		if t.creds != "" {
+			how = "the credentials in " + t.creds + " (from " + t.credsSource + ")"
+		} else if t.ctx != nil {
+			how = "the credentials of " + t.ctx.source
+		}
+		return fmt.Errorf("the broker at %s refused %s: pass --creds FILE or --context NAME with credentials it accepts: %w", urls, how, err)
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("connecting to %s: a credentials or key file is missing: %w", urls, err)
+	}
+	return fmt.Errorf("connecting to %s (from %s): %w", urls, t.source, err)
+}
+
+// configURLs reads the broker URLs from a Conclave or Choria configuration
+// file: plugin.choria.middleware_hosts, or, when it has none, the client
+// address of the broker the file configures (plugin.choria.broker_network).
+//
+// Keys conclave does not know are skipped, so that a Choria client.conf,
+// which sets many, can be used as it is; the keys conclave knows are
+// checked as `conclave broker run` checks them, with their line numbers.
+func configURLs(path string, lookup func(string) (string, bool)) ([]string, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--config: %w", err)
+	}
+	cfg, err := config.ParseWithEnv(bytes.NewReader(knownKeysOnly(raw)), path, lookup)
+	if err != nil {
+		return nil, fmt.Errorf("--config: %w", err)
+	}
+	if len(cfg.MiddlewareHosts) > 0 {
+		return cfg.MiddlewareHosts, nil
+	}
+	if !cfg.BrokerNetwork {
+		return nil, fmt.Errorf("--config %s sets no plugin.choria.middleware_hosts: add it (e.g. plugin.choria.middleware_hosts = nats://broker.example.net:4222), or pass --server", path)
+	}
+	if cfg.ClientPort == config.RandomPort {
+		return nil, fmt.Errorf("--config %s configures a broker on a random client port (plugin.choria.network.client_port = -1), so its address cannot be known: pass --server with the client_url its log shows", path)
+	}
+	host := cfg.ListenAddress
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return []string{"nats://" + net.JoinHostPort(host, strconv.Itoa(cfg.ClientPort))}, nil
+}
+
+// knownKeysOnly blanks every line of a configuration file whose key conclave
+// does not read, keeping the line numbering.
+func knownKeysOnly(raw []byte) []byte {
+	known := map[string]bool{}
+	for _, k := range config.Keys() {
+		known[k.Name] = true
+	}
+	var out bytes.Buffer
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		trimmed := strings.TrimSpace(strings.TrimPrefix(line, "\ufeff"))
+		if key, _, ok := strings.Cut(trimmed, "="); ok && !strings.HasPrefix(trimmed, "#") && !known[strings.TrimSpace(key)] {
+			line = ""
+		}
+		out.WriteString(line)
+		out.WriteByte('\n')
+	}
+	return out.Bytes()
 }

@@ -1,0 +1,76 @@
+package cli_test
+
+import (
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"syscall"
+	"testing"
+)
+
+// brokerConfig is a broker configuration for `conclave broker run`.
+func brokerConfig(t *testing.T, port int) string {
+	t.Helper()
+	return writeFile(t, "broker.conf", fmt.Sprintf(`# a test broker
+identity = test-broker
+loglevel = info
+plugin.choria.broker_network = true
+plugin.choria.network.listen_address = 127.0.0.1
+plugin.choria.network.client_port = %d
+plugin.choria.network.stream.store = %s
+plugin.choria.network.stream.leader_election_ttl = 2s
+`, port, filepath.Join(t.TempDir(), "store")))
+}
+
+// TestBrokerRunRandomPort runs the broker as users do, on a random port read
+// from its log, lists its elections, and stops it with SIGINT.
+func TestBrokerRunRandomPort(t *testing.T) {
+	cfg := brokerConfig(t, -1)
+	b := startConclave(t, nil, "broker", "run", "--config", cfg)
+	_, m := b.stderr.waitFor(t, 0, regexp.MustCompile(`Broker test-broker ready: election bucket created.*client_url="?(nats://[^" ]+)`))
+	url := m[1]
+
+	r := conclave(t, "--server", url, "election", "list")
+	mustSucceed(t, r)
+	mustContain(t, "list", r.stdout, "No elections in CHORIA_LEADER_ELECTION (TTL 2s).")
+
+	// The broker's own configuration cannot tell a random port.
+	r = conclave(t, "--config", cfg, "election", "list")
+	if r.code != 1 {
+		t.Errorf("exit status %d, want 1", r.code)
+	}
+	mustContain(t, "stderr", r.stderr, "random client port", "pass --server")
+
+	b.signal(syscall.SIGINT)
+	if code := b.wait(); code != 0 {
+		t.Errorf("broker run exited with status %d after SIGINT, want 0", code)
+	}
+	mustContain(t, "broker log", b.stderr.String(), "Broker test-broker stopped")
+}
+
+// TestBrokerRunConfig runs the broker on a fixed port and connects to it
+// through its own configuration file (--config), as an operator on the
+// broker's host does.
+func TestBrokerRunConfig(t *testing.T) {
+	port := freePort(t)
+	cfg := brokerConfig(t, port)
+	b := startConclave(t, nil, "broker", "run", "--config", cfg)
+	b.stderr.waitFor(t, 0, regexp.MustCompile(`Broker test-broker ready`))
+
+	r := conclave(t, "--config", cfg, "election", "info")
+	mustSucceed(t, r)
+	mustContain(t, "info", r.stdout, "TTL:", "2s", "No problems found")
+
+	// A Choria client configuration: keys conclave does not know are
+	// skipped, plugin.choria.middleware_hosts says where.
+	choria := writeFile(t, "client.conf", "collectives = mcollective\nplugin.security.provider = choria\nplugin.choria.middleware_hosts = 127.0.0.1:"+strconv.Itoa(port)+"\n")
+	r = conclave(t, "--config", choria, "election", "list")
+	mustSucceed(t, r)
+	mustContain(t, "list", r.stdout, "No elections")
+
+	b.signal(syscall.SIGINT)
+	if code := b.wait(); code != 0 {
+		t.Errorf("broker run exited with status %d after SIGINT, want 0", code)
+	}
+}

@@ -1,0 +1,206 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/conclave-io/conclave/broker"
+)
+
+// session is a connection to a broker and the election bucket on it.
+type session struct {
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	kv      jetstream.KeyValue
+	bucket  string
+	url     string // the server connected to, for messages
+	timeout time.Duration
+}
+
+// Close closes the connection.
+func (s *session) Close() { s.nc.Close() }
+
+// request returns a context bounding one request to the broker by --timeout.
+func (s *session) request(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.timeout)
+}
+
+// open connects and opens the bucket. Errors say what to do.
+func (e *elections) open(ctx context.Context, co connectOptions) (*session, error) {
+	nc, t, err := e.a.connect(ctx, co)
+	if err != nil {
+		return nil, err
+	}
+	s := &session{nc: nc, bucket: e.bucket, url: nc.ConnectedUrlRedacted(), timeout: e.a.conn.timeout}
+	if s.timeout <= 0 {
+		s.timeout = defaultTimeout
+	}
+	if err := s.openBucket(ctx, t); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *session) openBucket(ctx context.Context, t *target) error {
+	var err error
+	switch {
+	case t.ctx != nil && t.ctx.JSDomain != "":
+		s.js, err = jetstream.NewWithDomain(s.nc, t.ctx.JSDomain)
+	case t.ctx != nil && t.ctx.JSAPIPrefix != "":
+		s.js, err = jetstream.NewWithAPIPrefix(s.nc, t.ctx.JSAPIPrefix)
+	default:
+		s.js, err = jetstream.New(s.nc)
+	}
+	if err != nil {
+		return fmt.Errorf("JetStream on %s: %w", s.url, err)
+	}
+	rctx, cancel := s.request(ctx)
+	defer cancel()
+	s.kv, err = s.js.KeyValue(rctx, s.bucket)
+	if err == nil {
+		return nil
+	}
+	switch {
+	case errors.Is(err, jetstream.ErrBucketNotFound):
+		if s.bucket == broker.ElectionBucket {
+			return fmt.Errorf("bucket %s not found on %s: brokers with plugin.choria.broker_network = true create it (`conclave broker run`, or a Choria broker); on another NATS server create it with `nats kv add %s --ttl 1m --history 1`: %w", s.bucket, s.url, s.bucket, err)
+		}
+		return fmt.Errorf("bucket %s not found on %s: check --bucket, or create it with `nats kv add %s --ttl 1m --history 1`: %w", s.bucket, s.url, s.bucket, err)
+	case errors.Is(err, jetstream.ErrJetStreamNotEnabled), errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount), errors.Is(err, nats.ErrNoResponders):
+		return fmt.Errorf("JetStream is not enabled on %s (for this account): the election bucket lives in JetStream: connect to a Conclave or Choria broker, or a NATS server run with JetStream (nats-server -js): %w", s.url, err)
+	case errors.Is(err, jetstream.ErrBadBucket):
+		return fmt.Errorf("stream KV_%s on %s is not a key-value bucket: %w", s.bucket, s.url, err)
+	case errors.Is(err, jetstream.ErrInvalidBucketName):
+		return fmt.Errorf("--bucket %q is not a bucket name: use letters, digits, - and _: %w", s.bucket, err)
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("JetStream on %s did not answer within %v (--timeout): %w", s.url, s.timeout, err)
+	}
+	return fmt.Errorf("opening bucket %s on %s: %w", s.bucket, s.url, err)
+}
+
+// status reads the bucket's settings.
+func (s *session) status(ctx context.Context) (*jetstream.KeyValueBucketStatus, error) {
+	rctx, cancel := s.request(ctx)
+	defer cancel()
+	st, err := s.kv.Status(rctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading bucket %s on %s: %w", s.bucket, s.url, err)
+	}
+	bs, ok := st.(*jetstream.KeyValueBucketStatus)
+	if !ok {
+		return nil, fmt.Errorf("bucket %s on %s: unexpected status type %T", s.bucket, s.url, st)
+	}
+	return bs, nil
+}
+
+// State of an election key as its latest message shows it.
+const (
+	stateHeld     = "held"     // a leader's identity
+	stateReleased = "released" // an empty value: the leader stepped down
+	stateRemoved  = "removed"  // a delete or purge marker
+)
+
+// record is an election key's latest message.
+type record struct {
+	key      string
+	state    string
+	leader   string // the identity, when held
+	revision uint64
+	written  time.Time // by the broker's clock
+}
+
+func newRecord(ent jetstream.KeyValueEntry) record {
+	r := record{key: ent.Key(), revision: ent.Revision(), written: ent.Created()}
+	switch {
+	case ent.Operation() != jetstream.KeyValuePut:
+		r.state = stateRemoved
+	case len(ent.Value()) == 0:
+		r.state = stateReleased
+	default:
+		r.state, r.leader = stateHeld, string(ent.Value())
+	}
+	return r
+}
+
+// readRecords returns the latest message of every key matching filter (">"
+// for all of them), markers included, sorted by key. It reads them through a
+// watch because a plain Get hides delete markers.
+func (s *session) readRecords(ctx context.Context, filter string) ([]record, error) {
+	rctx, cancel := s.request(ctx)
+	defer cancel()
+	w, err := s.kv.Watch(rctx, filter)
+	if err != nil {
+		return nil, fmt.Errorf("reading bucket %s on %s: %w", s.bucket, s.url, err)
+	}
+	defer stopWatch(w)
+	var recs []record
+	for {
+		select {
+		case <-rctx.Done():
+			return nil, fmt.Errorf("reading bucket %s on %s: no answer within %v (--timeout): %w", s.bucket, s.url, s.timeout, rctx.Err())
+		case ent, ok := <-w.Updates():
+			if !ok {
+				return nil, fmt.Errorf("reading bucket %s on %s: the watch ended early", s.bucket, s.url)
+			}
+			if ent == nil {
+				slices.SortFunc(recs, func(a, b record) int { return strings.Compare(a.key, b.key) })
+				return recs, nil
+			}
+			recs = append(recs, newRecord(ent))
+		}
+	}
+}
+
+// stopWatch stops a watcher and drains it: it closes its channel only once
+// stopped, and may block delivering into it meanwhile.
+func stopWatch(w jetstream.KeyWatcher) {
+	_ = w.Stop()
+	for range w.Updates() {
+	}
+}
+
+// readElection returns the record of election name, or an error that lists
+// the elections there are when the bucket has no such key.
+func (s *session) readElection(ctx context.Context, name string) (record, error) {
+	if err := validateElectionName(name); err != nil {
+		return record{}, err
+	}
+	recs, err := s.readRecords(ctx, name)
+	if err != nil {
+		return record{}, err
+	}
+	if len(recs) == 1 {
+		return recs[0], nil
+	}
+	return record{}, s.unknownElection(ctx, name)
+}
+
+// unknownElection explains that the bucket has no key name, listing the
+// elections it has.
+func (s *session) unknownElection(ctx context.Context, name string) error {
+	recs, err := s.readRecords(ctx, ">")
+	if err != nil {
+		return fmt.Errorf("no election %q in %s (and listing the elections failed: %w)", name, s.bucket, err)
+	}
+	const most = 10
+	var names []string
+	for i, r := range recs {
+		if i == most {
+			names = append(names, fmt.Sprintf("and %d more", len(recs)-most))
+			break
+		}
+		names = append(names, r.key)
+	}
+	if len(names) == 0 {
+		return fmt.Errorf("no election %q in %s: it has no elections (a key appears when a candidate first campaigns, and goes a TTL after its last write)", name, s.bucket)
+	}
+	return fmt.Errorf("no election %q in %s (elections: %s)", name, s.bucket, strings.Join(names, ", "))
+}

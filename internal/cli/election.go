@@ -1,0 +1,81 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/spf13/cobra"
+
+	"github.com/conclave-io/conclave/broker"
+	"github.com/conclave-io/conclave/providers/election/streams"
+)
+
+// elections is what the election commands share: the app and the bucket.
+type elections struct {
+	a      *app
+	bucket string
+}
+
+// addElectionCommand registers the connection flags on root, for every
+// command that talks to a broker, and adds the election command.
+func (a *app) addElectionCommand(root *cobra.Command) {
+	a.conn.register(root.PersistentFlags())
+	root.AddCommand(a.electionCommand())
+}
+
+func (a *app) electionCommand() *cobra.Command {
+	e := &elections{a: a}
+	cmd := &cobra.Command{
+		Use:   "election",
+		Short: "Inspect and steer elections in the election bucket",
+		Long: `Lists, watches and inspects the elections in the CHORIA_LEADER_ELECTION bucket
+of a Conclave broker, a Choria broker or any NATS server with JetStream that
+has the bucket; forces a leader to stand down; runs a command while leading.
+
+Each key of the bucket is one election; its value is the leader's identity.
+See docs/cli.md for the output, the JSON fields and the connection flags.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	cmd.PersistentFlags().StringVar(&e.bucket, "bucket", broker.ElectionBucket, "the KV bucket holding the elections")
+	cmd.AddCommand(e.listCommand(), e.infoCommand(), e.watchCommand(), e.standDownCommand(), e.runCommand())
+	return cmd
+}
+
+// validateElectionName checks that name can be an election key.
+func validateElectionName(name string) error {
+	if err := streams.ValidateKey(name); err != nil {
+		return fmt.Errorf("election name: %w", err)
+	}
+	return nil
+}
+
+// stderrLogger passes an election's or observer's log lines to standard
+// error: warnings and errors always, the rest when verbose.
+type stderrLogger struct {
+	mu      *sync.Mutex
+	w       io.Writer
+	verbose bool
+}
+
+func (l stderrLogger) Debugf(format string, args ...any) {
+	if l.verbose {
+		l.print("debug", format, args)
+	}
+}
+
+func (l stderrLogger) Infof(format string, args ...any) {
+	if l.verbose {
+		l.print("info", format, args)
+	}
+}
+
+func (l stderrLogger) Warnf(format string, args ...any)  { l.print("warning", format, args) }
+func (l stderrLogger) Errorf(format string, args ...any) { l.print("error", format, args) }
+
+func (l stderrLogger) print(level, format string, args []any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fmt.Fprintf(l.w, "conclave: %s: %s\n", level, fmt.Sprintf(format, args...))
+}

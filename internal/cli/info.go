@@ -1,0 +1,228 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"github.com/conclave-io/conclave/broker"
+	"github.com/conclave-io/conclave/providers/election/streams"
+)
+
+// maxSensibleTTL is the longest bucket TTL info accepts without a warning.
+const maxSensibleTTL = time.Hour
+
+func (e *elections) infoCommand() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "info [NAME]",
+		Short: "Show one election in detail, the bucket's settings, and warnings about them",
+		Long: `Shows election NAME (its leader, latest revision, last write and expiry) and
+the bucket's settings: TTL, replicas, history, storage, limit markers, maximum
+value size. Without NAME it shows only the bucket.
+
+It warns when the bucket is set up in a way that breaks elections: history
+above 1, no TTL or one below 1s or above 1h, limit markers on, memory storage,
+or one replica on a cluster. The exit status is 0 even with warnings; with
+--json they are in "warnings".`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name := ""
+			if len(args) == 1 {
+				name = args[0]
+			}
+			return e.info(cmd.Context(), name, asJSON)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON for scripts (see docs/cli.md for the fields)")
+	return cmd
+}
+
+// bucketJSON is the bucket part of info's JSON output.
+type bucketJSON struct {
+	Name                  string  `json:"name"`
+	TTLSeconds            float64 `json:"ttl_seconds"`
+	Replicas              int     `json:"replicas"`
+	History               int64   `json:"history"`
+	Storage               string  `json:"storage"`
+	LimitMarkers          bool    `json:"limit_markers"`
+	LimitMarkerTTLSeconds float64 `json:"limit_marker_ttl_seconds"`
+	PerKeyTTL             bool    `json:"per_key_ttl"`
+	MaxValueSize          int32   `json:"max_value_size"`
+	Cluster               string  `json:"cluster"`
+	Values                uint64  `json:"values"`
+}
+
+// infoJSON is the JSON output of info.
+type infoJSON struct {
+	Election *electionJSON `json:"election"`
+	Bucket   bucketJSON    `json:"bucket"`
+	Warnings []string      `json:"warnings"`
+}
+
+func (e *elections) info(ctx context.Context, name string, asJSON bool) error {
+	if name != "" {
+		if err := validateElectionName(name); err != nil {
+			return err
+		}
+	}
+	s, err := e.open(ctx, connectOptions{name: "conclave election info"})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	st, err := s.status(ctx)
+	if err != nil {
+		return err
+	}
+	var rec *record
+	if name != "" {
+		r, err := s.readElection(ctx, name)
+		if err != nil {
+			return err
+		}
+		rec = &r
+	}
+	cfg := st.StreamInfo().Config
+	cluster := ""
+	if ci := st.StreamInfo().Cluster; ci != nil {
+		cluster = ci.Name
+	}
+	clustered := s.nc.ConnectedClusterName() != "" && len(s.nc.Servers()) > 1
+	warnings := bucketWarnings(s.bucket, cfg, clustered)
+	now := time.Now()
+
+	if asJSON {
+		out := infoJSON{
+			Bucket: bucketJSON{
+				Name:                  s.bucket,
+				TTLSeconds:            seconds(cfg.MaxAge),
+				Replicas:              cfg.Replicas,
+				History:               cfg.MaxMsgsPerSubject,
+				Storage:               strings.ToLower(cfg.Storage.String()),
+				LimitMarkers:          cfg.SubjectDeleteMarkerTTL > 0,
+				LimitMarkerTTLSeconds: seconds(cfg.SubjectDeleteMarkerTTL),
+				PerKeyTTL:             cfg.AllowMsgTTL,
+				MaxValueSize:          cfg.MaxMsgSize,
+				Cluster:               cluster,
+				Values:                st.Values(),
+			},
+			Warnings: warnings,
+		}
+		if out.Warnings == nil {
+			out.Warnings = []string{}
+		}
+		if rec != nil {
+			j := newElectionJSON(*rec, cfg.MaxAge, now)
+			out.Election = &j
+		}
+		return writeJSON(e.a.stdout, out)
+	}
+	return writeInfo(e.a.stdout, s.bucket, rec, cfg, cluster, st.Values(), warnings, now)
+}
+
+func writeInfo(w io.Writer, bucket string, rec *record, cfg jetstream.StreamConfig, cluster string, values uint64, warnings []string, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
+	if rec != nil {
+		fmt.Fprintf(tw, "Election:\t%s\n", rec.key)
+		switch rec.state {
+		case stateHeld:
+			fmt.Fprintf(tw, "Leader:\t%s\n", rec.leader)
+		case stateReleased:
+			fmt.Fprintf(tw, "Leader:\tnone: released (the leader stepped down; a candidate can take it at once)\n")
+		case stateRemoved:
+			fmt.Fprintf(tw, "Leader:\tnone: removed (the key was deleted: a forced stand-down, or a release nobody took over)\n")
+		}
+		fmt.Fprintf(tw, "Revision:\t%d (the latest write; the fencing token only if it began the term)\n", rec.revision)
+		fmt.Fprintf(tw, "Last write:\t%s (%s)\n", rec.written.Local().Format(textTime), ago(rec.written, now))
+		if rec.state == stateHeld && cfg.MaxAge > 0 {
+			exp := rec.written.Add(cfg.MaxAge)
+			fmt.Fprintf(tw, "Expires:\t%s (%s) unless renewed\n", exp.Local().Format(textTime), until(exp, now))
+		}
+		fmt.Fprintln(tw)
+	}
+	fmt.Fprintf(tw, "Bucket:\t%s\n", bucket)
+	fmt.Fprintf(tw, "  TTL:\t%s\n", ttlText(cfg.MaxAge))
+	replicas := fmt.Sprint(cfg.Replicas)
+	if cluster != "" {
+		replicas += " (cluster " + cluster + ")"
+	}
+	fmt.Fprintf(tw, "  Replicas:\t%s\n", replicas)
+	fmt.Fprintf(tw, "  History:\t%d\n", cfg.MaxMsgsPerSubject)
+	fmt.Fprintf(tw, "  Storage:\t%s\n", strings.ToLower(cfg.Storage.String()))
+	markers := "off"
+	if cfg.SubjectDeleteMarkerTTL > 0 {
+		markers = fmt.Sprintf("on (kept %v)", cfg.SubjectDeleteMarkerTTL)
+	}
+	fmt.Fprintf(tw, "  Limit markers:\t%s\n", markers)
+	perKey := "off"
+	if cfg.AllowMsgTTL {
+		perKey = "on"
+	}
+	fmt.Fprintf(tw, "  Per-key TTL:\t%s\n", perKey)
+	fmt.Fprintf(tw, "  Max value size:\t%s\n", sizeText(cfg.MaxMsgSize))
+	fmt.Fprintf(tw, "  Keys and markers:\t%d\n", values)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(warnings) == 0 {
+		_, err := fmt.Fprintln(w, "\nNo problems found with the bucket's settings.")
+		return err
+	}
+	fmt.Fprintln(w, "\nWARNINGS:")
+	for _, warn := range warnings {
+		fmt.Fprintf(w, "  - %s\n", warn)
+	}
+	return nil
+}
+
+func ttlText(d time.Duration) string {
+	if d <= 0 {
+		return "none (keys never expire)"
+	}
+	return d.String()
+}
+
+func sizeText(n int32) string {
+	if n <= 0 {
+		return "unlimited"
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// bucketWarnings lists what is wrong with a bucket's settings for
+// elections. clustered says whether the broker is one of several.
+func bucketWarnings(bucket string, cfg jetstream.StreamConfig, clustered bool) []string {
+	fix := ""
+	if bucket == broker.ElectionBucket {
+		fix = " (a Conclave broker sets it right when it starts)"
+	}
+	var out []string
+	switch ttl := cfg.MaxAge; {
+	case ttl <= 0:
+		out = append(out, "the bucket has no TTL: a crashed leader's key never expires, so nobody ever takes over from it; Conclave candidates refuse such a bucket; set a TTL such as 1m"+fix)
+	case ttl < streams.MinTTL:
+		out = append(out, fmt.Sprintf("TTL %v is below %v: leaders cannot renew in time and leadership flaps; Conclave candidates refuse such a bucket; set a TTL such as 1m%s", ttl, streams.MinTTL, fix))
+	case ttl > maxSensibleTTL:
+		out = append(out, fmt.Sprintf("TTL %v is over %v: after a leader crashes, nobody takes over for that long; Choria's default is 1m", ttl, maxSensibleTTL))
+	}
+	if h := cfg.MaxMsgsPerSubject; h != 1 {
+		out = append(out, fmt.Sprintf("history is %d: an election bucket keeps 1 value per key; Conclave candidates refuse such a bucket; recreate it with history 1%s", h, fix))
+	}
+	if m := cfg.SubjectDeleteMarkerTTL; m > 0 {
+		out = append(out, fmt.Sprintf("limit markers are on (kept %v): after a key expires, Choria's candidates cannot take it over until the marker goes; Conclave candidates refuse such a bucket; turn them off%s", m, fix))
+	}
+	if cfg.Storage == jetstream.MemoryStorage {
+		out = append(out, "memory storage: a broker restart loses every election and starts revisions again, so fencing tokens repeat; recreate the bucket with file storage")
+	}
+	if cfg.Replicas <= 1 && clustered {
+		out = append(out, "1 replica on a cluster: if the server holding the bucket fails, every election stops until it is back; set plugin.choria.network.stream.leader_election_replicas to -1 (the cluster size) or 3"+fix)
+	}
+	return out
+}

@@ -1,0 +1,160 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/conclave-io/conclave/config"
+	"github.com/conclave-io/conclave/internal/brokertest"
+)
+
+// infoOutput is info --json's output as a script reads it.
+type infoOutput struct {
+	Election *electionItem `json:"election"`
+	Bucket   struct {
+		Name                  string  `json:"name"`
+		TTLSeconds            float64 `json:"ttl_seconds"`
+		Replicas              int     `json:"replicas"`
+		History               int64   `json:"history"`
+		Storage               string  `json:"storage"`
+		LimitMarkers          bool    `json:"limit_markers"`
+		LimitMarkerTTLSeconds float64 `json:"limit_marker_ttl_seconds"`
+		PerKeyTTL             bool    `json:"per_key_ttl"`
+		MaxValueSize          int32   `json:"max_value_size"`
+		Cluster               string  `json:"cluster"`
+		Values                uint64  `json:"values"`
+	} `json:"bucket"`
+	Warnings []string `json:"warnings"`
+}
+
+func TestInfo(t *testing.T) {
+	url := startBroker(t, time.Minute)
+	kv := electionBucket(t, url)
+	campaign(t, kv, "c1.example.net", "alpha").waitLeading(t)
+
+	r := conclave(t, "--server", url, "election", "info", "alpha")
+	mustSucceed(t, r)
+	mustContain(t, "info", r.stdout,
+		"Election:", "alpha", "Leader:", "c1.example.net", "Revision:", "fencing token only if it began the term",
+		"Last write:", "Expires:", "unless renewed",
+		"Bucket:", "CHORIA_LEADER_ELECTION", "TTL:", "1m0s", "Replicas:", "History:", "Storage:", "file",
+		"Limit markers:", "off", "Max value size:", "1024 B",
+		"No problems found")
+	if strings.Contains(r.stdout, "WARNINGS") {
+		t.Errorf("warnings for the broker's own bucket:\n%s", r.stdout)
+	}
+
+	r = conclave(t, "--server", url, "election", "info", "alpha", "--json")
+	mustSucceed(t, r)
+	var out infoOutput
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+		t.Fatalf("info --json: %v\n%s", err, r.stdout)
+	}
+	if out.Election == nil || out.Election.Election != "alpha" || out.Election.State != "held" || out.Election.Leader != "c1.example.net" || out.Election.ExpiresAt == nil {
+		t.Errorf("election is %+v", out.Election)
+	}
+	b := out.Bucket
+	if b.Name != "CHORIA_LEADER_ELECTION" || b.TTLSeconds != 60 || b.Replicas != 1 || b.History != 1 || b.Storage != "file" || b.LimitMarkers || b.MaxValueSize != 1024 {
+		t.Errorf("bucket is %+v", b)
+	}
+	if out.Warnings == nil || len(out.Warnings) != 0 {
+		t.Errorf("warnings is %#v, want []", out.Warnings)
+	}
+
+	// Without NAME: the bucket only.
+	r = conclave(t, "--server", url, "election", "info")
+	mustSucceed(t, r)
+	if strings.Contains(r.stdout, "Election:") || !strings.Contains(r.stdout, "TTL:") {
+		t.Errorf("info without NAME:\n%s", r.stdout)
+	}
+}
+
+func TestInfoWarnings(t *testing.T) {
+	url := startBroker(t, time.Minute)
+	js := jetStream(t, url)
+	for _, tc := range []struct {
+		name string
+		cfg  jetstream.KeyValueConfig
+		want []string // in the text output
+	}{
+		{
+			name: "history and limit markers",
+			cfg:  jetstream.KeyValueConfig{Bucket: "HISTORY5", TTL: 2 * time.Second, History: 5, LimitMarkerTTL: time.Second},
+			want: []string{"history is 5", "limit markers are on", "Choria's candidates cannot take it over"},
+		},
+		{
+			name: "no TTL",
+			cfg:  jetstream.KeyValueConfig{Bucket: "NOTTL", History: 1},
+			want: []string{"the bucket has no TTL", "never expires"},
+		},
+		{
+			name: "TTL below the minimum",
+			cfg:  jetstream.KeyValueConfig{Bucket: "TINYTTL", TTL: 500 * time.Millisecond, History: 1},
+			want: []string{"TTL 500ms is below 1s"},
+		},
+		{
+			name: "TTL above an hour",
+			cfg:  jetstream.KeyValueConfig{Bucket: "LONGTTL", TTL: 2 * time.Hour, History: 1},
+			want: []string{"TTL 2h0m0s is over 1h0m0s"},
+		},
+		{
+			name: "memory storage",
+			cfg:  jetstream.KeyValueConfig{Bucket: "MEMORY", TTL: time.Minute, History: 1, Storage: jetstream.MemoryStorage},
+			want: []string{"memory storage", "fencing tokens repeat"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kv, err := js.CreateKeyValue(testCtx(t), tc.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := kv.Create(testCtx(t), "job", []byte("n1")); err != nil {
+				t.Fatal(err)
+			}
+			r := conclave(t, "--server", url, "election", "info", "job", "--bucket", tc.cfg.Bucket)
+			mustSucceed(t, r)
+			mustContain(t, "info", r.stdout, append([]string{"WARNINGS:", "Leader:", "n1"}, tc.want...)...)
+
+			r = conclave(t, "--server", url, "election", "info", "--bucket", tc.cfg.Bucket, "--json")
+			mustSucceed(t, r)
+			var out infoOutput
+			if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+				t.Fatalf("info --json: %v\n%s", err, r.stdout)
+			}
+			joined := strings.Join(out.Warnings, "\n")
+			for _, w := range tc.want {
+				if !strings.Contains(joined, w) {
+					t.Errorf("JSON warnings %q lack %q", out.Warnings, w)
+				}
+			}
+			if out.Election != nil {
+				t.Errorf("election without NAME: %+v", out.Election)
+			}
+		})
+	}
+}
+
+// TestInfoOneReplicaOnCluster checks the warning about a bucket with one
+// replica on a cluster of brokers.
+func TestInfoOneReplicaOnCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster of three brokers")
+	}
+	c := brokertest.StartCluster(t, 3, func(_ int, cfg *config.Config) { cfg.LeaderElectionReplicas = 1 })
+	r := conclave(t, "--server", strings.Join(c.ClientURLs(), ","), "election", "info", "--json")
+	mustSucceed(t, r)
+	var out infoOutput
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+		t.Fatalf("info --json: %v\n%s", err, r.stdout)
+	}
+	if out.Bucket.Replicas != 1 || out.Bucket.Cluster == "" {
+		t.Errorf("bucket is %+v, want 1 replica on a named cluster", out.Bucket)
+	}
+	if len(out.Warnings) != 1 || !strings.Contains(out.Warnings[0], "1 replica on a cluster") {
+		t.Errorf("warnings %q, want the one about 1 replica on a cluster", out.Warnings)
+	}
+}

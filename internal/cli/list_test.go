@@ -1,0 +1,194 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"errors"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// listOutput is list --json's output as a script reads it.
+type listOutput struct {
+	Bucket     string         `json:"bucket"`
+	TTLSeconds float64        `json:"ttl_seconds"`
+	Elections  []electionItem `json:"elections"`
+}
+
+type electionItem struct {
+	Election            string   `json:"election"`
+	State               string   `json:"state"`
+	Leader              string   `json:"leader"`
+	Revision            uint64   `json:"revision"`
+	LastWrite           string   `json:"last_write"`
+	LastWriteAgeSeconds float64  `json:"last_write_age_seconds"`
+	ExpiresAt           *string  `json:"expires_at"`
+	ExpiresInSeconds    *float64 `json:"expires_in_seconds"`
+}
+
+// listSetup starts a broker with a one minute TTL, so that nothing expires
+// during the test, with a leader in "alpha", a released "beta" and a
+// removed "delta".
+func listSetup(t *testing.T) (url string, kv jetstream.KeyValue, alphaRev, betaRev, deltaRev uint64) {
+	t.Helper()
+	url = startBroker(t, time.Minute)
+	kv = electionBucket(t, url)
+	c1 := campaign(t, kv, "c1.example.net", "alpha")
+	c1.waitLeading(t)
+	alphaRev = revisionOf(t, kv, "alpha")
+	var err error
+	if betaRev, err = kv.Put(testCtx(t), "beta", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Create(testCtx(t), "delta", []byte("gone.example.net")); err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Delete(testCtx(t), "delta"); err != nil {
+		t.Fatal(err)
+	}
+	hist, err := kv.History(testCtx(t), "delta")
+	if err != nil || len(hist) == 0 {
+		t.Fatalf("delta's marker: %v", err)
+	}
+	deltaRev = hist[len(hist)-1].Revision()
+	return url, kv, alphaRev, betaRev, deltaRev
+}
+
+// revisionOf returns key's latest revision.
+func revisionOf(t *testing.T, kv jetstream.KeyValue, key string) uint64 {
+	t.Helper()
+	ent, err := kv.Get(testCtx(t), key)
+	if err != nil {
+		t.Fatalf("%s: %v", key, err)
+	}
+	return ent.Revision()
+}
+
+func TestListTable(t *testing.T) {
+	url, kv, alphaRev, betaRev, deltaRev := listSetup(t)
+	r := conclave(t, "--server", url, "election", "list")
+	mustSucceed(t, r)
+	alphaLatest := revisionOf(t, kv, "alpha") // a renewal may have moved it
+
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) < 4 {
+		t.Fatalf("want a header and 3 rows, got:\n%s", r.stdout)
+	}
+	if !regexp.MustCompile(`^ELECTION\s+LEADER\s+REVISION\s+LAST WRITE\s+EXPIRES$`).MatchString(lines[0]) {
+		t.Errorf("header is %q", lines[0])
+	}
+	rows := []*regexp.Regexp{
+		regexp.MustCompile(`^alpha\s+c1\.example\.net\s+(\d+)\s+[0-9hms.]+ ago\s+in [0-9hms.]+$`),
+		regexp.MustCompile(`^beta\s+\(released\)\s+` + itoa(betaRev) + `\s+[0-9hms.]+ ago\s+-$`),
+		regexp.MustCompile(`^delta\s+\(removed\)\s+` + itoa(deltaRev) + `\s+[0-9hms.]+ ago\s+-$`),
+	}
+	for i, re := range rows {
+		m := re.FindStringSubmatch(lines[i+1])
+		if m == nil {
+			t.Errorf("row %d is %q, want it to match %q", i+1, lines[i+1], re)
+			continue
+		}
+		if i == 0 {
+			if rev, _ := strconv.ParseUint(m[1], 10, 64); rev < alphaRev || rev > alphaLatest {
+				t.Errorf("alpha's revision is %s, want %d (or up to %d after renewals)", m[1], alphaRev, alphaLatest)
+			}
+		}
+	}
+	mustContain(t, "list", r.stdout, "3 elections in CHORIA_LEADER_ELECTION, TTL 1m0s", "fencing token only if")
+}
+
+func TestListJSON(t *testing.T) {
+	url, _, _, betaRev, deltaRev := listSetup(t)
+	before := time.Now()
+	r := conclave(t, "--server", url, "election", "list", "--json")
+	mustSucceed(t, r)
+
+	var out listOutput
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+		t.Fatalf("list --json is not the documented JSON: %v\n%s", err, r.stdout)
+	}
+	if out.Bucket != "CHORIA_LEADER_ELECTION" || out.TTLSeconds != 60 {
+		t.Errorf("bucket %q, ttl_seconds %v; want CHORIA_LEADER_ELECTION, 60", out.Bucket, out.TTLSeconds)
+	}
+	if len(out.Elections) != 3 {
+		t.Fatalf("want 3 elections, got %+v", out.Elections)
+	}
+	alpha, beta, delta := out.Elections[0], out.Elections[1], out.Elections[2]
+	if alpha.Election != "alpha" || alpha.State != "held" || alpha.Leader != "c1.example.net" || alpha.Revision == 0 {
+		t.Errorf("alpha is %+v", alpha)
+	}
+	if beta.Election != "beta" || beta.State != "released" || beta.Leader != "" || beta.Revision != betaRev {
+		t.Errorf("beta is %+v, want released at revision %d", beta, betaRev)
+	}
+	if delta.Election != "delta" || delta.State != "removed" || delta.Leader != "" || delta.Revision != deltaRev {
+		t.Errorf("delta is %+v, want removed at revision %d", delta, deltaRev)
+	}
+	for _, e := range out.Elections {
+		written, err := time.Parse(time.RFC3339, e.LastWrite)
+		if err != nil {
+			t.Errorf("%s: last_write %q is not RFC 3339: %v", e.Election, e.LastWrite, err)
+			continue
+		}
+		if written.After(before.Add(time.Second)) || e.LastWriteAgeSeconds < 0 || e.LastWriteAgeSeconds > 60 {
+			t.Errorf("%s: last_write %v, age %vs: not a recent write", e.Election, written, e.LastWriteAgeSeconds)
+		}
+		if held := e.State == "held"; held != (e.ExpiresAt != nil) || held != (e.ExpiresInSeconds != nil) {
+			t.Errorf("%s: expires_at %v, expires_in_seconds %v: want them exactly when held", e.Election, e.ExpiresAt, e.ExpiresInSeconds)
+		}
+	}
+	expires, err := time.Parse(time.RFC3339, *alpha.ExpiresAt)
+	if err != nil {
+		t.Fatalf("expires_at %q: %v", *alpha.ExpiresAt, err)
+	}
+	written, _ := time.Parse(time.RFC3339, alpha.LastWrite)
+	if got := expires.Sub(written); got != time.Minute {
+		t.Errorf("expires_at - last_write = %v, want the TTL 1m", got)
+	}
+	if *alpha.ExpiresInSeconds <= 0 || *alpha.ExpiresInSeconds > 60 {
+		t.Errorf("expires_in_seconds %v, want within the TTL", *alpha.ExpiresInSeconds)
+	}
+}
+
+// TestListAbsentKey checks that a key that expired is gone from the list,
+// in a bucket of its own with a short TTL (--bucket).
+func TestListAbsentKey(t *testing.T) {
+	url := startBroker(t, time.Minute)
+	js := jetStream(t, url)
+	kv, err := js.CreateKeyValue(testCtx(t), jetstream.KeyValueConfig{Bucket: "SHORT", TTL: time.Second, History: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Create(testCtx(t), "gamma", []byte("ghost")); err != nil {
+		t.Fatal(err)
+	}
+	r := conclave(t, "--server", url, "election", "list", "--bucket", "SHORT")
+	mustSucceed(t, r)
+	mustContain(t, "list before expiry", r.stdout, "gamma", "ghost")
+
+	deadline := time.Now().Add(eventTimeout)
+	for {
+		_, err := kv.Get(testCtx(t), "gamma")
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("gamma did not expire: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	r = conclave(t, "--server", url, "election", "list", "--bucket", "SHORT")
+	mustSucceed(t, r)
+	if strings.Contains(r.stdout, "gamma") || !strings.Contains(r.stdout, "No elections in SHORT") {
+		t.Errorf("an expired key is still listed:\n%s", r.stdout)
+	}
+	r = conclave(t, "--server", url, "election", "list", "--bucket", "SHORT", "--json")
+	mustSucceed(t, r)
+	var out listOutput
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || out.Elections == nil || len(out.Elections) != 0 {
+		t.Errorf("want an empty elections array, got %v (%v):\n%s", out.Elections, err, r.stdout)
+	}
+}

@@ -1,0 +1,405 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/conclave-io/conclave/providers/election/streams"
+)
+
+// Exit statuses of run when the command cannot run, as shells use them.
+const (
+	exitCannotRun = 126
+	exitNotFound  = 127
+)
+
+// restartDelay is how long run --restart waits before starting the command
+// again after it exited on its own.
+const restartDelay = time.Second
+
+// Environment variables run gives the command.
+const (
+	envElection = "CONCLAVE_ELECTION"
+	envToken    = "CONCLAVE_TOKEN"
+	envIdentity = "CONCLAVE_IDENTITY"
+	envBucket   = "CONCLAVE_BUCKET"
+)
+
+// runFlags are run's flags.
+type runFlags struct {
+	identity string
+	grace    time.Duration
+	restart  bool
+	verbose  bool
+}
+
+func (e *elections) runCommand() *cobra.Command {
+	var f runFlags
+	cmd := &cobra.Command{
+		Use:   "run NAME -- COMMAND [ARGS...]",
+		Short: "Campaign in an election and run a command only while leading",
+		Long: `Campaigns in election NAME as --identity (default: the host name) and runs
+COMMAND only while leading, with standard input, output and error passed
+through and these variables added to its environment:
+
+  CONCLAVE_ELECTION  the election (NAME)
+  CONCLAVE_TOKEN     the term's fencing token: send it with every write to a
+                     resource that can reject tokens lower than one it has seen
+  CONCLAVE_IDENTITY  the identity run campaigns as
+  CONCLAVE_BUCKET    the bucket
+
+When leadership is lost (the key was removed, or could not be renewed in time)
+the command gets SIGTERM, and SIGKILL if it is still running --grace later;
+run then campaigns again and starts the command anew when it leads again. The
+command runs in its own process group, and the signals go to the whole group.
+
+If the command exits on its own while leading, run releases the election and
+exits with the command's exit status; with --restart it keeps leading and
+starts the command again after 1s instead.
+
+On Ctrl-C (SIGINT) or SIGTERM, run stops the command (SIGTERM, then SIGKILL
+after --grace), releases the election so that another candidate takes over at
+once, and exits with the command's exit status (0 if none was running). A
+command killed by a signal gives 128 plus the signal's number, as in shells.
+
+A candidate that takes a key that is absent or expired (a new election, or
+one whose leader vanished without releasing) waits --grace before it starts
+its command, so that an old leader's command has been killed by then; give
+every candidate of an election the same --grace. A key removed by stand-down
+is taken over after a TTL, a released one at once.`,
+		Args: runArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return e.run(cmd.Context(), args[0], args[1:], f)
+		},
+	}
+	cmd.Flags().StringVar(&f.identity, "identity", "", "the name to campaign as, the value of the election key (default: the host name)")
+	cmd.Flags().DurationVar(&f.grace, "grace", 10*time.Second, "how long the command has to exit after SIGTERM before it gets SIGKILL")
+	cmd.Flags().BoolVar(&f.restart, "restart", false, "restart the command when it exits on its own while leading, instead of exiting")
+	cmd.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "log what the election does")
+	return cmd
+}
+
+// runArgs checks run's arguments: NAME, then the command, with "--"
+// between them when the command has flags of its own.
+func runArgs(cmd *cobra.Command, args []string) error {
+	const usage = "usage: conclave election run [flags] NAME -- COMMAND [ARGS...]"
+	dash := cmd.ArgsLenAtDash()
+	switch {
+	case len(args) == 0:
+		return errors.New("missing NAME and COMMAND: " + usage)
+	case dash == 0:
+		return errors.New("missing NAME before --: " + usage)
+	case dash > 1:
+		return fmt.Errorf("only NAME goes before --, got %q: %s", args[:dash], usage)
+	case len(args) == 1:
+		return errors.New("missing the COMMAND to run: " + usage)
+	}
+	return nil
+}
+
+func (e *elections) run(ctx context.Context, name string, argv []string, f runFlags) error {
+	if err := validateElectionName(name); err != nil {
+		return err
+	}
+	if f.grace < 0 {
+		return fmt.Errorf("--grace %v is negative", f.grace)
+	}
+	identity := f.identity
+	if identity == "" {
+		host, err := os.Hostname()
+		if err != nil || host == "" {
+			return fmt.Errorf("cannot read the host name (%v): pass --identity", err)
+		}
+		identity = host
+	}
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		return &exitError{code: exitNotFound, err: fmt.Errorf("cannot run %q: %w", argv[0], err)}
+	}
+	s, err := e.open(ctx, connectOptions{name: "conclave election run " + name, longLived: true})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	st, err := s.status(ctx)
+	if err != nil {
+		return err
+	}
+
+	logMu := &sync.Mutex{}
+	r := &runner{
+		e: e, name: name, identity: identity, argv: argv, path: path, flags: f,
+		terms: make(chan *lead, 1), quit: make(chan struct{}), logMu: logMu,
+	}
+	el, err := streams.NewElection(identity, name, s.kv,
+		streams.OnLeading(r.onLeading),
+		streams.OnLost(r.onLost),
+		streams.Grace(f.grace),
+		streams.WithLogger(stderrLogger{mu: logMu, w: e.a.stderr, verbose: f.verbose}),
+	)
+	if err != nil {
+		return err
+	}
+	r.say("%s campaigning in %s (bucket %s on %s, TTL %v); on taking over a key that is absent or expired it waits --grace (%v) before starting %s, so that an old leader's command is surely gone",
+		identity, name, s.bucket, s.url, st.TTL(), f.grace, argv[0])
+	startDone := make(chan error, 1)
+	// The election outlives ctx: the supervisor stops the command before it
+	// stops the election, so that the next leader starts after it.
+	go func() { startDone <- el.Start(context.WithoutCancel(ctx)) }()
+	return r.supervise(ctx, el, startDone)
+}
+
+// lead is one term as the supervisor learns of it.
+type lead struct {
+	term    *streams.Term
+	stopped chan struct{} // closed once the term's command is not running
+	once    sync.Once
+}
+
+func (l *lead) markStopped() { l.once.Do(func() { close(l.stopped) }) }
+
+// child is a running command.
+type child struct {
+	cmd    *exec.Cmd
+	exited chan int // receives the exit status once
+}
+
+// runner starts and stops the command as leadership comes and goes. The
+// supervisor (supervise) owns the command; the election's callbacks only
+// hand terms over and wait for the command to stop.
+type runner struct {
+	e        *elections
+	name     string
+	identity string
+	argv     []string
+	path     string
+	flags    runFlags
+	logMu    *sync.Mutex
+
+	terms    chan *lead    // OnLeading to the supervisor
+	quit     chan struct{} // closed when the supervisor stops serving terms
+	quitOnce sync.Once
+
+	cbLead *lead // the term the callbacks last announced; callbacks only
+}
+
+// onLeading hands a new term to the supervisor. It runs on the election's
+// callback goroutine.
+func (r *runner) onLeading(t *streams.Term) {
+	l := &lead{term: t, stopped: make(chan struct{})}
+	r.cbLead = l
+	select {
+	case r.terms <- l:
+	case <-r.quit:
+	}
+}
+
+// onLost waits until the supervisor has stopped the command of the term that
+// ended: a release hands over only after that, so the next leader's command
+// never overlaps ours.
+func (r *runner) onLost() {
+	l := r.cbLead
+	r.cbLead = nil
+	if l == nil {
+		return
+	}
+	select {
+	case <-l.stopped:
+	case <-r.quit:
+	}
+}
+
+func (r *runner) say(format string, args ...any) {
+	r.logMu.Lock()
+	defer r.logMu.Unlock()
+	fmt.Fprintf(r.e.a.stderr, "conclave: "+format+"\n", args...)
+}
+
+// supervise runs until ctx ends, the command exits on its own (without
+// --restart) or the election fails, and returns run's result.
+func (r *runner) supervise(ctx context.Context, el *streams.Election, startDone <-chan error) error {
+	var (
+		cur       *lead  // the term being led
+		ch        *child // the running command
+		restartAt <-chan time.Time
+	)
+	stopAll := func() int {
+		status := 0
+		if ch != nil {
+			status = r.stop(ch)
+			ch = nil
+		}
+		if cur != nil {
+			cur.markStopped()
+		}
+		return status
+	}
+	for {
+		var termDone <-chan struct{}
+		if cur != nil {
+			termDone = cur.term.Done()
+		}
+		var exited <-chan int
+		if ch != nil {
+			exited = ch.exited
+		}
+		select {
+		case <-ctx.Done():
+			if ch != nil {
+				r.say("interrupted: stopping %s and releasing %s", r.argv[0], r.name)
+			}
+			return r.finish(el, startDone, stopAll(), nil)
+
+		case err := <-startDone:
+			stopAll()
+			r.closeQuit()
+			if err == nil {
+				err = errors.New("the election stopped unexpectedly")
+			}
+			return fmt.Errorf("election %s: %w", r.name, err)
+
+		case l := <-r.terms:
+			if cur != nil {
+				cur.markStopped()
+			}
+			cur, restartAt = l, nil
+			if !l.term.Valid() {
+				l.markStopped()
+				cur = nil
+				continue
+			}
+			r.say("%s leads %s, token %d: starting %s", r.identity, r.name, l.term.Token(), strings.Join(r.argv, " "))
+			var err error
+			if ch, err = r.start(l.term); err != nil {
+				l.markStopped()
+				return r.finish(el, startDone, exitCannotRun, err)
+			}
+
+		case <-termDone:
+			restartAt = nil
+			if ch != nil {
+				r.say("%s no longer leads %s (%s): stopping %s (SIGTERM, SIGKILL after %v)", r.identity, r.name, cur.term.Cause(), r.argv[0], r.flags.grace)
+				status := r.stop(ch)
+				ch = nil
+				r.say("%s stopped with status %d; campaigning again", r.argv[0], status)
+			} else {
+				r.say("%s no longer leads %s (%s); campaigning again", r.identity, r.name, cur.term.Cause())
+			}
+			cur.markStopped()
+			cur = nil
+
+		case status := <-exited:
+			// Whatever the command left running in its group stops with it.
+			_ = terminateGroup(ch.cmd.Process.Pid)
+			ch = nil
+			if cur == nil || !cur.term.Valid() {
+				continue // the term ended meanwhile: handled with termDone
+			}
+			if r.flags.restart {
+				r.say("%s exited with status %d while leading %s: starting it again in %v (--restart)", r.argv[0], status, r.name, restartDelay)
+				restartAt = time.After(restartDelay)
+				continue
+			}
+			r.say("%s exited with status %d: releasing %s", r.argv[0], status, r.name)
+			cur.markStopped()
+			return r.finish(el, startDone, status, nil)
+
+		case <-restartAt:
+			restartAt = nil
+			if cur == nil || !cur.term.Valid() || ch != nil {
+				continue
+			}
+			var err error
+			if ch, err = r.start(cur.term); err != nil {
+				cur.markStopped()
+				return r.finish(el, startDone, exitCannotRun, err)
+			}
+		}
+	}
+}
+
+// finish stops the election, releasing it if leading, and returns run's
+// result: err, else the exit status.
+func (r *runner) finish(el *streams.Election, startDone <-chan error, status int, err error) error {
+	r.closeQuit()
+	el.Stop()
+	if serr := <-startDone; serr != nil && err == nil {
+		err = fmt.Errorf("election %s: %w", r.name, serr)
+	}
+	switch {
+	case err != nil && status != 0:
+		return &exitError{code: status, err: err}
+	case err != nil:
+		return err
+	case status != 0:
+		return &exitError{code: status}
+	}
+	return nil
+}
+
+func (r *runner) closeQuit() { r.quitOnce.Do(func() { close(r.quit) }) }
+
+// start starts the command for term t.
+func (r *runner) start(t *streams.Term) (*child, error) {
+	cmd := exec.Command(r.path)
+	cmd.Args = r.argv
+	cmd.Env = append(os.Environ(),
+		envElection+"="+r.name,
+		envToken+"="+strconv.FormatUint(t.Token(), 10),
+		envIdentity+"="+r.identity,
+		envBucket+"="+r.e.bucket,
+	)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = r.e.a.stdin, r.e.a.stdout, r.e.a.stderr
+	cmd.WaitDelay = time.Second
+	setProcessGroup(cmd)
+	ch := &child{cmd: cmd, exited: make(chan int, 1)}
+	started := make(chan error, 1)
+	go func() {
+		// The command gets a signal when the thread that started it ends
+		// (Linux): keep the thread until the command has exited.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		err := cmd.Wait()
+		ch.exited <- exitStatus(cmd.ProcessState, err)
+	}()
+	if err := <-started; err != nil {
+		return nil, fmt.Errorf("starting %s: %w", r.argv[0], err)
+	}
+	return ch, nil
+}
+
+// stop stops the command, SIGTERM first and SIGKILL after the grace, and
+// returns its exit status.
+func (r *runner) stop(ch *child) int {
+	pid := ch.cmd.Process.Pid
+	if err := terminateGroup(pid); err != nil {
+		r.say("cannot send SIGTERM to %s: %v", r.argv[0], err)
+	}
+	timer := time.NewTimer(r.flags.grace)
+	defer timer.Stop()
+	select {
+	case status := <-ch.exited:
+		return status
+	case <-timer.C:
+	}
+	r.say("%s still runs %v after SIGTERM: sending SIGKILL", r.argv[0], r.flags.grace)
+	if err := killGroup(pid); err != nil {
+		r.say("cannot send SIGKILL to %s: %v", r.argv[0], err)
+	}
+	return <-ch.exited
+}

@@ -1,0 +1,232 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// worker is the command the run tests lead with: it announces its start and
+// its SIGTERM on standard output and in the shared file $LOG (appends are
+// ordered by the kernel, so the file orders events across processes), and
+// otherwise runs until stopped.
+const worker = `#!/bin/sh
+trap 'echo "term $CONCLAVE_IDENTITY" >> "$LOG"; echo "term $CONCLAVE_IDENTITY"; exit 0' TERM
+echo "started $CONCLAVE_IDENTITY $CONCLAVE_TOKEN $CONCLAVE_ELECTION" >> "$LOG"
+echo "started $CONCLAVE_IDENTITY $CONCLAVE_TOKEN $CONCLAVE_ELECTION"
+while true; do sleep 0.1; done
+`
+
+// workerSetup writes the worker script and returns it and the log file's path.
+func workerSetup(t *testing.T) (script, log string) {
+	t.Helper()
+	dir := t.TempDir()
+	script = filepath.Join(dir, "worker.sh")
+	if err := os.WriteFile(script, []byte(worker), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return script, filepath.Join(dir, "events.log")
+}
+
+// checkOneAtATime reads the workers' shared log and checks that their runs
+// did not overlap: every start is followed by the same worker's SIGTERM
+// before the next start. It returns the identities in order of their start
+// and the tokens they got.
+func checkOneAtATime(t *testing.T, log string) (who []string, tokens []uint64) {
+	t.Helper()
+	raw, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := ""
+	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 4 && f[0] == "started":
+			if running != "" {
+				t.Errorf("%s started while %s still ran:\n%s", f[1], running, raw)
+			}
+			running = f[1]
+			tok, _ := strconv.ParseUint(f[2], 10, 64)
+			who, tokens = append(who, f[1]), append(tokens, tok)
+		case len(f) == 2 && f[0] == "term":
+			if f[1] != running {
+				t.Errorf("%s got SIGTERM while %q ran:\n%s", f[1], running, raw)
+			}
+			running = ""
+		default:
+			t.Errorf("unexpected line %q in the workers' log", line)
+		}
+	}
+	for i := 1; i < len(tokens); i++ {
+		if tokens[i] <= tokens[i-1] {
+			t.Errorf("tokens did not grow: %v", tokens)
+		}
+	}
+	return who, tokens
+}
+
+func TestRunOneLeaderAtATime(t *testing.T) {
+	url := startBroker(t, 2*time.Second)
+	script, log := workerSetup(t)
+	env := []string{"LOG=" + log}
+	run := func(identity string) *proc {
+		return startConclave(t, env, "--server", url, "election", "run", "job", "--identity", identity, "--grace", "2s", "--", script)
+	}
+	started := func(p *proc, from int, identity string) (int, string) {
+		i, m := p.stdout.waitFor(t, from, regexp.MustCompile(`^started `+identity+` (\d+) job$`))
+		return i, m[1]
+	}
+
+	r1 := run("r1")
+	started(r1, 0, "r1")
+	r2 := run("r2")
+	r2.stderr.waitFor(t, 0, regexp.MustCompile(`r2 campaigning in job`))
+
+	// Force r1 to stand down: r2 takes over and starts its command, after
+	// r1's command got SIGTERM.
+	sd := conclave(t, "--server", url, "election", "stand-down", "job", "--force", "--wait", "20s")
+	mustSucceed(t, sd)
+	m := regexp.MustCompile(`r2 leads job now, token (\d+)`).FindStringSubmatch(sd.stdout)
+	if m == nil {
+		t.Fatalf("stand-down did not see r2 take over:\n%s", sd.stdout)
+	}
+	r1.stdout.waitFor(t, 0, regexp.MustCompile(`^term r1$`))
+	if _, token := started(r2, 0, "r2"); token != m[1] {
+		t.Errorf("r2's command got CONCLAVE_TOKEN=%s, stand-down reported token %s", token, m[1])
+	}
+	r1.stderr.waitFor(t, 0, regexp.MustCompile(`r1 no longer leads job \(deposed\): stopping`))
+
+	// Stop the leading run: it stops its command and hands over to r1 at
+	// once, which starts its command again.
+	r2.signal(syscall.SIGTERM)
+	if code := r2.wait(); code != 0 {
+		t.Errorf("run r2 exited with status %d after SIGTERM, want the command's 0", code)
+	}
+	r2.stdout.waitFor(t, 0, regexp.MustCompile(`^term r2$`))
+	started(r1, 1, "r1")
+
+	r1.signal(syscall.SIGINT)
+	if code := r1.wait(); code != 0 {
+		t.Errorf("run r1 exited with status %d after SIGINT, want 0", code)
+	}
+	who, _ := checkOneAtATime(t, log)
+	if strings.Join(who, ",") != "r1,r2,r1" {
+		t.Errorf("commands started in the order %v, want r1, r2, r1", who)
+	}
+	// Both released on the way out: nobody holds the key.
+	r := conclave(t, "--server", url, "election", "list", "--json")
+	var out listOutput
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range out.Elections {
+		if e.State == "held" {
+			t.Errorf("%s is still held by %s after both runs stopped", e.Election, e.Leader)
+		}
+	}
+}
+
+// TestRunLeaderKilled kills the leading run outright: its command gets
+// SIGTERM from the kernel, and the other run takes over once the key has
+// expired and the grace has passed.
+func TestRunLeaderKilled(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the parent-death signal is Linux only")
+	}
+	url := startBroker(t, 2*time.Second)
+	script, log := workerSetup(t)
+	env := []string{"LOG=" + log}
+	r1 := startConclave(t, env, "--server", url, "election", "run", "job", "--identity", "r1", "--grace", "1s", "--", script)
+	r1.stdout.waitFor(t, 0, regexp.MustCompile(`^started r1 `))
+	r2 := startConclave(t, env, "--server", url, "election", "run", "job", "--identity", "r2", "--grace", "1s", "--", script)
+	r2.stderr.waitFor(t, 0, regexp.MustCompile(`r2 campaigning in job`))
+
+	r1.signal(syscall.SIGKILL)
+	r1.wait()
+	r2.stdout.waitFor(t, 0, regexp.MustCompile(`^started r2 `))
+	r2.signal(syscall.SIGINT)
+	if code := r2.wait(); code != 0 {
+		t.Errorf("run r2 exited with status %d after SIGINT, want 0", code)
+	}
+	who, _ := checkOneAtATime(t, log)
+	if strings.Join(who, ",") != "r1,r2" {
+		t.Errorf("commands started in the order %v, want r1, r2", who)
+	}
+}
+
+func TestRunExitStatus(t *testing.T) {
+	url := startBroker(t, 2*time.Second)
+	r := conclave(t, "--server", url, "election", "run", "job", "--identity", "r1", "--grace", "1s", "--", "sh", "-c", `echo "token $CONCLAVE_TOKEN identity $CONCLAVE_IDENTITY"; exit 3`)
+	if r.code != 3 {
+		t.Errorf("exit status %d, want the command's 3", r.code)
+	}
+	mustContain(t, "stdout", r.stdout, "identity r1")
+	mustContain(t, "stderr", r.stderr, "exited with status 3: releasing job")
+
+	// Released on the way out.
+	lr := conclave(t, "--server", url, "election", "list", "--json")
+	var out listOutput
+	if err := json.Unmarshal([]byte(lr.stdout), &out); err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Elections) != 1 || out.Elections[0].State == "held" {
+		t.Errorf("after run exited the election is %+v, want it released or removed", out.Elections)
+	}
+}
+
+func TestRunRestart(t *testing.T) {
+	url := startBroker(t, 2*time.Second)
+	p := startConclave(t, nil, "--server", url, "election", "run", "job", "--identity", "r1", "--grace", "1s", "--restart", "--", "sh", "-c", `echo "run $CONCLAVE_TOKEN"`)
+	i, first := p.stdout.waitFor(t, 0, regexp.MustCompile(`^run (\d+)$`))
+	_, second := p.stdout.waitFor(t, i+1, regexp.MustCompile(`^run (\d+)$`))
+	if first[1] != second[1] {
+		t.Errorf("the restarted command got token %s, the first %s: a restart keeps the term", second[1], first[1])
+	}
+	// Interrupt once the second run has exited too: no command runs then,
+	// so run exits with 0. (Interrupted while one runs, it would pass on
+	// the status SIGTERM gave the command.)
+	restarted := regexp.MustCompile(`exited with status 0 while leading job: starting it again in 1s \(--restart\)`)
+	i, _ = p.stderr.waitFor(t, 0, restarted)
+	p.stderr.waitFor(t, i+1, restarted)
+	p.signal(syscall.SIGINT)
+	if code := p.wait(); code != 0 {
+		t.Errorf("exit status %d after SIGINT, want 0", code)
+	}
+}
+
+func TestRunErrors(t *testing.T) {
+	url := startBroker(t, 2*time.Second)
+	if _, err := jetStream(t, url).CreateKeyValue(testCtx(t), jetstream.KeyValueConfig{Bucket: "HISTORY5", TTL: 2 * time.Second, History: 5}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"command not found", []string{"job", "--", "no-such-command-here"}, 127, `cannot run "no-such-command-here"`},
+		{"no command", []string{"job"}, 1, "missing the COMMAND to run"},
+		{"two names", []string{"job", "other", "--", "true"}, 1, "only NAME goes before --"},
+		{"invalid name", []string{"a*b", "--", "true"}, 1, "election name: election: invalid key"},
+		{"bucket unfit for elections", []string{"job", "--bucket", "HISTORY5", "--", "true"}, 1, "bucket HISTORY5 keeps 5 values per key"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := conclave(t, append([]string{"--server", url, "election", "run"}, tc.args...)...)
+			if r.code != tc.code {
+				t.Errorf("exit status %d, want %d", r.code, tc.code)
+			}
+			mustContain(t, "stderr", r.stderr, tc.want)
+		})
+	}
+}

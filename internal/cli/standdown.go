@@ -1,0 +1,224 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+)
+
+// waitSlack is added to the bucket's TTL for stand-down's default wait: a
+// new leader may campaign only when its safety net fires, and expiry is late.
+const waitSlack = 5 * time.Second
+
+// removeTries bounds how often stand-down retries the removal when the
+// leader renews meanwhile.
+const removeTries = 5
+
+func (e *elections) standDownCommand() *cobra.Command {
+	var force, noWait bool
+	var wait time.Duration
+	cmd := &cobra.Command{
+		Use:   "stand-down NAME",
+		Short: "Force the leader of an election to stand down, and report who takes over",
+		Long: `Forces the leader of election NAME to stand down by deleting its key (a delete
+marker, as ` + "`choria kv del`" + ` does; not a purge). It asks for confirmation on
+standard input unless --force is given.
+
+The leader notices the removal and stands down; candidates take the key at
+once but wait a TTL before they act as leader, so that the old leader has
+surely stopped (Choria's own candidates take the key on their next campaign,
+within about a TTL). stand-down then waits up to the TTL plus 5s (--wait) for
+a candidate to take the key and reports it with its fencing token; --no-wait
+returns at once.
+
+It refuses when there is no such election or it has no leader, and removes
+the key only if it is still held by the leader it asked about: a renewal in
+between is fine, a different leader is not.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if noWait && cmd.Flags().Changed("wait") {
+				return errors.New("--wait and --no-wait contradict each other: pass one of them")
+			}
+			return e.standDown(cmd.Context(), args[0], force, wait, noWait)
+		},
+	}
+	cmd.Flags().BoolVarP(&force, "force", "f", false, "do not ask for confirmation")
+	cmd.Flags().DurationVar(&wait, "wait", 0, "how long to wait for a new leader (default the bucket's TTL plus 5s)")
+	cmd.Flags().BoolVar(&noWait, "no-wait", false, "return once the key is removed, without waiting for a new leader")
+	return cmd
+}
+
+func (e *elections) standDown(ctx context.Context, name string, force bool, wait time.Duration, noWait bool) error {
+	if err := validateElectionName(name); err != nil {
+		return err
+	}
+	s, err := e.open(ctx, connectOptions{name: "conclave election stand-down"})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	rec, err := s.readElection(ctx, name)
+	if err != nil {
+		return err
+	}
+	if rec.state != stateHeld {
+		return fmt.Errorf("election %q has no leader to stand down: its key is %s (revision %d, %s)", name, rec.state, rec.revision, ago(rec.written, time.Now()))
+	}
+	st, err := s.status(ctx)
+	if err != nil {
+		return err
+	}
+	if !force {
+		ok, err := e.confirm(fmt.Sprintf("Really force %s to stand down from %s? [y/N] ", rec.leader, name))
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("not confirmed: %s still leads %s (pass --force to skip the question)", rec.leader, name)
+		}
+	}
+
+	// Watch before removing, so that no takeover is missed.
+	w, err := s.kv.Watch(ctx, name, jetstream.UpdatesOnly())
+	if err != nil {
+		return fmt.Errorf("watching election %s: %w", name, err)
+	}
+	defer stopWatch(w)
+	if err := s.remove(ctx, &rec); err != nil {
+		return err
+	}
+	marker, err := waitForEntry(ctx, w, s.timeout, func(ent jetstream.KeyValueEntry) bool {
+		return ent.Operation() != jetstream.KeyValuePut && ent.Revision() > rec.revision
+	})
+	switch {
+	case err != nil:
+		fmt.Fprintf(e.a.stdout, "Removed %s: %s must stand down.\n", name, rec.leader)
+	default:
+		fmt.Fprintf(e.a.stdout, "Removed %s at revision %d: %s must stand down.\n", name, marker.Revision(), rec.leader)
+	}
+	if noWait {
+		return nil
+	}
+	if wait <= 0 {
+		wait = st.TTL() + waitSlack
+	}
+	after := rec.revision
+	if marker != nil {
+		after = marker.Revision()
+	}
+	taken, err := waitForEntry(ctx, w, wait, func(ent jetstream.KeyValueEntry) bool {
+		return ent.Operation() == jetstream.KeyValuePut && len(ent.Value()) > 0 && ent.Revision() > after
+	})
+	switch {
+	case ctx.Err() != nil:
+		return nil
+	case err != nil:
+		fmt.Fprintf(e.a.stdout, "Nobody took over %s within %v: no other candidate is running, or it campaigns slowly. `conclave election watch %s` shows when one does.\n", name, wait, name)
+		return nil
+	}
+	again := "now"
+	if string(taken.Value()) == rec.leader {
+		again = "again"
+	}
+	fmt.Fprintf(e.a.stdout, "%s leads %s %s, token %d (a leader that takes a removed key waits up to the TTL, %v, before acting, so that %s has surely stopped).\n",
+		taken.Value(), name, again, taken.Revision(), st.TTL(), rec.leader)
+	return nil
+}
+
+// confirm asks question on standard error and reads the answer from
+// standard input: yes for "y" or "yes" in any case.
+func (e *elections) confirm(question string) (bool, error) {
+	fmt.Fprint(e.a.stderr, question)
+	line, err := bufio.NewReader(e.a.stdin).ReadString('\n')
+	if !isTerminal(e.a.stdin) {
+		// Nobody typed the answer: show it, so that the output reads on.
+		fmt.Fprintln(e.a.stderr, strings.TrimSpace(line))
+	}
+	if err != nil && line == "" {
+		return false, nil
+	}
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		return true, nil
+	}
+	return false, nil
+}
+
+// isTerminal reports whether r is a terminal.
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// remove deletes the key of rec's election, provided it is still held by
+// rec's leader. A renewal in between is retried with the new revision.
+func (s *session) remove(ctx context.Context, rec *record) error {
+	for try := 1; ; try++ {
+		rctx, cancel := s.request(ctx)
+		err := s.kv.Delete(rctx, rec.key, jetstream.LastRevision(rec.revision))
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if !isRevisionMismatch(err) {
+			return fmt.Errorf("removing election %s: %w", rec.key, err)
+		}
+		cur, rerr := s.readElection(ctx, rec.key)
+		switch {
+		case rerr != nil:
+			return rerr
+		case cur.state != stateHeld:
+			return fmt.Errorf("election %q has no leader any more: its key is %s (revision %d): nothing to stand down", rec.key, cur.state, cur.revision)
+		case cur.leader != rec.leader:
+			return fmt.Errorf("election %q changed hands meanwhile: %s leads now (revision %d), not %s: run stand-down again to stand %s down", rec.key, cur.leader, cur.revision, rec.leader, cur.leader)
+		case try == removeTries:
+			return fmt.Errorf("removing election %s: %s renewed each of %d times in between: try again", rec.key, rec.leader, removeTries)
+		}
+		rec.revision = cur.revision // renewed by the same leader: remove that
+	}
+}
+
+// isRevisionMismatch reports whether a write failed because the key's
+// latest revision was not the expected one.
+func isRevisionMismatch(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
+	}
+	return errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch)
+}
+
+// waitForEntry returns the first entry of w that match accepts, or an error
+// when d passes, ctx ends or the watch closes.
+func waitForEntry(ctx context.Context, w jetstream.KeyWatcher, d time.Duration, match func(jetstream.KeyValueEntry) bool) (jetstream.KeyValueEntry, error) {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-timer.C:
+			return nil, fmt.Errorf("nothing within %v", d)
+		case ent, ok := <-w.Updates():
+			if !ok {
+				return nil, errors.New("the watch ended")
+			}
+			if ent != nil && match(ent) {
+				return ent, nil
+			}
+		}
+	}
+}

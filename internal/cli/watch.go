@@ -1,0 +1,363 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"github.com/conclave-io/conclave/providers/election/streams"
+)
+
+func (e *elections) watchCommand() *cobra.Command {
+	var asJSON, verbose bool
+	cmd := &cobra.Command{
+		Use:   "watch [NAME]",
+		Short: "Print a line for every change of leadership, until interrupted",
+		Long: `Follows election NAME, or every election in the bucket (including ones that
+appear later), and prints a line per change: a leader elected (with its
+fencing token), released (stepped down), removed (its key deleted: a forced
+stand-down, or a release nobody took over) or expired (it stopped renewing).
+With --verbose renewals are printed too. The first line for each election is
+its current state; a term that began before the watch has an unknown token.
+
+Expiries are silent in the bucket: they are noticed when the leader's renewal
+is overdue, a few hundred milliseconds after the key expired. Runs until
+Ctrl-C (SIGINT) or SIGTERM, and then exits with status 0.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name := ""
+			if len(args) == 1 {
+				name = args[0]
+			}
+			return e.watch(cmd.Context(), name, asJSON, verbose)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per line (see docs/cli.md for the fields)")
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "print renewals too")
+	return cmd
+}
+
+func (e *elections) watch(ctx context.Context, name string, asJSON, verbose bool) error {
+	if name != "" {
+		if err := validateElectionName(name); err != nil {
+			return err
+		}
+	}
+	s, err := e.open(ctx, connectOptions{name: "conclave election watch", longLived: true})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	w := &bucketWatch{
+		s:       s,
+		out:     &watchPrinter{w: e.a.stdout, json: asJSON},
+		verbose: verbose,
+		log:     stderrLogger{mu: &sync.Mutex{}, w: e.a.stderr},
+		errs:    make(chan error, 1),
+	}
+	defer w.wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if name != "" {
+		recs, err := s.readRecords(ctx, name)
+		if err != nil {
+			return err
+		}
+		if len(recs) == 0 {
+			note := s.unknownElection(ctx, name)
+			fmt.Fprintf(e.a.stderr, "conclave: %v; waiting for it to begin (Ctrl-C to stop)\n", note)
+		}
+		if err := w.follow(ctx, name, false, 0); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-w.errs:
+			return err
+		}
+	}
+	fmt.Fprintf(e.a.stderr, "conclave: watching every election in %s on %s (Ctrl-C to stop)\n", s.bucket, s.url)
+	return w.all(ctx)
+}
+
+// bucketWatch follows elections with one streams.Observer each.
+type bucketWatch struct {
+	s       *session
+	out     *watchPrinter
+	verbose bool
+	log     stderrLogger
+	errs    chan error
+	wg      sync.WaitGroup
+}
+
+// all follows every election in the bucket, starting an observer for each
+// key as it appears.
+func (w *bucketWatch) all(ctx context.Context) error {
+	keys, err := w.s.kv.WatchAll(ctx, jetstream.MetaOnly())
+	if err != nil {
+		return fmt.Errorf("watching bucket %s on %s: %w", w.s.bucket, w.s.url, err)
+	}
+	defer stopWatch(keys)
+	seen := map[string]bool{}
+	var initial []string
+	inInitial := true
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-w.errs:
+			return err
+		case ent, ok := <-keys.Updates():
+			if !ok {
+				return fmt.Errorf("watching bucket %s on %s: the watch ended", w.s.bucket, w.s.url)
+			}
+			if ent == nil {
+				// The keys there are now, in order; each prints its current
+				// state before the next starts.
+				inInitial = false
+				slices.Sort(initial)
+				for _, k := range initial {
+					if err := w.follow(ctx, k, false, 0); err != nil {
+						return err
+					}
+				}
+				initial = nil
+				continue
+			}
+			if seen[ent.Key()] {
+				continue
+			}
+			seen[ent.Key()] = true
+			if inInitial {
+				initial = append(initial, ent.Key())
+				continue
+			}
+			if err := w.follow(ctx, ent.Key(), true, ent.Revision()); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// follow starts an observer of election key and waits until it has reported
+// the state it found. live means the key appeared while watching the bucket,
+// revealed by the write at revision rev.
+func (w *bucketWatch) follow(ctx context.Context, key string, live bool, rev uint64) error {
+	ew := &electionWatch{key: key, out: w.out, first: true, live: live, liveRev: rev, started: make(chan struct{})}
+	opts := []streams.ObserverOption{streams.OnChange(ew.onChange), streams.ObserverLogger(w.log)}
+	if w.verbose {
+		opts = append(opts, streams.ObserveRenewals())
+	}
+	obs, err := streams.NewObserver(key, w.s.kv, opts...)
+	if err != nil {
+		return err
+	}
+	w.wg.Go(func() {
+		if err := obs.Run(ctx); err != nil {
+			select {
+			case w.errs <- fmt.Errorf("watching election %s: %w", key, err):
+			default:
+			}
+		}
+	})
+	timer := time.NewTimer(w.s.timeout)
+	defer timer.Stop()
+	select {
+	case <-ew.started:
+	case <-ctx.Done():
+	case err := <-w.errs:
+		return err
+	case <-timer.C:
+		// Slow to start: its lines come when they come.
+	}
+	return nil
+}
+
+// electionWatch turns one observer's reports into lines. Its fields are
+// used only by the observer's goroutine, in OnChange.
+type electionWatch struct {
+	key     string
+	out     *watchPrinter
+	first   bool   // the next report is the state the observer found
+	live    bool   // the key appeared while watching: its first report is a change
+	liveRev uint64 // the revision that revealed it
+	started chan struct{}
+
+	leader    string // the current leader, "" when none
+	token     uint64 // the current term's token, 0 when unknown
+	lastEvent streams.Event
+}
+
+func (w *electionWatch) onChange(l streams.Leadership) {
+	ev := watchEvent{
+		at:       time.Now(),
+		key:      w.key,
+		event:    l.Event,
+		state:    leadershipState(l),
+		leader:   l.Leader,
+		previous: w.leader,
+		token:    l.Token,
+		revision: l.Revision,
+		written:  l.Renewed,
+		expires:  l.ExpiresBy,
+	}
+	if w.first {
+		w.first = false
+		defer close(w.started)
+		switch {
+		case !w.live:
+			ev.event, ev.previous = streams.EventCurrent, ""
+		case l.Event == streams.EventCurrent && l.HasLeader() && l.Revision == w.liveRev:
+			// The first write of a key that did not exist is a campaign
+			// that won: it began the term.
+			ev.event, ev.token = streams.EventElected, l.Revision
+		}
+	}
+	if ev.token == 0 && l.HasLeader() && l.Leader == w.leader {
+		ev.token = w.token
+	}
+	if ev.event == streams.EventRemoved && w.lastEvent == streams.EventReleased {
+		ev.afterRelease = true
+	}
+	if l.HasLeader() {
+		w.leader, w.token = l.Leader, ev.token
+	} else {
+		w.leader, w.token = "", 0
+	}
+	w.lastEvent = ev.event
+	w.out.print(ev)
+}
+
+// leadershipState is the state of the key after a change: held, released,
+// removed or absent.
+func leadershipState(l streams.Leadership) string {
+	switch {
+	case l.HasLeader():
+		return stateHeld
+	case l.Event == streams.EventReleased:
+		return stateReleased
+	case l.Event == streams.EventRemoved:
+		return stateRemoved
+	default:
+		return "absent"
+	}
+}
+
+// watchEvent is one line of watch's output.
+type watchEvent struct {
+	at           time.Time
+	key          string
+	event        streams.Event
+	state        string
+	leader       string
+	previous     string
+	token        uint64
+	revision     uint64
+	written      time.Time
+	expires      time.Time
+	afterRelease bool
+}
+
+// text describes the event for people.
+func (ev watchEvent) text() string {
+	token := "token unknown"
+	if ev.token != 0 {
+		token = fmt.Sprintf("token %d", ev.token)
+	}
+	was := "the leader"
+	if ev.previous != "" {
+		was = ev.previous
+	}
+	switch ev.event {
+	case streams.EventElected:
+		return fmt.Sprintf("%s leads, token %d", ev.leader, ev.token)
+	case streams.EventRenewed:
+		return fmt.Sprintf("%s renewed, revision %d (%s)", ev.leader, ev.revision, token)
+	case streams.EventReleased:
+		return fmt.Sprintf("%s stepped down, revision %d", was, ev.revision)
+	case streams.EventRemoved:
+		switch {
+		case ev.afterRelease:
+			return fmt.Sprintf("key removed after the release, revision %d: nobody took over", ev.revision)
+		case ev.previous != "":
+			return fmt.Sprintf("key deleted while %s led, revision %d: a forced stand-down", ev.previous, ev.revision)
+		}
+		return fmt.Sprintf("key deleted, revision %d", ev.revision)
+	case streams.EventExpired:
+		return fmt.Sprintf("%s stopped renewing: its key expired (last revision %d)", was, ev.revision)
+	}
+	switch ev.state {
+	case stateHeld:
+		if ev.token != 0 {
+			return fmt.Sprintf("%s leads, revision %d (token %d)", ev.leader, ev.revision, ev.token)
+		}
+		return fmt.Sprintf("%s leads, revision %d (token unknown: the term began before the watch)", ev.leader, ev.revision)
+	case stateReleased:
+		return fmt.Sprintf("no leader: released, revision %d", ev.revision)
+	case stateRemoved:
+		return fmt.Sprintf("no leader: removed, revision %d", ev.revision)
+	}
+	return "no leader: no key"
+}
+
+// watchJSON is one line of watch's JSON output.
+type watchJSON struct {
+	Time           string  `json:"time"`
+	Election       string  `json:"election"`
+	Event          string  `json:"event"`
+	State          string  `json:"state"`
+	Leader         string  `json:"leader"`
+	PreviousLeader string  `json:"previous_leader"`
+	Token          *uint64 `json:"token"`
+	Revision       uint64  `json:"revision"`
+	Written        *string `json:"written"`
+	ExpiresAt      *string `json:"expires_at"`
+}
+
+func (ev watchEvent) json() watchJSON {
+	j := watchJSON{
+		Time:           formatJSONTime(ev.at),
+		Election:       ev.key,
+		Event:          string(ev.event),
+		State:          ev.state,
+		Leader:         ev.leader,
+		PreviousLeader: ev.previous,
+		Revision:       ev.revision,
+		Written:        jsonTimePtr(ev.written),
+		ExpiresAt:      jsonTimePtr(ev.expires),
+	}
+	if ev.token != 0 {
+		t := ev.token
+		j.Token = &t
+	}
+	return j
+}
+
+// watchPrinter writes watch's lines, one at a time.
+type watchPrinter struct {
+	mu   sync.Mutex
+	w    io.Writer
+	json bool
+}
+
+func (p *watchPrinter) print(ev watchEvent) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.json {
+		line, err := json.Marshal(ev.json())
+		if err != nil {
+			line = []byte(fmt.Sprintf(`{"error":%q}`, err))
+		}
+		_, _ = p.w.Write(append(line, '\n'))
+		return
+	}
+	fmt.Fprintf(p.w, "%s  %-8s  %s: %s\n", ev.at.Local().Format(textTime), ev.event, ev.key, ev.text())
+}

@@ -1,0 +1,136 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// watchLine is one line of watch --json as a script reads it.
+type watchLine struct {
+	Time           string  `json:"time"`
+	Election       string  `json:"election"`
+	Event          string  `json:"event"`
+	State          string  `json:"state"`
+	Leader         string  `json:"leader"`
+	PreviousLeader string  `json:"previous_leader"`
+	Token          *uint64 `json:"token"`
+	Revision       uint64  `json:"revision"`
+	Written        *string `json:"written"`
+	ExpiresAt      *string `json:"expires_at"`
+}
+
+// TestWatch follows every election in text and one election in JSON while
+// leaders win, renew, release, are removed and expire.
+func TestWatch(t *testing.T) {
+	url := startBroker(t, 2*time.Second)
+	kv := electionBucket(t, url)
+
+	// A leader that will never renew: it leads when the watch starts, so
+	// its token is unknown, and its key expires during the test.
+	ghostRev, err := kv.Create(testCtx(t), "old", []byte("ghost"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := startConclave(t, nil, "--server", url, "election", "watch", "--verbose")
+	one := startConclave(t, nil, "--server", url, "election", "watch", "job", "--json")
+	all.stdout.waitFor(t, 0, regexp.MustCompile(`  current\s+old: ghost leads, revision `+itoa(ghostRev)+` \(token unknown`))
+	one.stdout.waitFor(t, 0, regexp.MustCompile(`"event":"current"`))
+
+	// A new election: the watch of the whole bucket discovers the key and
+	// reports the term's start with its token.
+	c1 := campaign(t, kv, "w1", "job")
+	term := c1.waitLeading(t)
+	_, m := all.stdout.waitFor(t, 0, regexp.MustCompile(`  elected\s+job: w1 leads, token (\d+)$`))
+	if m[1] != itoa(term.Token()) {
+		t.Errorf("watch reported token %s, the term's is %d", m[1], term.Token())
+	}
+	all.stdout.waitFor(t, 0, regexp.MustCompile(`  renewed\s+job: w1 renewed, revision \d+ \(token `+itoa(term.Token())+`\)$`))
+
+	// Graceful release: an empty value, then the key removed as nobody
+	// took over.
+	c1.stop()
+	i, _ := all.stdout.waitFor(t, 0, regexp.MustCompile(`  released\s+job: w1 stepped down, revision \d+$`))
+	all.stdout.waitFor(t, i, regexp.MustCompile(`  removed\s+job: key removed after the release, revision \d+: nobody took over$`))
+
+	// Forced stand-down: the key deleted under a leader.
+	c2 := campaign(t, kv, "w2", "job")
+	term2 := c2.waitLeading(t)
+	i, _ = all.stdout.waitFor(t, i, regexp.MustCompile(`  elected\s+job: w2 leads, token `+itoa(term2.Token())+`$`))
+	if err := kv.Delete(testCtx(t), "job"); err != nil {
+		t.Fatal(err)
+	}
+	all.stdout.waitFor(t, i, regexp.MustCompile(`  removed\s+job: key deleted while w2 led, revision \d+: a forced stand-down$`))
+
+	// Expiry: the ghost never renewed.
+	all.stdout.waitFor(t, 0, regexp.MustCompile(`  expired\s+old: ghost stopped renewing: its key expired \(last revision `+itoa(ghostRev)+`\)$`))
+	c2.stop()
+
+	for _, p := range []*proc{all, one} {
+		p.signal(syscall.SIGINT)
+		if code := p.wait(); code != 0 {
+			t.Errorf("watch exited with status %d after SIGINT, want 0", code)
+		}
+	}
+
+	// The JSON watch of "job" alone saw the same story.
+	lines, _ := one.stdout.snapshot()
+	var events []watchLine
+	for _, l := range lines {
+		var w watchLine
+		if err := json.Unmarshal([]byte(l), &w); err != nil {
+			t.Fatalf("watch --json line %q: %v", l, err)
+		}
+		if w.Election != "job" {
+			t.Errorf("watch job reported election %q", w.Election)
+		}
+		if _, err := time.Parse(time.RFC3339, w.Time); err != nil {
+			t.Errorf("time %q: %v", w.Time, err)
+		}
+		if w.Event == "renewed" {
+			t.Errorf("renewal reported without --verbose: %s", l)
+		}
+		events = append(events, w)
+	}
+	want := []string{
+		"current absent ",
+		fmt.Sprintf("elected held w1 token=%d", term.Token()),
+		"released released  prev=w1",
+		"removed removed ",
+		fmt.Sprintf("elected held w2 token=%d", term2.Token()),
+		"removed removed  prev=w2",
+	}
+	var got []string
+	for _, e := range events {
+		s := e.Event + " " + e.State + " " + e.Leader
+		if e.Token != nil {
+			s += fmt.Sprintf(" token=%d", *e.Token)
+		}
+		if e.PreviousLeader != "" {
+			s += " prev=" + e.PreviousLeader
+		}
+		got = append(got, s)
+	}
+	// The deposed w2 takes the key again a TTL later: that may or may not
+	// have been seen before the interrupt.
+	if len(got) < len(want) {
+		t.Fatalf("watch job --json reported\n%q\nwant it to begin with\n%q", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("watch job --json reported\n%q\nwant it to begin with\n%q", got, want)
+		}
+	}
+	if e := events[1]; e.Written == nil || e.ExpiresAt == nil {
+		t.Errorf("elected event without written or expires_at: %+v", e)
+	} else {
+		written, _ := time.Parse(time.RFC3339, *e.Written)
+		expires, _ := time.Parse(time.RFC3339, *e.ExpiresAt)
+		if expires.Sub(written) != 2*time.Second {
+			t.Errorf("expires_at - written = %v, want the TTL 2s", expires.Sub(written))
+		}
+	}
+}
