@@ -55,6 +55,7 @@ type campaigner struct {
 	watchRetryAt   time.Time
 	watchTries     int
 	watchCancel    context.CancelFunc
+	watchDownSince time.Time // when the watch went away, while there is none
 	lastWatchEvent time.Time
 	drains         sync.WaitGroup
 
@@ -147,6 +148,16 @@ func (c *campaigner) tick() {
 	}
 	if c.holding {
 		c.tickHolder(now)
+		return
+	}
+	// A candidate campaigns from a view its watch has confirmed: until a new
+	// watch has delivered the key's current state, the view may be stale. If
+	// no watch can be made for a whole TTL (the broker may take writes but
+	// not new consumers), it campaigns from the view it has.
+	switch {
+	case c.watch != nil && c.watchInit:
+		return
+	case c.watch == nil && (c.watchDownSince.IsZero() || now.Sub(c.watchDownSince) < c.tm.ttl):
 		return
 	}
 	if c.nextCampaign.IsZero() || now.Before(c.nextCampaign) || now.Before(c.sitOutUntil) {
@@ -572,16 +583,19 @@ func (c *campaigner) startWatch() {
 	ctx, cancel := context.WithCancel(context.Background())
 	timer := time.AfterFunc(timeout, cancel)
 	w, err := c.e.bucket.Watch(ctx, c.e.key)
-	if !timer.Stop() && err == nil {
-		_ = w.Stop()
-		c.drain(w)
-		err = fmt.Errorf("watch set up after the %v timeout", timeout)
+	if !timer.Stop() {
+		if err == nil {
+			_ = w.Stop()
+			c.drain(w)
+		}
+		err = fmt.Errorf("watch not set up within %v: %w", timeout, context.DeadlineExceeded)
 	}
 	if err != nil {
 		cancel()
 		if c.failed(err) {
 			return
 		}
+		c.watchDown()
 		c.watchTries++
 		c.watchRetryAt = c.clock.Now().Add(c.tm.standby.Duration(c.watchTries))
 		if c.ctx.Err() == nil {
@@ -590,7 +604,7 @@ func (c *campaigner) startWatch() {
 		return
 	}
 	c.watch, c.watchInit, c.watchInitEntry, c.watchTries = w, true, false, 0
-	c.watchCancel = cancel
+	c.watchCancel, c.watchDownSince = cancel, time.Time{}
 	c.lastWatchEvent = c.clock.Now()
 }
 
@@ -599,15 +613,25 @@ func (c *campaigner) startWatch() {
 func (c *campaigner) watchLost() {
 	c.watch = nil
 	c.watchCancel()
+	c.watchDown()
 	c.watchTries++
 	c.watchRetryAt = c.clock.Now().Add(c.tm.standby.Duration(c.watchTries))
 	c.log.Debugf("election %s: watch ended, restarting", c.e.key)
 }
 
+// restartWatch replaces a watch that seems to have missed changes; the
+// candidate campaigns again once the new one has delivered the key's state.
 func (c *campaigner) restartWatch() {
 	c.stopWatch()
-	c.watchRetryAt = time.Time{}
-	c.tries = 0
+	c.watchDown()
+	c.watchRetryAt = c.clock.Now()
+}
+
+// watchDown notes when the candidate started being without a watch.
+func (c *campaigner) watchDown() {
+	if c.watchDownSince.IsZero() {
+		c.watchDownSince = c.clock.Now()
+	}
 }
 
 // stopWatch stops the watch and drains it in the background: the watcher

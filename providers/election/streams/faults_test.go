@@ -480,3 +480,48 @@ func TestForcedTakeoverWaitsByARaisedTTL(t *testing.T) {
 	}
 	checkHistory(t, evs)
 }
+
+// countingKV counts the campaign writes (Update) a candidate makes.
+type countingKV struct {
+	jetstream.KeyValue
+	updates atomic.Int64
+}
+
+func (c *countingKV) Update(ctx context.Context, key string, value []byte, expect uint64) (uint64, error) {
+	c.updates.Add(1)
+	return c.KeyValue.Update(ctx, key, value, expect)
+}
+
+// TestStandbysStayQuietAfterABrokerRestart checks that a standby whose watch
+// died with the broker refreshes its view and waits for the leader's next
+// predicted expiry, instead of campaigning over and over against a live leader.
+func TestStandbysStayQuietAfterABrokerRestart(t *testing.T) {
+	const ttl = time.Second
+	ts := newTestServer(t)
+	nc := connect(t, ts.url())
+	kv := createBucket(t, nc, bucketConfig(ttl))
+	rec := newRecorder()
+	runElection(t, mustElection(t, "a", "quiet", kv, rec.options("a")...))
+	rec.waitFor(t, 5*time.Second, "a to win", func(evs []event) bool { return wins(evs, "a") == 1 })
+	standby := &countingKV{KeyValue: openBucket(t, connect(t, ts.url()))}
+	runElection(t, mustElection(t, "b", "quiet", standby, rec.options("b")...))
+	time.Sleep(200 * time.Millisecond)
+
+	ts.restart()
+	_, rev, _ := value(t, kv, "quiet")
+	eventually(t, 10*time.Second, "a to renew after the restart", func() bool { _, r, _ := value(t, kv, "quiet"); return r > rev })
+	time.Sleep(2 * ttl) // the standby's view goes stale, and must recover
+	before := standby.updates.Load()
+	time.Sleep(5 * ttl)
+	if n := standby.updates.Load() - before; n > 5 {
+		t.Fatalf("the standby made %d campaign writes in %v against a live leader", n, 5*ttl)
+	}
+	if evs := rec.snapshot(); leader(evs) != "a" || len(evs) != 1 {
+		t.Fatalf("leadership changed: %s", describe(evs))
+	}
+	// And it still reacts to a forced stand-down.
+	if err := kv.Delete(context.Background(), "quiet"); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitFor(t, 5*time.Second, "b to take over", func(evs []event) bool { return wins(evs, "b") == 1 })
+}
