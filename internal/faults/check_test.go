@@ -1,0 +1,239 @@
+package faults
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// hist builds a History by hand, with times in milliseconds since the run
+// started.
+type hist struct {
+	h  History
+	t0 int64
+}
+
+func newHist() *hist {
+	b := &hist{t0: 1_000_000_000_000}
+	b.ev(HarnessEvent{Ev: HvRunStart}, 0)
+	return b
+}
+
+func (b *hist) at(ms int) int64 { return b.t0 + int64(ms)*int64(time.Millisecond) }
+
+func (b *hist) ev(e HarnessEvent, ms int) *hist {
+	e.At = b.at(ms)
+	b.h.Events = append(b.h.Events, e)
+	return b
+}
+
+func (b *hist) rec(r CandidateRecord, ms int) *hist {
+	r.At = b.at(ms)
+	if r.Proc == "" {
+		r.Proc = ProcOf(r.Cand)
+	}
+	b.h.Candidates = append(b.h.Candidates, r)
+	return b
+}
+
+// proc starts process proc (h1.1) with identity host-N.
+func (b *hist) proc(proc string, ms int) *hist {
+	b.rec(CandidateRecord{Ev: EvStart, Proc: proc, Identity: "host-" + strings.TrimPrefix(HostOf(proc), "h")}, ms)
+	return b.ev(HarnessEvent{Ev: HvProcStart, Target: proc, Host: HostOf(proc)}, ms)
+}
+
+// won records OnWon and OnLeading of a term starting at from, valid until vu.
+func (b *hist) won(cand string, token uint64, from, vu int) *hist {
+	b.rec(CandidateRecord{Ev: EvWon, Cand: cand}, from)
+	return b.rec(CandidateRecord{Ev: EvLeading, Cand: cand, Token: token, Started: b.at(from), ValidUntil: b.at(vu)}, from)
+}
+
+// lost records OnLost at ms with the term's final ValidUntil vu.
+func (b *hist) lost(cand string, token uint64, ms, vu int, cause string) *hist {
+	return b.rec(CandidateRecord{Ev: EvLost, Cand: cand, Token: token, Cause: cause, ValidUntil: b.at(vu)}, ms)
+}
+
+// term records a whole term from from to to.
+func (b *hist) term(cand string, token uint64, from, to int) *hist {
+	return b.won(cand, token, from, to).lost(cand, token, to, to, "released")
+}
+
+func (b *hist) write(cand string, token, seq uint64, checked, at int, verdict string) *hist {
+	b.h.Writes = append(b.h.Writes, WriteRecord{At: b.at(at), Cand: cand, Token: token, Seq: seq, Checked: b.at(checked), Verdict: verdict})
+	return b
+}
+
+func (b *hist) stop(ms int) *hist { return b.ev(HarnessEvent{Ev: HvRunStop}, ms) }
+
+var testParams = Params{TTL: 3 * time.Second, Slack: time.Second} // allows 4s
+
+func TestCheckPassesAHealthyHistory(t *testing.T) {
+	r := Check(&newHist().proc("h1.1", 0).proc("h2.1", 0).
+		term("h1.1.w0", 5, 10, 3000).
+		write("h1.1.w0", 5, 1, 100, 101, Accepted).
+		write("h1.1.w0", 5, 2, 2990, 3200, Rejected). // arrived after h2.1.w1 wrote
+		term("h2.1.w1", 9, 3100, 8000).
+		write("h2.1.w1", 9, 1, 3150, 3151, Accepted).
+		ev(HarnessEvent{Ev: HvFaultBegin, Kind: string(KillLeader)}, 2000).
+		stop(8500).h, testParams)
+	if !r.OK() {
+		t.Fatalf("violations: %q", r.Violations)
+	}
+	if len(r.Spans) != 2 || r.Elections != 2 || r.Accepted != 2 || r.StaleRejected != 1 || r.Faults[KillLeader] != 1 {
+		t.Fatalf("report %+v", r)
+	}
+	if r.WorstGap.Counted != 500*time.Millisecond {
+		t.Fatalf("worst gap %v, want 500ms (from 8000 to the end at 8500)", r.WorstGap.Counted)
+	}
+}
+
+func TestCheckFindsViolations(t *testing.T) {
+	tests := []struct {
+		name string
+		h    *hist
+		want string
+	}{
+		{"overlap", newHist().term("h1.1.w0", 5, 0, 3000).term("h2.1.w0", 7, 2000, 5000).stop(5000),
+			"overlap of 1s"},
+		{"same identity overlap", newHist().term("h1.1.w0", 5, 0, 3000).term("h1.1.w1", 7, 2999, 5000).stop(5000),
+			"overlap of 1ms"},
+		{"loss without win", newHist().term("h1.1.w0", 5, 0, 1000).lost("h1.1.w0", 5, 1100, 1100, "deadline").stop(1200),
+			"a loss without a win"},
+		{"won twice", newHist().won("h1.1.w0", 5, 0, 1000).won("h1.1.w0", 6, 500, 1500).stop(1200),
+			"OnWon twice"},
+		{"token shrinks", newHist().term("h1.1.w0", 9, 0, 1000).term("h2.1.w0", 5, 1100, 2000).stop(2000),
+			"token 5 of h2.1.w0"},
+		{"token repeats", newHist().term("h1.1.w0", 9, 0, 1000).term("h2.1.w0", 9, 1100, 2000).stop(2000),
+			"token 9 of h2.1.w0"},
+		{"long gap", newHist().term("h1.1.w0", 5, 0, 1000).term("h2.1.w0", 7, 6000, 7000).stop(7000),
+			"no leader for 5s"},
+		{"leaderless at the end", newHist().term("h1.1.w0", 5, 0, 1000).stop(6000),
+			"no leader for 5s"},
+		{"stale write accepted", newHist().term("h1.1.w0", 5, 0, 1000).term("h2.1.w0", 7, 1100, 3000).
+			write("h1.1.w0", 5, 1, 900, 1500, Accepted).stop(3000),
+			"stale write h1.1.w0#1"},
+		{"accepted write checked outside its term", newHist().term("h1.1.w0", 5, 0, 1000).
+			write("h1.1.w0", 5, 1, 1200, 1201, Accepted).stop(1000),
+			"outside its term"},
+		{"valid leader rejected", newHist().term("h1.1.w0", 5, 0, 1000).
+			write("h1.1.w0", 5, 1, 500, 501, Rejected).stop(1000),
+			"rejected while its term was valid"},
+		{"accepted write of no term", newHist().term("h1.1.w0", 5, 0, 1000).
+			write("h2.1.w0", 5, 1, 500, 501, Accepted).stop(1000),
+			"has no term with that token"},
+		{"no OnLost before a clean exit", newHist().proc("h1.1", 0).won("h1.1.w0", 5, 0, 3000).
+			rec(CandidateRecord{Ev: EvExit, Proc: "h1.1"}, 1000).ev(HarnessEvent{Ev: HvProcExit, Target: "h1.1", Host: "h1"}, 1001).stop(1000),
+			"has no OnLost although its process exited"},
+		{"candidate and resource disagree", newHist().term("h1.1.w0", 5, 0, 1000).
+			write("h1.1.w0", 5, 1, 500, 501, Accepted).
+			rec(CandidateRecord{Ev: EvWrite, Cand: "h1.1.w0", Token: 5, Seq: 2, Verdict: Accepted}, 600).stop(1000),
+			"the resource has no such write"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := Check(&tt.h.h, testParams)
+			for _, v := range r.Violations {
+				if strings.Contains(v, tt.want) {
+					return
+				}
+			}
+			t.Fatalf("want a violation containing %q, got %q", tt.want, r.Violations)
+		})
+	}
+}
+
+func TestCheckDoesNotCountTimeWithoutReachableQuorum(t *testing.T) {
+	tests := []struct {
+		name string
+		h    *hist
+	}{
+		{"brokers down", newHist().
+			ev(HarnessEvent{Ev: HvDown}, 1500).ev(HarnessEvent{Ev: HvUp}, 6000)},
+		{"every candidate cut off, stopped or dead", newHist().proc("h1.1", 0).proc("h2.1", 0).proc("h3.1", 0).
+			ev(HarnessEvent{Ev: HvLinkCut, Target: "h1", Host: "h1"}, 1500).
+			ev(HarnessEvent{Ev: HvProcStop, Target: "h2.1", Host: "h2"}, 1600).
+			ev(HarnessEvent{Ev: HvProcKill, Target: "h3.1", Host: "h3"}, 1500).
+			ev(HarnessEvent{Ev: HvProcExit, Target: "h3.1", Host: "h3"}, 1510).
+			ev(HarnessEvent{Ev: HvProcCont, Target: "h2.1", Host: "h2"}, 6100)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := Check(&tt.h.term("h1.1.w0", 5, 0, 1000).term("h2.1.w0", 7, 8000, 9000).stop(9000).h, testParams)
+			if !r.OK() {
+				t.Fatalf("violations: %q", r.Violations)
+			}
+			if r.WorstGap.Counted > 3*time.Second || r.WorstGap.Counted < 2400*time.Millisecond {
+				t.Fatalf("counted gap %v, want about 7s less the unreachable time", r.WorstGap.Counted)
+			}
+		})
+	}
+}
+
+func TestCheckEndsAKilledLeadersTermAtItsDeath(t *testing.T) {
+	r := Check(&newHist().proc("h1.1", 0).won("h1.1.w0", 5, 0, 2000).
+		rec(CandidateRecord{Ev: EvRenewed, Cand: "h1.1.w0", Token: 5, ValidUntil: newHist().at(5000)}, 900).
+		ev(HarnessEvent{Ev: HvProcKill, Target: "h1.1", Host: "h1"}, 1000).
+		ev(HarnessEvent{Ev: HvProcExit, Target: "h1.1", Host: "h1"}, 1002).
+		term("h2.1.w0", 7, 4500, 6000).stop(6000).h, testParams)
+	if !r.OK() {
+		t.Fatalf("violations: %q", r.Violations)
+	}
+	if s := r.Spans[0]; s.End != newHist().at(1002) || s.Ended != "killed" {
+		t.Fatalf("killed leader's span %+v, want it to end at its death", s)
+	}
+
+	// Without the kill, the renewal decides: the same history overlaps.
+	r = Check(&newHist().won("h1.1.w0", 5, 0, 2000).
+		rec(CandidateRecord{Ev: EvRenewed, Cand: "h1.1.w0", Token: 5, ValidUntil: newHist().at(5000)}, 900).
+		lost("h1.1.w0", 5, 5000, 5000, "deadline").
+		term("h2.1.w0", 7, 4500, 6000).stop(6000).h, testParams)
+	if r.Overlaps != 1 {
+		t.Fatalf("overlaps %d, want 1: %q", r.Overlaps, r.Violations)
+	}
+}
+
+func TestCheckSettlesAStoppedProcessesOverlapByFencing(t *testing.T) {
+	build := func(lateVerdict string) *History {
+		return &newHist().proc("h1.1", 0).
+			won("h1.1.w0", 5, 0, 6000).
+			ev(HarnessEvent{Ev: HvProcStop, Target: "h1.1", Host: "h1"}, 1000).
+			term("h2.1.w0", 7, 4000, 8000).
+			write("h2.1.w0", 7, 1, 4001, 4002, Accepted).
+			ev(HarnessEvent{Ev: HvProcCont, Target: "h1.1", Host: "h1"}, 6000).
+			lost("h1.1.w0", 5, 6000, 6000, "deadline").
+			write("h1.1.w0", 5, 1, 900, 6001, lateVerdict).
+			stop(8000).h
+	}
+	r := Check(build(Rejected), testParams)
+	if !r.OK() || r.FencedOverlaps != 1 || r.Overlaps != 0 {
+		t.Fatalf("fenced %d, overlaps %d, violations %q", r.FencedOverlaps, r.Overlaps, r.Violations)
+	}
+	r = Check(build(Accepted), testParams)
+	if r.Overlaps != 1 {
+		t.Fatalf("an overlap whose stale write was accepted: overlaps %d, violations %q", r.Overlaps, r.Violations)
+	}
+}
+
+func TestCheckCountsPausedWrites(t *testing.T) {
+	r := Check(&newHist().proc("h1.1", 0).proc("h2.1", 0).
+		term("h1.1.w0", 5, 0, 2700).
+		rec(CandidateRecord{Ev: EvSelfStop, Cand: "h1.1.w0", Token: 5, Seq: 3}, 100).
+		term("h2.1.w0", 7, 3000, 6000).
+		write("h2.1.w0", 7, 1, 3001, 3002, Accepted).
+		write("h1.1.w0", 5, 3, 99, 4000, Rejected).
+		stop(6000).h, testParams)
+	if !r.OK() || r.PausedWrites != 1 || r.PausedRejected != 1 || r.StaleRejected != 1 {
+		t.Fatalf("report %+v", r)
+	}
+}
+
+func TestCheckCountsCampaignStorms(t *testing.T) {
+	r := Check(&newHist().term("h1.1.w0", 5, 0, 3000).
+		rec(CandidateRecord{Ev: EvCampaigns, Cand: "h2.1.w0", Count: 2}, 1000).
+		rec(CandidateRecord{Ev: EvCampaigns, Cand: "h2.1.w0", Count: 31}, 2000).
+		rec(CandidateRecord{Ev: EvCampaigns, Cand: "h2.1.w1", Count: 29}, 2000).
+		stop(3000).h, testParams)
+	if !r.OK() || r.Campaigns != 62 || r.PeakCampaigns != 31 || r.StormSeconds != 2 {
+		t.Fatalf("campaigns %d, peak %d, storm seconds %d, violations %q", r.Campaigns, r.PeakCampaigns, r.StormSeconds, r.Violations)
+	}
+}

@@ -1,0 +1,22 @@
+// Package faults is a Jepsen-style fault harness for the election provider
+// (providers/election/streams), run against real processes: brokers started
+// with `conclave broker run --config FILE` (one node, or three with an R3
+// election bucket) and candidate processes (package candidate) that use the
+// public API over their own NATS connections, each through a TCP proxy of
+// the harness (Proxy) that can blackhole, stall or delay its link.
+//
+// While leaders work (they write to a fencing resource in the harness, Fence,
+// every 50–100ms with their term's token), Run injects faults at random
+// times: SIGKILL and SIGSTOP of the leader (including a stop between its
+// validity check and its write), cut, delayed and flapping links, forced
+// stand-downs through the CLI, and SIGKILLs of the broker, of any cluster
+// node and of the whole cluster. Every process records what it did against
+// CLOCK_MONOTONIC (Mono), which all processes share; Check reads the records
+// afterwards and fails the run on two leaders at once, a loss without a
+// win, a leaderless gap longer than the TTL plus the failover time while a
+// quorum was reachable, a token that does not grow, and a fencing resource
+// that took a write from anyone but the leader of its term.
+//
+// docs/faults.md explains how to run it (go run ./cmd/faults, or
+// TestFaultsShort) and what each fault and check is for.
+package faults

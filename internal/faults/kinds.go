@@ -1,0 +1,87 @@
+package faults
+
+// Kind is a kind of fault the harness injects.
+type Kind string
+
+// The fault kinds. Those about candidates run in both modes; the others in
+// the mode whose brokers they disturb.
+const (
+	// KillLeader sends SIGKILL to the leader's process and starts a
+	// replacement (same host, same identity, new incarnation).
+	KillLeader Kind = "kill-leader"
+	// PauseLeader stops the leader's process with SIGSTOP, at an arbitrary
+	// instant, for longer than the TTL, then continues it.
+	PauseLeader Kind = "pause-leader"
+	// PauseMidWrite stops the leader's process between its check that its
+	// term is valid and its write to the fencing resource, holds it until
+	// another leader has written, then continues it: its write arrives
+	// stale and must be rejected.
+	PauseMidWrite Kind = "pause-mid-write"
+	// CutCandidate blackholes one candidate process's links to every
+	// broker (the leader's, mostly) for longer than the TTL, then heals.
+	CutCandidate Kind = "cut-candidate"
+	// DelayLink delays every byte of the leader's links for several
+	// seconds, by up to about the request timeout each way.
+	DelayLink Kind = "delay-link"
+	// FlapLink cuts or stalls the leader's links and heals them quickly and
+	// repeatedly, sometimes resetting its connections.
+	FlapLink Kind = "flap-link"
+	// StandDown forces the leader to stand down from outside, with
+	// `conclave election stand-down NAME --force --no-wait`.
+	StandDown Kind = "stand-down"
+	// RestartBroker sends SIGKILL to the single broker and restarts it.
+	RestartBroker Kind = "restart-broker"
+	// KillStreamLeader sends SIGKILL to the cluster node that leads the
+	// election stream and restarts it.
+	KillStreamLeader Kind = "kill-stream-leader"
+	// KillFollower sends SIGKILL to a cluster node that does not lead the
+	// election stream and restarts it.
+	KillFollower Kind = "kill-follower"
+	// RestartCluster sends SIGKILL to every cluster node and restarts them.
+	RestartCluster Kind = "restart-cluster"
+)
+
+var candidateKinds = []Kind{KillLeader, PauseLeader, PauseMidWrite, CutCandidate, DelayLink, FlapLink, StandDown}
+
+// Kinds returns the fault kinds a mode injects.
+func Kinds(m Mode) []Kind {
+	ks := append([]Kind(nil), candidateKinds...)
+	if m == Cluster {
+		return append(ks, KillStreamLeader, KillFollower, RestartCluster)
+	}
+	return append(ks, RestartBroker)
+}
+
+// AllKinds returns every fault kind in documentation order.
+func AllKinds() []Kind {
+	return append(append([]Kind(nil), candidateKinds...), RestartBroker, KillStreamLeader, KillFollower, RestartCluster)
+}
+
+// Describe says in a few words what a fault does.
+func (k Kind) Describe() string {
+	switch k {
+	case KillLeader:
+		return "SIGKILL the leader's process, start a replacement"
+	case PauseLeader:
+		return "SIGSTOP the leader's process for TTL+, then SIGCONT"
+	case PauseMidWrite:
+		return "SIGSTOP the leader between its validity check and its write, until another leader wrote"
+	case CutCandidate:
+		return "blackhole a candidate's links (the leader's, mostly) for TTL+, then heal"
+	case DelayLink:
+		return "delay the leader's links by 50–450ms each way for 2–3 TTLs"
+	case FlapLink:
+		return "cut or stall the leader's links for 0.1–0.7s, heal, 6–10 times"
+	case StandDown:
+		return "force a stand-down: conclave election stand-down --force --no-wait"
+	case RestartBroker:
+		return "SIGKILL the broker, restart it after 0.2s–2 TTLs"
+	case KillStreamLeader:
+		return "SIGKILL the election stream's leader node, restart it"
+	case KillFollower:
+		return "SIGKILL a follower node, restart it"
+	case RestartCluster:
+		return "SIGKILL all three nodes, restart them"
+	}
+	return string(k)
+}
