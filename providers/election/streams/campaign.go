@@ -188,11 +188,17 @@ func (c *campaigner) tickHolder(now time.Time) {
 	}
 }
 
-// checkTTL re-reads the bucket's TTL, once per TTL while holding the key. A
-// lower TTL shortens the lease at once: the broker applies a new TTL to
-// values already stored. A higher one only applies from the next write.
+// ttlChecksEvery is how many TTLs a holder lets pass between reads of the
+// bucket's TTL: a stream info request costs the broker about as much as a
+// synced write, so reading it at every renewal would add a third to a
+// leader's load, for a change operators rarely make.
+const ttlChecksEvery = 4
+
+// checkTTL re-reads the bucket's TTL while holding the key. A lower TTL
+// shortens the lease at once: the broker applies a new TTL to values already
+// stored. A higher one only applies from the next write.
 func (c *campaigner) checkTTL(now time.Time) {
-	c.nextTTLCheck = now.Add(c.tm.ttl)
+	c.nextTTLCheck = now.Add(ttlChecksEvery * c.tm.ttl)
 	ttl, err := c.readTTL(now)
 	if err != nil || ttl == c.tm.ttl {
 		return
@@ -340,7 +346,7 @@ func (c *campaigner) viewLooksStale(now time.Time) bool {
 func (c *campaigner) won(sent, done time.Time, rev uint64, from viewKind) {
 	c.holding, c.lastRev, c.nextToken = true, rev, rev
 	c.inDoubt, c.doomed = false, false
-	c.lastSent, c.nextTTLCheck = sent, done.Add(c.tm.ttl)
+	c.lastSent, c.nextTTLCheck = sent, done.Add(ttlChecksEvery*c.tm.ttl)
 	c.lease = sent.Add(c.tm.ttl - c.tm.margin)
 	c.nextRenew = sent.Add(c.tm.renew)
 	c.renewTries, c.tries = 0, 0

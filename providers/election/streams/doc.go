@@ -38,13 +38,13 @@
 // unknown (a timeout) is never assumed to be ours: a leader that cannot
 // confirm its hold leads until its deadline and then stands down.
 //
-// The broker applies a changed TTL to values already stored. A leader
-// re-reads the TTL once per TTL and shortens its deadline at once when the
-// TTL was lowered; a candidate taking over a removed key waits by the higher
-// of the TTL it knew and the TTL it reads then. Lowering the TTL of a bucket
-// in use by more than a renew interval can still, until the leader notices,
-// let a new leader in before the old one's deadline: lower it in steps, or
-// with elections stopped.
+// The broker applies a changed TTL to values already stored. A candidate
+// taking over a removed key waits by the higher of the TTL it knew and the
+// TTL it reads then, so raising the TTL is safe. A leader re-reads the TTL
+// every four TTLs and shortens its deadline at once when it was lowered, but
+// a leader cut off from the broker cannot learn of it: lowering the TTL of a
+// bucket in use can let a new leader in before such a leader's deadline.
+// Lower it with elections stopped, or accept that window.
 //
 // What no election can promise is that a leader acts only while it leads: a
 // process can pause between checking and acting. Send the term's fencing

@@ -431,7 +431,7 @@ func changeTTL(t *testing.T, kv jetstream.KeyValue, nc *nats.Conn, ttl time.Dura
 func TestLeaderAdoptsALoweredTTL(t *testing.T) {
 	ts := newTestServer(t)
 	nc := connect(t, ts.url())
-	kv := createBucket(t, nc, bucketConfig(3*time.Second))
+	kv := createBucket(t, nc, bucketConfig(2*time.Second))
 	rec := newRecorder()
 	var mu sync.Mutex
 	var logs strings.Builder
@@ -443,10 +443,10 @@ func TestLeaderAdoptsALoweredTTL(t *testing.T) {
 	runElection(t, e)
 	rec.waitFor(t, 5*time.Second, "a to win", func(evs []event) bool { return wins(evs, "a") == 1 })
 	changeTTL(t, kv, nc, time.Second)
-	eventually(t, 5*time.Second, "the leader to notice", func() bool {
+	eventually(t, (ttlChecksEvery+1)*2*time.Second, "the leader to notice", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
-		return strings.Contains(logs.String(), "bucket TTL changed from 3s to 1s")
+		return strings.Contains(logs.String(), "bucket TTL changed from 2s to 1s")
 	})
 	// From now on its deadline is within the new TTL of its last write.
 	for i := 0; i < 20; i++ {
