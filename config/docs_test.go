@@ -9,12 +9,13 @@ import (
 	"testing"
 )
 
-// update rewrites the generated parts of docs/config.md: run
+// update rewrites the generated key tables of docs/config.md and README.md: run
 // go generate ./config, or go test ./config -run TestDocsTable -update.
 var update = flag.Bool("update", false, "rewrite the key table in docs/config.md from Keys()")
 
 const (
 	docsPath   = "../docs/config.md"
+	readmePath = "../README.md"
 	beginTable = "<!-- BEGIN KEYS: generated from config.Keys() -->\n"
 	endTable   = "<!-- END KEYS -->\n"
 )
@@ -42,30 +43,34 @@ func defaultCell(k Key) string {
 	return "`" + k.Default + "`"
 }
 
-// TestDocsTable fails when the table in docs/config.md is not the one Keys()
-// produces; with -update it rewrites it.
+// TestDocsTable fails when the key table in docs/config.md or in the
+// README is not the one Keys() produces; with -update it rewrites them.
 func TestDocsTable(t *testing.T) {
-	doc, err := os.ReadFile(docsPath)
-	if err != nil {
-		t.Fatal(err)
+	for _, path := range []string{docsPath, readmePath} {
+		t.Run(path, func(t *testing.T) {
+			doc, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			before, rest, ok := bytes.Cut(doc, []byte(beginTable))
+			_, after, ok2 := bytes.Cut(rest, []byte(endTable))
+			if !ok || !ok2 {
+				t.Fatalf("%s has no %q … %q markers", path, beginTable, endTable)
+			}
+			want := string(before) + beginTable + keysTable(Keys()) + endTable + string(after)
+			if string(doc) == want {
+				return
+			}
+			if *update {
+				if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("rewrote %s", path)
+				return
+			}
+			t.Errorf("%s is out of date with config.Keys(): run go generate ./config", path)
+		})
 	}
-	before, rest, ok := bytes.Cut(doc, []byte(beginTable))
-	_, after, ok2 := bytes.Cut(rest, []byte(endTable))
-	if !ok || !ok2 {
-		t.Fatalf("%s has no %q … %q markers", docsPath, beginTable, endTable)
-	}
-	want := string(before) + beginTable + keysTable(Keys()) + endTable + string(after)
-	if string(doc) == want {
-		return
-	}
-	if *update {
-		if err := os.WriteFile(docsPath, []byte(want), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("rewrote %s", docsPath)
-		return
-	}
-	t.Errorf("%s is out of date with config.Keys(): run go generate ./config", docsPath)
 }
 
 func TestKeyDescriptionsFitTheTable(t *testing.T) {

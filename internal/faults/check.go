@@ -429,6 +429,7 @@ func (c *checker) checkGaps(p Params) {
 	for _, iv := range down {
 		c.r.Unavailable += time.Duration(min(iv.to, c.stop) - max(iv.from, c.start))
 	}
+	late := c.lateDelivery()
 	ss := c.r.Spans
 	if len(ss) == 0 {
 		c.r.fail("no candidate ever led")
@@ -440,24 +441,33 @@ func (c *checker) checkGaps(p Params) {
 			break // stopping: the candidates hand over as they go
 		}
 		if s.Start > covered {
-			c.gap(Gap{From: covered, To: s.Start, After: after, Next: s.Cand}, down, p)
+			c.gap(Gap{From: covered, To: s.Start, After: after, Next: s.Cand}, down, late, p)
 		}
 		if s.End > covered {
 			covered, after = s.End, s.Cand
 		}
 	}
 	if covered < c.stop {
-		c.gap(Gap{From: covered, To: c.stop, After: after, Next: "(end of run)"}, down, p)
+		c.gap(Gap{From: covered, To: c.stop, After: after, Next: "(end of run)"}, down, late, p)
 	}
 }
 
-func (c *checker) gap(g Gap, down []interval, p Params) {
+func (c *checker) gap(g Gap, down, late []interval, p Params) {
 	if g.To <= g.From {
 		return
 	}
-	excluded := int64(0)
+	// While a link delivers requests late, a write its sender gave up on can
+	// land unannounced and hold the key for a TTL from then: counting starts
+	// when the last such write could have landed, at the end of the fault.
+	from := g.From
+	for _, iv := range late {
+		if iv.from < g.To && iv.to > from {
+			from = min(max(from, iv.to), g.To)
+		}
+	}
+	excluded := from - g.From
 	for _, iv := range down {
-		excluded += max(0, min(iv.to, g.To)-max(iv.from, g.From))
+		excluded += max(0, min(iv.to, g.To)-max(iv.from, from))
 	}
 	g.Counted = time.Duration(g.To - g.From - excluded)
 	if g.Counted > c.r.WorstGap.Counted {
@@ -467,6 +477,32 @@ func (c *checker) gap(g Gap, down []interval, p Params) {
 		c.r.fail("no leader for %v (%v of it with a quorum reachable) from %s (after %s) to %s (%s), longer than the allowed %v",
 			time.Duration(g.To-g.From).Round(time.Millisecond), g.Counted.Round(time.Millisecond), c.at(g.From), g.After, c.at(g.To), g.Next, p.AllowedGap())
 	}
+}
+
+// lateDelivery returns the times a fault could deliver a candidate's
+// requests late, after it gave up on them: links that stall (flap-link) or
+// delay (delay-link) traffic.
+func (c *checker) lateDelivery() []interval {
+	var out []interval
+	open := map[string]int64{}
+	for _, e := range c.events {
+		if Kind(e.Kind) != FlapLink && Kind(e.Kind) != DelayLink {
+			continue
+		}
+		switch e.Ev {
+		case HvFaultBegin:
+			open[e.Target] = e.At
+		case HvFaultEnd:
+			if from, ok := open[e.Target]; ok {
+				out = append(out, interval{from, e.At})
+				delete(open, e.Target)
+			}
+		}
+	}
+	for _, from := range open {
+		out = append(out, interval{from, c.stop})
+	}
+	return out
 }
 
 // unavailable returns the times no live candidate could reach a quorum: the

@@ -169,6 +169,32 @@ func TestCheckDoesNotCountTimeWithoutReachableQuorum(t *testing.T) {
 	}
 }
 
+func TestCheckCountsGapsFromTheEndOfLateDeliveryFaults(t *testing.T) {
+	// A flapping link delivered a write late: no leader from 1000 to 7000.
+	// Only the time after the fault healed (at 4000) counts: 3s, allowed.
+	build := func(kind Kind, healed int) *History {
+		return &newHist().proc("h1.1", 0).proc("h2.1", 0).
+			term("h1.1.w0", 5, 0, 1000).
+			ev(HarnessEvent{Ev: HvFaultBegin, Kind: string(kind), Target: "h1.1"}, 500).
+			ev(HarnessEvent{Ev: HvFaultEnd, Kind: string(kind), Target: "h1.1"}, healed).
+			term("h2.1.w0", 7, 7000, 9000).stop(9000).h
+	}
+	for _, kind := range []Kind{FlapLink, DelayLink} {
+		r := Check(build(kind, 4000), testParams)
+		if !r.OK() || r.WorstGap.Counted != 3*time.Second {
+			t.Fatalf("%s: violations %q, counted gap %v, want 3s counted from the heal", kind, r.Violations, r.WorstGap.Counted)
+		}
+	}
+	// Healed early (at 1500): 5.5s count, longer than the 4s allowed.
+	if r := Check(build(FlapLink, 1500), testParams); r.OK() {
+		t.Fatalf("a 5.5s gap after the link healed passed (counted %v)", r.WorstGap.Counted)
+	}
+	// Other faults do not delay counting: a stand-down is no excuse.
+	if r := Check(build(StandDown, 4000), testParams); r.OK() {
+		t.Fatal("a 6s gap during a stand-down passed")
+	}
+}
+
 func TestCheckEndsAKilledLeadersTermAtItsDeath(t *testing.T) {
 	r := Check(&newHist().proc("h1.1", 0).won("h1.1.w0", 5, 0, 2000).
 		rec(CandidateRecord{Ev: EvRenewed, Cand: "h1.1.w0", Token: 5, ValidUntil: newHist().at(5000)}, 900).
