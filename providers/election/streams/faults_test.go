@@ -525,3 +525,57 @@ func TestStandbysStayQuietAfterABrokerRestart(t *testing.T) {
 	}
 	rec.waitFor(t, 5*time.Second, "b to take over", func(evs []event) bool { return wins(evs, "b") == 1 })
 }
+
+// linkKV is a real bucket behind a link that can drop requests (nothing is
+// stored, the caller times out) or lose answers (stored, the caller times
+// out), as a flapping network does.
+type linkKV struct {
+	jetstream.KeyValue
+	mode atomic.Int32 // 0 up, 1 dropping, 2 losing answers
+}
+
+const (
+	linkUp = iota
+	linkDropping
+	linkLosingAnswers
+)
+
+func (l *linkKV) Update(ctx context.Context, key string, value []byte, expect uint64) (uint64, error) {
+	switch l.mode.Load() {
+	case linkDropping:
+		return 0, context.DeadlineExceeded
+	case linkLosingAnswers:
+		_, _ = l.KeyValue.Update(ctx, key, value, expect)
+		return 0, context.DeadlineExceeded
+	}
+	return l.KeyValue.Update(ctx, key, value, expect)
+}
+
+// TestLeaderWhoseRenewalsVanishIsReplacedPromptly: a leader whose
+// renewals time out stands down at its deadline; if it went on writing, a
+// write delivered late would keep the key alive with nobody leading.
+func TestLeaderWhoseRenewalsVanishIsReplacedPromptly(t *testing.T) {
+	const ttl = 2 * time.Second
+	ts := newTestServer(t)
+	kv := createBucket(t, connect(t, ts.url()), bucketConfig(ttl))
+	link := &linkKV{KeyValue: kv}
+	rec := newRecorder()
+	runElection(t, mustElection(t, "a", "flap", link, append(rec.options("a"), WithLogger(testLogger{t, "a: "}))...))
+	rec.waitFor(t, 5*time.Second, "a to win", func(evs []event) bool { return wins(evs, "a") == 1 })
+	runElection(t, mustElection(t, "b", "flap", kv, rec.options("b")...))
+	time.Sleep(100 * time.Millisecond)
+
+	link.mode.Store(linkDropping) // a's renewals vanish: it must stand down at its deadline
+	evs := rec.waitFor(t, 5*time.Second, "a to stand down", func(evs []event) bool { return len(evs) >= 2 })
+	if evs[1].who != "a" || evs[1].cause != CauseDeadline {
+		t.Fatalf("events: %s", describe(evs))
+	}
+	time.Sleep(ttl) // still dropping: a retries, backing off
+	link.mode.Store(linkLosingAnswers) // from now on a's writes land, but it never hears back
+	stoodDown := evs[1].term.ValidUntil()
+	evs = rec.waitFor(t, 3*ttl, "b to take over", func(evs []event) bool { return wins(evs, "b") == 1 })
+	if gap := evs[len(evs)-1].term.Started().Sub(stoodDown); gap > ttl+time.Second {
+		t.Fatalf("no leader for %v after a stood down", gap)
+	}
+	checkHistory(t, evs)
+}
