@@ -551,9 +551,11 @@ func (l *linkKV) Update(ctx context.Context, key string, value []byte, expect ui
 	return l.KeyValue.Update(ctx, key, value, expect)
 }
 
-// TestLeaderWhoseRenewalsVanishIsReplacedPromptly: a leader whose
-// renewals time out stands down at its deadline; if it went on writing, a
-// write delivered late would keep the key alive with nobody leading.
+// TestLeaderWhoseRenewalsVanishIsReplacedPromptly: a leader whose renewals
+// are lost stands down at its deadline, and a standby leads within a TTL and a
+// second of that, even though the old leader's later writes land without an
+// answer: a write on its last revision can only land while that revision
+// lives, so it cannot keep the key from others for long.
 func TestLeaderWhoseRenewalsVanishIsReplacedPromptly(t *testing.T) {
 	const ttl = 2 * time.Second
 	ts := newTestServer(t)
@@ -570,7 +572,7 @@ func TestLeaderWhoseRenewalsVanishIsReplacedPromptly(t *testing.T) {
 	if evs[1].who != "a" || evs[1].cause != CauseDeadline {
 		t.Fatalf("events: %s", describe(evs))
 	}
-	time.Sleep(ttl) // still dropping: a retries, backing off
+	time.Sleep(ttl)                    // still dropping: a retries, backing off
 	link.mode.Store(linkLosingAnswers) // from now on a's writes land, but it never hears back
 	stoodDown := evs[1].term.ValidUntil()
 	evs = rec.waitFor(t, 3*ttl, "b to take over", func(evs []event) bool { return wins(evs, "b") == 1 })
