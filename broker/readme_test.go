@@ -1,0 +1,55 @@
+package broker
+
+import (
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/conclave-io/conclave/config"
+)
+
+// TestREADMEConfigFilesAreValid parses every configuration file the README
+// shows and checks that brokers accept them: a newcomer copies them as they
+// are.
+func TestREADMEConfigFilesAreValid(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := regexp.MustCompile("(?s)```ini\n(.*?)```").FindAllStringSubmatch(string(readme), -1)
+	if len(blocks) < 3 {
+		t.Fatalf("found %d ini blocks in the README, want the one-node, three-node and client files", len(blocks))
+	}
+	var brokers int
+	for _, b := range blocks {
+		name := strings.TrimPrefix(strings.SplitN(b[1], "\n", 2)[0], "# ")
+		t.Run(name, func(t *testing.T) {
+			cfg, err := config.ParseWithEnv(strings.NewReader(b[1]), name, nil)
+			if err != nil {
+				t.Fatalf("README's %s: %v", name, err)
+			}
+			if !cfg.BrokerNetwork {
+				if len(cfg.MiddlewareHosts) == 0 {
+					t.Fatalf("client file %s names no brokers", name)
+				}
+				return
+			}
+			brokers++
+			br, err := New(cfg, nil)
+			if err != nil {
+				t.Fatalf("README's %s is refused by the broker: %v", name, err)
+			}
+			want := 1
+			if cfg.PeerPort != 0 {
+				want = len(cfg.Peers)
+			}
+			if got := br.ClusterSize(); got != want {
+				t.Fatalf("README's %s makes a cluster of %d, want %d", name, got, want)
+			}
+		})
+	}
+	if brokers < 2 {
+		t.Fatalf("found %d broker files in the README, want the one-node and three-node ones", brokers)
+	}
+}
