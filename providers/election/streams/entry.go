@@ -1,0 +1,121 @@
+package streams
+
+import (
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// KeyState is what the latest message of an election key says about the
+// election. Campaigns, observers and the CLI all read keys through
+// ReadEntry, so they agree on what every message means.
+type KeyState int
+
+const (
+	// KeyAbsent means the key has no message: never written, or expired.
+	KeyAbsent KeyState = iota
+	// KeyHeld means the value is a leader's identity.
+	KeyHeld
+	// KeyReleased means the leader stepped down and marked the key free:
+	// the next candidate may lead at once.
+	KeyReleased
+	// KeyRemoved means someone other than the leader removed or blanked the
+	// key: a delete or purge marker without a release mark, or an empty
+	// value. The leader they removed may not have noticed, so the next
+	// leader waits a TTL before it acts.
+	KeyRemoved
+)
+
+// String returns "absent", "held", "released" or "removed".
+func (s KeyState) String() string {
+	switch s {
+	case KeyHeld:
+		return "held"
+	case KeyReleased:
+		return "released"
+	case KeyRemoved:
+		return "removed"
+	default:
+		return "absent"
+	}
+}
+
+// releasePrefix starts the payload of a holder's release marker: a delete
+// marker, written with a revision check over the holder's own last write,
+// whose payload names the holder. nats.go's KV watcher hands the payload of
+// a marker to watchers as its Value, while Get and Create treat the key as
+// deleted, so Choria's candidates can take a released key at once too.
+// Markers written by `nats kv del`, kv.Delete or kv.Purge carry no payload.
+const releasePrefix = "released by "
+
+// releasePayload is the payload of identity's release marker.
+func releasePayload(identity string) []byte { return []byte(releasePrefix + identity) }
+
+// Entry is one election key's latest message, read as an election.
+type Entry struct {
+	// Key is the election.
+	Key string
+	// State says what the message means.
+	State KeyState
+	// Leader is the leader's identity when State is KeyHeld.
+	Leader string
+	// ReleasedBy is the identity of the leader that stepped down, when
+	// State is KeyReleased.
+	ReleasedBy string
+	// Revision is the message's revision (its stream sequence); 0 when
+	// absent.
+	Revision uint64
+	// Written is when the broker stored the message, by its clock; zero
+	// when absent.
+	Written time.Time
+	// Operation is the KV operation of the message: put, delete or purge.
+	Operation jetstream.KeyValueOp
+}
+
+// ReadEntry reads what an entry of a watch, a Get or a History means for the
+// election. A nil entry means the key is absent.
+func ReadEntry(ent jetstream.KeyValueEntry) Entry {
+	if ent == nil {
+		return Entry{State: KeyAbsent}
+	}
+	e := Entry{Key: ent.Key(), Revision: ent.Revision(), Written: ent.Created(), Operation: ent.Operation()}
+	switch {
+	case ent.Operation() == jetstream.KeyValueDelete:
+		if by, ok := strings.CutPrefix(string(ent.Value()), releasePrefix); ok && validateIdentity(by) == nil {
+			e.State, e.ReleasedBy = KeyReleased, by
+		} else {
+			e.State = KeyRemoved
+		}
+	case ent.Operation() != jetstream.KeyValuePut:
+		e.State = KeyRemoved // a purge is never a holder's release
+	case len(ent.Value()) == 0:
+		e.State = KeyRemoved // an empty value written by someone: not a release
+	default:
+		e.State, e.Leader = KeyHeld, string(ent.Value())
+	}
+	return e
+}
+
+// Describe says in a few words what the entry means: "held by X",
+// "released by X", "removed (deleted)", "removed (purged)", "removed
+// (emptied)" or "absent".
+func (e Entry) Describe() string {
+	switch e.State {
+	case KeyHeld:
+		return "held by " + e.Leader
+	case KeyReleased:
+		return "released by " + e.ReleasedBy
+	case KeyRemoved:
+		switch e.Operation {
+		case jetstream.KeyValuePurge:
+			return "removed (purged)"
+		case jetstream.KeyValuePut:
+			return "removed (emptied)"
+		default:
+			return "removed (deleted)"
+		}
+	default:
+		return "absent"
+	}
+}
