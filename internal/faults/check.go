@@ -47,14 +47,27 @@ type Params struct {
 	// losing the stream leader: 0 for a single broker.
 	Failover time.Duration
 	// Slack covers the broker's expiry lateness, a standby's safety-net
-	// retry step and scheduling.
+	// retry step (TTL/4) and scheduling.
 	Slack time.Duration
+	// RestartSlack is how long after the first process of a graceful full
+	// restart (restart-all) started a new leader may take: the last leader
+	// released the key, and a candidate that sees a release leads at once.
+	RestartSlack time.Duration
 }
 
 // AllowedGap is the longest time without a leader the checker accepts, not
 // counting time when no live candidate could reach a quorum: TTL + Failover
 // + Slack.
 func (p Params) AllowedGap() time.Duration { return p.TTL + p.Failover + p.Slack }
+
+// AllowedGapWith is AllowedGap with another TTL in force: the TTL and the
+// safety-net step (a quarter of it, in Slack) scale with it.
+func (p Params) AllowedGapWith(ttl time.Duration) time.Duration {
+	if ttl <= p.TTL {
+		return p.AllowedGap()
+	}
+	return p.AllowedGap() + (ttl-p.TTL)*5/4
+}
 
 // Span is one term as its candidate's records show it: from Term.Started to
 // the earlier of OnLost and the term's final ValidUntil; for a process that
@@ -73,6 +86,10 @@ type Gap struct {
 	// Counted is the part of it when some live candidate could reach a
 	// quorum of brokers.
 	Counted time.Duration
+	// Allowed is the bound the checker held it to, and Bound says which
+	// rule set it.
+	Allowed time.Duration
+	Bound   string
 	After   string // who led before, "" at the start
 	Next    string // who led next
 }
@@ -104,6 +121,9 @@ type Report struct {
 	// the faults after which the same candidate led on (or led again first).
 	Moves  map[Kind][]time.Duration
 	Stayed map[Kind]int
+	// GapByKind is, for each fault kind, the worst counted gap during one
+	// of its faults (or beginning within SchedulingSlack of its end).
+	GapByKind map[Kind]Gap
 	// Campaigns counts the candidates' attempts to win; PeakCampaigns is the
 	// most one candidate made in one second; StormSeconds counts the
 	// candidate-seconds with more than StormRate attempts. Not failures:
@@ -130,7 +150,7 @@ func (r *Report) fail(format string, args ...any) {
 // tokens that grow from term to term, and a fencing resource that took writes
 // only from the leader of their term and rejected stale ones.
 func Check(h *History, p Params) *Report {
-	r := &Report{Faults: map[Kind]int{}, Allowed: p.AllowedGap(), Moves: map[Kind][]time.Duration{}, Stayed: map[Kind]int{}}
+	r := &Report{Faults: map[Kind]int{}, Allowed: p.AllowedGap(), Moves: map[Kind][]time.Duration{}, Stayed: map[Kind]int{}, GapByKind: map[Kind]Gap{}}
 	c := newChecker(h, r)
 	c.countFaults()
 	c.buildSpans()
@@ -429,7 +449,7 @@ func (c *checker) checkGaps(p Params) {
 	for _, iv := range down {
 		c.r.Unavailable += time.Duration(min(iv.to, c.stop) - max(iv.from, c.start))
 	}
-	late := c.lateDelivery()
+	b := c.gapBounds(p)
 	ss := c.r.Spans
 	if len(ss) == 0 {
 		c.r.fail("no candidate ever led")
@@ -441,41 +461,174 @@ func (c *checker) checkGaps(p Params) {
 			break // stopping: the candidates hand over as they go
 		}
 		if s.Start > covered {
-			c.gap(Gap{From: covered, To: s.Start, After: after, Next: s.Cand}, down, late, p)
+			c.gap(Gap{From: covered, To: s.Start, After: after, Next: s.Cand}, down, b, p)
 		}
 		if s.End > covered {
 			covered, after = s.End, s.Cand
 		}
 	}
 	if covered < c.stop {
-		c.gap(Gap{From: covered, To: c.stop, After: after, Next: "(end of run)"}, down, late, p)
+		c.gap(Gap{From: covered, To: c.stop, After: after, Next: "(end of run)"}, down, b, p)
 	}
 }
 
-func (c *checker) gap(g Gap, down, late []interval, p Params) {
+// faultSpan is one fault that was injected, from its begin to its end
+// event.
+type faultSpan struct {
+	kind     Kind
+	from, to int64
+	// restarted is, for restart-all and kill-all, when the first process
+	// started again (0: none did before the fault ended).
+	restarted int64
+}
+
+// ttlStep is the bucket TTL in force from a moment on.
+type ttlStep struct {
+	at  int64
+	ttl time.Duration
+}
+
+// gapBounds is what the fault records say about the bound of each gap.
+type gapBounds struct {
+	faults []faultSpan
+	late   []interval // late-delivery faults: counting starts when they heal
+	ttls   []ttlStep  // the bucket TTL over time, from the run's TTL
+	maxTTL time.Duration
+}
+
+func (c *checker) gapBounds(p Params) gapBounds {
+	b := gapBounds{faults: c.faultSpans(), late: c.lateDelivery(), ttls: []ttlStep{{c.start, p.TTL}}, maxTTL: p.TTL}
+	for _, e := range c.events {
+		if e.Ev != HvTTL {
+			continue
+		}
+		ttl, err := time.ParseDuration(e.Detail)
+		if err != nil || ttl <= 0 {
+			c.r.fail("harness event %s at %s: TTL %q is not a duration", e.Ev, c.at(e.At), e.Detail)
+			continue
+		}
+		b.ttls = append(b.ttls, ttlStep{e.At, ttl})
+		b.maxTTL = max(b.maxTTL, ttl)
+	}
+	return b
+}
+
+// ttlFor returns the largest TTL in force from one TTL before from (the
+// last term's last write, and the expiry its standbys predicted from it,
+// may date from then) until to.
+func (b gapBounds) ttlFor(from, to int64) time.Duration {
+	from -= int64(b.maxTTL)
+	var ttl time.Duration
+	for i, st := range b.ttls {
+		end := int64(1<<63 - 1)
+		if i+1 < len(b.ttls) {
+			end = b.ttls[i+1].at
+		}
+		if st.at <= to && end >= from {
+			ttl = max(ttl, st.ttl)
+		}
+	}
+	return ttl
+}
+
+// faultSpans returns every fault that was injected (not skipped), with its
+// end (the end event of the same kind and target; the run's stop if none).
+func (c *checker) faultSpans() []faultSpan {
+	var out []faultSpan
+	open := map[[2]string]int{}
+	for _, e := range c.events {
+		key := [2]string{e.Kind, e.Target}
+		switch e.Ev {
+		case HvFaultBegin:
+			open[key] = len(out)
+			out = append(out, faultSpan{kind: Kind(e.Kind), from: e.At, to: c.stop})
+		case HvFaultEnd, HvFaultSkip:
+			i, ok := open[key]
+			if !ok {
+				continue
+			}
+			delete(open, key)
+			if e.Ev == HvFaultSkip {
+				out[i].kind = "" // not injected
+				continue
+			}
+			out[i].to = e.At
+		case HvProcStart:
+			for i := range out {
+				f := &out[i]
+				if (f.kind == RestartAll || f.kind == KillAll) && f.restarted == 0 && e.At >= f.from && f.to == c.stop {
+					f.restarted = e.At
+				}
+			}
+		}
+	}
+	return slices.DeleteFunc(out, func(f faultSpan) bool { return f.kind == "" })
+}
+
+// gap checks one leaderless time against its bound:
+//   - Not counted: time no live candidate could reach a quorum; time while a
+//     late-delivery fault was active (a write given up on can land until
+//     it heals); and, in a full restart (restart-all, kill-all), the time
+//     until the first process started again.
+//   - Allowed: TTL + Failover + Slack, with the largest TTL in force from one
+//     TTL before the gap until its end (a TTL change raises the bound to the
+//     larger of the old and the new TTL). A gap in a graceful full restart
+//     with no other fault under way is allowed only RestartSlack: the last
+//     leader released the key, and the first new process leads at once.
+//
+// Rules combine so: uncounted times add up (each postpones the start of
+// counting or is cut out), bounds take the maximum.
+func (c *checker) gap(g Gap, down []interval, b gapBounds, p Params) {
 	if g.To <= g.From {
 		return
 	}
-	// While a link delivers requests late, a write its sender gave up on can
-	// land unannounced and hold the key for a TTL from then: counting starts
-	// when the last such write could have landed, at the end of the fault.
 	from := g.From
-	for _, iv := range late {
+	for _, iv := range b.late {
 		if iv.from < g.To && iv.to > from {
 			from = min(max(from, iv.to), g.To)
 		}
+	}
+	graceful, others := false, false
+	for _, f := range b.faults {
+		if f.from >= g.To || f.to < g.From {
+			continue
+		}
+		switch f.kind {
+		case RestartAll, KillAll:
+			if f.restarted > 0 {
+				from = min(max(from, f.restarted), g.To)
+			}
+			if f.kind == RestartAll {
+				graceful = true
+				continue
+			}
+		}
+		others = true
 	}
 	excluded := from - g.From
 	for _, iv := range down {
 		excluded += max(0, min(iv.to, g.To)-max(iv.from, from))
 	}
 	g.Counted = time.Duration(g.To - g.From - excluded)
+	ttl := b.ttlFor(g.From, g.To)
+	g.Allowed, g.Bound = p.AllowedGapWith(ttl), fmt.Sprintf("TTL %v + failover %v + slack", ttl, p.Failover)
+	if graceful && !others {
+		g.Allowed, g.Bound = p.RestartSlack, fmt.Sprintf("%v after the first process of a graceful full restart started", p.RestartSlack)
+	}
 	if g.Counted > c.r.WorstGap.Counted {
 		c.r.WorstGap = g
 	}
-	if g.Counted > p.AllowedGap() {
-		c.r.fail("no leader for %v (%v of it with a quorum reachable) from %s (after %s) to %s (%s), longer than the allowed %v",
-			time.Duration(g.To-g.From).Round(time.Millisecond), g.Counted.Round(time.Millisecond), c.at(g.From), g.After, c.at(g.To), g.Next, p.AllowedGap())
+	// Attribute the gap to the faults under way during it, or that ended
+	// just before it began (a stand-down's leader stops as the command
+	// returns).
+	for _, f := range b.faults {
+		if f.from <= g.To && f.to+int64(SchedulingSlack) >= g.From && g.Counted > c.r.GapByKind[f.kind].Counted {
+			c.r.GapByKind[f.kind] = g
+		}
+	}
+	if g.Counted > g.Allowed {
+		c.r.fail("no leader for %v (%v of it counted) from %s (after %s) to %s (%s), longer than the allowed %v (%s)",
+			time.Duration(g.To-g.From).Round(time.Millisecond), g.Counted.Round(time.Millisecond), c.at(g.From), g.After, c.at(g.To), g.Next, g.Allowed, g.Bound)
 	}
 }
 

@@ -263,3 +263,148 @@ func TestCheckCountsCampaignStorms(t *testing.T) {
 		t.Fatalf("campaigns %d, peak %d, storm seconds %d, violations %q", r.Campaigns, r.PeakCampaigns, r.StormSeconds, r.Violations)
 	}
 }
+
+func TestCheckBoundsGapsWithTheLargestTTLInForce(t *testing.T) {
+	// The TTL is raised to 6s at 1000 and restored at 9000; the leader's term
+	// ends at 2000 and the next begins at 9500: 7.5s, allowed 4s + 3s*5/4 =
+	// 7.75s while 6s was in force.
+	build := func(raisedAt, restoredAt, next int) *History {
+		b := newHist().proc("h1.1", 0).proc("h2.1", 0).term("h1.1.w0", 5, 0, 2000)
+		if raisedAt >= 0 {
+			b.ev(HarnessEvent{Ev: HvFaultBegin, Kind: string(TTLRaise), Target: Bucket}, raisedAt).
+				ev(HarnessEvent{Ev: HvTTL, Target: Bucket, Detail: "6s"}, raisedAt).
+				ev(HarnessEvent{Ev: HvTTL, Target: Bucket, Detail: "3s"}, restoredAt).
+				ev(HarnessEvent{Ev: HvFaultEnd, Kind: string(TTLRaise), Target: Bucket}, restoredAt)
+		}
+		return &b.term("h2.1.w0", 7, next, next+1000).stop(next + 1000).h
+	}
+	r := Check(build(1000, 9000, 9500), testParams)
+	if !r.OK() || r.WorstGap.Allowed != 7750*time.Millisecond || r.GapByKind[TTLRaise].Counted != 7500*time.Millisecond {
+		t.Fatalf("violations %q, worst gap %+v, by kind %+v", r.Violations, r.WorstGap, r.GapByKind)
+	}
+	// Without the raise, the same gap is too long.
+	if r := Check(build(-1, 0, 9500), testParams); r.OK() {
+		t.Fatal("a 7.5s gap passed at TTL 3s")
+	}
+	// Longer than the raised bound.
+	if r := Check(build(1000, 9000, 10000), testParams); r.OK() {
+		t.Fatal("an 8s gap passed with 7.75s allowed")
+	}
+	// The raise (100 to 200) was over more than a raised TTL before the gap
+	// began (at 9000): the run's TTL applies.
+	r = Check(&newHist().proc("h1.1", 0).proc("h2.1", 0).
+		ev(HarnessEvent{Ev: HvTTL, Target: Bucket, Detail: "6s"}, 100).
+		ev(HarnessEvent{Ev: HvTTL, Target: Bucket, Detail: "3s"}, 200).
+		term("h1.1.w0", 5, 300, 9000).term("h2.1.w0", 7, 14000, 15000).stop(15000).h, testParams)
+	if r.OK() {
+		t.Fatalf("a 5s gap passed although the raised TTL was over 2.8s before it began (allowed %v)", r.WorstGap.Allowed)
+	}
+	// Restored just before the gap: the last term's last renewal, and the
+	// expiry its standbys predicted, may date from the raised TTL.
+	r = Check(&newHist().proc("h1.1", 0).proc("h2.1", 0).
+		ev(HarnessEvent{Ev: HvTTL, Target: Bucket, Detail: "6s"}, 100).
+		ev(HarnessEvent{Ev: HvTTL, Target: Bucket, Detail: "3s"}, 2000).
+		term("h1.1.w0", 5, 300, 2500).term("h2.1.w0", 7, 8000, 9000).stop(9000).h, testParams)
+	if !r.OK() || r.WorstGap.Allowed != 7750*time.Millisecond {
+		t.Fatalf("a gap beginning 0.5s after the restore: violations %q, allowed %v", r.Violations, r.WorstGap.Allowed)
+	}
+	// A lowered TTL never lowers the bound below the run's TTL.
+	r = Check(&newHist().proc("h1.1", 0).proc("h2.1", 0).
+		ev(HarnessEvent{Ev: HvTTL, Target: Bucket, Detail: "1.5s"}, 100).
+		term("h1.1.w0", 5, 300, 2000).term("h2.1.w0", 7, 5500, 6000).stop(6000).h, testParams)
+	if !r.OK() || r.WorstGap.Allowed != testParams.AllowedGap() {
+		t.Fatalf("violations %q, allowed %v", r.Violations, r.WorstGap.Allowed)
+	}
+	// Overlaps still fail while the TTL changes.
+	r = Check(&newHist().ev(HarnessEvent{Ev: HvTTL, Target: Bucket, Detail: "1.5s"}, 100).
+		term("h1.1.w0", 5, 0, 3000).term("h2.1.w0", 7, 2000, 5000).stop(5000).h, testParams)
+	if r.Overlaps != 1 {
+		t.Fatalf("overlaps %d, want 1", r.Overlaps)
+	}
+}
+
+// restartAll records a full restart of h1 and h2 beginning at from, the
+// processes exiting at exited and started again at started.
+func restartAll(b *hist, kind Kind, from, exited, started, end int) *hist {
+	ev := HvProcTerm
+	if kind == KillAll {
+		ev = HvProcKill
+	}
+	b.ev(HarnessEvent{Ev: HvFaultBegin, Kind: string(kind), Target: "all"}, from)
+	for _, h := range []string{"h1", "h2"} {
+		b.ev(HarnessEvent{Ev: ev, Target: h + ".1", Host: h}, from).
+			ev(HarnessEvent{Ev: HvProcExit, Target: h + ".1", Host: h}, exited)
+	}
+	b.proc("h1.2", started).proc("h2.2", started+5)
+	return b.ev(HarnessEvent{Ev: HvFaultEnd, Kind: string(kind), Target: "all"}, end)
+}
+
+func TestCheckBoundsAGracefulFullRestartByTheFirstStart(t *testing.T) {
+	params := testParams
+	params.RestartSlack = time.Second
+	// h1.1 leads until the SIGTERM at 1000 (its release); everyone has exited
+	// by 1300; the new processes start at 1500 and 1505: a leader is due by
+	// 2500.
+	build := func(kind Kind, next int) *History {
+		b := newHist().proc("h1.1", 0).proc("h2.1", 0).term("h1.1.w0", 5, 0, 1000)
+		return &restartAll(b, kind, 1000, 1300, 1500, 1510).term("h2.2.w0", 7, next, next+1000).stop(next + 1000).h
+	}
+	r := Check(build(RestartAll, 2400), params)
+	if !r.OK() || r.WorstGap.Counted != 900*time.Millisecond || r.WorstGap.Allowed != time.Second {
+		t.Fatalf("violations %q, worst gap %+v", r.Violations, r.WorstGap)
+	}
+	r = Check(build(RestartAll, 4500), params)
+	if r.OK() || !strings.Contains(r.Violations[0], "graceful full restart") {
+		t.Fatalf("a leader 3s after the first process of a graceful restart started passed: %q", r.Violations)
+	}
+	// After SIGKILL, the key expires by its TTL: the usual bound, counted
+	// from the first start.
+	if r := Check(build(KillAll, 4500), params); !r.OK() || r.WorstGap.Counted != 3*time.Second {
+		t.Fatalf("kill-all: violations %q, worst gap %+v", r.Violations, r.WorstGap)
+	}
+	if r := Check(build(KillAll, 6000), params); r.OK() {
+		t.Fatal("kill-all: a leader 4.5s after the first start passed with 4s allowed")
+	}
+	// A graceful restart with another fault under way gets that fault's
+	// bound instead.
+	b := newHist().proc("h1.1", 0).proc("h2.1", 0).term("h1.1.w0", 5, 0, 1000).
+		ev(HarnessEvent{Ev: HvFaultBegin, Kind: string(TTLRaise), Target: Bucket}, 800).
+		ev(HarnessEvent{Ev: HvTTL, Target: Bucket, Detail: "6s"}, 800)
+	r = Check(&restartAll(b, RestartAll, 1000, 1300, 1500, 1510).term("h2.2.w0", 7, 4500, 5500).stop(5500).h, params)
+	if !r.OK() || r.WorstGap.Allowed != 7750*time.Millisecond {
+		t.Fatalf("graceful restart during a TTL raise: violations %q, worst gap %+v", r.Violations, r.WorstGap)
+	}
+}
+
+func TestCheckCombinesUncountedTimesOfOverlappingFaults(t *testing.T) {
+	// A stand-down (at 2000) while the leader's link is delayed (1000 to
+	// 6000) and the broker is down (7000 to 8000): the gap from 2000 to
+	// 11500 counts from the heal at 6000, less the second the broker was
+	// down: 4.5s, allowed 4s.
+	build := func(next int) *History {
+		return &newHist().proc("h1.1", 0).proc("h2.1", 0).
+			ev(HarnessEvent{Ev: HvFaultBegin, Kind: string(Double), Target: "delay-link+stand-down"}, 1000).
+			ev(HarnessEvent{Ev: HvFaultBegin, Kind: string(DelayLink), Target: "h1.1"}, 1000).
+			term("h1.1.w0", 5, 0, 2000).
+			ev(HarnessEvent{Ev: HvFaultBegin, Kind: string(StandDown), Target: "h1.1"}, 2000).
+			ev(HarnessEvent{Ev: HvFaultEnd, Kind: string(StandDown), Target: "h1.1"}, 2050).
+			ev(HarnessEvent{Ev: HvFaultEnd, Kind: string(DelayLink), Target: "h1.1"}, 6000).
+			ev(HarnessEvent{Ev: HvFaultEnd, Kind: string(Double), Target: "delay-link+stand-down"}, 6000).
+			ev(HarnessEvent{Ev: HvDown}, 7000).ev(HarnessEvent{Ev: HvUp}, 8000).
+			term("h2.1.w0", 7, next, next+1000).stop(next + 1000).h
+	}
+	if r := Check(build(10500), testParams); !r.OK() || r.WorstGap.Counted != 3500*time.Millisecond ||
+		r.GapByKind[StandDown].Counted != 3500*time.Millisecond || r.GapByKind[Double].Counted != 3500*time.Millisecond {
+		t.Fatalf("violations %q, worst gap %+v", r.Violations, r.WorstGap)
+	}
+	if r := Check(build(11500), testParams); r.OK() {
+		t.Fatalf("4.5s counted passed with 4s allowed (worst gap %+v)", r.WorstGap)
+	}
+}
+
+func TestCheckRejectsAMalformedTTLEvent(t *testing.T) {
+	r := Check(&newHist().ev(HarnessEvent{Ev: HvTTL, Detail: "fast"}, 10).term("h1.1.w0", 5, 0, 1000).stop(1000).h, testParams)
+	if r.OK() {
+		t.Fatal("a TTL event without a duration passed")
+	}
+}

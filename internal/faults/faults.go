@@ -34,6 +34,16 @@ func (h *harness) fault(ctx context.Context, k Kind) error {
 		return h.restartBrokers(ctx, k)
 	case KillStreamLeader, KillFollower:
 		return h.killNode(ctx, k)
+	case TTLLower, TTLRaise:
+		return h.changeTTL(ctx, k)
+	case RestartAll, KillAll:
+		return h.restartAll(ctx, k)
+	case RefuseConsumers:
+		return h.refuseConsumers(ctx)
+	case Purge:
+		return h.purge(ctx)
+	case Double:
+		return h.double(ctx)
 	}
 	return fmt.Errorf("unknown fault kind %q", k)
 }
@@ -47,7 +57,7 @@ func (h *harness) leader(ctx context.Context) (*host, WriteRecord, bool) {
 			return hs, w, true
 		}
 	}
-	return h.hosts[h.rng.IntN(len(h.hosts))], WriteRecord{}, false
+	return h.hosts[h.intn(len(h.hosts))], WriteRecord{}, false
 }
 
 func (h *harness) begin(k Kind, target, detail string) {
@@ -142,14 +152,14 @@ func (h *harness) pauseMidWrite(ctx context.Context) error {
 func (h *harness) cutCandidate(ctx context.Context) error {
 	hs, _, ok := h.leader(ctx)
 	role := "leader"
-	if !ok || h.rng.IntN(4) == 0 {
+	if !ok || h.intn(4) == 0 {
 		others := make([]*host, 0, len(h.hosts))
 		for _, o := range h.hosts {
 			if o != hs || !ok {
 				others = append(others, o)
 			}
 		}
-		hs, role = others[h.rng.IntN(len(others))], "standby"
+		hs, role = others[h.intn(len(others))], "standby"
 	}
 	target := hs.procName
 	h.begin(CutCandidate, target, role)
@@ -205,17 +215,17 @@ func (h *harness) delayLink(ctx context.Context) error {
 func (h *harness) flapLink(ctx context.Context) error {
 	hs, _, _ := h.leader(ctx)
 	target := hs.procName
-	n := 6 + h.rng.IntN(5)
+	n := 6 + h.intn(5)
 	h.begin(FlapLink, target, fmt.Sprintf("%d cycles", n))
 	resets := 0
 	for range n {
 		state := LinkStall
-		if h.rng.IntN(2) == 0 {
+		if h.intn(2) == 0 {
 			state = LinkCut
 		}
 		h.setLinks(hs, state)
 		sleep(ctx, h.between(100*time.Millisecond, 700*time.Millisecond))
-		reset := h.rng.IntN(2) == 0
+		reset := h.intn(2) == 0
 		if reset {
 			resets++
 		}
@@ -250,7 +260,7 @@ func (h *harness) forceStandDown(ctx context.Context) error {
 	if len(live) == 0 {
 		return fmt.Errorf("no broker running")
 	}
-	url := h.br.urls(live[h.rng.IntN(len(live))])[0]
+	url := h.br.urls(live[h.intn(len(live))])[0]
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, h.cfg.Bin.Conclave, "election", "stand-down", electionKey, "--force", "--no-wait", "--server", url).CombinedOutput()
@@ -300,7 +310,7 @@ func (h *harness) killNode(ctx context.Context, k Kind) error {
 	}
 	i := leader
 	if k == KillFollower {
-		i = (leader + 1 + h.rng.IntN(len(h.br.nodes)-1)) % len(h.br.nodes)
+		i = (leader + 1 + h.intn(len(h.br.nodes)-1)) % len(h.br.nodes)
 	}
 	target := h.br.nodes[i].name
 	h.begin(k, target, "")

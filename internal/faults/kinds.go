@@ -39,22 +39,51 @@ const (
 	KillFollower Kind = "kill-follower"
 	// RestartCluster sends SIGKILL to every cluster node and restarts them.
 	RestartCluster Kind = "restart-cluster"
+
+	// TTLLower lowers the bucket's TTL (the stream's MaxAge) to half, at
+	// least 1s, as an operator would, and restores it some TTLs later.
+	TTLLower Kind = "ttl-lower"
+	// TTLRaise doubles the bucket's TTL and restores it some TTLs later.
+	TTLRaise Kind = "ttl-raise"
+	// RestartAll stops every candidate process at once with SIGTERM (a
+	// graceful stop: the leader releases) and, once all have exited,
+	// starts them all again.
+	RestartAll Kind = "restart-all"
+	// KillAll sends SIGKILL to every candidate process at once and starts
+	// them all again.
+	KillAll Kind = "kill-all"
+	// RefuseConsumers fills the election stream's consumer limit, so that
+	// the broker refuses every new watch, restarts every candidate process
+	// (SIGKILL) so that none has a watch, holds for several TTLs, then
+	// deletes its consumers.
+	RefuseConsumers Kind = "refuse-consumers"
+	// Purge purges the election key while someone leads (a KV purge
+	// marker, `nats kv purge`): a removal that is not the holder's own.
+	Purge Kind = "purge"
+	// Double injects two compatible faults that overlap (see doublePairs).
+	Double Kind = "double"
 )
 
 var candidateKinds = []Kind{KillLeader, PauseLeader, PauseMidWrite, CutCandidate, DelayLink, FlapLink, StandDown}
+
+// operationKinds are what operators do to a running election, in both modes.
+var operationKinds = []Kind{TTLLower, TTLRaise, RestartAll, KillAll, RefuseConsumers, Purge, Double}
 
 // Kinds returns the fault kinds a mode injects.
 func Kinds(m Mode) []Kind {
 	ks := append([]Kind(nil), candidateKinds...)
 	if m == Cluster {
-		return append(ks, KillStreamLeader, KillFollower, RestartCluster)
+		ks = append(ks, KillStreamLeader, KillFollower, RestartCluster)
+	} else {
+		ks = append(ks, RestartBroker)
 	}
-	return append(ks, RestartBroker)
+	return append(ks, operationKinds...)
 }
 
 // AllKinds returns every fault kind in documentation order.
 func AllKinds() []Kind {
-	return append(append([]Kind(nil), candidateKinds...), RestartBroker, KillStreamLeader, KillFollower, RestartCluster)
+	ks := append(append([]Kind(nil), candidateKinds...), RestartBroker, KillStreamLeader, KillFollower, RestartCluster)
+	return append(ks, operationKinds...)
 }
 
 // Describe says in a few words what a fault does.
@@ -82,6 +111,20 @@ func (k Kind) Describe() string {
 		return "SIGKILL a follower node, restart it"
 	case RestartCluster:
 		return "SIGKILL all three nodes, restart them"
+	case TTLLower:
+		return "lower the bucket's TTL to half (at least 1s), restore it 3–4 new TTLs later"
+	case TTLRaise:
+		return "double the bucket's TTL, restore it 1–1.5 new TTLs later"
+	case RestartAll:
+		return "SIGTERM every candidate process at once, start them all again"
+	case KillAll:
+		return "SIGKILL every candidate process at once, start them all again"
+	case RefuseConsumers:
+		return "fill the stream's consumer limit, SIGKILL and restart every candidate process, hold 3 TTLs, free it"
+	case Purge:
+		return "purge the election key (a KV purge marker) while someone leads"
+	case Double:
+		return "two compatible faults at once, overlapping"
 	}
 	return string(k)
 }

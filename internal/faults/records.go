@@ -85,6 +85,10 @@ const (
 	HvDown        = "brokers-down" // the brokers cannot serve the election (no quorum)
 	HvUp          = "brokers-up"   // they can again: the stream has a leader
 	HvStandDown   = "stand-down"   // conclave election stand-down succeeded
+	HvProcTerm    = "proc-term"    // SIGTERM sent to Target: a graceful stop
+	HvTTL         = "ttl"          // the bucket's TTL (the stream's MaxAge) is now Detail, a Go duration
+	HvPurge       = "purge"        // the election key was purged (a KV purge marker)
+	HvConsumers   = "consumers"    // the harness holds Detail consumers on the stream ("full": the limit is reached)
 	HvNote        = "note"         // something the harness could not do as planned (Detail)
 )
 

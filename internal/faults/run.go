@@ -45,6 +45,10 @@ const (
 	// SchedulingSlack covers scheduling on two cores shared with other
 	// work: process wake-ups, the harness's own polling.
 	SchedulingSlack = 250 * time.Millisecond
+	// RestartSlack is how soon after the first process of a graceful full
+	// restart started a new leader must lead: the last leader released the
+	// key, which a new candidate recognises and takes at once.
+	RestartSlack = time.Second
 )
 
 // DefaultTTL is the bucket TTL of a run. It must exceed what a healthy
@@ -87,7 +91,7 @@ type Config struct {
 
 // Params returns the checker's parameters for the run.
 func (c Config) Params() Params {
-	p := Params{TTL: c.TTL, Slack: ExpiryLateness + c.TTL/4 + SchedulingSlack}
+	p := Params{TTL: c.TTL, Slack: ExpiryLateness + c.TTL/4 + SchedulingSlack, RestartSlack: RestartSlack}
 	if c.Mode == Cluster {
 		p.Failover = ClusterFailover
 	}
@@ -193,6 +197,7 @@ type host struct {
 type harness struct {
 	cfg    Config
 	params Params
+	rngMu  sync.Mutex // faults of a Double draw from rng at once
 	rng    *rand.Rand
 	ev     *Journal
 	fence  *Fence
@@ -308,7 +313,9 @@ func (h *harness) inject(ctx context.Context) error {
 	var plan []Kind
 	if h.cfg.Short {
 		plan = append(plan, kinds...)
+		h.rngMu.Lock()
 		h.rng.Shuffle(len(plan), func(i, j int) { plan[i], plan[j] = plan[j], plan[i] })
+		h.rngMu.Unlock()
 	}
 	end := time.Now().Add(h.cfg.Duration)
 	healed := Mono()
@@ -323,7 +330,7 @@ func (h *harness) inject(ctx context.Context) error {
 			if time.Now().After(end) {
 				return nil
 			}
-			k = kinds[h.rng.IntN(len(kinds))]
+			k = kinds[h.intn(len(kinds))]
 		}
 		if err := h.reviveHosts(); err != nil {
 			return err
@@ -360,7 +367,16 @@ func (h *harness) jitter(d time.Duration) time.Duration {
 	if d <= 0 {
 		return 0
 	}
+	h.rngMu.Lock()
+	defer h.rngMu.Unlock()
 	return time.Duration(h.rng.Int64N(int64(d)))
+}
+
+// intn returns a random int in [0, n).
+func (h *harness) intn(n int) int {
+	h.rngMu.Lock()
+	defer h.rngMu.Unlock()
+	return h.rng.IntN(n)
 }
 
 // between returns a random duration in [lo, hi).

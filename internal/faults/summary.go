@@ -66,7 +66,11 @@ func WriteSummary(w io.Writer, results []*Result) {
 		{"overlaps", func(r *Result) string { return fmt.Sprint(r.Report.Overlaps) }},
 		{"overlaps settled by fencing", func(r *Result) string { return fmt.Sprint(r.Report.FencedOverlaps) }},
 		{"worst leaderless gap (allowed)", func(r *Result) string {
-			return fmt.Sprintf("%v (%v)", r.Report.WorstGap.Counted.Round(time.Millisecond), r.Report.Allowed)
+			allowed := r.Report.WorstGap.Allowed
+			if allowed == 0 {
+				allowed = r.Report.Allowed
+			}
+			return fmt.Sprintf("%v (%v)", r.Report.WorstGap.Counted.Round(time.Millisecond), allowed)
 		}},
 		{"time no quorum was reachable (not counted)", func(r *Result) string {
 			return r.Report.Unavailable.Round(time.Millisecond).String()
@@ -107,6 +111,8 @@ func WriteSummary(w io.Writer, results []*Result) {
 	}
 	fmt.Fprintln(w)
 	writeMoves(w, results)
+	fmt.Fprintln(w)
+	writeGaps(w, results)
 	for _, res := range results {
 		var extra []string
 		if res.Report.WorstGap.Counted > 0 {
@@ -158,6 +164,37 @@ func writeMoves(w io.Writer, results []*Result) {
 			}
 			if stayed > 0 {
 				cell += fmt.Sprintf(" (same leader after %d)", stayed)
+			}
+			line += " " + cell + " |"
+		}
+		if used {
+			fmt.Fprintln(w, line)
+		}
+	}
+}
+
+// writeGaps prints, per fault kind and run, the worst leaderless gap
+// counted during or within a TTL after one of its faults, and the bound it
+// was held to.
+func writeGaps(w io.Writer, results []*Result) {
+	head, rule := "| worst leaderless gap near the fault: counted (allowed) |", "|---|"
+	for _, res := range results {
+		head += " " + string(res.Config.Mode) + " |"
+		rule += "---:|"
+	}
+	fmt.Fprintln(w, head)
+	fmt.Fprintln(w, rule)
+	for _, k := range AllKinds() {
+		line, used := "| "+string(k)+" |", false
+		for _, res := range results {
+			if res.Report.Faults[k] == 0 {
+				line += " |"
+				continue
+			}
+			used = true
+			cell := "—"
+			if g, ok := res.Report.GapByKind[k]; ok {
+				cell = fmt.Sprintf("%v (%v)", g.Counted.Round(time.Millisecond), g.Allowed)
 			}
 			line += " " + cell + " |"
 		}
