@@ -10,11 +10,15 @@
 // times: SIGKILL and SIGSTOP of the leader (including a stop between its
 // validity check and its write), cut, delayed and flapping links, forced
 // stand-downs through the CLI, and SIGKILLs of the broker, of any cluster
-// node and of the whole cluster. Every process records what it did against
+// node and of the whole cluster; and what operators do: the bucket's TTL
+// lowered and raised, every candidate process restarted at once (SIGTERM or
+// SIGKILL), the stream's consumer limit filled so that no watch can be
+// created, the election key purged, and two faults at once. Every process records what it did against
 // CLOCK_MONOTONIC (Mono), which all processes share; Check reads the records
 // afterwards and fails the run on two leaders at once, a loss without a
-// win, a leaderless gap longer than the TTL plus the failover time while a
-// quorum was reachable, a token that does not grow, and a fencing resource
+// win, a leaderless gap longer than its bound (the TTL in force plus the
+// failover time, while a quorum was reachable; 1s after a graceful full
+// restart), a token that does not grow, and a fencing resource
 // that took a write from anyone but the leader of its term.
 //
 // docs/faults.md explains how to run it (go run ./cmd/faults, or

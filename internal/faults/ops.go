@@ -84,10 +84,14 @@ func (h *harness) setTTL(ctx context.Context, ttl time.Duration) error {
 // doubles it, holds it, and restores the run's TTL.
 func (h *harness) changeTTL(ctx context.Context, k Kind) error {
 	from, to := h.cfg.TTL, 2*h.cfg.TTL
-	hold := h.between(to, to*3/2)
+	lo, hi := to, to*3/2
 	if k == TTLLower {
 		to = max(time.Second, from/2)
-		hold = h.between(3*to, 4*to)
+		lo, hi = 3*to, 4*to
+	}
+	hold := h.between(lo, hi)
+	if h.cfg.Short {
+		hold = lo // CI time: the shortest hold
 	}
 	h.begin(k, Bucket, fmt.Sprintf("%v → %v", from, to))
 	if to == from {
