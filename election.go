@@ -28,7 +28,8 @@ func (fw *Framework) NewElection(ctx context.Context, conn *nats.Conn, name stri
 // NewCampaign is NewElection returning the concrete *streams.Election, for
 // its Term (fencing token and term context), State and Healthy.
 //
-// Before opts it adds streams.WithLogger with fw.Logger("election") marked
+// Before opts it adds streams.WithJetStream (so that a leader's release is
+// marked and the next candidate leads at once), streams.WithLogger with fw.Logger("election") marked
 // with the election's name, and, with WithRegisterer, the framework's
 // metrics recorder; options in opts override them. ctx bounds connecting and
 // opening the bucket, not the campaign.
@@ -40,11 +41,11 @@ func (fw *Framework) NewCampaign(ctx context.Context, conn *nats.Conn, name stri
 	if err := streams.ValidateKey(name); err != nil {
 		return nil, err
 	}
-	kv, err := fw.Bucket(ctx, conn)
+	kv, js, err := fw.bucket(ctx, conn)
 	if err != nil {
 		return nil, err
 	}
-	all := []streams.Option{streams.WithLogger(fw.Logger("election").WithField("election", name))}
+	all := []streams.Option{streams.WithJetStream(js), streams.WithLogger(fw.Logger("election").WithField("election", name))}
 	if fw.recorder != nil {
 		all = append(all, streams.WithRecorder(fw.recorder))
 	}
@@ -74,29 +75,35 @@ func (fw *Framework) NewObserver(ctx context.Context, conn *nats.Conn, name stri
 // ErrNoBucket, naming the server and the setting that provisions the
 // bucket, when the broker has none.
 func (fw *Framework) Bucket(ctx context.Context, conn *nats.Conn) (jetstream.KeyValue, error) {
+	kv, _, err := fw.bucket(ctx, conn)
+	return kv, err
+}
+
+// bucket is Bucket, also returning the JetStream context it was opened with.
+func (fw *Framework) bucket(ctx context.Context, conn *nats.Conn) (jetstream.KeyValue, jetstream.JetStream, error) {
 	if conn == nil {
 		var err error
 		if conn, err = fw.Connection(ctx); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	js, err := jetstream.New(conn)
 	if err != nil {
-		return nil, fmt.Errorf("conclave: JetStream on %s: %w", serverOf(conn), err)
+		return nil, nil, fmt.Errorf("conclave: JetStream on %s: %w", serverOf(conn), err)
 	}
 	kv, err := js.KeyValue(ctx, broker.ElectionBucket)
 	switch {
 	case err == nil:
-		return kv, nil
+		return kv, js, nil
 	case errors.Is(err, jetstream.ErrBucketNotFound):
-		return nil, fmt.Errorf("%w: %s not found on %s: run that broker with plugin.choria.broker_network = true, which provisions it, or create it with `nats kv add %s --ttl 60s --history 1`: %w",
+		return nil, nil, fmt.Errorf("%w: %s not found on %s: run that broker with plugin.choria.broker_network = true, which provisions it, or create it with `nats kv add %s --ttl 60s --history 1`: %w",
 			ErrNoBucket, broker.ElectionBucket, serverOf(conn), broker.ElectionBucket, err)
 	case errors.Is(err, jetstream.ErrJetStreamNotEnabled), errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount),
 		errors.Is(err, nats.ErrNoResponders): // nothing answers JetStream API requests
-		return nil, fmt.Errorf("%w: %s has no JetStream, so no %s bucket: use a broker with plugin.choria.broker_network = true (`conclave broker run --config FILE`), or enable JetStream and run `nats kv add %s --ttl 60s --history 1`: %w",
+		return nil, nil, fmt.Errorf("%w: %s has no JetStream, so no %s bucket: use a broker with plugin.choria.broker_network = true (`conclave broker run --config FILE`), or enable JetStream and run `nats kv add %s --ttl 60s --history 1`: %w",
 			ErrNoBucket, serverOf(conn), broker.ElectionBucket, broker.ElectionBucket, err)
 	default:
-		return nil, fmt.Errorf("conclave: opening the election bucket %s on %s: %w", broker.ElectionBucket, serverOf(conn), err)
+		return nil, nil, fmt.Errorf("conclave: opening the election bucket %s on %s: %w", broker.ElectionBucket, serverOf(conn), err)
 	}
 }
 

@@ -134,7 +134,7 @@ func (c *candidate) buildConclave(ctx context.Context, s spec, emit func(eventKi
 	if err != nil {
 		return fmt.Errorf("candidate %s: bucket: %w", s.id, err)
 	}
-	opts := []streams.Option{streams.OnWon(emit(evWon)), streams.OnLost(emit(evLost))}
+	opts := []streams.Option{streams.WithJetStream(js), streams.OnWon(emit(evWon)), streams.OnLost(emit(evLost))}
 	if s.grace > 0 {
 		opts = append(opts, streams.Grace(s.grace))
 	}

@@ -73,6 +73,7 @@ func run() error {
 	}
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
+	b.js = js
 	b.kv, err = js.CreateKeyValue(context.Background(), jetstream.KeyValueConfig{
 		Bucket: "CHORIA_LEADER_ELECTION", TTL: cfg.ttl, History: 1, Storage: jetstream.FileStorage, MaxValueSize: 1024,
 	})
@@ -118,6 +119,7 @@ type bench struct {
 	cfg  config
 	srv  *server.Server
 	kv   jetstream.KeyValue
+	js   jetstream.JetStream
 	keys int
 }
 
@@ -139,20 +141,20 @@ type candidate struct {
 }
 
 func (b *bench) start(key, identity string, own bool) (*candidate, error) {
-	kv := b.kv
+	kv, js := b.kv, b.js
 	c := &candidate{won: make(chan time.Time, 16), done: make(chan struct{})}
 	if own {
 		nc, err := b.connect()
 		if err != nil {
 			return nil, err
 		}
-		js, _ := jetstream.New(nc)
+		js, _ = jetstream.New(nc)
 		if kv, err = js.KeyValue(context.Background(), "CHORIA_LEADER_ELECTION"); err != nil {
 			return nil, err
 		}
 		c.nc = nc
 	}
-	e, err := streams.NewElection(identity, key, kv, streams.OnWon(func() { c.won <- time.Now() }))
+	e, err := streams.NewElection(identity, key, kv, streams.WithJetStream(js), streams.OnWon(func() { c.won <- time.Now() }))
 	if err != nil {
 		return nil, err
 	}

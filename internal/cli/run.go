@@ -142,6 +142,7 @@ func (e *elections) run(ctx context.Context, name string, argv []string, f runFl
 		terms: make(chan *lead, 1), quit: make(chan struct{}), logMu: logMu,
 	}
 	el, err := streams.NewElection(identity, name, s.kv,
+		streams.WithJetStream(s.js),
 		streams.OnLeading(r.onLeading),
 		streams.OnLost(r.onLost),
 		streams.Grace(f.grace),

@@ -227,7 +227,7 @@ func TestElectionThroughBucketFailover(t *testing.T) {
 		if err != nil {
 			t.Fatalf("candidate %d: opening the bucket: %v", i, err)
 		}
-		opts := append(h.options(i), streams.WithLogger(log.WithField("candidate", i)))
+		opts := append(h.options(i), streams.WithJetStream(js), streams.WithLogger(log.WithField("candidate", i)))
 		e, err := streams.NewElection(fmt.Sprintf("cand-%d", i), key, kv, opts...)
 		if err != nil {
 			t.Fatal(err)

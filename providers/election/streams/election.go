@@ -31,6 +31,7 @@ type Election struct {
 	identity string
 	key      string
 	bucket   jetstream.KeyValue
+	store    store
 	opts     options
 
 	mu          sync.Mutex
@@ -40,7 +41,7 @@ type Election struct {
 	cancel      context.CancelFunc
 	term        *Term
 	lastRenewal time.Time
-	ttl         time.Duration
+	tm          timings // as the campaign last adopted them
 }
 
 // NewElection returns a candidate named identity for the election key in
@@ -54,9 +55,6 @@ func NewElection(identity, key string, bucket jetstream.KeyValue, opts ...Option
 	if err := validateIdentity(identity); err != nil {
 		return nil, err
 	}
-	if bucket == nil {
-		return nil, fmt.Errorf("%w: bucket is nil: open one with jetstream's KeyValue(ctx, %q)", ErrInvalidOption, "CHORIA_LEADER_ELECTION")
-	}
 	o := defaultOptions()
 	for _, opt := range opts {
 		if opt == nil {
@@ -66,7 +64,14 @@ func NewElection(identity, key string, bucket jetstream.KeyValue, opts ...Option
 			return nil, err
 		}
 	}
-	return &Election{identity: identity, key: key, bucket: bucket, opts: o}, nil
+	if bucket == nil && o.store == nil {
+		return nil, fmt.Errorf("%w: bucket is nil: open one with jetstream's KeyValue(ctx, %q)", ErrInvalidOption, "CHORIA_LEADER_ELECTION")
+	}
+	st := o.store
+	if st == nil {
+		st = newKVStore(bucket, o.js)
+	}
+	return &Election{identity: identity, key: key, bucket: bucket, store: st, opts: o}, nil
 }
 
 // ValidateKey returns an error wrapping ErrInvalidKey unless key is a valid
@@ -155,9 +160,10 @@ func (e *Election) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	e.mu.Lock()
-	e.ttl = ttl
-	e.mu.Unlock()
+	e.setTimings(tm)
+	if e.opts.js == nil && e.opts.store == nil && e.opts.releaseOnStop {
+		e.opts.log.Warnf("election %s: no JetStream context given (streams.WithJetStream): a release cannot be marked, so candidates that start after %s stops treat it as a forced stand-down and wait a TTL", e.key, e.identity)
+	}
 
 	n := newNotifier()
 	defer n.close()
@@ -211,17 +217,14 @@ func (e *Election) Term() *Term {
 // Healthy returns nil unless this candidate believes it leads but its last
 // successful renewal is older than the renew interval plus tolerance: the
 // sign of a leader whose renewals are failing or wedged. It is meant for
-// liveness probes, in the spirit of client-go's HealthzAdaptor.
+// liveness probes, in the spirit of client-go's HealthzAdaptor. The renew
+// interval is the one in force: it follows changes of the bucket's TTL.
 func (e *Election) Healthy(tolerance time.Duration) error {
 	e.mu.Lock()
-	t, last, ttl := e.term, e.lastRenewal, e.ttl
+	t, last, interval := e.term, e.lastRenewal, e.tm.renew
 	e.mu.Unlock()
 	if t == nil || !t.Valid() {
 		return nil
-	}
-	interval := e.opts.renewInterval
-	if interval == 0 {
-		interval = ttl / 3
 	}
 	if age := e.opts.clock.Now().Sub(last); age > interval+tolerance {
 		return fmt.Errorf("election %s: leader %s last renewed %v ago, longer than the renew interval %v plus tolerance %v", e.key, e.identity, age.Round(time.Millisecond), interval, tolerance)
@@ -232,6 +235,12 @@ func (e *Election) Healthy(tolerance time.Duration) error {
 func (e *Election) setTerm(t *Term) {
 	e.mu.Lock()
 	e.term = t
+	e.mu.Unlock()
+}
+
+func (e *Election) setTimings(tm timings) {
+	e.mu.Lock()
+	e.tm = tm
 	e.mu.Unlock()
 }
 
@@ -253,7 +262,7 @@ func (e *Election) awaitBucket(ctx context.Context) (time.Duration, error) {
 		}
 		rctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
-		st, err := e.bucket.Status(rctx)
+		st, err := e.store.Status(rctx)
 		if errors.Is(err, nats.ErrConnectionClosed) {
 			closed = err
 			return nil

@@ -16,7 +16,7 @@ import (
 // exampleBucket starts a throwaway broker and returns the election bucket on
 // it, and a function that shuts it all down. Real programs open the bucket
 // their broker provisions: js.KeyValue(ctx, "CHORIA_LEADER_ELECTION").
-func exampleBucket() (jetstream.KeyValue, func()) {
+func exampleBucket() (jetstream.KeyValue, jetstream.JetStream, func()) {
 	dir := mustTempDir()
 	srv, err := server.NewServer(&server.Options{Port: -1, JetStream: true, StoreDir: dir, NoLog: true, NoSigs: true})
 	if err != nil {
@@ -37,7 +37,7 @@ func exampleBucket() (jetstream.KeyValue, func()) {
 	if err != nil {
 		panic(err)
 	}
-	return kv, func() {
+	return kv, js, func() {
 		nc.Close()
 		srv.Shutdown()
 		srv.WaitForShutdown()
@@ -46,12 +46,14 @@ func exampleBucket() (jetstream.KeyValue, func()) {
 }
 
 func ExampleNewElection() {
-	kv, shutdown := exampleBucket()
+	kv, js, shutdown := exampleBucket()
 	defer shutdown()
 
 	ctx, cancel := context.WithCancel(context.Background())
 	leading := make(chan *streams.Term, 1)
 	e, err := streams.NewElection("n1.example.net", "my_app", kv,
+		// The JetStream context the bucket came from: lets a leader mark its release.
+		streams.WithJetStream(js),
 		streams.OnWon(func() { fmt.Println("won") }),
 		streams.OnLost(func() { fmt.Println("lost") }),
 		// The term carries the fencing token and a context that ends with it.
@@ -78,7 +80,7 @@ func ExampleNewElection() {
 }
 
 func ExampleNewObserver() {
-	kv, shutdown := exampleBucket()
+	kv, js, shutdown := exampleBucket()
 	defer shutdown()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -92,7 +94,7 @@ func ExampleNewObserver() {
 	go func() { observed <- o.Run(ctx) }()
 	fmt.Println(<-changes)
 
-	e, _ := streams.NewElection("n1.example.net", "my_app", kv)
+	e, _ := streams.NewElection("n1.example.net", "my_app", kv, streams.WithJetStream(js))
 	campaigned := make(chan error)
 	go func() { campaigned <- e.Start(ctx) }()
 	fmt.Println(<-changes)

@@ -128,6 +128,7 @@ func createBucket(t testing.TB, nc *nats.Conn, cfg jetstream.KeyValueConfig) jet
 	if err != nil {
 		t.Fatalf("create bucket: %v", err)
 	}
+	jsOf.Store(kv, js)
 	return kv
 }
 
@@ -144,6 +145,7 @@ func openBucket(t testing.TB, nc *nats.Conn) jetstream.KeyValue {
 	if err != nil {
 		t.Fatalf("open bucket: %v", err)
 	}
+	jsOf.Store(kv, js)
 	return kv
 }
 
@@ -349,8 +351,17 @@ func runElectionAllowing(t testing.TB, e *Election, allowed error) (stop func())
 	return stop
 }
 
+// jsOf maps each bucket the helpers opened to its JetStream context, so
+// that mustElection can pass WithJetStream as every real user does.
+var jsOf sync.Map
+
+// mustElection makes a candidate with WithJetStream, as the framework does;
+// use NewElection directly for one without.
 func mustElection(t testing.TB, identity, key string, kv jetstream.KeyValue, opts ...Option) *Election {
 	t.Helper()
+	if js, ok := jsOf.Load(kv); ok {
+		opts = append([]Option{WithJetStream(js.(jetstream.JetStream))}, opts...)
+	}
 	e, err := NewElection(identity, key, kv, opts...)
 	if err != nil {
 		t.Fatalf("NewElection: %v", err)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/conclave-io/conclave/clock"
 )
 
@@ -41,6 +43,8 @@ type options struct {
 	clock          clock.Clock
 	log            Logger
 	recorder       Recorder
+	js             jetstream.JetStream
+	store          store // tests only: replaces the bucket
 }
 
 func defaultOptions() options {
@@ -191,6 +195,29 @@ func WithRecorder(r Recorder) Option {
 		o.recorder = r
 		return nil
 	}
+}
+
+// WithJetStream gives the election the JetStream context its bucket was
+// opened with. A leader uses it to mark its release: a delete marker naming
+// it, which lets the next candidate lead at once however long after the
+// release it starts, and which Choria's candidates take like any delete.
+// Candidates also use it to read the key, markers included, when they have
+// no watch. Without it a release is a plain delete, which later candidates
+// cannot tell from a forced stand-down, so they wait a TTL; the election
+// says so in its log when it starts. conclave's framework passes it.
+func WithJetStream(js jetstream.JetStream) Option {
+	return func(o *options) error {
+		if js == nil {
+			return fmt.Errorf("%w: WithJetStream(nil): pass the jetstream.JetStream the bucket was opened with, or leave the option out", ErrInvalidOption)
+		}
+		o.js = js
+		return nil
+	}
+}
+
+// withStore replaces the bucket with s: for table tests with a fake store.
+func withStore(s store) Option {
+	return func(o *options) error { o.store = s; return nil }
 }
 
 type nopLogger struct{}

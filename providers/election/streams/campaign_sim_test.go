@@ -1,0 +1,307 @@
+package streams
+
+import (
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/conclave-io/conclave/clock/clocktest"
+)
+
+// These tests drive one campaign step by step on a fake clock and an
+// in-memory store (fakestore_test.go): each decision of the campaign is
+// checked at the instant it is made. The real-NATS tests check the same
+// behaviours end to end.
+
+var simStart = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+
+func TestSimPhaseMovesAreTheOnlyOnes(t *testing.T) {
+	all := []phase{candidate, winning, leading, doomed}
+	allowed := map[[2]phase]bool{
+		{candidate, winning}: true,
+		{winning, leading}:   true, {winning, doomed}: true, {winning, candidate}: true,
+		{leading, winning}: true, {leading, doomed}: true, {leading, candidate}: true,
+		{doomed, candidate}: true,
+	}
+	for _, from := range all {
+		for _, to := range all {
+			if got := from.canMove(to); got != allowed[[2]phase{from, to}] {
+				t.Errorf("%s -> %s allowed %v, want %v", from, to, got, !got)
+			}
+		}
+	}
+	if candidate.holds() || !winning.holds() || !leading.holds() || !doomed.holds() {
+		t.Error("holds() is wrong")
+	}
+}
+
+// TestSimTakeoverWaitsByWhatTheKeyShows: after a holder's release the next
+// candidate leads at once, however long after the release it starts; after
+// any other removal (delete, purge, an empty value) it waits one TTL from
+// when it saw it.
+func TestSimTakeoverWaitsByWhatTheKeyShows(t *testing.T) {
+	const ttl = 10 * time.Second
+	cases := []struct {
+		name  string
+		set   func(st *fakeStore)
+		start time.Duration // how long after the change the candidate starts
+		wait  time.Duration // how long it must then wait before leading
+	}{
+		{"release seen at once", func(st *fakeStore) { st.mark(jetstream.KeyValueDelete, releasePayload("old")) }, 0, 0},
+		{"release seen late", func(st *fakeStore) { st.mark(jetstream.KeyValueDelete, releasePayload("old")) }, 9 * time.Second, 0},
+		{"plain delete", func(st *fakeStore) { st.mark(jetstream.KeyValueDelete, nil) }, 0, ttl},
+		{"purge", func(st *fakeStore) { st.mark(jetstream.KeyValuePurge, nil) }, 0, ttl},
+		{"empty value", func(st *fakeStore) { st.put("") }, 0, ttl},
+		{"payload that is not a release", func(st *fakeStore) { st.mark(jetstream.KeyValueDelete, []byte("hello")) }, 0, ttl},
+		{"expired", func(st *fakeStore) { st.put("old"); st.clk.Advance(ttl) }, 0, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := clocktest.New(simStart)
+			st := newFakeStore(clk, ttl)
+			st.put("old")
+			tc.set(st)
+			clk.Advance(tc.start)
+			s := newSim(t, st, "new")
+			began := clk.Now()
+			s.run(tc.wait - time.Millisecond)
+			if tc.wait > 0 && s.leading() {
+				t.Fatalf("led %v after seeing %s, want to wait %v", clk.Now().Sub(began), tc.name, tc.wait)
+			}
+			if s.c.phase != winning && tc.wait > 0 {
+				t.Fatalf("phase %s, want winning (the key taken, the term waiting)", s.c.phase)
+			}
+			s.run(2 * time.Millisecond)
+			if !s.leading() {
+				t.Fatalf("not leading %v after starting (phase %s, view %s)", clk.Now().Sub(began), s.c.phase, s.c.view.describe())
+			}
+		})
+	}
+}
+
+// TestSimStopWritesAReleaseOnlyWhenNoOneElseCanLead: a leader's release is
+// marked; a holder still waiting out a removal removes the key unmarked, so
+// the next leader waits as it would have.
+func TestSimStopWritesAReleaseOnlyWhenNoOneElseCanLead(t *testing.T) {
+	const ttl = 10 * time.Second
+	clk := clocktest.New(simStart)
+	st := newFakeStore(clk, ttl)
+	s := newSim(t, st, "a")
+	s.run(time.Millisecond)
+	if !s.leading() {
+		t.Fatal("a does not lead an empty key")
+	}
+	s.stop()
+	if got := st.latest(); got.State != KeyReleased || got.ReleasedBy != "a" {
+		t.Fatalf("after a leader stopped the key shows %s, want released by a", got.Describe())
+	}
+	if won, lost := s.callbacks(); won != 1 || lost != 1 {
+		t.Fatalf("won %d lost %d", won, lost)
+	}
+
+	// b takes a key someone removed, and stops before its term begins.
+	st.put("x")
+	st.mark(jetstream.KeyValueDelete, nil)
+	b := newSim(t, st, "b")
+	b.run(time.Second)
+	if b.c.phase != winning {
+		t.Fatalf("b is %s, want winning", b.c.phase)
+	}
+	b.stop()
+	if got := st.latest(); got.State != KeyRemoved {
+		t.Fatalf("a holder waiting out a removal left %s, want removed (no release mark)", got.Describe())
+	}
+	if won, _ := b.callbacks(); won != 0 {
+		t.Fatal("b led")
+	}
+}
+
+// TestSimTermUsesTheTTLReadAfterWinning: a standby that knew a TTL of 4s
+// and wins after it was lowered to 1.5s bases its term on 1.5s.
+func TestSimTermUsesTheTTLReadAfterWinning(t *testing.T) {
+	clk := clocktest.New(simStart)
+	st := newFakeStore(clk, 4*time.Second)
+	st.put("other")
+	s := newSim(t, st, "standby")
+	s.run(time.Second)
+	st.setTTL(1500 * time.Millisecond) // the other's key now expires 1.5s after its write: already gone
+	s.run(5 * time.Second)
+	if !s.leading() {
+		t.Fatalf("standby does not lead (phase %s)", s.c.phase)
+	}
+	term := s.lastTerm()
+	if got, max := term.ValidUntil().Sub(s.c.hold.sent), 1500*time.Millisecond; got > max {
+		t.Fatalf("term valid for %v after its last write was sent, want at most the new TTL %v", got, max)
+	}
+	if s.c.tm.ttl != 1500*time.Millisecond {
+		t.Fatalf("campaign TTL %v, want the lowered 1.5s", s.c.tm.ttl)
+	}
+}
+
+// TestSimLeaderAdoptsATTLChangeWithinOneTTL: a leader reads the TTL every
+// TTL, shortens its lease when it is lowered, and Healthy follows the new
+// renew interval when it is raised.
+func TestSimLeaderAdoptsATTLChangeWithinOneTTL(t *testing.T) {
+	clk := clocktest.New(simStart)
+	st := newFakeStore(clk, 3*time.Second)
+	s := newSim(t, st, "a")
+	s.run(time.Second)
+	st.setTTL(1500 * time.Millisecond)
+	s.run(3 * time.Second)
+	if s.c.tm.ttl != 1500*time.Millisecond {
+		t.Fatalf("leader still uses TTL %v one old TTL after the change", s.c.tm.ttl)
+	}
+	if !s.leading() {
+		t.Fatal("leader lost its term over a lowered TTL")
+	}
+	if until := s.lastTerm().ValidUntil(); until.Sub(s.c.hold.sent) > 1500*time.Millisecond {
+		t.Fatalf("deadline %v after the last write, want at most the new TTL", until.Sub(s.c.hold.sent))
+	}
+
+	st.setTTL(6 * time.Second)
+	s.run(4 * time.Second)
+	if s.c.tm.ttl != 6*time.Second {
+		t.Fatalf("leader uses TTL %v after a raise to 6s", s.c.tm.ttl)
+	}
+	// Healthy allows the new renew interval (2s): poll it across renewals.
+	for i := 0; i < 40; i++ {
+		s.run(100 * time.Millisecond)
+		if err := s.e.Healthy(100 * time.Millisecond); err != nil {
+			t.Fatalf("healthy leader reported unhealthy after the TTL was raised: %v", err)
+		}
+	}
+	if won, lost := s.callbacks(); won != 1 || lost != 0 {
+		t.Fatalf("won %d lost %d across TTL changes, want one term", won, lost)
+	}
+}
+
+// TestSimUnusableTTLGivesTheKeyUp: a TTL below MinTTL makes the leader stand
+// down and release the key, with no further terms until it is usable again.
+func TestSimUnusableTTLGivesTheKeyUp(t *testing.T) {
+	clk := clocktest.New(simStart)
+	st := newFakeStore(clk, 3*time.Second)
+	s := newSim(t, st, "a")
+	s.run(time.Second)
+	st.setTTL(500 * time.Millisecond)
+	s.run(20 * time.Second)
+	if won, lost := s.callbacks(); won != 1 || lost != 1 {
+		t.Fatalf("won %d lost %d with an unusable TTL, want one term that ended", won, lost)
+	}
+	if s.c.phase != candidate {
+		t.Fatalf("phase %s, want candidate", s.c.phase)
+	}
+	if got := st.latest(); got.State == KeyHeld {
+		t.Fatalf("key %s: the leader kept renewing", got.Describe())
+	}
+	if n := s.log.count("ERROR", "cannot hold elections"); n != 1 {
+		t.Fatalf("logged the unusable TTL %d times, want once", n)
+	}
+	st.setTTL(2 * time.Second)
+	s.run(15 * time.Second)
+	if !s.leading() {
+		t.Fatal("does not lead again once the TTL is usable")
+	}
+}
+
+// TestSimCandidateWithoutAWatchCampaignsOnItsTimer: a refused watch does not
+// stop a candidate: it reads the key, campaigns when the holder's key
+// expires, retries the watch with backoff, logs the cause once, and never
+// spins (sim.run fails on a spin).
+func TestSimCandidateWithoutAWatchCampaignsOnItsTimer(t *testing.T) {
+	const ttl = 4 * time.Second
+	clk := clocktest.New(simStart)
+	st := newFakeStore(clk, ttl)
+	st.watchErr = errRefused
+	st.put("crashed")
+	s := newSim(t, st, "b")
+	s.run(ttl + ttl/4 + 100*time.Millisecond) // expiry, plus at most one standby backoff step
+	if !s.leading() {
+		t.Fatalf("candidate without a watch does not lead after the holder's key expired (phase %s, view %s)", s.c.phase, s.c.view.describe())
+	}
+	if n := s.log.count("WARN", "cannot watch"); n != 1 {
+		t.Fatalf("logged the watch failure %d times, want once", n)
+	}
+	tries := st.count("watch")
+	if tries < 3 {
+		t.Fatalf("watch tried %d times, want retries", tries)
+	}
+	s.run(time.Minute)
+	if perSecond := float64(st.count("watch")-tries) / 60; perSecond > 1 {
+		t.Fatalf("%.1f watch tries a second: no backoff", perSecond)
+	}
+	st.watchErr = nil
+	s.run(10 * time.Second)
+	if !s.c.watch.working() {
+		t.Fatal("watch not made once the broker accepts it")
+	}
+	if n := s.log.count("INFO", "watching the key again"); n != 1 {
+		t.Fatalf("logged the recovery %d times, want once", n)
+	}
+}
+
+// TestSimStuckWatchIsMadeAgain: a watch that delivers nothing in its initial
+// phase is replaced within a bounded time; meanwhile the candidate leads.
+func TestSimStuckWatchIsMadeAgain(t *testing.T) {
+	clk := clocktest.New(simStart)
+	st := newFakeStore(clk, 5*time.Second)
+	st.stuckWatch = true
+	s := newSim(t, st, "a")
+	s.run(10 * time.Millisecond)
+	if !s.leading() {
+		t.Fatal("a candidate whose watch is stuck does not lead an empty key")
+	}
+	first := st.count("watch")
+	s.run(initTimeout(s.c.tm) + 250*time.Millisecond)
+	if st.count("watch") <= first {
+		t.Fatalf("stuck watch not made again within %v", initTimeout(s.c.tm))
+	}
+	st.stuckWatch = false
+	s.run(10 * time.Second)
+	if !s.c.watch.working() {
+		t.Fatal("no working watch once the broker delivers")
+	}
+}
+
+// TestSimDeposedLeaderKeepsItsSitOut: a leader whose renewal is refused
+// because the key was removed sits out the takeover, even though its view
+// still shows its own value when it learns of it.
+func TestSimDeposedLeaderKeepsItsSitOut(t *testing.T) {
+	const ttl = 3 * time.Second
+	clk := clocktest.New(simStart)
+	st := newFakeStore(clk, ttl)
+	st.watchErr = errRefused // the renewal, not the watch, tells of the removal
+	s := newSim(t, st, "a")
+	s.run(10 * time.Millisecond)
+	if !s.leading() {
+		t.Fatal("a does not lead")
+	}
+	st.mark(jetstream.KeyValueDelete, nil) // an operator's stand-down
+	s.run(ttl / 2)
+	if s.leading() || s.c.phase != candidate {
+		t.Fatalf("a still %s after its renewal was refused", s.c.phase)
+	}
+	if !s.c.sitOut.until.After(clk.Now()) {
+		t.Fatal("the deposed leader's sit-out was cleared")
+	}
+	if got := st.latest(); got.State != KeyRemoved {
+		t.Fatalf("a took the key back during its sit-out: %s", got.Describe())
+	}
+}
+
+// TestSimHolderIgnoresAnOldWatchEntry: a restarted watch that shows an older
+// revision of the key, or the holder's own write, changes nothing.
+func TestSimHolderIgnoresAnOldWatchEntry(t *testing.T) {
+	clk := clocktest.New(simStart)
+	st := newFakeStore(clk, 3*time.Second)
+	s := newSim(t, st, "a")
+	s.run(2 * time.Second)
+	if !s.leading() {
+		t.Fatal("a does not lead")
+	}
+	s.c.restartWatch(clk.Now())
+	s.run(2 * time.Second)
+	if won, lost := s.callbacks(); won != 1 || lost != 0 {
+		t.Fatalf("won %d lost %d after a watch restart", won, lost)
+	}
+}

@@ -1,0 +1,369 @@
+package streams
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/conclave-io/conclave/clock/clocktest"
+)
+
+// fakeStore is an in-memory election bucket of one key on a fake clock: the
+// store a campaign sees, with the broker's rules (compare-and-swap on the
+// latest revision, markers, expiry TTL after each write) and no network.
+type fakeStore struct {
+	mu       sync.Mutex
+	clk      *clocktest.Fake
+	ttl      time.Duration
+	seq      uint64
+	msg      *rawEntry // the key's latest message, nil when it has none
+	expires  time.Time
+	watchers []*fakeWatcher
+	// watchErr, when set, refuses new watches; stuckWatch makes new watches
+	// deliver nothing at all.
+	watchErr   error
+	stuckWatch bool
+	calls      map[string]int
+}
+
+func newFakeStore(clk *clocktest.Fake, ttl time.Duration) *fakeStore {
+	return &fakeStore{clk: clk, ttl: ttl, calls: map[string]int{}}
+}
+
+// expireLocked drops the message once the clock passed its expiry.
+func (s *fakeStore) expireLocked() {
+	if s.msg != nil && !s.clk.Now().Before(s.expires) {
+		s.msg = nil // silent, as a MaxAge expiry is
+	}
+}
+
+func (s *fakeStore) appendLocked(op jetstream.KeyValueOp, value []byte) uint64 {
+	s.seq++
+	now := s.clk.Now()
+	s.msg = &rawEntry{bucket: bucketName, key: "k", value: value, revision: s.seq, created: now, op: op}
+	s.expires = now.Add(s.ttl)
+	for _, w := range s.watchers {
+		w.send(s.msg)
+	}
+	return s.seq
+}
+
+func (s *fakeStore) lastLocked() uint64 {
+	s.expireLocked()
+	if s.msg == nil {
+		return 0
+	}
+	return s.msg.revision
+}
+
+func (s *fakeStore) Status(context.Context) (jetstream.KeyValueStatus, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls["status"]++
+	return fakeStatus{ttl: s.ttl}, nil
+}
+
+func (s *fakeStore) Write(_ context.Context, _ string, value []byte, rev uint64) (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls["write"]++
+	if s.lastLocked() != rev {
+		return 0, jetstream.ErrKeyExists
+	}
+	return s.appendLocked(jetstream.KeyValuePut, value), nil
+}
+
+func (s *fakeStore) Delete(_ context.Context, _ string, rev uint64, payload []byte) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls["delete"]++
+	if s.lastLocked() != rev {
+		return false, jetstream.ErrKeyExists
+	}
+	s.appendLocked(jetstream.KeyValueDelete, payload)
+	return payload != nil, nil
+}
+
+func (s *fakeStore) Latest(context.Context, string) (jetstream.KeyValueEntry, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls["latest"]++
+	s.expireLocked()
+	if s.msg == nil {
+		return nil, nil
+	}
+	return s.msg, nil
+}
+
+func (s *fakeStore) Watch(context.Context, string) (jetstream.KeyWatcher, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls["watch"]++
+	if s.watchErr != nil {
+		return nil, s.watchErr
+	}
+	w := &fakeWatcher{s: s, c: make(chan jetstream.KeyValueEntry, 1024)}
+	if !s.stuckWatch {
+		s.expireLocked()
+		if s.msg != nil {
+			w.c <- s.msg
+		}
+		w.c <- nil
+		s.watchers = append(s.watchers, w)
+	}
+	return w, nil
+}
+
+// outside changes the key as someone other than the campaign would: an
+// operator, another candidate.
+func (s *fakeStore) put(value string) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.appendLocked(jetstream.KeyValuePut, []byte(value))
+}
+
+func (s *fakeStore) mark(op jetstream.KeyValueOp, payload []byte) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.appendLocked(op, payload)
+}
+
+// vanish removes the key without a marker, as a stream purge does.
+func (s *fakeStore) vanish() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.msg = nil
+}
+
+func (s *fakeStore) setTTL(ttl time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ttl = ttl
+	if s.msg != nil {
+		s.expires = s.msg.created.Add(ttl) // the broker applies a new MaxAge to stored messages
+	}
+}
+
+func (s *fakeStore) latest() Entry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.expireLocked()
+	if s.msg == nil {
+		return Entry{}
+	}
+	return ReadEntry(s.msg)
+}
+
+func (s *fakeStore) count(call string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls[call]
+}
+
+type fakeWatcher struct {
+	s       *fakeStore
+	c       chan jetstream.KeyValueEntry
+	stopped bool
+}
+
+func (w *fakeWatcher) send(ent jetstream.KeyValueEntry) {
+	if !w.stopped {
+		w.c <- ent
+	}
+}
+
+func (w *fakeWatcher) Updates() <-chan jetstream.KeyValueEntry { return w.c }
+
+func (w *fakeWatcher) Stop() error {
+	w.s.mu.Lock()
+	defer w.s.mu.Unlock()
+	if !w.stopped {
+		w.stopped = true
+		close(w.c)
+		for i, o := range w.s.watchers {
+			if o == w {
+				w.s.watchers = append(w.s.watchers[:i], w.s.watchers[i+1:]...)
+				break
+			}
+		}
+	}
+	return nil
+}
+
+type fakeStatus struct{ ttl time.Duration }
+
+func (f fakeStatus) Bucket() string                   { return bucketName }
+func (f fakeStatus) Values() uint64                   { return 0 }
+func (f fakeStatus) History() int64                   { return 1 }
+func (f fakeStatus) TTL() time.Duration               { return f.ttl }
+func (f fakeStatus) BackingStore() string             { return "fake" }
+func (f fakeStatus) Bytes() uint64                    { return 0 }
+func (f fakeStatus) IsCompressed() bool               { return false }
+func (f fakeStatus) LimitMarkerTTL() time.Duration    { return 0 }
+func (f fakeStatus) Metadata() map[string]string      { return nil }
+func (f fakeStatus) Config() jetstream.KeyValueConfig { return jetstream.KeyValueConfig{TTL: f.ttl} }
+
+// sim drives one campaign by hand on a fake clock and a fake store: every
+// step runs on the test's goroutine, so each decision can be checked.
+type sim struct {
+	t     *testing.T
+	clk   *clocktest.Fake
+	st    *fakeStore
+	e     *Election
+	c     *campaigner
+	n     *notifier
+	log   *logSink
+	turns int // loop turns taken, to catch spinning
+	mu    sync.Mutex
+	won   int
+	lost  int
+	terms []*Term
+}
+
+func newSim(t *testing.T, st *fakeStore, identity string, opts ...Option) *sim {
+	t.Helper()
+	s := &sim{t: t, clk: st.clk, st: st, log: &logSink{t: t, prefix: identity + ": "}}
+	opts = append([]Option{withStore(st), WithClock(st.clk), WithLogger(s.log),
+		OnWon(func() { s.mu.Lock(); s.won++; s.mu.Unlock() }),
+		OnLost(func() { s.mu.Lock(); s.lost++; s.mu.Unlock() }),
+		OnLeading(func(term *Term) { s.mu.Lock(); s.terms = append(s.terms, term); s.mu.Unlock() }),
+	}, opts...)
+	e, err := NewElection(identity, "k", nil, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm, err := e.timings(st.ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.setTimings(tm)
+	s.e, s.n = e, newNotifier()
+	s.c = newCampaigner(e, s.n, tm)
+	s.c.begin(context.Background())
+	t.Cleanup(func() { s.n.close() })
+	return s
+}
+
+// pump hands the campaign whatever its watch has delivered.
+func (s *sim) pump() {
+	for {
+		select {
+		case ent, ok := <-s.c.watch.updates():
+			if !ok {
+				s.c.watchEnded(s.clk.Now())
+				continue
+			}
+			s.c.onWatch(s.clk.Now(), ent)
+		default:
+			return
+		}
+	}
+}
+
+// step takes one turn of the campaign's loop without moving the clock.
+func (s *sim) step() time.Time {
+	s.pump()
+	s.c.tick()
+	s.pump()
+	s.turns++
+	return s.c.nextWake(s.clk.Now())
+}
+
+// run takes loop turns, moving the clock to each wake-up, for d of fake
+// time. It fails the test if the loop spins: many turns at one instant.
+func (s *sim) run(d time.Duration) {
+	s.t.Helper()
+	end := s.clk.Now().Add(d)
+	sameInstant := 0
+	for {
+		wake := s.step()
+		now := s.clk.Now()
+		if !wake.After(now) {
+			sameInstant++
+			if sameInstant > 50 {
+				s.t.Fatalf("campaign spins: %d turns at %v with work due (phase %s, view %s)", sameInstant, now, s.c.phase, s.c.view.describe())
+			}
+			continue
+		}
+		sameInstant = 0
+		if wake.After(end) {
+			s.clk.Advance(end.Sub(now))
+			s.step()
+			return
+		}
+		s.clk.Advance(wake.Sub(now))
+	}
+}
+
+// stop shuts the campaign down as Stop would.
+func (s *sim) stop() {
+	s.pump()
+	s.c.shutdown()
+}
+
+// callbacks waits for queued callbacks to run and returns the counts.
+func (s *sim) callbacks() (won, lost int) {
+	<-s.n.post(func() {})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.won, s.lost
+}
+
+// lastTerm returns the latest term OnLeading was given.
+func (s *sim) lastTerm() *Term {
+	s.t.Helper()
+	<-s.n.post(func() {})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.terms) == 0 {
+		s.t.Fatal("no term began")
+	}
+	return s.terms[len(s.terms)-1]
+}
+
+func (s *sim) leading() bool { return s.e.IsLeader() }
+
+// logSink sends logs to t.Log and fails the test on a logged bug.
+type logSink struct {
+	t      *testing.T
+	prefix string
+	mu     sync.Mutex
+	lines  []string
+}
+
+func (l *logSink) add(level, f string, a ...any) {
+	line := level + " " + fmt.Sprintf(f, a...)
+	l.mu.Lock()
+	l.lines = append(l.lines, line)
+	l.mu.Unlock()
+	l.t.Log(l.prefix + line)
+	if strings.Contains(line, "bug:") || strings.Contains(line, "without progress") {
+		l.t.Errorf("logged a bug: %s", line)
+	}
+}
+
+func (l *logSink) Debugf(f string, a ...any) { l.add("DEBUG", f, a...) }
+func (l *logSink) Infof(f string, a ...any)  { l.add("INFO", f, a...) }
+func (l *logSink) Warnf(f string, a ...any)  { l.add("WARN", f, a...) }
+func (l *logSink) Errorf(f string, a ...any) { l.add("ERROR", f, a...) }
+
+// count returns how many lines at level contain s.
+func (l *logSink) count(level, s string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, line := range l.lines {
+		if strings.HasPrefix(line, level+" ") && strings.Contains(line, s) {
+			n++
+		}
+	}
+	return n
+}
+
+var errRefused = errors.New("nats: API error: code=400 err_code=10026 description=maximum consumers limit reached")
