@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // changes collects what an observer reports.
@@ -83,9 +87,17 @@ func TestObserverFollowsTermsReleasesRemovalsAndExpiries(t *testing.T) {
 		t.Fatalf("Leadership() = %v", got)
 	}
 
-	stopA() // released, then removed since nobody takes it
-	seen.waitFor(t, "a released", func(l Leadership) bool { return l.Event == EventReleased && !l.HasLeader() })
-	seen.waitFor(t, "the released key removed", func(l Leadership) bool { return l.Event == EventRemoved })
+	stopA()
+	// a's release is a release marker (KeyReleased) once the campaign
+	// writes one; the older release (an empty value, then a delete) reads
+	// as a removal. TestObserverReportsReleasesAndRemovals checks the
+	// marker itself.
+	stepped := seen.waitFor(t, "a to step down", func(l Leadership) bool {
+		return !l.HasLeader() && (l.Event == EventReleased || l.Event == EventRemoved)
+	})
+	if stepped.Event == EventReleased && (stepped.ReleasedBy != "a" || stepped.State != KeyReleased) {
+		t.Fatalf("a's release reported as %+v", stepped)
+	}
 
 	// A leader that stops without releasing: the key expires.
 	stopB := runElection(t, mustElection(t, "b", "watched", kv, append(rec.options("b"), ReleaseOnStop(false))...))
@@ -161,4 +173,387 @@ func contains(s, sub string) bool {
 		}
 	}
 	return false
+}
+
+// tapKV is a real bucket seen through a tap: the test can cut the watches it
+// handed out (as a broker or network fault would), make entries look older
+// or newer than the broker wrote them (a broker clock that differs from the
+// local one), and count reads.
+type tapKV struct {
+	jetstream.KeyValue
+	shift time.Duration // subtracted from every entry's Created
+
+	gets    atomic.Int64
+	mu      sync.Mutex
+	watches []*tapWatcher
+}
+
+func (k *tapKV) Watch(ctx context.Context, key string, opts ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
+	w, err := k.KeyValue.Watch(ctx, key, opts...)
+	if err != nil {
+		return nil, err
+	}
+	tw := &tapWatcher{inner: w, out: make(chan jetstream.KeyValueEntry), cut: make(chan struct{}), shift: k.shift}
+	go tw.forward()
+	k.mu.Lock()
+	k.watches = append(k.watches, tw)
+	k.mu.Unlock()
+	return tw, nil
+}
+
+func (k *tapKV) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
+	k.gets.Add(1)
+	ent, err := k.KeyValue.Get(ctx, key)
+	if ent != nil {
+		ent = shiftedEntry{ent, k.shift}
+	}
+	return ent, err
+}
+
+// cutWatches ends every watch handed out so far, as if the broker dropped it.
+func (k *tapKV) cutWatches() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, w := range k.watches {
+		w.Stop()
+	}
+}
+
+func (k *tapKV) watchCount() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return len(k.watches)
+}
+
+type shiftedEntry struct {
+	jetstream.KeyValueEntry
+	shift time.Duration
+}
+
+func (e shiftedEntry) Created() time.Time { return e.KeyValueEntry.Created().Add(-e.shift) }
+
+type tapWatcher struct {
+	inner jetstream.KeyWatcher
+	out   chan jetstream.KeyValueEntry
+	cut   chan struct{}
+	once  sync.Once
+	shift time.Duration
+}
+
+func (w *tapWatcher) forward() {
+	defer close(w.out)
+	for {
+		select {
+		case ent, ok := <-w.inner.Updates():
+			if !ok {
+				return
+			}
+			if ent != nil {
+				ent = shiftedEntry{ent, w.shift}
+			}
+			select {
+			case w.out <- ent:
+			case <-w.cut:
+				w.stopInner()
+				return
+			}
+		case <-w.cut:
+			w.stopInner()
+			return
+		}
+	}
+}
+
+func (w *tapWatcher) stopInner() {
+	_ = w.inner.Stop()
+	for range w.inner.Updates() {
+	}
+}
+
+func (w *tapWatcher) Updates() <-chan jetstream.KeyValueEntry { return w.out }
+
+func (w *tapWatcher) Stop() error {
+	w.once.Do(func() { close(w.cut) })
+	return nil
+}
+
+// publishRelease writes identity's release marker over revision rev of key,
+// as a holder's graceful release does: a delete marker with a revision check
+// whose payload names the holder.
+func publishRelease(t *testing.T, nc *nats.Conn, key, identity string, rev uint64) uint64 {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := nats.NewMsg("$KV." + bucketName + "." + key)
+	m.Header.Set("KV-Operation", "DEL")
+	m.Data = []byte("released by " + identity)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ack, err := js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(rev))
+	if err != nil {
+		t.Fatalf("release marker: %v", err)
+	}
+	return ack.Sequence
+}
+
+func mustCreate(t *testing.T, kv jetstream.KeyValue, key, value string) uint64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rev, err := kv.Create(ctx, key, []byte(value))
+	if err != nil {
+		t.Fatalf("create %s: %v", key, err)
+	}
+	return rev
+}
+
+// waitExpired waits until key is gone from kv.
+func waitExpired(t *testing.T, kv jetstream.KeyValue, key string, within time.Duration) {
+	t.Helper()
+	eventually(t, within, key+" to expire", func() bool { _, _, ok := value(t, kv, key); return !ok })
+}
+
+// newObserver returns an observer of key in kv reporting into a fresh
+// changes, running until the test ends.
+func newObserver(t *testing.T, key string, kv jetstream.KeyValue, opts ...ObserverOption) (*Observer, *changes) {
+	t.Helper()
+	seen := &changes{}
+	o, err := NewObserver(key, kv, append([]ObserverOption{OnChange(seen.add), ObserverLogger(testLogger{t: t})}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runObserver(t, o)
+	return o, seen
+}
+
+// TestObserverReportsReleasesAndRemovals checks that the observer reads
+// every message as ReadEntry does: a holder's release marker is a release
+// naming the holder; an empty value, a delete and a purge are removals.
+func TestObserverReportsReleasesAndRemovals(t *testing.T) {
+	ts := newTestServer(t)
+	nc := connect(t, ts.url())
+	kv := createBucket(t, nc, bucketConfig(time.Minute))
+	ctx := context.Background()
+
+	_, seen := newObserver(t, "k", kv)
+	seen.waitFor(t, "no key at first", func(l Leadership) bool { return l.Event == EventCurrent && l.State == KeyAbsent })
+	rev := mustCreate(t, kv, "k", "host1")
+	seen.waitFor(t, "host1 elected", func(l Leadership) bool { return l.Event == EventElected && l.Leader == "host1" })
+	marker := publishRelease(t, nc, "k", "host1", rev)
+	l := seen.waitFor(t, "host1's release", func(l Leadership) bool { return l.Revision == marker })
+	if l.Event != EventReleased || l.State != KeyReleased || l.ReleasedBy != "host1" || l.HasLeader() {
+		t.Fatalf("release marker reported as %+v, want released by host1", l)
+	}
+
+	rev = mustCreate(t, kv, "k", "host2")
+	seen.waitFor(t, "host2 elected", func(l Leadership) bool { return l.Event == EventElected && l.Leader == "host2" && l.Token == rev })
+	emptied, err := kv.Put(ctx, "k", nil) // `nats kv put KEY ""`: not a release
+	if err != nil {
+		t.Fatal(err)
+	}
+	l = seen.waitFor(t, "the empty value", func(l Leadership) bool { return l.Revision == emptied })
+	if l.Event != EventRemoved || l.State != KeyRemoved || l.ReleasedBy != "" || l.HasLeader() {
+		t.Fatalf("empty value reported as %+v, want removed", l)
+	}
+
+	rev, err = kv.Update(ctx, "k", []byte("host3"), emptied)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen.waitFor(t, "host3 elected", func(l Leadership) bool { return l.Event == EventElected && l.Token == rev })
+	if err := kv.Delete(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	seen.waitFor(t, "the delete", func(l Leadership) bool { return l.Event == EventRemoved && l.Revision > rev && l.State == KeyRemoved })
+
+	rev = mustCreate(t, kv, "k", "host4")
+	seen.waitFor(t, "host4 elected", func(l Leadership) bool { return l.Event == EventElected && l.Token == rev })
+	if err := kv.Purge(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	seen.waitFor(t, "the purge", func(l Leadership) bool { return l.Event == EventRemoved && l.Revision > rev && l.State == KeyRemoved })
+
+	// Found at start: a released key.
+	rev = mustCreate(t, kv, "found", "host0")
+	publishRelease(t, nc, "found", "host0", rev)
+	_, found := newObserver(t, "found", kv)
+	l = found.waitFor(t, "the state found", func(l Leadership) bool { return l.Event == EventCurrent })
+	if l.State != KeyReleased || l.ReleasedBy != "host0" || l.HasLeader() {
+		t.Fatalf("found %+v, want released by host0", l)
+	}
+}
+
+// TestObserverReArmsTheExpiryCheckAfterAWatchRestart: after its watch
+// restarts, the observer finds the revision it knew; it must still notice
+// when that write expires.
+func TestObserverReArmsTheExpiryCheckAfterAWatchRestart(t *testing.T) {
+	const ttl = 2 * time.Second
+	ts := newTestServer(t)
+	tap := &tapKV{KeyValue: createBucket(t, connect(t, ts.url()), bucketConfig(ttl))}
+	rev := mustCreate(t, tap, "ghost", "g") // never renewed
+	o, seen := newObserver(t, "ghost", tap)
+	seen.waitFor(t, "g leading", func(l Leadership) bool { return l.Event == EventCurrent && l.Leader == "g" })
+
+	tap.cutWatches()
+	eventually(t, 5*time.Second, "the watch to restart", func() bool { return tap.watchCount() >= 2 })
+	l := seen.waitFor(t, "g's key to expire", func(l Leadership) bool { return l.Event == EventExpired })
+	if l.HasLeader() || l.Revision != rev || l.State != KeyAbsent {
+		t.Fatalf("expired %+v", l)
+	}
+	if got := o.Leadership(); got.HasLeader() {
+		t.Fatalf("Leadership() = %v after the expiry", got)
+	}
+}
+
+// TestObserverFollowsTTLChanges raises the bucket's TTL under an observer:
+// it reports the expiry the new TTL gives, and does not poll meanwhile.
+func TestObserverFollowsTTLChanges(t *testing.T) {
+	ts := newTestServer(t)
+	nc := connect(t, ts.url())
+	tap := &tapKV{KeyValue: createBucket(t, nc, bucketConfig(time.Second))}
+	o, seen := newObserver(t, "k", tap)
+	seen.waitFor(t, "no key at first", func(l Leadership) bool { return l.Event == EventCurrent })
+
+	rev := mustCreate(t, tap, "k", "g") // never renewed
+	created := time.Now()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := js.UpdateKeyValue(ctx, bucketConfig(4*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	seen.waitFor(t, "g elected", func(l Leadership) bool { return l.Event == EventElected && l.Token == rev })
+	eventually(t, 3*time.Second, "the observer to learn the new TTL", func() bool {
+		l := o.Leadership()
+		return l.ExpiresBy.Sub(l.Renewed) == 4*time.Second
+	})
+	l := seen.waitFor(t, "g's key to expire", func(l Leadership) bool { return l.Event == EventExpired })
+	if l.Revision != rev || time.Since(created) < 4*time.Second {
+		t.Fatalf("expired %+v %v after the write, want after the new TTL 4s", l, time.Since(created))
+	}
+	// One read at the new expiry, perhaps one more if the broker was late:
+	// not one every 400ms from the old TTL on.
+	if n := tap.gets.Load(); n > 3 {
+		t.Errorf("the observer read the key %d times for one expiry", n)
+	}
+}
+
+// TestObserverDoesNotTrustTheBrokersClock runs observers whose clock is
+// ahead of the broker's by 2/3 of the TTL (the tap makes every entry look
+// 2s older): they predict expiries from when they saw the writes, and read
+// the key once or twice, not every 400ms.
+func TestObserverDoesNotTrustTheBrokersClock(t *testing.T) {
+	const ttl = 3 * time.Second
+	ts := newTestServer(t)
+	kv := createBucket(t, connect(t, ts.url()), bucketConfig(ttl))
+	skew := 2 * ttl / 3
+
+	// A write seen as it happens.
+	live := &tapKV{KeyValue: kv, shift: skew}
+	_, seen := newObserver(t, "live", live)
+	seen.waitFor(t, "no key at first", func(l Leadership) bool { return l.Event == EventCurrent })
+	created := time.Now()
+	mustCreate(t, kv, "live", "g")
+	seen.waitFor(t, "g elected", func(l Leadership) bool { return l.Event == EventElected })
+
+	// A write found when the observer starts: its age comes from the
+	// broker's clock, clamped to the TTL; after one early read the observer
+	// waits for the latest the write can expire.
+	mustCreate(t, kv, "found", "h")
+	found := &tapKV{KeyValue: kv, shift: skew}
+	_, seenFound := newObserver(t, "found", found)
+	seenFound.waitFor(t, "h leading", func(l Leadership) bool { return l.Event == EventCurrent && l.Leader == "h" })
+
+	seen.waitFor(t, "g's key to expire", func(l Leadership) bool { return l.Event == EventExpired })
+	if d := time.Since(created); d < ttl {
+		t.Fatalf("expiry reported %v after the write, before the TTL", d)
+	}
+	seenFound.waitFor(t, "h's key to expire", func(l Leadership) bool { return l.Event == EventExpired })
+	if n := live.gets.Load(); n > 3 {
+		t.Errorf("the observer of a live write read the key %d times for one expiry", n)
+	}
+	if n := found.gets.Load(); n > 4 {
+		t.Errorf("the observer of a found write read the key %d times for one expiry", n)
+	}
+}
+
+// TestObserverTellsAReElectionFromARenewal: the same leader writing again
+// is a renewal only while its previous write lives. Re-created right after
+// its key expired, it begins a new term with a new token, even within
+// TTL + 1s of its previous write. The tap makes the broker's clock 1s ahead
+// of the local one, so that the observer's own expiry check comes after the
+// re-election (as it may on any machine).
+func TestObserverTellsAReElectionFromARenewal(t *testing.T) {
+	const ttl = time.Second
+	ts := newTestServer(t)
+	kv := createBucket(t, connect(t, ts.url()), bucketConfig(ttl))
+	tap := &tapKV{KeyValue: kv, shift: -time.Second}
+	_, seen := newObserver(t, "k", tap, ObserveRenewals())
+	seen.waitFor(t, "no key at first", func(l Leadership) bool { return l.Event == EventCurrent })
+
+	first := mustCreate(t, kv, "k", "a")
+	seen.waitFor(t, "a elected", func(l Leadership) bool { return l.Event == EventElected && l.Token == first })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	renewal, err := kv.Update(ctx, "k", []byte("a"), first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := seen.waitFor(t, "a's renewal", func(l Leadership) bool { return l.Revision == renewal })
+	if l.Event != EventRenewed || l.Token != first {
+		t.Fatalf("renewal reported as %+v, want renewed with token %d", l, first)
+	}
+
+	waitExpired(t, kv, "k", 5*time.Second)
+	again := mustCreate(t, kv, "k", "a")
+	l = seen.waitFor(t, "a's new term", func(l Leadership) bool { return l.Revision == again })
+	if l.Event != EventElected || l.Token != again || l.Leader != "a" {
+		t.Fatalf("re-election after an expiry reported as %+v, want elected with token %d", l, again)
+	}
+}
+
+// TestObserverEndsWhenTheConnectionCloses: Run ends with an error wrapping
+// nats.ErrConnectionClosed, as Election.Start does, instead of retrying on
+// a connection that will never come back.
+func TestObserverEndsWhenTheConnectionCloses(t *testing.T) {
+	ts := newTestServer(t)
+	createBucket(t, connect(t, ts.url()), bucketConfig(time.Second))
+	for _, when := range []string{"while running", "before Run"} {
+		t.Run(when, func(t *testing.T) {
+			nc := connect(t, ts.url())
+			seen := &changes{}
+			o, err := NewObserver("k", openBucket(t, nc), OnChange(seen.add))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if when == "before Run" {
+				nc.Close()
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- o.Run(ctx) }()
+			defer func() {
+				cancel()
+				<-done
+			}()
+			if when == "while running" {
+				seen.waitFor(t, "the state found", func(l Leadership) bool { return l.Event == EventCurrent })
+				nc.Close()
+			}
+			select {
+			case err := <-done:
+				done <- err
+				if !errors.Is(err, nats.ErrConnectionClosed) {
+					t.Fatalf("Run = %v, want an error wrapping nats.ErrConnectionClosed", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("Run did not end after its connection closed")
+			}
+		})
+	}
 }
