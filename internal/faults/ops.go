@@ -215,14 +215,14 @@ type filler struct {
 // candidate writes, so that they cost the broker nothing but a slot.
 const fillerSubject = "$KV." + Bucket + ".faults-filler"
 
-// fill creates consumers, 8 at a time, until the broker refuses one with
-// "maximum consumers limit reached" (true) or maxFill are held (false).
-func (f *filler) fill(ctx context.Context) (bool, error) {
+// fill creates consumers, workers at a time, until the broker refuses one
+// with "maximum consumers limit reached" (true) or maxFill are held (false).
+func (f *filler) fill(ctx context.Context, workers int) (bool, error) {
 	var full, failed atomicFlag
 	var errMu sync.Mutex
 	var firstErr error
 	var wg sync.WaitGroup
-	for range 8 {
+	for range workers {
 		wg.Go(func() {
 			for !full.get() && !failed.get() && ctx.Err() == nil {
 				f.mu.Lock()
@@ -336,7 +336,7 @@ func (h *harness) refuseConsumers(ctx context.Context) error {
 	defer nc.Close()
 	f := &filler{js: js}
 	began := time.Now()
-	full, err := f.fill(ctx)
+	full, err := f.fill(ctx, 8)
 	if !full {
 		why := fmt.Sprintf("no consumer limit reached with %d consumers of the harness", f.held())
 		if err != nil {
@@ -361,7 +361,7 @@ func (h *harness) refuseConsumers(ctx context.Context) error {
 				return
 			case <-time.After(20 * time.Millisecond):
 			}
-			if _, err := f.fill(ctx); err != nil && ctx.Err() == nil {
+			if _, err := f.fill(ctx, 1); err != nil && ctx.Err() == nil {
 				h.note("refuse-consumers: refilling: %v", err)
 				return
 			}

@@ -125,7 +125,7 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer nc.Close()
-	kv, err := p.bucket(ctx, nc)
+	js, kv, err := p.bucket(ctx, nc)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -141,6 +141,9 @@ func run(ctx context.Context, args []string) error {
 		e, err := streams.NewElection(set.identity, set.key, kv,
 			streams.OnWon(w.won), streams.OnLeading(w.leading), streams.OnLost(w.lost),
 			streams.OnCampaign(w.campaigning),
+			// A leader marks its release, so that after a full restart the
+			// first new candidate leads at once.
+			streams.WithJetStream(js),
 			streams.WithLogger(log.WithField("cand", w.name)))
 		if err != nil {
 			return err
@@ -192,23 +195,24 @@ func (p *process) connect() (*nats.Conn, error) {
 	)
 }
 
-// bucket opens the election bucket, retrying while the broker is away.
-func (p *process) bucket(ctx context.Context, nc *nats.Conn) (jetstream.KeyValue, error) {
+// bucket opens the election bucket, retrying while the broker is away, and
+// returns it with the JetStream context it was opened with.
+func (p *process) bucket(ctx context.Context, nc *nats.Conn) (jetstream.JetStream, jetstream.KeyValue, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for {
 		tctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		kv, err := js.KeyValue(tctx, p.set.bucket)
 		cancel()
 		if err == nil {
-			return kv, nil
+			return js, kv, nil
 		}
 		p.log.Warnf("opening bucket %s: %v", p.set.bucket, err)
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, nil, ctx.Err()
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
