@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // chaosCandidate is one campaigning candidate with a connection of its own,
@@ -34,7 +35,7 @@ type chaosElection struct {
 type chaosRun struct {
 	t   *testing.T
 	ts  *testServer
-	ttl time.Duration
+	ttl time.Duration // the largest TTL the bucket had during the run
 
 	mu           sync.Mutex
 	disturbances []time.Time // deletes, and the moments the broker came back
@@ -92,12 +93,13 @@ func (el *chaosElection) remove(c *chaosCandidate) {
 }
 
 // TestChaos runs a dozen candidates in one election and five in another while
-// it stops leaders, deletes the key, closes leaders' connections and restarts
-// the broker, then checks that terms never overlapped, every loss followed a
-// win, tokens grew, and no election went leaderless longer than TTL + 1s
-// after the last disturbance. CONCLAVE_CHAOS_SECONDS lengthens the run.
+// it stops leaders, deletes the key, closes leaders' connections, restarts
+// the broker, raises and lowers the TTL, and restarts every candidate of an
+// election at once, then checks that terms never overlapped, every loss followed a
+// win, tokens grew, and no election went leaderless longer than the
+// largest TTL + 1s after the last disturbance. CONCLAVE_CHAOS_SECONDS lengthens the run.
 func TestChaos(t *testing.T) {
-	const ttl = time.Second
+	const ttl, raisedTTL = time.Second, 2 * time.Second
 	duration := 20 * time.Second
 	if s, err := strconv.Atoi(os.Getenv("CONCLAVE_CHAOS_SECONDS")); err == nil && s > 0 {
 		duration = time.Duration(s) * time.Second
@@ -107,7 +109,8 @@ func TestChaos(t *testing.T) {
 	}
 	ts := newTestServer(t)
 	createBucket(t, connect(t, ts.url()), bucketConfig(ttl))
-	run := &chaosRun{t: t, ts: ts, ttl: ttl, counts: map[string]int{}}
+	run := &chaosRun{t: t, ts: ts, ttl: raisedTTL, counts: map[string]int{}}
+	currentTTL := ttl
 	main := &chaosElection{key: "chaos", rec: newRecorder()}
 	side := &chaosElection{key: "side", rec: newRecorder()}
 	for i := 0; i < 12; i++ {
@@ -126,7 +129,7 @@ func TestChaos(t *testing.T) {
 		if rng.IntN(4) == 0 {
 			el = side
 		}
-		switch rng.IntN(4) {
+		switch rng.IntN(6) {
 		case 0: // stop the leader gracefully, start a replacement
 			if l := el.leader(); l != nil {
 				l.stop()
@@ -152,10 +155,35 @@ func TestChaos(t *testing.T) {
 			time.Sleep(time.Duration(rng.IntN(int(2 * ttl))))
 			ts.start()
 			run.disturbed("restart broker")
+		case 4: // an operator raises or lowers the TTL
+			currentTTL = ttl + raisedTTL - currentTTL
+			js, err := jetstream.New(connect(t, ts.url()))
+			if err == nil {
+				_, err = js.UpdateKeyValue(t.Context(), bucketConfig(currentTTL))
+			}
+			if err != nil {
+				t.Logf("change TTL: %v", err)
+			}
+			run.disturbed(fmt.Sprintf("TTL to %v", currentTTL))
+		case 5: // restart every candidate of the election at once
+			el.mu.Lock()
+			cs := append([]*chaosCandidate(nil), el.candidates...)
+			el.mu.Unlock()
+			var wg sync.WaitGroup
+			for _, c := range cs {
+				wg.Add(1)
+				go func() { defer wg.Done(); c.stop() }()
+			}
+			wg.Wait()
+			for _, c := range cs {
+				el.remove(c)
+				run.add(el)
+			}
+			run.disturbed("restart all of " + el.key)
 		}
 	}
 	// Let the last disturbance settle, then stop everyone.
-	time.Sleep(ttl + time.Second)
+	time.Sleep(raisedTTL + time.Second)
 	for _, el := range []*chaosElection{main, side} {
 		el.mu.Lock()
 		cs := append([]*chaosCandidate(nil), el.candidates...)
@@ -198,7 +226,7 @@ func (r *chaosRun) checkGaps(key string, ss []span) time.Duration {
 			gap := s.start.Sub(from)
 			worst = max(worst, gap)
 			if gap > allowed {
-				r.t.Errorf("election %s had no leader for %v before %s led at %v, longer than TTL + 1s", key, gap, s.who, s.start.Format("15:04:05.000"))
+				r.t.Errorf("election %s had no leader for %v before %s led at %v, longer than the largest TTL + 1s", key, gap, s.who, s.start.Format("15:04:05.000"))
 			}
 		}
 		if s.end.After(covered) {

@@ -15,10 +15,17 @@
 // they saw (expiry is silent), and fall back to a jittered safety-net
 // campaign (see BackOff) in case the watch missed something.
 //
-// A leader stopping gracefully first runs OnLost, then writes an empty value
-// over its own revision: a standby takes that over within milliseconds. If
-// none does, it removes the key so that candidates that can only create keys
-// (Choria's) can take it.
+// A candidate without a working watch (the broker refuses consumers, or the
+// watch is stuck) still campaigns: it reads the key on its backoff timer,
+// predicts expiry from what it read, retries the watch with backoff, and logs
+// the cause once. The watch only makes takeovers faster.
+//
+// A leader stopping gracefully first runs OnLost, then writes a release
+// marker: a delete marker over its own revision whose payload names it
+// ("released by host1"; see ReadEntry). Any candidate that sees it, now or
+// later, leads at once; Choria's candidates see an ordinary deleted key and
+// take it too. Writing the marker needs the JetStream context the bucket was
+// opened with (WithJetStream); without it the release is a plain delete.
 //
 // # Guarantees and the clock
 //
@@ -31,27 +38,63 @@
 // reach the broker or was paused. IsLeader, Term.Valid and the term's context
 // read the clock directly and turn false the instant the deadline passes.
 //
-// When someone else removes the key (forcing a stand-down, as `kv del` does),
+// When anyone else removes the key (forcing a stand-down: `nats kv del`,
+// `nats kv purge`, `conclave election stand-down`, or writing an empty value),
 // the leader they removed may not notice at once, so the candidate that takes
 // the key next waits a full TTL from when it saw the removal before it leads,
-// and the deposed leader sits out that takeover. A write whose outcome is
-// unknown (a timeout) is never assumed to be ours: a leader that cannot
-// confirm its hold leads until its deadline and then stands down.
+// and the deposed leader sits out that takeover. Only a holder's own release
+// marker is not a removal. A write whose outcome is unknown (a timeout) is
+// never assumed to be ours: a leader that cannot confirm its hold leads until
+// its deadline and then stands down.
 //
-// The broker applies a changed TTL to values already stored. A candidate
-// taking over a removed key waits by the higher of the TTL it knew and the
-// TTL it reads then, so raising the TTL is safe. A leader re-reads the TTL
-// every four TTLs and shortens its deadline at once when it was lowered, but
-// a leader cut off from the broker cannot learn of it: lowering the TTL of a
-// bucket in use can let a new leader in before such a leader's deadline.
-// Lower it with elections stopped, or accept that window.
+// Removing the key behind the KV API's back (a stream purge, `nats stream
+// rmm`, deleting the bucket) leaves nothing to see: candidates that watched
+// the leader's last renewal still wait for its predicted expiry, but a
+// candidate that starts afterwards finds an empty key and leads at once, while
+// the removed leader learns of it only at its next renewal, within a third of
+// the TTL. Force stand-downs with a delete, never with a stream purge.
+//
+// # Changing the TTL
+//
+// The broker applies a changed TTL to values already stored. Every term reads
+// the TTL after its winning write and before it begins, and bases its
+// deadline on the lower of that and the TTL the candidate knew, so no term
+// rests on a TTL older than itself. A candidate taking over a removed key
+// waits by the higher of the two, so raising the TTL is safe. A leader in
+// touch with the broker re-reads the TTL every TTL and shortens its deadline
+// at once when it was lowered; standbys re-read it every four TTLs. A TTL
+// that can no longer hold elections (below MinTTL, or none) makes the leader
+// release the key and every candidate stop campaigning until it changes.
+//
+// What a lowered TTL cannot reach is a leader cut off from the broker at the
+// moment of the change: it still counts on the old TTL, while its key now
+// expires by the new one, so for up to the difference a new leader can lead
+// beside it. A leader in touch keeps renewing every third of the old TTL, so
+// lowering the TTL to no less than half its old value is safe for it; lower it
+// further in steps, one old TTL apart, or with elections stopped.
+//
+// # Clocks
+//
+// The deadline is measured on the leader's monotonic clock, and the broker
+// expires keys by its wall clock. The safety margin (SafetyMargin, a tenth of
+// the TTL by default) absorbs the difference in their rates over one TTL;
+// nothing more. A forward step of the broker's wall clock larger than the
+// margin, or a failover to a replica whose clock is ahead by more, expires a
+// key early and can let a second leader in. A suspended host (laptop sleep, a
+// VM paused) stops Go's monotonic clock, so a leader that wakes believes less
+// time passed than did: check Term.Valid right before acting, and rely on
+// fencing tokens. Run NTP in slewing mode (chrony's default, with makestep
+// only at boot) on brokers and candidates, and keep the margin above the
+// worst step you allow.
 //
 // What no election can promise is that a leader acts only while it leads: a
 // process can pause between checking and acting. Send the term's fencing
 // Token with every write to a resource that rejects tokens lower than the
 // highest it has seen. Tokens are the revision of the write that began the
 // term: they grow across terms and never repeat, as long as the broker does
-// not lose acknowledged writes (Conclave's broker fsyncs before acknowledging).
+// not lose acknowledged writes (Conclave's broker fsyncs before acknowledging)
+// and the bucket is not recreated by a tool that restarts revisions at 1
+// (Conclave's broker creates it with revisions above any earlier one's).
 //
 // # Callbacks
 //
