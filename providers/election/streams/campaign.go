@@ -117,7 +117,7 @@ func (c *campaigner) begin(ctx context.Context) {
 	c.log.Debugf("election %s: %s campaigning, ttl %v, renew every %v, safety margin %v", c.e.key, c.e.identity, c.tm.ttl, c.tm.renew, c.tm.margin)
 	now := c.clock.Now()
 	c.nextCampaign = now // read the key at once, whether or not a watch comes up
-	c.nextTTLCheck = now.Add(jittered(ttlChecksEvery * c.tm.ttl))
+	c.nextTTLCheck = now.Add(jittered(standbyTTLEvery(c.tm)))
 }
 
 // spinLimit is how many loop turns in a row may find work due at once
@@ -275,6 +275,11 @@ func (c *campaigner) campaign(now time.Time) {
 		c.nextCampaign = done.Add(c.tm.standby.Duration(c.tries))
 		c.view.readAt = time.Time{} // without a watch, read before the next try
 		c.log.Debugf("election %s: campaign for revision %d lost: %v", c.e.key, expect, err)
+		if c.view.State == KeyHeld && c.tries == 1 {
+			// The leader outlived our prediction: perhaps the TTL was
+			// raised. Read it before the next try.
+			c.nextTTLCheck = done
+		}
 		if c.watch.working() && c.viewLooksStale(done) {
 			c.log.Debugf("election %s: view of the key looks stale, restarting the watch", c.e.key)
 			c.restartWatch(done)

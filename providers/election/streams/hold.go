@@ -111,35 +111,43 @@ func (c *campaigner) confirmTTL(now time.Time) {
 	}
 }
 
-// ttlChecksEvery is how many TTLs a standby lets pass between reads of the
-// bucket's TTL. A leader reads it every TTL, so that one in touch with the
-// broker adopts a lowered TTL within one (old) TTL; a standby reads it more
-// rarely, because a stream info request costs the broker about as much as a
-// synced write and a standby's TTL only steers its safety-net campaigns
-// (every term reads it afresh before it begins).
-const ttlChecksEvery = 4
+// ttlChecksEvery is how many TTLs, and standbyTTLCheck how long at least, a
+// standby lets pass between reads of the bucket's TTL. A leader reads it
+// every TTL, so that one in touch with the broker adopts a lowered TTL within
+// one (old) TTL; a standby reads it more rarely, because a stream info
+// request costs the broker about as much as a synced write, standbys can be
+// many, and a standby's TTL only steers its safety-net campaigns: every term
+// reads the TTL afresh before it begins. A standby also re-reads it when a
+// leader outlives its predicted expiry (see campaign).
+const (
+	ttlChecksEvery  = 4
+	standbyTTLCheck = time.Minute
+)
+
+// standbyTTLEvery is how long a standby waits between reads of the TTL.
+func standbyTTLEvery(tm timings) time.Duration {
+	return max(ttlChecksEvery*tm.ttl, standbyTTLCheck)
+}
 
 // checkTTL re-reads the bucket's TTL and adopts a change.
 func (c *campaigner) checkTTL(now time.Time) {
 	ttl, err := c.readTTL(now)
 	done := c.clock.Now()
+	wasUnusable := c.ttlUnusable != nil
+	usable := err == nil && c.adoptTTL(done, ttl)
+	// A leader, or anyone waiting for a usable TTL, reads it every TTL.
 	every := c.tm.ttl
 	if !c.phase.holds() && c.ttlUnusable == nil {
-		every = ttlChecksEvery * c.tm.ttl
+		every = standbyTTLEvery(c.tm)
+	}
+	if usable && wasUnusable {
+		c.log.Infof("election %s: bucket TTL is %v again, which can hold elections: campaigning", c.e.key, ttl)
+		c.ttlUnusable = nil
+		every = standbyTTLEvery(c.tm)
+		c.view.readAt = time.Time{}
+		c.schedule(done)
 	}
 	c.nextTTLCheck = done.Add(jittered(every))
-	if err != nil {
-		return
-	}
-	wasUnusable := c.ttlUnusable != nil
-	if !c.adoptTTL(done, ttl) || !wasUnusable {
-		return
-	}
-	c.log.Infof("election %s: bucket TTL is %v again, which can hold elections: campaigning", c.e.key, ttl)
-	c.ttlUnusable = nil
-	c.nextTTLCheck = done.Add(jittered(ttlChecksEvery * c.tm.ttl))
-	c.view.readAt = time.Time{}
-	c.schedule(done)
 }
 
 // adoptTTL takes in the bucket's TTL as just read. A lower TTL shortens the
@@ -332,6 +340,20 @@ func (c *campaigner) finishTerm(cause Cause) {
 	})
 }
 
+// nobodyElseCanLead reports whether no other candidate can still count on
+// the key we hold: the one before us released it, or its key expired and any
+// grace has passed, or it was removed and we waited a TTL since.
+func (c *campaigner) nobodyElseCanLead(now time.Time) bool {
+	switch c.hold.from {
+	case KeyReleased:
+		return true
+	case KeyRemoved:
+		return c.hold.ttlRead && !now.Before(c.hold.safeAt)
+	default:
+		return !now.Before(c.hold.wonAt.Add(c.e.opts.grace))
+	}
+}
+
 // release hands the key over with a delete marker over our own revision. It
 // carries a release mark, which lets the next candidate lead at once, only
 // when no one else can still count on the key: once our term could begin. A
@@ -339,7 +361,7 @@ func (c *campaigner) finishTerm(cause Cause) {
 // without the mark, so the next leader waits as we would have.
 func (c *campaigner) release(now time.Time) {
 	var payload []byte
-	if c.hold.ttlRead && !now.Before(c.hold.safeAt) {
+	if c.nobodyElseCanLead(now) {
 		payload = releasePayload(c.e.identity)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.tm.request)
