@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/conclave-io/conclave/broker"
+	"github.com/conclave-io/conclave/providers/election/streams"
 )
 
 // session is a connection to a broker and the election bucket on it.
@@ -101,33 +102,18 @@ func (s *session) status(ctx context.Context) (*jetstream.KeyValueBucketStatus, 
 	return bs, nil
 }
 
-// State of an election key as its latest message shows it.
-const (
-	stateHeld     = "held"     // a leader's identity
-	stateReleased = "released" // an empty value: the leader stepped down
-	stateRemoved  = "removed"  // a delete or purge marker
-)
+// record is an election key's latest message, read as an election by
+// streams.ReadEntry: the one home of what a message means (held, released
+// by its holder, removed, absent), shared with candidates and observers.
+type record = streams.Entry
 
-// record is an election key's latest message.
-type record struct {
-	key      string
-	state    string
-	leader   string // the identity, when held
-	revision uint64
-	written  time.Time // by the broker's clock
-}
-
-func newRecord(ent jetstream.KeyValueEntry) record {
-	r := record{key: ent.Key(), revision: ent.Revision(), written: ent.Created()}
-	switch {
-	case ent.Operation() != jetstream.KeyValuePut:
-		r.state = stateRemoved
-	case len(ent.Value()) == 0:
-		r.state = stateReleased
-	default:
-		r.state, r.leader = stateHeld, string(ent.Value())
+// stateText says what a record's state is in a word or three: "held",
+// "released by X", "removed".
+func stateText(r record) string {
+	if r.State == streams.KeyReleased {
+		return "released by " + r.ReleasedBy
 	}
-	return r
+	return r.State.String()
 }
 
 // readRecords returns the latest message of every key matching filter (">"
@@ -151,10 +137,10 @@ func (s *session) readRecords(ctx context.Context, filter string) ([]record, err
 				return nil, fmt.Errorf("reading bucket %s on %s: the watch ended early", s.bucket, s.url)
 			}
 			if ent == nil {
-				slices.SortFunc(recs, func(a, b record) int { return strings.Compare(a.key, b.key) })
+				slices.SortFunc(recs, func(a, b record) int { return strings.Compare(a.Key, b.Key) })
 				return recs, nil
 			}
-			recs = append(recs, newRecord(ent))
+			recs = append(recs, streams.ReadEntry(ent))
 		}
 	}
 }
@@ -197,7 +183,7 @@ func (s *session) unknownElection(ctx context.Context, name string) error {
 			names = append(names, fmt.Sprintf("and %d more", len(recs)-most))
 			break
 		}
-		names = append(names, r.key)
+		names = append(names, r.Key)
 	}
 	if len(names) == 0 {
 		return fmt.Errorf("no election %q in %s: it has no elections (a key appears when a candidate first campaigns, and goes a TTL after its last write)", name, s.bucket)

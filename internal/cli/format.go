@@ -6,6 +6,8 @@ import (
 	"io"
 	"math"
 	"time"
+
+	"github.com/conclave-io/conclave/providers/election/streams"
 )
 
 // jsonTime is the format of times in JSON output: RFC 3339 in UTC with
@@ -88,6 +90,9 @@ type electionJSON struct {
 	State string `json:"state"`
 	// Leader is the leader's identity while held, else "".
 	Leader string `json:"leader"`
+	// ReleasedBy is the identity of the leader that stepped down while
+	// released, else "".
+	ReleasedBy string `json:"released_by"`
 	// Revision is the revision of the key's latest write.
 	Revision uint64 `json:"revision"`
 	// LastWrite is when the broker stored the latest write.
@@ -102,15 +107,16 @@ type electionJSON struct {
 
 func newElectionJSON(r record, ttl time.Duration, now time.Time) electionJSON {
 	j := electionJSON{
-		Election:            r.key,
-		State:               r.state,
-		Leader:              r.leader,
-		Revision:            r.revision,
-		LastWrite:           formatJSONTime(r.written),
-		LastWriteAgeSeconds: seconds(now.Sub(r.written)),
+		Election:            r.Key,
+		State:               r.State.String(),
+		Leader:              r.Leader,
+		ReleasedBy:          r.ReleasedBy,
+		Revision:            r.Revision,
+		LastWrite:           formatJSONTime(r.Written),
+		LastWriteAgeSeconds: seconds(now.Sub(r.Written)),
 	}
-	if r.state == stateHeld && ttl > 0 {
-		exp := r.written.Add(ttl)
+	if r.State == streams.KeyHeld && ttl > 0 {
+		exp := r.Written.Add(ttl)
 		j.ExpiresAt = jsonTimePtr(exp)
 		j.ExpiresInSeconds = secondsPtr(exp.Sub(now))
 	}

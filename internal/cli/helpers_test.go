@@ -316,10 +316,11 @@ type candidate struct {
 
 // campaign starts a candidate named identity in election key; it stops
 // when the test ends.
-func campaign(t *testing.T, kv jetstream.KeyValue, identity, key string) *candidate {
+func campaign(t *testing.T, kv jetstream.KeyValue, identity, key string, opts ...streams.Option) *candidate {
 	t.Helper()
 	c := &candidate{terms: make(chan *streams.Term, 16), done: make(chan struct{})}
-	e, err := streams.NewElection(identity, key, kv, streams.OnLeading(func(term *streams.Term) { c.terms <- term }))
+	opts = append(opts, streams.OnLeading(func(term *streams.Term) { c.terms <- term }))
+	e, err := streams.NewElection(identity, key, kv, opts...)
 	if err != nil {
 		t.Fatalf("election: %v", err)
 	}
@@ -344,6 +345,22 @@ func (c *candidate) waitLeading(t *testing.T) *streams.Term {
 		t.Fatalf("%s did not become leader of %s within %v", c.e.Identity(), c.e.Key(), eventTimeout)
 		return nil
 	}
+}
+
+// publishRelease writes identity's release marker over revision rev of key
+// in the election bucket, as a holder's graceful release does: a delete
+// marker with a revision check whose payload names the holder. It returns
+// the marker's revision.
+func publishRelease(t *testing.T, url, key, identity string, rev uint64) uint64 {
+	t.Helper()
+	m := nats.NewMsg("$KV." + broker.ElectionBucket + "." + key)
+	m.Header.Set("KV-Operation", "DEL")
+	m.Data = []byte("released by " + identity)
+	ack, err := jetStream(t, url).PublishMsg(testCtx(t), m, jetstream.WithExpectLastSequencePerSubject(rev))
+	if err != nil {
+		t.Fatalf("release marker of %s: %v", key, err)
+	}
+	return ack.Sequence
 }
 
 // stop stops the candidate and waits until it has released the key.

@@ -130,19 +130,19 @@ func (e *elections) info(ctx context.Context, name string, asJSON bool) error {
 func writeInfo(w io.Writer, bucket string, rec *record, cfg jetstream.StreamConfig, cluster string, values uint64, warnings []string, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
 	if rec != nil {
-		fmt.Fprintf(tw, "Election:\t%s\n", rec.key)
-		switch rec.state {
-		case stateHeld:
-			fmt.Fprintf(tw, "Leader:\t%s\n", rec.leader)
-		case stateReleased:
-			fmt.Fprintf(tw, "Leader:\tnone: released (the leader stepped down; a candidate can take it at once)\n")
-		case stateRemoved:
-			fmt.Fprintf(tw, "Leader:\tnone: removed (the key was deleted: a forced stand-down, or a release nobody took over)\n")
+		fmt.Fprintf(tw, "Election:\t%s\n", rec.Key)
+		switch rec.State {
+		case streams.KeyHeld:
+			fmt.Fprintf(tw, "Leader:\t%s\n", rec.Leader)
+		case streams.KeyReleased:
+			fmt.Fprintf(tw, "Leader:\tnone: released by %s (it stepped down; a candidate can lead at once)\n", rec.ReleasedBy)
+		case streams.KeyRemoved:
+			fmt.Fprintf(tw, "Leader:\tnone: %s by someone other than the leader (a forced stand-down: the next leader waits a TTL before it acts)\n", rec.Describe())
 		}
-		fmt.Fprintf(tw, "Revision:\t%d (the latest write; the fencing token only if it began the term)\n", rec.revision)
-		fmt.Fprintf(tw, "Last write:\t%s (%s)\n", rec.written.Local().Format(textTime), ago(rec.written, now))
-		if rec.state == stateHeld && cfg.MaxAge > 0 {
-			exp := rec.written.Add(cfg.MaxAge)
+		fmt.Fprintf(tw, "Revision:\t%d (the latest write; the fencing token only if it began the term)\n", rec.Revision)
+		fmt.Fprintf(tw, "Last write:\t%s (%s)\n", rec.Written.Local().Format(textTime), ago(rec.Written, now))
+		if rec.State == streams.KeyHeld && cfg.MaxAge > 0 {
+			exp := rec.Written.Add(cfg.MaxAge)
 			fmt.Fprintf(tw, "Expires:\t%s (%s) unless renewed\n", exp.Local().Format(textTime), until(exp, now))
 		}
 		fmt.Fprintln(tw)

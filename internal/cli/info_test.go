@@ -158,3 +158,44 @@ func TestInfoOneReplicaOnCluster(t *testing.T) {
 		t.Errorf("warnings %q, want the one about 1 replica on a cluster", out.Warnings)
 	}
 }
+
+// TestInfoReleasedAndRemoved checks what info says of a key its holder
+// released (a release marker) and of one someone emptied (not a release).
+func TestInfoReleasedAndRemoved(t *testing.T) {
+	url := startBroker(t, time.Minute)
+	kv := electionBucket(t, url)
+	rev, err := kv.Create(testCtx(t), "beta", []byte("b1.example.net"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker := publishRelease(t, url, "beta", "b1.example.net", rev)
+	if _, err := kv.Create(testCtx(t), "blank", []byte("n1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(testCtx(t), "blank", nil); err != nil {
+		t.Fatal(err)
+	}
+
+	r := conclave(t, "--server", url, "election", "info", "beta")
+	mustSucceed(t, r)
+	mustContain(t, "info beta", r.stdout, "Leader:", "none: released by b1.example.net (it stepped down; a candidate can lead at once)", "Revision:", itoa(marker))
+	if strings.Contains(r.stdout, "Expires:") {
+		t.Errorf("a released key has no expiry:\n%s", r.stdout)
+	}
+	r = conclave(t, "--server", url, "election", "info", "beta", "--json")
+	mustSucceed(t, r)
+	var out infoOutput
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+		t.Fatalf("info --json: %v\n%s", err, r.stdout)
+	}
+	if e := out.Election; e == nil || e.State != "released" || e.ReleasedBy != "b1.example.net" || e.Leader != "" || e.Revision != marker || e.ExpiresAt != nil {
+		t.Errorf("election is %+v, want released by b1.example.net at revision %d", e, marker)
+	}
+
+	r = conclave(t, "--server", url, "election", "info", "blank")
+	mustSucceed(t, r)
+	mustContain(t, "info blank", r.stdout, "none: removed (emptied) by someone other than the leader", "a forced stand-down")
+	if strings.Contains(r.stdout, "released") {
+		t.Errorf("an empty value reported as a release:\n%s", r.stdout)
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/conclave-io/conclave/providers/election/streams"
 )
 
 func (e *elections) listCommand() *cobra.Command {
@@ -15,10 +17,11 @@ func (e *elections) listCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List every election with its leader, latest revision and expiry",
-		Long: `Lists every key of the bucket: the leader's identity, or "released" (the
-leader stepped down and wrote an empty value) or "removed" (the key was
-deleted: a forced stand-down, or a release nobody took over). Keys that expired
-are gone and not listed.
+		Long: `Lists every key of the bucket: the leader's identity, or "released by X"
+(leader X stepped down and marked the key free: a candidate can lead at once)
+or "removed" (someone else deleted, purged or emptied the key: a forced
+stand-down; the next leader waits a TTL before it acts). Keys that expired are
+gone and not listed.
 
 REVISION is the revision of the key's latest write. It is the term's fencing
 token only when that write began the term: renewals raise it, and the bucket
@@ -76,16 +79,16 @@ func writeListTable(w io.Writer, bucket string, ttl time.Duration, recs []record
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ELECTION\tLEADER\tREVISION\tLAST WRITE\tEXPIRES")
 	for _, r := range recs {
-		leader, expires := "("+r.state+")", "-"
-		if r.state == stateHeld {
-			leader = r.leader
+		leader, expires := "("+stateText(r)+")", "-"
+		if r.State == streams.KeyHeld {
+			leader = r.Leader
 			if ttl > 0 {
-				expires = until(r.written.Add(ttl), now)
+				expires = until(r.Written.Add(ttl), now)
 			} else {
 				expires = "never (bucket has no TTL)"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", r.key, leader, r.revision, ago(r.written, now), expires)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", r.Key, leader, r.Revision, ago(r.Written, now), expires)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -23,6 +23,7 @@ type electionItem struct {
 	Election            string   `json:"election"`
 	State               string   `json:"state"`
 	Leader              string   `json:"leader"`
+	ReleasedBy          string   `json:"released_by"`
 	Revision            uint64   `json:"revision"`
 	LastWrite           string   `json:"last_write"`
 	LastWriteAgeSeconds float64  `json:"last_write_age_seconds"`
@@ -31,31 +32,44 @@ type electionItem struct {
 }
 
 // listSetup starts a broker with a one minute TTL, so that nothing expires
-// during the test, with a leader in "alpha", a released "beta" and a
-// removed "delta".
-func listSetup(t *testing.T) (url string, kv jetstream.KeyValue, alphaRev, betaRev, deltaRev uint64) {
+// during the test, with a leader in "alpha", "beta" released by its holder
+// b1.example.net, and "delta", "epsilon" and "zeta" removed: deleted,
+// emptied (an empty value is not a release) and purged.
+func listSetup(t *testing.T) (url string, kv jetstream.KeyValue, alphaRev uint64, removed map[string]uint64) {
 	t.Helper()
 	url = startBroker(t, time.Minute)
 	kv = electionBucket(t, url)
 	c1 := campaign(t, kv, "c1.example.net", "alpha")
 	c1.waitLeading(t)
 	alphaRev = revisionOf(t, kv, "alpha")
-	var err error
-	if betaRev, err = kv.Put(testCtx(t), "beta", nil); err != nil {
+	removed = map[string]uint64{}
+	rev, err := kv.Create(testCtx(t), "beta", []byte("b1.example.net"))
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kv.Create(testCtx(t), "delta", []byte("gone.example.net")); err != nil {
-		t.Fatal(err)
+	removed["beta"] = publishRelease(t, url, "beta", "b1.example.net", rev)
+	for _, key := range []string{"delta", "epsilon", "zeta"} {
+		if _, err := kv.Create(testCtx(t), key, []byte("gone.example.net")); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := kv.Delete(testCtx(t), "delta"); err != nil {
 		t.Fatal(err)
 	}
-	hist, err := kv.History(testCtx(t), "delta")
-	if err != nil || len(hist) == 0 {
-		t.Fatalf("delta's marker: %v", err)
+	if _, err := kv.Put(testCtx(t), "epsilon", nil); err != nil {
+		t.Fatal(err)
 	}
-	deltaRev = hist[len(hist)-1].Revision()
-	return url, kv, alphaRev, betaRev, deltaRev
+	if err := kv.Purge(testCtx(t), "zeta"); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"delta", "epsilon", "zeta"} {
+		hist, err := kv.History(testCtx(t), key)
+		if err != nil || len(hist) == 0 {
+			t.Fatalf("%s's latest message: %v", key, err)
+		}
+		removed[key] = hist[len(hist)-1].Revision()
+	}
+	return url, kv, alphaRev, removed
 }
 
 // revisionOf returns key's latest revision.
@@ -69,22 +83,24 @@ func revisionOf(t *testing.T, kv jetstream.KeyValue, key string) uint64 {
 }
 
 func TestListTable(t *testing.T) {
-	url, kv, alphaRev, betaRev, deltaRev := listSetup(t)
+	url, kv, alphaRev, removed := listSetup(t)
 	r := conclave(t, "--server", url, "election", "list")
 	mustSucceed(t, r)
 	alphaLatest := revisionOf(t, kv, "alpha") // a renewal may have moved it
 
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-	if len(lines) < 4 {
-		t.Fatalf("want a header and 3 rows, got:\n%s", r.stdout)
+	if len(lines) < 6 {
+		t.Fatalf("want a header and 5 rows, got:\n%s", r.stdout)
 	}
 	if !regexp.MustCompile(`^ELECTION\s+LEADER\s+REVISION\s+LAST WRITE\s+EXPIRES$`).MatchString(lines[0]) {
 		t.Errorf("header is %q", lines[0])
 	}
 	rows := []*regexp.Regexp{
 		regexp.MustCompile(`^alpha\s+c1\.example\.net\s+(\d+)\s+[0-9hms.]+ ago\s+in [0-9hms.]+$`),
-		regexp.MustCompile(`^beta\s+\(released\)\s+` + itoa(betaRev) + `\s+[0-9hms.]+ ago\s+-$`),
-		regexp.MustCompile(`^delta\s+\(removed\)\s+` + itoa(deltaRev) + `\s+[0-9hms.]+ ago\s+-$`),
+		regexp.MustCompile(`^beta\s+\(released by b1\.example\.net\)\s+` + itoa(removed["beta"]) + `\s+[0-9hms.]+ ago\s+-$`),
+		regexp.MustCompile(`^delta\s+\(removed\)\s+` + itoa(removed["delta"]) + `\s+[0-9hms.]+ ago\s+-$`),
+		regexp.MustCompile(`^epsilon\s+\(removed\)\s+` + itoa(removed["epsilon"]) + `\s+[0-9hms.]+ ago\s+-$`),
+		regexp.MustCompile(`^zeta\s+\(removed\)\s+` + itoa(removed["zeta"]) + `\s+[0-9hms.]+ ago\s+-$`),
 	}
 	for i, re := range rows {
 		m := re.FindStringSubmatch(lines[i+1])
@@ -98,11 +114,11 @@ func TestListTable(t *testing.T) {
 			}
 		}
 	}
-	mustContain(t, "list", r.stdout, "3 elections in CHORIA_LEADER_ELECTION, TTL 1m0s", "fencing token only if")
+	mustContain(t, "list", r.stdout, "5 elections in CHORIA_LEADER_ELECTION, TTL 1m0s", "fencing token only if")
 }
 
 func TestListJSON(t *testing.T) {
-	url, _, _, betaRev, deltaRev := listSetup(t)
+	url, _, _, removed := listSetup(t)
 	before := time.Now()
 	r := conclave(t, "--server", url, "election", "list", "--json")
 	mustSucceed(t, r)
@@ -114,18 +130,21 @@ func TestListJSON(t *testing.T) {
 	if out.Bucket != "CHORIA_LEADER_ELECTION" || out.TTLSeconds != 60 {
 		t.Errorf("bucket %q, ttl_seconds %v; want CHORIA_LEADER_ELECTION, 60", out.Bucket, out.TTLSeconds)
 	}
-	if len(out.Elections) != 3 {
-		t.Fatalf("want 3 elections, got %+v", out.Elections)
+	if len(out.Elections) != 5 {
+		t.Fatalf("want 5 elections, got %+v", out.Elections)
 	}
-	alpha, beta, delta := out.Elections[0], out.Elections[1], out.Elections[2]
-	if alpha.Election != "alpha" || alpha.State != "held" || alpha.Leader != "c1.example.net" || alpha.Revision == 0 {
+	alpha, beta := out.Elections[0], out.Elections[1]
+	if alpha.Election != "alpha" || alpha.State != "held" || alpha.Leader != "c1.example.net" || alpha.ReleasedBy != "" || alpha.Revision == 0 {
 		t.Errorf("alpha is %+v", alpha)
 	}
-	if beta.Election != "beta" || beta.State != "released" || beta.Leader != "" || beta.Revision != betaRev {
-		t.Errorf("beta is %+v, want released at revision %d", beta, betaRev)
+	if beta.Election != "beta" || beta.State != "released" || beta.ReleasedBy != "b1.example.net" || beta.Leader != "" || beta.Revision != removed["beta"] {
+		t.Errorf("beta is %+v, want released by b1.example.net at revision %d", beta, removed["beta"])
 	}
-	if delta.Election != "delta" || delta.State != "removed" || delta.Leader != "" || delta.Revision != deltaRev {
-		t.Errorf("delta is %+v, want removed at revision %d", delta, deltaRev)
+	for i, key := range []string{"delta", "epsilon", "zeta"} {
+		e := out.Elections[2+i]
+		if e.Election != key || e.State != "removed" || e.Leader != "" || e.ReleasedBy != "" || e.Revision != removed[key] {
+			t.Errorf("%s is %+v, want removed at revision %d", key, e, removed[key])
+		}
 	}
 	for _, e := range out.Elections {
 		written, err := time.Parse(time.RFC3339, e.LastWrite)

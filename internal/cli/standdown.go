@@ -12,6 +12,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
+
+	"github.com/conclave-io/conclave/providers/election/streams"
 )
 
 // waitSlack is added to the bucket's TTL for stand-down's default wait: a
@@ -69,20 +71,20 @@ func (e *elections) standDown(ctx context.Context, name string, force bool, wait
 	if err != nil {
 		return err
 	}
-	if rec.state != stateHeld {
-		return fmt.Errorf("election %q has no leader to stand down: its key is %s (revision %d, %s)", name, rec.state, rec.revision, ago(rec.written, time.Now()))
+	if rec.State != streams.KeyHeld {
+		return fmt.Errorf("election %q has no leader to stand down: its key is %s (revision %d, %s)", name, stateText(rec), rec.Revision, ago(rec.Written, time.Now()))
 	}
 	st, err := s.status(ctx)
 	if err != nil {
 		return err
 	}
 	if !force {
-		ok, err := e.confirm(fmt.Sprintf("Really force %s to stand down from %s? [y/N] ", rec.leader, name))
+		ok, err := e.confirm(fmt.Sprintf("Really force %s to stand down from %s? [y/N] ", rec.Leader, name))
 		if err != nil {
 			return err
 		}
 		if !ok {
-			return fmt.Errorf("not confirmed: %s still leads %s (pass --force to skip the question)", rec.leader, name)
+			return fmt.Errorf("not confirmed: %s still leads %s (pass --force to skip the question)", rec.Leader, name)
 		}
 	}
 
@@ -96,13 +98,13 @@ func (e *elections) standDown(ctx context.Context, name string, force bool, wait
 		return err
 	}
 	marker, err := waitForEntry(ctx, w, s.timeout, func(ent jetstream.KeyValueEntry) bool {
-		return ent.Operation() != jetstream.KeyValuePut && ent.Revision() > rec.revision
+		return ent.Operation() != jetstream.KeyValuePut && ent.Revision() > rec.Revision
 	})
 	switch {
 	case err != nil:
-		fmt.Fprintf(e.a.stdout, "Removed %s: %s must stand down.\n", name, rec.leader)
+		fmt.Fprintf(e.a.stdout, "Removed %s: %s must stand down.\n", name, rec.Leader)
 	default:
-		fmt.Fprintf(e.a.stdout, "Removed %s at revision %d: %s must stand down.\n", name, marker.Revision(), rec.leader)
+		fmt.Fprintf(e.a.stdout, "Removed %s at revision %d: %s must stand down.\n", name, marker.Revision(), rec.Leader)
 	}
 	if noWait {
 		return nil
@@ -110,7 +112,7 @@ func (e *elections) standDown(ctx context.Context, name string, force bool, wait
 	if wait <= 0 {
 		wait = st.TTL() + waitSlack
 	}
-	after := rec.revision
+	after := rec.Revision
 	if marker != nil {
 		after = marker.Revision()
 	}
@@ -125,11 +127,11 @@ func (e *elections) standDown(ctx context.Context, name string, force bool, wait
 		return nil
 	}
 	again := "now"
-	if string(taken.Value()) == rec.leader {
+	if string(taken.Value()) == rec.Leader {
 		again = "again"
 	}
 	fmt.Fprintf(e.a.stdout, "%s leads %s %s, token %d (a leader that takes a removed key waits up to the TTL, %v, before acting, so that %s has surely stopped).\n",
-		taken.Value(), name, again, taken.Revision(), st.TTL(), rec.leader)
+		taken.Value(), name, again, taken.Revision(), st.TTL(), rec.Leader)
 	return nil
 }
 
@@ -167,26 +169,26 @@ func isTerminal(r io.Reader) bool {
 func (s *session) remove(ctx context.Context, rec *record) error {
 	for try := 1; ; try++ {
 		rctx, cancel := s.request(ctx)
-		err := s.kv.Delete(rctx, rec.key, jetstream.LastRevision(rec.revision))
+		err := s.kv.Delete(rctx, rec.Key, jetstream.LastRevision(rec.Revision))
 		cancel()
 		if err == nil {
 			return nil
 		}
 		if !isRevisionMismatch(err) {
-			return fmt.Errorf("removing election %s: %w", rec.key, err)
+			return fmt.Errorf("removing election %s: %w", rec.Key, err)
 		}
-		cur, rerr := s.readElection(ctx, rec.key)
+		cur, rerr := s.readElection(ctx, rec.Key)
 		switch {
 		case rerr != nil:
 			return rerr
-		case cur.state != stateHeld:
-			return fmt.Errorf("election %q has no leader any more: its key is %s (revision %d): nothing to stand down", rec.key, cur.state, cur.revision)
-		case cur.leader != rec.leader:
-			return fmt.Errorf("election %q changed hands meanwhile: %s leads now (revision %d), not %s: run stand-down again to stand %s down", rec.key, cur.leader, cur.revision, rec.leader, cur.leader)
+		case cur.State != streams.KeyHeld:
+			return fmt.Errorf("election %q has no leader any more: its key is %s (revision %d): nothing to stand down", rec.Key, stateText(cur), cur.Revision)
+		case cur.Leader != rec.Leader:
+			return fmt.Errorf("election %q changed hands meanwhile: %s leads now (revision %d), not %s: run stand-down again to stand %s down", rec.Key, cur.Leader, cur.Revision, rec.Leader, cur.Leader)
 		case try == removeTries:
-			return fmt.Errorf("removing election %s: %s renewed each of %d times in between: try again", rec.key, rec.leader, removeTries)
+			return fmt.Errorf("removing election %s: %s renewed each of %d times in between: try again", rec.Key, rec.Leader, removeTries)
 		}
-		rec.revision = cur.revision // renewed by the same leader: remove that
+		rec.Revision = cur.Revision // renewed by the same leader: remove that
 	}
 }
 

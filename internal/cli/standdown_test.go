@@ -108,7 +108,7 @@ func TestStandDownRefuses(t *testing.T) {
 		name, election, want string
 	}{
 		{"unknown election", "nope", `no election "nope" in CHORIA_LEADER_ELECTION (elections: held, idle)`},
-		{"no leader", "idle", `election "idle" has no leader to stand down: its key is released`},
+		{"no leader", "idle", `election "idle" has no leader to stand down: its key is removed`},
 		{"invalid name", "a b", `election name: election: invalid key: "a b" contains ' '`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

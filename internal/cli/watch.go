@@ -22,8 +22,9 @@ func (e *elections) watchCommand() *cobra.Command {
 		Short: "Print a line for every change of leadership, until interrupted",
 		Long: `Follows election NAME, or every election in the bucket (including ones that
 appear later), and prints a line per change: a leader elected (with its
-fencing token), released (stepped down), removed (its key deleted: a forced
-stand-down, or a release nobody took over) or expired (it stopped renewing).
+fencing token), released (the leader stepped down and marked the key free),
+removed (someone else deleted, purged or emptied the key: a forced
+stand-down) or expired (it stopped renewing).
 With --verbose renewals are printed too. The first line for each election is
 its current state; a term that began before the watch has an unknown token.
 
@@ -198,16 +199,17 @@ type electionWatch struct {
 
 func (w *electionWatch) onChange(l streams.Leadership) {
 	ev := watchEvent{
-		at:       time.Now(),
-		key:      w.key,
-		event:    l.Event,
-		state:    leadershipState(l),
-		leader:   l.Leader,
-		previous: w.leader,
-		token:    l.Token,
-		revision: l.Revision,
-		written:  l.Renewed,
-		expires:  l.ExpiresBy,
+		at:         time.Now(),
+		key:        w.key,
+		event:      l.Event,
+		state:      l.State.String(),
+		leader:     l.Leader,
+		previous:   w.leader,
+		releasedBy: l.ReleasedBy,
+		token:      l.Token,
+		revision:   l.Revision,
+		written:    l.Renewed,
+		expires:    l.ExpiresBy,
 	}
 	if w.first {
 		w.first = false
@@ -219,51 +221,38 @@ func (w *electionWatch) onChange(l streams.Leadership) {
 			// The first write of a key that did not exist is a campaign
 			// that won: it began the term.
 			ev.event, ev.token = streams.EventElected, l.Revision
+		case l.Event == streams.EventCurrent && l.State == streams.KeyReleased:
+			ev.event = streams.EventReleased
+		case l.Event == streams.EventCurrent && l.State == streams.KeyRemoved:
+			ev.event = streams.EventRemoved
 		}
 	}
-	if ev.token == 0 && l.HasLeader() && l.Leader == w.leader {
+	if ev.event == streams.EventRenewed && ev.token == 0 && l.Leader == w.leader {
+		// The observer did not see the term begin; this watch did (a key
+		// that appeared while watching the bucket).
 		ev.token = w.token
-	}
-	if ev.event == streams.EventRemoved && w.lastEvent == streams.EventReleased {
-		ev.afterRelease = true
 	}
 	if l.HasLeader() {
 		w.leader, w.token = l.Leader, ev.token
 	} else {
 		w.leader, w.token = "", 0
 	}
-	w.lastEvent = ev.event
 	w.out.print(ev)
-}
-
-// leadershipState is the state of the key after a change: held, released,
-// removed or absent.
-func leadershipState(l streams.Leadership) string {
-	switch {
-	case l.HasLeader():
-		return stateHeld
-	case l.Event == streams.EventReleased:
-		return stateReleased
-	case l.Event == streams.EventRemoved:
-		return stateRemoved
-	default:
-		return "absent"
-	}
 }
 
 // watchEvent is one line of watch's output.
 type watchEvent struct {
-	at           time.Time
-	key          string
-	event        streams.Event
-	state        string
-	leader       string
-	previous     string
-	token        uint64
-	revision     uint64
-	written      time.Time
-	expires      time.Time
-	afterRelease bool
+	at         time.Time
+	key        string
+	event      streams.Event
+	state      string
+	leader     string
+	previous   string
+	releasedBy string
+	token      uint64
+	revision   uint64
+	written    time.Time
+	expires    time.Time
 }
 
 // text describes the event for people.
@@ -278,31 +267,31 @@ func (ev watchEvent) text() string {
 	}
 	switch ev.event {
 	case streams.EventElected:
+		if ev.token == 0 {
+			return fmt.Sprintf("%s leads, revision %d (token unknown: the watch restarted after the term began)", ev.leader, ev.revision)
+		}
 		return fmt.Sprintf("%s leads, token %d", ev.leader, ev.token)
 	case streams.EventRenewed:
 		return fmt.Sprintf("%s renewed, revision %d (%s)", ev.leader, ev.revision, token)
 	case streams.EventReleased:
-		return fmt.Sprintf("%s stepped down, revision %d", was, ev.revision)
+		return fmt.Sprintf("released by %s, revision %d: it stepped down; a candidate can lead at once", ev.releasedBy, ev.revision)
 	case streams.EventRemoved:
-		switch {
-		case ev.afterRelease:
-			return fmt.Sprintf("key removed after the release, revision %d: nobody took over", ev.revision)
-		case ev.previous != "":
-			return fmt.Sprintf("key deleted while %s led, revision %d: a forced stand-down", ev.previous, ev.revision)
+		if ev.previous != "" {
+			return fmt.Sprintf("key removed while %s led, revision %d: a forced stand-down", ev.previous, ev.revision)
 		}
-		return fmt.Sprintf("key deleted, revision %d", ev.revision)
+		return fmt.Sprintf("key removed, revision %d", ev.revision)
 	case streams.EventExpired:
 		return fmt.Sprintf("%s stopped renewing: its key expired (last revision %d)", was, ev.revision)
 	}
 	switch ev.state {
-	case stateHeld:
+	case streams.KeyHeld.String():
 		if ev.token != 0 {
 			return fmt.Sprintf("%s leads, revision %d (token %d)", ev.leader, ev.revision, ev.token)
 		}
 		return fmt.Sprintf("%s leads, revision %d (token unknown: the term began before the watch)", ev.leader, ev.revision)
-	case stateReleased:
-		return fmt.Sprintf("no leader: released, revision %d", ev.revision)
-	case stateRemoved:
+	case streams.KeyReleased.String():
+		return fmt.Sprintf("no leader: released by %s, revision %d", ev.releasedBy, ev.revision)
+	case streams.KeyRemoved.String():
 		return fmt.Sprintf("no leader: removed, revision %d", ev.revision)
 	}
 	return "no leader: no key"
@@ -316,6 +305,7 @@ type watchJSON struct {
 	State          string  `json:"state"`
 	Leader         string  `json:"leader"`
 	PreviousLeader string  `json:"previous_leader"`
+	ReleasedBy     string  `json:"released_by"`
 	Token          *uint64 `json:"token"`
 	Revision       uint64  `json:"revision"`
 	Written        *string `json:"written"`
@@ -330,6 +320,7 @@ func (ev watchEvent) json() watchJSON {
 		State:          ev.state,
 		Leader:         ev.leader,
 		PreviousLeader: ev.previous,
+		ReleasedBy:     ev.releasedBy,
 		Revision:       ev.revision,
 		Written:        jsonTimePtr(ev.written),
 		ExpiresAt:      jsonTimePtr(ev.expires),

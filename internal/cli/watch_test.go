@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/conclave-io/conclave/providers/election/streams"
 )
 
 // watchLine is one line of watch --json as a script reads it.
@@ -17,6 +19,7 @@ type watchLine struct {
 	State          string  `json:"state"`
 	Leader         string  `json:"leader"`
 	PreviousLeader string  `json:"previous_leader"`
+	ReleasedBy     string  `json:"released_by"`
 	Token          *uint64 `json:"token"`
 	Revision       uint64  `json:"revision"`
 	Written        *string `json:"written"`
@@ -41,8 +44,9 @@ func TestWatch(t *testing.T) {
 	one.stdout.waitFor(t, 0, regexp.MustCompile(`"event":"current"`))
 
 	// A new election: the watch of the whole bucket discovers the key and
-	// reports the term's start with its token.
-	c1 := campaign(t, kv, "w1", "job")
+	// reports the term's start with its token. (w1 stops without releasing:
+	// the test writes its release marker, as the campaign does.)
+	c1 := campaign(t, kv, "w1", "job", streams.ReleaseOnStop(false))
 	term := c1.waitLeading(t)
 	_, m := all.stdout.waitFor(t, 0, regexp.MustCompile(`  elected\s+job: w1 leads, token (\d+)$`))
 	if m[1] != itoa(term.Token()) {
@@ -50,11 +54,22 @@ func TestWatch(t *testing.T) {
 	}
 	all.stdout.waitFor(t, 0, regexp.MustCompile(`  renewed\s+job: w1 renewed, revision \d+ \(token `+itoa(term.Token())+`\)$`))
 
-	// Graceful release: an empty value, then the key removed as nobody
-	// took over.
+	// Graceful release: the holder's release marker.
 	c1.stop()
-	i, _ := all.stdout.waitFor(t, 0, regexp.MustCompile(`  released\s+job: w1 stepped down, revision \d+$`))
-	all.stdout.waitFor(t, i, regexp.MustCompile(`  removed\s+job: key removed after the release, revision \d+: nobody took over$`))
+	marker := publishRelease(t, url, "job", "w1", revisionOf(t, kv, "job"))
+	i, _ := all.stdout.waitFor(t, 0, regexp.MustCompile(`  released\s+job: released by w1, revision `+itoa(marker)+`: it stepped down; a candidate can lead at once$`))
+
+	// An empty value is not a release: a removal.
+	blankRev, err := kv.Create(testCtx(t), "blank", []byte("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	all.stdout.waitFor(t, 0, regexp.MustCompile(`  elected\s+blank: x leads, token `+itoa(blankRev)+`$`))
+	emptied, err := kv.Put(testCtx(t), "blank", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all.stdout.waitFor(t, 0, regexp.MustCompile(`  removed\s+blank: key removed while x led, revision `+itoa(emptied)+`: a forced stand-down$`))
 
 	// Forced stand-down: the key deleted under a leader.
 	c2 := campaign(t, kv, "w2", "job")
@@ -63,7 +78,7 @@ func TestWatch(t *testing.T) {
 	if err := kv.Delete(testCtx(t), "job"); err != nil {
 		t.Fatal(err)
 	}
-	all.stdout.waitFor(t, i, regexp.MustCompile(`  removed\s+job: key deleted while w2 led, revision \d+: a forced stand-down$`))
+	all.stdout.waitFor(t, i, regexp.MustCompile(`  removed\s+job: key removed while w2 led, revision \d+: a forced stand-down$`))
 
 	// Expiry: the ghost never renewed.
 	all.stdout.waitFor(t, 0, regexp.MustCompile(`  expired\s+old: ghost stopped renewing: its key expired \(last revision `+itoa(ghostRev)+`\)$`))
@@ -98,8 +113,7 @@ func TestWatch(t *testing.T) {
 	want := []string{
 		"current absent ",
 		fmt.Sprintf("elected held w1 token=%d", term.Token()),
-		"released released  prev=w1",
-		"removed removed ",
+		"released released  prev=w1 by=w1",
 		fmt.Sprintf("elected held w2 token=%d", term2.Token()),
 		"removed removed  prev=w2",
 	}
@@ -111,6 +125,9 @@ func TestWatch(t *testing.T) {
 		}
 		if e.PreviousLeader != "" {
 			s += " prev=" + e.PreviousLeader
+		}
+		if e.ReleasedBy != "" {
+			s += " by=" + e.ReleasedBy
 		}
 		got = append(got, s)
 	}

@@ -13,12 +13,12 @@ import (
 // TestFaultsShort is the harness's CI mode: it builds the conclave command
 // and the candidate program, then injects every fault kind once against a
 // single broker and once against a three-node cluster, and fails on anything
-// the checker finds. It takes about two minutes; -short skips it.
+// the checker finds. It takes about three minutes; -short skips it.
 //
 //	go test ./internal/faults -run TestFaultsShort -v
 func TestFaultsShort(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts brokers and candidates as processes for about two minutes")
+		t.Skip("starts brokers and candidates as processes for about three minutes")
 	}
 	began := time.Now()
 	dir, err := os.MkdirTemp("", "conclave-faults-test-")

@@ -63,7 +63,12 @@ func runObserver(t *testing.T, o *Observer) {
 func TestObserverFollowsTermsReleasesRemovalsAndExpiries(t *testing.T) {
 	const ttl = time.Second
 	ts := newTestServer(t)
-	kv := createBucket(t, connect(t, ts.url()), bucketConfig(ttl))
+	nc := connect(t, ts.url())
+	kv := createBucket(t, nc, bucketConfig(ttl))
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
 	seen := &changes{}
 	o, err := NewObserver("watched", kv, OnChange(seen.add), ObserveRenewals())
 	if err != nil {
@@ -73,7 +78,7 @@ func TestObserverFollowsTermsReleasesRemovalsAndExpiries(t *testing.T) {
 	seen.waitFor(t, "no leader at first", func(l Leadership) bool { return l.Event == EventCurrent && !l.HasLeader() })
 
 	rec := newRecorder()
-	stopA := runElection(t, mustElection(t, "a", "watched", kv, rec.options("a")...))
+	stopA := runElection(t, mustElection(t, "a", "watched", kv, append(rec.options("a"), WithJetStream(js))...))
 	evs := rec.waitFor(t, 5*time.Second, "a to win", func(evs []event) bool { return wins(evs, "a") == 1 })
 	elected := seen.waitFor(t, "a elected", func(l Leadership) bool { return l.Event == EventElected })
 	if elected.Leader != "a" || elected.Token != evs[0].term.Token() || elected.Since.IsZero() {
@@ -87,16 +92,10 @@ func TestObserverFollowsTermsReleasesRemovalsAndExpiries(t *testing.T) {
 		t.Fatalf("Leadership() = %v", got)
 	}
 
-	stopA()
-	// a's release is a release marker (KeyReleased) once the campaign
-	// writes one; the older release (an empty value, then a delete) reads
-	// as a removal. TestObserverReportsReleasesAndRemovals checks the
-	// marker itself.
-	stepped := seen.waitFor(t, "a to step down", func(l Leadership) bool {
-		return !l.HasLeader() && (l.Event == EventReleased || l.Event == EventRemoved)
-	})
-	if stepped.Event == EventReleased && (stepped.ReleasedBy != "a" || stepped.State != KeyReleased) {
-		t.Fatalf("a's release reported as %+v", stepped)
+	stopA() // a leader with WithJetStream marks its release
+	stepped := seen.waitFor(t, "a to step down", func(l Leadership) bool { return !l.HasLeader() && l.Revision > renewed.Revision })
+	if stepped.Event != EventReleased || stepped.ReleasedBy != "a" || stepped.State != KeyReleased {
+		t.Fatalf("a's release reported as %+v, want released by a", stepped)
 	}
 
 	// A leader that stops without releasing: the key expires.
