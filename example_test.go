@@ -107,13 +107,15 @@ func ExampleFramework_NewCampaign() {
 
 	t := <-terms
 	// Send the token with every write a stale leader must not make, and
-	// stop work when the term's context ends.
-	fmt.Println(t.Identity(), "leads", t.Key(), "with token", t.Token(), "valid:", t.Context().Err() == nil)
+	// stop work when the term's context ends. Tokens are large numbers: a
+	// bucket the broker creates starts its revisions at its creation time in
+	// microseconds, such as 1795386133129551.
+	fmt.Println(t.Identity(), "leads", t.Key(), "with a token:", t.Token() > 0, "valid:", t.Context().Err() == nil)
 	e.Stop()
 	<-done
 	fmt.Println("term ended:", t.Err())
 	// Output:
-	// n1.example.net leads billing with token 1 valid: true
+	// n1.example.net leads billing with a token: true valid: true
 	// term ended: election: term ended: released
 }
 
@@ -135,14 +137,18 @@ func ExampleFramework_NewObserver() {
 	e, _ := fw.NewElection(ctx, nil, "my_app")
 	done := make(chan error)
 	go func() { done <- e.Start(ctx) }()
-	fmt.Println(<-changes)
+	// Printed, l says "my_app: n1.example.net leads (elected, token
+	// 1795386133149636, revision 1795386133149636)": the broker starts a
+	// bucket's revisions at its creation time in microseconds.
+	l := <-changes
+	fmt.Printf("%s: %s leads (%s, token = revision: %v)\n", l.Key, l.Leader, l.Event, l.Token > 0 && l.Token == l.Revision)
 
 	cancel()
 	<-done
 	<-observed
 	// Output:
 	// my_app: no leader (current)
-	// my_app: n1.example.net leads (elected, token 1, revision 1)
+	// my_app: n1.example.net leads (elected, token = revision: true)
 }
 
 func ExampleFramework_Connection() {

@@ -161,7 +161,7 @@ func TestStartAndShutdown(t *testing.T) {
 	}
 
 	// Logs come through the entry: the broker's own and nats-server's.
-	if !hasMessage(hook, logrus.InfoLevel, "Created election bucket CHORIA_LEADER_ELECTION: TTL 1m0s, 1 replicas, history 1, max value size 1024 B") {
+	if !hasMessagePrefix(hook, "Created election bucket CHORIA_LEADER_ELECTION: TTL 1m0s, 1 replicas, history 1, max value size 1024 B, revisions from ") {
 		t.Error("no provisioning log line")
 	}
 	if !hasComponentEntry(hook, "nats-server", logrus.InfoLevel) {

@@ -8,7 +8,12 @@
 //
 // ProvisionElectionBucket is the provisioning step on its own: it works
 // against any NATS server with JetStream, creating the bucket or updating an
-// existing one to the wanted settings, and reports what it changed.
+// existing one to the wanted settings, and reports what it changed. A bucket
+// it creates is the stream the KV API would create, except that its revisions
+// start at the creation time in microseconds since the Unix epoch rather than
+// at 1: a term's fencing token is a revision, so a bucket deleted and created
+// again must not hand out its predecessor's revisions a second time. A bucket
+// that already exists keeps its revisions.
 //
 // # Durability
 //

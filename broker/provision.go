@@ -105,9 +105,9 @@ func (c SettingChange) String() string {
 // ProvisionReport says what ProvisionElectionBucket did.
 type ProvisionReport struct {
 	// Created is true when the bucket did not exist and this call created
-	// it. When several brokers create it at the same moment with the same
-	// settings, the server accepts each identical request, so more than one
-	// may report it.
+	// it. When several brokers create it at the same moment, one of them
+	// does and the others provision it as an existing bucket (unless their
+	// requests carry the same first revision: then the server accepts each).
 	Created bool
 	// Changes lists the settings of an existing bucket that were updated, or
 	// for a created bucket those set after creating it. Empty when the bucket
@@ -160,8 +160,8 @@ func ProvisionElectionBucket(ctx context.Context, js jetstream.JetStream, spec B
 		case err == nil:
 			report.Created = true
 			if log != nil {
-				log.Infof("Created election bucket %s: TTL %v, %d replicas, history %d, max value size %d B",
-					ElectionBucket, spec.TTL, spec.Replicas, electionHistory, spec.maxValueSize())
+				log.Infof("Created election bucket %s: TTL %v, %d replicas, history %d, max value size %d B, revisions from %d",
+					ElectionBucket, spec.TTL, spec.Replicas, electionHistory, spec.maxValueSize(), stream.CachedInfo().Config.FirstSeq)
 			}
 		case errors.Is(err, errCreateRaced):
 			// Another broker created it first: provision what it made.
@@ -203,25 +203,70 @@ func ProvisionElectionBucket(ctx context.Context, js jetstream.JetStream, spec B
 // errCreateRaced is createBucket's error when the bucket appeared meanwhile.
 var errCreateRaced = errors.New("broker: election bucket created meanwhile")
 
-// createBucket creates the bucket through the KV API, so that it has exactly
-// the shape KV clients (ours, Choria's, the nats CLI) expect.
+// bucketDescription is the description of a bucket createBucket makes.
+const bucketDescription = "Leader elections: one key per election, the value is the leader's identity"
+
+// createBucket creates the bucket's stream with the shape the KV API gives a
+// bucket (see bucketStreamConfig), so KV clients (ours, Choria's, the nats
+// CLI) open it as any other bucket, and with revisions that start above those
+// of any earlier bucket of the same name.
 func createBucket(ctx context.Context, js jetstream.JetStream, spec BucketSpec) (jetstream.Stream, error) {
-	_, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:       ElectionBucket,
-		Description:  "Leader elections: one key per election, the value is the leader's identity",
-		History:      electionHistory,
-		TTL:          spec.TTL,
-		MaxValueSize: spec.maxValueSize(),
-		Storage:      jetstream.FileStorage,
-		Replicas:     spec.Replicas,
-	})
+	stream, err := js.CreateStream(ctx, bucketStreamConfig(spec, firstRevision(time.Now())))
 	if err != nil {
-		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) || errors.Is(err, jetstream.ErrBucketExists) {
+		// The bucket exists now: another broker's create, with its own
+		// first revision, came first.
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 			return nil, errCreateRaced
 		}
 		return nil, fmt.Errorf("broker: creating election bucket %s: %w", ElectionBucket, classify(err, spec))
 	}
-	return js.Stream(ctx, ElectionStream)
+	return stream, nil
+}
+
+// firstRevision is the first revision of a bucket created at now: the
+// wall-clock time in microseconds since the Unix epoch (about 1.8e15 in
+// 2026). A term's fencing token is the revision of the write that began it,
+// and a deleted bucket's revisions are gone with it, so a recreated bucket
+// starting at 1 would hand out tokens again. Starting at the clock instead,
+// a recreated bucket's revisions exceed every revision an earlier bucket
+// could have reached unless that bucket took more than one write per
+// microsecond, a million a second, sustained over its whole life (one
+// server does about 26k a second), or the creating broker's clock is behind
+// the earlier creator's by nearly as long as that bucket lived. The values
+// stay below 2^53, exact in JSON clients that read numbers as doubles, until
+// the year 2255.
+func firstRevision(now time.Time) uint64 {
+	return uint64(now.UnixMicro())
+}
+
+// bucketStreamConfig is the stream that jetstream.JetStream.CreateKeyValue
+// creates for a bucket with the spec's settings, file storage, history 1 and
+// bucketDescription, plus a first sequence. Everything but FirstSeq must stay
+// as the KV API sets it, so that clients see a bucket like any other. Like
+// CreateKeyValue, it leaves per-message TTLs off (reconcile turns them on when
+// the spec asks) and limit markers off (Choria's clients fail to Create a key
+// after one).
+func bucketStreamConfig(spec BucketSpec, firstSeq uint64) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:              ElectionStream,
+		Description:       bucketDescription,
+		Subjects:          slices.Clone(electionSubjects),
+		Retention:         jetstream.LimitsPolicy,
+		MaxConsumers:      -1,
+		MaxMsgs:           -1,
+		MaxBytes:          -1,
+		Discard:           jetstream.DiscardNew,
+		MaxAge:            spec.TTL,
+		MaxMsgsPerSubject: electionHistory,
+		MaxMsgSize:        spec.maxValueSize(),
+		Storage:           jetstream.FileStorage,
+		Replicas:          spec.Replicas,
+		Duplicates:        spec.duplicateWindow(),
+		AllowRollup:       true,
+		DenyDelete:        true,
+		AllowDirect:       true,
+		FirstSeq:          firstSeq,
+	}
 }
 
 // checkUnchangeable returns ErrBucketMisconfigured when the bucket has a
