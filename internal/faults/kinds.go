@@ -114,7 +114,7 @@ func (k Kind) Describe() string {
 	case TTLLower:
 		return "lower the bucket's TTL to half (at least 1s), restore it 3–4 new TTLs later"
 	case TTLRaise:
-		return "double the bucket's TTL, restore it 1–1.5 new TTLs later"
+		return "double the bucket's TTL, restore it 1–1.5 new TTLs later, wait one more"
 	case RestartAll:
 		return "SIGTERM every candidate process at once, start them all again"
 	case KillAll:
