@@ -196,13 +196,14 @@ func (c *campaigner) nextWake(now time.Time) time.Time {
 		earliest(c.hold.lease)
 	case winning, leading:
 		earliest(c.hold.nextRenew)
-		earliest(c.nextTTLCheck)
 		if !c.hold.ttlRead {
 			earliest(c.hold.ttlRetryAt)
+		} else {
+			earliest(c.nextTTLCheck)
 		}
 		if c.term != nil {
 			earliest(c.hold.lease)
-		} else if c.phase == winning && c.hold.ttlRead && c.hold.safeAt.Before(c.hold.lease) {
+		} else if c.phase == winning && c.hold.ttlRead && now.Before(c.hold.lease) && c.hold.safeAt.Before(c.hold.lease) {
 			earliest(c.hold.safeAt)
 		}
 	case candidate:

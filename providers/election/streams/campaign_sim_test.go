@@ -1,6 +1,7 @@
 package streams
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -303,5 +304,44 @@ func TestSimHolderIgnoresAnOldWatchEntry(t *testing.T) {
 	s.run(2 * time.Second)
 	if won, lost := s.callbacks(); won != 1 || lost != 0 {
 		t.Fatalf("won %d lost %d after a watch restart", won, lost)
+	}
+}
+
+// TestSimLeaderCutOffPastItsDeadlineDoesNotSpin: a leader whose renewals
+// fail past its deadline stands down and waits for its retries without
+// spinning (sim.run fails on a spin), and never leads without a renewal.
+func TestSimLeaderCutOffPastItsDeadlineDoesNotSpin(t *testing.T) {
+	clk := clocktest.New(simStart)
+	st := newFakeStore(clk, 3*time.Second)
+	s := newSim(t, st, "a")
+	s.run(10 * time.Millisecond)
+	if !s.leading() {
+		t.Fatal("a does not lead")
+	}
+	st.writeErr = context.DeadlineExceeded
+	s.run(10 * time.Second)
+	if s.leading() {
+		t.Fatal("a leads without renewing")
+	}
+	if won, lost := s.callbacks(); won != 1 || lost != 1 {
+		t.Fatalf("won %d lost %d", won, lost)
+	}
+}
+
+// TestSimWinAfterALargeTTLDropRenewsInTime: a standby that knew 6s and wins
+// under 1.5s renews by the new interval, so its term does not lapse.
+func TestSimWinAfterALargeTTLDropRenewsInTime(t *testing.T) {
+	clk := clocktest.New(simStart)
+	st := newFakeStore(clk, 6*time.Second)
+	st.put("other")
+	s := newSim(t, st, "b")
+	s.run(time.Second)
+	st.setTTL(1500 * time.Millisecond)
+	s.run(10 * time.Second)
+	if !s.leading() {
+		t.Fatal("b does not lead")
+	}
+	if won, lost := s.callbacks(); won != 1 || lost != 0 {
+		t.Fatalf("won %d lost %d: the term lapsed for want of a renewal", won, lost)
 	}
 }

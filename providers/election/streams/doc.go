@@ -62,16 +62,19 @@
 // rests on a TTL older than itself. A candidate taking over a removed key
 // waits by the higher of the two, so raising the TTL is safe. A leader in
 // touch with the broker re-reads the TTL every TTL and shortens its deadline
-// at once when it was lowered; standbys re-read it every four TTLs. A TTL
+// at once when it was lowered; standbys re-read it every four TTLs or
+// every minute, whichever is longer, and when a leader outlives their
+// prediction. A TTL
 // that can no longer hold elections (below MinTTL, or none) makes the leader
 // release the key and every candidate stop campaigning until it changes.
 //
-// What a lowered TTL cannot reach is a leader cut off from the broker at the
-// moment of the change: it still counts on the old TTL, while its key now
-// expires by the new one, so for up to the difference a new leader can lead
-// beside it. A leader in touch keeps renewing every third of the old TTL, so
-// lowering the TTL to no less than half its old value is safe for it; lower it
-// further in steps, one old TTL apart, or with elections stopped.
+// What a lowered TTL cannot reach is a leader cut off from the broker before
+// it reads the new TTL, up to one old TTL after the change: every renewal it
+// sends meanwhile counts on the old TTL, while the broker expires the key by
+// the new one. Its deadline (old TTL less the margin) stays within the key's
+// life only if the new TTL is at least the old one less the safety margin. So
+// lower the TTL in steps no larger than the margin (a tenth by default), one
+// old TTL apart, or with elections stopped. Raising it is always safe.
 //
 // # Clocks
 //

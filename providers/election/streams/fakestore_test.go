@@ -29,7 +29,9 @@ type fakeStore struct {
 	// deliver nothing at all.
 	watchErr   error
 	stuckWatch bool
-	calls      map[string]int
+	// writeErr, when set, fails every write as a timeout would.
+	writeErr error
+	calls    map[string]int
 }
 
 func newFakeStore(clk *clocktest.Fake, ttl time.Duration) *fakeStore {
@@ -73,6 +75,9 @@ func (s *fakeStore) Write(_ context.Context, _ string, value []byte, rev uint64)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls["write"]++
+	if s.writeErr != nil {
+		return 0, s.writeErr
+	}
 	if s.lastLocked() != rev {
 		return 0, jetstream.ErrKeyExists
 	}

@@ -179,6 +179,9 @@ func (c *campaigner) adoptTTL(now time.Time, ttl time.Duration) bool {
 	c.log.Warnf("election %s: bucket TTL changed from %v to %v", c.e.key, c.tm.ttl, ttl)
 	if ttl < c.tm.ttl && c.phase.holds() {
 		c.shortenLease(c.hold.sent.Add(ttl - tm.margin))
+		if next := c.hold.sent.Add(tm.renew); next.Before(c.hold.nextRenew) {
+			c.hold.nextRenew = next // renew by the new interval, before the shortened lease ends
+		}
 	}
 	c.tm = tm
 	c.e.setTimings(tm)
@@ -291,6 +294,9 @@ func (c *campaigner) giveUp(now time.Time) {
 		c.finishTerm(CauseDeadline)
 	}
 	if c.phase != doomed {
+		if c.lastLost != nil {
+			<-c.lastLost // a next leader's OnWon comes after our OnLost
+		}
 		c.release(now)
 	}
 	c.move(candidate)
