@@ -16,7 +16,6 @@ type timings struct {
 	renew   time.Duration // a leader renews this long after its last successful write
 	retry   time.Duration // a leader retries a failed renewal after about this long
 	request time.Duration // bound on each request
-	handoff time.Duration // after a release, how long to leave the key to standbys before removing it
 	standby Backoff       // spaces out a standby's safety-net campaigns
 }
 
@@ -30,7 +29,6 @@ func (e *Election) timings(ttl time.Duration) (timings, error) {
 		renew:   ttl / 3,
 		retry:   clamp(ttl/20, 10*time.Millisecond, 250*time.Millisecond),
 		request: clamp(ttl/5, 200*time.Millisecond, 5*time.Second),
-		handoff: clamp(ttl/4, 50*time.Millisecond, 250*time.Millisecond),
 		standby: o.backoff,
 	}
 	if o.margin > 0 {
