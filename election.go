@@ -62,11 +62,11 @@ func (fw *Framework) NewObserver(ctx context.Context, conn *nats.Conn, name stri
 	if err := streams.ValidateKey(name); err != nil {
 		return nil, err
 	}
-	kv, err := fw.Bucket(ctx, conn)
+	kv, js, err := fw.bucket(ctx, conn)
 	if err != nil {
 		return nil, err
 	}
-	all := append([]streams.ObserverOption{streams.ObserverLogger(fw.Logger("observer").WithField("election", name))}, opts...)
+	all := append([]streams.ObserverOption{streams.ObserveWithJetStream(js), streams.ObserverLogger(fw.Logger("observer").WithField("election", name))}, opts...)
 	return streams.NewObserver(name, kv, all...)
 }
 
@@ -86,7 +86,24 @@ func (fw *Framework) bucket(ctx context.Context, conn *nats.Conn) (jetstream.Key
 		if conn, err = fw.Connection(ctx); err != nil {
 			return nil, nil, err
 		}
+		fw.mu.Lock()
+		kv, js := fw.sharedKV, fw.sharedJS
+		fw.mu.Unlock()
+		if kv != nil {
+			return kv, js, nil
+		}
+		if kv, js, err = fw.openBucket(ctx, conn); err != nil {
+			return nil, nil, err
+		}
+		fw.mu.Lock()
+		fw.sharedKV, fw.sharedJS = kv, js
+		fw.mu.Unlock()
+		return kv, js, nil
 	}
+	return fw.openBucket(ctx, conn)
+}
+
+func (fw *Framework) openBucket(ctx context.Context, conn *nats.Conn) (jetstream.KeyValue, jetstream.JetStream, error) {
 	js, err := jetstream.New(conn)
 	if err != nil {
 		return nil, nil, fmt.Errorf("conclave: JetStream on %s: %w", serverOf(conn), err)

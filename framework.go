@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sirupsen/logrus"
 
 	"github.com/conclave-io/conclave/broker"
@@ -31,6 +32,10 @@ type Framework struct {
 	ownConn bool       // the framework made conn and closes it
 	broker  *broker.Broker
 	closed  bool
+	// sharedKV and sharedJS are the bucket opened on the shared connection,
+	// once: a process with thousands of elections looks it up once.
+	sharedKV jetstream.KeyValue
+	sharedJS jetstream.JetStream
 }
 
 var _ inter.Framework = (*Framework)(nil)

@@ -69,7 +69,7 @@ func NewElection(identity, key string, bucket jetstream.KeyValue, opts ...Option
 	}
 	st := o.store
 	if st == nil {
-		st = newKVStore(bucket, o.js)
+		st = newKVStore(bucket, o.js, o.log)
 	}
 	return &Election{identity: identity, key: key, bucket: bucket, store: st, opts: o}, nil
 }

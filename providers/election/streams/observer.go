@@ -92,6 +92,22 @@ type observerOptions struct {
 	onChange func(Leadership)
 	renewals bool
 	log      Logger
+	js       jetstream.JetStream
+}
+
+// ObserveWithJetStream gives the observer the JetStream context of its
+// bucket's connection, as WithJetStream does a candidate: the observer then
+// shares its watch with the candidates and observers of the process that
+// follow the same election on that connection, and its watch's heartbeats
+// follow the bucket's TTL.
+func ObserveWithJetStream(js jetstream.JetStream) ObserverOption {
+	return func(o *observerOptions) error {
+		if js == nil {
+			return fmt.Errorf("%w: ObserveWithJetStream: the JetStream context is nil", ErrInvalidOption)
+		}
+		o.js = js
+		return nil
+	}
 }
 
 // OnChange sets a function called with each change of leadership, on the
@@ -129,6 +145,7 @@ func ObserverLogger(l Logger) ObserverOption {
 type Observer struct {
 	key    string
 	bucket jetstream.KeyValue
+	hub    *watchHub
 	opts   observerOptions
 
 	mu      sync.Mutex
@@ -176,7 +193,7 @@ func NewObserver(key string, bucket jetstream.KeyValue, opts ...ObserverOption) 
 			return nil, err
 		}
 	}
-	return &Observer{key: key, bucket: bucket, opts: o, current: Leadership{Key: key}}, nil
+	return &Observer{key: key, bucket: bucket, hub: hubFor(bucket, o.js, o.log), opts: o, current: Leadership{Key: key}}, nil
 }
 
 // Leadership returns the latest state the observer knows.
@@ -279,7 +296,7 @@ func (o *Observer) closedError() error {
 func (o *Observer) follow(ctx context.Context) (delivered bool, err error) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	w, err := o.bucket.Watch(wctx, o.key)
+	w, err := o.hub.subscribe(wctx, o.key, o.bucketTTL())
 	if err != nil {
 		o.fatal(err)
 		return false, err
@@ -303,7 +320,14 @@ func (o *Observer) follow(ctx context.Context) (delivered bool, err error) {
 			return delivered, nil
 		case ent, ok := <-w.Updates():
 			if !ok {
-				return delivered, errors.New("watch closed")
+				err := errors.New("watch closed")
+				if hw, ok := w.(interface{ Err() error }); ok {
+					err = hw.Err()
+				}
+				if o.fatal(err); o.closed != nil {
+					return delivered, o.closed
+				}
+				return delivered, err
 			}
 			if ent == nil {
 				if initial && !sawEntry {

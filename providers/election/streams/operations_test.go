@@ -144,7 +144,7 @@ func (c *countingClock) Now() time.Time { c.reads.Add(1); return time.Now() }
 
 // TestCandidateWhoseWatchIsRefusedStillLeads: a broker that refuses new
 // consumers does not keep a candidate from leading, nor makes it spin, and
-// the cause is logged once.
+// the limit that was hit, and how to raise it, are logged once.
 func TestCandidateWhoseWatchIsRefusedStillLeads(t *testing.T) {
 	const ttl = 2 * time.Second
 	ts := newTestServer(t)
@@ -172,7 +172,7 @@ func TestCandidateWhoseWatchIsRefusedStillLeads(t *testing.T) {
 	var warnings atomic.Int64
 	rec := newRecorder()
 	e := mustElection(t, "a", "refused", kv, append(rec.options("a"), WithClock(clk), WithLogger(funcLogger(func(s string) {
-		if strings.HasPrefix(s, "WARN") && strings.Contains(s, "cannot watch") {
+		if strings.HasPrefix(s, "WARN") && strings.Contains(s, "allows no more consumers") && strings.Contains(s, "max-consumers") {
 			warnings.Add(1)
 		}
 	})))...)
@@ -187,7 +187,7 @@ func TestCandidateWhoseWatchIsRefusedStillLeads(t *testing.T) {
 		t.Fatalf("%d clock reads in 2s: the campaign loop spins", reads)
 	}
 	if n := warnings.Load(); n != 1 {
-		t.Fatalf("the refused watch was logged %d times at warning level, want once", n)
+		t.Fatalf("the consumer limit was logged %d times at warning level, want once", n)
 	}
 	checkHistory(t, rec.snapshot())
 }

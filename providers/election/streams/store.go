@@ -3,6 +3,7 @@ package streams
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -33,29 +34,95 @@ type store interface {
 }
 
 // kvStore is the store of a real bucket. With a JetStream context it writes
-// release markers and reads markers directly from the stream; without one it
-// has only the KV API, which can do neither.
+// with a per-message TTL when the bucket allows one, writes release markers,
+// and reads markers directly from the stream; without one it has only the
+// KV API, which can do none of these. Its watches are shared with every
+// other store of the process on the same connection and bucket (see
+// watchHub).
 type kvStore struct {
-	kv jetstream.KeyValue
-	js jetstream.JetStream
+	kv  jetstream.KeyValue
+	js  jetstream.JetStream
+	hub *watchHub
 
-	mu     sync.Mutex
-	stream jetstream.Stream
+	mu sync.Mutex
+	// ttl is the bucket's TTL as last read; msgTTL is the per-message TTL
+	// writes carry, 0 when the bucket does not allow one.
+	ttl, msgTTL time.Duration
 }
 
-func newKVStore(kv jetstream.KeyValue, js jetstream.JetStream) *kvStore {
-	return &kvStore{kv: kv, js: js}
+func newKVStore(kv jetstream.KeyValue, js jetstream.JetStream, log Logger) *kvStore {
+	return &kvStore{kv: kv, js: js, hub: hubFor(kv, js, log)}
 }
 
+// Status reads the bucket's settings, and notes whether writes may carry a
+// per-message TTL.
 func (s *kvStore) Status(ctx context.Context) (jetstream.KeyValueStatus, error) {
-	return s.kv.Status(ctx)
+	st, err := s.kv.Status(ctx)
+	if err != nil {
+		return nil, err
+	}
+	allow := false
+	if bs, ok := st.(interface{ StreamInfo() *jetstream.StreamInfo }); ok && bs.StreamInfo() != nil {
+		allow = bs.StreamInfo().Config.AllowMsgTTL
+	}
+	s.mu.Lock()
+	s.ttl, s.msgTTL = st.TTL(), 0
+	if allow && s.js != nil {
+		s.msgTTL = messageTTL(st.TTL())
+	}
+	s.mu.Unlock()
+	return st, nil
 }
 
+// messageTTL is the per-message TTL for a bucket TTL: whole seconds, as the
+// server counts them, rounded up so that a message never expires before the
+// bucket's TTL (the bucket's MaxAge then expires it, as without one).
+func messageTTL(ttl time.Duration) time.Duration {
+	return (ttl + time.Second - 1).Truncate(time.Second)
+}
+
+// Write stores value with a revision check. When the bucket allows it, the
+// message carries the TTL itself: the broker then expires it within a few
+// milliseconds of the TTL, where MaxAge can be hundreds late. Choria's
+// candidates write without one, and MaxAge expires their keys.
 func (s *kvStore) Write(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
-	return s.kv.Update(ctx, key, value, rev)
+	s.mu.Lock()
+	ttl := s.msgTTL
+	s.mu.Unlock()
+	if ttl == 0 {
+		return s.kv.Update(ctx, key, value, rev)
+	}
+	m := nats.NewMsg(s.subject(key))
+	m.Data = value
+	ack, err := s.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithMsgTTL(ttl))
+	if err != nil {
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeMessageTTLDisabled {
+			// The bucket no longer allows per-message TTLs: write
+			// without until Status says otherwise.
+			s.mu.Lock()
+			s.msgTTL = 0
+			s.mu.Unlock()
+		}
+		return 0, mapMismatch(err)
+	}
+	return ack.Sequence, nil
 }
 
-func (s *kvStore) subject(key string) string { return "$KV." + s.kv.Bucket() + "." + key }
+// mapMismatch makes a raw publish's revision conflict match
+// jetstream.ErrKeyRevisionMismatch, as kv.Update's does.
+func mapMismatch(err error) error {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		switch apiErr.ErrorCode {
+		case jetstream.JSErrCodeStreamWrongLastSequence, jetstream.JSErrCodeStreamWrongLastSequenceConstant:
+			return fmt.Errorf("%w: %w", err, jetstream.ErrKeyRevisionMismatch)
+		}
+	}
+	return err
+}
+
+func (s *kvStore) subject(key string) string { return s.hub.subject(key) }
 
 func (s *kvStore) Delete(ctx context.Context, key string, rev uint64, payload []byte) (bool, error) {
 	if s.js == nil || len(payload) == 0 {
@@ -79,7 +146,7 @@ func (s *kvStore) Latest(ctx context.Context, key string) (jetstream.KeyValueEnt
 		}
 		return ent, err
 	}
-	st, err := s.openStream(ctx)
+	st, err := s.hub.openStream(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -90,39 +157,35 @@ func (s *kvStore) Latest(ctx context.Context, key string) (jetstream.KeyValueEnt
 	if err != nil {
 		return nil, err
 	}
-	ent := &rawEntry{bucket: s.kv.Bucket(), key: key, value: m.Data, revision: m.Sequence, created: m.Time}
-	switch m.Header.Get(kvOperationHeader) {
+	return entryOf(s.kv.Bucket(), key, m.Data, m.Header, m.Sequence, m.Time), nil
+}
+
+// entryOf reads a message of the bucket's stream as a KV entry: deletes and
+// purges by their KV header, and the server's markers by their reason.
+func entryOf(bucket, key string, data []byte, hdr nats.Header, seq uint64, at time.Time) *rawEntry {
+	ent := &rawEntry{bucket: bucket, key: key, value: data, revision: seq, created: at}
+	switch hdr.Get(kvOperationHeader) {
 	case "DEL":
 		ent.op = jetstream.KeyValueDelete
 	case "PURGE":
 		ent.op = jetstream.KeyValuePurge
 	default:
-		switch m.Header.Get(jetstream.MarkerReasonHeader) {
+		switch hdr.Get(jetstream.MarkerReasonHeader) {
 		case "MaxAge", "Purge":
 			ent.op = jetstream.KeyValuePurge
 		case "Remove":
 			ent.op = jetstream.KeyValueDelete
 		}
 	}
-	return ent, nil
+	return ent
 }
 
-func (s *kvStore) openStream(ctx context.Context) (jetstream.Stream, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stream != nil {
-		return s.stream, nil
-	}
-	st, err := s.js.Stream(ctx, "KV_"+s.kv.Bucket())
-	if err != nil {
-		return nil, err
-	}
-	s.stream = st
-	return st, nil
-}
-
+// Watch follows key through the process's shared watches.
 func (s *kvStore) Watch(ctx context.Context, key string) (jetstream.KeyWatcher, error) {
-	return s.kv.Watch(ctx, key)
+	s.mu.Lock()
+	ttl := s.ttl
+	s.mu.Unlock()
+	return s.hub.subscribe(ctx, key, ttl)
 }
 
 // rawEntry is a key's message read straight from the stream.
@@ -143,3 +206,7 @@ func (e *rawEntry) Delta() uint64                   { return 0 }
 func (e *rawEntry) Operation() jetstream.KeyValueOp { return e.op }
 
 var _ store = (*kvStore)(nil)
+
+// errCodeMessageTTLDisabled is the JetStream error code for a per-message
+// TTL on a stream that does not allow them (nats.go names no constant).
+const errCodeMessageTTLDisabled jetstream.ErrorCode = 10166

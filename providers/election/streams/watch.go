@@ -103,7 +103,8 @@ func (c *campaigner) watchFailed(now time.Time, err error) {
 	if c.ctx.Err() != nil {
 		return
 	}
-	if msg := err.Error(); msg != kw.logged {
+	var logged errLogged
+	if msg := err.Error(); msg != kw.logged && !errors.As(err, &logged) {
 		kw.logged = msg
 		c.log.Warnf("election %s: cannot watch the key, campaigning on timers and retrying the watch with backoff: %v", c.e.key, err)
 	} else {
@@ -114,11 +115,25 @@ func (c *campaigner) watchFailed(now time.Time, err error) {
 // watchEnded handles the watch ending on its own, as when the connection
 // closes.
 func (c *campaigner) watchEnded(now time.Time) {
-	c.watchFailed(now, errors.New("the watch ended"))
+	err := errors.New("the watch ended")
+	if w, ok := c.watch.w.(interface{ Err() error }); ok {
+		err = w.Err()
+	}
+	if c.failed(err) {
+		c.stopWatch()
+		return
+	}
+	c.watchFailed(now, err)
 }
 
-// restartWatch replaces a watch that seems to have missed changes.
+// restartWatch replaces a watch that seems to have missed changes. A
+// shared watch is made again for all its subscribers, at most once per
+// heartbeat, and stays subscribed.
 func (c *campaigner) restartWatch(now time.Time) {
+	if r, ok := c.watch.w.(interface{ restart() }); ok {
+		r.restart()
+		return
+	}
 	c.stopWatch()
 	c.watch.retryAt = now
 }

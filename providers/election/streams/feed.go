@@ -1,0 +1,323 @@
+package streams
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// A feed is one consumer on the bucket's stream, filtered on one key or on
+// one prefix, that a hub shares among its subscriptions. It keeps the
+// latest message of each key it has seen, so that a subscription joining a
+// running feed gets the key's state at once, without a consumer of its own.
+type feed struct {
+	hub    *watchHub
+	filter string // the key, or "prefix.>"
+	prefix string // set for a prefix's shared feed
+	key    string // set for one key's feed
+
+	// under hub.mu
+	subs     map[string]map[*hubWatch]struct{}
+	last     map[string]jetstream.KeyValueEntry
+	starting bool // a subscriber has begun making the consumer
+	ready    bool // the consumer has delivered the keys' current state
+	ended    bool
+	restarts time.Time // when the feed was last made again
+
+	srcMu sync.Mutex
+	src   feedSource
+	ttl   time.Duration
+}
+
+// feedSource is what delivers a feed's messages: a JetStream consumer or a
+// KV watch.
+type feedSource interface{ stop() }
+
+func (f *feed) add(s *hubWatch) {
+	subs := f.subs[s.key]
+	if subs == nil {
+		subs = map[*hubWatch]struct{}{}
+		f.subs[s.key] = subs
+	}
+	subs[s] = struct{}{}
+	if f.ready {
+		if ent := f.last[s.key]; ent != nil {
+			s.sendLocked(ent)
+		}
+		s.sendLocked(nil)
+	}
+}
+
+// detachLocked unregisters f from its hub once it has no subscriber, and
+// reports whether it did.
+func (f *feed) detachLocked() bool {
+	if f.ended || len(f.subs) > 0 {
+		return false
+	}
+	f.ended = true
+	h := f.hub
+	if f.prefix != "" {
+		if h.groupFeeds[f.prefix] == f {
+			delete(h.groupFeeds, f.prefix)
+		}
+	} else if h.keyFeeds[f.key] == f {
+		delete(h.keyFeeds, f.key)
+	}
+	return true
+}
+
+// heartbeat is how often an idle feed hears from the broker: often enough
+// that a lost consumer is noticed and made again within about a TTL, rarely
+// enough that a fleet of idle feeds costs the broker little (nats.go's
+// default is every 5s, twelve times a minute whatever the TTL).
+func heartbeat(ttl time.Duration) time.Duration { return clamp(ttl/2, time.Second, 30*time.Second) }
+
+// start makes the feed's consumer. ctx bounds making it, not its life.
+func (f *feed) start(ctx context.Context, ttl time.Duration) error {
+	f.srcMu.Lock()
+	defer f.srcMu.Unlock()
+	f.ttl = ttl
+	var src feedSource
+	var err error
+	if f.hub.js != nil {
+		src, err = f.startConsumer(ctx)
+	} else {
+		src, err = f.startKVWatch(ctx)
+	}
+	if err != nil {
+		return f.hub.noteLimit(err)
+	}
+	f.hub.mu.Lock()
+	ended := f.ended
+	f.hub.mu.Unlock()
+	if ended {
+		src.stop()
+		return nil
+	}
+	f.src = src
+	return nil
+}
+
+func (f *feed) stopSource() {
+	f.srcMu.Lock()
+	src := f.src
+	f.src = nil
+	f.srcMu.Unlock()
+	if src != nil {
+		src.stop()
+	}
+}
+
+// restart makes the consumer again, at most once per heartbeat, for a
+// subscriber that suspects it missed changes. Subscribers stay attached:
+// what the new consumer shows that is newer than what they had reaches
+// them as a change.
+func (f *feed) restart() {
+	h := f.hub
+	h.mu.Lock()
+	if f.ended || !f.ready || time.Since(f.restarts) < heartbeat(f.ttl) {
+		h.mu.Unlock()
+		return
+	}
+	f.restarts = time.Now()
+	h.mu.Unlock()
+	go func() {
+		f.stopSource()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := f.start(ctx, f.ttl); err != nil {
+			h.end(f, err)
+		}
+	}()
+}
+
+// deliver takes in one message of the feed. caughtUp says the consumer has
+// now delivered the current state of its keys.
+func (f *feed) deliver(ent jetstream.KeyValueEntry, caughtUp bool) {
+	h := f.hub
+	h.mu.Lock()
+	if f.ended {
+		h.mu.Unlock()
+		return
+	}
+	if ent != nil {
+		key := ent.Key()
+		prev := f.last[key]
+		if prev == nil || ent.Revision() > prev.Revision() {
+			f.last[key] = ent
+			if f.ready {
+				for s := range f.subs[key] {
+					s.sendLocked(ent)
+				}
+			}
+		}
+	}
+	if caughtUp {
+		f.markReadyLocked()
+	}
+	idle := f.detachLocked()
+	h.mu.Unlock()
+	if idle {
+		go f.stopSource() // not here: deliver runs on the source's own goroutines
+	}
+}
+
+// markReadyLocked hands each subscriber its key's state, then nil.
+func (f *feed) markReadyLocked() {
+	if f.ready {
+		return
+	}
+	f.ready = true
+	for key, subs := range f.subs {
+		for s := range subs {
+			if ent := f.last[key]; ent != nil {
+				s.sendLocked(ent)
+			}
+			s.sendLocked(nil)
+		}
+	}
+}
+
+func (f *feed) isReady() bool {
+	f.hub.mu.Lock()
+	defer f.hub.mu.Unlock()
+	return f.ready || f.ended
+}
+
+// consumerSource is a feed's ordered consumer.
+type consumerSource struct {
+	cc     jetstream.ConsumeContext
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (c *consumerSource) stop() {
+	c.cancel()
+	c.cc.Stop()
+	<-c.done
+}
+
+// startConsumer makes an ordered consumer on the feed's filter that starts
+// with the last message of each key, with heartbeats tuned to the TTL.
+func (f *feed) startConsumer(ctx context.Context) (feedSource, error) {
+	h := f.hub
+	stream := "KV_" + h.kv.Bucket()
+	cons, err := h.js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{
+		FilterSubjects:    []string{h.subject(f.filter)},
+		DeliverPolicy:     jetstream.DeliverLastPerSubjectPolicy,
+		InactiveThreshold: max(4*heartbeat(f.ttl), time.Minute),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("making a consumer on %s: %w", h.subject(f.filter), err)
+	}
+	prefix := h.subject("")
+	hb := heartbeat(f.ttl)
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		md, err := m.Metadata()
+		if err != nil {
+			return
+		}
+		key := strings.TrimPrefix(m.Subject(), prefix)
+		ent := entryOf(h.kv.Bucket(), key, m.Data(), m.Headers(), md.Sequence.Stream, md.Timestamp)
+		f.deliver(ent, md.NumPending == 0)
+	},
+		jetstream.PullHeartbeat(hb), jetstream.PullExpiry(2*hb),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) { f.consumeError(err) }),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("consuming %s: %w", h.subject(f.filter), err)
+	}
+	src := &consumerSource{cc: cc, done: make(chan struct{})}
+	var cctx context.Context
+	cctx, src.cancel = context.WithCancel(context.Background())
+	if info := cons.CachedInfo(); info != nil && info.NumPending == 0 {
+		f.deliver(nil, true)
+	}
+	// The last message of the initial state may expire before it is
+	// delivered: then no message says the state is complete, and the
+	// consumer's info must.
+	go func() {
+		defer close(src.done)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for !f.isReady() {
+			select {
+			case <-cctx.Done():
+				return
+			case <-t.C:
+			}
+			ictx, cancel := context.WithTimeout(cctx, time.Second)
+			info, err := cons.Info(ictx)
+			cancel()
+			if err == nil && info.NumPending == 0 {
+				f.deliver(nil, true)
+			}
+		}
+	}()
+	return src, nil
+}
+
+// consumeError handles an error the ordered consumer reports. It makes a
+// lost consumer again on its own; a closed connection, or a broker that
+// refuses the consumer for a limit, ends the feed.
+func (f *feed) consumeError(err error) {
+	switch {
+	case errors.Is(err, jetstream.ErrConnectionClosed), errors.Is(err, nats.ErrConnectionClosed):
+		go f.hub.end(f, nats.ErrConnectionClosed)
+	case errors.Is(err, jetstream.ErrMaximumConsumersLimit):
+		go f.hub.end(f, f.hub.noteLimit(err))
+	default:
+		f.hub.log.Debugf("election bucket %s: watch of %s: %v", f.hub.kv.Bucket(), f.filter, err)
+	}
+}
+
+// kvWatchSource is a feed's KV watch, for a hub without a JetStream context.
+type kvWatchSource struct {
+	w      jetstream.KeyWatcher
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (k *kvWatchSource) stop() {
+	_ = k.w.Stop()
+	k.cancel()
+	<-k.done
+}
+
+func (f *feed) startKVWatch(ctx context.Context) (feedSource, error) {
+	wctx, cancel := context.WithCancel(context.Background())
+	timer := time.AfterFunc(time.Until(deadlineOr(ctx, 5*time.Second)), cancel)
+	w, err := f.hub.kv.Watch(wctx, f.filter)
+	if !timer.Stop() && err == nil {
+		_ = w.Stop()
+		err = context.DeadlineExceeded
+	}
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("watching %s: %w", f.filter, err)
+	}
+	src := &kvWatchSource{w: w, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(src.done)
+		for ent := range w.Updates() {
+			f.deliver(ent, ent == nil)
+		}
+		if wctx.Err() == nil {
+			go f.hub.end(f, errors.New("the watch ended"))
+		}
+	}()
+	return src, nil
+}
+
+func deadlineOr(ctx context.Context, d time.Duration) time.Time {
+	if dl, ok := ctx.Deadline(); ok {
+		return dl
+	}
+	return time.Now().Add(d)
+}
