@@ -33,12 +33,12 @@ type watchHub struct {
 	log Logger
 
 	mu         sync.Mutex
-	keyFeeds   map[string]*feed    // one key's own feed
-	groupFeeds map[string]*feed    // a prefix's shared feed
-	following  map[string]int      // subscriptions per key
-	groupKeys  map[string]int      // keys followed per prefix
+	keyFeeds   map[string]*feed     // one key's own feed
+	groupFeeds map[string]*feed     // a prefix's shared feed
+	following  map[string]int       // subscriptions per key
+	groupKeys  map[string]int       // keys followed per prefix
 	noFold     map[string]time.Time // prefixes whose shared feed failed, until when
-	limitNoted bool                // the consumer limit was logged
+	limitNoted bool                 // the consumer limit was logged
 
 	streamMu sync.Mutex
 	stream   jetstream.Stream
