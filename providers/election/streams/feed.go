@@ -192,15 +192,28 @@ func (f *feed) isReady() bool {
 
 // consumerSource is a feed's ordered consumer.
 type consumerSource struct {
+	js     jetstream.JetStream
+	stream string
+	cons   jetstream.Consumer
 	cc     jetstream.ConsumeContext
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
+// stop ends the consumer and deletes it from the broker, as a KV watch
+// does, rather than leave it for the broker's inactivity cleanup: a process
+// that starts and stops many campaigns must not pile up consumers.
 func (c *consumerSource) stop() {
 	c.cancel()
 	c.cc.Stop()
 	<-c.done
+	info := c.cons.CachedInfo()
+	if info == nil || c.js.Conn() == nil || !c.js.Conn().IsConnected() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = c.js.DeleteConsumer(ctx, c.stream, info.Name)
 }
 
 // startConsumer makes an ordered consumer on the feed's filter that starts
@@ -233,7 +246,7 @@ func (f *feed) startConsumer(ctx context.Context) (feedSource, error) {
 	if err != nil {
 		return nil, fmt.Errorf("consuming %s: %w", h.subject(f.filter), err)
 	}
-	src := &consumerSource{cc: cc, done: make(chan struct{})}
+	src := &consumerSource{js: h.js, stream: stream, cons: cons, cc: cc, done: make(chan struct{})}
 	var cctx context.Context
 	cctx, src.cancel = context.WithCancel(context.Background())
 	if info := cons.CachedInfo(); info != nil && info.NumPending == 0 {

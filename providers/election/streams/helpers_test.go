@@ -128,8 +128,44 @@ func createBucket(t testing.TB, nc *nats.Conn, cfg jetstream.KeyValueConfig) jet
 	if err != nil {
 		t.Fatalf("create bucket: %v", err)
 	}
+	allowMsgTTL(t, js, cfg.Bucket)
 	jsOf.Store(kv, js)
 	return kv
+}
+
+// createPlainBucket is createBucket without per-message TTLs, as on a NATS
+// server that Conclave's broker did not provision.
+func createPlainBucket(t testing.TB, nc *nats.Conn, cfg jetstream.KeyValueConfig) jetstream.KeyValue {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	kv, err := js.CreateKeyValue(ctx, cfg)
+	if err != nil {
+		t.Fatalf("create bucket: %v", err)
+	}
+	jsOf.Store(kv, js)
+	return kv
+}
+
+// allowMsgTTL turns on per-message TTLs on bucket's stream, as the broker
+// provisions it: without limit markers.
+func allowMsgTTL(t testing.TB, js jetstream.JetStream, bucket string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, "KV_"+bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := st.CachedInfo().Config
+	cfg.AllowMsgTTL = true
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatalf("allow per-message TTLs: %v", err)
+	}
 }
 
 // openBucket opens the election bucket over nc.

@@ -1,0 +1,343 @@
+package streams
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// consumers returns the number of consumers on the election stream.
+func consumers(t testing.TB, js jetstream.JetStream) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, "KV_"+bucketName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.CachedInfo().State.Consumers
+}
+
+func jetStream(t testing.TB, nc *nats.Conn) jetstream.JetStream {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+// TestCandidatesOfAProcessShareOneConsumer: however many candidates and
+// observers of one connection follow an election, the broker holds one
+// consumer for them, and every one of them still sees the handovers.
+func TestCandidatesOfAProcessShareOneConsumer(t *testing.T) {
+	ts := newTestServer(t)
+	ncA, ncB := connect(t, ts.url()), connect(t, ts.url())
+	kvA := createBucket(t, ncA, bucketConfig(3*time.Second))
+	kvB := openBucket(t, ncB)
+	admin := jetStream(t, connect(t, ts.url()))
+
+	rec := newRecorder()
+	var stops []func()
+	var elections []*Election
+	for i := range 4 {
+		e := mustElection(t, fmt.Sprintf("a%d", i), "shared", kvA, rec.options(fmt.Sprintf("a%d", i))...)
+		elections = append(elections, e)
+		stops = append(stops, runElection(t, e))
+	}
+	for i := range 2 {
+		e := mustElection(t, fmt.Sprintf("b%d", i), "shared", kvB, rec.options(fmt.Sprintf("b%d", i))...)
+		elections = append(elections, e)
+		stops = append(stops, runElection(t, e))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	js, _ := jsOf.Load(kvA)
+	changes := make(chan Leadership, 100)
+	for range 2 {
+		obs, err := NewObserver("shared", kvA, ObserveWithJetStream(js.(jetstream.JetStream)), OnChange(func(l Leadership) { changes <- l }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { _ = obs.Run(ctx) }()
+	}
+	rec.waitFor(t, 5*time.Second, "a leader", func(evs []event) bool { return leader(evs) != "" })
+	eventually(t, 5*time.Second, "every candidate and observer watching", func() bool {
+		for _, e := range elections {
+			if e.State() == UnknownState {
+				return false
+			}
+		}
+		return len(changes) >= 2
+	})
+	if n := consumers(t, admin); n != 2 {
+		t.Fatalf("%d consumers on the stream for 6 candidates and 2 observers on 2 connections, want 2 (one per connection)", n)
+	}
+
+	// Hand over four times: each next leader learns of the release through
+	// the shared watch, at once.
+	for range 4 {
+		evs := rec.snapshot()
+		was := leader(evs)
+		for i, e := range elections {
+			if e.Identity() == was {
+				stops[i]()
+			}
+		}
+		rec.waitFor(t, time.Second, "the next leader after "+was, func(evs []event) bool {
+			l := leader(evs)
+			return l != "" && l != was
+		})
+	}
+	checkHistory(t, rec.snapshot())
+	if n := consumers(t, admin); n > 2 {
+		t.Fatalf("%d consumers after the handovers, want at most 2", n)
+	}
+	for _, stop := range stops {
+		stop()
+	}
+	cancel()
+	eventually(t, 5*time.Second, "the consumers deleted once nobody follows the key", func() bool { return consumers(t, admin) == 0 })
+}
+
+// TestKeysUnderOnePrefixShareAConsumer: a process in many elections named
+// under one prefix holds one consumer for the prefix, past the first few,
+// and its candidates still take over at once.
+func TestKeysUnderOnePrefixShareAConsumer(t *testing.T) {
+	const n = 20
+	ts := newTestServer(t)
+	ncA, ncB := connect(t, ts.url()), connect(t, ts.url())
+	kvA := createBucket(t, ncA, bucketConfig(3*time.Second))
+	kvB := openBucket(t, ncB)
+	admin := jetStream(t, connect(t, ts.url()))
+
+	recs := make([]*recorder, n)
+	var stopA []func()
+	for i := range n {
+		recs[i] = newRecorder()
+		key := fmt.Sprintf("app.e%02d", i)
+		stopA = append(stopA, runElection(t, mustElection(t, "a", key, kvA, recs[i].options("a")...)))
+	}
+	for i := range n {
+		recs[i].waitFor(t, 10*time.Second, "a to lead", func(evs []event) bool { return wins(evs, "a") == 1 })
+	}
+	for i := range n {
+		key := fmt.Sprintf("app.e%02d", i)
+		runElection(t, mustElection(t, "b", key, kvB, recs[i].options("b")...))
+	}
+	want := 2 * foldAt // per connection: foldAt-1 keys of their own, then one for the prefix
+	eventually(t, 5*time.Second, fmt.Sprintf("%d consumers", want), func() bool { return consumers(t, admin) == want })
+	time.Sleep(200 * time.Millisecond) // b's campaigns have had time to make any more
+	if got := consumers(t, admin); got != want {
+		t.Fatalf("%d consumers for %d elections x 2 connections, want %d", got, n, want)
+	}
+
+	// a releases everything: b, following most keys through the prefix's
+	// consumer, takes each over at once.
+	start := time.Now()
+	for _, stop := range stopA {
+		stop()
+	}
+	for i := range n {
+		recs[i].waitFor(t, 2*time.Second, "b to lead after a's release", func(evs []event) bool { return wins(evs, "b") == 1 })
+	}
+	t.Logf("b led all %d elections %v after a began releasing", n, time.Since(start).Round(time.Millisecond))
+	for i := range n {
+		checkHistory(t, recs[i].snapshot())
+	}
+}
+
+// TestHubSubscriptionJoiningAFeedGetsTheKeyAtOnce: a second subscription
+// to a key gets its latest message and the end of the initial values from
+// the running feed, then the same changes as the first.
+func TestHubSubscriptionJoiningAFeedGetsTheKeyAtOnce(t *testing.T) {
+	ts := newTestServer(t)
+	nc := connect(t, ts.url())
+	kv := createBucket(t, nc, bucketConfig(10*time.Second))
+	js, _ := jsOf.Load(kv)
+	ctx := context.Background()
+	rev, err := kv.PutString(ctx, "k", "leader-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := hubFor(kv, js.(jetstream.JetStream), nopLogger{})
+	next := func(w jetstream.KeyWatcher) jetstream.KeyValueEntry {
+		t.Helper()
+		select {
+		case ent, ok := <-w.Updates():
+			if !ok {
+				t.Fatal("watch closed")
+			}
+			return ent
+		case <-time.After(5 * time.Second):
+			t.Fatal("nothing delivered in 5s")
+		}
+		return nil
+	}
+	first, err := h.subscribe(ctx, "k", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Stop()
+	if ent := next(first); ent == nil || ent.Revision() != rev {
+		t.Fatalf("first subscription's initial value %v, want revision %d", ent, rev)
+	}
+	if ent := next(first); ent != nil {
+		t.Fatalf("want the end of the initial values, got %v", ent)
+	}
+	second, err := h.subscribe(ctx, "k", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Stop()
+	if ent := next(second); ent == nil || ent.Revision() != rev || string(ent.Value()) != "leader-1" {
+		t.Fatalf("second subscription's initial value %v, want revision %d", ent, rev)
+	}
+	if ent := next(second); ent != nil {
+		t.Fatalf("want the end of the initial values, got %v", ent)
+	}
+	rev2, err := kv.Update(ctx, "k", []byte("leader-2"), rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []jetstream.KeyWatcher{first, second} {
+		if ent := next(w); ent == nil || ent.Revision() != rev2 {
+			t.Fatalf("change %v, want revision %d", ent, rev2)
+		}
+	}
+	if n := consumers(t, js.(jetstream.JetStream)); n != 1 {
+		t.Fatalf("%d consumers for two subscriptions, want 1", n)
+	}
+}
+
+// TestHubEndsSubscriptionsWhenTheConnectionCloses: a closed connection ends
+// every subscription with an error that says so.
+func TestHubEndsSubscriptionsWhenTheConnectionCloses(t *testing.T) {
+	ts := newTestServer(t)
+	nc := connect(t, ts.url())
+	kv := createBucket(t, nc, bucketConfig(10*time.Second))
+	js, _ := jsOf.Load(kv)
+	h := hubFor(kv, js.(jetstream.JetStream), nopLogger{})
+	w, err := h.subscribe(context.Background(), "k", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case _, ok := <-w.Updates():
+			if ok {
+				continue
+			}
+			if err := w.(*hubWatch).Err(); !strings.Contains(err.Error(), "closed") {
+				t.Fatalf("subscription ended with %v, want a closed connection", err)
+			}
+			return
+		case <-deadline:
+			t.Fatal("the subscription did not end within 5s of the connection closing")
+		}
+	}
+}
+
+// TestWritesCarryAPerMessageTTL: on a bucket that allows it, the leader's
+// writes carry the bucket's TTL, so the broker expires them on time; on one
+// that does not, they carry none and the election works the same.
+func TestWritesCarryAPerMessageTTL(t *testing.T) {
+	for _, allow := range []bool{true, false} {
+		t.Run(fmt.Sprintf("AllowMsgTTL=%v", allow), func(t *testing.T) {
+			ts := newTestServer(t)
+			nc := connect(t, ts.url())
+			var kv jetstream.KeyValue
+			if allow {
+				kv = createBucket(t, nc, bucketConfig(2*time.Second))
+			} else {
+				kv = createPlainBucket(t, nc, bucketConfig(2*time.Second))
+			}
+			rec := newRecorder()
+			runElection(t, mustElection(t, "a", "ttl", kv, rec.options("a")...))
+			rec.waitFor(t, 5*time.Second, "a to lead", func(evs []event) bool { return wins(evs, "a") == 1 })
+			js := jetStream(t, nc)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			st, err := js.Stream(ctx, "KV_"+bucketName)
+			if err != nil {
+				t.Fatal(err)
+			}
+			first, err := st.GetLastMsgForSubject(ctx, "$KV."+bucketName+".ttl")
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := ""
+			if allow {
+				want = "2s"
+			}
+			if got := first.Header.Get(jetstream.MsgTTLHeader); got != want {
+				t.Fatalf("the winning write's %s header is %q, want %q", jetstream.MsgTTLHeader, got, want)
+			}
+			// A renewal carries it too.
+			eventually(t, 3*time.Second, "a renewal", func() bool {
+				m, err := st.GetLastMsgForSubject(ctx, "$KV."+bucketName+".ttl")
+				return err == nil && m.Sequence > first.Sequence && m.Header.Get(jetstream.MsgTTLHeader) == want
+			})
+		})
+	}
+}
+
+func TestMessageTTLRoundsUpToWholeSeconds(t *testing.T) {
+	for _, c := range []struct{ ttl, want time.Duration }{
+		{time.Second, time.Second},
+		{1500 * time.Millisecond, 2 * time.Second},
+		{time.Minute, time.Minute},
+		{time.Minute + time.Millisecond, 61 * time.Second},
+	} {
+		if got := messageTTL(c.ttl); got != c.want {
+			t.Errorf("messageTTL(%v) = %v, want %v", c.ttl, got, c.want)
+		}
+	}
+}
+
+// TestWatchHeartbeatsFollowTheTTL: a shared watch asks the broker for idle
+// heartbeats every half TTL (1s to 30s), not nats.go's fixed 5s, as its pull
+// requests show.
+func TestWatchHeartbeatsFollowTheTTL(t *testing.T) {
+	for _, c := range []struct{ ttl, want time.Duration }{
+		{4 * time.Second, 2 * time.Second},
+		{2 * time.Minute, 30 * time.Second},
+	} {
+		t.Run(c.ttl.String(), func(t *testing.T) {
+			ts := newTestServer(t)
+			nc := connect(t, ts.url())
+			kv := createBucket(t, nc, bucketConfig(c.ttl))
+			spy := connect(t, ts.url())
+			pulls, err := spy.SubscribeSync("$JS.API.CONSUMER.MSG.NEXT.KV_" + bucketName + ".>")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := spy.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			runElection(t, mustElection(t, "a", "hb", kv))
+			m, err := pulls.NextMsg(5 * time.Second)
+			if err != nil {
+				t.Fatalf("no pull request seen: %v", err)
+			}
+			var req struct {
+				Expires   time.Duration `json:"expires"`
+				Heartbeat time.Duration `json:"idle_heartbeat"`
+			}
+			if err := json.Unmarshal(m.Data, &req); err != nil {
+				t.Fatalf("pull request %q: %v", m.Data, err)
+			}
+			if req.Heartbeat != c.want || req.Expires != 2*c.want {
+				t.Fatalf("pull request asks for heartbeats every %v, expiring after %v; want %v and %v", req.Heartbeat, req.Expires, c.want, 2*c.want)
+			}
+		})
+	}
+}
