@@ -159,7 +159,7 @@ func TestChaos(t *testing.T) {
 			currentTTL = ttl + raisedTTL - currentTTL
 			js, err := jetstream.New(connect(t, ts.url()))
 			if err == nil {
-				_, err = js.UpdateKeyValue(t.Context(), bucketConfig(currentTTL))
+				err = setBucketTTL(t.Context(), js, currentTTL)
 			}
 			if err != nil {
 				t.Logf("change TTL: %v", err)

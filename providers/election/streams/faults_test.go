@@ -419,7 +419,7 @@ func (f funcLogger) Errorf(format string, a ...any) { f("ERROR " + sprintf(forma
 func changeTTL(t *testing.T, kv jetstream.KeyValue, nc *nats.Conn, ttl time.Duration) {
 	t.Helper()
 	js, _ := jetstream.New(nc)
-	if _, err := js.UpdateKeyValue(context.Background(), bucketConfig(ttl)); err != nil {
+	if err := setBucketTTL(context.Background(), js, ttl); err != nil {
 		t.Fatalf("update TTL: %v", err)
 	}
 	st, err := kv.Status(context.Background())

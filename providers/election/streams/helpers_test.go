@@ -444,3 +444,17 @@ func (l testLogger) Warnf(f string, a ...any)  { l.t.Logf(l.prefix+"WARN "+f, a.
 func (l testLogger) Errorf(f string, a ...any) { l.t.Logf(l.prefix+"ERROR "+f, a...) }
 
 func sprintf(format string, a ...any) string { return fmt.Sprintf(format, a...) }
+
+// setBucketTTL changes the bucket's TTL on its stream, keeping every other
+// setting (per-message TTLs cannot be turned off again, so the KV API's
+// UpdateKeyValue, which would, is refused on a bucket that has them).
+func setBucketTTL(ctx context.Context, js jetstream.JetStream, ttl time.Duration) error {
+	st, err := js.Stream(ctx, "KV_"+bucketName)
+	if err != nil {
+		return err
+	}
+	cfg := st.CachedInfo().Config
+	cfg.MaxAge, cfg.Duplicates = ttl, min(ttl, 2*time.Minute)
+	_, err = js.UpdateStream(ctx, cfg)
+	return err
+}

@@ -229,11 +229,25 @@ func (h *watchHub) end(f *feed, err error) {
 		}
 	}
 	f.detachLocked()
-	if f.prefix != "" && !errors.Is(err, nats.ErrConnectionClosed) && !f.ready {
+	if f.prefix != "" && !f.ready && h.consumerDenied(f) {
 		h.noFold[f.prefix] = time.Now().Add(noFoldFor)
+		h.log.Warnf("election bucket %s: permissions refuse a consumer on %s: the elections under %q use a consumer each for %v", h.kv.Bucket(), h.subject(f.filter), f.prefix, noFoldFor)
 	}
 	h.mu.Unlock()
 	f.stopSource()
+}
+
+// consumerDenied reports whether the connection's latest error is the
+// broker refusing, by permissions, to make f's consumer. NATS answers a
+// request it refuses with silence, so the failure itself is a timeout; only
+// the connection's asynchronous error names the cause.
+func (h *watchHub) consumerDenied(f *feed) bool {
+	if h.js == nil || h.js.Conn() == nil {
+		return false
+	}
+	err := h.js.Conn().LastError()
+	return err != nil && errors.Is(err, nats.ErrPermissionViolation) &&
+		strings.Contains(err.Error(), "CONSUMER.CREATE") && strings.Contains(err.Error(), h.subject(f.filter))
 }
 
 // noteLimit logs, once per hub, that the broker refused a consumer for a

@@ -423,7 +423,7 @@ func TestObserverFollowsTTLChanges(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := js.UpdateKeyValue(ctx, bucketConfig(4*time.Second)); err != nil {
+	if err := setBucketTTL(ctx, js, 4*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	seen.waitFor(t, "g elected", func(l Leadership) bool { return l.Event == EventElected && l.Token == rev })
