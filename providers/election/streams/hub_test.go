@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -340,4 +342,81 @@ func TestWatchHeartbeatsFollowTheTTL(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPrefixConsumerRefusedByPermissionsFallsBackToOnePerKey: a user whose
+// permissions allow consumers on its keys one by one, but not on their
+// prefix, gets one consumer per key, after one warning, and its watches work.
+func TestPrefixConsumerRefusedByPermissionsFallsBackToOnePerKey(t *testing.T) {
+	const n = foldAt + 2
+	stream := "KV_" + bucketName
+	allow := []string{
+		"$JS.API.INFO", "$JS.API.STREAM.INFO." + stream,
+		"$KV." + bucketName + ".app.>",
+		"$JS.API.DIRECT.GET." + stream + ".>", "$JS.API.STREAM.MSG.GET." + stream,
+		"$JS.API.CONSUMER.MSG.NEXT." + stream + ".*",
+		"$JS.API.CONSUMER.DELETE." + stream + ".*", "$JS.API.CONSUMER.INFO." + stream + ".*",
+	}
+	for i := range n {
+		// Keys one by one: a wildcard here would also match the literal
+		// ">" of a prefix's filter.
+		allow = append(allow, fmt.Sprintf("$JS.API.CONSUMER.CREATE.%s.*.$KV.%s.app.e%02d", stream, bucketName, i))
+	}
+	srv, err := server.NewServer(&server.Options{
+		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
+		Users: []*server.User{
+			{Username: "admin", Password: "admin"},
+			{Username: "app", Password: "app", Permissions: &server.Permissions{
+				Publish:   &server.SubjectPermission{Allow: allow},
+				Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>"}},
+			}},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("server not ready")
+	}
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	adminNC, err := nats.Connect(srv.ClientURL(), nats.UserInfo("admin", "admin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(adminNC.Close)
+	createBucket(t, adminNC, bucketConfig(3*time.Second))
+	admin := jetStream(t, adminNC)
+
+	nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo("app", "app"), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	kv := openBucket(t, nc)
+	var warnings atomic.Int64
+	log := funcLogger(func(s string) {
+		if strings.HasPrefix(s, "WARN") && strings.Contains(s, "permissions refuse a consumer") {
+			warnings.Add(1)
+		}
+	})
+	recs := make([]*recorder, n)
+	for i := range n {
+		recs[i] = newRecorder()
+		runElection(t, mustElection(t, "a", fmt.Sprintf("app.e%02d", i), kv, append(recs[i].options("a"), WithLogger(log))...))
+	}
+	eventually(t, 10*time.Second, fmt.Sprintf("%d consumers, one per key", n), func() bool { return consumers(t, admin) == n })
+	if w := warnings.Load(); w != 1 {
+		t.Fatalf("the refused prefix consumer was logged %d times, want once", w)
+	}
+	// The per-key watches work: an outside change reaches the leader at
+	// once, and it stands down.
+	for i := range n {
+		recs[i].waitFor(t, 5*time.Second, "a to lead", func(evs []event) bool { return wins(evs, "a") == 1 })
+	}
+	adminKV := openBucket(t, adminNC)
+	if _, err := adminKV.PutString(context.Background(), "app.e09", "someone-else"); err != nil {
+		t.Fatal(err)
+	}
+	recs[9].waitFor(t, time.Second, "a to stand down on the change", func(evs []event) bool { return len(evs) >= 2 && !evs[len(evs)-1].won })
 }
