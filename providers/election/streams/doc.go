@@ -27,6 +27,34 @@
 // take it too. Writing the marker needs the JetStream context the bucket was
 // opened with (WithJetStream); without it the release is a plain delete.
 //
+// # Expiry on time
+//
+// On a bucket whose stream allows per-message TTLs (AllowMsgTTL, as a
+// Conclave broker provisions it), every write of a candidate with
+// WithJetStream carries the TTL itself (the Nats-TTL header, rounded up to
+// whole seconds). The broker expires such a message within milliseconds of
+// its TTL, where the bucket's MaxAge can be hundreds of milliseconds late,
+// so a crashed leader is replaced about one TTL after its last renewal.
+// MaxAge stays the backstop: it expires Choria's candidates' writes, which
+// carry no TTL, and everything on a bucket without per-message TTLs, which
+// candidates detect from the bucket's settings and write to as before.
+//
+// # Fleets: one watch per election per process
+//
+// The candidates and observers of one process that follow an election over
+// one connection share one watch: one consumer on the broker, one delivery
+// of each change to the process, however many candidates. A process that
+// follows 8 or more elections under one prefix (the key's first token, as in
+// "app-a.scheduler") follows the ones it joins after that through one
+// consumer on the prefix ("$KV.<bucket>.app-a.>"), a single filter that NATS
+// permissions can scope; if permissions refuse it, each key gets its own.
+// Name a service's elections under one prefix to let its processes share.
+// A watch's heartbeats follow the TTL (every half TTL, 1 to 30 seconds),
+// and reads of the bucket's settings that candidates of a process make at
+// once share one request. Sharing needs WithJetStream (ObserveWithJetStream
+// for observers); without it a process shares KV watches per key and prefix
+// with nats.go's settings.
+//
 // # Guarantees and the clock
 //
 // At most one candidate leads at any instant, provided clocks run at about

@@ -42,6 +42,10 @@ type watchHub struct {
 
 	streamMu sync.Mutex
 	stream   jetstream.Stream
+
+	statusMu   sync.Mutex
+	statusBusy bool        // a read of the bucket's settings is under way
+	statusNext *statusRead // the read that starts when it ends
 }
 
 // foldAt is how many keys under one prefix a process must follow before
@@ -323,3 +327,54 @@ func (s *hubWatch) sendLocked(ent jetstream.KeyValueEntry) {
 		s.hub.detachLocked(s, errors.New("the watch fell behind"))
 	}
 }
+
+// statusRead is one read of the bucket's settings that callers share.
+type statusRead struct {
+	done chan struct{}
+	st   jetstream.KeyValueStatus
+	err  error
+}
+
+// status reads the bucket's settings with a request sent after the call
+// began, as each caller needs (a term must not rest on a TTL read before
+// it). Callers that arrive while a read is under way share the next one, so
+// a process whose thousands of candidates read at once (on starting, on a
+// failover) sends a few requests, not thousands.
+func (h *watchHub) status(ctx context.Context) (jetstream.KeyValueStatus, error) {
+	h.statusMu.Lock()
+	r := h.statusNext
+	if r == nil {
+		r = &statusRead{done: make(chan struct{})}
+		if h.statusBusy {
+			h.statusNext = r // sent when the read under way ends
+		} else {
+			h.statusBusy = true
+			go h.readStatus(r)
+		}
+	}
+	h.statusMu.Unlock()
+	select {
+	case <-r.done:
+		return r.st, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// readStatus makes read r, then the one queued meanwhile, if any.
+func (h *watchHub) readStatus(r *statusRead) {
+	for r != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
+		r.st, r.err = h.kv.Status(ctx)
+		cancel()
+		close(r.done)
+		h.statusMu.Lock()
+		r, h.statusNext = h.statusNext, nil
+		h.statusBusy = r != nil
+		h.statusMu.Unlock()
+	}
+}
+
+// statusTimeout bounds a shared read of the bucket's settings; each caller
+// also stops waiting when its own context ends.
+const statusTimeout = 5 * time.Second

@@ -420,3 +420,51 @@ func TestPrefixConsumerRefusedByPermissionsFallsBackToOnePerKey(t *testing.T) {
 	}
 	recs[9].waitFor(t, time.Second, "a to stand down on the change", func(evs []event) bool { return len(evs) >= 2 && !evs[len(evs)-1].won })
 }
+
+// TestConcurrentStatusReadsShareRequests: many candidates of one process
+// reading the bucket's settings at once send a few requests, each sent
+// after the reads it answers began.
+func TestConcurrentStatusReadsShareRequests(t *testing.T) {
+	ts := newTestServer(t)
+	nc := connect(t, ts.url())
+	kv := createBucket(t, nc, bucketConfig(7*time.Second))
+	js, _ := jsOf.Load(kv)
+	spy := connect(t, ts.url())
+	infos, err := spy.SubscribeSync("$JS.API.STREAM.INFO.KV_" + bucketName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := spy.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	var stores []*kvStore
+	for range 200 {
+		stores = append(stores, newKVStore(kv, js.(jetstream.JetStream), nopLogger{}))
+	}
+	start := make(chan struct{})
+	errs := make(chan error, len(stores))
+	for _, s := range stores {
+		go func() {
+			<-start
+			st, err := s.Status(context.Background())
+			if err == nil && st.TTL() != 7*time.Second {
+				err = fmt.Errorf("TTL %v", st.TTL())
+			}
+			errs <- err
+		}()
+	}
+	close(start)
+	for range stores {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := spy.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	n, _, _ := infos.Pending()
+	if n < 1 || n > 10 {
+		t.Fatalf("200 concurrent reads of the settings sent %d requests, want 1 to 10", n)
+	}
+	t.Logf("200 concurrent reads sent %d requests", n)
+}

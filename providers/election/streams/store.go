@@ -57,7 +57,7 @@ func newKVStore(kv jetstream.KeyValue, js jetstream.JetStream, log Logger) *kvSt
 // Status reads the bucket's settings, and notes whether writes may carry a
 // per-message TTL.
 func (s *kvStore) Status(ctx context.Context) (jetstream.KeyValueStatus, error) {
-	st, err := s.kv.Status(ctx)
+	st, err := s.hub.status(ctx)
 	if err != nil {
 		return nil, err
 	}
