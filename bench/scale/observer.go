@@ -44,6 +44,7 @@ type failover struct {
 	victim  string // identity whose elections need a new leader; "" = every election needs a new write
 	pending map[string]bool
 	took    map[string]time.Duration // kill → the resolving write
+	late    []time.Duration          // the resolving write − (the previous write + TTL), with a victim
 	changes int                      // leader changes at the start
 }
 
@@ -121,6 +122,9 @@ func (o *observer) apply(ent jetstream.KeyValueEntry) {
 	if f := o.fo; f != nil && f.pending[e.Key] && at.After(f.at) && e.Leader != f.victim {
 		delete(f.pending, e.Key)
 		f.took[e.Key] = at.Sub(f.at)
+		if f.victim != "" && ks.lastPutBy == f.victim {
+			f.late = append(f.late, at.Sub(ks.lastPut.Add(o.ttl)))
+		}
 	}
 	ks.leader, ks.lastPut, ks.lastPutBy = e.Leader, at, e.Leader
 }
@@ -196,6 +200,18 @@ func (o *observer) failoverState() (took []time.Duration, pending int) {
 		took = append(took, d)
 	}
 	return took, len(o.fo.pending)
+}
+
+// failoverLateness returns, for each election taken over from the victim,
+// how long after the earliest moment its key could expire (the victim's
+// last write + TTL) the new leader wrote.
+func (o *observer) failoverLateness() []time.Duration {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.fo == nil {
+		return nil
+	}
+	return slices.Clone(o.fo.late)
 }
 
 // leaderless returns the elections among the n that have no live leader

@@ -74,6 +74,7 @@ type killResult struct {
 	took       []time.Duration // kill → new leader's write, per election
 	unresolved int             // elections still without a new leader at the deadline
 	onWon      []time.Duration // kill → new leader's OnWon, per election
+	late       []time.Duration // new leader's write − (the victim's last write + TTL)
 	changes    int             // leader changes, kill → end of the failover
 }
 
@@ -481,6 +482,8 @@ func (b *bench) killBusiest(ctx context.Context, e *env, obs *observer, r *resul
 	}
 	k.took, k.unresolved = obs.failoverState()
 	slices.Sort(k.took)
+	k.late = obs.failoverLateness()
+	slices.Sort(k.late)
 	changes1, _ := obs.counts()
 	k.changes = changes1 - changes0
 
