@@ -183,7 +183,7 @@ type results struct {
 }
 
 func runBench(ctx context.Context, cfg config, log func(string, ...any)) (*results, error) {
-	res := &results{cfg: cfg, started: time.Now(), versions: versions(), load: [2]string{loadavg(), ""},
+	res := &results{cfg: cfg, started: time.Now(), versions: versions("providers/election/streams"), load: [2]string{loadavg(), ""},
 		first: map[lib]map[int][]time.Duration{}, handoff: map[lib][]time.Duration{},
 		failover: map[lib][]time.Duration{}, steady: map[lib][]steadyResult{}}
 	dir, err := os.MkdirTemp("", "conclave-choria-bench-")

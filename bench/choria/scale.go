@@ -149,7 +149,7 @@ func scaleMain(ctx context.Context, args []string, stdout, stderr io.Writer) err
 // runScale starts one conclave broker and measures each size in turn until
 // one is not sustained. It returns the rows measured so far with any error.
 func runScale(ctx context.Context, cfg scaleConfig, log func(string, ...any)) (*scaleResult, error) {
-	res := &scaleResult{cfg: cfg, started: time.Now(), versions: versions(), load: [2]string{loadavg(), ""}}
+	res := &scaleResult{cfg: cfg, started: time.Now(), versions: versions("broker", "config", "cmd/conclave", "internal/cli"), load: [2]string{loadavg(), ""}}
 	dir, err := os.MkdirTemp("", "conclave-choria-scale-")
 	if err != nil {
 		return nil, fmt.Errorf("scale: temporary directory: %w", err)
