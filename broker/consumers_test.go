@@ -314,6 +314,12 @@ no_auth_user: app
 	if err != nil || again.Changed() {
 		t.Errorf("provisioning again: %q, %v; want unchanged", again, err)
 	}
+	// The server refuses a stream limit above the account's.
+	c := streamConfig(t, ctx, js, broker.ElectionStream)
+	c.MaxConsumers = broker.DefaultMaxConsumers
+	if _, err := js.UpdateStream(ctx, c); !errors.Is(err, jetstream.ErrMaximumConsumersLimit) {
+		t.Errorf("stream limit above the account's: %v, want maximum consumers limit reached", err)
+	}
 }
 
 func TestEffectiveConsumerLimit(t *testing.T) {
