@@ -182,7 +182,8 @@ func (b *Broker) start(ctx context.Context) error {
 	}
 	b.keep(func() { b.report = report })
 	b.log.WithFields(logrus.Fields{"client_url": srv.ClientURL(), "bucket": ElectionBucket}).
-		Infof("Broker %s ready: election bucket %s", b.set.identity, report)
+		WithField("max_consumers", report.Consumers.Max).
+		Infof("Broker %s ready: election bucket %s; consumers limit %s", b.set.identity, report, report.Consumers)
 	return nil
 }
 

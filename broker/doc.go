@@ -15,6 +15,20 @@
 // again must not hand out its predecessor's revisions a second time. A bucket
 // that already exists keeps its revisions.
 //
+// # Consumers and per-message TTLs
+//
+// Every watch of the bucket is a JetStream consumer, and nats-server caps a
+// stream at 1,000 consumers (server.JSDefaultMaxConsumersPerStream) unless
+// the stream, its account or the server option
+// JetStreamLimits.DefaultMaxConsumers sets a limit; a stream limit of -1,
+// what the KV API sets, counts as unset. Provisioning therefore gives the
+// stream a limit of its own, DefaultMaxConsumers (see there for why the
+// stream rather than the server option), or the account's limit when that is
+// lower, and ProvisionReport.Consumers says what limit applies.
+//
+// The broker also turns on per-message TTLs (BucketSpec.PerKeyTTL), never
+// limit markers.
+//
 // # Durability
 //
 // JetStream acknowledges a write before it reaches the disk unless the server

@@ -41,8 +41,12 @@ func ExampleBroker_Start() {
 	}
 	defer b.Shutdown()
 
-	fmt.Println("election bucket:", b.ProvisionReport())
-	// Output: election bucket: created
+	report := b.ProvisionReport()
+	fmt.Println("election bucket:", report)
+	fmt.Println("consumers limit:", report.Consumers)
+	// Output:
+	// election bucket: created, max consumers server default → 1000000, per-key TTL off → on
+	// consumers limit: 1000000 (the stream's limit)
 }
 
 // Provisioning an existing NATS server's bucket to a shorter TTL.

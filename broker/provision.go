@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sirupsen/logrus"
 )
@@ -37,6 +38,28 @@ const (
 	// MaxReplicas is the most replicas JetStream supports for a stream.
 	MaxReplicas = 5
 
+	// DefaultMaxConsumers is the election stream's consumer limit (the
+	// stream's MaxConsumers) for a BucketSpec with no MaxConsumers.
+	//
+	// nats-server caps every stream at JSDefaultMaxConsumersPerStream
+	// (1,000) consumers unless the stream, the account or the server's
+	// JetStreamLimits.DefaultMaxConsumers sets a limit, and it reads a stream
+	// limit of -1 (what the KV API sets) as "not set", so the 1,000 default
+	// applies to it. A watch is a consumer, so that default would cap the
+	// whole platform at 1,000 watching processes-per-election.
+	//
+	// The bucket carries its own limit rather than relying on the server
+	// option: the limit travels with the bucket (the same on every node of a
+	// cluster, whichever is the meta leader, on a store later served by a
+	// plain nats-server, and through an upgrade in which some nodes still run
+	// an older broker), operators see it with `nats stream info`, and other
+	// streams on the broker keep the server's default as protection. A
+	// stream cannot say "unlimited" (-1 means "not set"), so the limit is a
+	// number no deployment of elections reaches: each consumer also costs the
+	// server CPU (10,000 consumers took about 0.36 cores), so a single broker
+	// runs out of CPU long before a million consumers.
+	DefaultMaxConsumers = 1_000_000
+
 	// electionHistory is the number of values kept per key: only the latest.
 	electionHistory = 1
 
@@ -55,6 +78,12 @@ type BucketSpec struct {
 	Replicas int
 	// MaxValueSize is the largest value in bytes; 0 means DefaultMaxValueSize.
 	MaxValueSize int32
+	// MaxConsumers is the least consumer limit the stream gets (its
+	// MaxConsumers); 0 means DefaultMaxConsumers. Provisioning raises a lower
+	// limit, or an unset one, to it but leaves a higher limit an operator set
+	// as it is. When the account's JetStream limit is lower, the stream gets
+	// the account's limit (the server refuses more), and that governs.
+	MaxConsumers int
 	// PerKeyTTL turns on per-message TTLs (the stream's AllowMsgTTL) so that
 	// writes may carry their own TTL. Once on, the server cannot turn it off
 	// again, so false leaves an existing bucket's setting as it is. Limit
@@ -72,8 +101,18 @@ func (s BucketSpec) Validate() error {
 		return fmt.Errorf("%w: bucket replicas %d is not 1 to %d", ErrInvalidConfig, s.Replicas, MaxReplicas)
 	case s.MaxValueSize < 0:
 		return fmt.Errorf("%w: bucket max value size %d is negative", ErrInvalidConfig, s.MaxValueSize)
+	case s.MaxConsumers < 0:
+		return fmt.Errorf("%w: bucket max consumers %d is negative (a stream cannot be unlimited: -1 means the server's default of %d)",
+			ErrInvalidConfig, s.MaxConsumers, server.JSDefaultMaxConsumersPerStream)
 	}
 	return nil
+}
+
+func (s BucketSpec) maxConsumers() int {
+	if s.MaxConsumers == 0 {
+		return DefaultMaxConsumers
+	}
+	return s.MaxConsumers
 }
 
 func (s BucketSpec) maxValueSize() int32 {
@@ -115,6 +154,9 @@ type ProvisionReport struct {
 	Changes []SettingChange
 	// Config is the stream configuration after provisioning.
 	Config jetstream.StreamConfig
+	// Consumers is the most consumers the election stream accepts after
+	// provisioning, and what sets that limit.
+	Consumers ConsumerLimit
 }
 
 // Changed reports whether the bucket was created or updated.
@@ -153,6 +195,10 @@ func ProvisionElectionBucket(ctx context.Context, js jetstream.JetStream, spec B
 		return ProvisionReport{}, err
 	}
 	var report ProvisionReport
+	account, err := js.AccountInfo(ctx)
+	if err != nil {
+		return ProvisionReport{}, fmt.Errorf("broker: reading the JetStream account's limits: %w", err)
+	}
 	stream, err := js.Stream(ctx, ElectionStream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		stream, err = createBucket(ctx, js, spec)
@@ -178,8 +224,9 @@ func ProvisionElectionBucket(ctx context.Context, js jetstream.JetStream, spec B
 	if err := checkUnchangeable(current); err != nil {
 		return ProvisionReport{}, err
 	}
-	wanted, changes := reconcile(current, spec)
+	wanted, changes := reconcile(current, spec, accountConsumerLimit(account, spec.Replicas))
 	report.Config = current
+	report.Consumers = EffectiveConsumerLimit(current, account, 0)
 	if len(changes) == 0 {
 		if log != nil && !report.Created {
 			log.Debugf("Election bucket %s already has the wanted settings", ElectionBucket)
@@ -192,6 +239,7 @@ func ProvisionElectionBucket(ctx context.Context, js jetstream.JetStream, spec B
 	}
 	report.Changes = changes
 	report.Config = info.CachedInfo().Config
+	report.Consumers = EffectiveConsumerLimit(report.Config, account, 0)
 	if log != nil {
 		for _, c := range changes {
 			log.WithField("setting", c.Setting).Infof("Election bucket %s: %s", ElectionBucket, c)
@@ -243,9 +291,9 @@ func firstRevision(now time.Time) uint64 {
 // creates for a bucket with the spec's settings, file storage, history 1 and
 // bucketDescription, plus a first sequence. Everything but FirstSeq must stay
 // as the KV API sets it, so that clients see a bucket like any other. Like
-// CreateKeyValue, it leaves per-message TTLs off (reconcile turns them on when
-// the spec asks) and limit markers off (Choria's clients fail to Create a key
-// after one).
+// CreateKeyValue, it leaves the consumer limit unset and per-message TTLs off
+// (reconcile then sets both as the spec asks) and limit markers off (Choria's
+// clients fail to Create a key after one).
 func bucketStreamConfig(spec BucketSpec, firstSeq uint64) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:              ElectionStream,
@@ -299,8 +347,9 @@ func checkUnchangeable(c jetstream.StreamConfig) error {
 }
 
 // reconcile returns current with the settings spec manages set as spec wants
-// them, and the list of what that changes.
-func reconcile(current jetstream.StreamConfig, spec BucketSpec) (jetstream.StreamConfig, []SettingChange) {
+// them, and the list of what that changes. accountMax is the account's
+// consumer limit for the stream (0 or less: none).
+func reconcile(current jetstream.StreamConfig, spec BucketSpec, accountMax int) (jetstream.StreamConfig, []SettingChange) {
 	wanted := current
 	var changes []SettingChange
 	note := func(setting, from, to string) {
@@ -322,6 +371,16 @@ func reconcile(current jetstream.StreamConfig, spec BucketSpec) (jetstream.Strea
 	if size := spec.maxValueSize(); current.MaxMsgSize != size {
 		note("max value size", bytesText(int64(current.MaxMsgSize)), bytesText(int64(size)))
 		wanted.MaxMsgSize = size
+	}
+	// The server refuses a stream limit above the account's, and the
+	// account's then governs anyway.
+	maxc := spec.maxConsumers()
+	if accountMax > 0 {
+		maxc = min(maxc, accountMax)
+	}
+	if current.MaxConsumers < maxc {
+		note("max consumers", streamConsumersText(current.MaxConsumers), fmt.Sprint(maxc))
+		wanted.MaxConsumers = maxc
 	}
 	if current.SubjectDeleteMarkerTTL != 0 {
 		note("limit marker TTL", durationText(current.SubjectDeleteMarkerTTL), "off")

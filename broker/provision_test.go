@@ -25,8 +25,12 @@ func TestProvisionCreatesFreshBucket(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ProvisionElectionBucket: %v", err)
 	}
-	if !report.Created || len(report.Changes) != 0 || report.String() != "created" {
-		t.Fatalf("report = %q (%+v), want created with no changes", report, report.Changes)
+	// Created as the KV API creates a bucket, then the consumer limit set.
+	if want := "created, max consumers server default → 1000000"; !report.Created || report.String() != want {
+		t.Fatalf("report = %q, want %q", report, want)
+	}
+	if want := (broker.ConsumerLimit{Max: broker.DefaultMaxConsumers, Source: broker.LimitStream}); report.Consumers != want {
+		t.Errorf("report.Consumers = %+v, want %+v", report.Consumers, want)
 	}
 
 	c := streamConfig(t, ctx, js, broker.ElectionStream)
@@ -41,6 +45,7 @@ func TestProvisionCreatesFreshBucket(t *testing.T) {
 		{"MaxMsgSize", c.MaxMsgSize, int32(broker.DefaultMaxValueSize)},
 		{"SubjectDeleteMarkerTTL", c.SubjectDeleteMarkerTTL, time.Duration(0)},
 		{"AllowMsgTTL", c.AllowMsgTTL, false},
+		{"MaxConsumers", c.MaxConsumers, broker.DefaultMaxConsumers},
 		{"AllowDirect", c.AllowDirect, true},
 		{"DenyDelete", c.DenyDelete, true},
 		{"AllowRollup", c.AllowRollup, true},
@@ -89,31 +94,31 @@ func TestProvisionUpdatesExistingBucket(t *testing.T) {
 			name:     "other TTL",
 			existing: jetstream.KeyValueConfig{TTL: time.Minute, MaxValueSize: broker.DefaultMaxValueSize},
 			spec:     broker.BucketSpec{TTL: 30 * time.Second, Replicas: 1},
-			want:     []string{"TTL 1m0s → 30s", "duplicate window 1m0s → 30s"},
+			want:     []string{"TTL 1m0s → 30s", "max consumers server default → 1000000", "duplicate window 1m0s → 30s"},
 		},
 		{
 			name:     "longer TTL",
 			existing: jetstream.KeyValueConfig{TTL: 10 * time.Second, MaxValueSize: broker.DefaultMaxValueSize},
 			spec:     broker.BucketSpec{TTL: 5 * time.Minute, Replicas: 1},
-			want:     []string{"TTL 10s → 5m0s", "duplicate window 10s → 2m0s"},
+			want:     []string{"TTL 10s → 5m0s", "max consumers server default → 1000000", "duplicate window 10s → 2m0s"},
 		},
 		{
 			name:     "as Choria creates it",
 			existing: jetstream.KeyValueConfig{TTL: time.Minute},
 			spec:     broker.BucketSpec{TTL: time.Minute, Replicas: 1},
-			want:     []string{"max value size unlimited → 1024 B"},
+			want:     []string{"max value size unlimited → 1024 B", "max consumers server default → 1000000"},
 		},
 		{
 			name:     "history and limit markers",
 			existing: jetstream.KeyValueConfig{TTL: time.Minute, History: 5, LimitMarkerTTL: 5 * time.Second, MaxValueSize: 4096},
 			spec:     broker.BucketSpec{TTL: time.Minute, Replicas: 1},
-			want:     []string{"history 5 → 1", "max value size 4096 B → 1024 B", "limit marker TTL 5s → off"},
+			want:     []string{"history 5 → 1", "max value size 4096 B → 1024 B", "max consumers server default → 1000000", "limit marker TTL 5s → off"},
 		},
 		{
 			name:     "per-key TTL wanted",
 			existing: jetstream.KeyValueConfig{TTL: time.Minute, MaxValueSize: broker.DefaultMaxValueSize},
 			spec:     broker.BucketSpec{TTL: time.Minute, Replicas: 1, PerKeyTTL: true},
-			want:     []string{"per-key TTL off → on"},
+			want:     []string{"max consumers server default → 1000000", "per-key TTL off → on"},
 		},
 	}
 	for _, tc := range cases {
@@ -209,7 +214,7 @@ func TestProvisionFixesDeleteAndDirectSettings(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ProvisionElectionBucket: %v", err)
 	}
-	if want := "deny delete off → on, direct get off → on, rollup off → on"; report.String() != want {
+	if want := "max consumers server default → 1000000, deny delete off → on, direct get off → on, rollup off → on"; report.String() != want {
 		t.Fatalf("report %q, want %q", report, want)
 	}
 }

@@ -336,7 +336,7 @@ func TestProvisionLeavesExistingBucketsFirstSeq(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ProvisionElectionBucket: %v", err)
 	}
-	if report.Created || report.String() != "max value size unlimited → 1024 B" || report.Config.FirstSeq != 0 {
+	if report.Created || report.String() != "max value size unlimited → 1024 B, max consumers server default → 1000000" || report.Config.FirstSeq != 0 {
 		t.Errorf("report %q, FirstSeq %d", report, report.Config.FirstSeq)
 	}
 	if next, err := kv.Update(ctx, "app", []byte("node-1"), rev); err != nil || next != rev+1 {

@@ -150,7 +150,13 @@ func newSettings(cfg *config.Config, opts options) (settings, error) {
 		return settings{}, fmt.Errorf("%w: %s is %d but the cluster has %s; set %s to %d or less, or to -1 for one replica per server",
 			ErrNotEnoughServers, keyReplicas, replicas, s.describeCluster(), keyReplicas, s.clusterSize)
 	}
-	s.spec = BucketSpec{TTL: ttl, Replicas: replicas, MaxValueSize: DefaultMaxValueSize}
+	// Per-message TTLs on: candidates campaign and renew with a TTL of their
+	// own, which the server honours within milliseconds, where MaxAge expiry
+	// runs up to about 350 ms late. Choria's clients, whose writes carry no
+	// TTL, keep working (MaxAge applies to them), and the embedded server
+	// always supports it, so there is no setting to turn it off (the server
+	// could not turn it off on an existing bucket anyway).
+	s.spec = BucketSpec{TTL: ttl, Replicas: replicas, MaxValueSize: DefaultMaxValueSize, MaxConsumers: DefaultMaxConsumers, PerKeyTTL: true}
 	return s, nil
 }
 

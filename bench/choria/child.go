@@ -24,12 +24,14 @@ import (
 const childEnv = "CONCLAVE_CHORIA_BENCH_CHILD"
 
 type childArgs struct {
-	Kind        string        `json:"kind"` // "broker" or "clients"
+	Kind        string        `json:"kind"` // "broker", "clients" or "scale"
 	TTL         time.Duration `json:"ttl"`
 	Lib         lib           `json:"lib"`
 	URL         string        `json:"url,omitempty"`
 	Elections   int           `json:"elections,omitempty"`
 	PerElection int           `json:"per_election,omitempty"`
+	Prefix      string        `json:"prefix,omitempty"` // scale: the elections' keys are Prefix0, Prefix1, …
+	Proc        int           `json:"proc,omitempty"`   // scale: the process's number, in its identity
 }
 
 type brokerReady struct {
@@ -61,6 +63,8 @@ func childMain() (bool, int) {
 		err = runBrokerChild(a)
 	case "clients":
 		err = runClientsChild(a)
+	case "scale":
+		err = runScaleChild(a)
 	default:
 		err = fmt.Errorf("unknown child kind %q", a.Kind)
 	}
@@ -168,6 +172,7 @@ func spawn(a childArgs, within time.Duration) (*child, error) {
 	cmd := exec.Command(exe)
 	cmd.Env = append(os.Environ(), childEnv+"="+string(raw))
 	cmd.Stderr = os.Stderr
+	dieWithParent(cmd)
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err

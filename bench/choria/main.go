@@ -8,6 +8,7 @@
 //
 //	go run . -quick                          # 2–2.5 minutes
 //	go run . -out results.md -svg ratios.svg # the full run, about 9 minutes
+//	go run . scale                           # Choria's election at fleet scale on `conclave broker run`
 package main
 
 import (
@@ -29,7 +30,12 @@ func main() {
 	if ok, code := childMain(); ok {
 		os.Exit(code)
 	}
-	if err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr); err != nil {
+	run := run
+	args := os.Args[1:]
+	if len(args) > 0 && args[0] == "scale" {
+		run, args = scaleMain, args[1:]
+	}
+	if err := run(context.Background(), args, os.Stdout, os.Stderr); err != nil && !errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(os.Stderr, "choria bench:", err)
 		os.Exit(1)
 	}
@@ -90,6 +96,11 @@ func quickConfig() config {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("choria", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: choria [flags]         Conclave and Choria side by side")
+		fmt.Fprintln(stderr, "       choria scale [flags]   Choria's election at fleet scale on `conclave broker run` (choria scale -h)")
+		fs.PrintDefaults()
+	}
 	quick := fs.Bool("quick", false, "a short run (2–2.5 minutes)")
 	out := fs.String("out", "", "also write the markdown results to this file")
 	svg := fs.String("svg", "", "write a chart of the ratios Conclave/Choria to this SVG file")
@@ -172,7 +183,7 @@ type results struct {
 }
 
 func runBench(ctx context.Context, cfg config, log func(string, ...any)) (*results, error) {
-	res := &results{cfg: cfg, started: time.Now(), versions: versions(), load: [2]string{loadavg(), ""},
+	res := &results{cfg: cfg, started: time.Now(), versions: versions("providers/election/streams"), load: [2]string{loadavg(), ""},
 		first: map[lib]map[int][]time.Duration{}, handoff: map[lib][]time.Duration{},
 		failover: map[lib][]time.Duration{}, steady: map[lib][]steadyResult{}}
 	dir, err := os.MkdirTemp("", "conclave-choria-bench-")

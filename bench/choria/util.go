@@ -75,9 +75,11 @@ func sortSteady(rs []steadyResult) {
 }
 
 // versions returns the Go version and the versions of the modules under
-// test, from the binary's build information.
-func versions() map[string]string {
-	v := map[string]string{"go": runtime.Version(), "conclave": conclaveVersion()}
+// test, from the binary's build information. The Conclave version says
+// whether the given directories of the work tree (the code under test) have
+// uncommitted changes.
+func versions(tested ...string) map[string]string {
+	v := map[string]string{"go": runtime.Version(), "conclave": conclaveVersion(tested)}
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return v
@@ -92,10 +94,11 @@ func versions() map[string]string {
 }
 
 // conclaveVersion describes the Conclave tree under test: the commit of the
-// git work tree the benchmark runs in, and whether the election package has
-// uncommitted changes. The module uses Conclave through a replace directive,
-// so what it measures is whatever that directory holds at build time.
-func conclaveVersion() string {
+// git work tree the benchmark runs in, and whether the directories tested
+// (relative to its top) have uncommitted changes. The module uses Conclave
+// through a replace directive, and the scale scenario builds the CLI from
+// it, so what it measures is whatever that directory holds at build time.
+func conclaveVersion(tested []string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	git := func(args ...string) (string, error) {
@@ -110,8 +113,14 @@ func conclaveVersion() string {
 	if err != nil {
 		return "commit " + head
 	}
-	if dirty, err := git("status", "--porcelain", "--", top+"/providers/election/streams"); err == nil && dirty != "" {
-		return "commit " + head + " with uncommitted changes in providers/election/streams"
+	var dirty []string
+	for _, dir := range tested {
+		if out, err := git("status", "--porcelain", "--", top+"/"+dir); err == nil && out != "" {
+			dirty = append(dirty, dir)
+		}
+	}
+	if len(dirty) > 0 {
+		return "commit " + head + " with uncommitted changes in " + strings.Join(dirty, ", ")
 	}
 	return "commit " + head
 }

@@ -190,3 +190,16 @@ func (s *session) unknownElection(ctx context.Context, name string) error {
 	}
 	return fmt.Errorf("no election %q in %s (elections: %s)", name, s.bucket, strings.Join(names, ", "))
 }
+
+// accountInfo reads the JetStream account's information for its limits, or
+// returns nil when the account's permissions do not allow it or the request
+// fails: callers then go without.
+func (s *session) accountInfo(ctx context.Context) *jetstream.AccountInfo {
+	rctx, cancel := s.request(ctx)
+	defer cancel()
+	info, err := s.js.AccountInfo(rctx)
+	if err != nil {
+		return nil
+	}
+	return info
+}

@@ -24,13 +24,19 @@ func (e *elections) infoCommand() *cobra.Command {
 		Use:   "info [NAME]",
 		Short: "Show one election in detail, the bucket's settings, and warnings about them",
 		Long: `Shows election NAME (its leader, latest revision, last write and expiry) and
-the bucket's settings: TTL, replicas, history, storage, limit markers, maximum
-value size. Without NAME it shows only the bucket.
+the bucket's settings: TTL, replicas, history, storage, limit markers,
+per-key TTL, maximum value size, and the consumers (watches) in use against
+the most the server accepts. Without NAME it shows only the bucket.
+
+The consumer limit is the stream's own, or the account's when that is lower;
+when neither sets one, nats-server's default of 1000 applies unless the
+server's jetstream { limits { default_max_consumers } } says otherwise, which
+a client cannot read: the limit is then shown as assumed.
 
 It warns when the bucket is set up in a way that breaks elections: history
 above 1, no TTL or one below 1s or above 1h, limit markers on, memory storage,
-or one replica on a cluster. The exit status is 0 even with warnings; with
---json they are in "warnings".`,
+one replica on a cluster, or consumers within 10% of the limit. The exit
+status is 0 even with warnings; with --json they are in "warnings".`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := ""
@@ -57,6 +63,10 @@ type bucketJSON struct {
 	MaxValueSize          int32   `json:"max_value_size"`
 	Cluster               string  `json:"cluster"`
 	Values                uint64  `json:"values"`
+	Consumers             int     `json:"consumers"`
+	MaxConsumers          int     `json:"max_consumers"`
+	MaxConsumersSource    string  `json:"max_consumers_source"`
+	MaxConsumersAssumed   bool    `json:"max_consumers_assumed"`
 }
 
 // infoJSON is the JSON output of info.
@@ -90,12 +100,16 @@ func (e *elections) info(ctx context.Context, name string, asJSON bool) error {
 		rec = &r
 	}
 	cfg := st.StreamInfo().Config
+	use := consumerUse{In: st.StreamInfo().State.Consumers, Limit: broker.EffectiveConsumerLimit(cfg, s.accountInfo(ctx), 0)}
 	cluster := ""
 	if ci := st.StreamInfo().Cluster; ci != nil {
 		cluster = ci.Name
 	}
 	clustered := s.nc.ConnectedClusterName() != "" && len(s.nc.Servers()) > 1
 	warnings := bucketWarnings(s.bucket, cfg, clustered)
+	if w := use.warning(s.bucket); w != "" {
+		warnings = append(warnings, w)
+	}
 	now := time.Now()
 
 	if asJSON {
@@ -112,6 +126,10 @@ func (e *elections) info(ctx context.Context, name string, asJSON bool) error {
 				MaxValueSize:          cfg.MaxMsgSize,
 				Cluster:               cluster,
 				Values:                st.Values(),
+				Consumers:             use.In,
+				MaxConsumers:          use.Limit.Max,
+				MaxConsumersSource:    string(use.Limit.Source),
+				MaxConsumersAssumed:   use.Limit.Assumed,
 			},
 			Warnings: warnings,
 		}
@@ -124,10 +142,10 @@ func (e *elections) info(ctx context.Context, name string, asJSON bool) error {
 		}
 		return writeJSON(e.a.stdout, out)
 	}
-	return writeInfo(e.a.stdout, s.bucket, rec, cfg, cluster, st.Values(), warnings, now)
+	return writeInfo(e.a.stdout, s.bucket, rec, cfg, cluster, st.Values(), use, warnings, now)
 }
 
-func writeInfo(w io.Writer, bucket string, rec *record, cfg jetstream.StreamConfig, cluster string, values uint64, warnings []string, now time.Time) error {
+func writeInfo(w io.Writer, bucket string, rec *record, cfg jetstream.StreamConfig, cluster string, values uint64, use consumerUse, warnings []string, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
 	if rec != nil {
 		fmt.Fprintf(tw, "Election:\t%s\n", rec.Key)
@@ -161,13 +179,14 @@ func writeInfo(w io.Writer, bucket string, rec *record, cfg jetstream.StreamConf
 		markers = fmt.Sprintf("on (kept %v)", cfg.SubjectDeleteMarkerTTL)
 	}
 	fmt.Fprintf(tw, "  Limit markers:\t%s\n", markers)
-	perKey := "off"
+	perKey := "off (keys expire by the bucket TTL only)"
 	if cfg.AllowMsgTTL {
 		perKey = "on"
 	}
 	fmt.Fprintf(tw, "  Per-key TTL:\t%s\n", perKey)
 	fmt.Fprintf(tw, "  Max value size:\t%s\n", sizeText(cfg.MaxMsgSize))
 	fmt.Fprintf(tw, "  Keys and markers:\t%d\n", values)
+	fmt.Fprintf(tw, "  Consumers:\t%s\n", use)
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -225,4 +244,43 @@ func bucketWarnings(bucket string, cfg jetstream.StreamConfig, clustered bool) [
 		out = append(out, "1 replica on a cluster: if the server holding the bucket fails, every election stops until it is back; set plugin.choria.network.stream.leader_election_replicas to -1 (the cluster size) or 3"+fix)
 	}
 	return out
+}
+
+// consumerUse is the consumers on the bucket's stream against its limit.
+type consumerUse struct {
+	In    int
+	Limit broker.ConsumerLimit
+}
+
+// String renders "12 of 1000000 (the stream's limit)".
+func (u consumerUse) String() string {
+	return fmt.Sprintf("%d of %s", u.In, u.Limit)
+}
+
+// nearLimit reports whether the consumers are within 10% of the limit.
+func (u consumerUse) nearLimit() bool {
+	return !u.Limit.Unlimited() && u.Limit.Max > 0 && u.In*10 >= u.Limit.Max*9
+}
+
+// warning is the warning about consumers close to the limit, or "".
+func (u consumerUse) warning(bucket string) string {
+	if !u.nearLimit() {
+		return ""
+	}
+	stream := "KV_" + bucket
+	var raise string
+	switch u.Limit.Source {
+	case broker.LimitAccount:
+		raise = fmt.Sprintf("the account's JetStream limit applies (max consumers %d, for each stream of the account): raise it in the server's or the operator's account configuration; the stream's own limit cannot go above it", u.Limit.Max)
+	case broker.LimitServer:
+		raise = fmt.Sprintf("the stream sets no limit, so the server's default applies: give the stream one with `nats stream edit %s --max-consumers 1000000`, or raise the server's default with jetstream { limits { default_max_consumers: -1 } } in its configuration", stream)
+	default:
+		raise = fmt.Sprintf("raise the stream's limit with `nats stream edit %s --max-consumers N` (N above %d)", stream, u.Limit.Max)
+	}
+	fix := ""
+	if bucket == broker.ElectionBucket && u.Limit.Source == broker.LimitServer {
+		fix = " (a Conclave broker sets the stream's limit to " + fmt.Sprint(broker.DefaultMaxConsumers) + " when it starts)"
+	}
+	return fmt.Sprintf("%d consumers in use of a limit of %s: each watch (candidates, observers, `conclave election watch`) is a consumer, and the server refuses new ones past the limit; %s%s",
+		u.In, u.Limit, raise, fix)
 }

@@ -27,6 +27,10 @@ type infoOutput struct {
 		MaxValueSize          int32   `json:"max_value_size"`
 		Cluster               string  `json:"cluster"`
 		Values                uint64  `json:"values"`
+		Consumers             int     `json:"consumers"`
+		MaxConsumers          int     `json:"max_consumers"`
+		MaxConsumersSource    string  `json:"max_consumers_source"`
+		MaxConsumersAssumed   bool    `json:"max_consumers_assumed"`
 	} `json:"bucket"`
 	Warnings []string `json:"warnings"`
 }

@@ -88,3 +88,16 @@ func TestWhatTheNATSCLIWritesIsARemoval(t *testing.T) {
 	mustSucceed(t, r)
 	mustContain(t, "info purged", r.stdout, "none: removed (purged)")
 }
+
+// TestNATSCLIShowsBucketLimits: what the README says `nats stream info`
+// shows of a bucket a broker provisioned.
+func TestNATSCLIShowsBucketLimits(t *testing.T) {
+	cli := natsCLI(t)
+	url := startBroker(t, time.Minute)
+	out := runNATS(t, cli, url, "stream", "info", "KV_"+broker.ElectionBucket)
+	for _, want := range []string{"Maximum Consumers: 1,000,000", "Allows Per-Message TTL: true"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("nats stream info does not say %q:\n%s", want, out)
+		}
+	}
+}

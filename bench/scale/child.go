@@ -1,0 +1,241 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/conclave-io/conclave"
+	"github.com/conclave-io/conclave/inter"
+	"github.com/conclave-io/conclave/providers/election/streams"
+)
+
+// A candidate process is this program run with -child. It builds its
+// elections, prints a "ready" line, and then answers commands, one a line,
+// on its standard input with JSON lines on its standard output:
+//
+//	go            start campaigning in every election (no answer)
+//	status        answer a "status" line: elections led now, wins, losses
+//	wins <ns>     answer a "wins" line: the elections whose last OnWon was at
+//	              or after <ns> (Unix nanoseconds), with those times
+//
+// When its standard input closes it stops every campaign (leaders release)
+// and exits, so it never outlives the benchmark. It never prints a line per
+// election event: the parent follows the elections through the bucket.
+
+// Message types a candidate process prints.
+const (
+	msgReady  = "ready"
+	msgStatus = "status"
+	msgWins   = "wins"
+	msgError  = "error"
+)
+
+// childMsg is one line a candidate process prints.
+type childMsg struct {
+	Type      string  `json:"type"`
+	Elections int     `json:"elections,omitempty"`
+	Leading   int64   `json:"leading,omitempty"`
+	Wins      int64   `json:"wins,omitempty"`
+	Losses    int64   `json:"losses,omitempty"`
+	Failed    int64   `json:"failed,omitempty"`      // campaigns whose Start returned an error
+	Err       string  `json:"err,omitempty"`         // an error message, or the first failed campaign's
+	Keys      []int   `json:"keys,omitempty"`        // wins: election indexes (0-based)
+	At        []int64 `json:"at,omitempty"`          // wins: their last OnWon, Unix nanoseconds
+	Setup     float64 `json:"setup_s,omitempty"`     // ready: seconds spent building the elections
+	BaseRSS   float64 `json:"base_rss_mb,omitempty"` // ready: RSS once connected, before any election
+	Started   int64   `json:"started,omitempty"`     // status: campaigns started
+	Returned  int64   `json:"returned,omitempty"`    // status: campaigns whose Start returned
+}
+
+// childRequested reports whether the command line asks for a candidate
+// process.
+func childRequested(args []string) bool {
+	for _, a := range args {
+		if a == "-child" || a == "--child" || strings.HasPrefix(a, "-child=") || strings.HasPrefix(a, "--child=") {
+			return true
+		}
+	}
+	return false
+}
+
+// keyName is the election key of index i (0-based): scale.e00001, …
+func keyName(prefix string, i int) string { return fmt.Sprintf("%s%05d", prefix, i+1) }
+
+// member keeps what a candidate process counts about its elections.
+type member struct {
+	leading  atomic.Int64
+	wins     atomic.Int64
+	losses   atomic.Int64
+	failed   atomic.Int64
+	started  atomic.Int64
+	returned atomic.Int64
+	lastWin  []atomic.Int64 // per election, Unix nanoseconds of the last OnWon
+	firstErr atomic.Pointer[string]
+}
+
+// runChild is the candidate process's main.
+func runChild(args []string) error {
+	fs := flag.NewFlagSet("scale -child", flag.ContinueOnError)
+	fs.Bool("child", false, "run as a candidate process (internal)")
+	cfgPath := fs.String("child-config", "", "configuration file")
+	n := fs.Int("child-elections", 0, "elections to campaign in")
+	prefix := fs.String("child-prefix", keyPrefix, "election key prefix")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *cfgPath == "" || *n < 1 {
+		return errors.New("-child needs -child-config and -child-elections")
+	}
+	// Only the command loop prints, one line at a time, flushed at once.
+	bw := bufio.NewWriterSize(os.Stdout, 1<<16)
+	w := json.NewEncoder(bw)
+	emit := func(m childMsg) {
+		_ = w.Encode(m)
+		_ = bw.Flush()
+	}
+	if err := campaignAll(*cfgPath, *n, *prefix, emit); err != nil {
+		emit(childMsg{Type: msgError, Err: err.Error()})
+		return err
+	}
+	return nil
+}
+
+// campaignAll builds n elections over one framework, then serves the
+// commands on standard input until it closes.
+func campaignAll(cfgPath string, n int, prefix string, emit func(childMsg)) error {
+	began := time.Now()
+	fw, err := conclave.New(cfgPath)
+	if err != nil {
+		return fmt.Errorf("framework: %w", err)
+	}
+	defer fw.Close()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
+	_, err = fw.Connection(cctx)
+	ccancel()
+	if err != nil {
+		return fmt.Errorf("connecting: %w", err)
+	}
+	base, err := rssMB(os.Getpid())
+	if err != nil {
+		return err
+	}
+
+	m := &member{lastWin: make([]atomic.Int64, n)}
+	elections := make([]inter.Election, n)
+	if err := buildElections(ctx, fw, prefix, m, elections); err != nil {
+		return err
+	}
+	emit(childMsg{Type: msgReady, Elections: n, Setup: time.Since(began).Seconds(), BaseRSS: base})
+
+	var wg sync.WaitGroup
+	in := bufio.NewScanner(os.Stdin)
+	started := false
+	for in.Scan() {
+		cmd, arg, _ := strings.Cut(strings.TrimSpace(in.Text()), " ")
+		switch cmd {
+		case "go":
+			if started {
+				continue
+			}
+			started = true
+			for _, e := range elections {
+				m.started.Add(1)
+				wg.Go(func() {
+					defer m.returned.Add(1)
+					if err := e.Start(ctx); err != nil {
+						m.failed.Add(1)
+						msg := err.Error()
+						m.firstErr.CompareAndSwap(nil, &msg)
+					}
+				})
+			}
+		case "status":
+			st := childMsg{Type: msgStatus, Elections: n, Leading: m.leading.Load(), Wins: m.wins.Load(), Losses: m.losses.Load(),
+				Failed: m.failed.Load(), Started: m.started.Load(), Returned: m.returned.Load()}
+			if p := m.firstErr.Load(); p != nil {
+				st.Err = *p
+			}
+			emit(st)
+		case "wins":
+			since, err := strconv.ParseInt(arg, 10, 64)
+			if err != nil {
+				emit(childMsg{Type: msgError, Err: fmt.Sprintf("wins %q: %v", arg, err)})
+				continue
+			}
+			ws := childMsg{Type: msgWins}
+			for i := range m.lastWin {
+				if at := m.lastWin[i].Load(); at >= since {
+					ws.Keys = append(ws.Keys, i)
+					ws.At = append(ws.At, at)
+				}
+			}
+			emit(ws)
+		default:
+			emit(childMsg{Type: msgError, Err: fmt.Sprintf("unknown command %q", cmd)})
+		}
+	}
+	// Standard input closed: the benchmark is done with this process.
+	cancel()
+	stopped := make(chan struct{})
+	go func() { wg.Wait(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		return fmt.Errorf("%d of %d campaigns still running 10s after the stop", m.started.Load()-m.returned.Load(), n)
+	}
+	return nil
+}
+
+// buildElections creates the elections with fw.NewElection, a few at a
+// time, each counting its wins and losses into m.
+func buildElections(ctx context.Context, fw *conclave.Framework, prefix string, m *member, elections []inter.Election) error {
+	const workers = 8
+	var (
+		next    atomic.Int64
+		wg      sync.WaitGroup
+		errOnce sync.Once
+		first   error
+	)
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(elections) {
+					return
+				}
+				key := keyName(prefix, i)
+				e, err := fw.NewElection(ctx, nil, key,
+					streams.OnWon(func() {
+						m.lastWin[i].Store(time.Now().UnixNano())
+						m.wins.Add(1)
+						m.leading.Add(1)
+					}),
+					streams.OnLost(func() {
+						m.losses.Add(1)
+						m.leading.Add(-1)
+					}))
+				if err != nil {
+					errOnce.Do(func() { first = fmt.Errorf("election %s: %w", key, err) })
+					next.Store(int64(len(elections))) // stop the other workers
+					return
+				}
+				elections[i] = e
+			}
+		})
+	}
+	wg.Wait()
+	return first
+}

@@ -1,0 +1,173 @@
+package main
+
+import (
+	"os"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// entry is a KV entry for feeding the observer.
+type entry struct {
+	key   string
+	value string
+	rev   uint64
+	at    time.Time
+	op    jetstream.KeyValueOp
+}
+
+func (e entry) Bucket() string                  { return "CHORIA_LEADER_ELECTION" }
+func (e entry) Key() string                     { return e.key }
+func (e entry) Value() []byte                   { return []byte(e.value) }
+func (e entry) Revision() uint64                { return e.rev }
+func (e entry) Created() time.Time              { return e.at }
+func (e entry) Delta() uint64                   { return 0 }
+func (e entry) Operation() jetstream.KeyValueOp { return e.op }
+
+func put(key, who string, at time.Time) entry {
+	return entry{key: key, value: who, at: at, op: jetstream.KeyValuePut}
+}
+
+func TestObserverTakeovers(t *testing.T) {
+	ttl := 10 * time.Second
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	k1, k2, k3 := keyName(keyPrefix, 0), keyName(keyPrefix, 1), keyName(keyPrefix, 2)
+	o := newObserver(ttl)
+
+	// k1: p1 leads and renews; p2 takes over after the key expired.
+	o.apply(put(k1, "p1", t0))
+	o.apply(put(k1, "p1", t0.Add(3*time.Second)))
+	o.apply(put(k1, "p2", t0.Add(3*time.Second+ttl+200*time.Millisecond)))
+	// k2: p1 releases, p3 takes over at once.
+	o.apply(put(k2, "p1", t0))
+	o.apply(entry{key: k2, value: "released by p1", at: t0.Add(time.Second), op: jetstream.KeyValueDelete})
+	o.apply(put(k2, "p3", t0.Add(time.Second+time.Millisecond)))
+	if ch, ov := o.counts(); ch != 2 || ov != 0 {
+		t.Fatalf("after clean takeovers: %d changes, %d overlaps (%v); want 2, 0", ch, ov, o.overlaps(5))
+	}
+
+	// k3: p2 writes while p1's last write is 2 s old: possible overlap.
+	o.apply(put(k3, "p1", t0))
+	o.apply(put(k3, "p2", t0.Add(2*time.Second)))
+	if _, ov := o.counts(); ov != 1 {
+		t.Fatalf("early takeover not reported: %d overlaps", ov)
+	}
+	if n, _ := o.firsts(3); n != 3 {
+		t.Fatalf("firsts: %d elections led, want 3", n)
+	}
+	if got := o.leaders(); got["p2"] != 2 || got["p3"] != 1 || got["p1"] != 0 {
+		t.Fatalf("leaders: %v", got)
+	}
+	live := map[string]bool{"p2": true, "p3": true}
+	now := t0.Add(ttl + time.Second) // every last write is within a TTL of it
+	if ll := o.leaderless(3, live, now); len(ll) != 0 {
+		t.Fatalf("leaderless: %v", ll)
+	}
+	if ll := o.leaderless(4, live, now); len(ll) != 1 || !strings.Contains(ll[0], "never led") {
+		t.Fatalf("leaderless with an election never written: %v", ll)
+	}
+	if ll := o.leaderless(3, map[string]bool{"p3": true}, now); len(ll) != 2 {
+		t.Fatalf("leaderless with p2 gone: %v", ll)
+	}
+}
+
+func TestObserverFailover(t *testing.T) {
+	ttl := 10 * time.Second
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	o := newObserver(ttl)
+	for i := range 4 {
+		who := "p1"
+		if i == 3 {
+			who = "p2"
+		}
+		o.apply(put(keyName(keyPrefix, i), who, t0))
+	}
+	kill := t0.Add(time.Second)
+	if n := o.startFailover(kill, "p1", 4); n != 3 {
+		t.Fatalf("startFailover: %d elections pending, want the 3 p1 leads", n)
+	}
+	o.apply(put(keyName(keyPrefix, 0), "p1", t0.Add(900*time.Millisecond))) // late delivery of p1's own write
+	o.apply(put(keyName(keyPrefix, 0), "p2", t0.Add(ttl+time.Second)))
+	o.apply(put(keyName(keyPrefix, 1), "p3", t0.Add(ttl+300*time.Millisecond)))
+	took, pending := o.failoverState()
+	if len(took) != 2 || pending != 1 {
+		t.Fatalf("failover: %v resolved, %d pending; want 2, 1", took, pending)
+	}
+	late := o.failoverLateness()
+	if len(late) != 2 {
+		t.Fatalf("lateness: %v", late)
+	}
+	for _, d := range late {
+		if d != 100*time.Millisecond && d != 300*time.Millisecond {
+			t.Fatalf("lateness %v: want 100ms (after p1's write at +900ms) or 300ms", d)
+		}
+	}
+
+	// A node kill: every election needs a write after it, by anyone.
+	at := t0.Add(ttl + 2*time.Second)
+	if n := o.startFailover(at, "", 4); n != 4 {
+		t.Fatalf("node failover: %d pending, want 4", n)
+	}
+	for i := range 4 {
+		o.apply(put(keyName(keyPrefix, i), "p2", at.Add(time.Duration(i+1)*time.Second)))
+	}
+	if took, pending := o.failoverState(); len(took) != 4 || pending != 0 || took[0] <= 0 {
+		t.Fatalf("node failover: %v, %d pending", took, pending)
+	}
+}
+
+func TestProcReaders(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads /proc")
+	}
+	if _, err := cpuTicks(os.Getpid()); err != nil {
+		t.Fatal(err)
+	}
+	rss, err := rssMB(os.Getpid())
+	if err != nil || rss <= 0 {
+		t.Fatalf("rssMB: %v, %v", rss, err)
+	}
+}
+
+func TestFlags(t *testing.T) {
+	s, err := parseFlags([]string{"-smoke"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.sizes) != 1 || s.sizes[0] != 30 || s.ttl != 2*time.Second || s.cluster != 0 || s.maxFailover != 5*time.Second {
+		t.Fatalf("smoke settings: %+v", s)
+	}
+	s, err = parseFlags([]string{"-smoke", "-ttl", "3s", "-sizes", "1_000, 50"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.sizes) != 2 || s.sizes[0] != 1000 || s.ttl != 3*time.Second || s.maxFailover != 6*time.Second {
+		t.Fatalf("smoke with overrides: %+v", s)
+	}
+	for _, bad := range [][]string{{"-ttl", "1500ms"}, {"-procs", "1"}, {"-sizes", "x"}, {"-sizes", "0", "-cluster", "0"}} {
+		if _, err := parseFlags(bad); err == nil {
+			t.Errorf("parseFlags(%q) accepted", bad)
+		}
+	}
+	if !childRequested([]string{"-child", "-child-config", "x"}) || childRequested([]string{"-smoke"}) {
+		t.Error("childRequested")
+	}
+}
+
+func TestFormats(t *testing.T) {
+	for n, want := range map[int]string{0: "0", 999: "999", 1000: "1,000", 10000: "10,000", 1234567: "1,234,567"} {
+		if got := num(n); got != want {
+			t.Errorf("num(%d) = %q, want %q", n, got, want)
+		}
+	}
+	ds := []time.Duration{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	if pct(ds, 50) != 5 || pct(ds, 99) != 10 || pct(nil, 50) != 0 {
+		t.Errorf("pct: %v %v", pct(ds, 50), pct(ds, 99))
+	}
+	if keyName(keyPrefix, 0) != "scale.e00001" {
+		t.Errorf("keyName: %s", keyName(keyPrefix, 0))
+	}
+}

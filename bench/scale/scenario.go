@@ -1,0 +1,689 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	clbroker "github.com/conclave-io/conclave/broker"
+)
+
+// setupDeadline bounds how long a candidate process may take to connect and
+// build its elections (fw.NewElection opens the bucket for each).
+const setupDeadline = 5 * time.Minute
+
+// bench holds what every scenario shares.
+type bench struct {
+	set  settings
+	dir  string // temporary directory, removed at the end
+	cli  string // the conclave binary
+	self string // this program, re-executed for candidate processes
+	runs int
+}
+
+// result is what one scenario measured. Zero fields were not measured.
+type result struct {
+	elections, nodes, procs int
+
+	// Election from scratch.
+	led      int           // elections that had a leader by the deadline
+	allLed   time.Duration // "go" → the last first leader's write
+	p50Led   time.Duration // "go" → the median first leader's write
+	setupMax time.Duration // slowest candidate process to build its elections
+
+	steady *steady
+
+	kill *killResult // the busiest candidate process killed (single broker)
+	node *nodeResult // the stream leader's node killed (cluster)
+
+	leaderless []string // at the end
+	overlaps   []string // possible overlaps seen over the whole run
+	failures   []string
+}
+
+// steady is the steady-state window's figures.
+type steady struct {
+	window      time.Duration
+	brokerCores float64 // summed over the brokers
+	brokerRSS   []float64
+	inPerSec    float64 // summed over the brokers
+	outPerSec   float64
+	consumers   int
+	procCores   []float64 // per candidate process
+	procRSS     []float64
+	procBase    []float64 // each candidate process's RSS before it built any election
+	leading     int64     // candidates leading, by their own count, at the end
+	changes     int       // leader changes during the window
+	watchMsgs   float64
+}
+
+// killResult is the SIGKILL of the candidate process leading the most.
+type killResult struct {
+	victim     string
+	itLed      int
+	took       []time.Duration // kill → new leader's write, per election
+	unresolved int             // elections still without a new leader at the deadline
+	onWon      []time.Duration // kill → new leader's OnWon, per election
+	late       []time.Duration // new leader's write − (the victim's last write + TTL)
+	changes    int             // leader changes, kill → end of the failover
+}
+
+// nodeResult is the SIGKILL of the stream leader's node.
+type nodeResult struct {
+	node         string
+	newLeader    string
+	streamLeader time.Duration   // kill → stream info names another leader
+	took         []time.Duration // kill → the election's first write after it
+	unresolved   int
+	changes      int   // leader changes, kill → end
+	losses       int64 // OnLost in the candidates, kill → end
+}
+
+// fail records a failure of the scenario and says it at once.
+func (r *result) fail(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	r.failures = append(r.failures, msg)
+	progress("FAILURE: %s", msg)
+}
+
+// env is one scenario's running processes and observer connection.
+type env struct {
+	brokers    []*broker
+	candidates []*candidate
+	nc         *nats.Conn
+	js         jetstream.JetStream
+	cancel     context.CancelFunc
+}
+
+// close ends everything the scenario started: candidate processes first
+// (their leaders release), then the brokers, each with a grace period
+// before SIGKILL.
+func (e *env) close() {
+	if e.cancel != nil {
+		e.cancel()
+	}
+	var wg sync.WaitGroup
+	for _, c := range e.candidates {
+		wg.Go(func() { c.shutdown(15 * time.Second) })
+	}
+	wg.Wait()
+	if e.nc != nil {
+		e.nc.Close()
+	}
+	for _, b := range e.brokers {
+		wg.Go(func() { b.stop(os.Interrupt, 15*time.Second) })
+	}
+	wg.Wait()
+}
+
+// scenario runs n elections on nodes brokers (1, or 3 for the cluster):
+// election from scratch, steady state, then a kill. Whatever fails is
+// recorded in the result; everything started is stopped before it returns.
+func (b *bench) scenario(ctx context.Context, n, nodes int) *result {
+	r := &result{elections: n, nodes: nodes, procs: b.set.procs}
+	b.runs++
+	dir := filepath.Join(b.dir, fmt.Sprintf("run%d", b.runs))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		r.fail("%v", err)
+		return r
+	}
+	what := fmt.Sprintf("%d elections x %d processes, TTL %v, ", n, b.set.procs, b.set.ttl)
+	if nodes == 1 {
+		what += "one broker"
+	} else {
+		what += fmt.Sprintf("%d-node cluster", nodes)
+	}
+	progress("=== %s", what)
+
+	ctx, cancel := context.WithCancel(ctx)
+	e := &env{cancel: cancel}
+	defer e.close()
+	if err := b.run(ctx, e, dir, r); err != nil {
+		r.fail("%v", err)
+	}
+	return r
+}
+
+// run is scenario's body.
+func (b *bench) run(ctx context.Context, e *env, dir string, r *result) error {
+	n, s := r.elections, b.set
+	brokers, err := startBrokers(dir, b.cli, r.nodes, s.ttl)
+	e.brokers = brokers
+	if err != nil {
+		return err
+	}
+	var urls []string
+	for _, br := range brokers {
+		urls = append(urls, br.clientURL)
+	}
+	if err := b.awaitBrokers(ctx, e, urls); err != nil {
+		return err
+	}
+
+	obs := newObserver(s.ttl)
+	kv, err := e.js.KeyValue(ctx, clbroker.ElectionBucket)
+	if err != nil {
+		return fmt.Errorf("opening %s: %w", clbroker.ElectionBucket, err)
+	}
+	if err := obs.watch(ctx, kv); err != nil {
+		return err
+	}
+
+	// Candidate processes: build every election, then campaign at once.
+	for i := range s.procs {
+		c, err := startCandidate(dir, b.self, fmt.Sprintf("p%d", i+1), urls, n)
+		if err != nil {
+			return err
+		}
+		e.candidates = append(e.candidates, c)
+	}
+	for _, c := range e.candidates {
+		m, err := c.await(ctx, msgReady, setupDeadline)
+		if err != nil {
+			return fmt.Errorf("waiting for candidate processes to build their elections: %w", err)
+		}
+		r.setupMax = max(r.setupMax, time.Duration(m.Setup*float64(time.Second)))
+		c.baseRSS = m.BaseRSS
+	}
+	progress("%d candidate processes built %d elections each (slowest in %v); campaigning", s.procs, n, r.setupMax.Round(time.Millisecond))
+	goAt := time.Now()
+	for _, c := range e.candidates {
+		if err := c.send("go"); err != nil {
+			return err
+		}
+	}
+	deadline := goAt.Add(s.electDeadline)
+	lastReport := time.Now()
+	ok := waitUntil(ctx, deadline, func() bool {
+		led, _ := obs.firsts(n)
+		if time.Since(lastReport) > 10*time.Second {
+			lastReport = time.Now()
+			progress("  %d of %d elections have had a leader", led, n)
+		}
+		return led == n
+	})
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	led, firsts := obs.firsts(n)
+	r.led = led
+	if len(firsts) > 0 {
+		ds := make([]time.Duration, len(firsts))
+		for i, t := range firsts {
+			ds[i] = t.Sub(goAt)
+		}
+		slices.Sort(ds)
+		r.p50Led = pct(ds, 50)
+		if ok {
+			r.allLed = ds[len(ds)-1]
+		}
+	}
+	if !ok {
+		r.fail("%d of %d elections had no leader %v after the candidates started (first ones: %s)",
+			n-led, n, s.electDeadline, strings.Join(first(obs.leaderless(n, b.liveSet(e), time.Now()), 5), "; "))
+		b.reportCandidates(ctx, e)
+	} else {
+		progress("all %d elections have a leader, the last %v after the start", n, r.allLed.Round(time.Millisecond))
+	}
+
+	if err := sleepCtx(ctx, s.settle); err != nil {
+		return err
+	}
+	st, err := b.measure(ctx, e, obs, n)
+	if err != nil {
+		return err
+	}
+	r.steady = st
+	// The candidates' own count, read one process after another: with no
+	// leader change meanwhile it cannot exceed one leader per election.
+	if st.leading > int64(n) && st.changes == 0 {
+		r.fail("the candidate processes count %d leaders for %d elections (more than one leader in some)", st.leading, n)
+	}
+
+	if r.nodes == 1 && s.kill {
+		if err := b.killBusiest(ctx, e, obs, r); err != nil {
+			return err
+		}
+	}
+	if r.nodes > 1 {
+		if err := b.killStreamLeader(ctx, e, obs, r); err != nil {
+			return err
+		}
+	}
+
+	// At the end, every election has a leader among the running processes.
+	r.leaderless = obs.leaderless(n, b.liveSet(e), time.Now())
+	if len(r.leaderless) > 0 {
+		r.fail("%d of %d elections have no leader at the end: %s", len(r.leaderless), n, strings.Join(first(r.leaderless, 5), "; "))
+	}
+	r.overlaps = obs.overlaps(20)
+	if _, k := obs.counts(); k > 0 {
+		r.fail("%d takeovers came before the previous leader's term could have ended (possible overlaps): %s", k, strings.Join(first(r.overlaps, 3), "; "))
+	}
+	if _, _, err := obs.stats(); err != nil && ctx.Err() == nil {
+		r.fail("observer: %v", err)
+	}
+	return nil
+}
+
+// awaitBrokers waits until the brokers serve the election bucket (on a
+// cluster: with a stream leader and every replica current) and connects the
+// observer.
+func (b *bench) awaitBrokers(ctx context.Context, e *env, urls []string) error {
+	deadline := time.Now().Add(60 * time.Second)
+	var last error
+	for {
+		for _, br := range e.brokers {
+			if br.exited() {
+				return errors.New(br.describeExit())
+			}
+		}
+		last = b.brokersReady(ctx, e, urls)
+		if last == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("brokers not ready within 60s: %w", last)
+		}
+		if err := sleepCtx(ctx, 200*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+// brokersReady is one attempt of awaitBrokers.
+func (b *bench) brokersReady(ctx context.Context, e *env, urls []string) error {
+	if e.nc == nil {
+		nc, err := nats.Connect(strings.Join(urls, ","), nats.Name("bench/scale observer"),
+			nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond), nats.RetryOnFailedConnect(false))
+		if err != nil {
+			return fmt.Errorf("connecting: %w", err)
+		}
+		js, err := jetstream.New(nc)
+		if err != nil {
+			nc.Close()
+			return fmt.Errorf("JetStream: %w", err)
+		}
+		e.nc, e.js = nc, js
+	}
+	info, err := b.streamInfo(ctx, e)
+	if err != nil {
+		return err
+	}
+	if len(e.brokers) > 1 {
+		c := info.Cluster
+		if c == nil || c.Leader == "" || len(c.Replicas) != len(e.brokers)-1 {
+			return fmt.Errorf("stream %s has no leader and %d replicas yet", clbroker.ElectionStream, len(e.brokers)-1)
+		}
+		for _, p := range c.Replicas {
+			if !p.Current || p.Offline {
+				return fmt.Errorf("replica %s of %s not current yet", p.Name, clbroker.ElectionStream)
+			}
+		}
+	}
+	progress("brokers ready: %s", describeStream(info))
+	return nil
+}
+
+// streamInfo reads the election stream's info, with a 5 s bound.
+func (b *bench) streamInfo(ctx context.Context, e *env) (*jetstream.StreamInfo, error) {
+	return b.streamInfoWithin(ctx, e, 5*time.Second)
+}
+
+// streamInfoWithin reads the election stream's info, with bound d.
+func (b *bench) streamInfoWithin(ctx context.Context, e *env, d time.Duration) (*jetstream.StreamInfo, error) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	st, err := e.js.Stream(ctx, clbroker.ElectionStream)
+	if err != nil {
+		return nil, fmt.Errorf("stream %s: %w", clbroker.ElectionStream, err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("stream %s info: %w", clbroker.ElectionStream, err)
+	}
+	return info, nil
+}
+
+// describeStream says what the broker provisioned.
+func describeStream(info *jetstream.StreamInfo) string {
+	c := info.Config
+	s := fmt.Sprintf("%s MaxAge %v, replicas %d, max consumers %d, per-message TTL %v, %d consumers",
+		c.Name, c.MaxAge, c.Replicas, c.MaxConsumers, c.AllowMsgTTL, info.State.Consumers)
+	if info.Cluster != nil && info.Cluster.Leader != "" {
+		s += ", leader " + info.Cluster.Leader
+	}
+	return s
+}
+
+// sample is one reading of the CPU and message counters.
+type sample struct {
+	at          time.Time
+	brokerTicks []uint64
+	procTicks   []uint64
+	in, out     int64
+	watch       int64
+}
+
+// take reads the counters of every running broker and candidate process.
+func (b *bench) take(ctx context.Context, e *env, obs *observer) (sample, error) {
+	s := sample{at: time.Now()}
+	for _, br := range e.brokers {
+		t, err := cpuTicks(br.pid())
+		if err != nil {
+			return s, err
+		}
+		v, err := br.readVarz(ctx)
+		if err != nil {
+			return s, err
+		}
+		s.brokerTicks = append(s.brokerTicks, t)
+		s.in += v.InMsgs
+		s.out += v.OutMsgs
+	}
+	for _, c := range e.candidates {
+		t, err := cpuTicks(c.pid())
+		if err != nil {
+			return s, err
+		}
+		s.procTicks = append(s.procTicks, t)
+	}
+	s.watch, _, _ = obs.stats()
+	return s, nil
+}
+
+// measure reads the steady state over the window.
+func (b *bench) measure(ctx context.Context, e *env, obs *observer, n int) (*steady, error) {
+	progress("steady state: measuring over %v", b.set.window)
+	changes0, _ := obs.counts()
+	s0, err := b.take(ctx, e, obs)
+	if err != nil {
+		return nil, err
+	}
+	if err := sleepCtx(ctx, b.set.window); err != nil {
+		return nil, err
+	}
+	s1, err := b.take(ctx, e, obs)
+	if err != nil {
+		return nil, err
+	}
+	secs := s1.at.Sub(s0.at).Seconds()
+	cores := func(a, b uint64) float64 { return float64(b-a) / clockTicks / secs }
+	st := &steady{window: s1.at.Sub(s0.at), inPerSec: float64(s1.in-s0.in) / secs, outPerSec: float64(s1.out-s0.out) / secs,
+		watchMsgs: float64(s1.watch-s0.watch) / secs}
+	for i := range s0.brokerTicks {
+		st.brokerCores += cores(s0.brokerTicks[i], s1.brokerTicks[i])
+		rss, err := rssMB(e.brokers[i].pid())
+		if err != nil {
+			return nil, err
+		}
+		st.brokerRSS = append(st.brokerRSS, rss)
+	}
+	for i, c := range e.candidates {
+		st.procCores = append(st.procCores, cores(s0.procTicks[i], s1.procTicks[i]))
+		rss, err := rssMB(c.pid())
+		if err != nil {
+			return nil, err
+		}
+		st.procRSS = append(st.procRSS, rss)
+		st.procBase = append(st.procBase, c.baseRSS)
+	}
+	info, err := b.streamInfo(ctx, e)
+	if err != nil {
+		return nil, err
+	}
+	st.consumers = info.State.Consumers
+	for _, c := range e.candidates {
+		m, err := c.request(ctx, "status", msgStatus)
+		if err != nil {
+			return nil, err
+		}
+		st.leading += m.Leading
+	}
+	changes1, _ := obs.counts()
+	st.changes = changes1 - changes0
+	progress("steady: broker %.3f cores, %.0f msgs in/s, %.0f out/s, %d consumers, the observer's watch %.0f msgs/s; candidates count %d leaders for %d elections",
+		st.brokerCores, st.inPerSec, st.outPerSec, st.consumers, st.watchMsgs, st.leading, n)
+	return st, nil
+}
+
+// killBusiest SIGKILLs the candidate process leading the most elections and
+// measures how long its elections take to get new leaders.
+func (b *bench) killBusiest(ctx context.Context, e *env, obs *observer, r *result) error {
+	leads := obs.leaders()
+	var victim *candidate
+	for _, c := range e.candidates {
+		if victim == nil || leads[c.identity] > leads[victim.identity] {
+			victim = c
+		}
+	}
+	if leads[victim.identity] == 0 {
+		return fmt.Errorf("no candidate process leads an election: nothing to kill")
+	}
+	k := &killResult{victim: victim.identity}
+	r.kill = k
+	changes0, _ := obs.counts()
+	at := time.Now()
+	k.itLed = obs.startFailover(at, victim.identity, r.elections)
+	if err := victim.cmd.Process.Kill(); err != nil {
+		return fmt.Errorf("SIGKILL %s: %w", victim.name, err)
+	}
+	progress("SIGKILL %s (pid %d), which led %d elections; waiting up to %v for new leaders", victim.name, victim.pid(), k.itLed, b.set.failDeadline)
+	<-victim.done
+
+	waitUntil(ctx, at.Add(b.set.failDeadline), func() bool { _, p := obs.failoverState(); return p == 0 })
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	k.took, k.unresolved = obs.failoverState()
+	slices.Sort(k.took)
+	k.late = obs.failoverLateness()
+	slices.Sort(k.late)
+	changes1, _ := obs.counts()
+	k.changes = changes1 - changes0
+
+	// The candidates' view: when each new leader's OnWon ran.
+	won := map[int]int64{}
+	for _, c := range e.candidates {
+		if c == victim {
+			continue
+		}
+		m, err := c.request(ctx, "wins "+strconv.FormatInt(at.UnixNano(), 10), msgWins)
+		if err != nil {
+			return err
+		}
+		for j, key := range m.Keys {
+			if prev, ok := won[key]; !ok || m.At[j] < prev {
+				won[key] = m.At[j]
+			}
+		}
+	}
+	for _, ns := range won {
+		k.onWon = append(k.onWon, time.Unix(0, ns).Sub(at))
+	}
+	slices.Sort(k.onWon)
+
+	limit := b.set.ttl + time.Second
+	if k.unresolved > 0 {
+		r.fail("%d of the %d elections %s led had no new leader %v after the kill", k.unresolved, k.itLed, k.victim, b.set.failDeadline)
+	} else {
+		progress("every election %s led has a new leader: p50 %v, worst %v (target TTL + 1 s = %v)",
+			k.victim, pct(k.took, 50).Round(time.Millisecond), k.took[len(k.took)-1].Round(time.Millisecond), limit)
+	}
+	if mf := b.set.maxFailover; mf > 0 && len(k.took) > 0 && k.took[len(k.took)-1] > mf {
+		r.fail("the worst failover took %v, over the %v allowed (-max-failover)", k.took[len(k.took)-1].Round(time.Millisecond), mf)
+	}
+	return nil
+}
+
+// killStreamLeader SIGKILLs the node leading the election stream and
+// measures how long until the stream has a new leader and every election is
+// written again.
+func (b *bench) killStreamLeader(ctx context.Context, e *env, obs *observer, r *result) error {
+	info, err := b.streamInfo(ctx, e)
+	if err != nil {
+		return err
+	}
+	if info.Cluster == nil || info.Cluster.Leader == "" {
+		return fmt.Errorf("stream %s reports no leader", clbroker.ElectionStream)
+	}
+	var victim *broker
+	for _, br := range e.brokers {
+		if br.identity == info.Cluster.Leader {
+			victim = br
+		}
+	}
+	if victim == nil {
+		return fmt.Errorf("stream leader %q is none of the brokers started", info.Cluster.Leader)
+	}
+	nr := &nodeResult{node: victim.identity}
+	r.node = nr
+	if e.nc.ConnectedServerName() == victim.identity {
+		progress("the observer is connected to %s: it reconnects to another node", victim.identity)
+	}
+	var losses0 int64
+	for _, c := range e.candidates {
+		m, err := c.request(ctx, "status", msgStatus)
+		if err != nil {
+			return err
+		}
+		losses0 += m.Losses
+	}
+	changes0, _ := obs.counts()
+	at := time.Now()
+	obs.startFailover(at, "", r.elections)
+	if err := victim.cmd.Process.Kill(); err != nil {
+		return fmt.Errorf("SIGKILL %s: %w", victim.name, err)
+	}
+	progress("SIGKILL %s (pid %d), the leader of %s; waiting up to %v for every election to be written again",
+		victim.name, victim.pid(), clbroker.ElectionStream, b.set.failDeadline)
+	<-victim.done
+
+	deadline := at.Add(b.set.failDeadline)
+	waitUntil(ctx, deadline, func() bool {
+		if nr.streamLeader == 0 {
+			if info, err := b.streamInfoWithin(ctx, e, time.Second); err == nil && info.Cluster != nil && info.Cluster.Leader != "" && info.Cluster.Leader != victim.identity {
+				// When the new leader took over, by its own account;
+				// else when this poll saw it.
+				nr.streamLeader, nr.newLeader = time.Since(at), info.Cluster.Leader
+				if since := info.Cluster.LeaderSince; since != nil && since.After(at) {
+					nr.streamLeader = since.Sub(at)
+				}
+				progress("stream %s has a new leader, %s, %v after the kill", clbroker.ElectionStream, nr.newLeader, nr.streamLeader.Round(time.Millisecond))
+			}
+		}
+		_, p := obs.failoverState()
+		return p == 0 && nr.streamLeader > 0
+	})
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	nr.took, nr.unresolved = obs.failoverState()
+	slices.Sort(nr.took)
+	changes1, _ := obs.counts()
+	nr.changes = changes1 - changes0
+	var losses1 int64
+	for _, c := range e.candidates {
+		m, err := c.request(ctx, "status", msgStatus)
+		if err != nil {
+			return err
+		}
+		losses1 += m.Losses
+	}
+	nr.losses = losses1 - losses0
+	if nr.streamLeader == 0 {
+		r.fail("stream %s had no new leader %v after its leader %s was killed", clbroker.ElectionStream, b.set.failDeadline, victim.identity)
+	}
+	if nr.unresolved > 0 {
+		r.fail("%d of %d elections were not written again %v after the stream leader was killed", nr.unresolved, r.elections, b.set.failDeadline)
+	} else {
+		progress("every election written again after the node kill: p50 %v, worst %v; %d leader changes, %d OnLost",
+			pct(nr.took, 50).Round(time.Millisecond), nr.took[len(nr.took)-1].Round(time.Millisecond), nr.changes, nr.losses)
+	}
+	if mf := b.set.maxFailover; mf > 0 && len(nr.took) > 0 && nr.took[len(nr.took)-1] > mf {
+		r.fail("after the node kill the last election was written again after %v, over the %v allowed (-max-failover)", nr.took[len(nr.took)-1].Round(time.Millisecond), mf)
+	}
+	return nil
+}
+
+// liveSet is the identities of the candidate processes still running.
+func (b *bench) liveSet(e *env) map[string]bool {
+	live := map[string]bool{}
+	for _, c := range e.candidates {
+		if !c.exited() {
+			live[c.identity] = true
+		}
+	}
+	return live
+}
+
+// reportCandidates prints each candidate process's own count, to tell a
+// slow election from a stuck process.
+func (b *bench) reportCandidates(ctx context.Context, e *env) {
+	for _, c := range e.candidates {
+		m, err := c.request(ctx, "status", msgStatus)
+		if err != nil {
+			progress("  %s: %v", c.name, err)
+			continue
+		}
+		line := fmt.Sprintf("  %s: leads %d, %d wins, %d losses, %d campaigns failed", c.name, m.Leading, m.Wins, m.Losses, m.Failed)
+		if m.Err != "" {
+			line += ": " + m.Err
+		}
+		progress("%s; log %s", line, c.log)
+	}
+}
+
+// waitUntil polls cond every 100 ms until it holds (true), the deadline
+// passes or ctx ends (false).
+func waitUntil(ctx context.Context, deadline time.Time, cond func() bool) bool {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
+}
+
+// sleepCtx sleeps for d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// pct returns the p-th percentile of sorted ds (nearest rank), 0 if empty.
+func pct(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	i := int(float64(len(ds))*p/100+0.999999) - 1
+	return ds[min(max(i, 0), len(ds)-1)]
+}
+
+// first returns at most n elements of s.
+func first(s []string, n int) []string { return s[:min(n, len(s))] }
