@@ -4,12 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/sirupsen/logrus"
+
+	"github.com/conclave-io/conclave/broker"
 )
 
 const (
@@ -43,10 +47,11 @@ func startServer(dir string, monitor bool) (*server.Server, error) {
 	return srv, nil
 }
 
-// createBucket provisions the election bucket the way Conclave's broker
-// and Choria's broker do: one value per key, a TTL, file storage, a small
-// value size, no limit markers (jetstream.CreateKeyValue also turns on
-// AllowDirect and DenyDelete for KV streams).
+// createBucket provisions the election bucket exactly as Conclave's broker
+// does (broker.ProvisionElectionBucket): one value per key, the TTL, file
+// storage, no limit markers, and per-message TTLs on, so that Conclave's
+// candidates write with a per-message TTL while Choria's write without one
+// and the bucket's MaxAge expires their keys.
 func createBucket(ctx context.Context, url string, ttl time.Duration) error {
 	nc, err := nats.Connect(url)
 	if err != nil {
@@ -57,16 +62,9 @@ func createBucket(ctx context.Context, url string, ttl time.Duration) error {
 	if err != nil {
 		return fmt.Errorf("bucket: %w", err)
 	}
-	_, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:       bucketName,
-		Description:  "Leader elections: one key per election, the value is the leader's identity",
-		History:      1,
-		TTL:          ttl,
-		MaxValueSize: 1024,
-		Storage:      jetstream.FileStorage,
-		Replicas:     1,
-	})
-	if err != nil {
+	quiet := logrus.New()
+	quiet.SetOutput(io.Discard)
+	if _, err := broker.ProvisionElectionBucket(ctx, js, broker.BucketSpec{TTL: ttl, Replicas: 1, PerKeyTTL: true}, logrus.NewEntry(quiet)); err != nil {
 		return fmt.Errorf("bucket %s: %w", bucketName, err)
 	}
 	return nil

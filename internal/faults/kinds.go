@@ -52,10 +52,11 @@ const (
 	// KillAll sends SIGKILL to every candidate process at once and starts
 	// them all again.
 	KillAll Kind = "kill-all"
-	// RefuseConsumers fills the election stream's consumer limit, so that
+	// RefuseConsumers lowers the election stream's consumer limit to a
+	// little above the consumers in use and fills it, so that
 	// the broker refuses every new watch, restarts every candidate process
 	// (SIGKILL) so that none has a watch, holds for several TTLs, then
-	// deletes its consumers.
+	// deletes its consumers and restores the limit.
 	RefuseConsumers Kind = "refuse-consumers"
 	// Purge purges the election key while someone leads (a KV purge
 	// marker, `nats kv purge`): a removal that is not the holder's own.

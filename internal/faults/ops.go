@@ -206,6 +206,38 @@ func (h *harness) purge(ctx context.Context) error {
 	return nil
 }
 
+// fillHeadroom is how far above the consumers in use refuse-consumers sets
+// the stream's limit before filling it.
+const fillHeadroom = 64
+
+// lowerConsumerLimit sets the election stream's consumer limit to the
+// consumers in use plus headroom, and returns how to put the old limit back.
+func lowerConsumerLimit(ctx context.Context, js jetstream.JetStream, headroom int) (restore func() error, err error) {
+	st, err := js.Stream(ctx, "KV_"+Bucket)
+	if err != nil {
+		return nil, err
+	}
+	info := st.CachedInfo()
+	cfg := info.Config
+	old := cfg.MaxConsumers
+	cfg.MaxConsumers = info.State.Consumers + headroom
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		return nil, err
+	}
+	return func() error {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		st, err := js.Stream(rctx, "KV_"+Bucket)
+		if err != nil {
+			return err
+		}
+		cfg := st.CachedInfo().Config
+		cfg.MaxConsumers = old
+		_, err = js.UpdateStream(rctx, cfg)
+		return err
+	}, nil
+}
+
 // maxFill bounds how many consumers refuse-consumers creates while looking
 // for the limit: a broker provisioned without one is not filled.
 const maxFill = 20000
@@ -328,12 +360,12 @@ func (a *atomicFlag) get() bool {
 	return a.v
 }
 
-// refuseConsumers fills the election stream's consumer limit (whatever
-// limit is in force: the harness creates consumers until the broker refuses
-// one), SIGKILLs every candidate process and starts them again, so that no
+// refuseConsumers lowers the election stream's consumer limit to the
+// consumers in use plus a little, fills it (the harness creates consumers
+// until the broker refuses one), SIGKILLs every candidate process and starts them again, so that no
 // candidate has a watch and none can create one, keeps the stream full for 3
 // TTLs (refilling the slots the killed processes' watches free when the
-// broker removes them), then deletes its consumers.
+// broker removes them), then deletes its consumers and restores the limit.
 func (h *harness) refuseConsumers(ctx context.Context) error {
 	h.begin(RefuseConsumers, Stream, "")
 	nc, js, err := h.br.connect()
@@ -342,6 +374,19 @@ func (h *harness) refuseConsumers(ctx context.Context) error {
 		return nil
 	}
 	defer nc.Close()
+	// A Conclave broker allows a million consumers: stand in for a stock
+	// server's 1,000 by lowering the stream's limit to a little above what
+	// is in use, and put it back afterwards.
+	restore, err := lowerConsumerLimit(ctx, js, fillHeadroom)
+	if err != nil {
+		h.skip(RefuseConsumers, Stream, "lowering the consumer limit: %v", err)
+		return nil
+	}
+	defer func() {
+		if err := restore(); err != nil {
+			h.note("refuse-consumers: restoring the consumer limit: %v", err)
+		}
+	}()
 	f := &filler{js: js}
 	began := time.Now()
 	full, err := f.fill(ctx, 8)
