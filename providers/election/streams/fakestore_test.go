@@ -34,7 +34,7 @@ type fakeStore struct {
 	// silent, when set, keeps the next change from the watchers, as a
 	// watch that missed it would.
 	silent bool
-	calls    map[string]int
+	calls  map[string]int
 }
 
 func newFakeStore(clk *clocktest.Fake, ttl time.Duration) *fakeStore {
