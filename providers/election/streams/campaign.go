@@ -41,6 +41,7 @@ type campaigner struct {
 
 	// the bucket's TTL
 	nextTTLCheck time.Time
+	ttlReadAt    time.Time // when the latest successful read of it was sent
 	ttlUnusable  error // the bucket's TTL cannot hold elections: no campaign until it can
 
 	hold     hold
@@ -263,6 +264,12 @@ func (c *campaigner) read(now time.Time) {
 // campaign tries to take the key, in the way the view says is possible.
 func (c *campaigner) campaign(now time.Time) {
 	expect := c.view.expect()
+	if c.leaseLapsed(now) {
+		// The broker has not expired the key yet (its expiry timer can
+		// run hundreds of milliseconds late), but its holder's lease has
+		// surely ended: take the key over that very revision.
+		expect = c.view.Revision
+	}
 	c.notifyCampaign(CandidateState)
 	ctx, cancel := c.requestContext(now)
 	rev, err := c.store.Write(ctx, c.e.key, []byte(c.e.identity), expect)
@@ -298,6 +305,24 @@ func (c *campaigner) campaign(now time.Time) {
 			c.log.Warnf("election %s: campaign failed: %v", c.e.key, err)
 		}
 	}
+}
+
+// leaseLapsed reports whether the lease of the key's holder, at the revision
+// the view shows, has surely ended, so that a compare-and-swap over that
+// revision may take the key without waiting for the broker to expire it.
+// The holder counts on its lease until it sent the write plus the TTL less
+// a margin; we learned of the write after it was sent, so a TTL after we
+// learned of it the lease is over, provided the TTL is the one the holder
+// used: we take the longer of the TTL we knew then and one read since (a
+// raised TTL we had not read must not cut the lease short). Until such a
+// read, only the broker's expiry frees the key. A compare-and-swap that
+// finds a later revision fails, as for any campaign.
+func (c *campaigner) leaseLapsed(now time.Time) bool {
+	v := c.view
+	if v.State != KeyHeld || v.Revision == 0 || v.ttl <= 0 || !c.ttlReadAt.After(v.seenAt) {
+		return false
+	}
+	return !now.Before(v.seenAt.Add(max(v.ttl, c.tm.ttl)))
 }
 
 // staleAfter is how long past its predicted expiry a held key may survive

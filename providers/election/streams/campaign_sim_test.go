@@ -372,3 +372,60 @@ func TestSimStandbyThatMissedARenewalTakesOverAtTheRealExpiry(t *testing.T) {
 		t.Fatalf("b took the key %v after it expired (revision %d unseen), want within 50ms", took, rev2)
 	}
 }
+
+// TestSimStandbyTakesALapsedLeaseWithoutWaitingForTheBroker: when the
+// broker expires a crashed leader's key late, a standby that saw the last
+// renewal takes the key over that revision a TTL after it saw it, once it
+// has read the TTL since, and not before.
+func TestSimStandbyTakesALapsedLeaseWithoutWaitingForTheBroker(t *testing.T) {
+	const ttl = 3 * time.Second
+	clk := clocktest.New(simStart)
+	st := newFakeStore(clk, ttl)
+	st.late = 400 * time.Millisecond
+	rev := st.put("crashed")
+	s := newSim(t, st, "b")
+	s.run(ttl / 3)
+	seen := clk.Now()
+	if _, err := st.Write(context.Background(), "k", []byte("crashed"), rev); err != nil { // its last renewal
+		t.Fatal(err)
+	}
+	s.run(ttl - 10*time.Millisecond)
+	if got := st.latest(); got.Leader != "crashed" {
+		t.Fatalf("b took the key before the lease could have lapsed: %s", got.Describe())
+	}
+	s.run(110 * time.Millisecond)
+	got := st.latest()
+	if got.Leader != "b" {
+		t.Fatalf("b does not lead 100ms after the lease lapsed (the broker expires the key 400ms late): %s", got.Describe())
+	}
+	if at := got.Written.Sub(seen.Add(ttl)); at < 0 || at > 60*time.Millisecond {
+		t.Fatalf("b took the key %v after the lease lapsed, want within 60ms", at)
+	}
+}
+
+// TestSimLapsedLeaseWaitsForARaisedTTL: a standby that knew a TTL lower than
+// the one the leader counts on waits by the TTL it reads before taking a
+// lapsed lease over.
+func TestSimLapsedLeaseWaitsForARaisedTTL(t *testing.T) {
+	const ttl, raised = 2 * time.Second, 5 * time.Second
+	clk := clocktest.New(simStart)
+	st := newFakeStore(clk, ttl)
+	st.late = time.Hour // only a compare-and-swap over the revision frees it
+	st.put("leader")
+	s := newSim(t, st, "b")
+	s.run(100 * time.Millisecond)
+	st.mu.Lock()
+	st.ttl = raised // the leader read it; b has not
+	st.mu.Unlock()
+	s.run(ttl / 2)
+	seen := clk.Now()
+	st.put("leader") // a renewal counting on the raised TTL
+	s.run(raised - 50*time.Millisecond)
+	if got := st.latest(); got.Leader != "leader" {
+		t.Fatalf("b took the key %v after the renewal, within the raised TTL %v: %s", clk.Now().Sub(seen), raised, got.Describe())
+	}
+	s.run(time.Second)
+	if got := st.latest(); got.Leader != "b" {
+		t.Fatalf("b does not lead once the raised TTL lapsed: %s", got.Describe())
+	}
+}

@@ -34,6 +34,9 @@ type fakeStore struct {
 	// silent, when set, keeps the next change from the watchers, as a
 	// watch that missed it would.
 	silent bool
+	// late is how late the store expires a message, as a broker's expiry
+	// timer can be.
+	late time.Duration
 	calls  map[string]int
 }
 
@@ -43,7 +46,7 @@ func newFakeStore(clk *clocktest.Fake, ttl time.Duration) *fakeStore {
 
 // expireLocked drops the message once the clock passed its expiry.
 func (s *fakeStore) expireLocked() {
-	if s.msg != nil && !s.clk.Now().Before(s.expires) {
+	if s.msg != nil && !s.clk.Now().Before(s.expires.Add(s.late)) {
 		s.msg = nil // silent, as a MaxAge expiry is
 	}
 }

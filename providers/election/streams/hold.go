@@ -51,7 +51,7 @@ func (c *campaigner) won(sent, done time.Time, rev uint64) {
 	c.tries, c.nextCampaign, c.sitOut = 0, time.Time{}, sitOut{}
 	c.seenRev = max(c.seenRev, rev)
 	c.view = keyView{known: true, Entry: Entry{Key: c.e.key, State: KeyHeld, Leader: c.e.identity, Revision: rev},
-		seenAt: done, readAt: done, expiresBy: sent.Add(c.tm.ttl), confirmed: true}
+		seenAt: done, readAt: done, expiresBy: sent.Add(c.tm.ttl), confirmed: true, ttl: c.tm.ttl}
 	c.e.setRenewed(done)
 	c.log.Debugf("election %s: %s took the key at revision %d (it was %s)", c.e.key, c.e.identity, rev, from)
 }
@@ -133,6 +133,9 @@ func standbyTTLEvery(tm timings) time.Duration {
 func (c *campaigner) checkTTL(now time.Time) {
 	ttl, err := c.readTTL(now)
 	done := c.clock.Now()
+	if err == nil {
+		c.ttlReadAt = now
+	}
 	wasUnusable := c.ttlUnusable != nil
 	usable := err == nil && c.adoptTTL(done, ttl)
 	// A leader, or anyone waiting for a usable TTL, reads it every TTL.
@@ -230,7 +233,7 @@ func (c *campaigner) renew(now time.Time) {
 		c.e.setRenewed(done)
 		c.rec.Renewed(c.e.key, done.Sub(now))
 		c.view = keyView{known: true, Entry: Entry{Key: c.e.key, State: KeyHeld, Leader: c.e.identity, Revision: rev},
-			seenAt: done, readAt: done, expiresBy: now.Add(c.tm.ttl), confirmed: true}
+			seenAt: done, readAt: done, expiresBy: now.Add(c.tm.ttl), confirmed: true, ttl: c.tm.ttl}
 		if c.term != nil && !c.term.extend(h.lease) {
 			// The deadline passed while the renewal was in flight: that term
 			// is over. The key is still ours, so a new term begins next tick.

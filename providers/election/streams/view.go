@@ -21,6 +21,9 @@ type keyView struct {
 	// confirmed is true when a watch delivered the view, false when it was
 	// read (a read can be stale on a replicated bucket).
 	confirmed bool
+	// ttl is the bucket's TTL as this candidate knew it when it learned of
+	// the message.
+	ttl time.Duration
 }
 
 // viewOf reads ent as seen at now. written says whether the message was
@@ -28,7 +31,7 @@ type keyView struct {
 // estimated from the broker's timestamp and clamped to [0, ttl]: a wrong
 // guess only moves a safety-net campaign, never a deadline.
 func viewOf(ent jetstream.KeyValueEntry, now time.Time, ttl time.Duration, live bool) keyView {
-	v := keyView{known: true, Entry: ReadEntry(ent), seenAt: now, readAt: now}
+	v := keyView{known: true, Entry: ReadEntry(ent), seenAt: now, readAt: now, ttl: ttl}
 	if v.State == KeyHeld {
 		age := time.Duration(0)
 		if !live {
