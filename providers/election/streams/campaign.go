@@ -42,7 +42,7 @@ type campaigner struct {
 	// the bucket's TTL
 	nextTTLCheck time.Time
 	ttlReadAt    time.Time // when the latest successful read of it was sent
-	ttlUnusable  error // the bucket's TTL cannot hold elections: no campaign until it can
+	ttlUnusable  error     // the bucket's TTL cannot hold elections: no campaign until it can
 
 	hold     hold
 	term     *Term

@@ -36,8 +36,8 @@ type fakeStore struct {
 	silent bool
 	// late is how late the store expires a message, as a broker's expiry
 	// timer can be.
-	late time.Duration
-	calls  map[string]int
+	late  time.Duration
+	calls map[string]int
 }
 
 func newFakeStore(clk *clocktest.Fake, ttl time.Duration) *fakeStore {
