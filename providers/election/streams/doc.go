@@ -27,17 +27,28 @@
 // take it too. Writing the marker needs the JetStream context the bucket was
 // opened with (WithJetStream); without it the release is a plain delete.
 //
-// # Expiry on time
+// # Takeover on time
 //
-// On a bucket whose stream allows per-message TTLs (AllowMsgTTL, as a
-// Conclave broker provisions it), every write of a candidate with
-// WithJetStream carries the TTL itself (the Nats-TTL header, rounded up to
-// whole seconds). The broker expires such a message within milliseconds of
-// its TTL, where the bucket's MaxAge can be hundreds of milliseconds late,
-// so a crashed leader is replaced about one TTL after its last renewal.
-// MaxAge stays the backstop: it expires Choria's candidates' writes, which
-// carry no TTL, and everything on a bucket without per-message TTLs, which
-// candidates detect from the bucket's settings and write to as before.
+// A standby that saw the leader's last renewal knows when that leader's
+// lease ends at the latest: a TTL after it learned of the write, since the
+// leader counts on its lease only until it sent the write plus the TTL, less
+// SafetyMargin. From then on it takes the key over with a compare-and-swap
+// on that very revision, without waiting for the broker to expire it: the
+// broker's expiry timer is not re-armed within 250 ms of its last run, so
+// expiries of keys that fall close together, such as a fleet's, run up to a
+// few hundred milliseconds late. It first reads the bucket's TTL, and waits
+// by the longer of the TTL it knew and the one it read, so that a raised TTL
+// it had not yet read cannot cut a lease short. A compare-and-swap that finds
+// a newer revision (a renewal the standby missed) fails like any campaign,
+// and the standby reads the key and waits for the new lease instead.
+//
+// Writes also carry the TTL itself where the bucket allows per-message TTLs
+// (AllowMsgTTL, as a Conclave broker provisions it): the Nats-TTL header,
+// rounded up to whole seconds. A key whose leader crashed then disappears
+// about a TTL after its last write, for candidates that start after the
+// crash. MaxAge stays the backstop: it expires Choria's candidates' writes,
+// which carry no TTL, and everything on a bucket without per-message TTLs,
+// which candidates detect from the bucket's settings and write to as before.
 //
 // # Fleets: one watch per election per process
 //
