@@ -274,7 +274,10 @@ func (c *campaigner) campaign(now time.Time) {
 	case isMismatch(err):
 		c.tries++
 		c.nextCampaign = done.Add(c.tm.standby.Duration(c.tries))
-		c.view.readAt = time.Time{} // without a watch, read before the next try
+		// Read the key before the next try, watch or not: a view that
+		// missed a renewal predicts the expiry early, and retrying it blind,
+		// with a growing backoff, would overshoot the real expiry by as much.
+		c.view.readAt, c.view.confirmed = time.Time{}, false
 		c.log.Debugf("election %s: campaign for revision %d lost: %v", c.e.key, expect, err)
 		if c.view.State == KeyHeld && c.tries == 1 {
 			// The leader outlived our prediction: perhaps the TTL was

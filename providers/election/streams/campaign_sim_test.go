@@ -345,3 +345,30 @@ func TestSimWinAfterALargeTTLDropRenewsInTime(t *testing.T) {
 		t.Fatalf("won %d lost %d: the term lapsed for want of a renewal", won, lost)
 	}
 }
+
+// TestSimStandbyThatMissedARenewalTakesOverAtTheRealExpiry: a standby whose
+// watch missed the leader's last renewal predicts the expiry a renewal
+// early; its failed campaign makes it read the key, and it takes over when
+// the key really expires, not a growing backoff later.
+func TestSimStandbyThatMissedARenewalTakesOverAtTheRealExpiry(t *testing.T) {
+	const ttl = 3 * time.Second
+	clk := clocktest.New(simStart)
+	st := newFakeStore(clk, ttl)
+	rev := st.put("crashed")
+	s := newSim(t, st, "b")
+	s.run(ttl / 3)
+	st.silent = true
+	rev2, err := st.Write(context.Background(), "k", []byte("crashed"), rev) // the crashed leader's last renewal, unseen
+	if err != nil {
+		t.Fatal(err)
+	}
+	expiry := clk.Now().Add(ttl)
+	s.run(ttl + 100*time.Millisecond)
+	got := st.latest()
+	if got.Leader != "b" {
+		t.Fatalf("b does not lead 100ms after the key expired: %s", got.Describe())
+	}
+	if took := got.Written.Sub(expiry); took < 0 || took > 50*time.Millisecond {
+		t.Fatalf("b took the key %v after it expired (revision %d unseen), want within 50ms", took, rev2)
+	}
+}

@@ -31,7 +31,10 @@ type fakeStore struct {
 	stuckWatch bool
 	// writeErr, when set, fails every write as a timeout would.
 	writeErr error
-	calls    map[string]int
+	// silent, when set, keeps the next change from the watchers, as a
+	// watch that missed it would.
+	silent bool
+	calls  map[string]int
 }
 
 func newFakeStore(clk *clocktest.Fake, ttl time.Duration) *fakeStore {
@@ -50,6 +53,10 @@ func (s *fakeStore) appendLocked(op jetstream.KeyValueOp, value []byte) uint64 {
 	now := s.clk.Now()
 	s.msg = &rawEntry{bucket: bucketName, key: "k", value: value, revision: s.seq, created: now, op: op}
 	s.expires = now.Add(s.ttl)
+	if s.silent {
+		s.silent = false
+		return s.seq
+	}
 	for _, w := range s.watchers {
 		w.send(s.msg)
 	}
