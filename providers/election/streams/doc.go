@@ -60,9 +60,9 @@
 // consumer on the prefix ("$KV.<bucket>.app-a.>"), a single filter that NATS
 // permissions can scope; if permissions refuse it, each key gets its own.
 // Name a service's elections under one prefix to let its processes share.
-// A watch's heartbeats follow the TTL (every half TTL, 1 to 30 seconds),
-// and reads of the bucket's settings that candidates of a process make at
-// once share one request. Sharing needs WithJetStream (ObserveWithJetStream
+// A watch's heartbeats follow the TTL (every half TTL, 1 to 30 seconds; its
+// pull requests last at least 30 seconds), and reads of the bucket's
+// settings that candidates of a process make at once share one request. Sharing needs WithJetStream (ObserveWithJetStream
 // for observers); without it a process shares KV watches per key and prefix
 // with nats.go's settings.
 //

@@ -78,6 +78,11 @@ func (f *feed) detachLocked() bool {
 // default is every 5s, twelve times a minute whatever the TTL).
 func heartbeat(ttl time.Duration) time.Duration { return clamp(ttl/2, time.Second, 30*time.Second) }
 
+// pullExpiry is how long each pull request of a feed lasts: at least two
+// heartbeats, as nats.go requires, and at least 30s, so that an idle feed
+// sends the broker a request twice a minute at most, whatever the TTL.
+func pullExpiry(hb time.Duration) time.Duration { return max(2*hb, 30*time.Second) }
+
 // start makes the feed's consumer. ctx bounds making it, not its life.
 func (f *feed) start(ctx context.Context, ttl time.Duration) error {
 	f.srcMu.Lock()
@@ -240,7 +245,7 @@ func (f *feed) startConsumer(ctx context.Context) (feedSource, error) {
 		ent := entryOf(h.kv.Bucket(), key, m.Data(), m.Headers(), md.Sequence.Stream, md.Timestamp)
 		f.deliver(ent, md.NumPending == 0)
 	},
-		jetstream.PullHeartbeat(hb), jetstream.PullExpiry(2*hb),
+		jetstream.PullHeartbeat(hb), jetstream.PullExpiry(pullExpiry(hb)),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) { f.consumeError(err) }),
 	)
 	if err != nil {

@@ -306,8 +306,8 @@ func TestMessageTTLRoundsUpToWholeSeconds(t *testing.T) {
 }
 
 // TestWatchHeartbeatsFollowTheTTL: a shared watch asks the broker for idle
-// heartbeats every half TTL (1s to 30s), not nats.go's fixed 5s, as its pull
-// requests show.
+// heartbeats every half TTL (1s to 30s), not nats.go's fixed 5s, and pulls
+// for at least 30s at a time, as its pull requests show.
 func TestWatchHeartbeatsFollowTheTTL(t *testing.T) {
 	for _, c := range []struct{ ttl, want time.Duration }{
 		{4 * time.Second, 2 * time.Second},
@@ -337,8 +337,8 @@ func TestWatchHeartbeatsFollowTheTTL(t *testing.T) {
 			if err := json.Unmarshal(m.Data, &req); err != nil {
 				t.Fatalf("pull request %q: %v", m.Data, err)
 			}
-			if req.Heartbeat != c.want || req.Expires != 2*c.want {
-				t.Fatalf("pull request asks for heartbeats every %v, expiring after %v; want %v and %v", req.Heartbeat, req.Expires, c.want, 2*c.want)
+			if wantExpires := max(2*c.want, 30*time.Second); req.Heartbeat != c.want || req.Expires != wantExpires {
+				t.Fatalf("pull request asks for heartbeats every %v, expiring after %v; want %v and %v", req.Heartbeat, req.Expires, c.want, wantExpires)
 			}
 		})
 	}
