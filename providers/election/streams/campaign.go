@@ -42,6 +42,7 @@ type campaigner struct {
 	// the bucket's TTL
 	nextTTLCheck time.Time
 	ttlReadAt    time.Time // when the latest successful read of it was sent
+	ttlAskedRev  uint64    // the revision whose takeover last made us read it
 	ttlUnusable  error     // the bucket's TTL cannot hold elections: no campaign until it can
 
 	hold     hold
@@ -162,9 +163,23 @@ func (c *campaigner) tick() {
 		now.Before(later(c.nextCampaign, c.sitOut.until)):
 	case !c.viewFresh(now):
 		c.read(now)
+	case c.takeoverNeedsTTL(now):
+		// Read the TTL first, so that the campaign can take the lapsed
+		// lease over its revision at once (see leaseLapsed). Once per
+		// revision: if the read fails, the campaign waits for the broker.
+		c.ttlAskedRev = c.view.Revision
+		c.nextTTLCheck = now
 	default:
 		c.campaign(now)
 	}
+}
+
+// takeoverNeedsTTL reports whether a held key's lease has lapsed by the TTL
+// we know, but the TTL has not been read since we learned of the revision.
+func (c *campaigner) takeoverNeedsTTL(now time.Time) bool {
+	v := c.view
+	return v.State == KeyHeld && v.Revision != 0 && v.Revision != c.ttlAskedRev && v.ttl > 0 &&
+		!c.ttlReadAt.After(v.seenAt) && !now.Before(v.seenAt.Add(v.ttl))
 }
 
 // viewFresh reports whether a campaign may trust the view: a working watch

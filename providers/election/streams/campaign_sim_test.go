@@ -393,10 +393,14 @@ func TestSimStandbyTakesALapsedLeaseWithoutWaitingForTheBroker(t *testing.T) {
 	if got := st.latest(); got.Leader != "crashed" {
 		t.Fatalf("b took the key before the lease could have lapsed: %s", got.Describe())
 	}
+	writes := st.count("write")
 	s.run(110 * time.Millisecond)
 	got := st.latest()
 	if got.Leader != "b" {
 		t.Fatalf("b does not lead 100ms after the lease lapsed (the broker expires the key 400ms late): %s", got.Describe())
+	}
+	if n := st.count("write") - writes; n != 1 {
+		t.Fatalf("b wrote %d times to take the lapsed lease, want once (a fleet's standbys take thousands at once)", n)
 	}
 	if at := got.Written.Sub(seen.Add(ttl)); at < 0 || at > 60*time.Millisecond {
 		t.Fatalf("b took the key %v after the lease lapsed, want within 60ms", at)
