@@ -151,9 +151,13 @@ func TestNewObserver(t *testing.T) {
 	defer cancel()
 
 	elected := make(chan streams.Leadership, 10)
+	current := make(chan struct{}, 1)
 	o, err := fw.NewObserver(ctx, nil, "observed_app", streams.OnChange(func(l streams.Leadership) {
-		if l.Event == streams.EventElected {
+		switch l.Event {
+		case streams.EventElected:
 			elected <- l
+		case streams.EventCurrent:
+			current <- struct{}{}
 		}
 	}))
 	if err != nil {
@@ -163,6 +167,13 @@ func TestNewObserver(t *testing.T) {
 	odone := make(chan error, 1)
 	go func() { odone <- o.Run(octx) }()
 	defer func() { ocancel(); <-odone }()
+	// The observer reports the key's state when its watch is up: an
+	// election that began before would be reported as current, not elected.
+	select {
+	case <-current:
+	case <-time.After(wait):
+		t.Fatal("the observer reported no current state")
+	}
 
 	c := newCandidate()
 	e, err := fw.NewElection(ctx, nil, "observed_app", c.callbacks()...)
