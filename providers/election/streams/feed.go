@@ -119,14 +119,14 @@ func (f *feed) stopSource() {
 	}
 }
 
-// restart makes the consumer again, at most once per heartbeat, for a
+// restart makes the consumer again, at most once a second, for a
 // subscriber that suspects it missed changes. Subscribers stay attached:
 // what the new consumer shows that is newer than what they had reaches
 // them as a change.
 func (f *feed) restart() {
 	h := f.hub
 	h.mu.Lock()
-	if f.ended || !f.ready || time.Since(f.restarts) < heartbeat(f.ttl) {
+	if f.ended || !f.ready || time.Since(f.restarts) < time.Second {
 		h.mu.Unlock()
 		return
 	}
@@ -134,9 +134,12 @@ func (f *feed) restart() {
 	h.mu.Unlock()
 	go func() {
 		f.stopSource()
+		f.srcMu.Lock()
+		ttl := f.ttl
+		f.srcMu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if err := f.start(ctx, f.ttl); err != nil {
+		if err := f.start(ctx, ttl); err != nil {
 			h.end(f, err)
 		}
 	}()

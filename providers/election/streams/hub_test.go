@@ -468,3 +468,39 @@ func TestConcurrentStatusReadsShareRequests(t *testing.T) {
 	}
 	t.Logf("200 concurrent reads sent %d requests", n)
 }
+
+// TestHubRestartKeepsSubscribersAndDeliversWhatTheyMissed: a feed made
+// again at a subscriber's request keeps every subscription, replaces its
+// consumer, and delivers changes made meanwhile.
+func TestHubRestartKeepsSubscribersAndDeliversWhatTheyMissed(t *testing.T) {
+	ts := newTestServer(t)
+	nc := connect(t, ts.url())
+	kv := createBucket(t, nc, bucketConfig(10*time.Second))
+	js, _ := jsOf.Load(kv)
+	h := hubFor(kv, js.(jetstream.JetStream), nopLogger{})
+	ctx := context.Background()
+	w, err := h.subscribe(ctx, "k", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	if ent := <-w.Updates(); ent != nil {
+		t.Fatalf("want the end of the (empty) initial values, got %v", ent)
+	}
+	hw := w.(*hubWatch)
+	hw.feed.stopSource() // as if the consumer had silently died
+	rev, err := kv.PutString(ctx, "k", "while-gone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hw.restart()
+	select {
+	case ent, ok := <-w.Updates():
+		if !ok || ent == nil || ent.Revision() != rev {
+			t.Fatalf("after the restart got %v (open %v), want revision %d", ent, ok, rev)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the change made while the consumer was gone was not delivered after the restart")
+	}
+	eventually(t, 5*time.Second, "one consumer", func() bool { return consumers(t, js.(jetstream.JetStream)) == 1 })
+}
