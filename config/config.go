@@ -91,6 +91,39 @@ type Config struct {
 	// RandomPort (-1) asks for a random free port.
 	StatsPort int
 
+	// SecurityProvider is plugin.security.provider: "" or SecurityProviderFile.
+	SecurityProvider string
+	// TLSCertificate, TLSKey and TLSCA are the PEM files of this node's
+	// certificate, its private key and the CA that signs every certificate
+	// (plugin.security.file.certificate, .key and .ca). All three or none.
+	TLSCertificate, TLSKey, TLSCA string
+	// CipherSuites restricts TLS 1.2 cipher suites (plugin.security.cipher_suites), by Go's names.
+	CipherSuites []string
+	// ECCCurves restricts the key-exchange curves (plugin.security.ecc_curves), by Go's names.
+	ECCCurves []string
+	// ClientTLSForceRequired makes the broker require a client certificate
+	// signed by the CA from every client when TLS is on
+	// (plugin.choria.network.client_tls_force_required); default true.
+	ClientTLSForceRequired bool
+	// TLSTimeout bounds TLS handshakes (plugin.choria.network.tls_timeout); default 2s.
+	TLSTimeout time.Duration
+
+	// NATSUser and NATSPass are the user and password a client logs in with
+	// (plugin.nats.user, plugin.nats.pass); NATSUser also names the client's
+	// inbox prefix when the broker has users.
+	NATSUser, NATSPass string
+	// NATSCredentials is a NATS credentials file a client logs in with (plugin.nats.credentials).
+	NATSCredentials string
+	// PeerUser and PeerPassword are the credentials brokers of a cluster use
+	// on their routes (plugin.choria.network.peer_user, peer_password).
+	PeerUser, PeerPassword string
+	// Insecure lets the broker listen beyond loopback without TLS or
+	// authentication (plugin.conclave.insecure); it warns at every start.
+	Insecure bool
+	// Users are the broker's users by name (plugin.conclave.user.NAME.*).
+	// With none, the broker has no authentication of its own.
+	Users map[string]*User
+
 	// Path is the file this configuration was loaded from, if any.
 	Path string
 }
@@ -108,6 +141,8 @@ func Default() *Config {
 		LeaderElectionTTL:      time.Minute,
 		LeaderElectionReplicas: ClusterSizeReplicas,
 		StatsAddress:           "127.0.0.1",
+		ClientTLSForceRequired: true,
+		TLSTimeout:             DefaultTLSTimeout,
 	}
 }
 

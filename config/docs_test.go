@@ -26,8 +26,12 @@ func keysTable(keys []Key) string {
 	b.WriteString("| Key | Type | Default | Environment variable | Meaning |\n")
 	b.WriteString("|---|---|---|---|---|\n")
 	for _, k := range keys {
-		fmt.Fprintf(&b, "| `%s` | %s | %s | `%s` | %s |\n",
-			k.Name, k.Type, defaultCell(k), k.Env(), strings.ReplaceAll(k.Description, "|", `\|`))
+		env := "`" + k.Env() + "`"
+		if k.PerUser() {
+			env = "*(file only)*"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n",
+			k.Name, k.Type, defaultCell(k), env, strings.ReplaceAll(k.Description, "|", `\|`))
 	}
 	return b.String()
 }
@@ -84,7 +88,7 @@ func TestKeyDescriptionsFitTheTable(t *testing.T) {
 		if !strings.HasSuffix(k.Description, ".") {
 			t.Errorf("%s: description %q should be a sentence", k.Name, k.Description)
 		}
-		if k.set == nil {
+		if k.set == nil && k.setUser == nil {
 			t.Errorf("%s has no setter", k.Name)
 		}
 	}

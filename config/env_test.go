@@ -20,6 +20,12 @@ func TestEnvNames(t *testing.T) {
 	seen := map[string]string{EnvConfig: "(the config file path)"}
 	for _, k := range Keys() {
 		env := k.Env()
+		if k.PerUser() {
+			if env != "" {
+				t.Errorf("per-user key %s has the variable %s", k.Name, env)
+			}
+			continue
+		}
 		if other, dup := seen[env]; dup {
 			t.Errorf("%s and %s share the variable %s", k.Name, other, env)
 		}
@@ -35,8 +41,8 @@ func TestEnvNames(t *testing.T) {
 func TestEnvSetsEveryKey(t *testing.T) {
 	index := keyIndex(Keys())
 	for _, tc := range validCases() {
-		if tc.value == "" {
-			continue // an empty variable counts as unset
+		if tc.value == "" || index[tc.key].PerUser() {
+			continue // an empty variable counts as unset; users come from files only
 		}
 		t.Run(tc.key+"="+tc.value, func(t *testing.T) {
 			env := map[string]string{index[tc.key].Env(): tc.value}

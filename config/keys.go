@@ -24,16 +24,34 @@ type Key struct {
 
 	// computed is true when Default describes the default instead of being a value.
 	computed bool
+	// secret marks a key whose value must never be shown: error messages
+	// and displays leave it out.
+	secret bool
+	// perUser marks a key of a broker user: its Name holds NAME where the
+	// user's name goes, and it is set through setUser.
+	perUser bool
+	setUser func(u *User, value string) error
 	// set parses a value into its field of c; errors match ErrInvalidValue.
 	set func(c *Config, value string) error
 }
 
 // Env returns the environment variable that overrides the key: EnvPrefix
 // followed by the name in upper case with "." replaced by "_", e.g.
-// CONCLAVE_PLUGIN_CHORIA_NETWORK_CLIENT_PORT.
+// CONCLAVE_PLUGIN_CHORIA_NETWORK_CLIENT_PORT. Per-user keys have none ("").
 func (k Key) Env() string {
+	if k.perUser {
+		return ""
+	}
 	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(k.Name, ".", "_"))
 }
+
+// Secret reports whether the key holds a secret (a password or its hash),
+// which must never be printed.
+func (k Key) Secret() bool { return k.secret }
+
+// PerUser reports whether the key belongs to a broker user: its Name holds
+// NAME where the user's name goes, and it has no environment variable.
+func (k Key) PerUser() bool { return k.perUser }
 
 // DefaultIsComputed reports whether Default describes a computed default (such
 // as the host name) rather than being a literal value.
@@ -42,7 +60,7 @@ func (k Key) DefaultIsComputed() bool { return k.computed }
 // Keys returns every key this package reads, in documentation order. The
 // slice is new on every call.
 func Keys() []Key {
-	return []Key{
+	keys := []Key{
 		{
 			Name: "identity", Type: "string", Default: "the host name", computed: true,
 			Description: "This node's name: the NATS server name, and the value a leader writes to an election key. No white space, `*` or `>`.",
@@ -120,7 +138,82 @@ func Keys() []Key {
 			Description: "Port of the monitoring server: 1 to 65535, 0 to turn it off, or -1 for a random free port.",
 			set:         setter(parseStatsPort, func(c *Config) *int { return &c.StatsPort }),
 		},
+		{
+			Name: "plugin.security.provider", Type: "string", Default: "",
+			Description: "Where TLS keys come from: only `file` is supported (the plugin.security.file.* keys); empty means file when those are set.",
+			set:         setter(parseSecurityProvider, func(c *Config) *string { return &c.SecurityProvider }),
+		},
+		{
+			Name: "plugin.security.file.certificate", Type: "path", Default: "",
+			Description: "PEM certificate of this node, for the broker's TLS listeners and for clients' certificate logins; set with .key and .ca.",
+			set:         setter(parseString, func(c *Config) *string { return &c.TLSCertificate }),
+		},
+		{
+			Name: "plugin.security.file.key", Type: "path", Default: "",
+			Description: "PEM private key of plugin.security.file.certificate.",
+			set:         setter(parseString, func(c *Config) *string { return &c.TLSKey }),
+		},
+		{
+			Name: "plugin.security.file.ca", Type: "path", Default: "",
+			Description: "PEM CA certificate(s) every peer, client and broker certificate must chain to.",
+			set:         setter(parseString, func(c *Config) *string { return &c.TLSCA }),
+		},
+		{
+			Name: "plugin.security.cipher_suites", Type: "list", Default: "",
+			Description: "TLS 1.2 cipher suites allowed, comma separated, by Go's names; empty means Go's secure defaults (TLS 1.3 suites are fixed).",
+			set:         setter(parseCipherSuites, func(c *Config) *[]string { return &c.CipherSuites }),
+		},
+		{
+			Name: "plugin.security.ecc_curves", Type: "list", Default: "",
+			Description: "Key-exchange curves allowed, comma separated: X25519, CurveP256, CurveP384, CurveP521; empty means Go's defaults.",
+			set:         setter(parseCurves, func(c *Config) *[]string { return &c.ECCCurves }),
+		},
+		{
+			Name: "plugin.choria.network.client_tls_force_required", Type: "boolean", Default: "true",
+			Description: "With TLS on, every client must present a certificate signed by the CA; false lets clients connect over TLS without one and log in with a password.",
+			set:         setter(parseBool, func(c *Config) *bool { return &c.ClientTLSForceRequired }),
+		},
+		{
+			Name: "plugin.choria.network.tls_timeout", Type: "duration", Default: "2s",
+			Description: "How long a TLS handshake with a client or peer may take: a Go duration or whole seconds.",
+			set:         setter(parseTLSTimeout, func(c *Config) *time.Duration { return &c.TLSTimeout }),
+		},
+		{
+			Name: "plugin.choria.network.peer_user", Type: "string", Default: "",
+			Description: "User name brokers of a cluster give each other on their routes; set with peer_password.",
+			set:         setter(parseString, func(c *Config) *string { return &c.PeerUser }),
+		},
+		{
+			Name: "plugin.choria.network.peer_password", Type: "string", Default: "", secret: true,
+			Description: "Password brokers of a cluster give each other on their routes (each broker must send it, so it is stored as is: protect the file).",
+			set:         setter(parseString, func(c *Config) *string { return &c.PeerPassword }),
+		},
+		{
+			Name: "plugin.nats.user", Type: "string", Default: "",
+			Description: "User a client logs in as (with plugin.nats.pass, or alone with a certificate login); it also names the client's inbox prefix, `_INBOX.<user>`.",
+			set:         setter(parseString, func(c *Config) *string { return &c.NATSUser }),
+		},
+		{
+			Name: "plugin.nats.pass", Type: "string", Default: "", secret: true,
+			Description: "Password a client logs in with; prefer the environment variable to a file.",
+			set:         setter(parseString, func(c *Config) *string { return &c.NATSPass }),
+		},
+		{
+			Name: "plugin.nats.credentials", Type: "path", Default: "",
+			Description: "NATS credentials file (JWT and NKey seed) a client logs in with.",
+			set:         setter(parseString, func(c *Config) *string { return &c.NATSCredentials }),
+		},
+		{
+			Name: "plugin.conclave.insecure", Type: "boolean", Default: "false",
+			Description: "Let the broker listen beyond loopback without TLS or without authentication; it warns at every start. Without it such a broker refuses to start.",
+			set:         setter(parseBool, func(c *Config) *bool { return &c.Insecure }),
+		},
 	}
+	for _, k := range userFields() {
+		k.perUser = true
+		keys = append(keys, k)
+	}
+	return keys
 }
 
 // setter builds a Key.set from a value parser and the field it fills. The

@@ -117,13 +117,25 @@ func parseLine(line string, c *Config, index map[string]Key, firstSeen map[strin
 		return "", newProblem(ErrSyntax, "%s has no key before \"=\": write key = value", quoteShort(line))
 	}
 	k, known := index[name]
-	if !known {
-		return name, unknownKey(name, index)
+	var user string
+	if !known || k.perUser {
+		var isUserKey bool
+		var err error
+		k, user, isUserKey, err = parseUserKey(name, userFieldIndex())
+		switch {
+		case !isUserKey:
+			return name, unknownKey(name, index)
+		case err != nil:
+			return name, err
+		}
 	}
 	if first, dup := firstSeen[name]; dup {
 		return name, newProblem(ErrDuplicateKey, "set again, first set on line %d: keep only one of them", first)
 	}
 	firstSeen[name] = n
+	if user != "" {
+		return name, c.setUserField(k, user, value)
+	}
 	return name, k.set(c, value)
 }
 
@@ -142,6 +154,9 @@ func applyEnv(c *Config, keys []Key, lookup func(string) (string, bool)) []error
 	}
 	var errs []error
 	for _, k := range keys {
+		if k.perUser {
+			continue
+		}
 		v, ok := lookup(k.Env())
 		v = strings.TrimSpace(v)
 		if !ok || v == "" {
@@ -161,4 +176,20 @@ func quoteShort(s string) string {
 		return strconv.Quote(string(r[:limit])) + "…"
 	}
 	return strconv.Quote(s)
+}
+
+// setUserField sets one field of the broker user named user, creating it.
+func (c *Config) setUserField(k Key, user, value string) error {
+	u := c.Users[user]
+	if u == nil {
+		u = &User{Name: user}
+	}
+	if err := k.setUser(u, value); err != nil {
+		return err
+	}
+	if c.Users == nil {
+		c.Users = map[string]*User{}
+	}
+	c.Users[user] = u
+	return nil
 }

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/crypto/bcrypt"
 )
 
 // validCase is one valid value for a key and what it must parse to.
@@ -35,6 +37,25 @@ func ttl(c *Config) any           { return c.LeaderElectionTTL }
 func replicas(c *Config) any      { return c.LeaderElectionReplicas }
 func statsAddress(c *Config) any  { return c.StatsAddress }
 func statsPort(c *Config) any     { return c.StatsPort }
+
+// testHash is a bcrypt hash made at the lowest cost, for speed.
+var testHash = func() string {
+	h, err := bcrypt.GenerateFromPassword([]byte("s3cret"), bcrypt.MinCost)
+	if err != nil {
+		panic(err)
+	}
+	return string(h)
+}()
+
+// user returns a getter of a field of the broker user NAME.
+func user(field func(*User) any) func(*Config) any {
+	return func(c *Config) any {
+		if c.Users["NAME"] == nil {
+			return nil
+		}
+		return field(c.Users["NAME"])
+	}
+}
 
 // validCases lists valid values for every key. The bool keys are set to the
 // opposite of their default where possible so that a setter that does nothing
@@ -103,8 +124,41 @@ func validCases() []validCase {
 		"0.0.0.0", "0.0.0.0", "monitor.local", "monitor.local")
 	add("plugin.choria.stats_port", statsPort,
 		"0", 0, "8222", 8222, "-1", RandomPort)
+	add("plugin.security.provider", func(c *Config) any { return c.SecurityProvider },
+		"file", "file", "FILE", "file")
+	add("plugin.security.file.certificate", func(c *Config) any { return c.TLSCertificate }, "/etc/conclave/n1.pem", "/etc/conclave/n1.pem")
+	add("plugin.security.file.key", func(c *Config) any { return c.TLSKey }, "/etc/conclave/n1-key.pem", "/etc/conclave/n1-key.pem")
+	add("plugin.security.file.ca", func(c *Config) any { return c.TLSCA }, "/etc/conclave/ca.pem", "/etc/conclave/ca.pem")
+	add("plugin.security.cipher_suites", func(c *Config) any { return c.CipherSuites },
+		"TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+		[]string{"TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256", "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384"})
+	add("plugin.security.ecc_curves", func(c *Config) any { return c.ECCCurves },
+		"X25519,CurveP256", []string{"X25519", "CurveP256"})
+	add("plugin.choria.network.client_tls_force_required", func(c *Config) any { return c.ClientTLSForceRequired },
+		"false", false, "no", false)
+	add("plugin.choria.network.tls_timeout", func(c *Config) any { return c.TLSTimeout },
+		"5", 5*time.Second, "500ms", 500*time.Millisecond)
+	add("plugin.choria.network.peer_user", func(c *Config) any { return c.PeerUser }, "route", "route")
+	add("plugin.choria.network.peer_password", func(c *Config) any { return c.PeerPassword }, "p w#1", "p w#1")
+	add("plugin.nats.user", func(c *Config) any { return c.NATSUser }, "app-a", "app-a")
+	add("plugin.nats.pass", func(c *Config) any { return c.NATSPass }, "s3cret", "s3cret")
+	add("plugin.nats.credentials", func(c *Config) any { return c.NATSCredentials }, "/etc/conclave/app.creds", "/etc/conclave/app.creds")
+	add("plugin.conclave.insecure", func(c *Config) any { return c.Insecure }, "true", true)
+	add(UserKeyPrefix+"NAME.password", user(func(u *User) any { return u.PasswordHash }), testHash, testHash)
+	add(UserKeyPrefix+"NAME.certificate", user(func(u *User) any { return u.Certificate }),
+		"app-a.example.net", "app-a.example.net", "CN=app-a,O=Example", "CN=app-a,O=Example")
+	add(UserKeyPrefix+"NAME.campaign", user(func(u *User) any { return u.Campaign }),
+		"app-a.>", []string{"app-a.>"},
+		"billing, app-b.*.cron, app-b.*.cron", []string{"billing", "app-b.*.cron"},
+		">", []string{">"})
+	add(UserKeyPrefix+"NAME.observe", user(func(u *User) any { return u.Observe }),
+		">", []string{">"}, "a/b=c_d-e", []string{"a/b=c_d-e"})
+	add(UserKeyPrefix+"NAME.admin", user(func(u *User) any { return u.Admin }), "true", true)
 	return cases
 }
+
+// tlsLines turn TLS on; needs comments out the key under test.
+const tlsLines = "\nplugin.security.file.certificate = /c.pem\nplugin.security.file.key = /k.pem\nplugin.security.file.ca = /ca.pem\n"
 
 // needs returns the lines another key needs for a value of key to validate.
 func needs(key string) string {
@@ -115,6 +169,21 @@ func needs(key string) string {
 		return "plugin.choria.network.peer_port = 5222\n"
 	case "plugin.choria.network.peer_port", "plugin.choria.stats_port":
 		return "plugin.choria.network.client_port = 4333\n" // keep clear of 4222 and 5222
+	case "plugin.security.file.certificate", "plugin.security.file.key", "plugin.security.file.ca",
+		"plugin.security.provider", "plugin.security.cipher_suites", "plugin.security.ecc_curves":
+		return strings.ReplaceAll(tlsLines, "\n"+key+" = ", "\n# ")
+	case "plugin.nats.pass":
+		return "plugin.nats.user = app-a\n"
+	case "plugin.choria.network.peer_user":
+		return "plugin.choria.network.peer_password = x\n"
+	case "plugin.choria.network.peer_password":
+		return "plugin.choria.network.peer_user = route\n"
+	case UserKeyPrefix + "NAME.password":
+		return UserKeyPrefix + "NAME.admin = true\n"
+	case UserKeyPrefix + "NAME.certificate":
+		return tlsLines + UserKeyPrefix + "NAME.admin = true\n"
+	case UserKeyPrefix + "NAME.campaign", UserKeyPrefix + "NAME.observe", UserKeyPrefix + "NAME.admin":
+		return UserKeyPrefix + "NAME.password = " + testHash + "\n"
 	}
 	return ""
 }
@@ -187,7 +256,7 @@ func TestDefaults(t *testing.T) {
 func TestDefaultsMatchKeyTable(t *testing.T) {
 	var file strings.Builder
 	for _, k := range Keys() {
-		if k.DefaultIsComputed() {
+		if k.DefaultIsComputed() || k.PerUser() {
 			continue
 		}
 		file.WriteString(k.Name + " = " + k.Default + "\n")
@@ -212,6 +281,9 @@ func TestDefaultsMatchKeyTable(t *testing.T) {
 		"plugin.choria.network.stream.leader_election_replicas": "-1",
 		"plugin.choria.stats_address":                           "127.0.0.1",
 		"plugin.choria.stats_port":                              "0",
+		"plugin.choria.network.client_tls_force_required":       "true",
+		"plugin.choria.network.tls_timeout":                     "2s",
+		"plugin.conclave.insecure":                              "false",
 	}
 	for _, k := range Keys() {
 		if want, ok := spec[k.Name]; ok && k.Default != want {
@@ -287,6 +359,22 @@ func badCases() []badCase {
 		bad("plugin.choria.stats_address", "1.2.3.4:80", "the port in plugin.choria.stats_port"),
 		bad("plugin.choria.stats_port", "65536", "65536 is out of range: use 1 to 65535, 0 to turn monitoring off"),
 		bad("plugin.choria.stats_port", "x", `"x" is not a port number`),
+		bad("plugin.security.provider", "puppet", `"puppet" is not supported: Conclave supports only "file"`),
+		bad("plugin.security.cipher_suites", "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA265", "did you mean TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256?"),
+		bad("plugin.security.ecc_curves", "P-256", `unknown curve "P-256"`),
+		bad("plugin.choria.network.client_tls_force_required", "sure", `"sure" is not a boolean`),
+		bad("plugin.choria.network.tls_timeout", "0", "must be positive"),
+		bad("plugin.conclave.insecure", "yes please", "is not a boolean"),
+		bad(UserKeyPrefix+"NAME.password", "hunter2", "is not a bcrypt hash (it does not start with $2a$, $2b$ or $2y$): passwords are stored only as hashes; make one with `conclave hash-password`"),
+		bad(UserKeyPrefix+"NAME.password", "$2a$10$short", "is not a valid bcrypt hash"),
+		bad(UserKeyPrefix+"NAME.certificate", "", "is empty"),
+		bad(UserKeyPrefix+"NAME.campaign", "app-a.>.x", `"app-a.>.x" has > before its end`),
+		bad(UserKeyPrefix+"NAME.campaign", "app a", `has the token "app a"`),
+		bad(UserKeyPrefix+"NAME.observe", "a,,b", "an election pattern is empty"),
+		bad(UserKeyPrefix+"NAME.admin", "maybe", `"maybe" is not a boolean`),
+		bad(UserKeyPrefix+"a.b.admin", "true", `user name "a.b" may hold only letters`),
+		{name: "user field typo", text: pre + UserKeyPrefix + "ops.admn = true", key: UserKeyPrefix + "ops.admn", kind: ErrUnknownKey, msg: "did you mean " + UserKeyPrefix + "ops.admin?"},
+		{name: "user without field", text: pre + UserKeyPrefix + "ops = true", key: UserKeyPrefix + "ops", kind: ErrUnknownKey, msg: "user keys are " + UserKeyPrefix + "NAME.FIELD"},
 	}
 }
 
@@ -326,7 +414,7 @@ func TestBadCasesCoverEveryTypedKey(t *testing.T) {
 		covered[tc.key] = true
 	}
 	for _, k := range Keys() {
-		if k.Type != "path" && !covered[k.Name] {
+		if k.Type != "path" && k.Type != "string" && !covered[k.Name] {
 			t.Errorf("key %s (%s) has no case in badCases", k.Name, k.Type)
 		}
 	}

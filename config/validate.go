@@ -23,6 +23,7 @@ func (c *Config) validate(source string) error {
 	v := validator{source: source}
 	v.fields(c)
 	v.crossFields(c)
+	v.security(c)
 	return errors.Join(v.errs...)
 }
 
