@@ -52,6 +52,8 @@ type campaigner struct {
 	// closed is the error of a request that found the connection closed for
 	// good: the campaign cannot go on.
 	closed error
+	// denied is the permission refusal that ended the campaign, if any.
+	denied error
 	// idle counts loop turns in a row that found something due at once: a
 	// guard against a bug that would otherwise spin.
 	idle int
@@ -74,7 +76,7 @@ func (c *campaigner) run(ctx context.Context) error {
 	c.begin(ctx)
 	timer := c.clock.NewTimer(time.Hour)
 	defer timer.Stop()
-	for ctx.Err() == nil && c.closed == nil {
+	for ctx.Err() == nil && c.closed == nil && c.denied == nil {
 		c.tick()
 		now := c.clock.Now()
 		wait := c.nextWake(now).Sub(now)
@@ -107,6 +109,9 @@ func (c *campaigner) run(ctx context.Context) error {
 		}
 	}
 	c.shutdown()
+	if c.denied != nil {
+		return fmt.Errorf("election %s: %w", c.e.key, c.denied)
+	}
 	if c.closed != nil {
 		return fmt.Errorf("election %s: %w: the connection to the broker was closed; campaign again with a new Election on an open connection", c.e.key, c.closed)
 	}
@@ -128,6 +133,13 @@ const spinLimit = 1000
 
 // failed notes an error that ends the campaign: a connection closed for good.
 func (c *campaigner) failed(err error) bool {
+	if errors.Is(err, ErrPermissionDenied) {
+		if c.denied == nil {
+			c.log.Errorf("election %s: ending the campaign: %v", c.e.key, err)
+		}
+		c.denied = err
+		return true
+	}
 	if errors.Is(err, nats.ErrConnectionClosed) {
 		if c.closed == nil {
 			c.log.Errorf("election %s: the connection to the broker was closed: ending the campaign", c.e.key)
@@ -412,12 +424,15 @@ func (c *campaigner) notifyCampaign(s State) {
 func (c *campaigner) shutdown() {
 	if c.term != nil {
 		cause := CauseReleased
-		if c.closed != nil {
+		switch {
+		case c.denied != nil:
+			cause = CauseDenied
+		case c.closed != nil:
 			cause = CauseClosed
 		}
 		c.finishTerm(cause)
 	}
-	if c.phase.holds() && c.phase != doomed && c.closed == nil && c.e.opts.releaseOnStop {
+	if c.phase.holds() && c.phase != doomed && c.closed == nil && c.denied == nil && c.e.opts.releaseOnStop {
 		if c.lastLost != nil {
 			<-c.lastLost // the next leader's OnWon comes after our OnLost
 		}

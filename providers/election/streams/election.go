@@ -120,8 +120,10 @@ func (e *Election) Key() string { return e.key }
 
 // Start campaigns until ctx ends or Stop is called, and returns nil then;
 // it returns an error wrapping nats.ErrConnectionClosed if the connection is
-// closed for good (a leader then stands down at once, with CauseClosed). It
-// first reads the bucket's settings, retrying with backoff (and logging why)
+// closed for good (a leader then stands down at once, with CauseClosed), and
+// one wrapping ErrPermissionDenied when the broker refuses the election's
+// requests for permissions (a leader then stands down at once, with
+// CauseDenied); neither is retried. It first reads the bucket's settings, retrying with backoff (and logging why)
 // while the broker is unreachable, and returns an error wrapping
 // ErrInvalidBucket if they cannot hold elections safely. A leader that stops
 // gets OnLost and, unless ReleaseOnStop(false), hands its key over; Start
@@ -254,7 +256,7 @@ func (e *Election) setRenewed(at time.Time) {
 // be reached, and checks them.
 func (e *Election) awaitBucket(ctx context.Context) (time.Duration, error) {
 	var ttl time.Duration
-	var invalid, closed error
+	var invalid, closed, denied error
 	err := backoff.FiveSec.For(ctx, func(try int) error {
 		timeout := 5 * time.Second
 		if e.opts.requestTimeout > 0 {
@@ -265,6 +267,10 @@ func (e *Election) awaitBucket(ctx context.Context) (time.Duration, error) {
 		st, err := e.store.Status(rctx)
 		if errors.Is(err, nats.ErrConnectionClosed) {
 			closed = err
+			return nil
+		}
+		if errors.Is(err, ErrPermissionDenied) {
+			denied = err
 			return nil
 		}
 		if err != nil {
@@ -281,6 +287,9 @@ func (e *Election) awaitBucket(ctx context.Context) (time.Duration, error) {
 	}
 	if closed != nil {
 		return 0, fmt.Errorf("election %s: %w: open the bucket over an open connection", e.key, closed)
+	}
+	if denied != nil {
+		return 0, fmt.Errorf("election %s: %w", e.key, denied)
 	}
 	return ttl, invalid
 }

@@ -41,9 +41,12 @@ const (
 	CauseExpired
 	// CauseClosed means the connection to the broker was closed for good.
 	CauseClosed
+	// CauseDenied means the broker refused a renewal for permissions
+	// (ErrPermissionDenied): the leader stood down at once.
+	CauseDenied
 )
 
-// String returns "released", "deposed", "deadline", "expired" or "closed".
+// String returns "released", "deposed", "deadline", "expired", "closed" or "denied".
 func (c Cause) String() string {
 	switch c {
 	case CauseReleased:
@@ -56,6 +59,8 @@ func (c Cause) String() string {
 		return "expired"
 	case CauseClosed:
 		return "closed"
+	case CauseDenied:
+		return "denied"
 	default:
 		return "unknown"
 	}

@@ -57,9 +57,10 @@ func newKVStore(kv jetstream.KeyValue, js jetstream.JetStream, log Logger) *kvSt
 // Status reads the bucket's settings, and notes whether writes may carry a
 // per-message TTL.
 func (s *kvStore) Status(ctx context.Context) (jetstream.KeyValueStatus, error) {
+	before := s.lastErr()
 	st, err := s.hub.status(ctx)
 	if err != nil {
-		return nil, err
+		return nil, s.denied(err, before, "reading the bucket's settings", "$JS.API.STREAM.INFO.KV_"+s.kv.Bucket())
 	}
 	allow := false
 	if bs, ok := st.(interface{ StreamInfo() *jetstream.StreamInfo }); ok && bs.StreamInfo() != nil {
@@ -89,8 +90,10 @@ func (s *kvStore) Write(ctx context.Context, key string, value []byte, rev uint6
 	s.mu.Lock()
 	ttl := s.msgTTL
 	s.mu.Unlock()
+	before := s.lastErr()
 	if ttl == 0 {
-		return s.kv.Update(ctx, key, value, rev)
+		n, err := s.kv.Update(ctx, key, value, rev)
+		return n, s.denied(err, before, "writing election "+key, s.subject(key))
 	}
 	m := nats.NewMsg(s.subject(key))
 	m.Data = value
@@ -104,7 +107,7 @@ func (s *kvStore) Write(ctx context.Context, key string, value []byte, rev uint6
 			s.msgTTL = 0
 			s.mu.Unlock()
 		}
-		return 0, mapMismatch(err)
+		return 0, s.denied(mapMismatch(err), before, "writing election "+key, s.subject(key))
 	}
 	return ack.Sequence, nil
 }
@@ -125,14 +128,16 @@ func mapMismatch(err error) error {
 func (s *kvStore) subject(key string) string { return s.hub.subject(key) }
 
 func (s *kvStore) Delete(ctx context.Context, key string, rev uint64, payload []byte) (bool, error) {
+	before := s.lastErr()
 	if s.js == nil || len(payload) == 0 {
-		return false, s.kv.Delete(ctx, key, jetstream.LastRevision(rev))
+		err := s.kv.Delete(ctx, key, jetstream.LastRevision(rev))
+		return false, s.denied(err, before, "releasing election "+key, s.subject(key))
 	}
 	m := nats.NewMsg(s.subject(key))
 	m.Header.Set(kvOperationHeader, "DEL")
 	m.Data = payload
 	_, err := s.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(rev))
-	return true, err
+	return true, s.denied(err, before, "releasing election "+key, s.subject(key))
 }
 
 // kvOperationHeader is the header NATS KV marks deletes and purges with.
@@ -146,16 +151,18 @@ func (s *kvStore) Latest(ctx context.Context, key string) (jetstream.KeyValueEnt
 		}
 		return ent, err
 	}
+	before := s.lastErr()
 	st, err := s.hub.openStream(ctx)
 	if err != nil {
-		return nil, err
+		return nil, s.denied(err, before, "opening the bucket's stream", "$JS.API.STREAM.INFO.KV_"+s.kv.Bucket())
 	}
 	m, err := st.GetLastMsgForSubject(ctx, s.subject(key))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, s.denied(err, before, "reading election "+key,
+			"$JS.API.DIRECT.GET.KV_"+s.kv.Bucket()+"."+s.subject(key), "$JS.API.STREAM.MSG.GET.KV_"+s.kv.Bucket())
 	}
 	return entryOf(s.kv.Bucket(), key, m.Data, m.Header, m.Sequence, m.Time), nil
 }

@@ -1,0 +1,142 @@
+package streams
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+)
+
+// appPermissions lets a user campaign in the elections under app. and
+// nothing else, over its own inbox prefix, as a broker with users compiles it.
+func appPermissions(writeKeys bool) *server.Permissions {
+	stream := "KV_" + bucketName
+	allow := []string{
+		"$JS.API.STREAM.INFO." + stream,
+		"$JS.API.DIRECT.GET." + stream + ".$KV." + bucketName + ".app.>",
+		"$JS.API.CONSUMER.CREATE." + stream + ".*.$KV." + bucketName + ".app.>",
+		"$JS.API.CONSUMER.MSG.NEXT." + stream + ".*",
+		"$JS.API.CONSUMER.DELETE." + stream + ".*", "$JS.API.CONSUMER.INFO." + stream + ".*",
+	}
+	if writeKeys {
+		allow = append(allow, "$KV."+bucketName+".app.>")
+	}
+	return &server.Permissions{
+		Publish:   &server.SubjectPermission{Allow: allow},
+		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.app.>"}},
+	}
+}
+
+// permissionServer starts a server with an admin and the user app, and the
+// bucket made by the admin.
+func permissionServer(t *testing.T) (*server.Server, *server.Options) {
+	t.Helper()
+	opts := &server.Options{
+		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
+		Users: []*server.User{
+			{Username: "admin", Password: "admin"},
+			{Username: "app", Password: "app", Permissions: appPermissions(true)},
+		},
+	}
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("server not ready")
+	}
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	adminNC, err := nats.Connect(srv.ClientURL(), nats.UserInfo("admin", "admin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(adminNC.Close)
+	createBucket(t, adminNC, bucketConfig(3*time.Second))
+	return srv, opts
+}
+
+func appConn(t *testing.T, srv *server.Server) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo("app", "app"), nats.CustomInboxPrefix("_INBOX.app"),
+		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// startAsync runs e.Start and returns its result channel.
+func startAsync(e *Election) <-chan error {
+	done := make(chan error, 1)
+	go func() { done <- e.Start(context.Background()) }()
+	return done
+}
+
+// TestStartReturnsPermissionDeniedForAnElectionTheUserMayNotTouch: a
+// campaign in an election the user has no permission for ends with
+// ErrPermissionDenied naming what was refused, instead of retrying forever,
+// and the user's own election on the same connection keeps its leader.
+func TestStartReturnsPermissionDeniedForAnElectionTheUserMayNotTouch(t *testing.T) {
+	srv, _ := permissionServer(t)
+	kv := openBucket(t, appConn(t, srv))
+	rec := newRecorder()
+	mine := mustElection(t, "a", "app.mine", kv, append(rec.options("a"), RequestTimeout(time.Second))...)
+	runElection(t, mine)
+	rec.waitFor(t, 10*time.Second, "a leads app.mine", func(evs []event) bool { return leader(evs) == "a" })
+
+	other := mustElection(t, "a", "billing", kv, RequestTimeout(time.Second))
+	select {
+	case err := <-startAsync(other):
+		if !errors.Is(err, ErrPermissionDenied) {
+			t.Fatalf("Start in billing returned %v, want ErrPermissionDenied", err)
+		}
+		if msg := err.Error(); !strings.Contains(msg, "billing") || !strings.Contains(msg, "the broker refused") {
+			t.Errorf("the error does not say what was refused: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("Start in a forbidden election did not return")
+	}
+	renewed := mine.Term()
+	eventually(t, 5*time.Second, "app.mine still led and renewed", func() bool {
+		return mine.IsLeader() && mine.Term() == renewed && mine.Healthy(2*time.Second) == nil
+	})
+	if evs := rec.snapshot(); len(evs) != 1 {
+		t.Errorf("app.mine was disturbed: %s", describe(evs))
+	}
+}
+
+// TestLeaderWhoseWritesAreRevokedStandsDown: when the broker's operator
+// takes a user's permission away, its leader's next renewal is refused and
+// it stands down at once with CauseDenied, and Start says why.
+func TestLeaderWhoseWritesAreRevokedStandsDown(t *testing.T) {
+	srv, opts := permissionServer(t)
+	kv := openBucket(t, appConn(t, srv))
+	rec := newRecorder()
+	e := mustElection(t, "a", "app.mine", kv, append(rec.options("a"), RequestTimeout(time.Second))...)
+	done := startAsync(e)
+	rec.waitFor(t, 10*time.Second, "a leads", func(evs []event) bool { return leader(evs) == "a" })
+
+	revoked := opts.Clone()
+	revoked.Users[1].Permissions = appPermissions(false)
+	if err := srv.ReloadOptions(revoked); err != nil {
+		t.Fatal(err)
+	}
+	evs := rec.waitFor(t, 10*time.Second, "a stands down", func(evs []event) bool { return len(evs) == 2 })
+	if evs[1].cause != CauseDenied {
+		t.Errorf("term ended with %v, want %v", evs[1].cause, CauseDenied)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrPermissionDenied) || !strings.Contains(err.Error(), "$KV."+bucketName+".app.mine") {
+			t.Errorf("Start returned %v, want ErrPermissionDenied naming the key's subject", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Start did not return")
+	}
+}
