@@ -12,6 +12,7 @@ import (
 
 	"github.com/conclave-io/conclave/backoff"
 	"github.com/conclave-io/conclave/broker"
+	"github.com/conclave-io/conclave/internal/natsconn"
 )
 
 // DefaultServer is where the framework connects when it started no broker
@@ -122,11 +123,16 @@ func (fw *Framework) dial(ctx context.Context, servers []string, extra []nats.Op
 			log.Warnf("NATS error: %v", err)
 		}),
 	}
+	login, err := natsconn.Options(fw.cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrLogin, err)
+	}
+	opts = append(opts, login...)
 	opts = append(opts, extra...)
 	list := strings.Join(servers, ",")
 	nc, err := nats.Connect(list, opts...)
 	if err != nil {
-		return nil, connectError(servers, err)
+		return nil, fw.connectError(servers, err)
 	}
 	if err := ctx.Err(); err != nil {
 		nc.Close()
@@ -137,8 +143,11 @@ func (fw *Framework) dial(ctx context.Context, servers []string, extra []nats.Op
 }
 
 // connectError explains a failed first connection.
-func connectError(servers []string, err error) error {
+func (fw *Framework) connectError(servers []string, err error) error {
 	where := strings.Join(servers, ", ")
+	if explained := natsconn.Explain(err, fw.cfg, "the broker at "+where); explained != nil {
+		return explained
+	}
 	var netErr net.Error
 	if errors.Is(err, nats.ErrNoServers) || errors.Is(err, nats.ErrTimeout) || errors.As(err, &netErr) {
 		return fmt.Errorf("%w at %s: start one with `conclave broker run --config FILE`, or set plugin.choria.middleware_hosts to where yours listens: %w", ErrNoBroker, where, err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/conclave-io/conclave/broker"
 	"github.com/conclave-io/conclave/inter"
+	"github.com/conclave-io/conclave/internal/denied"
 	"github.com/conclave-io/conclave/providers/election/streams"
 )
 
@@ -108,10 +109,14 @@ func (fw *Framework) openBucket(ctx context.Context, conn *nats.Conn) (jetstream
 	if err != nil {
 		return nil, nil, fmt.Errorf("conclave: JetStream on %s: %w", serverOf(conn), err)
 	}
+	before := denied.Last(conn)
 	kv, err := js.KeyValue(ctx, broker.ElectionBucket)
+	err = denied.Explain(conn, err, before, "opening the election bucket "+broker.ElectionBucket, "$JS.API.STREAM.INFO.KV_"+broker.ElectionBucket)
 	switch {
 	case err == nil:
 		return kv, js, nil
+	case errors.Is(err, ErrPermissionDenied):
+		return nil, nil, fmt.Errorf("conclave: on %s: %w", serverOf(conn), err)
 	case errors.Is(err, jetstream.ErrBucketNotFound):
 		return nil, nil, fmt.Errorf("%w: %s not found on %s: run that broker with plugin.choria.broker_network = true, which provisions it, or create it with `nats kv add %s --ttl 60s --history 1`: %w",
 			ErrNoBucket, broker.ElectionBucket, serverOf(conn), broker.ElectionBucket, err)

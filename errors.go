@@ -1,6 +1,11 @@
 package conclave
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/conclave-io/conclave/internal/natsconn"
+	"github.com/conclave-io/conclave/providers/election/streams"
+)
 
 var (
 	// ErrInvalidOption means an Option or an argument was given a value it
@@ -27,4 +32,16 @@ var (
 	// already made to other brokers: start the embedded broker before the
 	// first election so that the shared connection goes to it.
 	ErrConnected = errors.New("conclave: shared connection already made")
+
+	// ErrLogin means a connection could not log in: the broker refused the
+	// user, password, credentials or client certificate, or this side's TLS
+	// files cannot be used (missing, expired, not signed by the CA). The
+	// message names the cause and the settings to change.
+	ErrLogin = natsconn.ErrLogin
+
+	// ErrPermissionDenied means the broker refused a request of an
+	// election for permissions (see streams.ErrPermissionDenied, which it
+	// is): an election's Start returns it, and so do NewElection and
+	// friends when the user may not open the bucket.
+	ErrPermissionDenied = streams.ErrPermissionDenied
 )
