@@ -64,10 +64,19 @@ func TestBrokerRunConfig(t *testing.T) {
 
 	// A Choria client configuration: keys conclave does not know are
 	// skipped, plugin.choria.middleware_hosts says where.
-	choria := writeFile(t, "client.conf", "collectives = mcollective\nplugin.security.provider = choria\nplugin.choria.middleware_hosts = 127.0.0.1:"+strconv.Itoa(port)+"\n")
+	choria := writeFile(t, "client.conf", "collectives = mcollective\nplugin.choria.middleware_hosts = 127.0.0.1:"+strconv.Itoa(port)+"\n")
 	r = conclave(t, "--config", choria, "election", "list")
 	mustSucceed(t, r)
 	mustContain(t, "list", r.stdout, "No elections")
+
+	// A security provider other than file cannot be honoured: refused by
+	// name rather than ignored (which would connect without its TLS).
+	puppet := writeFile(t, "puppet.conf", "plugin.security.provider = puppet\nplugin.choria.middleware_hosts = 127.0.0.1:"+strconv.Itoa(port)+"\n")
+	r = conclave(t, "--config", puppet, "election", "list")
+	if r.code == 0 {
+		t.Errorf("a configuration with plugin.security.provider = puppet was used")
+	}
+	mustContain(t, "stderr", r.stderr, `"puppet" is not supported: Conclave supports only "file"`)
 
 	b.signal(syscall.SIGINT)
 	if code := b.wait(); code != 0 {

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/conclave-io/conclave/broker"
+	"github.com/conclave-io/conclave/internal/denied"
 	"github.com/conclave-io/conclave/providers/election/streams"
 )
 
@@ -65,11 +66,15 @@ func (s *session) openBucket(ctx context.Context, t *target) error {
 	}
 	rctx, cancel := s.request(ctx)
 	defer cancel()
+	before := denied.Last(s.nc)
 	s.kv, err = s.js.KeyValue(rctx, s.bucket)
 	if err == nil {
 		return nil
 	}
+	err = denied.Explain(s.nc, err, before, "opening bucket "+s.bucket, "$JS.API.STREAM.INFO.KV_"+s.bucket)
 	switch {
+	case errors.Is(err, denied.ErrPermissionDenied):
+		return fmt.Errorf("on %s: %w", s.url, err)
 	case errors.Is(err, jetstream.ErrBucketNotFound):
 		if s.bucket == broker.ElectionBucket {
 			return fmt.Errorf("bucket %s not found on %s: brokers with plugin.choria.broker_network = true create it (`conclave broker run`, or a Choria broker); on another NATS server create it with `nats kv add %s --ttl 1m --history 1`: %w", s.bucket, s.url, s.bucket, err)

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/conclave-io/conclave/config"
+	"github.com/conclave-io/conclave/internal/natsconn"
 )
 
 // defaultURL is where the commands look for a broker when nothing else says
@@ -78,6 +79,9 @@ type target struct {
 	creds, credsSource string
 	// warnings are settings that were ignored, to show the user.
 	warnings []string
+	// cfg is the --config file's configuration, whose TLS and login
+	// settings the connection uses; nil without --config.
+	cfg *config.Config
 }
 
 // resolve works out the target. Explicit flags win over environment
@@ -151,10 +155,11 @@ func (f *connFlags) resolve() (*target, error) {
 	case explicit != nil && explicit.URL != "":
 		t.urls, t.source, t.hint = explicit.URL, explicit.source, "check the url in "+explicit.path+", or pass --server"
 	case f.config != "":
-		urls, err := configURLs(f.config, f.lookupEnv)
+		cfg, urls, err := configURLs(f.config, f.lookupEnv)
 		if err != nil {
 			return nil, err
 		}
+		t.cfg = cfg
 		t.urls, t.source, t.hint = strings.Join(urls, ","), "--config "+f.config, "check plugin.choria.middleware_hosts in "+f.config+", or pass --server"
 	case f.env(envURL) != "":
 		t.urls, t.source, t.hint = f.env(envURL), "$"+envURL, "check $"+envURL+", or "+startHint
@@ -178,16 +183,24 @@ func (f *connFlags) resolve() (*target, error) {
 }
 
 // options returns the nats.Connect options for the target's credentials and
-// TLS settings.
-func (t *target) options() []nats.Option {
+// TLS settings: --config's (TLS files, plugin.nats.* login and the user's
+// inbox prefix), the context's, and --creds.
+func (t *target) options() ([]nats.Option, error) {
 	var opts []nats.Option
+	if t.cfg != nil {
+		login, err := natsconn.Options(t.cfg)
+		if err != nil {
+			return nil, fmt.Errorf("--config %s: %w", t.cfg.Path, err)
+		}
+		opts = append(opts, login...)
+	}
 	if t.creds != "" {
 		opts = append(opts, nats.UserCredentials(t.creds))
 	}
 	if t.ctx != nil {
 		opts = append(opts, t.ctx.options()...)
 	}
-	return opts
+	return opts, nil
 }
 
 // displayURLs is the server list for messages, with any password removed.
@@ -238,7 +251,11 @@ func (a *app) connect(ctx context.Context, co connectOptions) (*nats.Conn, *targ
 	if timeout <= 0 {
 		timeout = defaultTimeout
 	}
-	opts := append([]nats.Option{nats.Name(co.name), nats.Timeout(timeout)}, t.options()...)
+	login, err := t.options()
+	if err != nil {
+		return nil, nil, err
+	}
+	opts := append([]nats.Option{nats.Name(co.name), nats.Timeout(timeout)}, login...)
 	if co.longLived {
 		opts = append(opts, nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond))
 	}
@@ -271,6 +288,11 @@ func (a *app) connect(ctx context.Context, co connectOptions) (*nats.Conn, *targ
 // connectError explains a failed connection.
 func (t *target) connectError(err error) error {
 	urls := t.displayURLs()
+	if t.cfg != nil {
+		if explained := natsconn.Explain(err, t.cfg, "the broker at "+urls+" (from "+t.source+")"); explained != nil {
+			return explained
+		}
+	}
 	var netErr net.Error
 	switch {
 	case errors.Is(err, nats.ErrNoServers), errors.Is(err, nats.ErrTimeout), errors.As(err, &netErr):
@@ -296,29 +318,30 @@ func (t *target) connectError(err error) error {
 // Keys conclave does not know are skipped, so that a Choria client.conf,
 // which sets many, can be used as it is; the keys conclave knows are
 // checked as `conclave broker run` checks them, with their line numbers.
-func configURLs(path string, lookup func(string) (string, bool)) ([]string, error) {
+func configURLs(path string, lookup func(string) (string, bool)) (*config.Config, []string, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("--config: %w", err)
+		return nil, nil, fmt.Errorf("--config: %w", err)
 	}
 	cfg, err := config.ParseWithEnv(bytes.NewReader(knownKeysOnly(raw)), path, lookup)
 	if err != nil {
-		return nil, fmt.Errorf("--config: %w", err)
+		return nil, nil, fmt.Errorf("--config: %w", err)
 	}
+	cfg.Path = path
 	if len(cfg.MiddlewareHosts) > 0 {
-		return cfg.MiddlewareHosts, nil
+		return cfg, cfg.MiddlewareHosts, nil
 	}
 	if !cfg.BrokerNetwork {
-		return nil, fmt.Errorf("--config %s sets no plugin.choria.middleware_hosts: add it (e.g. plugin.choria.middleware_hosts = nats://broker.example.net:4222), or pass --server", path)
+		return nil, nil, fmt.Errorf("--config %s sets no plugin.choria.middleware_hosts: add it (e.g. plugin.choria.middleware_hosts = nats://broker.example.net:4222), or pass --server", path)
 	}
 	if cfg.ClientPort == config.RandomPort {
-		return nil, fmt.Errorf("--config %s configures a broker on a random client port (plugin.choria.network.client_port = -1), so its address cannot be known: pass --server with the client_url its log shows", path)
+		return nil, nil, fmt.Errorf("--config %s configures a broker on a random client port (plugin.choria.network.client_port = -1), so its address cannot be known: pass --server with the client_url its log shows", path)
 	}
 	host := cfg.ListenAddress
 	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
 		host = "127.0.0.1"
 	}
-	return []string{"nats://" + net.JoinHostPort(host, strconv.Itoa(cfg.ClientPort))}, nil
+	return cfg, []string{"nats://" + net.JoinHostPort(host, strconv.Itoa(cfg.ClientPort))}, nil
 }
 
 // knownKeysOnly blanks every line of a configuration file whose key conclave

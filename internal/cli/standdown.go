@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/conclave-io/conclave/internal/denied"
 	"github.com/conclave-io/conclave/providers/election/streams"
 )
 
@@ -169,11 +170,13 @@ func isTerminal(r io.Reader) bool {
 func (s *session) remove(ctx context.Context, rec *record) error {
 	for try := 1; ; try++ {
 		rctx, cancel := s.request(ctx)
+		before := denied.Last(s.nc)
 		err := s.kv.Delete(rctx, rec.Key, jetstream.LastRevision(rec.Revision))
 		cancel()
 		if err == nil {
 			return nil
 		}
+		err = denied.Explain(s.nc, err, before, "standing down election "+rec.Key, "$KV."+s.bucket+"."+rec.Key)
 		if !isRevisionMismatch(err) {
 			return fmt.Errorf("removing election %s: %w", rec.Key, err)
 		}
