@@ -2,6 +2,7 @@ package config
 
 import (
 	"crypto/tls"
+	"fmt"
 	"maps"
 	"regexp"
 	"slices"
@@ -327,4 +328,36 @@ func (v *validator) security(c *Config) {
 		}
 		seen[u.Certificate] = name
 	}
+}
+
+// redacted replaces a secret in what String returns.
+const redacted = "[redacted]"
+
+// String describes the configuration with every secret (plugin.nats.pass,
+// plugin.choria.network.peer_password, users' password hashes) replaced by
+// [redacted], so that logging a Config, even with %+v, shows none.
+func (c Config) String() string {
+	c.NATSPass = redactSecret(c.NATSPass)
+	c.PeerPassword = redactSecret(c.PeerPassword)
+	users := make([]User, 0, len(c.Users))
+	for _, name := range c.UserNames() {
+		users = append(users, *c.Users[name])
+	}
+	c.Users = nil
+	type plain Config // without this method
+	return strings.TrimSuffix(fmt.Sprintf("%+v", plain(c)), "}") + fmt.Sprintf(" Users:%v}", users)
+}
+
+// String describes the user with its password hash replaced by [redacted].
+func (u User) String() string {
+	u.PasswordHash = redactSecret(u.PasswordHash)
+	type plain User
+	return fmt.Sprintf("%+v", plain(u))
+}
+
+func redactSecret(s string) string {
+	if s == "" {
+		return ""
+	}
+	return redacted
 }

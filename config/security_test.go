@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -72,6 +73,25 @@ func TestSecretsStayOutOfErrors(t *testing.T) {
 	for _, k := range Keys() {
 		if strings.Contains(k.Name, "pass") && !k.Secret() {
 			t.Errorf("%s is not marked secret", k.Name)
+		}
+	}
+}
+
+// TestPrintingAConfigShowsNoSecret: a Config or User logged with %v or %+v
+// shows no password, hash or peer password.
+func TestPrintingAConfigShowsNoSecret(t *testing.T) {
+	c := Default()
+	c.NATSUser, c.NATSPass = "app-a", "pass-Secret-1"
+	c.PeerUser, c.PeerPassword = "route", "peer-Secret-2"
+	c.Users = map[string]*User{"ops": {Name: "ops", PasswordHash: testHash, Admin: true}}
+	for _, s := range []string{fmt.Sprintf("%v", c), fmt.Sprintf("%+v", c), fmt.Sprintf("%v", *c), fmt.Sprintf("%+v", *c.Users["ops"]), c.String()} {
+		for _, secret := range []string{"pass-Secret-1", "peer-Secret-2", testHash} {
+			if strings.Contains(s, secret) {
+				t.Errorf("%q shows a secret", s)
+			}
+		}
+		if !strings.Contains(s, "app-a") && !strings.Contains(s, "ops") {
+			t.Errorf("%q lost the names", s)
 		}
 	}
 }
