@@ -90,6 +90,14 @@ type BucketSpec struct {
 	// markers are never turned on: Choria's clients fail to Create a key
 	// after one.
 	PerKeyTTL bool
+	// DenyRollup turns rollups off (the stream's AllowRollup false), so that
+	// no client can wipe the bucket with a Nats-Rollup header: headers are not
+	// subject to permissions, so any user allowed to write one key could
+	// otherwise erase every other key. The broker sets it when users are
+	// configured. False allows rollups, as the KV API creates buckets (a KV
+	// Purge needs them; elections never purge). Provisioning changes an
+	// existing bucket either way.
+	DenyRollup bool
 }
 
 // Validate checks the spec and returns an error wrapping ErrInvalidConfig.
@@ -289,8 +297,9 @@ func firstRevision(now time.Time) uint64 {
 
 // bucketStreamConfig is the stream that jetstream.JetStream.CreateKeyValue
 // creates for a bucket with the spec's settings, file storage, history 1 and
-// bucketDescription, plus a first sequence. Everything but FirstSeq must stay
-// as the KV API sets it, so that clients see a bucket like any other. Like
+// bucketDescription, plus a first sequence. Everything but FirstSeq (and
+// rollups, off when the spec denies them) must stay as the KV API sets it,
+// so that clients see a bucket like any other. Like
 // CreateKeyValue, it leaves the consumer limit unset and per-message TTLs off
 // (reconcile then sets both as the spec asks) and limit markers off (Choria's
 // clients fail to Create a key after one).
@@ -310,7 +319,7 @@ func bucketStreamConfig(spec BucketSpec, firstSeq uint64) jetstream.StreamConfig
 		Storage:           jetstream.FileStorage,
 		Replicas:          spec.Replicas,
 		Duplicates:        spec.duplicateWindow(),
-		AllowRollup:       true,
+		AllowRollup:       !spec.DenyRollup,
 		DenyDelete:        true,
 		AllowDirect:       true,
 		FirstSeq:          firstSeq,
@@ -402,9 +411,9 @@ func reconcile(current jetstream.StreamConfig, spec BucketSpec, accountMax int) 
 		note("direct get", "off", "on")
 		wanted.AllowDirect = true
 	}
-	if !current.AllowRollup {
-		note("rollup", "off", "on")
-		wanted.AllowRollup = true
+	if allow := !spec.DenyRollup; current.AllowRollup != allow {
+		note("rollup", onOff(current.AllowRollup), onOff(allow))
+		wanted.AllowRollup = allow
 	}
 	return wanted, changes
 }
@@ -433,6 +442,13 @@ func joinChanges(changes []SettingChange) string {
 		parts[i] = c.String()
 	}
 	return strings.Join(parts, ", ")
+}
+
+func onOff(on bool) string {
+	if on {
+		return "on"
+	}
+	return "off"
 }
 
 func durationText(d time.Duration) string {

@@ -120,6 +120,12 @@ func TestProvisionUpdatesExistingBucket(t *testing.T) {
 			spec:     broker.BucketSpec{TTL: time.Minute, Replicas: 1, PerKeyTTL: true},
 			want:     []string{"max consumers server default → 1000000", "per-key TTL off → on"},
 		},
+		{
+			name:     "rollups denied",
+			existing: jetstream.KeyValueConfig{TTL: time.Minute, MaxValueSize: broker.DefaultMaxValueSize},
+			spec:     broker.BucketSpec{TTL: time.Minute, Replicas: 1, DenyRollup: true},
+			want:     []string{"max consumers server default → 1000000", "rollup on → off"},
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -168,6 +174,49 @@ func TestProvisionUpdatesExistingBucket(t *testing.T) {
 				t.Fatalf("provisioning again: %q, want unchanged", again)
 			}
 		})
+	}
+}
+
+func TestProvisionTurnsRollupsOffAndOn(t *testing.T) {
+	srv := plainServer(t)
+	js := connect(t, srv.ClientURL())
+	ctx := testContext(t, 30*time.Second)
+
+	denied := broker.BucketSpec{TTL: time.Minute, Replicas: 1, DenyRollup: true}
+	report, err := broker.ProvisionElectionBucket(ctx, js, denied, nil)
+	if err != nil {
+		t.Fatalf("creating with rollups denied: %v", err)
+	}
+	// Created without rollups, not created with them and then changed.
+	if report.Config.AllowRollup || slices.ContainsFunc(report.Changes, func(c broker.SettingChange) bool { return c.Setting == "rollup" }) {
+		t.Fatalf("created: %q, AllowRollup %v", report, report.Config.AllowRollup)
+	}
+	kv, err := js.KeyValue(ctx, broker.ElectionBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"app", "other"} {
+		if _, err := kv.Create(ctx, k, []byte("leader")); err != nil {
+			t.Fatalf("Create %s: %v", k, err)
+		}
+	}
+	// Delete, what releasing an election does, still works.
+	if err := kv.Delete(ctx, "app"); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	// A KV Purge is a rollup: refused, and the other key survives.
+	if err := kv.Purge(ctx, "app"); err == nil || !strings.Contains(err.Error(), "rollup not permitted") {
+		t.Fatalf("Purge: %v, want rollup not permitted", err)
+	}
+	if e, err := kv.Get(ctx, "other"); err != nil || string(e.Value()) != "leader" {
+		t.Fatalf("other key after the refused rollup: %v, %v", e, err)
+	}
+
+	allowed := denied
+	allowed.DenyRollup = false
+	report, err = broker.ProvisionElectionBucket(ctx, js, allowed, nil)
+	if err != nil || report.String() != "rollup off → on" || !report.Config.AllowRollup {
+		t.Fatalf("allowing rollups again: %q, %v", report, err)
 	}
 }
 
