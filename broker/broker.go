@@ -42,9 +42,10 @@ const (
 // bucket. Build it with New, then Start (or Run) it once; Shutdown stops it.
 // Its methods are safe for concurrent use.
 type Broker struct {
-	set  settings
-	log  *logrus.Entry
-	slog *serverLogger
+	set      settings
+	log      *logrus.Entry
+	slog     *serverLogger
+	internal internalCredential
 
 	mu          sync.Mutex
 	started     bool
@@ -65,8 +66,11 @@ type Broker struct {
 // receives the broker's and nats-server's messages; nil discards them.
 //
 // It returns an error wrapping ErrInvalidConfig when a setting is missing or
-// out of range, and ErrNotEnoughServers when the configured election bucket
-// replicas exceed the servers the configuration names.
+// out of range or a TLS file cannot be used (then also wrapping
+// security.ErrTLSFiles), ErrNotEnoughServers when the configured election
+// bucket replicas exceed the servers the configuration names, and ErrInsecure
+// when the broker would listen beyond loopback without TLS or authentication
+// and plugin.conclave.insecure is off.
 func New(cfg *config.Config, log *logrus.Entry, opts ...Option) (*Broker, error) {
 	o := options{clusterName: DefaultClusterName}
 	for _, opt := range opts {
@@ -78,16 +82,21 @@ func New(cfg *config.Config, log *logrus.Entry, opts ...Option) (*Broker, error)
 	if err != nil {
 		return nil, err
 	}
+	internal, err := newInternalCredential()
+	if err != nil {
+		return nil, err
+	}
 	if log == nil {
 		l := logrus.New()
 		l.SetOutput(io.Discard)
 		log = logrus.NewEntry(l)
 	}
 	return &Broker{
-		set:  set,
-		log:  log,
-		slog: newServerLogger(log.WithField("component", "nats-server")),
-		done: make(chan struct{}),
+		set:      set,
+		log:      log,
+		slog:     newServerLogger(log.WithField("component", "nats-server")),
+		internal: internal,
+		done:     make(chan struct{}),
 	}, nil
 }
 
@@ -142,6 +151,7 @@ func (b *Broker) Start(ctx context.Context) error {
 }
 
 func (b *Broker) start(ctx context.Context) error {
+	b.logSecurity()
 	srv, err := server.NewServer(b.serverOptions())
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrServerFailed, err)
@@ -157,7 +167,7 @@ func (b *Broker) start(ctx context.Context) error {
 	// nats-server's accessors race with its Start: expose it only now.
 	b.keep(func() { b.ready = srv })
 
-	nc, err := nats.Connect("", nats.InProcessServer(srv), nats.Name("conclave broker "+b.set.identity))
+	nc, err := nats.Connect("", append(b.InProcessOptions(), nats.Name("conclave broker "+b.set.identity))...)
 	if err != nil {
 		return fmt.Errorf("%w: in-process connection: %w", ErrServerFailed, err)
 	}
@@ -212,9 +222,39 @@ func (b *Broker) serverOptions() *server.Options {
 	}
 	if s.peerPort != 0 {
 		opts.Cluster = server.ClusterOpts{Name: s.clusterName, Host: s.listenHost, Port: s.peerPort}
-		opts.Routes = s.routes
 	}
+	var auth server.Authentication
+	if len(s.sec.users) > 0 {
+		auth = newAuthenticator(s.sec.users, b.internal, b.log.WithField("component", "auth"))
+	}
+	s.applySecurity(opts, auth)
 	return opts
+}
+
+// logSecurity logs how clients and peers connect and log in, with no
+// secret, and warns about everything the configuration exposes.
+func (b *Broker) logSecurity() {
+	sec := &b.set.sec
+	b.log.Infof("Security: %s", b.set.describeTLS())
+	switch {
+	case len(sec.users) > 0:
+		for _, u := range sec.users {
+			b.log.WithField("user", u.Name).Infof("Broker %s", describeUser(u))
+		}
+	case sec.authenticated():
+		b.log.Infof("No users configured: every client with a certificate the CA signed has full access")
+	default:
+		b.log.Infof("No users configured: every client that reaches the client port has full access")
+	}
+	if sec.peerUser != "" {
+		b.log.Infof("Routes log in as peer user %q", sec.peerUser)
+	}
+	for _, e := range sec.exposures {
+		b.log.WithField("setting", keyInsecure).Warnf("INSECURE (%s = true): %s", keyInsecure, e)
+	}
+	for _, n := range sec.notices {
+		b.log.Warnf("Exposed: %s", n)
+	}
 }
 
 // waitReady waits until the server accepts clients, failing fast when it

@@ -30,4 +30,14 @@ var (
 	// start (a port in use, an unwritable store directory, …). The message
 	// carries the server's own reason.
 	ErrServerFailed = errors.New("broker: nats-server failed")
+
+	// ErrInsecure is returned by New when the broker would listen beyond
+	// loopback without TLS, without authentication, or with a plain-text
+	// peer port, and plugin.conclave.insecure is off. The message says what
+	// would be exposed and which keys to set.
+	ErrInsecure = errors.New("broker: refusing to listen insecurely beyond loopback")
+
+	// ErrNotRunning is returned by a connection made with InProcessOptions
+	// before Start has made the server ready or after Shutdown.
+	ErrNotRunning = errors.New("broker: not running")
 )

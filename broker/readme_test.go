@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/conclave-io/conclave/config"
+	"github.com/conclave-io/conclave/internal/testpki"
 )
 
 // TestREADMEConfigFilesAreValid parses every configuration file the README
@@ -36,6 +37,11 @@ func TestREADMEConfigFilesAreValid(t *testing.T) {
 				return
 			}
 			brokers++
+			if cfg.TLSConfigured() {
+				// The README's paths are the reader's: use files made now.
+				leaf := testpki.NewCA(t, "readme-ca").Issue(t, cfg.Identity)
+				cfg.TLSCertificate, cfg.TLSKey, cfg.TLSCA = leaf.CertFile, leaf.KeyFile, leaf.CAFile
+			}
 			br, err := New(cfg, nil)
 			if err != nil {
 				t.Fatalf("README's %s is refused by the broker: %v", name, err)

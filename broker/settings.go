@@ -56,6 +56,7 @@ type settings struct {
 	statsHost   string
 	statsPort   int
 	spec        BucketSpec
+	sec         securitySettings
 }
 
 // Option changes a Broker setting that has no configuration key.
@@ -136,6 +137,10 @@ func newSettings(cfg *config.Config, opts options) (settings, error) {
 		return settings{}, invalid("%v", err)
 	}
 
+	if err := s.resolveSecurity(cfg, cfg.Path); err != nil {
+		return settings{}, err
+	}
+
 	ttl := cfg.LeaderElectionTTL
 	if ttl < MinTTL {
 		return settings{}, invalid("%s is %v: it must be at least %v (Choria's default is 1m)", keyTTL, ttl, MinTTL)
@@ -156,7 +161,12 @@ func newSettings(cfg *config.Config, opts options) (settings, error) {
 	// TTL, keep working (MaxAge applies to them), and the embedded server
 	// always supports it, so there is no setting to turn it off (the server
 	// could not turn it off on an existing bucket anyway).
-	s.spec = BucketSpec{TTL: ttl, Replicas: replicas, MaxValueSize: DefaultMaxValueSize, MaxConsumers: DefaultMaxConsumers, PerKeyTTL: true}
+	//
+	// Rollups are off when users are configured: a user allowed to write one
+	// key could otherwise wipe the bucket with a Nats-Rollup header, which
+	// permissions do not cover.
+	s.spec = BucketSpec{TTL: ttl, Replicas: replicas, MaxValueSize: DefaultMaxValueSize, MaxConsumers: DefaultMaxConsumers, PerKeyTTL: true,
+		DenyRollup: len(s.sec.users) > 0}
 	return s, nil
 }
 
