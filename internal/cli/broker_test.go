@@ -83,3 +83,18 @@ func TestBrokerRunConfig(t *testing.T) {
 		t.Errorf("broker run exited with status %d after SIGINT, want 0", code)
 	}
 }
+
+// TestBrokerRunRefusesInsecure: a broker told to listen beyond loopback
+// without TLS or users does not start, and says which keys to set.
+func TestBrokerRunRefusesInsecure(t *testing.T) {
+	cfg := writeFile(t, "broker.conf", fmt.Sprintf(`identity = exposed
+plugin.choria.network.listen_address = 0.0.0.0
+plugin.choria.network.client_port = -1
+plugin.choria.network.stream.store = %s
+`, filepath.Join(t.TempDir(), "store")))
+	r := conclave(t, "broker", "run", "--config", cfg)
+	if r.code != 1 {
+		t.Errorf("exit status %d, want 1", r.code)
+	}
+	mustContain(t, "stderr", r.stderr, cfg+": ", "plain-text", "plugin.security.file.certificate", "plugin.conclave.user.NAME.password", "plugin.conclave.insecure = true")
+}
