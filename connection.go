@@ -64,7 +64,7 @@ func (fw *Framework) Connection(ctx context.Context) (*nats.Conn, error) {
 	if fw.conn != nil {
 		return fw.conn, nil
 	}
-	nc, err := fw.dial(ctx, fw.serversLocked(), nil)
+	nc, err := fw.dial(ctx, fw.serversLocked(), fw.broker, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -78,17 +78,19 @@ func (fw *Framework) Connection(ctx context.Context) (*nats.Conn, error) {
 // Errors are as for Connection.
 func (fw *Framework) Connect(ctx context.Context, opts ...nats.Option) (*nats.Conn, error) {
 	fw.mu.Lock()
-	closed, servers := fw.closed, fw.serversLocked()
+	closed, servers, embedded := fw.closed, fw.serversLocked(), fw.broker
 	fw.mu.Unlock()
 	if closed {
 		return nil, ErrClosed
 	}
-	return fw.dial(ctx, servers, opts)
+	return fw.dial(ctx, servers, embedded, opts)
 }
 
-// dial connects to servers: named after the identity, reconnecting forever,
-// logging what happens to the connection.
-func (fw *Framework) dial(ctx context.Context, servers []string, extra []nats.Option) (*nats.Conn, error) {
+// dial connects to servers, or in-process to embedded when it is not nil:
+// named after the identity, reconnecting forever, logging what happens to
+// the connection. A connection to servers logs in as the configuration
+// says; one in-process uses the embedded broker's in-memory credential.
+func (fw *Framework) dial(ctx context.Context, servers []string, embedded *broker.Broker, extra []nats.Option) (*nats.Conn, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("conclave: connecting to %s: %w", strings.Join(servers, ", "), err)
 	}
@@ -123,13 +125,18 @@ func (fw *Framework) dial(ctx context.Context, servers []string, extra []nats.Op
 			log.Warnf("NATS error: %v", err)
 		}),
 	}
-	login, err := natsconn.Options(fw.cfg)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrLogin, err)
-	}
-	opts = append(opts, login...)
-	opts = append(opts, extra...)
 	list := strings.Join(servers, ",")
+	if embedded != nil {
+		opts = append(opts, embedded.InProcessOptions()...)
+		list = ""
+	} else {
+		login, err := natsconn.Options(fw.cfg)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrLogin, err)
+		}
+		opts = append(opts, login...)
+	}
+	opts = append(opts, extra...)
 	nc, err := nats.Connect(list, opts...)
 	if err != nil {
 		return nil, fw.connectError(servers, err)

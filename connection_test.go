@@ -194,8 +194,8 @@ func TestStartBroker(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Connection: %v", err)
 	}
-	if got := nc.ConnectedUrl(); got != b.ClientURL() {
-		t.Errorf("connected to %s, want the embedded broker %s", got, b.ClientURL())
+	if got := nc.ConnectedServerName(); got != "embedded-node" || nc.Opts.InProcessServer == nil {
+		t.Errorf("connected to server %q (in-process: %v), want the embedded broker embedded-node in-process", got, nc.Opts.InProcessServer != nil)
 	}
 	if _, err := fw.Bucket(ctx, nil); err != nil {
 		t.Errorf("the embedded broker has no election bucket: %v", err)

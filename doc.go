@@ -30,6 +30,20 @@
 // connections with the same settings, for candidates that must not share a
 // connection's fate.
 //
+// # Logging in
+//
+// Connections to brokers named in the configuration use its TLS files
+// (plugin.security.file.certificate, .key and .ca: the broker is checked
+// against the CA, and the certificate is presented), its login
+// (plugin.nats.user and plugin.nats.pass, or plugin.nats.credentials) and
+// the inbox prefix of plugin.nats.user, _INBOX.<user>, which a broker with
+// users requires. The files are checked before connecting, and a refused
+// login fails at once with ErrLogin naming the cause. A user who may not
+// open the bucket gets ErrPermissionDenied from NewElection; a campaign in
+// an election the user may not touch ends with it (see docs/security.md).
+// A broker started with StartBroker is reached in-process, with a
+// credential made at random and held only in memory.
+//
 // # Configuration
 //
 // New reads a Choria-style configuration file (see package config and

@@ -131,6 +131,9 @@ func (fw *Framework) openBucket(ctx context.Context, conn *nats.Conn) (jetstream
 
 // serverOf describes where conn is connected, for messages.
 func serverOf(conn *nats.Conn) string {
+	if conn.Opts.InProcessServer != nil {
+		return "the embedded broker " + conn.ConnectedServerName()
+	}
 	url := conn.ConnectedUrlRedacted()
 	if url == "" {
 		url = "the broker (not connected now)"

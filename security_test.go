@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/crypto/bcrypt"
 
 	conclave "github.com/conclave-io/conclave"
 	"github.com/conclave-io/conclave/broker"
@@ -186,4 +187,45 @@ func TestFrameworkCampaignInAForbiddenElectionEndsWithPermissionDenied(t *testin
 	if err := e.Start(ctx); !errors.Is(err, conclave.ErrPermissionDenied) {
 		t.Fatalf("Start returned %v, want ErrPermissionDenied", err)
 	}
+}
+
+// TestEmbeddedBrokerWithUsersNeedsNoSecretOnDisk: a program that runs the
+// broker itself, with users configured, campaigns over the in-process
+// connection the broker logs in with a credential held only in memory;
+// a network client without a login is refused.
+func TestEmbeddedBrokerWithUsersNeedsNoSecretOnDisk(t *testing.T) {
+	hash, err := bcrypt.GenerateFromPassword([]byte("ops-pw"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig("embedded-node")
+	cfg.BrokerNetwork = true
+	cfg.ClientPort = config.RandomPort
+	cfg.StreamStore = t.TempDir()
+	cfg.LeaderElectionTTL = testTTL
+	cfg.Users = map[string]*config.User{"ops": {Name: "ops", PasswordHash: string(hash), Admin: true}}
+	fw := newFramework(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	b, err := fw.StartBroker(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newCandidate()
+	e, err := fw.NewCampaign(ctx, nil, "app.embedded", c.callbacks()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.start(t, e)
+	await(t, c.won, "the embedded broker's own program wins")
+
+	if nc, err := nats.Connect(b.ClientURL()); err == nil {
+		nc.Close()
+		t.Error("a client without a login connected to a broker with users")
+	}
+	nc, err := nats.Connect(b.ClientURL(), nats.UserInfo("ops", "ops-pw"))
+	if err != nil {
+		t.Fatalf("the ops user cannot log in: %v", err)
+	}
+	nc.Close()
 }

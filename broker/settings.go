@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -248,13 +249,23 @@ func parsePeer(p string) (*url.URL, error) {
 }
 
 // isSelf reports whether a peer URL names this server: its port is this
-// server's peer port and its host is the listen address, the identity, the
-// host name, localhost or an address of this machine.
+// server's peer port and its host is the listen address, or, when the
+// server listens on every interface, the identity, the host name, localhost
+// or an address of this machine. A server listening on one address is
+// named only by that address (or a name resolving to it), so that servers
+// on several addresses of one machine (127.0.0.2, 127.0.0.3, …) tell each
+// other apart.
 func (s *settings) isSelf(u *url.URL) bool {
 	if s.peerPort <= 0 || u.Port() != strconv.Itoa(s.peerPort) {
 		return false
 	}
 	host := u.Hostname()
+	if listen := net.ParseIP(s.listenHost); listen != nil && !listen.IsUnspecified() {
+		if ip := net.ParseIP(host); ip != nil {
+			return ip.Equal(listen)
+		}
+		return slices.ContainsFunc(lookup(host), listen.Equal)
+	}
 	hostname, _ := os.Hostname()
 	for _, name := range []string{s.listenHost, s.identity, hostname, "localhost"} {
 		if name != "" && strings.EqualFold(host, name) {
@@ -265,14 +276,21 @@ func (s *settings) isSelf(u *url.URL) bool {
 	if ip := net.ParseIP(host); ip != nil {
 		ips = append(ips, ip)
 	} else {
-		ctx, cancel := context.WithTimeout(context.Background(), selfLookupTimeout)
-		addrs, _ := net.DefaultResolver.LookupIPAddr(ctx, host)
-		cancel()
-		for _, a := range addrs {
-			ips = append(ips, a.IP)
-		}
+		ips = lookup(host)
 	}
 	return slicesAnyLocal(ips)
+}
+
+// lookup resolves host, bounded by selfLookupTimeout; nil when it cannot.
+func lookup(host string) []net.IP {
+	ctx, cancel := context.WithTimeout(context.Background(), selfLookupTimeout)
+	defer cancel()
+	addrs, _ := net.DefaultResolver.LookupIPAddr(ctx, host)
+	var ips []net.IP
+	for _, a := range addrs {
+		ips = append(ips, a.IP)
+	}
+	return ips
 }
 
 // slicesAnyLocal reports whether any of ips is loopback or an address of one

@@ -102,7 +102,11 @@ func Explain(err error, cfg *config.Config, where string) error {
 		return fmt.Errorf("%w: %s requires TLS: set plugin.security.file.certificate, .key and .ca (and use tls:// in plugin.choria.middleware_hosts): %w", ErrLogin, where, err)
 	case errors.Is(err, nats.ErrSecureConnWanted):
 		return fmt.Errorf("%w: %s does not offer TLS but this client requires it: drop the TLS settings for that broker, or turn TLS on there: %w", ErrLogin, where, err)
-	case strings.Contains(msg, "tls:"), strings.Contains(msg, "x509:"):
+	case strings.Contains(msg, "connection closed by remote after TLS handshake") && cfg.TLSCertificate == "":
+		return fmt.Errorf("%w: %s closed the connection after the TLS handshake: it requires a client certificate: set plugin.security.file.certificate, .key and .ca: %w", ErrLogin, where, err)
+	case strings.Contains(msg, "connection closed by remote after TLS handshake"):
+		return fmt.Errorf("%w: %s closed the connection after the TLS handshake: it refused this client's certificate %s (not signed by the CA it trusts, or expired by its clock): %w", ErrLogin, where, cfg.TLSCertificate, err)
+	case strings.Contains(msg, "tls:"), strings.Contains(msg, "tls error"), strings.Contains(msg, "x509:"):
 		return fmt.Errorf("%w: TLS with %s failed: %w", ErrLogin, where, err)
 	}
 	return nil
