@@ -4,9 +4,15 @@
 //
 // Only allow lists are produced: NATS matches a wildcard in a published
 // subject as a literal token, so a deny list can be bypassed.
+//
+// NATS cannot tell a delete from a write by its subject, so a user that may
+// campaign in an election may also release it and stand its leader down.
+// The package has no nats-server dependency: the broker converts.
 package acl
 
-import "strings"
+import (
+	"slices"
+)
 
 // InboxPrefix is the inbox prefix of user: its clients must use it
 // (nats.CustomInboxPrefix), and only it may subscribe under it, so that no
@@ -35,4 +41,53 @@ type Permissions struct {
 // streamName is the JetStream stream behind a KV bucket.
 func streamName(bucket string) string { return "KV_" + bucket }
 
-var _ = strings.TrimSpace
+// Compile returns the allow lists of user with grant g on bucket, sorted
+// and without duplicates. A grant that allows nothing compiles to empty
+// lists (not nil), which NATS reads as "nothing".
+//
+// For each election pattern P the user may campaign in:
+//   - publish $KV.<bucket>.P: campaign, renew, release, stand down.
+//
+// For each P the user may campaign in or observe:
+//   - publish $JS.API.DIRECT.GET.KV_<bucket>.$KV.<bucket>.P: read the key;
+//   - publish $JS.API.CONSUMER.CREATE.KV_<bucket>.*.$KV.<bucket>.P: watch it
+//     (the server checks the filter in the request is the one in the
+//     subject; the consumer's name, the *, is random).
+//
+// And whenever it may do anything:
+//   - publish $JS.API.STREAM.INFO.KV_<bucket>: open the bucket, read its TTL;
+//   - publish $JS.API.CONSUMER.{MSG.NEXT,INFO,DELETE}.KV_<bucket>.*: pull
+//     from its watches' consumers, check and delete them;
+//   - subscribe InboxPrefix(user).>: its replies and deliveries.
+//
+// Admin is campaign and observe ">" plus $JS.API.INFO (the account's
+// JetStream usage, which `conclave election info` reads). No grant allows
+// purging, deleting or reconfiguring the bucket.
+func Compile(bucket, user string, g Grant) Permissions {
+	stream := streamName(bucket)
+	kv := "$KV." + bucket + "."
+	pub := []string{}
+	campaign, observe := g.Campaign, g.Observe
+	if g.Admin {
+		campaign = append(slices.Clone(campaign), ">")
+		pub = append(pub, "$JS.API.INFO")
+	}
+	for _, p := range campaign {
+		pub = append(pub, kv+p)
+	}
+	for _, p := range append(slices.Clone(campaign), observe...) {
+		pub = append(pub,
+			"$JS.API.DIRECT.GET."+stream+"."+kv+p,
+			"$JS.API.CONSUMER.CREATE."+stream+".*."+kv+p)
+	}
+	if len(pub) == 0 {
+		return Permissions{Publish: []string{}, Subscribe: []string{}}
+	}
+	pub = append(pub,
+		"$JS.API.STREAM.INFO."+stream,
+		"$JS.API.CONSUMER.MSG.NEXT."+stream+".*",
+		"$JS.API.CONSUMER.INFO."+stream+".*",
+		"$JS.API.CONSUMER.DELETE."+stream+".*")
+	slices.Sort(pub)
+	return Permissions{Publish: slices.Compact(pub), Subscribe: []string{InboxPrefix(user) + ".>"}}
+}

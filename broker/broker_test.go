@@ -382,3 +382,23 @@ func reservePorts(t *testing.T, n int) []int {
 	}
 	return ports
 }
+
+// TestPeersOnLoopbackAddressesOfOneMachine: brokers listening on 127.0.0.1,
+// .2 and .3 of one machine each count the other two as peers (all three
+// addresses are loopback, so "an address of this machine" cannot tell them
+// apart; the listen address can).
+func TestPeersOnLoopbackAddressesOfOneMachine(t *testing.T) {
+	for _, listen := range []string{"127.0.0.1", "127.0.0.2", "127.0.0.3"} {
+		cfg := brokertest.Config(t, "node-"+listen)
+		cfg.ListenAddress = listen
+		cfg.PeerPort = 5222
+		cfg.Peers = []string{"nats://127.0.0.1:5222", "nats://127.0.0.2:5222", "nats://127.0.0.3:5222"}
+		b, err := broker.New(cfg, nil)
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		if b.ClusterSize() != 3 {
+			t.Errorf("listening on %s: cluster size %d, want 3", listen, b.ClusterSize())
+		}
+	}
+}

@@ -3,18 +3,17 @@ package broker
 import (
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/conclave-io/conclave/acl"
 	"github.com/conclave-io/conclave/config"
 )
 
-// userPermissions compiles a user's grant into NATS allow lists.
-//
-// Until acl.Compile is committed, every user is allowed nothing: logins
-// work, permissions follow with acl.
+// userPermissions compiles a user's grant into NATS allow lists (see package
+// acl). The lists are never nil: an empty allow list allows nothing, a nil
+// one everything.
 func userPermissions(u *config.User) *server.Permissions {
-	_ = u
-	// Non-nil lists: an empty allow list allows nothing, a nil one all.
+	p := acl.Compile(ElectionBucket, u.Name, acl.Grant{Campaign: u.Campaign, Observe: u.Observe, Admin: u.Admin})
 	return &server.Permissions{
-		Publish:   &server.SubjectPermission{Allow: []string{}},
-		Subscribe: &server.SubjectPermission{Allow: []string{}},
+		Publish:   &server.SubjectPermission{Allow: append([]string{}, p.Publish...)},
+		Subscribe: &server.SubjectPermission{Allow: append([]string{}, p.Subscribe...)},
 	}
 }

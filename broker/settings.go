@@ -249,28 +249,31 @@ func parsePeer(p string) (*url.URL, error) {
 }
 
 // isSelf reports whether a peer URL names this server: its port is this
-// server's peer port and its host is the listen address, or, when the
-// server listens on every interface, the identity, the host name, localhost
+// server's peer port and its host is the listen address, the identity or
+// the host name, or, when the server listens on every interface, localhost
 // or an address of this machine. A server listening on one address is
-// named only by that address (or a name resolving to it), so that servers
-// on several addresses of one machine (127.0.0.2, 127.0.0.3, …) tell each
-// other apart.
+// otherwise named only by that address (or a name resolving to it), so
+// that servers on several addresses of one machine (127.0.0.2, 127.0.0.3,
+// …) tell each other apart.
 func (s *settings) isSelf(u *url.URL) bool {
 	if s.peerPort <= 0 || u.Port() != strconv.Itoa(s.peerPort) {
 		return false
 	}
 	host := u.Hostname()
+	hostname, _ := os.Hostname()
+	for _, name := range []string{s.listenHost, s.identity, hostname} {
+		if name != "" && strings.EqualFold(host, name) {
+			return true
+		}
+	}
 	if listen := net.ParseIP(s.listenHost); listen != nil && !listen.IsUnspecified() {
 		if ip := net.ParseIP(host); ip != nil {
 			return ip.Equal(listen)
 		}
 		return slices.ContainsFunc(lookup(host), listen.Equal)
 	}
-	hostname, _ := os.Hostname()
-	for _, name := range []string{s.listenHost, s.identity, hostname, "localhost"} {
-		if name != "" && strings.EqualFold(host, name) {
-			return true
-		}
+	if strings.EqualFold(host, "localhost") {
+		return true
 	}
 	var ips []net.IP
 	if ip := net.ParseIP(host); ip != nil {

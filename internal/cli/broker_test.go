@@ -7,6 +7,10 @@ import (
 	"strconv"
 	"syscall"
 	"testing"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/conclave-io/conclave/internal/testpki"
 )
 
 // brokerConfig is a broker configuration for `conclave broker run`.
@@ -97,4 +101,63 @@ plugin.choria.network.stream.store = %s
 		t.Errorf("exit status %d, want 1", r.code)
 	}
 	mustContain(t, "stderr", r.stderr, cfg+": ", "plain-text", "plugin.security.file.certificate", "plugin.conclave.user.NAME.password", "plugin.conclave.insecure = true")
+}
+
+// TestBrokerRunWithUsers runs a broker with TLS and a password user from a
+// configuration file, as an operator does; a client logs in with the
+// user's password and certificate, a wrong password is refused, and no
+// password or hash reaches the broker's log.
+func TestBrokerRunWithUsers(t *testing.T) {
+	const password, wrong = "ops-pass-4d1f9e", "wrong-pass-c02a7b"
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := testpki.NewCA(t, "ca")
+	server, client := ca.Issue(t, "broker"), ca.Issue(t, "ops-client")
+	port := freePort(t)
+	cfg := writeFile(t, "broker.conf", fmt.Sprintf(`identity = secure-broker
+loglevel = debug
+plugin.choria.network.listen_address = 127.0.0.1
+plugin.choria.network.client_port = %d
+plugin.choria.network.stream.store = %s
+plugin.security.file.certificate = %s
+plugin.security.file.key = %s
+plugin.security.file.ca = %s
+plugin.conclave.user.ops.password = %s
+plugin.conclave.user.ops.admin = true
+`, port, filepath.Join(t.TempDir(), "store"), server.CertFile, server.KeyFile, server.CAFile, hash))
+	b := startConclave(t, nil, "broker", "run", "--config", cfg)
+	b.stderr.waitFor(t, 0, regexp.MustCompile(`Broker secure-broker ready`))
+
+	clientConf := func(pass string) string {
+		return writeFile(t, "client.conf", fmt.Sprintf(`plugin.choria.middleware_hosts = tls://127.0.0.1:%d
+plugin.security.file.certificate = %s
+plugin.security.file.key = %s
+plugin.security.file.ca = %s
+plugin.nats.user = ops
+plugin.nats.pass = %s
+`, port, client.CertFile, client.KeyFile, client.CAFile, pass))
+	}
+	r := conclave(t, "--config", clientConf(password), "election", "list")
+	mustSucceed(t, r)
+	mustContain(t, "list", r.stdout, "No elections")
+
+	r = conclave(t, "--config", clientConf(wrong), "election", "list")
+	if r.code == 0 {
+		t.Error("a wrong password was accepted")
+	}
+	b.stderr.waitFor(t, 0, regexp.MustCompile(`Refused a client login: wrong password for user \\"ops\\"`))
+
+	b.signal(syscall.SIGINT)
+	if code := b.wait(); code != 0 {
+		t.Errorf("broker run exited with status %d after SIGINT, want 0", code)
+	}
+	log := b.stderr.String()
+	mustContain(t, "broker log", log, "user ops logs in with a password", "client certificates required")
+	for _, secret := range []string{password, wrong, string(hash)} {
+		if regexp.MustCompile(regexp.QuoteMeta(secret)).MatchString(log) {
+			t.Errorf("the broker log holds the secret %q", secret)
+		}
+	}
 }
