@@ -1,0 +1,210 @@
+package readmetest
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"golang.org/x/crypto/bcrypt"
+
+	conclave "github.com/conclave-io/conclave"
+	"github.com/conclave-io/conclave/broker"
+	"github.com/conclave-io/conclave/config"
+	"github.com/conclave-io/conclave/internal/brokertest"
+	"github.com/conclave-io/conclave/providers/election/streams"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// readme returns README.md.
+func readme(t *testing.T) string {
+	t.Helper()
+	raw, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(raw)
+}
+
+// between returns the text between two markers of the README.
+func between(t *testing.T, text, begin, end string) string {
+	t.Helper()
+	_, rest, ok := strings.Cut(text, begin)
+	inner, _, ok2 := strings.Cut(rest, end)
+	if !ok || !ok2 {
+		t.Fatalf("README has no %q … %q", begin, end)
+	}
+	return inner
+}
+
+// iniBlock returns the README's ```ini block whose first line is "# name…".
+func iniBlock(t *testing.T, text, name string) string {
+	t.Helper()
+	for _, m := range regexp.MustCompile("(?s)```ini\n(.*?)```").FindAllStringSubmatch(text, -1) {
+		if strings.HasPrefix(m[1], "# "+name) {
+			return m[1]
+		}
+	}
+	t.Fatalf("README has no ini block starting with # %s", name)
+	return ""
+}
+
+// freePortOnAll returns a port free on 127.0.0.1, .2 and .3.
+func freePortOnAll(t *testing.T) int {
+	t.Helper()
+	for range 50 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		ok := true
+		var held []net.Listener
+		for _, ip := range []string{"127.0.0.2", "127.0.0.3"} {
+			o, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
+			if err != nil {
+				ok = false
+				break
+			}
+			held = append(held, o)
+		}
+		l.Close()
+		for _, o := range held {
+			o.Close()
+		}
+		if ok {
+			return port
+		}
+	}
+	t.Fatal("no port free on 127.0.0.1-3")
+	return 0
+}
+
+// TestREADMESecureThreeNodeSetup runs the README's secure three-node setup:
+// its OpenSSL commands make the certificates, its broker file (with
+// 10.0.0.N as 127.0.0.N and free ports) starts three brokers that cluster
+// over TLS, and its program file campaigns as app-a: it wins an app-a.*
+// election and is refused billing with ErrPermissionDenied.
+func TestREADMESecureThreeNodeSetup(t *testing.T) {
+	if _, err := exec.LookPath("openssl"); err != nil {
+		t.Fatal("the README's setup needs openssl: install it (apt-get install openssl); .ci/run does")
+	}
+	text := readme(t)
+	tlsDir := t.TempDir()
+	script := between(t, text, "<!-- BEGIN secure-setup certificates -->\n```sh\n", "```\n<!-- END secure-setup certificates -->")
+	clientPort, peerPort := freePortOnAll(t), freePortOnAll(t)
+	local := func(s string) string {
+		s = strings.ReplaceAll(s, "10.0.0.", "127.0.0.")
+		s = strings.ReplaceAll(s, "/etc/conclave/tls", tlsDir)
+		s = strings.ReplaceAll(s, ":4222", ":"+strconv.Itoa(clientPort))
+		s = strings.ReplaceAll(s, "= 4222", "= "+strconv.Itoa(clientPort))
+		s = strings.ReplaceAll(s, ":5222", ":"+strconv.Itoa(peerPort))
+		s = strings.ReplaceAll(s, "= 5222", "= "+strconv.Itoa(peerPort))
+		return s
+	}
+	cmd := exec.Command("bash", "-euc", local(script))
+	cmd.Dir = tlsDir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the README's certificate commands failed: %v\n%s", err, out)
+	}
+
+	hash, err := bcrypt.GenerateFromPassword([]byte("ops-secret"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	brokerFile := iniBlock(t, text, "broker1.conf")
+	brokerFile = regexp.MustCompile(`(?m)^plugin\.conclave\.user\.ops\.password = .*$`).ReplaceAllLiteralString(brokerFile, "plugin.conclave.user.ops.password = "+string(hash))
+	brokerFile = strings.ReplaceAll(brokerFile, "stats_port = 8222", "stats_port = 0")
+	brokerFile = strings.ReplaceAll(brokerFile, "leader_election_ttl = 1m", "leader_election_ttl = 3s")
+
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		brokers []*broker.Broker
+		errs    []error
+	)
+	for n := 1; n <= 3; n++ {
+		file := strings.ReplaceAll(brokerFile, "broker1", "broker"+strconv.Itoa(n))
+		file = strings.Replace(file, "listen_address = 10.0.0.1", "listen_address = 10.0.0."+strconv.Itoa(n), 1)
+		file = strings.ReplaceAll(file, "/var/lib/conclave", t.TempDir())
+		cfg, err := config.ParseWithEnv(strings.NewReader(local(file)), "broker"+strconv.Itoa(n)+".conf", nil)
+		if err != nil {
+			t.Fatalf("the README's broker file: %v", err)
+		}
+		b, err := broker.New(cfg, brokertest.Logger(t).WithField("broker", n))
+		if err != nil {
+			t.Fatalf("broker %d refuses the README's file: %v", n, err)
+		}
+		t.Cleanup(b.Shutdown)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), brokertest.StartTimeout)
+			defer cancel()
+			err := b.Start(ctx)
+			mu.Lock()
+			defer mu.Unlock()
+			brokers = append(brokers, b)
+			if err != nil {
+				errs = append(errs, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatalf("the README's cluster did not start: %v", err)
+	}
+	if spec := brokers[0].BucketSpec(); spec.Replicas != 3 {
+		t.Errorf("bucket replicas %d, want 3", spec.Replicas)
+	}
+
+	clientFile := local(iniBlock(t, text, "conclave.conf, for app-a"))
+	cfg, err := config.ParseWithEnv(strings.NewReader(clientFile), "conclave.conf", nil)
+	if err != nil {
+		t.Fatalf("the README's program file: %v", err)
+	}
+	fw, err := conclave.NewWithConfig(cfg, conclave.WithLogger(brokertest.Logger(t).Logger))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fw.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	won := make(chan struct{}, 1)
+	e, err := fw.NewCampaign(ctx, nil, "app-a.cron", streams.OnWon(func() { won <- struct{}{} }))
+	if err != nil {
+		t.Fatalf("app-a cannot join app-a.cron: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- e.Start(ctx) }()
+	select {
+	case <-won:
+	case <-time.After(30 * time.Second):
+		t.Fatal("app-a did not win app-a.cron")
+	}
+
+	billing, err := fw.NewCampaign(ctx, nil, "billing", streams.RequestTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := billing.Start(ctx); !errors.Is(err, conclave.ErrPermissionDenied) {
+		t.Errorf("campaign in billing returned %v, want ErrPermissionDenied", err)
+	}
+	if !e.IsLeader() {
+		t.Error("app-a.cron lost its leader when billing was refused")
+	}
+	e.Stop()
+	if err := <-done; err != nil {
+		t.Errorf("Start returned %v", err)
+	}
+}
