@@ -46,6 +46,10 @@ func addConsumers(t *testing.T, js jetstream.JetStream, bucket string, n int) {
 			defer func() { <-sem }()
 			c, err := js.CreateConsumer(ctx, "KV_"+bucket, jetstream.ConsumerConfig{
 				FilterSubject: fmt.Sprintf("$KV.%s.key-%d", bucket, i), AckPolicy: jetstream.AckNonePolicy,
+				// An ephemeral consumer nobody pulls from is deleted after
+				// 5s by default: on a busy machine the first would be gone
+				// before the last is made.
+				InactiveThreshold: time.Hour,
 			})
 			if err != nil {
 				errs[i] = err
