@@ -1,0 +1,93 @@
+package acl
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// update rewrites the golden files: go test ./acl -run TestCompileGolden -update.
+var update = flag.Bool("update", false, "rewrite acl/testdata/*.golden.json from Compile")
+
+const bucket = "CHORIA_LEADER_ELECTION"
+
+// examples are the users docs/security.md and the README use.
+var examples = []struct {
+	user  string
+	grant Grant
+}{
+	{"app-a", Grant{Campaign: []string{"app-a.>"}}},
+	{"billing", Grant{Campaign: []string{"billing"}}},
+	{"ops", Grant{Admin: true}},
+	{"dash", Grant{Observe: []string{">"}}},
+	{"cron", Grant{Campaign: []string{"cron.*.nightly", "cron.backup"}, Observe: []string{"app-a.>"}}},
+	{"nobody", Grant{}},
+}
+
+// TestCompileGolden compares each example's allow lists with its golden
+// file, so that any change to what a user may do shows up in review.
+func TestCompileGolden(t *testing.T) {
+	for _, ex := range examples {
+		t.Run(ex.user, func(t *testing.T) {
+			var buf bytes.Buffer
+			enc := json.NewEncoder(&buf)
+			enc.SetEscapeHTML(false) // keep > readable
+			enc.SetIndent("", "  ")
+			if err := enc.Encode(Compile(bucket, ex.user, ex.grant)); err != nil {
+				t.Fatal(err)
+			}
+			got := buf.Bytes()
+			path := filepath.Join("testdata", ex.user+".golden.json")
+			if *update {
+				if err := os.WriteFile(path, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run go test ./acl -run TestCompileGolden -update to make it)", err)
+			}
+			if string(got) != string(want) {
+				t.Errorf("Compile(%s) =\n%s\nwant (%s)\n%s", ex.user, got, path, want)
+			}
+		})
+	}
+}
+
+// TestCompileMakesAllowListsOnly: every list is sorted and duplicate-free,
+// every subscription is under the user's own inbox, and no subject lets
+// anyone purge, delete or change the bucket's stream.
+func TestCompileMakesAllowListsOnly(t *testing.T) {
+	for _, ex := range examples {
+		p := Compile(bucket, ex.user, ex.grant)
+		if p.Publish == nil || p.Subscribe == nil {
+			t.Errorf("%s: a nil list would allow everything", ex.user)
+		}
+		if !slices.IsSorted(p.Publish) || len(slices.Compact(slices.Clone(p.Publish))) != len(p.Publish) {
+			t.Errorf("%s: publish list not sorted and unique: %v", ex.user, p.Publish)
+		}
+		for _, s := range p.Subscribe {
+			if s != InboxPrefix(ex.user)+".>" {
+				t.Errorf("%s may subscribe to %s, outside its inbox", ex.user, s)
+			}
+		}
+		for _, s := range p.Publish {
+			switch {
+			case strings.Contains(s, ".STREAM.") && !strings.HasPrefix(s, "$JS.API.STREAM.INFO."),
+				s == ">" || strings.HasPrefix(s, "$JS.API.>") || strings.HasPrefix(s, "$JS.API.*"),
+				s == "$JS.API.CONSUMER.CREATE.KV_"+bucket, // the old form: any filter
+				strings.HasPrefix(s, "_INBOX"):
+				t.Errorf("%s may publish to %s", ex.user, s)
+			}
+		}
+	}
+	if p := Compile(bucket, "nobody", Grant{}); len(p.Publish) != 0 || len(p.Subscribe) != 0 {
+		t.Errorf("an empty grant allows %v", p)
+	}
+}

@@ -1,0 +1,445 @@
+package acl_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/conclave-io/conclave/acl"
+	"github.com/conclave-io/conclave/providers/election/streams"
+)
+
+const (
+	bucket = "CHORIA_LEADER_ELECTION"
+	stream = "KV_" + bucket
+	// refusal bounds each request the server is expected to refuse: it
+	// answers with silence, so the request times out.
+	refusal = 750 * time.Millisecond
+)
+
+// users are the example users of docs/security.md, and wide, whose
+// campaign pattern ends in * (for the pin of what * allows).
+var users = map[string]acl.Grant{
+	"app-a":   {Campaign: []string{"app-a.>"}},
+	"billing": {Campaign: []string{"billing"}},
+	"ops":     {Admin: true},
+	"dash":    {Observe: []string{">"}},
+	"wide":    {Campaign: []string{"wide.*"}},
+}
+
+// fixture is a server whose users have the compiled permissions, with the
+// bucket made as a broker with users makes it (rollups off).
+type fixture struct {
+	srv *server.Server
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	opts := &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
+		Users: []*server.User{{Username: "root", Password: "root"}}}
+	for name, g := range users {
+		p := acl.Compile(bucket, name, g)
+		opts.Users = append(opts.Users, &server.User{Username: name, Password: name, Permissions: &server.Permissions{
+			Publish:   &server.SubjectPermission{Allow: p.Publish},
+			Subscribe: &server.SubjectPermission{Allow: p.Subscribe},
+		}})
+	}
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("server not ready")
+	}
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	f := &fixture{srv: srv}
+	js := f.js(t, "root")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket, TTL: 3 * time.Second, History: 1}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := cfg.CachedInfo().Config
+	sc.AllowRollup = false
+	if _, err := js.UpdateStream(ctx, sc); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// conn logs in as user (password = name) with its own inbox prefix.
+func (f *fixture) conn(t *testing.T, user string, opts ...nats.Option) *nats.Conn {
+	t.Helper()
+	opts = append([]nats.Option{nats.UserInfo(user, user), nats.CustomInboxPrefix(acl.InboxPrefix(user)),
+		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {})}, opts...)
+	nc, err := nats.Connect(f.srv.ClientURL(), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+func (f *fixture) js(t *testing.T, user string) jetstream.JetStream {
+	t.Helper()
+	js, err := jetstream.New(f.conn(t, user))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+func (f *fixture) kv(t *testing.T, user string) (jetstream.KeyValue, jetstream.JetStream) {
+	t.Helper()
+	js := f.js(t, user)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	kv, err := js.KeyValue(ctx, bucket)
+	if err != nil {
+		t.Fatalf("%s cannot open the bucket: %v", user, err)
+	}
+	return kv, js
+}
+
+func short() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), refusal)
+}
+
+// refused checks that err is a refusal, not a success nor an answer, and
+// that nc's asynchronous error names subject.
+func refused(t *testing.T, what string, nc *nats.Conn, err error, subject string) {
+	t.Helper()
+	var apiErr *jetstream.APIError
+	switch {
+	case err == nil:
+		t.Errorf("%s: allowed", what)
+	case errors.As(err, &apiErr):
+		t.Errorf("%s: answered by JetStream (%v), not refused", what, err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		last := nc.LastError()
+		if last != nil && errors.Is(last, nats.ErrPermissionViolation) && strings.Contains(last.Error(), `"`+subject+`"`) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("%s: the connection's error is %v, want a permissions violation on %s", what, last, subject)
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestPermittedUserCampaignsAndObserverFollows: app-a campaigns with the
+// election provider, wins, renews and releases; dash, who may only observe,
+// follows the election through the same steps.
+func TestPermittedUserCampaignsAndObserverFollows(t *testing.T) {
+	f := newFixture(t)
+	kvA, jsA := f.kv(t, "app-a")
+	kvD, jsD := f.kv(t, "dash")
+
+	var mu sync.Mutex
+	var seen []streams.Leadership
+	obs, err := streams.NewObserver("app-a.cron", kvD, streams.ObserveWithJetStream(jsD), streams.OnChange(func(l streams.Leadership) {
+		mu.Lock()
+		seen = append(seen, l)
+		mu.Unlock()
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	octx, ocancel := context.WithCancel(context.Background())
+	odone := make(chan error, 1)
+	go func() { odone <- obs.Run(octx) }()
+	defer func() {
+		ocancel()
+		if err := <-odone; err != nil {
+			t.Errorf("observer: %v", err)
+		}
+	}()
+
+	won := make(chan struct{}, 1)
+	e, err := streams.NewElection("a1", "app-a.cron", kvA, streams.WithJetStream(jsA), streams.OnWon(func() { won <- struct{}{} }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- e.Start(context.Background()) }()
+	select {
+	case <-won:
+	case <-time.After(10 * time.Second):
+		t.Fatal("app-a did not win")
+	}
+	first := e.Term().Token()
+	waitFor(t, "a renewal", func() bool { ent, err := kvA.Get(context.Background(), "app-a.cron"); return err == nil && ent.Revision() > first })
+	waitFor(t, "dash sees a1 lead", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen) > 0 && seen[len(seen)-1].Leader == "a1"
+	})
+	e.Stop()
+	if err := <-done; err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	waitFor(t, "dash sees the release", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen) > 0 && seen[len(seen)-1].State == streams.KeyReleased
+	})
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestUserCannotTouchAnotherUsersElection: billing can neither campaign in,
+// overwrite, nor delete app-a's election, nor read app-a's inbox, and each
+// attempt is refused as such; billing's own election keeps working.
+func TestUserCannotTouchAnotherUsersElection(t *testing.T) {
+	f := newFixture(t)
+	kvA, _ := f.kv(t, "app-a")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := kvA.Create(ctx, "app-a.cron", []byte("a1")); err != nil {
+		t.Fatal(err)
+	}
+	kvB, _ := f.kv(t, "billing")
+	ncB := f.conn(t, "billing")
+	jsB, _ := jetstream.New(ncB)
+	kvB2, err := jsB.KeyValue(ctx, bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subject := "$KV." + bucket + ".app-a.cron"
+
+	c, cc := short()
+	_, err = kvB2.Create(c, "app-a.other", []byte("b1"))
+	cc()
+	refused(t, "campaign in app-a.other", ncB, err, "$KV."+bucket+".app-a.other")
+	c, cc = short()
+	_, err = kvB2.Put(c, "app-a.cron", []byte("b1"))
+	cc()
+	refused(t, "overwrite app-a.cron", ncB, err, subject)
+	c, cc = short()
+	err = kvB2.Delete(c, "app-a.cron")
+	cc()
+	refused(t, "delete app-a.cron", ncB, err, subject)
+	c, cc = short()
+	_, err = kvB2.Get(c, "app-a.cron")
+	cc()
+	refused(t, "read app-a.cron", ncB, err, "$JS.API.DIRECT.GET."+stream+"."+subject)
+
+	// app-a's inbox: billing may not subscribe to it.
+	spy, err := nats.Connect(f.srv.ClientURL(), nats.UserInfo("billing", "billing"), nats.CustomInboxPrefix(acl.InboxPrefix("billing")),
+		nats.PermissionErrOnSubscribe(true), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer spy.Close()
+	sub, err := spy.SubscribeSync(acl.InboxPrefix("app-a") + ".>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sub.NextMsg(2 * time.Second); !errors.Is(err, nats.ErrPermissionViolation) {
+		t.Errorf("subscribing to app-a's inbox: %v, want a permissions violation", err)
+	}
+
+	// Nothing changed app-a's election, and billing's own works.
+	if ent, err := kvA.Get(ctx, "app-a.cron"); err != nil || string(ent.Value()) != "a1" {
+		t.Errorf("app-a.cron is %v, %v after billing's attempts", ent, err)
+	}
+	if _, err := kvB.Create(ctx, "billing", []byte("b1")); err != nil {
+		t.Errorf("billing cannot campaign in its own election: %v", err)
+	}
+}
+
+// TestObserverListsAndWatchesButCannotStandDown: dash lists and watches
+// every election, and is refused a stand-down.
+func TestObserverListsAndWatchesButCannotStandDown(t *testing.T) {
+	f := newFixture(t)
+	kvA, _ := f.kv(t, "app-a")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := kvA.Create(ctx, "app-a.cron", []byte("a1")); err != nil {
+		t.Fatal(err)
+	}
+	ncD := f.conn(t, "dash")
+	jsD, _ := jetstream.New(ncD)
+	kvD, err := jsD.KeyValue(ctx, bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := kvD.Keys(ctx)
+	if err != nil || len(keys) != 1 || keys[0] != "app-a.cron" {
+		t.Fatalf("dash lists %v, %v", keys, err)
+	}
+	w, err := kvD.Watch(ctx, "app-a.cron")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	if ent := <-w.Updates(); ent == nil || string(ent.Value()) != "a1" {
+		t.Fatalf("dash's watch got %v", ent)
+	}
+	c, cc := short()
+	err = kvD.Delete(c, "app-a.cron")
+	cc()
+	refused(t, "dash stands app-a.cron down", ncD, err, "$KV."+bucket+".app-a.cron")
+}
+
+// TestRollupIsRefused: with rollups off, a writer cannot wipe the bucket
+// with a Nats-Rollup header on a key it may write; other keys survive.
+func TestRollupIsRefused(t *testing.T) {
+	f := newFixture(t)
+	kvA, jsA := f.kv(t, "app-a")
+	kvB, _ := f.kv(t, "billing")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := kvB.Create(ctx, "billing", []byte("b1")); err != nil {
+		t.Fatal(err)
+	}
+	for _, how := range []string{"all", "sub"} {
+		m := nats.NewMsg("$KV." + bucket + ".app-a.x")
+		m.Header.Set("Nats-Rollup", how)
+		var apiErr *jetstream.APIError
+		if _, err := jsA.PublishMsg(ctx, m); !errors.As(err, &apiErr) || !strings.Contains(err.Error(), "rollup") {
+			t.Errorf("rollup %s: %v, want JetStream's refusal", how, err)
+		}
+	}
+	c, cc := short()
+	_, err := kvA.Get(c, "billing")
+	cc()
+	if err == nil {
+		t.Error("app-a may read billing")
+	}
+	if ent, err := kvB.Get(ctx, "billing"); err != nil || string(ent.Value()) != "b1" {
+		t.Errorf("billing is %v, %v after the rollups", ent, err)
+	}
+}
+
+// The tests below pin what NATS cannot enforce, as docs/security.md says.
+// If one fails, NATS changed: update the documentation with the test.
+
+// TestPinStreamInfoNamesEveryElection: a user that may open the bucket
+// (STREAM.INFO) can ask for the stream's subjects and learn the name of
+// every election, including those it may not read.
+func TestPinStreamInfoNamesEveryElection(t *testing.T) {
+	f := newFixture(t)
+	kvB, _ := f.kv(t, "billing")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := kvB.Create(ctx, "billing", []byte("b1")); err != nil {
+		t.Fatal(err)
+	}
+	jsA := f.js(t, "app-a")
+	st, err := jsA.Stream(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter("$KV."+bucket+".>"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := info.State.Subjects["$KV."+bucket+".billing"]; !ok {
+		t.Errorf("stream info no longer shows app-a the billing election (subjects %v): update docs/security.md", info.State.Subjects)
+	}
+}
+
+// TestPinExpectedSequenceRevealsTheStreamsLastRevision: a writer that sends
+// an expected last (stream-wide) sequence on its own key learns from the
+// error the stream's last sequence, which is the revision of the latest
+// write to any election.
+func TestPinExpectedSequenceRevealsTheStreamsLastRevision(t *testing.T) {
+	f := newFixture(t)
+	kvB, _ := f.kv(t, "billing")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rev, err := kvB.Create(ctx, "billing", []byte("b1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, jsA := f.kv(t, "app-a")
+	m := nats.NewMsg("$KV." + bucket + ".app-a.probe")
+	_, err = jsA.PublishMsg(ctx, m, jetstream.WithExpectLastSequence(1<<40))
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprint(rev)) {
+		t.Errorf("the error %v no longer reveals billing's revision %d: update docs/security.md", err, rev)
+	}
+}
+
+// TestPinStarPatternAllowsWatchingDeeperKeys: a user allowed wide.* may
+// make a consumer filtered on wide.> (NATS matches the > in the request's
+// subject as a literal token), and so sees wide.x.y, which it may not
+// read or write.
+func TestPinStarPatternAllowsWatchingDeeperKeys(t *testing.T) {
+	f := newFixture(t)
+	kvR, _ := f.kv(t, "ops")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := kvR.Create(ctx, "wide.x.y", []byte("deep")); err != nil {
+		t.Fatal(err)
+	}
+	ncW := f.conn(t, "wide")
+	jsW, _ := jetstream.New(ncW)
+	c, err := jsW.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{"$KV." + bucket + ".wide.>"}})
+	if err != nil {
+		t.Fatalf("wide cannot watch wide.> (the pin no longer holds: update docs/security.md): %v", err)
+	}
+	msg, err := c.Next(jetstream.FetchMaxWait(3 * time.Second))
+	if err != nil || string(msg.Data()) != "deep" {
+		t.Errorf("wide's watch of wide.> got %v, %v", msg, err)
+	}
+	kvW, err := jsW.KeyValue(ctx, bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, cc := short()
+	_, err = kvW.Get(c2, "wide.x.y")
+	cc()
+	refused(t, "wide reads wide.x.y", ncW, err, "$JS.API.DIRECT.GET."+stream+".$KV."+bucket+".wide.x.y")
+}
+
+// TestPinConsumerOfAnotherUserCanBePulledByName: the consumer subjects
+// cannot be scoped by user (names are random), so a user who learns the
+// name of another user's consumer can pull from it.
+func TestPinConsumerOfAnotherUserCanBePulledByName(t *testing.T) {
+	f := newFixture(t)
+	kvA, jsA := f.kv(t, "app-a")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := kvA.Create(ctx, "app-a.secret", []byte("a1")); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := jsA.CreateConsumer(ctx, stream, jetstream.ConsumerConfig{FilterSubject: "$KV." + bucket + ".app-a.secret", AckPolicy: jetstream.AckNonePolicy, InactiveThreshold: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jsB := f.js(t, "billing")
+	stolen, err := jsB.Consumer(ctx, stream, cons.CachedInfo().Name)
+	if err != nil {
+		t.Fatalf("billing cannot look the consumer up (the pin no longer holds: update docs/security.md): %v", err)
+	}
+	msg, err := stolen.Next(jetstream.FetchMaxWait(3 * time.Second))
+	if err != nil || string(msg.Data()) != "a1" {
+		t.Errorf("billing pulled %v, %v from app-a's consumer (the pin no longer holds: update docs/security.md)", msg, err)
+	}
+}
