@@ -60,6 +60,7 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(a.brokerCommand())
+	root.AddCommand(a.hashPasswordCommand())
 	a.addElectionCommand(root)
 	return root
 }
