@@ -129,7 +129,7 @@ func Keys() []Key {
 		},
 		{
 			Name: "plugin.choria.stats_address", Type: "host", Default: "127.0.0.1",
-			Description: "IP address or host name the broker's monitoring and `/metrics` HTTP server listens on.",
+			Description: "IP address or host name the broker's monitoring and `/metrics` HTTP server listens on; beyond loopback the broker warns, as it has no login.",
 			set: setter(func(v string) (string, error) { return parseHost(v, "plugin.choria.stats_port") },
 				func(c *Config) *string { return &c.StatsAddress }),
 		},
@@ -170,7 +170,7 @@ func Keys() []Key {
 		},
 		{
 			Name: "plugin.choria.network.client_tls_force_required", Type: "boolean", Default: "true",
-			Description: "With TLS on, every client must present a certificate signed by the CA; false lets clients connect over TLS without one and log in with a password.",
+			Description: "With TLS on, every client must present a certificate signed by the CA (without users, any such certificate has full access); false lets clients connect over TLS without one and log in with a password.",
 			set:         setter(parseBool, func(c *Config) *bool { return &c.ClientTLSForceRequired }),
 		},
 		{
@@ -180,7 +180,7 @@ func Keys() []Key {
 		},
 		{
 			Name: "plugin.choria.network.peer_user", Type: "string", Default: "",
-			Description: "User name brokers of a cluster give each other on their routes; set with peer_password.",
+			Description: "User name brokers of a cluster give each other on their routes, set with peer_password; with TLS, routes also use mutual TLS, and each broker's certificate must name the address its peers dial.",
 			set:         setter(parseString, func(c *Config) *string { return &c.PeerUser }),
 		},
 		{
@@ -200,12 +200,12 @@ func Keys() []Key {
 		},
 		{
 			Name: "plugin.nats.credentials", Type: "path", Default: "",
-			Description: "NATS credentials file (JWT and NKey seed) a client logs in with.",
+			Description: "NATS credentials file (JWT and NKey seed) a client logs in with, for NATS servers with accounts in operator mode; Conclave's broker refuses such logins.",
 			set:         setter(parseString, func(c *Config) *string { return &c.NATSCredentials }),
 		},
 		{
 			Name: "plugin.conclave.insecure", Type: "boolean", Default: "false",
-			Description: "Let the broker listen beyond loopback without TLS or without authentication; it warns at every start. Without it such a broker refuses to start.",
+			Description: "Let the broker listen for clients or peers beyond loopback without TLS or without authentication; it warns at every start. Without it such a broker refuses to start.",
 			set:         setter(parseBool, func(c *Config) *bool { return &c.Insecure }),
 		},
 	}
