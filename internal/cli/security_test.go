@@ -1,0 +1,68 @@
+package cli_test
+
+import (
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/conclave-io/conclave/config"
+	"github.com/conclave-io/conclave/internal/brokertest"
+	"github.com/conclave-io/conclave/internal/testpki"
+)
+
+// TestReadOnlyUserListsAndWatchesButCannotStandDown: with a broker that has
+// TLS and users, the CLI logs in from --config as the observer dash: it
+// lists the elections, and its stand-down is refused with the permission
+// error naming the subject; the leader stays.
+func TestReadOnlyUserListsAndWatchesButCannotStandDown(t *testing.T) {
+	ca := testpki.NewCA(t, "ca")
+	node, dash, app := ca.Issue(t, "broker"), ca.Issue(t, "dash"), ca.Issue(t, "app-a")
+	b := brokertest.StartSingle(t, func(c *config.Config) {
+		c.LeaderElectionTTL = 3 * time.Second
+		c.TLSCertificate, c.TLSKey, c.TLSCA = node.CertFile, node.KeyFile, node.CAFile
+		c.ClientTLSForceRequired = true
+		c.Users = map[string]*config.User{
+			"dash":  {Name: "dash", Certificate: "CN=dash,O=Conclave Test", Observe: []string{">"}},
+			"app-a": {Name: "app-a", Certificate: "CN=app-a,O=Conclave Test", Campaign: []string{"app-a.>"}},
+		}
+	})
+	clientFile := func(name string, l *testpki.Leaf) string {
+		return writeFile(t, name+".conf", strings.Join([]string{
+			"identity = " + name + "-1",
+			"plugin.choria.middleware_hosts = " + b.ClientURL(),
+			"plugin.security.file.certificate = " + l.CertFile,
+			"plugin.security.file.key = " + l.KeyFile,
+			"plugin.security.file.ca = " + l.CAFile,
+			"plugin.nats.user = " + name,
+		}, "\n")+"\n")
+	}
+	appConf, dashConf := clientFile("app-a", app), clientFile("dash", dash)
+
+	// app-a leads app-a.cron through the CLI's own run command (under the
+	// host name: run does not read identity yet, see issue 11).
+	leader := startConclave(t, nil, "--config", appConf, "election", "run", "app-a.cron", "--", "sleep", "60")
+	t.Cleanup(func() { leader.signal(syscall.SIGTERM); leader.wait() })
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		r := conclave(t, "--config", dashConf, "election", "list")
+		mustSucceed(t, r)
+		if strings.Contains(r.stdout, "app-a.cron") && strings.Contains(r.stdout, "ago   in ") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("dash's list never showed a leader of app-a.cron:\n%s", r.stdout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	r := conclave(t, "--config", dashConf, "--timeout", "2s", "election", "stand-down", "--force", "app-a.cron")
+	if r.code != 1 {
+		t.Errorf("dash's stand-down exited %d, want 1", r.code)
+	}
+	t.Logf("stand-down refused: %s", r.stderr)
+	mustContain(t, "stand-down's error", r.stderr, "permission denied", `"$KV.CHORIA_LEADER_ELECTION.app-a.cron"`)
+	r = conclave(t, "--config", dashConf, "election", "list")
+	mustSucceed(t, r)
+	mustContain(t, "list after the refused stand-down", r.stdout, "app-a.cron", "ago   in ")
+}
