@@ -184,7 +184,10 @@ func TestPermittedUserCampaignsAndObserverFollows(t *testing.T) {
 		t.Fatal("app-a did not win")
 	}
 	first := e.Term().Token()
-	waitFor(t, "a renewal", func() bool { ent, err := kvA.Get(context.Background(), "app-a.cron"); return err == nil && ent.Revision() > first })
+	waitFor(t, "a renewal", func() bool {
+		ent, err := kvA.Get(context.Background(), "app-a.cron")
+		return err == nil && ent.Revision() > first
+	})
 	waitFor(t, "dash sees a1 lead", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
