@@ -8,9 +8,19 @@
 // per-key TTLs on, as `conclave broker run` provisions it, so the numbers are
 // what users of the broker get.
 //
+// With -secure the broker is configured as Conclave's broker configures a
+// secure one: mutual TLS on the client port (certificates made at start in
+// the temporary directory) and users with allow lists; the candidates log
+// in as a user that may campaign in every election and nothing else, an
+// admin provisions the bucket. -compare measures a plain and a secure
+// broker in one process, interleaved phase by phase, and prints the ratios
+// secure/plain, since only numbers from one run are comparable here.
+//
 //	go run ./bench/election                        # the numbers in BENCHMARKS.md
 //	go run ./bench/election -quick                 # a smaller run (CI): failover at TTL 1s only
 //	go run ./bench/election -failover-ttls 1s,2s   # crash failover at other TTLs
+//	go run ./bench/election -secure                # on a broker with mutual TLS and per-user permissions
+//	go run ./bench/election -compare               # plain and secure interleaved, and the ratios secure/plain
 package main
 
 import (
@@ -19,6 +29,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -92,6 +103,8 @@ func run() error {
 	flag.IntVar(&cfg.failovers, "failovers", 20, "crash failovers per TTL")
 	flag.IntVar(&cfg.lanes, "lanes", 4, "crash failovers measured at once, each in an election of its own")
 	flag.DurationVar(&cfg.window, "window", 10*time.Second, "steady-state measuring window")
+	secure := flag.Bool("secure", false, "measure on a broker with mutual TLS and per-user permissions, as Conclave's broker configures a secure one")
+	compare := flag.Bool("compare", false, "measure a plain and a secure broker (-secure) interleaved, and print the ratios secure/plain")
 	flag.Parse()
 	if *quick {
 		set := map[string]bool{}
@@ -115,81 +128,264 @@ func run() error {
 		return errors.New("-firsts, -handoffs, -failovers and -lanes must be at least 1, and -failover-ttls not empty")
 	}
 
+	modes := []bool{*secure}
+	if *compare {
+		modes = []bool{false, true}
+	}
+	var runs []*bench
+	for _, sec := range modes {
+		b, err := newBench(cfg, sec)
+		if b != nil {
+			defer b.close()
+		}
+		if err != nil {
+			return err
+		}
+		runs = append(runs, b)
+	}
+	if err := measure(cfg, runs); err != nil {
+		return err
+	}
+	for i, b := range runs {
+		if i > 0 {
+			fmt.Println()
+		}
+		b.print()
+	}
+	if *compare {
+		printComparison(cfg, runs[0], runs[1])
+	}
+	return nil
+}
+
+// results are one broker's measurements.
+type results struct {
+	first, handoff []time.Duration
+	steady         [][3]float64 // by cfg.standbys: key writes, messages in, messages out per second
+	fail, sinceW   [][]time.Duration
+}
+
+// newBench starts a broker, plain or secure, connects the admin and the
+// candidates' shared connection and provisions the bucket. Close it even
+// when it returns an error.
+func newBench(cfg config, secure bool) (*bench, error) {
 	dir, err := os.MkdirTemp("", "conclave-bench-")
 	if err != nil {
-		return fmt.Errorf("store directory: %w", err)
+		return nil, fmt.Errorf("store directory: %w", err)
 	}
-	defer os.RemoveAll(dir)
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir, NoLog: true, NoSigs: true, SyncAlways: true})
+	b := &bench{cfg: cfg, secure: secure, mode: "plain: no TLS, no users"}
+	b.closers = append(b.closers, func() { os.RemoveAll(dir) })
+	opts := &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: filepath.Join(dir, "store"), NoLog: true, NoSigs: true, SyncAlways: true}
+	if secure {
+		if b.adminOpts, b.opts, err = secureBroker(dir, opts); err != nil {
+			return b, fmt.Errorf("secure broker: %w", err)
+		}
+		b.mode = fmt.Sprintf("secure: mutual TLS, candidates log in as user %q, allowed to campaign in every election and nothing else", benchUser)
+		// Permission violations on the candidates' connections reach only
+		// the asynchronous error handler: count them, as the run is only
+		// valid if the allow lists deny nothing an election needs.
+		b.opts = append(b.opts, nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			if !errors.Is(err, nats.ErrPermissionViolation) || strings.Contains(err.Error(), `"`+deniedProbe+`"`) {
+				return
+			}
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			if b.violations++; b.violation == nil {
+				b.violation = err
+			}
+		}))
+	}
+	srv, err := server.NewServer(opts)
 	if err != nil {
-		return fmt.Errorf("broker: %w", err)
+		return b, fmt.Errorf("broker: %w", err)
 	}
 	go srv.Start()
+	b.closers = append(b.closers, func() { srv.Shutdown(); srv.WaitForShutdown() })
 	if !srv.ReadyForConnections(10 * time.Second) {
-		return fmt.Errorf("broker did not start")
+		return b, fmt.Errorf("broker did not start")
 	}
-	defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
+	b.srv = srv
 
-	b := &bench{cfg: cfg, srv: srv}
-	nc, err := b.connect()
+	// The admin provisions the bucket and reads the measurements; the
+	// candidates share a connection of their own.
+	admin, err := b.connect(b.adminOpts)
 	if err != nil {
-		return err
+		return b, err
 	}
-	defer nc.Close()
+	b.closers = append(b.closers, admin.Close)
+	if b.adminJS, err = jetstream.New(admin); err != nil {
+		return b, fmt.Errorf("jetstream: %w", err)
+	}
+	nc, err := b.connect(b.opts)
+	if err != nil {
+		return b, err
+	}
+	b.closers = append(b.closers, nc.Close)
 	if b.js, err = jetstream.New(nc); err != nil {
-		return fmt.Errorf("jetstream: %w", err)
+		return b, fmt.Errorf("jetstream: %w", err)
 	}
-	if err := b.provision(cfg.ttl); err != nil {
-		return err
+	if secure {
+		// The candidates' permissions are in force: a request outside them fails.
+		if _, err := nc.Request(deniedProbe, nil, 250*time.Millisecond); err == nil {
+			return b, fmt.Errorf("user %s was allowed %s: its permissions are not in force", benchUser, deniedProbe)
+		}
 	}
+	return b, b.provision(cfg.ttl)
+}
 
-	fmt.Printf("Conclave election benchmark: loopback, in-process nats-server %s with SyncAlways, bucket provisioned as the broker does (per-key TTL %v), TTL %v\n\n",
-		server.VERSION, onOff(b.perKeyTTL), cfg.ttl)
+// deniedProbe is a subject the candidates' user may not publish to.
+const deniedProbe = "$JS.API.INFO"
+
+func (b *bench) close() {
+	for _, c := range slices.Backward(b.closers) {
+		c()
+	}
+}
+
+// measure runs every measurement on each of runs. With two, it interleaves
+// them phase by phase, and splits time to first leader and handoffs into
+// rounds in the order ABBA, so that drift in the machine's speed falls on
+// both alike.
+func measure(cfg config, runs []*bench) error {
+	const rounds = 4
+	order := func(round int) []*bench {
+		if len(runs) == 2 && (round%4 == 1 || round%4 == 2) {
+			return []*bench{runs[1], runs[0]}
+		}
+		return runs
+	}
+	share := func(total, round int) int { return total/rounds + btoi(round < total%rounds) }
+	for round := range rounds {
+		for _, b := range order(round) {
+			ds, err := b.timeToFirstLeader(share(cfg.firsts, round))
+			if err != nil {
+				return err
+			}
+			b.res.first = append(b.res.first, ds...)
+		}
+	}
+	var hs []*handoffRun
+	defer func() {
+		for _, h := range hs {
+			h.stop()
+		}
+	}()
+	for _, b := range runs {
+		h, err := b.startHandoffs()
+		if err != nil {
+			return err
+		}
+		hs = append(hs, h)
+	}
+	for round := range rounds {
+		for _, b := range order(round) {
+			ds, err := hs[slices.Index(runs, b)].run(share(cfg.handoffs, round))
+			if err != nil {
+				return err
+			}
+			b.res.handoff = append(b.res.handoff, ds...)
+		}
+	}
+	for _, h := range hs {
+		h.stop()
+	}
+	hs = nil
+	for i, n := range cfg.standbys {
+		for _, b := range order(i) {
+			w, in, out, err := b.steady(n)
+			if err != nil {
+				return err
+			}
+			b.res.steady = append(b.res.steady, [3]float64{w, in, out})
+		}
+	}
+	for i, ttl := range cfg.failTTLs {
+		for _, b := range order(i) {
+			if err := b.provision(ttl); err != nil {
+				return err
+			}
+			fail, sinceWrite, err := b.failovers(ttl)
+			if err != nil {
+				return fmt.Errorf("crash failover at TTL %v (%s): %w", ttl, b.mode, err)
+			}
+			b.res.fail, b.res.sinceW = append(b.res.fail, fail), append(b.res.sinceW, sinceWrite)
+		}
+	}
+	for _, b := range runs {
+		b.mu.Lock()
+		n, first := b.violations, b.violation
+		b.mu.Unlock()
+		if n > 0 {
+			return fmt.Errorf("%d permission violations on the candidates' connections, the first: %w", n, first)
+		}
+	}
+	return nil
+}
+
+func btoi(v bool) int {
+	if v {
+		return 1
+	}
+	return 0
+}
+
+// print prints b's tables.
+func (b *bench) print() {
+	cfg, r := b.cfg, &b.res
+	fmt.Printf("Conclave election benchmark (%s): loopback, in-process nats-server %s with SyncAlways, bucket provisioned as the broker does (per-key TTL %v), TTL %v\n\n",
+		b.mode, server.VERSION, onOff(b.perKeyTTL), cfg.ttl)
 	fmt.Println("| measure | runs | p50 | p99 | max |")
 	fmt.Println("|---|---|---|---|---|")
-	first, err := b.timeToFirstLeader()
-	if err != nil {
-		return err
-	}
-	row("time to first leader", first)
-	hand, err := b.handoffs()
-	if err != nil {
-		return err
-	}
-	row("graceful handoff (Stop → next OnWon)", hand)
+	row("time to first leader", r.first)
+	row("graceful handoff (Stop → next OnWon)", r.handoff)
 
 	fmt.Printf("\nSteady state, one election, measured over %v:\n\n", cfg.window)
 	fmt.Println("| standbys | key writes/s | broker messages in/s | broker messages out/s |")
 	fmt.Println("|---|---|---|---|")
-	for _, n := range cfg.standbys {
-		w, in, out, err := b.steady(n)
-		if err != nil {
-			return err
-		}
-		fmt.Printf("| %d | %.2f | %.2f | %.2f |\n", n, w, in, out)
+	for i, n := range cfg.standbys {
+		fmt.Printf("| %d | %.2f | %.2f | %.2f |\n", n, r.steady[i][0], r.steady[i][1], r.steady[i][2])
 	}
 
 	fmt.Printf("\nCrash failover (the leader's connection closed without a release → a standby's OnWon), %d per TTL, %d at a time; target: max within TTL + %v:\n\n",
 		cfg.failovers, min(cfg.lanes, cfg.failovers), failoverTarget)
 	fmt.Println("| TTL | runs | p50 | p99 | max | max as a multiple of TTL | target | max within target | max from the leader's last write |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|")
-	for _, ttl := range cfg.failTTLs {
-		if err := b.provision(ttl); err != nil {
-			return err
-		}
-		fail, sinceWrite, err := b.failovers(ttl)
-		if err != nil {
-			return fmt.Errorf("crash failover at TTL %v: %w", ttl, err)
-		}
+	for i, ttl := range cfg.failTTLs {
+		fail := r.fail[i]
 		worst, target := slices.Max(fail), ttl+failoverTarget
 		verdict := "yes"
 		if worst > target {
 			verdict = fmt.Sprintf("no (+%v)", round(worst-target))
 		}
 		fmt.Printf("| %v | %d | %v | %v | %v | %.3f | %v | %s | %v |\n", ttl, len(fail),
-			round(pct(fail, 50)), round(pct(fail, 99)), round(worst), ratio(worst, ttl), target, verdict, round(slices.Max(sinceWrite)))
+			round(pct(fail, 50)), round(pct(fail, 99)), round(worst), ratio(worst, ttl), target, verdict, round(slices.Max(r.sinceW[i])))
 	}
-	return nil
+	if b.secure {
+		fmt.Printf("\nNo permission violations on the candidates' connections (the probe of %s was refused, as it should be).\n", deniedProbe)
+	}
+}
+
+// printComparison prints the secure run's numbers against the plain run's.
+func printComparison(cfg config, plain, secure *bench) {
+	p, s := &plain.res, &secure.res
+	fmt.Println("\nSecure against plain, both measured in this run, interleaved (secure/plain above 1: slower with TLS and permissions):")
+	fmt.Println()
+	fmt.Println("| measure | plain | secure | secure/plain |")
+	fmt.Println("|---|---|---|---|")
+	durRow := func(name string, p, s time.Duration) {
+		fmt.Printf("| %s | %v | %v | %.2f |\n", name, round(p), round(s), s.Seconds()/p.Seconds())
+	}
+	durRow("time to first leader, p50", pct(p.first, 50), pct(s.first, 50))
+	durRow("graceful handoff, p50", pct(p.handoff, 50), pct(s.handoff, 50))
+	durRow("graceful handoff, p99", pct(p.handoff, 99), pct(s.handoff, 99))
+	for i, ttl := range cfg.failTTLs {
+		durRow(fmt.Sprintf("crash failover max, TTL %v", ttl), slices.Max(p.fail[i]), slices.Max(s.fail[i]))
+	}
+	last := len(cfg.standbys) - 1
+	for i, name := range []string{"broker messages in/s", "broker messages out/s"} {
+		pv, sv := p.steady[last][i+1], s.steady[last][i+1]
+		fmt.Printf("| %s, %d standbys | %.2f | %.2f | %.2f |\n", name, cfg.standbys[last], pv, sv, sv/pv)
+	}
 }
 
 func onOff(on bool) string {
@@ -200,14 +396,28 @@ func onOff(on bool) string {
 }
 
 type bench struct {
-	cfg       config
-	srv       *server.Server
-	kv        jetstream.KeyValue
-	js        jetstream.JetStream
+	cfg config
+	srv *server.Server
+	// kv and js are the candidates' shared connection's; opts how
+	// candidates connect.
+	kv   jetstream.KeyValue
+	js   jetstream.JetStream
+	opts []nats.Option
+	// adminKV and adminJS are the admin's: it provisions the bucket and
+	// reads the measurements. adminOpts is how it connects.
+	adminKV   jetstream.KeyValue
+	adminJS   jetstream.JetStream
+	adminOpts []nats.Option
 	perKeyTTL bool
+	secure    bool
+	mode      string
+	closers   []func()
+	res       results
 
-	mu   sync.Mutex
-	keys int
+	mu         sync.Mutex
+	keys       int
+	violations int   // permission violations on candidates' connections
+	violation  error // the first
 }
 
 // provision makes the bucket what `conclave broker run` makes it, with the
@@ -215,19 +425,22 @@ type bench struct {
 func (b *bench) provision(ttl time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	report, err := broker.ProvisionElectionBucket(ctx, b.js, broker.BucketSpec{TTL: ttl, Replicas: 1, PerKeyTTL: true}, nil)
+	report, err := broker.ProvisionElectionBucket(ctx, b.adminJS, broker.BucketSpec{TTL: ttl, Replicas: 1, PerKeyTTL: true}, nil)
 	if err != nil {
 		return fmt.Errorf("provisioning the bucket with TTL %v: %w", ttl, err)
 	}
 	b.perKeyTTL = report.Config.AllowMsgTTL
+	if b.adminKV, err = b.adminJS.KeyValue(ctx, broker.ElectionBucket); err != nil {
+		return fmt.Errorf("opening the bucket: %w", err)
+	}
 	if b.kv, err = b.js.KeyValue(ctx, broker.ElectionBucket); err != nil {
 		return fmt.Errorf("opening the bucket: %w", err)
 	}
 	return nil
 }
 
-func (b *bench) connect() (*nats.Conn, error) {
-	nc, err := nats.Connect(b.srv.ClientURL(), nats.MaxReconnects(-1))
+func (b *bench) connect(opts []nats.Option) (*nats.Conn, error) {
+	nc, err := nats.Connect(b.srv.ClientURL(), append([]nats.Option{nats.MaxReconnects(-1)}, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
@@ -256,7 +469,7 @@ func (b *bench) start(key, identity string, own bool) (*candidate, error) {
 	kv, js := b.kv, b.js
 	c := &candidate{won: make(chan time.Time, 16), done: make(chan struct{})}
 	if own {
-		nc, err := b.connect()
+		nc, err := b.connect(b.opts)
 		if err != nil {
 			return nil, err
 		}
@@ -293,9 +506,11 @@ func (c *candidate) stop() {
 	}
 }
 
-func (b *bench) timeToFirstLeader() ([]time.Duration, error) {
+// timeToFirstLeader starts n elections from scratch, one at a time, and
+// returns how long each took to its first leader.
+func (b *bench) timeToFirstLeader(n int) ([]time.Duration, error) {
 	var out []time.Duration
-	for i := 0; i < b.cfg.firsts; i++ {
+	for range n {
 		start := time.Now()
 		c, err := b.start(b.key(), "first", false)
 		if err != nil {
@@ -350,46 +565,69 @@ func without(cs []*candidate, c *candidate) []*candidate {
 	return out
 }
 
-func (b *bench) handoffs() ([]time.Duration, error) {
-	key := b.key()
-	var cs []*candidate
-	defer func() {
-		for _, c := range cs {
-			c.stop()
-		}
-	}()
-	for i := 0; i < 3; i++ {
-		c, err := b.start(key, fmt.Sprintf("h%d", i), false)
-		if err != nil {
+// handoffRun is one election with a leader and two standbys, in which the
+// leader stops and a fresh candidate joins, again and again.
+type handoffRun struct {
+	b      *bench
+	key    string
+	cs     []*candidate
+	leader *candidate
+	joined int
+}
+
+func (b *bench) startHandoffs() (*handoffRun, error) {
+	h := &handoffRun{b: b, key: b.key()}
+	for range 3 {
+		if err := h.join(); err != nil {
+			h.stop()
 			return nil, err
 		}
-		cs = append(cs, c)
 	}
-	leader, _, err := waitWin(cs, 10*time.Second)
-	if err != nil {
+	var err error
+	if h.leader, _, err = waitWin(h.cs, 10*time.Second); err != nil {
+		h.stop()
 		return nil, err
 	}
+	return h, nil
+}
+
+func (h *handoffRun) join() error {
+	c, err := h.b.start(h.key, fmt.Sprintf("h%d", h.joined), false)
+	if err != nil {
+		return err
+	}
+	h.joined++
+	h.cs = append(h.cs, c)
+	return nil
+}
+
+// run measures n graceful handoffs: the leader's Stop until the next OnWon.
+func (h *handoffRun) run(n int) ([]time.Duration, error) {
 	var out []time.Duration
-	for i := 0; i < b.cfg.handoffs; i++ {
+	for range n {
 		time.Sleep(20 * time.Millisecond) // let the standbys settle on the new leader
 		start := time.Now()
 		stopped := make(chan struct{})
-		go func(l *candidate) { l.stop(); close(stopped) }(leader)
-		cs = without(cs, leader)
-		next, at, err := waitWin(cs, 5*time.Second)
+		go func(l *candidate) { l.stop(); close(stopped) }(h.leader)
+		h.cs = without(h.cs, h.leader)
+		next, at, err := waitWin(h.cs, 5*time.Second)
 		<-stopped
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, at.Sub(start))
-		leader = next
-		c, err := b.start(key, fmt.Sprintf("h%d", i+3), false)
-		if err != nil {
+		h.leader = next
+		if err := h.join(); err != nil {
 			return nil, err
 		}
-		cs = append(cs, c)
 	}
 	return out, nil
+}
+
+func (h *handoffRun) stop() {
+	for _, c := range h.cs {
+		c.stop()
+	}
 }
 
 // failovers measures b.cfg.failovers crash failovers on a bucket of TTL
@@ -457,7 +695,7 @@ func (b *bench) failover(ttl time.Duration, i int) (fromCrash, fromWrite time.Du
 	start := time.Now()
 	leader.nc.Close()
 	// The key as the crashed leader left it: its last write's timestamp.
-	last, err := b.kv.Get(context.Background(), key)
+	last, err := b.adminKV.Get(context.Background(), key)
 	if err != nil {
 		return 0, 0, fmt.Errorf("reading %s after the crash: %w", key, err)
 	}
@@ -490,7 +728,7 @@ func (b *bench) steady(n int) (writes, in, out float64, err error) {
 	}
 	time.Sleep(b.cfg.ttl) // let every standby's watch settle
 	ctx := context.Background()
-	seq0, err := lastSeq(ctx, b.kv)
+	seq0, err := lastSeq(ctx, b.adminKV)
 	if err != nil {
 		return 0, 0, 0, err
 	}
@@ -499,7 +737,7 @@ func (b *bench) steady(n int) (writes, in, out float64, err error) {
 		return 0, 0, 0, fmt.Errorf("varz: %w", err)
 	}
 	time.Sleep(b.cfg.window)
-	seq1, err := lastSeq(ctx, b.kv)
+	seq1, err := lastSeq(ctx, b.adminKV)
 	if err != nil {
 		return 0, 0, 0, err
 	}
