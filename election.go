@@ -8,7 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/conclave-io/conclave/broker"
+	"github.com/conclave-io/conclave/bucket"
 	"github.com/conclave-io/conclave/inter"
 	"github.com/conclave-io/conclave/internal/denied"
 	"github.com/conclave-io/conclave/providers/election/streams"
@@ -110,8 +110,8 @@ func (fw *Framework) openBucket(ctx context.Context, conn *nats.Conn) (jetstream
 		return nil, nil, fmt.Errorf("conclave: JetStream on %s: %w", serverOf(conn), err)
 	}
 	before := denied.Last(conn)
-	kv, err := js.KeyValue(ctx, broker.ElectionBucket)
-	err = denied.Explain(conn, err, before, "opening the election bucket "+broker.ElectionBucket, "$JS.API.STREAM.INFO.KV_"+broker.ElectionBucket)
+	kv, err := js.KeyValue(ctx, bucket.Name)
+	err = denied.Explain(conn, err, before, "opening the election bucket "+bucket.Name, "$JS.API.STREAM.INFO.KV_"+bucket.Name)
 	switch {
 	case err == nil:
 		return kv, js, nil
@@ -119,13 +119,13 @@ func (fw *Framework) openBucket(ctx context.Context, conn *nats.Conn) (jetstream
 		return nil, nil, fmt.Errorf("conclave: on %s: %w", serverOf(conn), err)
 	case errors.Is(err, jetstream.ErrBucketNotFound):
 		return nil, nil, fmt.Errorf("%w: %s not found on %s: run that broker with plugin.choria.broker_network = true, which provisions it, or create it with `nats kv add %s --ttl 60s --history 1`: %w",
-			ErrNoBucket, broker.ElectionBucket, serverOf(conn), broker.ElectionBucket, err)
+			ErrNoBucket, bucket.Name, serverOf(conn), bucket.Name, err)
 	case errors.Is(err, jetstream.ErrJetStreamNotEnabled), errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount),
 		errors.Is(err, nats.ErrNoResponders): // nothing answers JetStream API requests
 		return nil, nil, fmt.Errorf("%w: %s has no JetStream, so no %s bucket: use a broker with plugin.choria.broker_network = true (`conclave broker run --config FILE`), or enable JetStream and run `nats kv add %s --ttl 60s --history 1`: %w",
-			ErrNoBucket, serverOf(conn), broker.ElectionBucket, broker.ElectionBucket, err)
+			ErrNoBucket, serverOf(conn), bucket.Name, bucket.Name, err)
 	default:
-		return nil, nil, fmt.Errorf("conclave: opening the election bucket %s on %s: %w", broker.ElectionBucket, serverOf(conn), err)
+		return nil, nil, fmt.Errorf("conclave: opening the election bucket %s on %s: %w", bucket.Name, serverOf(conn), err)
 	}
 }
 

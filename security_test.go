@@ -13,7 +13,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	conclave "github.com/conclave-io/conclave"
-	"github.com/conclave-io/conclave/broker"
+	"github.com/conclave-io/conclave/bucket"
 	"github.com/conclave-io/conclave/config"
 	"github.com/conclave-io/conclave/internal/testpki"
 	"github.com/conclave-io/conclave/providers/election/streams"
@@ -36,7 +36,7 @@ func startSecureServer(t *testing.T) *secureServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, stream := broker.ElectionBucket, "KV_"+broker.ElectionBucket
+	b, stream := bucket.Name, "KV_"+bucket.Name
 	allow := []string{
 		"$JS.API.STREAM.INFO." + stream,
 		"$KV." + b + ".app.>",
@@ -168,7 +168,7 @@ func TestFrameworkSaysWhenTheUserMayNotOpenTheBucket(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	_, err := fw.NewElection(ctx, nil, "app.x")
-	if !errors.Is(err, conclave.ErrPermissionDenied) || !strings.Contains(err.Error(), "$JS.API.STREAM.INFO.KV_"+broker.ElectionBucket) {
+	if !errors.Is(err, conclave.ErrPermissionDenied) || !strings.Contains(err.Error(), "$JS.API.STREAM.INFO.KV_"+bucket.Name) {
 		t.Fatalf("got %v, want ErrPermissionDenied naming the stream info subject", err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/conclave-io/conclave/backoff"
+	"github.com/conclave-io/conclave/bucket"
 	"github.com/conclave-io/conclave/config"
 )
 
@@ -191,7 +192,7 @@ func (b *Broker) start(ctx context.Context) error {
 		return err
 	}
 	b.keep(func() { b.report = report })
-	b.log.WithFields(logrus.Fields{"client_url": srv.ClientURL(), "bucket": ElectionBucket}).
+	b.log.WithFields(logrus.Fields{"client_url": srv.ClientURL(), "bucket": bucket.Name}).
 		WithField("max_consumers", report.Consumers.Max).
 		Infof("Broker %s ready: election bucket %s; consumers limit %s", b.set.identity, report, report.Consumers)
 	return nil
@@ -296,9 +297,9 @@ func (b *Broker) provision(ctx context.Context, js jetstream.JetStream) (Provisi
 		}
 		entry := b.log.WithField("try", try+1)
 		if try < quietTries {
-			entry.Infof("Election bucket %s not ready yet, retrying: %v", ElectionBucket, err)
+			entry.Infof("Election bucket %s not ready yet, retrying: %v", bucket.Name, err)
 		} else {
-			entry.Warnf("Election bucket %s still not ready, retrying: %v", ElectionBucket, err)
+			entry.Warnf("Election bucket %s still not ready, retrying: %v", bucket.Name, err)
 		}
 		return err
 	})
@@ -306,7 +307,7 @@ func (b *Broker) provision(ctx context.Context, js jetstream.JetStream) (Provisi
 	case final != nil:
 		return ProvisionReport{}, final
 	case err != nil:
-		return ProvisionReport{}, fmt.Errorf("broker: election bucket %s not provisioned: %w", ElectionBucket, err)
+		return ProvisionReport{}, fmt.Errorf("broker: election bucket %s not provisioned: %w", bucket.Name, err)
 	}
 	return report, nil
 }

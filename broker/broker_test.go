@@ -13,6 +13,7 @@ import (
 	"github.com/sirupsen/logrus/hooks/test"
 
 	"github.com/conclave-io/conclave/broker"
+	"github.com/conclave-io/conclave/bucket"
 	"github.com/conclave-io/conclave/config"
 	"github.com/conclave-io/conclave/internal/brokertest"
 )
@@ -152,7 +153,7 @@ func TestStartAndShutdown(t *testing.T) {
 	}
 
 	js := connect(t, b.ClientURL())
-	kv, err := js.KeyValue(ctx, broker.ElectionBucket)
+	kv, err := js.KeyValue(ctx, bucket.Name)
 	if err != nil {
 		t.Fatalf("KeyValue: %v", err)
 	}
@@ -319,7 +320,7 @@ func TestRunReturnsWhenContextEnds(t *testing.T) {
 		return hasMessagePrefix(hook, "Broker runner ready")
 	})
 	js := connect(t, b.ClientURL())
-	if _, err := js.KeyValue(ctx, broker.ElectionBucket); err != nil {
+	if _, err := js.KeyValue(ctx, bucket.Name); err != nil {
 		t.Fatalf("KeyValue while running: %v", err)
 	}
 	cancel()

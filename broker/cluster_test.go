@@ -21,6 +21,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/conclave-io/conclave/broker"
+	"github.com/conclave-io/conclave/bucket"
 	"github.com/conclave-io/conclave/config"
 	"github.com/conclave-io/conclave/internal/brokertest"
 	"github.com/conclave-io/conclave/internal/testpki"
@@ -49,7 +50,7 @@ func TestClusterGetsOneReplicaPerServer(t *testing.T) {
 	}
 
 	// A write through one node is read through another.
-	kv, err := js.KeyValue(ctx, broker.ElectionBucket)
+	kv, err := js.KeyValue(ctx, bucket.Name)
 	if err != nil {
 		t.Fatalf("KeyValue: %v", err)
 	}
@@ -78,7 +79,7 @@ func TestClusterGetsOneReplicaPerServer(t *testing.T) {
 		t.Fatalf("node %d still leads after it stopped", leader)
 	}
 	other := connect(t, c.Broker(next).ClientURL())
-	okv, err := other.KeyValue(ctx, broker.ElectionBucket)
+	okv, err := other.KeyValue(ctx, bucket.Name)
 	if err != nil {
 		t.Fatalf("KeyValue: %v", err)
 	}
@@ -101,7 +102,7 @@ func waitStreamCurrent(t *testing.T, ctx context.Context, js jetstream.JetStream
 	waitFor(t, 60*time.Second, "a leader and current followers", func() bool {
 		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
-		st, err := js.Stream(rctx, broker.ElectionStream)
+		st, err := js.Stream(rctx, bucket.Stream)
 		if err != nil {
 			return false
 		}

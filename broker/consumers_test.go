@@ -17,6 +17,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/conclave-io/conclave/broker"
+	"github.com/conclave-io/conclave/bucket"
 	"github.com/conclave-io/conclave/internal/brokertest"
 )
 
@@ -45,8 +46,8 @@ func createConsumers(ctx context.Context, js jetstream.JetStream, prefix string,
 				if i >= n {
 					return
 				}
-				c, err := js.CreateConsumer(ctx, broker.ElectionStream, jetstream.ConsumerConfig{
-					FilterSubject:     fmt.Sprintf("$KV.%s.%s-%d", broker.ElectionBucket, prefix, i),
+				c, err := js.CreateConsumer(ctx, bucket.Stream, jetstream.ConsumerConfig{
+					FilterSubject:     fmt.Sprintf("$KV.%s.%s-%d", bucket.Name, prefix, i),
 					AckPolicy:         jetstream.AckNonePolicy,
 					InactiveThreshold: time.Minute,
 				})
@@ -84,7 +85,7 @@ func deleteConsumers(t *testing.T, ctx context.Context, js jetstream.JetStream, 
 				if names[i] == "" {
 					continue
 				}
-				if err := js.DeleteConsumer(ctx, broker.ElectionStream, names[i]); err != nil {
+				if err := js.DeleteConsumer(ctx, bucket.Stream, names[i]); err != nil {
 					errs.Add(1)
 				}
 			}
@@ -99,7 +100,7 @@ func deleteConsumers(t *testing.T, ctx context.Context, js jetstream.JetStream, 
 // streamConsumers returns the number of consumers on the election stream.
 func streamConsumers(t *testing.T, ctx context.Context, js jetstream.JetStream) int {
 	t.Helper()
-	st, err := js.Stream(ctx, broker.ElectionStream)
+	st, err := js.Stream(ctx, bucket.Stream)
 	if err != nil {
 		t.Fatalf("stream: %v", err)
 	}
@@ -163,10 +164,10 @@ func TestStockServerCapsKVBucketConsumers(t *testing.T) {
 	srv := plainServer(t)
 	js := connect(t, srv.ClientURL())
 	ctx := testContext(t, 60*time.Second)
-	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: broker.ElectionBucket, TTL: time.Minute}); err != nil {
+	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket.Name, TTL: time.Minute}); err != nil {
 		t.Fatalf("CreateKeyValue: %v", err)
 	}
-	if c := streamConfig(t, ctx, js, broker.ElectionStream); c.MaxConsumers != -1 {
+	if c := streamConfig(t, ctx, js, bucket.Stream); c.MaxConsumers != -1 {
 		t.Fatalf("CreateKeyValue set MaxConsumers %d, want -1", c.MaxConsumers)
 	}
 	start := time.Now()
@@ -189,7 +190,7 @@ func TestStockServerCapsKVBucketConsumers(t *testing.T) {
 
 	// What EffectiveConsumerLimit says of it, knowing the server's default
 	// or not.
-	st, err := js.Stream(ctx, broker.ElectionStream)
+	st, err := js.Stream(ctx, bucket.Stream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,10 +221,10 @@ func TestProvisionConsumerLimit(t *testing.T) {
 			srv := plainServer(t)
 			js := connect(t, srv.ClientURL())
 			ctx := testContext(t, 30*time.Second)
-			if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: broker.ElectionBucket, TTL: time.Minute, MaxValueSize: broker.DefaultMaxValueSize}); err != nil {
+			if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket.Name, TTL: time.Minute, MaxValueSize: broker.DefaultMaxValueSize}); err != nil {
 				t.Fatalf("CreateKeyValue: %v", err)
 			}
-			c := streamConfig(t, ctx, js, broker.ElectionStream)
+			c := streamConfig(t, ctx, js, bucket.Stream)
 			c.MaxConsumers = tc.existing
 			if _, err := js.UpdateStream(ctx, c); err != nil {
 				t.Fatalf("UpdateStream: %v", err)
@@ -235,7 +236,7 @@ func TestProvisionConsumerLimit(t *testing.T) {
 			if report.String() != orUnchanged(tc.change) {
 				t.Errorf("report %q, want %q", report, orUnchanged(tc.change))
 			}
-			if got := streamConfig(t, ctx, js, broker.ElectionStream).MaxConsumers; got != tc.after {
+			if got := streamConfig(t, ctx, js, bucket.Stream).MaxConsumers; got != tc.after {
 				t.Errorf("MaxConsumers %d, want %d", got, tc.after)
 			}
 			if want := (broker.ConsumerLimit{Max: tc.after, Source: broker.LimitStream}); report.Consumers != want {
@@ -315,7 +316,7 @@ no_auth_user: app
 		t.Errorf("provisioning again: %q, %v; want unchanged", again, err)
 	}
 	// The server refuses a stream limit above the account's.
-	c := streamConfig(t, ctx, js, broker.ElectionStream)
+	c := streamConfig(t, ctx, js, bucket.Stream)
 	c.MaxConsumers = broker.DefaultMaxConsumers
 	if _, err := js.UpdateStream(ctx, c); !errors.Is(err, jetstream.ErrMaximumConsumersLimit) {
 		t.Errorf("stream limit above the account's: %v, want maximum consumers limit reached", err)
@@ -367,7 +368,7 @@ func TestBrokerTurnsOnPerKeyTTL(t *testing.T) {
 	srv := storeServer(t, cfg.StreamStore)
 	js := connect(t, srv.ClientURL())
 	ctx := testContext(t, 60*time.Second)
-	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: broker.ElectionBucket, TTL: time.Minute, Storage: jetstream.FileStorage}); err != nil {
+	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket.Name, TTL: time.Minute, Storage: jetstream.FileStorage}); err != nil {
 		t.Fatalf("CreateKeyValue: %v", err)
 	}
 	srv.Shutdown()
@@ -396,10 +397,10 @@ func TestBrokerTurnsOnPerKeyTTL(t *testing.T) {
 	// TestBrokerAcceptsMoreThanStockConsumerCap's start-up line).
 	fresh := brokertest.StartSingle(t, nil)
 	js = connect(t, fresh.ClientURL())
-	if c := streamConfig(t, ctx, js, broker.ElectionStream); !c.AllowMsgTTL || c.SubjectDeleteMarkerTTL != 0 {
+	if c := streamConfig(t, ctx, js, bucket.Stream); !c.AllowMsgTTL || c.SubjectDeleteMarkerTTL != 0 {
 		t.Errorf("created bucket: AllowMsgTTL %v, SubjectDeleteMarkerTTL %v; want true and 0", c.AllowMsgTTL, c.SubjectDeleteMarkerTTL)
 	}
-	kv, err := js.KeyValue(ctx, broker.ElectionBucket)
+	kv, err := js.KeyValue(ctx, bucket.Name)
 	if err != nil {
 		t.Fatalf("KeyValue: %v", err)
 	}
@@ -460,7 +461,7 @@ jetstream {
 	}
 	js := connect(t, srv.ClientURL())
 	ctx := testContext(t, 60*time.Second)
-	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: broker.ElectionBucket, TTL: time.Minute}); err != nil {
+	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket.Name, TTL: time.Minute}); err != nil {
 		t.Fatalf("CreateKeyValue: %v", err)
 	}
 	const n = stockCap + 10

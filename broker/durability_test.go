@@ -21,6 +21,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/conclave-io/conclave/broker"
+	"github.com/conclave-io/conclave/bucket"
 	"github.com/conclave-io/conclave/config"
 	"github.com/conclave-io/conclave/internal/brokertest"
 )
@@ -237,7 +238,7 @@ func childKV(t *testing.T, url string) (jetstream.KeyValue, jetstream.JetStream,
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	kv, err := js.KeyValue(ctx, broker.ElectionBucket)
+	kv, err := js.KeyValue(ctx, bucket.Name)
 	if err != nil {
 		t.Fatalf("KeyValue: %v", err)
 	}
@@ -286,7 +287,7 @@ func verify(t *testing.T, cycle int, js jetstream.JetStream, kv jetstream.KeyVal
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	st, err := js.Stream(ctx, broker.ElectionStream)
+	st, err := js.Stream(ctx, bucket.Stream)
 	if err != nil {
 		t.Fatalf("cycle %d: stream: %v", cycle, err)
 	}

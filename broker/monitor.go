@@ -13,6 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/conclave-io/conclave/bucket"
 )
 
 // Gauges served on /metrics besides the Go and process collectors. Each has
@@ -138,7 +140,7 @@ func bucketMessages(srv *server.Server) uint64 {
 		return 0
 	}
 	for _, st := range acc.Streams {
-		if st.Name == ElectionStream {
+		if st.Name == bucket.Stream {
 			return st.State.Msgs
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/conclave-io/conclave/broker"
+	"github.com/conclave-io/conclave/bucket"
 	"github.com/conclave-io/conclave/config"
 	"github.com/conclave-io/conclave/internal/brokertest"
 )
@@ -48,7 +49,7 @@ func TestMonitoringEndpoints(t *testing.T) {
 
 	ctx := testContext(t, 30*time.Second)
 	js := connect(t, b.ClientURL())
-	kv, err := js.KeyValue(ctx, broker.ElectionBucket)
+	kv, err := js.KeyValue(ctx, bucket.Name)
 	if err != nil {
 		t.Fatalf("KeyValue: %v", err)
 	}

@@ -7,7 +7,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/sirupsen/logrus"
 
-	"github.com/conclave-io/conclave/broker"
+	"github.com/conclave-io/conclave/bucket"
 	"github.com/conclave-io/conclave/internal/testpki"
 )
 
@@ -27,7 +27,7 @@ func TestUserPermissions(t *testing.T) {
 		if _, err := kv.Create(ctx, "app-a.worker", []byte("me")); err != nil {
 			t.Fatalf("Create in its own election: %v", err)
 		}
-		if err := nc.Publish("$KV."+broker.ElectionBucket+".billing", []byte("me")); err != nil {
+		if err := nc.Publish("$KV."+bucket.Name+".billing", []byte("me")); err != nil {
 			t.Fatal(err)
 		}
 		waitAsyncError(t, errs, `nats: permissions violation: Permissions Violation for Publish to "$KV.CHORIA_LEADER_ELECTION.billing"`)
@@ -41,7 +41,7 @@ func TestUserPermissions(t *testing.T) {
 	})
 	t.Run("certificate user by subject DN, naming itself", func(t *testing.T) {
 		nc, errs := login(t, url, "dash", append(certOpts(ca.File, dashCert), nats.UserInfo("dash", ""))...)
-		if err := nc.Publish("$KV."+broker.ElectionBucket+".billing", []byte("dash")); err != nil {
+		if err := nc.Publish("$KV."+bucket.Name+".billing", []byte("dash")); err != nil {
 			t.Fatal(err)
 		}
 		waitAsyncError(t, errs, `nats: permissions violation: Permissions Violation for Publish to "$KV.CHORIA_LEADER_ELECTION.billing"`)

@@ -11,17 +11,12 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sirupsen/logrus"
+
+	"github.com/conclave-io/conclave/bucket"
 )
 
-// ElectionBucket is the name of the KV bucket that holds the elections, one
-// key per election. Choria's brokers and clients use the same name.
-const ElectionBucket = "CHORIA_LEADER_ELECTION"
-
-// ElectionStream is the JetStream stream behind ElectionBucket.
-const ElectionStream = "KV_" + ElectionBucket
-
-// electionSubjects are the subjects of ElectionStream, as the KV API sets them.
-var electionSubjects = []string{"$KV." + ElectionBucket + ".>"}
+// electionSubjects are the subjects of bucket.Stream, as the KV API sets them.
+var electionSubjects = []string{"$KV." + bucket.Name + ".>"}
 
 const (
 	// DefaultMaxValueSize is the stream's largest message, in bytes, for a
@@ -30,13 +25,6 @@ const (
 	// too (a compare-and-swap update carries about 50 bytes), so values of up
 	// to about 950 bytes fit.
 	DefaultMaxValueSize = 1024
-
-	// MinTTL is the shortest bucket TTL accepted. The server expires keys up
-	// to a few hundred milliseconds late, so shorter TTLs cannot work.
-	MinTTL = time.Second
-
-	// MaxReplicas is the most replicas JetStream supports for a stream.
-	MaxReplicas = 5
 
 	// DefaultMaxConsumers is the election stream's consumer limit (the
 	// stream's MaxConsumers) for a BucketSpec with no MaxConsumers.
@@ -72,9 +60,9 @@ const (
 // as an existing bucket has them.
 type BucketSpec struct {
 	// TTL is how long a key lives after its last write (the stream's MaxAge):
-	// the election's campaign interval. At least MinTTL.
+	// the election's campaign interval. At least bucket.MinTTL.
 	TTL time.Duration
-	// Replicas is the number of servers holding the bucket, 1 to MaxReplicas.
+	// Replicas is the number of servers holding the bucket, 1 to bucket.MaxReplicas.
 	Replicas int
 	// MaxValueSize is the largest value in bytes; 0 means DefaultMaxValueSize.
 	MaxValueSize int32
@@ -103,10 +91,10 @@ type BucketSpec struct {
 // Validate checks the spec and returns an error wrapping ErrInvalidConfig.
 func (s BucketSpec) Validate() error {
 	switch {
-	case s.TTL < MinTTL:
-		return fmt.Errorf("%w: bucket TTL %v is shorter than %v", ErrInvalidConfig, s.TTL, MinTTL)
-	case s.Replicas < 1 || s.Replicas > MaxReplicas:
-		return fmt.Errorf("%w: bucket replicas %d is not 1 to %d", ErrInvalidConfig, s.Replicas, MaxReplicas)
+	case s.TTL < bucket.MinTTL:
+		return fmt.Errorf("%w: bucket TTL %v is shorter than %v", ErrInvalidConfig, s.TTL, bucket.MinTTL)
+	case s.Replicas < 1 || s.Replicas > bucket.MaxReplicas:
+		return fmt.Errorf("%w: bucket replicas %d is not 1 to %d", ErrInvalidConfig, s.Replicas, bucket.MaxReplicas)
 	case s.MaxValueSize < 0:
 		return fmt.Errorf("%w: bucket max value size %d is negative", ErrInvalidConfig, s.MaxValueSize)
 	case s.MaxConsumers < 0:
@@ -207,7 +195,7 @@ func ProvisionElectionBucket(ctx context.Context, js jetstream.JetStream, spec B
 	if err != nil {
 		return ProvisionReport{}, fmt.Errorf("broker: reading the JetStream account's limits: %w", err)
 	}
-	stream, err := js.Stream(ctx, ElectionStream)
+	stream, err := js.Stream(ctx, bucket.Stream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		stream, err = createBucket(ctx, js, spec)
 		switch {
@@ -215,17 +203,17 @@ func ProvisionElectionBucket(ctx context.Context, js jetstream.JetStream, spec B
 			report.Created = true
 			if log != nil {
 				log.Infof("Created election bucket %s: TTL %v, %d replicas, history %d, max value size %d B, revisions from %d",
-					ElectionBucket, spec.TTL, spec.Replicas, electionHistory, spec.maxValueSize(), stream.CachedInfo().Config.FirstSeq)
+					bucket.Name, spec.TTL, spec.Replicas, electionHistory, spec.maxValueSize(), stream.CachedInfo().Config.FirstSeq)
 			}
 		case errors.Is(err, errCreateRaced):
 			// Another broker created it first: provision what it made.
-			stream, err = js.Stream(ctx, ElectionStream)
+			stream, err = js.Stream(ctx, bucket.Stream)
 		default:
 			return ProvisionReport{}, err
 		}
 	}
 	if err != nil {
-		return ProvisionReport{}, fmt.Errorf("broker: reading election bucket %s: %w", ElectionBucket, err)
+		return ProvisionReport{}, fmt.Errorf("broker: reading election bucket %s: %w", bucket.Name, err)
 	}
 
 	current := stream.CachedInfo().Config
@@ -237,20 +225,20 @@ func ProvisionElectionBucket(ctx context.Context, js jetstream.JetStream, spec B
 	report.Consumers = EffectiveConsumerLimit(current, account, 0)
 	if len(changes) == 0 {
 		if log != nil && !report.Created {
-			log.Debugf("Election bucket %s already has the wanted settings", ElectionBucket)
+			log.Debugf("Election bucket %s already has the wanted settings", bucket.Name)
 		}
 		return report, nil
 	}
 	info, err := js.UpdateStream(ctx, wanted)
 	if err != nil {
-		return ProvisionReport{}, fmt.Errorf("broker: updating election bucket %s (%s): %w", ElectionBucket, joinChanges(changes), classify(err, spec))
+		return ProvisionReport{}, fmt.Errorf("broker: updating election bucket %s (%s): %w", bucket.Name, joinChanges(changes), classify(err, spec))
 	}
 	report.Changes = changes
 	report.Config = info.CachedInfo().Config
 	report.Consumers = EffectiveConsumerLimit(report.Config, account, 0)
 	if log != nil {
 		for _, c := range changes {
-			log.WithField("setting", c.Setting).Infof("Election bucket %s: %s", ElectionBucket, c)
+			log.WithField("setting", c.Setting).Infof("Election bucket %s: %s", bucket.Name, c)
 		}
 	}
 	return report, nil
@@ -274,7 +262,7 @@ func createBucket(ctx context.Context, js jetstream.JetStream, spec BucketSpec) 
 		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 			return nil, errCreateRaced
 		}
-		return nil, fmt.Errorf("broker: creating election bucket %s: %w", ElectionBucket, classify(err, spec))
+		return nil, fmt.Errorf("broker: creating election bucket %s: %w", bucket.Name, classify(err, spec))
 	}
 	return stream, nil
 }
@@ -305,7 +293,7 @@ func firstRevision(now time.Time) uint64 {
 // clients fail to Create a key after one).
 func bucketStreamConfig(spec BucketSpec, firstSeq uint64) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
-		Name:              ElectionStream,
+		Name:              bucket.Stream,
 		Description:       bucketDescription,
 		Subjects:          slices.Clone(electionSubjects),
 		Retention:         jetstream.LimitsPolicy,
@@ -352,7 +340,7 @@ func checkUnchangeable(c jetstream.StreamConfig) error {
 		return nil
 	}
 	return fmt.Errorf("%w: stream %s: %s; back up anything you need, delete the bucket (nats kv del %s; running elections restart) and start the broker again to recreate it",
-		ErrBucketMisconfigured, ElectionStream, strings.Join(problems, "; "), ElectionBucket)
+		ErrBucketMisconfigured, bucket.Stream, strings.Join(problems, "; "), bucket.Name)
 }
 
 // reconcile returns current with the settings spec manages set as spec wants

@@ -13,6 +13,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/conclave-io/conclave/broker"
+	"github.com/conclave-io/conclave/bucket"
 )
 
 func TestProvisionCreatesFreshBucket(t *testing.T) {
@@ -33,7 +34,7 @@ func TestProvisionCreatesFreshBucket(t *testing.T) {
 		t.Errorf("report.Consumers = %+v, want %+v", report.Consumers, want)
 	}
 
-	c := streamConfig(t, ctx, js, broker.ElectionStream)
+	c := streamConfig(t, ctx, js, bucket.Stream)
 	checks := []struct {
 		name      string
 		got, want any
@@ -50,7 +51,7 @@ func TestProvisionCreatesFreshBucket(t *testing.T) {
 		{"DenyDelete", c.DenyDelete, true},
 		{"AllowRollup", c.AllowRollup, true},
 		{"Duplicates", c.Duplicates, 45 * time.Second},
-		{"Subjects", strings.Join(c.Subjects, ","), "$KV." + broker.ElectionBucket + ".>"},
+		{"Subjects", strings.Join(c.Subjects, ","), "$KV." + bucket.Name + ".>"},
 		{"report.Config.MaxAge", report.Config.MaxAge, 45 * time.Second},
 	}
 	for _, ch := range checks {
@@ -60,7 +61,7 @@ func TestProvisionCreatesFreshBucket(t *testing.T) {
 	}
 
 	// It is a KV bucket with the wanted shape, as KV clients see it.
-	kv, err := js.KeyValue(ctx, broker.ElectionBucket)
+	kv, err := js.KeyValue(ctx, bucket.Name)
 	if err != nil {
 		t.Fatalf("KeyValue: %v", err)
 	}
@@ -132,7 +133,7 @@ func TestProvisionUpdatesExistingBucket(t *testing.T) {
 			srv := plainServer(t)
 			js := connect(t, srv.ClientURL())
 			ctx := testContext(t, 30*time.Second)
-			tc.existing.Bucket = broker.ElectionBucket
+			tc.existing.Bucket = bucket.Name
 			tc.existing.Storage = jetstream.FileStorage
 			if _, err := js.CreateKeyValue(ctx, tc.existing); err != nil {
 				t.Fatalf("creating the existing bucket: %v", err)
@@ -151,12 +152,12 @@ func TestProvisionUpdatesExistingBucket(t *testing.T) {
 				t.Fatalf("report: created %v, changes %q; want changes %q", report.Created, got, tc.want)
 			}
 			for _, w := range tc.want {
-				if !hasMessage(hook, logrus.InfoLevel, "Election bucket "+broker.ElectionBucket+": "+w) {
+				if !hasMessage(hook, logrus.InfoLevel, "Election bucket "+bucket.Name+": "+w) {
 					t.Errorf("no info log line for %q", w)
 				}
 			}
 
-			c := streamConfig(t, ctx, js, broker.ElectionStream)
+			c := streamConfig(t, ctx, js, bucket.Stream)
 			if c.MaxAge != tc.spec.TTL || c.MaxMsgsPerSubject != 1 || c.MaxMsgSize != broker.DefaultMaxValueSize || c.SubjectDeleteMarkerTTL != 0 {
 				t.Errorf("after provisioning: MaxAge %v, MaxMsgsPerSubject %d, MaxMsgSize %d, SubjectDeleteMarkerTTL %v",
 					c.MaxAge, c.MaxMsgsPerSubject, c.MaxMsgSize, c.SubjectDeleteMarkerTTL)
@@ -191,7 +192,7 @@ func TestProvisionTurnsRollupsOffAndOn(t *testing.T) {
 	if report.Config.AllowRollup || slices.ContainsFunc(report.Changes, func(c broker.SettingChange) bool { return c.Setting == "rollup" }) {
 		t.Fatalf("created: %q, AllowRollup %v", report, report.Config.AllowRollup)
 	}
-	kv, err := js.KeyValue(ctx, broker.ElectionBucket)
+	kv, err := js.KeyValue(ctx, bucket.Name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +226,7 @@ func TestProvisionKeepsWhatItDoesNotManage(t *testing.T) {
 	js := connect(t, srv.ClientURL())
 	ctx := testContext(t, 30*time.Second)
 	_, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: broker.ElectionBucket, TTL: 2 * time.Minute, Description: "ours", Metadata: map[string]string{"team": "infra"},
+		Bucket: bucket.Name, TTL: 2 * time.Minute, Description: "ours", Metadata: map[string]string{"team": "infra"},
 		Compression: true, LimitMarkerTTL: time.Second,
 	})
 	if err != nil {
@@ -234,7 +235,7 @@ func TestProvisionKeepsWhatItDoesNotManage(t *testing.T) {
 	if _, err := broker.ProvisionElectionBucket(ctx, js, broker.BucketSpec{TTL: time.Minute, Replicas: 1}, nil); err != nil {
 		t.Fatalf("ProvisionElectionBucket: %v", err)
 	}
-	c := streamConfig(t, ctx, js, broker.ElectionStream)
+	c := streamConfig(t, ctx, js, bucket.Stream)
 	if c.Description != "ours" || c.Metadata["team"] != "infra" || c.Compression != jetstream.S2Compression {
 		t.Errorf("unmanaged settings lost: description %q, metadata %v, compression %v", c.Description, c.Metadata, c.Compression)
 	}
@@ -252,7 +253,7 @@ func TestProvisionFixesDeleteAndDirectSettings(t *testing.T) {
 	// A hand-made stream of the KV shape without DenyDelete, AllowDirect
 	// and rollups.
 	_, err := js.CreateStream(ctx, jetstream.StreamConfig{
-		Name: broker.ElectionStream, Subjects: []string{"$KV." + broker.ElectionBucket + ".>"},
+		Name: bucket.Stream, Subjects: []string{"$KV." + bucket.Name + ".>"},
 		MaxAge: time.Minute, MaxMsgsPerSubject: 1, MaxMsgSize: broker.DefaultMaxValueSize, Duplicates: time.Minute,
 		Storage: jetstream.FileStorage, Discard: jetstream.DiscardNew,
 	})
@@ -272,20 +273,20 @@ func TestProvisionRefusesWhatItCannotChange(t *testing.T) {
 	srv := plainServer(t)
 	js := connect(t, srv.ClientURL())
 	ctx := testContext(t, 30*time.Second)
-	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: broker.ElectionBucket, TTL: time.Minute, Storage: jetstream.MemoryStorage}); err != nil {
+	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket.Name, TTL: time.Minute, Storage: jetstream.MemoryStorage}); err != nil {
 		t.Fatalf("CreateKeyValue: %v", err)
 	}
 	_, err := broker.ProvisionElectionBucket(ctx, js, broker.BucketSpec{TTL: 30 * time.Second, Replicas: 1}, nil)
 	if !errors.Is(err, broker.ErrBucketMisconfigured) {
 		t.Fatalf("err = %v, want ErrBucketMisconfigured", err)
 	}
-	for _, want := range []string{"storage is Memory", "nats kv del " + broker.ElectionBucket} {
+	for _, want := range []string{"storage is Memory", "nats kv del " + bucket.Name} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
 	}
 	// Nothing was changed half-way.
-	if c := streamConfig(t, ctx, js, broker.ElectionStream); c.MaxAge != time.Minute {
+	if c := streamConfig(t, ctx, js, bucket.Stream); c.MaxAge != time.Minute {
 		t.Errorf("MaxAge changed to %v", c.MaxAge)
 	}
 }
@@ -342,7 +343,7 @@ func TestProvisionConcurrently(t *testing.T) {
 		}
 	}
 	js := connect(t, srv.ClientURL())
-	if c := streamConfig(t, ctx, js, broker.ElectionStream); c.MaxAge != spec.TTL || c.MaxMsgSize != broker.DefaultMaxValueSize {
+	if c := streamConfig(t, ctx, js, bucket.Stream); c.MaxAge != spec.TTL || c.MaxMsgSize != broker.DefaultMaxValueSize {
 		t.Errorf("MaxAge %v, MaxMsgSize %d", c.MaxAge, c.MaxMsgSize)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/conclave-io/conclave/broker"
+	"github.com/conclave-io/conclave/bucket"
 	"github.com/conclave-io/conclave/internal/brokertest"
 )
 
@@ -29,7 +30,7 @@ func TestRecreatedBucketRevisionsExceedEarlierOnes(t *testing.T) {
 	if _, err := broker.ProvisionElectionBucket(ctx, js, spec, nil); err != nil {
 		t.Fatalf("ProvisionElectionBucket: %v", err)
 	}
-	kv, err := js.KeyValue(ctx, broker.ElectionBucket)
+	kv, err := js.KeyValue(ctx, bucket.Name)
 	if err != nil {
 		t.Fatalf("KeyValue: %v", err)
 	}
@@ -54,7 +55,7 @@ func TestRecreatedBucketRevisionsExceedEarlierOnes(t *testing.T) {
 		t.Errorf("first bucket's revision %d is below the creation time %d µs", r1, before)
 	}
 
-	if err := js.DeleteKeyValue(ctx, broker.ElectionBucket); err != nil {
+	if err := js.DeleteKeyValue(ctx, bucket.Name); err != nil {
 		t.Fatalf("DeleteKeyValue: %v", err)
 	}
 	report, err := provisionAfterDelete(ctx, js, spec)
@@ -64,7 +65,7 @@ func TestRecreatedBucketRevisionsExceedEarlierOnes(t *testing.T) {
 	if !report.Created {
 		t.Fatalf("provisioning the deleted bucket: %q, want created", report)
 	}
-	kv, err = js.KeyValue(ctx, broker.ElectionBucket)
+	kv, err = js.KeyValue(ctx, bucket.Name)
 	if err != nil {
 		t.Fatalf("KeyValue of the new bucket: %v", err)
 	}
@@ -89,7 +90,7 @@ func TestRevisionsRiseAcrossRestartOfEmptyBucket(t *testing.T) {
 	if _, err := broker.ProvisionElectionBucket(ctx, js, spec, nil); err != nil {
 		t.Fatalf("ProvisionElectionBucket: %v", err)
 	}
-	kv, err := js.KeyValue(ctx, broker.ElectionBucket)
+	kv, err := js.KeyValue(ctx, bucket.Name)
 	if err != nil {
 		t.Fatalf("KeyValue: %v", err)
 	}
@@ -103,7 +104,7 @@ func TestRevisionsRiseAcrossRestartOfEmptyBucket(t *testing.T) {
 		}
 	}
 	waitFor(t, 10*time.Second, "the key to expire", func() bool {
-		st, err := js.Stream(ctx, broker.ElectionStream)
+		st, err := js.Stream(ctx, bucket.Stream)
 		return err == nil && st.CachedInfo().State.Msgs == 0
 	})
 	srv.Shutdown()
@@ -118,7 +119,7 @@ func TestRevisionsRiseAcrossRestartOfEmptyBucket(t *testing.T) {
 	if report.Changed() {
 		t.Errorf("provisioning after the restart: %q, want unchanged", report)
 	}
-	kv, err = js.KeyValue(ctx, broker.ElectionBucket)
+	kv, err = js.KeyValue(ctx, bucket.Name)
 	if err != nil {
 		t.Fatalf("KeyValue: %v", err)
 	}
@@ -144,7 +145,7 @@ func TestCreatedBucketIsWhatTheKVAPIMakes(t *testing.T) {
 	js, ref := connect(t, ours.ClientURL()), connect(t, theirs.ClientURL())
 	for _, spec := range specs {
 		for _, j := range []jetstream.JetStream{js, ref} {
-			if err := j.DeleteKeyValue(ctx, broker.ElectionBucket); err != nil && !isNotFound(err) {
+			if err := j.DeleteKeyValue(ctx, bucket.Name); err != nil && !isNotFound(err) {
 				t.Fatalf("DeleteKeyValue: %v", err)
 			}
 		}
@@ -160,7 +161,7 @@ func TestCreatedBucketIsWhatTheKVAPIMakes(t *testing.T) {
 		// What the broker did before: CreateKeyValue, then turn on what
 		// the spec wants beyond it.
 		kvc := jetstream.KeyValueConfig{
-			Bucket:       broker.ElectionBucket,
+			Bucket:       bucket.Name,
 			Description:  "Leader elections: one key per election, the value is the leader's identity",
 			History:      1,
 			TTL:          spec.TTL,
@@ -183,8 +184,8 @@ func TestCreatedBucketIsWhatTheKVAPIMakes(t *testing.T) {
 			t.Errorf("%+v: provisioning changed %q after creating, %q after CreateKeyValue", spec, report, refReport)
 		}
 
-		got := streamConfig(t, ctx, js, broker.ElectionStream)
-		want := streamConfig(t, ctx, ref, broker.ElectionStream)
+		got := streamConfig(t, ctx, js, bucket.Stream)
+		want := streamConfig(t, ctx, ref, bucket.Stream)
 		if got.FirstSeq < before || got.FirstSeq > uint64(time.Now().UnixMicro()) {
 			t.Errorf("%+v: FirstSeq %d is not the creation time in µs (%d or after)", spec, got.FirstSeq, before)
 		}
@@ -210,7 +211,7 @@ func TestCreatedBucketIsWhatTheKVAPIMakes(t *testing.T) {
 // legacy KV API) and bucket listings do.
 func checkKVClients(t *testing.T, ctx context.Context, url string, js jetstream.JetStream, spec broker.BucketSpec) {
 	t.Helper()
-	kv, err := js.KeyValue(ctx, broker.ElectionBucket)
+	kv, err := js.KeyValue(ctx, bucket.Name)
 	if err != nil {
 		t.Fatalf("KeyValue: %v", err)
 	}
@@ -218,7 +219,7 @@ func checkKVClients(t *testing.T, ctx context.Context, url string, js jetstream.
 	if err != nil {
 		t.Fatalf("Status: %v", err)
 	}
-	if st.Bucket() != broker.ElectionBucket || st.History() != 1 || st.TTL() != spec.TTL || st.BackingStore() != "JetStream" {
+	if st.Bucket() != bucket.Name || st.History() != 1 || st.TTL() != spec.TTL || st.BackingStore() != "JetStream" {
 		t.Errorf("Status: bucket %s, history %d, TTL %v, store %s", st.Bucket(), st.History(), st.TTL(), st.BackingStore())
 	}
 	var names []string
@@ -226,8 +227,8 @@ func checkKVClients(t *testing.T, ctx context.Context, url string, js jetstream.
 	for n := range lister.Name() {
 		names = append(names, n)
 	}
-	if len(names) != 1 || names[0] != broker.ElectionBucket {
-		t.Errorf("KeyValueStoreNames = %q, want [%s]", names, broker.ElectionBucket)
+	if len(names) != 1 || names[0] != bucket.Name {
+		t.Errorf("KeyValueStoreNames = %q, want [%s]", names, bucket.Name)
 	}
 
 	// Choria's clients use nats.go's legacy KV API.
@@ -240,7 +241,7 @@ func checkKVClients(t *testing.T, ctx context.Context, url string, js jetstream.
 	if err != nil {
 		t.Fatalf("legacy JetStream: %v", err)
 	}
-	legacy, err := legacyJS.KeyValue(broker.ElectionBucket)
+	legacy, err := legacyJS.KeyValue(bucket.Name)
 	if err != nil {
 		t.Fatalf("legacy KeyValue: %v", err)
 	}
@@ -324,7 +325,7 @@ func TestProvisionLeavesExistingBucketsFirstSeq(t *testing.T) {
 	srv := plainServer(t)
 	js := connect(t, srv.ClientURL())
 	ctx := testContext(t, 30*time.Second)
-	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: broker.ElectionBucket, TTL: time.Minute, Storage: jetstream.FileStorage})
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket.Name, TTL: time.Minute, Storage: jetstream.FileStorage})
 	if err != nil {
 		t.Fatalf("CreateKeyValue: %v", err)
 	}
@@ -415,7 +416,7 @@ func TestClusterRestartKeepsRevisionsRising(t *testing.T) {
 		t.Fatalf("jetstream: %v", err)
 	}
 	waitStreamCurrent(t, ctx, js, 3)
-	kv, err := js.KeyValue(ctx, broker.ElectionBucket)
+	kv, err := js.KeyValue(ctx, bucket.Name)
 	if err != nil {
 		t.Fatalf("KeyValue: %v", err)
 	}

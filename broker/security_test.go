@@ -19,6 +19,7 @@ import (
 
 	"github.com/conclave-io/conclave/acl"
 	"github.com/conclave-io/conclave/broker"
+	"github.com/conclave-io/conclave/bucket"
 	"github.com/conclave-io/conclave/config"
 	"github.com/conclave-io/conclave/internal/brokertest"
 	"github.com/conclave-io/conclave/internal/testpki"
@@ -387,7 +388,7 @@ func openBucket(t *testing.T, ctx context.Context, nc *nats.Conn) jetstream.KeyV
 	if err != nil {
 		t.Fatal(err)
 	}
-	kv, err := js.KeyValue(ctx, broker.ElectionBucket)
+	kv, err := js.KeyValue(ctx, bucket.Name)
 	if err != nil {
 		t.Fatalf("KeyValue: %v", err)
 	}
@@ -516,7 +517,7 @@ func TestRollupRefusedWhenUsersConfigured(t *testing.T) {
 		}
 	}
 	js, _ := jetstream.New(nc)
-	msg := nats.NewMsg("$KV." + broker.ElectionBucket + ".app-a.one")
+	msg := nats.NewMsg("$KV." + bucket.Name + ".app-a.one")
 	msg.Header.Set("Nats-Rollup", "all")
 	_, err = js.PublishMsg(ctx, msg)
 	t.Logf("rollup publish: %v", err)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/conclave-io/conclave/bucket"
 	"github.com/conclave-io/conclave/config"
 )
 
@@ -143,15 +144,15 @@ func newSettings(cfg *config.Config, opts options) (settings, error) {
 	}
 
 	ttl := cfg.LeaderElectionTTL
-	if ttl < MinTTL {
-		return settings{}, invalid("%s is %v: it must be at least %v (Choria's default is 1m)", keyTTL, ttl, MinTTL)
+	if ttl < bucket.MinTTL {
+		return settings{}, invalid("%s is %v: it must be at least %v (Choria's default is 1m)", keyTTL, ttl, bucket.MinTTL)
 	}
 	replicas := cfg.LeaderElectionReplicas
 	switch {
 	case replicas == -1:
-		replicas = min(s.clusterSize, MaxReplicas)
-	case replicas < 1 || replicas > MaxReplicas:
-		return settings{}, invalid("%s is %d: it must be 1 to %d, or -1 for one replica per server", keyReplicas, replicas, MaxReplicas)
+		replicas = min(s.clusterSize, bucket.MaxReplicas)
+	case replicas < 1 || replicas > bucket.MaxReplicas:
+		return settings{}, invalid("%s is %d: it must be 1 to %d, or -1 for one replica per server", keyReplicas, replicas, bucket.MaxReplicas)
 	case replicas > s.clusterSize:
 		return settings{}, fmt.Errorf("%w: %s is %d but the cluster has %s; set %s to %d or less, or to -1 for one replica per server",
 			ErrNotEnoughServers, keyReplicas, replicas, s.describeCluster(), keyReplicas, s.clusterSize)

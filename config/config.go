@@ -35,10 +35,6 @@ const (
 	// ClusterSizeReplicas as LeaderElectionReplicas means one replica per broker
 	// in the cluster.
 	ClusterSizeReplicas = -1
-	// MinLeaderElectionTTL is the shortest LeaderElectionTTL Validate accepts.
-	MinLeaderElectionTTL = time.Second
-	// MaxReplicas is the largest LeaderElectionReplicas JetStream supports.
-	MaxReplicas = 5
 )
 
 // Config is a loaded configuration. Field comments name the config key.

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/conclave-io/conclave/bucket"
 )
 
 // validBroker returns a valid configuration running a clustered broker.
@@ -34,7 +36,7 @@ func TestValidateAccepts(t *testing.T) {
 		{"one replica without a cluster", func(c *Config) { c.PeerPort, c.Peers, c.LeaderElectionReplicas = 0, nil, 1 }},
 		{"replicas without the embedded broker", func(c *Config) { c.BrokerNetwork, c.PeerPort, c.Peers = false, 0, nil }},
 		{"bare host:port hosts", func(c *Config) { c.MiddlewareHosts = []string{"b1:4222", "tls://b2:4443"} }},
-		{"TTL at the minimum", func(c *Config) { c.LeaderElectionTTL = MinLeaderElectionTTL }},
+		{"TTL at the minimum", func(c *Config) { c.LeaderElectionTTL = bucket.MinTTL }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := validBroker()

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/conclave-io/conclave/bucket"
 )
 
 // What each kind of port accepts, as said in error messages.
@@ -123,29 +125,29 @@ const replicasRange = "use 1 to 5, or -1 for the cluster size"
 
 // checkReplicas accepts ClusterSizeReplicas or 1..MaxReplicas.
 func checkReplicas(n int) error {
-	if n == ClusterSizeReplicas || (n >= 1 && n <= MaxReplicas) {
+	if n == ClusterSizeReplicas || (n >= 1 && n <= bucket.MaxReplicas) {
 		return nil
 	}
 	return invalidf("%d is out of range: %s", n, replicasRange)
 }
 
 // parseTTL reads a duration as Choria does (a Go duration, or a bare integer
-// meaning seconds) and requires at least MinLeaderElectionTTL.
+// meaning seconds) and requires at least bucket.MinTTL.
 func parseTTL(v string) (time.Duration, error) {
 	d, err := parseDuration(v)
 	if err != nil {
 		return 0, err
 	}
-	if d < MinLeaderElectionTTL {
-		return 0, invalidf("%q is too short: use at least %v", v, MinLeaderElectionTTL)
+	if d < bucket.MinTTL {
+		return 0, invalidf("%q is too short: use at least %v", v, bucket.MinTTL)
 	}
 	return d, nil
 }
 
-// checkTTL requires at least MinLeaderElectionTTL.
+// checkTTL requires at least bucket.MinTTL.
 func checkTTL(d time.Duration) error {
-	if d < MinLeaderElectionTTL {
-		return invalidf("%v is too short: use at least %v", d, MinLeaderElectionTTL)
+	if d < bucket.MinTTL {
+		return invalidf("%v is too short: use at least %v", d, bucket.MinTTL)
 	}
 	return nil
 }

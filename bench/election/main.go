@@ -40,6 +40,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/conclave-io/conclave/broker"
+	"github.com/conclave-io/conclave/bucket"
 	"github.com/conclave-io/conclave/providers/election/streams"
 )
 
@@ -83,8 +84,8 @@ func (d *durations) Set(s string) error {
 		if err != nil {
 			return fmt.Errorf("%q: %w", part, err)
 		}
-		if v < broker.MinTTL {
-			return fmt.Errorf("TTL %v is shorter than the broker's minimum, %v", v, broker.MinTTL)
+		if v < bucket.MinTTL {
+			return fmt.Errorf("TTL %v is shorter than the broker's minimum, %v", v, bucket.MinTTL)
 		}
 		out = append(out, v)
 	}
@@ -121,8 +122,8 @@ func run() error {
 		quickly("failover-ttls", func() { failTTLs = durations{time.Second} })
 	}
 	cfg.failTTLs = failTTLs
-	if cfg.ttl < broker.MinTTL {
-		return fmt.Errorf("-ttl %v is shorter than the broker's minimum, %v", cfg.ttl, broker.MinTTL)
+	if cfg.ttl < bucket.MinTTL {
+		return fmt.Errorf("-ttl %v is shorter than the broker's minimum, %v", cfg.ttl, bucket.MinTTL)
 	}
 	if cfg.firsts < 1 || cfg.handoffs < 1 || cfg.failovers < 1 || cfg.lanes < 1 || len(cfg.failTTLs) == 0 {
 		return errors.New("-firsts, -handoffs, -failovers and -lanes must be at least 1, and -failover-ttls not empty")
@@ -430,10 +431,10 @@ func (b *bench) provision(ttl time.Duration) error {
 		return fmt.Errorf("provisioning the bucket with TTL %v: %w", ttl, err)
 	}
 	b.perKeyTTL = report.Config.AllowMsgTTL
-	if b.adminKV, err = b.adminJS.KeyValue(ctx, broker.ElectionBucket); err != nil {
+	if b.adminKV, err = b.adminJS.KeyValue(ctx, bucket.Name); err != nil {
 		return fmt.Errorf("opening the bucket: %w", err)
 	}
-	if b.kv, err = b.js.KeyValue(ctx, broker.ElectionBucket); err != nil {
+	if b.kv, err = b.js.KeyValue(ctx, bucket.Name); err != nil {
 		return fmt.Errorf("opening the bucket: %w", err)
 	}
 	return nil
@@ -477,7 +478,7 @@ func (b *bench) start(key, identity string, own bool) (*candidate, error) {
 			nc.Close()
 			return nil, fmt.Errorf("jetstream: %w", err)
 		}
-		if kv, err = js.KeyValue(context.Background(), broker.ElectionBucket); err != nil {
+		if kv, err = js.KeyValue(context.Background(), bucket.Name); err != nil {
 			nc.Close()
 			return nil, fmt.Errorf("opening the bucket: %w", err)
 		}

@@ -18,7 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/conclave-io/conclave/acl"
-	"github.com/conclave-io/conclave/broker"
+	"github.com/conclave-io/conclave/bucket"
 	conclaveconfig "github.com/conclave-io/conclave/config"
 	"github.com/conclave-io/conclave/security"
 )
@@ -47,7 +47,7 @@ func secureBroker(dir string, opts *server.Options) (admin, candidates []nats.Op
 		return nil, nil, err
 	}
 	opts.TLS, opts.TLSVerify, opts.TLSConfig, opts.TLSTimeout = true, true, files.Server(true), 2
-	p := acl.Compile(broker.ElectionBucket, benchUser, acl.Grant{Campaign: []string{">"}})
+	p := acl.Compile(bucket.Name, benchUser, acl.Grant{Campaign: []string{">"}})
 	pw := rand.Text()
 	opts.Users = []*server.User{
 		{Username: "admin", Password: pw},

@@ -15,7 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	clbroker "github.com/conclave-io/conclave/broker"
+	"github.com/conclave-io/conclave/bucket"
 )
 
 // setupDeadline bounds how long a candidate process may take to connect and
@@ -171,9 +171,9 @@ func (b *bench) run(ctx context.Context, e *env, dir string, r *result) error {
 	}
 
 	obs := newObserver(s.ttl)
-	kv, err := e.js.KeyValue(ctx, clbroker.ElectionBucket)
+	kv, err := e.js.KeyValue(ctx, bucket.Name)
 	if err != nil {
-		return fmt.Errorf("opening %s: %w", clbroker.ElectionBucket, err)
+		return fmt.Errorf("opening %s: %w", bucket.Name, err)
 	}
 	if err := obs.watch(ctx, kv); err != nil {
 		return err
@@ -323,11 +323,11 @@ func (b *bench) brokersReady(ctx context.Context, e *env, urls []string) error {
 	if len(e.brokers) > 1 {
 		c := info.Cluster
 		if c == nil || c.Leader == "" || len(c.Replicas) != len(e.brokers)-1 {
-			return fmt.Errorf("stream %s has no leader and %d replicas yet", clbroker.ElectionStream, len(e.brokers)-1)
+			return fmt.Errorf("stream %s has no leader and %d replicas yet", bucket.Stream, len(e.brokers)-1)
 		}
 		for _, p := range c.Replicas {
 			if !p.Current || p.Offline {
-				return fmt.Errorf("replica %s of %s not current yet", p.Name, clbroker.ElectionStream)
+				return fmt.Errorf("replica %s of %s not current yet", p.Name, bucket.Stream)
 			}
 		}
 	}
@@ -344,13 +344,13 @@ func (b *bench) streamInfo(ctx context.Context, e *env) (*jetstream.StreamInfo, 
 func (b *bench) streamInfoWithin(ctx context.Context, e *env, d time.Duration) (*jetstream.StreamInfo, error) {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
-	st, err := e.js.Stream(ctx, clbroker.ElectionStream)
+	st, err := e.js.Stream(ctx, bucket.Stream)
 	if err != nil {
-		return nil, fmt.Errorf("stream %s: %w", clbroker.ElectionStream, err)
+		return nil, fmt.Errorf("stream %s: %w", bucket.Stream, err)
 	}
 	info, err := st.Info(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("stream %s info: %w", clbroker.ElectionStream, err)
+		return nil, fmt.Errorf("stream %s info: %w", bucket.Stream, err)
 	}
 	return info, nil
 }
@@ -535,7 +535,7 @@ func (b *bench) killStreamLeader(ctx context.Context, e *env, obs *observer, r *
 		return err
 	}
 	if info.Cluster == nil || info.Cluster.Leader == "" {
-		return fmt.Errorf("stream %s reports no leader", clbroker.ElectionStream)
+		return fmt.Errorf("stream %s reports no leader", bucket.Stream)
 	}
 	var victim *broker
 	for _, br := range e.brokers {
@@ -566,7 +566,7 @@ func (b *bench) killStreamLeader(ctx context.Context, e *env, obs *observer, r *
 		return fmt.Errorf("SIGKILL %s: %w", victim.name, err)
 	}
 	progress("SIGKILL %s (pid %d), the leader of %s; waiting up to %v for every election to be written again",
-		victim.name, victim.pid(), clbroker.ElectionStream, b.set.failDeadline)
+		victim.name, victim.pid(), bucket.Stream, b.set.failDeadline)
 	<-victim.done
 
 	deadline := at.Add(b.set.failDeadline)
@@ -579,7 +579,7 @@ func (b *bench) killStreamLeader(ctx context.Context, e *env, obs *observer, r *
 				if since := info.Cluster.LeaderSince; since != nil && since.After(at) {
 					nr.streamLeader = since.Sub(at)
 				}
-				progress("stream %s has a new leader, %s, %v after the kill", clbroker.ElectionStream, nr.newLeader, nr.streamLeader.Round(time.Millisecond))
+				progress("stream %s has a new leader, %s, %v after the kill", bucket.Stream, nr.newLeader, nr.streamLeader.Round(time.Millisecond))
 			}
 		}
 		_, p := obs.failoverState()
@@ -602,7 +602,7 @@ func (b *bench) killStreamLeader(ctx context.Context, e *env, obs *observer, r *
 	}
 	nr.losses = losses1 - losses0
 	if nr.streamLeader == 0 {
-		r.fail("stream %s had no new leader %v after its leader %s was killed", clbroker.ElectionStream, b.set.failDeadline, victim.identity)
+		r.fail("stream %s had no new leader %v after its leader %s was killed", bucket.Stream, b.set.failDeadline, victim.identity)
 	}
 	if nr.unresolved > 0 {
 		r.fail("%d of %d elections were not written again %v after the stream leader was killed", nr.unresolved, r.elections, b.set.failDeadline)

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/conclave-io/conclave/bucket"
 	"github.com/conclave-io/conclave/providers/election/streams"
 )
 
@@ -117,8 +118,8 @@ func parseSettings(args []string, getenv func(string) string, stderr io.Writer) 
 		return s, fmt.Errorf("%w: unexpected argument %q: the demo takes flags only", errUsage, fs.Arg(0))
 	case s.workers < 1 || s.workers > maxWorkers:
 		return s, fmt.Errorf("%w: %d workers: run 1 to %d", errUsage, s.workers, maxWorkers)
-	case s.ttl < streams.MinTTL:
-		return s, fmt.Errorf("%w: --ttl %v: the election TTL must be at least %v", errUsage, s.ttl, streams.MinTTL)
+	case s.ttl < bucket.MinTTL:
+		return s, fmt.Errorf("%w: --ttl %v: the election TTL must be at least %v", errUsage, s.ttl, bucket.MinTTL)
 	case s.config != "" && s.ttlFlagSet:
 		return s, fmt.Errorf("%w: --ttl sets the embedded broker's TTL and cannot go with --config: the TTL of %s's brokers is their plugin.choria.network.stream.leader_election_ttl", errUsage, s.config)
 	}

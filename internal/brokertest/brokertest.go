@@ -23,6 +23,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/conclave-io/conclave/broker"
+	"github.com/conclave-io/conclave/bucket"
 	"github.com/conclave-io/conclave/config"
 )
 
@@ -362,7 +363,7 @@ func (c *Cluster) StreamLeader(stream string) int {
 }
 
 // BucketLeader is StreamLeader for the election bucket's stream.
-func (c *Cluster) BucketLeader() int { c.t.Helper(); return c.StreamLeader(broker.ElectionStream) }
+func (c *Cluster) BucketLeader() int { c.t.Helper(); return c.StreamLeader(bucket.Stream) }
 
 func (c *Cluster) streamLeader(stream string) (int, bool) {
 	c.mu.Lock()

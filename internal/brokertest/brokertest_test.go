@@ -11,15 +11,15 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
-	"github.com/conclave-io/conclave/broker"
+	"github.com/conclave-io/conclave/bucket"
 	"github.com/conclave-io/conclave/config"
 	"github.com/conclave-io/conclave/internal/brokertest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// bucket connects to urls and opens the election bucket.
-func bucket(t *testing.T, ctx context.Context, urls ...string) jetstream.KeyValue {
+// openBucket connects to urls and opens the election bucket.
+func openBucket(t *testing.T, ctx context.Context, urls ...string) jetstream.KeyValue {
 	t.Helper()
 	nc, err := nats.Connect(strings.Join(urls, ","), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	if err != nil {
@@ -30,7 +30,7 @@ func bucket(t *testing.T, ctx context.Context, urls ...string) jetstream.KeyValu
 	if err != nil {
 		t.Fatal(err)
 	}
-	kv, err := js.KeyValue(ctx, broker.ElectionBucket)
+	kv, err := js.KeyValue(ctx, bucket.Name)
 	if err != nil {
 		t.Fatalf("KeyValue: %v", err)
 	}
@@ -44,7 +44,7 @@ func TestStartSingle(t *testing.T) {
 	if got := b.BucketSpec().TTL; got != 5*time.Second {
 		t.Fatalf("mutate not applied: TTL %v", got)
 	}
-	kv := bucket(t, ctx, b.ClientURL())
+	kv := openBucket(t, ctx, b.ClientURL())
 	if _, err := kv.Create(ctx, "app", []byte("node-0")); err != nil {
 		t.Fatalf("Create: %v", err)
 	}
@@ -58,7 +58,7 @@ func TestSingleNodeRestartKeepsStoreAndPort(t *testing.T) {
 		t.Fatalf("BucketLeader %d on a single node", leader)
 	}
 	url := c.Broker(0).ClientURL()
-	kv := bucket(t, ctx, url)
+	kv := openBucket(t, ctx, url)
 	rev, err := kv.Create(ctx, "app", []byte("node-0"))
 	if err != nil {
 		t.Fatalf("Create: %v", err)
@@ -71,7 +71,7 @@ func TestSingleNodeRestartKeepsStoreAndPort(t *testing.T) {
 	if got := c.Broker(0).ClientURL(); got != url {
 		t.Fatalf("restarted on %s, was %s", got, url)
 	}
-	e, err := bucket(t, ctx, url).Get(ctx, "app")
+	e, err := openBucket(t, ctx, url).Get(ctx, "app")
 	if err != nil || e.Revision() != rev {
 		t.Fatalf("after restart: %v, %v; want revision %d", e, err, rev)
 	}
@@ -87,7 +87,7 @@ func TestClusterStopAndRestart(t *testing.T) {
 			t.Fatalf("ClientURLs()[%d] = %s, broker says %s", i, urls[i], b.ClientURL())
 		}
 	}
-	kv := bucket(t, ctx, urls...)
+	kv := openBucket(t, ctx, urls...)
 	rev, err := kv.Create(ctx, "app", []byte("node-x"))
 	if err != nil {
 		t.Fatalf("Create: %v", err)
@@ -108,7 +108,7 @@ func TestClusterStopAndRestart(t *testing.T) {
 		t.Fatalf("client URLs changed: %v, were %v", c.ClientURLs(), urls)
 	}
 	c.BucketLeader()
-	e, err := bucket(t, ctx, urls...).Get(ctx, "app")
+	e, err := openBucket(t, ctx, urls...).Get(ctx, "app")
 	if err != nil || e.Revision() != rev {
 		t.Fatalf("after restarting the cluster: %v, %v; want revision %d", e, err, rev)
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/conclave-io/conclave/broker"
+	"github.com/conclave-io/conclave/bucket"
 	"github.com/conclave-io/conclave/internal/denied"
 	"github.com/conclave-io/conclave/providers/election/streams"
 )
@@ -76,7 +76,7 @@ func (s *session) openBucket(ctx context.Context, t *target) error {
 	case errors.Is(err, denied.ErrPermissionDenied):
 		return fmt.Errorf("on %s: %w", s.url, err)
 	case errors.Is(err, jetstream.ErrBucketNotFound):
-		if s.bucket == broker.ElectionBucket {
+		if s.bucket == bucket.Name {
 			return fmt.Errorf("bucket %s not found on %s: brokers with plugin.choria.broker_network = true create it (`conclave broker run`, or a Choria broker); on another NATS server create it with `nats kv add %s --ttl 1m --history 1`: %w", s.bucket, s.url, s.bucket, err)
 		}
 		return fmt.Errorf("bucket %s not found on %s: check --bucket, or create it with `nats kv add %s --ttl 1m --history 1`: %w", s.bucket, s.url, s.bucket, err)

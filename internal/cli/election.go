@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/conclave-io/conclave/broker"
+	"github.com/conclave-io/conclave/bucket"
 	"github.com/conclave-io/conclave/providers/election/streams"
 )
 
@@ -38,7 +38,7 @@ See docs/cli.md for the output, the JSON fields and the connection flags.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.PersistentFlags().StringVar(&e.bucket, "bucket", broker.ElectionBucket, "the KV bucket holding the elections")
+	cmd.PersistentFlags().StringVar(&e.bucket, "bucket", bucket.Name, "the KV bucket holding the elections")
 	cmd.AddCommand(e.listCommand(), e.infoCommand(), e.watchCommand(), e.standDownCommand(), e.runCommand())
 	return cmd
 }

@@ -20,7 +20,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/conclave-io/conclave/broker"
+	"github.com/conclave-io/conclave/bucket"
 	"github.com/conclave-io/conclave/config"
 	"github.com/conclave-io/conclave/internal/brokertest"
 	"github.com/conclave-io/conclave/providers/election/streams"
@@ -292,7 +292,7 @@ func jetStream(t *testing.T, url string, opts ...nats.Option) jetstream.JetStrea
 // electionBucket opens the election bucket on the broker at url.
 func electionBucket(t *testing.T, url string) jetstream.KeyValue {
 	t.Helper()
-	kv, err := jetStream(t, url).KeyValue(testCtx(t), broker.ElectionBucket)
+	kv, err := jetStream(t, url).KeyValue(testCtx(t), bucket.Name)
 	if err != nil {
 		t.Fatalf("election bucket: %v", err)
 	}
@@ -353,7 +353,7 @@ func (c *candidate) waitLeading(t *testing.T) *streams.Term {
 // the marker's revision.
 func publishRelease(t *testing.T, url, key, identity string, rev uint64) uint64 {
 	t.Helper()
-	m := nats.NewMsg("$KV." + broker.ElectionBucket + "." + key)
+	m := nats.NewMsg("$KV." + bucket.Name + "." + key)
 	m.Header.Set("KV-Operation", "DEL")
 	m.Data = []byte("released by " + identity)
 	ack, err := jetStream(t, url).PublishMsg(testCtx(t), m, jetstream.WithExpectLastSequencePerSubject(rev))

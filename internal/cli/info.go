@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/conclave-io/conclave/broker"
+	"github.com/conclave-io/conclave/bucket"
 	"github.com/conclave-io/conclave/providers/election/streams"
 )
 
@@ -217,17 +218,17 @@ func sizeText(n int32) string {
 
 // bucketWarnings lists what is wrong with a bucket's settings for
 // elections. clustered says whether the broker is one of several.
-func bucketWarnings(bucket string, cfg jetstream.StreamConfig, clustered bool) []string {
+func bucketWarnings(name string, cfg jetstream.StreamConfig, clustered bool) []string {
 	fix := ""
-	if bucket == broker.ElectionBucket {
+	if name == bucket.Name {
 		fix = " (a Conclave broker sets it right when it starts)"
 	}
 	var out []string
 	switch ttl := cfg.MaxAge; {
 	case ttl <= 0:
 		out = append(out, "the bucket has no TTL: a crashed leader's key never expires, so nobody ever takes over from it; Conclave candidates refuse such a bucket; set a TTL such as 1m"+fix)
-	case ttl < streams.MinTTL:
-		out = append(out, fmt.Sprintf("TTL %v is below %v: leaders cannot renew in time and leadership flaps; Conclave candidates refuse such a bucket; set a TTL such as 1m%s", ttl, streams.MinTTL, fix))
+	case ttl < bucket.MinTTL:
+		out = append(out, fmt.Sprintf("TTL %v is below %v: leaders cannot renew in time and leadership flaps; Conclave candidates refuse such a bucket; set a TTL such as 1m%s", ttl, bucket.MinTTL, fix))
 	case ttl > maxSensibleTTL:
 		out = append(out, fmt.Sprintf("TTL %v is over %v: after a leader crashes, nobody takes over for that long; Choria's default is 1m", ttl, maxSensibleTTL))
 	}
@@ -263,11 +264,11 @@ func (u consumerUse) nearLimit() bool {
 }
 
 // warning is the warning about consumers close to the limit, or "".
-func (u consumerUse) warning(bucket string) string {
+func (u consumerUse) warning(name string) string {
 	if !u.nearLimit() {
 		return ""
 	}
-	stream := "KV_" + bucket
+	stream := "KV_" + name
 	var raise string
 	switch u.Limit.Source {
 	case broker.LimitAccount:
@@ -278,7 +279,7 @@ func (u consumerUse) warning(bucket string) string {
 		raise = fmt.Sprintf("raise the stream's limit with `nats stream edit %s --max-consumers N` (N above %d)", stream, u.Limit.Max)
 	}
 	fix := ""
-	if bucket == broker.ElectionBucket && u.Limit.Source == broker.LimitServer {
+	if name == bucket.Name && u.Limit.Source == broker.LimitServer {
 		fix = " (a Conclave broker sets the stream's limit to " + fmt.Sprint(broker.DefaultMaxConsumers) + " when it starts)"
 	}
 	return fmt.Sprintf("%d consumers in use of a limit of %s: each watch (candidates, observers, `conclave election watch`) is a consumer, and the server refuses new ones past the limit; %s%s",

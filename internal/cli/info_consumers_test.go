@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/conclave-io/conclave/broker"
+	"github.com/conclave-io/conclave/bucket"
 )
 
 // infoJSONOf runs info --json on bucket and decodes it.
@@ -81,7 +82,7 @@ func addConsumers(t *testing.T, js jetstream.JetStream, bucket string, n int) {
 func TestInfoConsumersOnBroker(t *testing.T) {
 	url := startBroker(t, time.Minute)
 	js := jetStream(t, url)
-	addConsumers(t, js, broker.ElectionBucket, 3)
+	addConsumers(t, js, bucket.Name, 3)
 
 	r := conclave(t, "--server", url, "election", "info")
 	mustSucceed(t, r)
@@ -90,7 +91,7 @@ func TestInfoConsumersOnBroker(t *testing.T) {
 		t.Errorf("per-key TTL not on:\n%s", r.stdout)
 	}
 
-	out := infoJSONOf(t, url, broker.ElectionBucket)
+	out := infoJSONOf(t, url, bucket.Name)
 	b := out.Bucket
 	if b.Consumers != 3 || b.MaxConsumers != broker.DefaultMaxConsumers || b.MaxConsumersSource != "stream" || b.MaxConsumersAssumed || !b.PerKeyTTL {
 		t.Errorf("bucket is %+v, want 3 consumers of the stream's 1000000 and per-key TTL on", b)
@@ -194,14 +195,14 @@ no_auth_user: app
 		*o = *parsed
 	})
 	js := jetStream(t, url)
-	if _, err := js.CreateKeyValue(testCtx(t), jetstream.KeyValueConfig{Bucket: broker.ElectionBucket, TTL: time.Minute, History: 1}); err != nil {
+	if _, err := js.CreateKeyValue(testCtx(t), jetstream.KeyValueConfig{Bucket: bucket.Name, TTL: time.Minute, History: 1}); err != nil {
 		t.Fatal(err)
 	}
-	addConsumers(t, js, broker.ElectionBucket, 9)
+	addConsumers(t, js, bucket.Name, 9)
 	r := conclave(t, "--server", url, "election", "info")
 	mustSucceed(t, r)
 	mustContain(t, "info", r.stdout, "9 of 10 (the account's limit)", "WARNINGS:", "the account's JetStream limit applies")
-	out := infoJSONOf(t, url, broker.ElectionBucket)
+	out := infoJSONOf(t, url, bucket.Name)
 	if b := out.Bucket; b.MaxConsumers != 10 || b.MaxConsumersSource != "account" || b.MaxConsumersAssumed {
 		t.Errorf("bucket is %+v", b)
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conclave-io/conclave/broker"
+	"github.com/conclave-io/conclave/bucket"
 )
 
 // natsCLI returns the path of the NATS CLI: $NATS_CLI (CI builds it and sets
@@ -48,7 +48,7 @@ func runNATS(t *testing.T, cli, url string, args ...string) string {
 func TestWhatTheNATSCLIWritesIsARemoval(t *testing.T) {
 	cli := natsCLI(t)
 	url := startBroker(t, time.Minute)
-	b := broker.ElectionBucket
+	b := bucket.Name
 	for _, key := range []string{"emptied", "deleted", "purged", "released"} {
 		runNATS(t, cli, url, "kv", "create", b, key, "n1.example.net")
 	}
@@ -94,7 +94,7 @@ func TestWhatTheNATSCLIWritesIsARemoval(t *testing.T) {
 func TestNATSCLIShowsBucketLimits(t *testing.T) {
 	cli := natsCLI(t)
 	url := startBroker(t, time.Minute)
-	out := runNATS(t, cli, url, "stream", "info", "KV_"+broker.ElectionBucket)
+	out := runNATS(t, cli, url, "stream", "info", "KV_"+bucket.Name)
 	for _, want := range []string{"Maximum Consumers: 1,000,000", "Allows Per-Message TTL: true"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("nats stream info does not say %q:\n%s", want, out)

@@ -15,7 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
-	"github.com/conclave-io/conclave/broker"
+	"github.com/conclave-io/conclave/bucket"
 	"github.com/conclave-io/conclave/config"
 	"github.com/conclave-io/conclave/internal/brokertest"
 	"github.com/conclave-io/conclave/providers/election/streams"
@@ -223,7 +223,7 @@ func TestElectionThroughBucketFailover(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		kv, err := js.KeyValue(ctx, broker.ElectionBucket)
+		kv, err := js.KeyValue(ctx, bucket.Name)
 		if err != nil {
 			t.Fatalf("candidate %d: opening the bucket: %v", i, err)
 		}

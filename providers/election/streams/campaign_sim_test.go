@@ -177,7 +177,7 @@ func TestSimLeaderAdoptsATTLChangeWithinOneTTL(t *testing.T) {
 	}
 }
 
-// TestSimUnusableTTLGivesTheKeyUp: a TTL below MinTTL makes the leader stand
+// TestSimUnusableTTLGivesTheKeyUp: a TTL below bucket.MinTTL makes the leader stand
 // down and release the key, with no further terms until it is usable again.
 func TestSimUnusableTTLGivesTheKeyUp(t *testing.T) {
 	clk := clocktest.New(simStart)

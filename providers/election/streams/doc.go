@@ -104,7 +104,7 @@
 // at once when it was lowered; standbys re-read it every four TTLs or
 // every minute, whichever is longer, and when a leader outlives their
 // prediction. A TTL
-// that can no longer hold elections (below MinTTL, or none) makes the leader
+// that can no longer hold elections (below bucket.MinTTL, or none) makes the leader
 // release the key and every candidate stop campaigning until it changes.
 //
 // What a lowered TTL cannot reach is a leader cut off from the broker before

@@ -13,13 +13,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/conclave-io/conclave/backoff"
+	"github.com/conclave-io/conclave/bucket"
 )
-
-// MinTTL is the smallest bucket TTL an election accepts. Below it the
-// broker's expiry timer (it is not re-armed below 250ms and is often ~350ms
-// late) and ordinary scheduling delays leave a leader too little room to
-// renew, so leadership would flap.
-const MinTTL = time.Second
 
 // Election is one candidate campaigning in one election: a key in a
 // JetStream KV bucket whose value is the leader's identity.
@@ -300,8 +295,8 @@ func checkBucket(st jetstream.KeyValueStatus, identity string) (time.Duration, e
 	var problems []error
 	if ttl == 0 {
 		problems = append(problems, fmt.Errorf("%w: bucket %s has no TTL, so a crashed leader's key would never expire: set a TTL (the broker's plugin.choria.network.stream.leader_election_ttl)", ErrInvalidBucket, name))
-	} else if ttl < MinTTL {
-		problems = append(problems, fmt.Errorf("%w: %w: bucket %s has TTL %v, the minimum is %v: below it the broker's expiry timer granularity and scheduling delays leave a leader too little time to renew", ErrInvalidBucket, ErrTTLTooSmall, name, ttl, MinTTL))
+	} else if ttl < bucket.MinTTL {
+		problems = append(problems, fmt.Errorf("%w: %w: bucket %s has TTL %v, the minimum is %v: below it the broker's expiry timer granularity and scheduling delays leave a leader too little time to renew", ErrInvalidBucket, ErrTTLTooSmall, name, ttl, bucket.MinTTL))
 	}
 	if h := st.History(); h != 1 {
 		problems = append(problems, fmt.Errorf("%w: bucket %s keeps %d values per key, an election bucket keeps 1: recreate it with history 1", ErrInvalidBucket, name, h))

@@ -18,7 +18,7 @@ var (
 	// ErrInvalidBucket means the bucket cannot hold elections safely: its
 	// TTL, history or markers are wrong for the algorithm.
 	ErrInvalidBucket = errors.New("election: bucket is not a valid election bucket")
-	// ErrTTLTooSmall means the bucket's TTL is below MinTTL. It wraps
+	// ErrTTLTooSmall means the bucket's TTL is below bucket.MinTTL. It wraps
 	// ErrInvalidBucket.
 	ErrTTLTooSmall = errors.New("election: bucket TTL is too small")
 	// ErrAlreadyStarted is returned by a second call to Start: an Election

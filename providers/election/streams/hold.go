@@ -3,6 +3,8 @@ package streams
 import (
 	"context"
 	"time"
+
+	"github.com/conclave-io/conclave/bucket"
 )
 
 // hold is what a campaign knows while its write holds the key.
@@ -160,7 +162,7 @@ func (c *campaigner) checkTTL(now time.Time) {
 // returns false then.
 func (c *campaigner) adoptTTL(now time.Time, ttl time.Duration) bool {
 	tm, err := c.e.timings(ttl)
-	if err == nil && ttl > 0 && ttl < MinTTL {
+	if err == nil && ttl > 0 && ttl < bucket.MinTTL {
 		err = ErrTTLTooSmall
 	}
 	if ttl == 0 {
