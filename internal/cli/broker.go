@@ -11,8 +11,7 @@ import (
 )
 
 func (a *app) brokerCommand() *cobra.Command {
-	cmd := &cobra.Command{Use: "broker", Short: "Run the election broker"}
-	var path string
+	cmd := asGroup(&cobra.Command{Use: "broker", Short: "Run the election broker"})
 	run := &cobra.Command{
 		Use:   "run --config FILE",
 		Short: "Run an embedded NATS broker that provisions the election bucket, until interrupted",
@@ -21,6 +20,7 @@ configured peers, and creates or updates the CHORIA_LEADER_ELECTION bucket with
 the configured TTL and replicas. Ctrl-C (SIGINT) or SIGTERM stops it cleanly.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			path := a.conn.config
 			if path == "" {
 				return fmt.Errorf("no configuration: pass --config FILE (see docs/config.md for the keys)")
 			}
@@ -40,7 +40,7 @@ the configured TTL and replicas. Ctrl-C (SIGINT) or SIGTERM stops it cleanly.`,
 			return b.Run(cmd.Context())
 		},
 	}
-	run.Flags().StringVar(&path, "config", "", "configuration file (key = value lines, as Choria's)")
 	cmd.AddCommand(run)
+	onlyFlags(run, "config")
 	return cmd
 }

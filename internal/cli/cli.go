@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // exitError carries a specific exit status out of a command.
@@ -56,6 +58,7 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	asGroup(root)
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -63,4 +66,85 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(a.hashPasswordCommand())
 	a.addElectionCommand(root)
 	return root
+}
+
+// asGroup makes cmd, which only groups subcommands, fail with exit status 1
+// when its subcommand is missing (printing its usage on standard error) or
+// unknown (suggesting the nearest one), instead of printing help and
+// succeeding: a typo in a service's start command must not succeed.
+func asGroup(cmd *cobra.Command) *cobra.Command {
+	cmd.SuggestionsMinimumDistance = 2
+	cmd.Args = cobra.ArbitraryArgs
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			fmt.Fprint(cmd.ErrOrStderr(), cmd.UsageString())
+			fmt.Fprintln(cmd.ErrOrStderr())
+			return fmt.Errorf("%s needs a command: one of %s", cmd.CommandPath(), strings.Join(subcommandNames(cmd), ", "))
+		}
+		msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+			msg += ": did you mean " + strings.Join(s, " or ") + "?"
+		} else {
+			msg += ": use one of " + strings.Join(subcommandNames(cmd), ", ")
+		}
+		return errors.New(msg + " (`" + cmd.CommandPath() + " --help` shows them)")
+	}
+	return cmd
+}
+
+// subcommandNames lists cmd's visible subcommands.
+func subcommandNames(cmd *cobra.Command) []string {
+	var names []string
+	for _, c := range cmd.Commands() {
+		if c.IsAvailableCommand() {
+			names = append(names, c.Name())
+		}
+	}
+	return names
+}
+
+// onlyFlags hides the flags cmd inherits from its parents from its help,
+// except keep, and makes setting any of the hidden ones an error: they
+// belong to other commands, and cmd would silently ignore them.
+func onlyFlags(cmd *cobra.Command, keep ...string) {
+	kept := func(f *pflag.Flag) bool {
+		for _, k := range keep {
+			if f.Name == k {
+				return true
+			}
+		}
+		return f.Name == "help"
+	}
+	cmd.SetHelpFunc(func(c *cobra.Command, args []string) {
+		var hidden []*pflag.Flag
+		c.InheritedFlags().VisitAll(func(f *pflag.Flag) {
+			if !kept(f) && !f.Hidden {
+				f.Hidden = true
+				hidden = append(hidden, f)
+			}
+		})
+		defer func() {
+			for _, f := range hidden {
+				f.Hidden = false
+			}
+		}()
+		// The parent's help function is cobra's default one.
+		c.Parent().HelpFunc()(c, args)
+	})
+	pre := cmd.PreRunE
+	cmd.PreRunE = func(c *cobra.Command, args []string) error {
+		var bad []string
+		c.InheritedFlags().VisitAll(func(f *pflag.Flag) {
+			if f.Changed && !kept(f) {
+				bad = append(bad, "--"+f.Name)
+			}
+		})
+		if len(bad) > 0 {
+			return fmt.Errorf("%s does not take %s: it is for the commands that connect to a broker", c.CommandPath(), strings.Join(bad, ", "))
+		}
+		if pre != nil {
+			return pre(c, args)
+		}
+		return nil
+	}
 }

@@ -51,7 +51,7 @@ func (f *connFlags) register(fs *pflag.FlagSet) {
 	fs.StringVarP(&f.server, "server", "s", "", "NATS server `URLS`, comma separated; without it: --context's url, --config's hosts, $"+envURL+", the selected NATS context's url, "+defaultURL)
 	fs.StringVar(&f.creds, "creds", "", "NATS credentials `FILE`; without it: --context's, $"+envCreds+", the selected NATS context's")
 	fs.StringVar(&f.context, "context", "", "`NAME` of the NATS CLI context to connect with; without it and --config: $"+envContext+", else the NATS CLI's selected context")
-	fs.StringVar(&f.config, "config", "", "Conclave or Choria configuration `FILE`: connect to its plugin.choria.middleware_hosts, or to the broker it configures")
+	fs.StringVar(&f.config, "config", "", "Conclave or Choria configuration `FILE` (key = value lines): the broker's for broker run; for the other commands, connect to its plugin.choria.middleware_hosts, or to the broker it configures, with its TLS and login settings")
 	fs.DurationVar(&f.timeout, "timeout", defaultTimeout, "how long to wait for the broker to connect and to answer each request")
 }
 

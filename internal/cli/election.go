@@ -35,9 +35,8 @@ has the bucket; forces a leader to stand down; runs a command while leading.
 
 Each key of the bucket is one election; its value is the leader's identity.
 See docs/cli.md for the output, the JSON fields and the connection flags.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
+	asGroup(cmd)
 	cmd.PersistentFlags().StringVar(&e.bucket, "bucket", bucket.Name, "the KV bucket holding the elections")
 	cmd.AddCommand(e.listCommand(), e.infoCommand(), e.watchCommand(), e.standDownCommand(), e.runCommand())
 	return cmd

@@ -54,6 +54,7 @@ better the environment variable CONCLAVE_PLUGIN_NATS_PASS.`,
 			return nil
 		},
 	}
+	onlyFlags(cmd)
 	cmd.Flags().IntVar(&cost, "cost", defaultBcryptCost, "bcrypt cost, 10 to 31")
 	cmd.Flags().BoolVar(&stdin, "stdin", false, "read the password as one line of standard input, without prompting")
 	return cmd

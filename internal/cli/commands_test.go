@@ -1,0 +1,66 @@
+package cli_test
+
+import (
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestMissingOrUnknownCommand: a group command without a command, or with an
+// unknown one, fails with status 1 instead of printing help and
+// succeeding (a typo in a service's start command must not "succeed"), and
+// an unknown command gets a suggestion.
+func TestMissingOrUnknownCommand(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"broker"}, []string{"Available Commands:", "conclave broker needs a command: one of run"}},
+		{[]string{"election"}, []string{"Available Commands:", "conclave election needs a command: one of "}},
+		{[]string{}, []string{"Available Commands:", "conclave needs a command: one of "}},
+		{[]string{"broker", "rnu", "--config", "broker.conf"}, []string{`unknown command "rnu" for "conclave broker": did you mean run?`}},
+		{[]string{"election", "lst"}, []string{`unknown command "lst" for "conclave election": did you mean list?`}},
+		{[]string{"election", "stand-dwn", "x"}, []string{`did you mean stand-down?`}},
+		{[]string{"brokr", "run"}, []string{`unknown command "brokr" for "conclave": did you mean broker?`}},
+		{[]string{"frobnicate"}, []string{`unknown command "frobnicate" for "conclave": use one of broker, `}},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			r := conclave(t, tc.args...)
+			if r.code != 1 {
+				t.Errorf("exit status %d, want 1", r.code)
+			}
+			if r.stdout != "" {
+				t.Errorf("stdout is not empty:\n%s", r.stdout)
+			}
+			mustContain(t, "stderr", r.stderr, tc.want...)
+		})
+	}
+}
+
+// TestBrokerRunRootConfig: --config before the command configures the
+// broker too (it is one flag of the root), and broker run's help lists no
+// connection flags, which it would ignore; passing one is an error.
+func TestBrokerRunRootConfig(t *testing.T) {
+	cfg := brokerConfig(t, -1)
+	b := startConclave(t, nil, "--config", cfg, "broker", "run")
+	b.stderr.waitFor(t, 0, regexp.MustCompile(`Broker test-broker ready`))
+	b.signal(syscall.SIGINT)
+	if code := b.wait(); code != 0 {
+		t.Errorf("broker run exited with status %d after SIGINT, want 0", code)
+	}
+
+	help := conclave(t, "broker", "run", "--help")
+	mustSucceed(t, help)
+	mustContain(t, "help", help.stdout, "--config FILE")
+	for _, flag := range []string{"--server", "--creds", "--context", "--timeout"} {
+		if strings.Contains(help.stdout, flag) {
+			t.Errorf("broker run --help lists %s, which it ignores:\n%s", flag, help.stdout)
+		}
+	}
+	r := conclave(t, "broker", "run", "--config", cfg, "--server", "nats://127.0.0.1:4222")
+	if r.code != 1 {
+		t.Errorf("exit status %d, want 1", r.code)
+	}
+	mustContain(t, "stderr", r.stderr, "conclave broker run does not take --server")
+}
