@@ -47,6 +47,7 @@ type app struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	conn           connFlags
+	resolved       *target // conn resolved, once
 }
 
 func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {

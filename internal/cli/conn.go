@@ -148,6 +148,16 @@ func (f *connFlags) resolve() (*target, error) {
 		t.warnings = append(t.warnings, t.ctx.ignored...)
 	}
 
+	if f.config != "" {
+		// The file's TLS, login and identity apply even when --server
+		// says where to connect.
+		cfg, err := loadClientConfig(f.config, f.lookupEnv)
+		if err != nil {
+			return nil, err
+		}
+		t.cfg = cfg
+	}
+
 	const startHint = "start one with `conclave broker run --config FILE`"
 	switch {
 	case f.server != "":
@@ -155,11 +165,10 @@ func (f *connFlags) resolve() (*target, error) {
 	case explicit != nil && explicit.URL != "":
 		t.urls, t.source, t.hint = explicit.URL, explicit.source, "check the url in "+explicit.path+", or pass --server"
 	case f.config != "":
-		cfg, urls, err := configURLs(f.config, f.lookupEnv)
+		urls, err := configURLs(t.cfg)
 		if err != nil {
 			return nil, err
 		}
-		t.cfg = cfg
 		t.urls, t.source, t.hint = strings.Join(urls, ","), "--config "+f.config, "check plugin.choria.middleware_hosts in "+f.config+", or pass --server"
 	case f.env(envURL) != "":
 		t.urls, t.source, t.hint = f.env(envURL), "$"+envURL, "check $"+envURL+", or "+startHint
@@ -238,14 +247,59 @@ type connectOptions struct {
 	longLived bool
 }
 
+// target resolves where and how to connect, once.
+func (a *app) target() (*target, error) {
+	if a.resolved == nil {
+		t, err := a.conn.resolve()
+		if err != nil {
+			return nil, err
+		}
+		for _, w := range t.warnings {
+			fmt.Fprintln(a.stderr, "conclave: warning:", w)
+		}
+		a.resolved = t
+	}
+	return a.resolved, nil
+}
+
+// identity is the name a candidate campaigns under, as the framework
+// chooses it: flag (--identity) if set, else the identity of --config's file,
+// else the defaults: $CONCLAVE_IDENTITY overrides either, else the host
+// name. It returns where the identity came from too.
+func (a *app) identity(flag string) (string, string, error) {
+	if flag != "" {
+		return flag, "--identity", nil
+	}
+	t, err := a.target()
+	if err != nil {
+		return "", "", err
+	}
+	lookup := a.conn.lookupEnv
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	_, fromEnv := lookup(config.EnvPrefix + "IDENTITY")
+	cfg := t.cfg
+	if cfg == nil {
+		if cfg, err = config.FromEnv(lookup); err != nil {
+			return "", "", err
+		}
+	}
+	from := "the host name"
+	if t.cfg != nil && cfg.Identity != config.Default().Identity {
+		from = "identity in " + t.cfg.Path
+	}
+	if fromEnv {
+		from = "$" + config.EnvPrefix + "IDENTITY"
+	}
+	return cfg.Identity, from, nil
+}
+
 // connect resolves the target and connects to it. Errors say what to do.
 func (a *app) connect(ctx context.Context, co connectOptions) (*nats.Conn, *target, error) {
-	t, err := a.conn.resolve()
+	t, err := a.target()
 	if err != nil {
 		return nil, nil, err
-	}
-	for _, w := range t.warnings {
-		fmt.Fprintln(a.stderr, "conclave: warning:", w)
 	}
 	timeout := a.conn.timeout
 	if timeout <= 0 {
@@ -311,37 +365,47 @@ func (t *target) connectError(err error) error {
 	return fmt.Errorf("connecting to %s (from %s): %w", urls, t.source, err)
 }
 
-// configURLs reads the broker URLs from a Conclave or Choria configuration
-// file: plugin.choria.middleware_hosts, or, when it has none, the client
-// address of the broker the file configures (plugin.choria.broker_network).
+// loadClientConfig reads a Conclave or Choria configuration file with the
+// CONCLAVE_* environment overrides, as the framework reads its own.
 //
 // Keys conclave does not know are skipped, so that a Choria client.conf,
 // which sets many, can be used as it is; the keys conclave knows are
 // checked as `conclave broker run` checks them, with their line numbers.
-func configURLs(path string, lookup func(string) (string, bool)) (*config.Config, []string, error) {
+func loadClientConfig(path string, lookup func(string) (string, bool)) (*config.Config, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("--config: %w", err)
+		return nil, fmt.Errorf("--config: %w", err)
+	}
+	if lookup == nil {
+		lookup = os.LookupEnv
 	}
 	cfg, err := config.ParseWithEnv(bytes.NewReader(knownKeysOnly(raw)), path, lookup)
 	if err != nil {
-		return nil, nil, fmt.Errorf("--config: %w", err)
+		return nil, fmt.Errorf("--config: %w", err)
 	}
 	cfg.Path = path
+	return cfg, nil
+}
+
+// configURLs returns the broker URLs of a configuration:
+// plugin.choria.middleware_hosts, or, when it has none, the client address
+// of the broker it configures (plugin.choria.broker_network).
+func configURLs(cfg *config.Config) ([]string, error) {
+	path := cfg.Path
 	if len(cfg.MiddlewareHosts) > 0 {
-		return cfg, cfg.MiddlewareHosts, nil
+		return cfg.MiddlewareHosts, nil
 	}
 	if !cfg.BrokerNetwork {
-		return nil, nil, fmt.Errorf("--config %s sets no plugin.choria.middleware_hosts: add it (e.g. plugin.choria.middleware_hosts = nats://broker.example.net:4222), or pass --server", path)
+		return nil, fmt.Errorf("--config %s sets no plugin.choria.middleware_hosts: add it (e.g. plugin.choria.middleware_hosts = nats://broker.example.net:4222), or pass --server", path)
 	}
 	if cfg.ClientPort == config.RandomPort {
-		return nil, nil, fmt.Errorf("--config %s configures a broker on a random client port (plugin.choria.network.client_port = -1), so its address cannot be known: pass --server with the client_url its log shows", path)
+		return nil, fmt.Errorf("--config %s configures a broker on a random client port (plugin.choria.network.client_port = -1), so its address cannot be known: pass --server with the client_url its log shows", path)
 	}
 	host := cfg.ListenAddress
 	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
 		host = "127.0.0.1"
 	}
-	return cfg, []string{"nats://" + net.JoinHostPort(host, strconv.Itoa(cfg.ClientPort))}, nil
+	return []string{"nats://" + net.JoinHostPort(host, strconv.Itoa(cfg.ClientPort))}, nil
 }
 
 // knownKeysOnly blanks every line of a configuration file whose key conclave

@@ -48,7 +48,9 @@ func (e *elections) runCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run NAME -- COMMAND [ARGS...]",
 		Short: "Campaign in an election and run a command only while leading",
-		Long: `Campaigns in election NAME as --identity (default: the host name) and runs
+		Long: `Campaigns in election NAME as --identity, else as the framework would: the
+identity of the --config file, $CONCLAVE_IDENTITY overriding it, else the host
+name; and runs
 COMMAND only while leading, with standard input, output and error passed
 through and these variables added to its environment:
 
@@ -82,7 +84,7 @@ is taken over after a TTL, a released one at once.`,
 			return e.run(cmd.Context(), args[0], args[1:], f)
 		},
 	}
-	cmd.Flags().StringVar(&f.identity, "identity", "", "the name to campaign as, the value of the election key (default: the host name)")
+	cmd.Flags().StringVar(&f.identity, "identity", "", "the name to campaign as, the value of the election key (default: --config's identity, $CONCLAVE_IDENTITY, else the host name)")
 	cmd.Flags().DurationVar(&f.grace, "grace", 10*time.Second, "how long the command has to exit after SIGTERM before it gets SIGKILL")
 	cmd.Flags().BoolVar(&f.restart, "restart", false, "restart the command when it exits on its own while leading, instead of exiting")
 	cmd.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "log what the election does")
@@ -114,13 +116,9 @@ func (e *elections) run(ctx context.Context, name string, argv []string, f runFl
 	if f.grace < 0 {
 		return fmt.Errorf("--grace %v is negative", f.grace)
 	}
-	identity := f.identity
-	if identity == "" {
-		host, err := os.Hostname()
-		if err != nil || host == "" {
-			return fmt.Errorf("cannot read the host name (%v): pass --identity", err)
-		}
-		identity = host
+	identity, from, err := e.a.identity(f.identity)
+	if err != nil {
+		return err
 	}
 	path, err := exec.LookPath(argv[0])
 	if err != nil {
@@ -151,8 +149,8 @@ func (e *elections) run(ctx context.Context, name string, argv []string, f runFl
 	if err != nil {
 		return err
 	}
-	r.say("%s campaigning in %s (bucket %s on %s, TTL %v); on taking over a key that is absent or expired it waits --grace (%v) before starting %s, so that an old leader's command is surely gone",
-		identity, name, s.bucket, s.url, st.TTL(), f.grace, argv[0])
+	r.say("%s campaigning in %s (identity from %s; bucket %s on %s, TTL %v); on taking over a key that is absent or expired it waits --grace (%v) before starting %s, so that an old leader's command is surely gone",
+		identity, name, from, s.bucket, s.url, st.TTL(), f.grace, argv[0])
 	startDone := make(chan error, 1)
 	// The election outlives ctx: the supervisor stops the command before it
 	// stops the election, so that the next leader starts after it.
