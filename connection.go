@@ -11,7 +11,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/conclave-io/conclave/backoff"
-	"github.com/conclave-io/conclave/broker"
 	"github.com/conclave-io/conclave/internal/natsconn"
 )
 
@@ -90,7 +89,7 @@ func (fw *Framework) Connect(ctx context.Context, opts ...nats.Option) (*nats.Co
 // named after the identity, reconnecting forever, logging what happens to
 // the connection. A connection to servers logs in as the configuration
 // says; one in-process uses the embedded broker's in-memory credential.
-func (fw *Framework) dial(ctx context.Context, servers []string, embedded *broker.Broker, extra []nats.Option) (*nats.Conn, error) {
+func (fw *Framework) dial(ctx context.Context, servers []string, embedded LocalBroker, extra []nats.Option) (*nats.Conn, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("conclave: connecting to %s: %w", strings.Join(servers, ", "), err)
 	}
@@ -162,33 +161,47 @@ func (fw *Framework) connectError(servers []string, err error) error {
 	return fmt.Errorf("conclave: connecting to %s: %w", where, err)
 }
 
-// StartBroker starts an embedded broker from the framework's configuration
-// (see package broker: its listen address, client port, store, TTL, …)
-// and returns once it is ready and has provisioned the election bucket. The
-// shared connection then goes to it, so call StartBroker before the first
-// election. Close shuts it down.
+// LocalBroker is a broker running in this process that the framework's
+// connections reach in memory. Package embedded starts one from the
+// framework's configuration; *broker.Broker implements it.
+type LocalBroker interface {
+	// Start starts the broker and returns once it is ready for elections.
+	Start(ctx context.Context) error
+	// ClientURL returns where network clients reach the broker.
+	ClientURL() string
+	// InProcessOptions returns the nats.Connect options that reach the
+	// broker in memory, with an empty URL.
+	InProcessOptions() []nats.Option
+	// Shutdown stops the broker and returns once it has stopped.
+	Shutdown()
+}
+
+// UseBroker starts b and makes it the framework's broker: the shared
+// connection and Connect then go to it in memory, and Close shuts it down.
+// Nothing else connects while b starts, so call UseBroker before the first
+// election. Most programs call embedded.StartBroker, which builds the broker
+// from the framework's configuration and passes it here.
 //
-// It returns ErrClosed after Close, ErrBrokerStarted when the framework
-// already started one, ErrConnected when the shared connection was already
-// made, and the broker's own errors (broker.ErrInvalidConfig, …) wrapped.
-func (fw *Framework) StartBroker(ctx context.Context) (*broker.Broker, error) {
+// It returns ErrInvalidOption for a nil b, ErrClosed after Close,
+// ErrBrokerStarted when the framework already has a broker, ErrConnected
+// when the shared connection was already made, and b.Start's error wrapped.
+func (fw *Framework) UseBroker(ctx context.Context, b LocalBroker) error {
+	if b == nil {
+		return fmt.Errorf("%w: UseBroker(nil): pass a broker, such as one from broker.New", ErrInvalidOption)
+	}
 	fw.mu.Lock()
 	defer fw.mu.Unlock()
 	switch {
 	case fw.closed:
-		return nil, ErrClosed
+		return ErrClosed
 	case fw.broker != nil:
-		return nil, fmt.Errorf("%w: it listens at %s", ErrBrokerStarted, fw.broker.ClientURL())
+		return fmt.Errorf("%w: it listens at %s", ErrBrokerStarted, fw.broker.ClientURL())
 	case fw.conn != nil:
-		return nil, fmt.Errorf("%w to %s: call StartBroker before the first election", ErrConnected, fw.conn.ConnectedUrlRedacted())
-	}
-	b, err := broker.New(fw.cfg, fw.Logger("broker"))
-	if err != nil {
-		return nil, fmt.Errorf("conclave: %w", err)
+		return fmt.Errorf("%w to %s: start the broker before the first election", ErrConnected, fw.conn.ConnectedUrlRedacted())
 	}
 	if err := b.Start(ctx); err != nil {
-		return nil, fmt.Errorf("conclave: starting the broker: %w", err)
+		return fmt.Errorf("conclave: starting the broker: %w", err)
 	}
 	fw.broker = b
-	return b, nil
+	return nil
 }

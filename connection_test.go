@@ -12,7 +12,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/conclave-io/conclave"
-	"github.com/conclave-io/conclave/config"
+	"github.com/conclave-io/conclave/embedded"
 	"github.com/conclave-io/conclave/internal/brokertest"
 )
 
@@ -170,66 +170,6 @@ func TestWithConnection(t *testing.T) {
 	}
 }
 
-func TestStartBroker(t *testing.T) {
-	cfg := testConfig("embedded-node", deadAddress(t)) // the embedded broker wins over middleware_hosts
-	cfg.BrokerNetwork = true
-	cfg.ClientPort = config.RandomPort
-	cfg.StreamStore = t.TempDir()
-	cfg.LeaderElectionTTL = testTTL
-	fw := newFramework(t, cfg)
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
-
-	b, err := fw.StartBroker(ctx)
-	if err != nil {
-		t.Fatalf("StartBroker: %v", err)
-	}
-	if got := fw.Servers(); len(got) != 1 || got[0] != b.ClientURL() {
-		t.Errorf("Servers = %v, want [%s]", got, b.ClientURL())
-	}
-	if _, err := fw.StartBroker(ctx); !errors.Is(err, conclave.ErrBrokerStarted) {
-		t.Errorf("second StartBroker: %v, want ErrBrokerStarted", err)
-	}
-	nc, err := fw.Connection(ctx)
-	if err != nil {
-		t.Fatalf("Connection: %v", err)
-	}
-	if got := nc.ConnectedServerName(); got != "embedded-node" || nc.Opts.InProcessServer == nil {
-		t.Errorf("connected to server %q (in-process: %v), want the embedded broker embedded-node in-process", got, nc.Opts.InProcessServer != nil)
-	}
-	if _, err := fw.Bucket(ctx, nil); err != nil {
-		t.Errorf("the embedded broker has no election bucket: %v", err)
-	}
-
-	if err := fw.Close(); err != nil {
-		t.Fatalf("Close: %v", err)
-	}
-	select {
-	case <-b.Done():
-	case <-time.After(wait):
-		t.Fatal("Close did not shut the broker down")
-	}
-	if !nc.IsClosed() {
-		t.Error("Close left the shared connection open")
-	}
-}
-
-func TestStartBrokerAfterConnecting(t *testing.T) {
-	b := startBroker(t)
-	cfg := testConfig("late-node", b.ClientURL())
-	cfg.StreamStore = t.TempDir()
-	cfg.ClientPort = config.RandomPort
-	fw := newFramework(t, cfg)
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
-	if _, err := fw.Connection(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := fw.StartBroker(ctx); !errors.Is(err, conclave.ErrConnected) || !strings.Contains(err.Error(), b.ClientURL()) {
-		t.Errorf("StartBroker after Connection: %v, want ErrConnected naming %s", err, b.ClientURL())
-	}
-}
-
 func TestClose(t *testing.T) {
 	b := startBroker(t)
 	fw := newFramework(t, testConfig("closing-node", b.ClientURL()))
@@ -252,7 +192,7 @@ func TestClose(t *testing.T) {
 		"Connection":  func() error { _, err := fw.Connection(ctx); return err },
 		"Connect":     func() error { _, err := fw.Connect(ctx); return err },
 		"NewElection": func() error { _, err := fw.NewElection(ctx, nil, "app"); return err },
-		"StartBroker": func() error { _, err := fw.StartBroker(ctx); return err },
+		"StartBroker": func() error { _, err := embedded.StartBroker(ctx, fw); return err },
 	} {
 		if err := call(); !errors.Is(err, conclave.ErrClosed) {
 			t.Errorf("%s after Close: %v, want ErrClosed", name, err)
@@ -316,5 +256,27 @@ func TestConnectionReconnectsAndLogs(t *testing.T) {
 	}
 	if again, _ := fw.Connection(ctx); again != nc {
 		t.Error("the framework made a new connection instead of reconnecting")
+	}
+}
+
+// failingBroker is a LocalBroker that cannot start.
+type failingBroker struct{ conclave.LocalBroker }
+
+var errNoStart = errors.New("cannot start")
+
+func (failingBroker) Start(context.Context) error { return errNoStart }
+
+func TestUseBroker(t *testing.T) {
+	fw := newFramework(t, testConfig("using-node"))
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if err := fw.UseBroker(ctx, nil); !errors.Is(err, conclave.ErrInvalidOption) {
+		t.Errorf("UseBroker(nil): %v, want ErrInvalidOption", err)
+	}
+	if err := fw.UseBroker(ctx, failingBroker{}); !errors.Is(err, errNoStart) {
+		t.Errorf("UseBroker of a broker that cannot start: %v, want its error", err)
+	}
+	if got := fw.Servers(); len(got) != 1 || got[0] != conclave.DefaultServer {
+		t.Errorf("Servers = %v after a failed start, want [%s]: the framework kept the broker", got, conclave.DefaultServer)
 	}
 }

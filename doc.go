@@ -22,9 +22,9 @@
 //
 // # Where the framework connects
 //
-// The shared connection goes to the broker the framework started with
-// StartBroker, if any; else to every broker in plugin.choria.middleware_hosts;
-// else to DefaultServer. It is made on first use (Connection, NewElection
+// The shared connection goes to the broker the framework runs in this
+// process (embedded.StartBroker, or UseBroker), if any; else to every
+// broker in plugin.choria.middleware_hosts; else to DefaultServer. It is made on first use (Connection, NewElection
 // with a nil connection, …), reconnects forever, is named after the identity,
 // and logs its disconnections and reconnections. Connect makes further
 // connections with the same settings, for candidates that must not share a
@@ -41,8 +41,14 @@
 // login fails at once with ErrLogin naming the cause. A user who may not
 // open the bucket gets ErrPermissionDenied from NewElection; a campaign in
 // an election the user may not touch ends with it (see docs/security.md).
-// A broker started with StartBroker is reached in-process, with a
+// A broker started with embedded.StartBroker is reached in-process, with a
 // credential made at random and held only in memory.
+//
+// # Linking
+//
+// The package does not link the NATS server: a program that only
+// campaigns stays small. Starting a broker in the program is package
+// github.com/conclave-io/conclave/embedded, which does.
 //
 // # Configuration
 //

@@ -24,13 +24,15 @@ var (
 	// ErrClosed is returned by a Framework's methods after Close.
 	ErrClosed = errors.New("conclave: framework closed")
 
-	// ErrBrokerStarted is returned by StartBroker when the framework already
-	// started a broker: a framework runs at most one.
+	// ErrBrokerStarted is returned by UseBroker, and so by
+	// embedded.StartBroker, when the framework already has a broker: a
+	// framework runs at most one.
 	ErrBrokerStarted = errors.New("conclave: broker already started")
 
-	// ErrConnected is returned by StartBroker when the shared connection was
-	// already made to other brokers: start the embedded broker before the
-	// first election so that the shared connection goes to it.
+	// ErrConnected is returned by UseBroker, and so by embedded.StartBroker,
+	// when the shared connection was already made to other brokers: start
+	// the embedded broker before the first election so that the shared
+	// connection goes to it.
 	ErrConnected = errors.New("conclave: shared connection already made")
 
 	// ErrLogin means a connection could not log in: the broker refused the

@@ -12,6 +12,7 @@ import (
 
 	"github.com/conclave-io/conclave"
 	"github.com/conclave-io/conclave/config"
+	"github.com/conclave-io/conclave/embedded"
 	election "github.com/conclave-io/conclave/providers/election/streams"
 )
 
@@ -39,7 +40,7 @@ func exampleFramework() (*conclave.Framework, func()) {
 	if err != nil {
 		panic(err)
 	}
-	if _, err := fw.StartBroker(context.Background()); err != nil {
+	if _, err := embedded.StartBroker(context.Background(), fw); err != nil {
 		panic(err)
 	}
 	return fw, func() {
@@ -162,32 +163,4 @@ func ExampleFramework_Connection() {
 	}
 	fmt.Println("connected as", nc.Opts.Name)
 	// Output: connected as n1.example.net
-}
-
-func ExampleFramework_StartBroker() {
-	dir, _ := os.MkdirTemp("", "conclave-example-")
-	defer os.RemoveAll(dir)
-	cfg := config.Default()
-	cfg.Identity = "n1.example.net"
-	cfg.ClientPort = config.RandomPort // a free port; real brokers listen on a fixed one
-	cfg.StreamStore = dir
-	cfg.LeaderElectionTTL = 10 * time.Second
-	fw, err := conclave.NewWithConfig(cfg, conclave.WithLogger(quietLogger()))
-	if err != nil {
-		panic(err)
-	}
-	defer fw.Close() // shuts the broker down
-
-	ctx := context.Background()
-	if _, err := fw.StartBroker(ctx); err != nil {
-		panic(err)
-	}
-	// Elections of fw now go to the embedded broker.
-	kv, err := fw.Bucket(ctx, nil)
-	if err != nil {
-		panic(err)
-	}
-	st, _ := kv.Status(ctx)
-	fmt.Println(st.Bucket(), "TTL", st.TTL())
-	// Output: CHORIA_LEADER_ELECTION TTL 10s
 }

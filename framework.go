@@ -10,7 +10,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sirupsen/logrus"
 
-	"github.com/conclave-io/conclave/broker"
 	"github.com/conclave-io/conclave/config"
 	"github.com/conclave-io/conclave/inter"
 	"github.com/conclave-io/conclave/internal/logging"
@@ -28,9 +27,9 @@ type Framework struct {
 	recorder *metrics.Recorder // nil without WithRegisterer
 
 	mu      sync.Mutex
-	conn    *nats.Conn // the shared connection, once made or given
-	ownConn bool       // the framework made conn and closes it
-	broker  *broker.Broker
+	conn    *nats.Conn  // the shared connection, once made or given
+	ownConn bool        // the framework made conn and closes it
+	broker  LocalBroker // started with UseBroker
 	closed  bool
 	// sharedKV and sharedJS are the bucket opened on the shared connection,
 	// once: a process with thousands of elections looks it up once.

@@ -15,6 +15,7 @@ import (
 	conclave "github.com/conclave-io/conclave"
 	"github.com/conclave-io/conclave/bucket"
 	"github.com/conclave-io/conclave/config"
+	"github.com/conclave-io/conclave/embedded"
 	"github.com/conclave-io/conclave/internal/testpki"
 	"github.com/conclave-io/conclave/providers/election/streams"
 	"github.com/conclave-io/conclave/security"
@@ -207,7 +208,7 @@ func TestEmbeddedBrokerWithUsersNeedsNoSecretOnDisk(t *testing.T) {
 	fw := newFramework(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	b, err := fw.StartBroker(ctx)
+	b, err := embedded.StartBroker(ctx, fw)
 	if err != nil {
 		t.Fatal(err)
 	}

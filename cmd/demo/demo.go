@@ -21,6 +21,7 @@ import (
 
 	"github.com/conclave-io/conclave"
 	"github.com/conclave-io/conclave/config"
+	"github.com/conclave-io/conclave/embedded"
 	"github.com/conclave-io/conclave/internal/logging"
 	"github.com/conclave-io/conclave/metrics"
 )
@@ -172,7 +173,7 @@ func newFramework(ctx context.Context, s settings, reg prometheus.Registerer, st
 	if s.config != "" {
 		return fw, fmt.Sprintf("%s (from %s)", strings.Join(fw.Servers(), ", "), s.config), cleanup, nil
 	}
-	b, err := fw.StartBroker(ctx)
+	b, err := embedded.StartBroker(ctx, fw)
 	if err != nil {
 		cleanup()
 		return nil, "", nil, err
