@@ -242,8 +242,8 @@ func redactURL(u string) string {
 type connectOptions struct {
 	// name is the connection name the broker shows.
 	name string
-	// longLived commands (watch, run) reconnect forever; the others, which
-	// end within a few requests, keep the client's defaults.
+	// longLived commands (watch, run) connect as the framework does; the
+	// others end within a few requests.
 	longLived bool
 }
 
@@ -305,13 +305,9 @@ func (a *app) connect(ctx context.Context, co connectOptions) (*nats.Conn, *targ
 	if timeout <= 0 {
 		timeout = defaultTimeout
 	}
-	login, err := t.options()
+	opts, err := t.dialOptions(co, timeout)
 	if err != nil {
 		return nil, nil, err
-	}
-	opts := append([]nats.Option{nats.Name(co.name), nats.Timeout(timeout)}, login...)
-	if co.longLived {
-		opts = append(opts, nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond))
 	}
 	type result struct {
 		nc  *nats.Conn
@@ -337,6 +333,25 @@ func (a *app) connect(ctx context.Context, co connectOptions) (*nats.Conn, *targ
 		return nil, nil, t.connectError(r.err)
 	}
 	return r.nc, t, nil
+}
+
+// dialOptions returns the nats.Connect options of a connection to t: a
+// long-lived one has the framework's settings (natsconn.ClientOptions:
+// reconnect forever, ping every 10s, no writes buffered while
+// disconnected); a short one reconnects as nats.go does by default but
+// buffers no writes either, so that a stand-down is never sent late.
+func (t *target) dialOptions(co connectOptions, timeout time.Duration) ([]nats.Option, error) {
+	login, err := t.options()
+	if err != nil {
+		return nil, err
+	}
+	opts := []nats.Option{nats.Name(co.name), nats.Timeout(timeout)}
+	if co.longLived {
+		opts = append(opts, natsconn.ClientOptions()...)
+	} else {
+		opts = append(opts, nats.ReconnectBufSize(-1))
+	}
+	return append(opts, login...), nil
 }
 
 // connectError explains a failed connection.

@@ -7,7 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/conclave-io/conclave/internal/natsconn"
 )
 
 // contextDir writes NATS CLI contexts under a fresh XDG_CONFIG_HOME and
@@ -185,5 +188,46 @@ func TestBucketWarnings(t *testing.T) {
 				t.Errorf("warnings %q, want one about %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestDialOptions: election run and watch connect with the framework's
+// settings (natsconn.ClientOptions): no write is buffered while
+// disconnected, to be sent late; the framework's ping interval and
+// reconnect pacing; reconnecting forever. The short commands buffer no
+// writes either.
+func TestDialOptions(t *testing.T) {
+	apply := func(t *testing.T, long bool) nats.Options {
+		t.Helper()
+		tg := &target{urls: "nats://127.0.0.1:4222"}
+		opts, err := tg.dialOptions(connectOptions{name: "test", longLived: long}, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := nats.GetDefaultOptions()
+		for _, opt := range opts {
+			if err := opt(&o); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return o
+	}
+	long := apply(t, true)
+	if long.ReconnectBufSize != -1 {
+		t.Errorf("long-lived: ReconnectBufSize %d, want -1", long.ReconnectBufSize)
+	}
+	if long.PingInterval != natsconn.PingInterval {
+		t.Errorf("long-lived: PingInterval %v, want %v", long.PingInterval, natsconn.PingInterval)
+	}
+	if long.MaxReconnect != -1 {
+		t.Errorf("long-lived: MaxReconnect %d, want -1", long.MaxReconnect)
+	}
+	if long.CustomReconnectDelayCB == nil {
+		t.Error("long-lived: no reconnect pacing (natsconn.ReconnectDelay)")
+	} else if d := long.CustomReconnectDelayCB(1); d > time.Second {
+		t.Errorf("long-lived: first reconnect after %v, want natsconn.ReconnectDelay's quick first step", d)
+	}
+	if short := apply(t, false); short.ReconnectBufSize != -1 {
+		t.Errorf("short: ReconnectBufSize %d, want -1", short.ReconnectBufSize)
 	}
 }

@@ -12,10 +12,12 @@ import (
 	"io/fs"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/conclave-io/conclave/acl"
+	"github.com/conclave-io/conclave/backoff"
 	"github.com/conclave-io/conclave/config"
 	"github.com/conclave-io/conclave/security"
 )
@@ -24,6 +26,31 @@ import (
 // connection that cannot use its TLS settings. The message says which and
 // what to change.
 var ErrLogin = errors.New("conclave: cannot log in to the broker")
+
+// PingInterval is how often an idle long-lived connection checks that its
+// broker is still there, so that a silent network partition is noticed
+// (nats.go's default is two minutes).
+const PingInterval = 10 * time.Second
+
+// ReconnectDelay paces reconnection: quick at first, so that elections with
+// short TTLs survive a broker restart, then every few seconds.
+var ReconnectDelay = backoff.Linear(100*time.Millisecond, 2*time.Second, 10)
+
+// ClientOptions returns the settings of every long-lived connection of the
+// framework and the CLI (elections, observers, election run, watch), so
+// that they cannot drift apart: reconnect forever, paced by ReconnectDelay;
+// ping every PingInterval; and fail writes made while disconnected instead
+// of buffering them (ReconnectBufSize -1): an election write that reaches
+// the broker long after its request timed out could take a key that nobody
+// then renews. Name, timeout, login and handlers are the caller's.
+func ClientOptions() []nats.Option {
+	return []nats.Option{
+		nats.MaxReconnects(-1),
+		nats.CustomReconnectDelay(func(attempts int) time.Duration { return ReconnectDelay.Duration(attempts - 1) }),
+		nats.ReconnectBufSize(-1),
+		nats.PingInterval(PingInterval),
+	}
+}
 
 // Options returns the options that make a connection log in as cfg says:
 // TLS with cfg's certificate, key and CA (checked first, so a wrong path or
