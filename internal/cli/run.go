@@ -7,12 +7,14 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/conclave-io/conclave/providers/election/streams"
 )
@@ -46,7 +48,7 @@ type runFlags struct {
 func (e *elections) runCommand() *cobra.Command {
 	var f runFlags
 	cmd := &cobra.Command{
-		Use:   "run NAME -- COMMAND [ARGS...]",
+		Use:   "run [flags] NAME [--] COMMAND [ARGS...]",
 		Short: "Campaign in an election and run a command only while leading",
 		Long: `Campaigns in election NAME as --identity, else as the framework would: the
 identity of the --config file, $CONCLAVE_IDENTITY overriding it, else the host
@@ -74,16 +76,26 @@ after --grace), releases the election so that another candidate takes over at
 once, and exits with the command's exit status (0 if none was running). A
 command killed by a signal gives 128 plus the signal's number, as in shells.
 
+Everything after NAME is the command, its flags included (run job ls -l);
+run's own flags go before NAME, or between NAME and a "--" that ends them.
+
 A candidate that takes a key that is absent or expired (a new election, or
 one whose leader vanished without releasing) waits --grace before it starts
 its command, so that an old leader's command has been killed by then; give
 every candidate of an election the same --grace. A key removed by stand-down
 is taken over after a TTL, a released one at once.`,
-		Args: runArgs,
+		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return e.run(cmd.Context(), args[0], args[1:], f)
+			name, argv, err := splitRunArgs(cmd, args)
+			if err != nil || name == "" {
+				return err
+			}
+			return e.run(cmd.Context(), name, argv, f)
 		},
 	}
+	// Flags end at NAME: what follows is the command's, flags and all
+	// (splitRunArgs reads flags between NAME and --).
+	cmd.Flags().SetInterspersed(false)
 	cmd.Flags().StringVar(&f.identity, "identity", "", "the name to campaign as, the value of the election key (default: --config's identity, $CONCLAVE_IDENTITY, else the host name)")
 	cmd.Flags().DurationVar(&f.grace, "grace", 10*time.Second, "how long the command has to exit after SIGTERM before it gets SIGKILL")
 	cmd.Flags().BoolVar(&f.restart, "restart", false, "restart the command when it exits on its own while leading, instead of exiting")
@@ -91,22 +103,46 @@ is taken over after a TTL, a released one at once.`,
 	return cmd
 }
 
-// runArgs checks run's arguments: NAME, then the command, with "--"
-// between them when the command has flags of its own.
-func runArgs(cmd *cobra.Command, args []string) error {
-	const usage = "usage: conclave election run [flags] NAME -- COMMAND [ARGS...]"
-	dash := cmd.ArgsLenAtDash()
-	switch {
-	case len(args) == 0:
-		return errors.New("missing NAME and COMMAND: " + usage)
-	case dash == 0:
-		return errors.New("missing NAME before --: " + usage)
-	case dash > 1:
-		return fmt.Errorf("only NAME goes before --, got %q: %s", args[:dash], usage)
-	case len(args) == 1:
-		return errors.New("missing the COMMAND to run: " + usage)
+// runUsage is run's usage line, for errors.
+const runUsage = "usage: conclave election run [flags] NAME [--] COMMAND [ARGS...]"
+
+// splitRunArgs splits run's arguments into NAME and the command. Flags go
+// before NAME (parsing stops there), or between NAME and "--"; without
+// "--" right after NAME or its flags, everything after NAME is the command,
+// its own flags included: run job ls -l runs ls -l, as consul lock and
+// etcdctl lock do. An empty name means help was shown.
+func splitRunArgs(cmd *cobra.Command, args []string) (string, []string, error) {
+	if cmd.ArgsLenAtDash() == 0 {
+		return "", nil, errors.New("missing NAME before --: " + runUsage)
 	}
-	return nil
+	if len(args) == 0 {
+		return "", nil, errors.New("missing NAME and COMMAND: " + runUsage)
+	}
+	name, rest := args[0], args[1:]
+	if len(rest) > 0 && strings.HasPrefix(rest[0], "-") && rest[0] != "-" {
+		// Flags after NAME: they end at "--", before the command.
+		dash := slices.Index(rest, "--")
+		if dash < 0 && (slices.Contains(rest, "--help") || slices.Contains(rest, "-h")) {
+			return "", nil, cmd.Help()
+		}
+		if dash < 0 {
+			return "", nil, fmt.Errorf("flags after NAME need -- before the command (%s), or put them before NAME: %s", strings.Join(rest, " "), runUsage)
+		}
+		if err := cmd.Flags().Parse(rest[:dash]); err != nil {
+			if errors.Is(err, pflag.ErrHelp) {
+				return "", nil, cmd.Help()
+			}
+			return "", nil, err
+		}
+		if extra := cmd.Flags().Args(); len(extra) > 0 {
+			return "", nil, fmt.Errorf("only NAME goes before --, got %q: %s", append([]string{name}, extra...), runUsage)
+		}
+		rest = rest[dash+1:]
+	}
+	if len(rest) == 0 {
+		return "", nil, errors.New("missing the COMMAND to run: " + runUsage)
+	}
+	return name, rest, nil
 }
 
 func (e *elections) run(ctx context.Context, name string, argv []string, f runFlags) error {

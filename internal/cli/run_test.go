@@ -217,7 +217,10 @@ func TestRunErrors(t *testing.T) {
 	}{
 		{"command not found", []string{"job", "--", "no-such-command-here"}, 127, `cannot run "no-such-command-here"`},
 		{"no command", []string{"job"}, 1, "missing the COMMAND to run"},
-		{"two names", []string{"job", "other", "--", "true"}, 1, "only NAME goes before --"},
+		{"flags after NAME without --", []string{"job", "--grace", "1s", "true"}, 1, "flags after NAME need -- before the command"},
+		{"a second word is the command", []string{"job", "other", "--", "true"}, 127, `cannot run "other"`},
+		{"NAME after flags and --", []string{"job", "--grace", "1s", "other", "--", "true"}, 1, `only NAME goes before --, got ["job" "other"]`},
+		{"missing NAME", []string{"--", "true"}, 1, "missing NAME before --"},
 		{"invalid name", []string{"a*b", "--", "true"}, 1, "election name: election: invalid key"},
 		{"bucket unfit for elections", []string{"job", "--bucket", "HISTORY5", "--", "true"}, 1, "bucket HISTORY5 keeps 5 values per key"},
 	} {
@@ -229,4 +232,29 @@ func TestRunErrors(t *testing.T) {
 			mustContain(t, "stderr", r.stderr, tc.want)
 		})
 	}
+}
+
+// TestRunCommandFlags: the command after NAME needs no "--" even when it has
+// flags of its own (as with consul lock and etcdctl lock); "--" still
+// works, and run's flags go before NAME or between NAME and "--".
+func TestRunCommandFlags(t *testing.T) {
+	url := startBroker(t, 2*time.Second)
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"no dash", []string{"--identity", "r1", "job1", "sh", "-c", `echo "args $0 $CONCLAVE_IDENTITY"`, "-l"}},
+		{"dash", []string{"job2", "--", "sh", "-c", `echo "args $0 $CONCLAVE_IDENTITY"`, "-l"}},
+		{"flags between NAME and dash", []string{"job3", "--identity", "r1", "--grace", "1s", "--", "sh", "-c", `echo "args $0 $CONCLAVE_IDENTITY"`, "-l"}},
+		{"dash inside the command", []string{"job4", "sh", "-c", `echo "args $0 $1"`, "-l", "--"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := conclave(t, append([]string{"--server", url, "election", "run"}, tc.args...)...)
+			mustSucceed(t, r)
+			mustContain(t, "stdout", r.stdout, "args -l ")
+		})
+	}
+	r := conclave(t, "election", "run", "job", "--help")
+	mustSucceed(t, r)
+	mustContain(t, "help", r.stdout, "Usage:")
 }
