@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -73,8 +74,10 @@ starts the command again after 1s instead.
 
 On Ctrl-C (SIGINT) or SIGTERM, run stops the command (SIGTERM, then SIGKILL
 after --grace), releases the election so that another candidate takes over at
-once, and exits with the command's exit status (0 if none was running). A
-command killed by a signal gives 128 plus the signal's number, as in shells.
+once, says so, and exits with status 0 when the command exited with 0 or died
+of that SIGTERM (a stop that was asked for), else with the command's exit
+status (128 plus the signal's number for a signal, as in shells: 137 when it
+had to be killed).
 
 Everything after NAME is the command, its flags included (run job ls -l);
 run's own flags go before NAME, or between NAME and a "--" that ends them.
@@ -290,10 +293,20 @@ func (r *runner) supervise(ctx context.Context, el *streams.Election, startDone 
 		}
 		select {
 		case <-ctx.Done():
-			if ch != nil {
-				r.say("interrupted: stopping %s and releasing %s", r.argv[0], r.name)
+			if ch == nil {
+				return r.finish(el, startDone, 0, nil)
 			}
-			return r.finish(el, startDone, stopAll(), nil)
+			r.say("interrupted: stopping %s and releasing %s", r.argv[0], r.name)
+			status := stopAll()
+			if status == 128+int(syscall.SIGTERM) {
+				// It died of the SIGTERM it was sent: the stop that was
+				// asked for, not a failure.
+				r.say("%s stopped on SIGTERM", r.argv[0])
+				status = 0
+			} else {
+				r.say("%s stopped with status %d", r.argv[0], status)
+			}
+			return r.finish(el, startDone, status, nil)
 
 		case err := <-startDone:
 			stopAll()
@@ -367,9 +380,19 @@ func (r *runner) supervise(ctx context.Context, el *streams.Election, startDone 
 // result: err, else the exit status.
 func (r *runner) finish(el *streams.Election, startDone <-chan error, status int, err error) error {
 	r.closeQuit()
+	leading := el.IsLeader()
 	el.Stop()
-	if serr := <-startDone; serr != nil && err == nil {
+	serr := <-startDone
+	if serr != nil && err == nil {
 		err = fmt.Errorf("election %s: %w", r.name, serr)
+	}
+	switch {
+	case serr != nil:
+		r.say("stopped campaigning in %s; exiting with status %d", r.name, exitCode(status, err))
+	case leading:
+		r.say("released %s; exiting with status %d", r.name, exitCode(status, err))
+	default:
+		r.say("stopped campaigning in %s (not leading); exiting with status %d", r.name, exitCode(status, err))
 	}
 	switch {
 	case err != nil && status != 0:
@@ -380,6 +403,14 @@ func (r *runner) finish(el *streams.Election, startDone <-chan error, status int
 		return &exitError{code: status}
 	}
 	return nil
+}
+
+// exitCode is the exit status finish's result gives.
+func exitCode(status int, err error) int {
+	if status == 0 && err != nil {
+		return 1
+	}
+	return status
 }
 
 func (r *runner) closeQuit() { r.quitOnce.Do(func() { close(r.quit) }) }

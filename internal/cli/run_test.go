@@ -258,3 +258,24 @@ func TestRunCommandFlags(t *testing.T) {
 	mustSucceed(t, r)
 	mustContain(t, "help", r.stdout, "Usage:")
 }
+
+// TestRunInterrupted: Ctrl-C or SIGTERM on a leading run whose command dies
+// of the SIGTERM it is sent is the stop that was asked for: exit 0, and a
+// last line saying it released.
+func TestRunInterrupted(t *testing.T) {
+	url := startBroker(t, 2*time.Second)
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			p := startConclave(t, nil, "--server", url, "election", "run", "--identity", "r1", "--grace", "5s", "job", "sh", "-c", "echo up; exec sleep 1000")
+			p.stdout.waitFor(t, 0, regexp.MustCompile(`^up$`))
+			p.signal(sig)
+			if code := p.wait(); code != 0 {
+				t.Errorf("exit status %d after %v, want 0", code, sig)
+			}
+			all := strings.Split(strings.TrimSpace(p.stderr.String()), "\n")
+			if last := all[len(all)-1]; !strings.Contains(last, "released job; exiting with status 0") {
+				t.Errorf("last line %q, want it to say run released job", last)
+			}
+		})
+	}
+}
