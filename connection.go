@@ -10,7 +10,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/conclave-io/conclave/backoff"
 	"github.com/conclave-io/conclave/internal/natsconn"
 )
 
@@ -22,14 +21,7 @@ const (
 	// connectTimeout bounds the first connection to each server; a context
 	// deadline shortens it.
 	connectTimeout = 2 * time.Second
-	// pingInterval is how often an idle connection checks its broker is
-	// still there, so that a silent network partition is noticed.
-	pingInterval = 10 * time.Second
 )
-
-// reconnectDelay paces reconnection: quick at first, so that elections with
-// short TTLs survive a broker restart, then every few seconds.
-var reconnectDelay = backoff.Linear(100*time.Millisecond, 2*time.Second, 10)
 
 // Servers returns the URLs the framework connects to, in the order of the
 // rules in the package documentation.
@@ -98,16 +90,12 @@ func (fw *Framework) dial(ctx context.Context, servers []string, embedded LocalB
 		timeout = max(min(timeout, time.Until(dl)), time.Millisecond)
 	}
 	log := fw.Logger("connection")
-	opts := []nats.Option{
+	// Reconnect forever, ping every 10s, and fail writes while
+	// disconnected rather than send them late, as the CLI's long-lived
+	// connections do: the settings live in natsconn.ClientOptions.
+	opts := append(natsconn.ClientOptions(),
 		nats.Name(fw.cfg.Identity),
 		nats.Timeout(timeout),
-		nats.MaxReconnects(-1),
-		nats.CustomReconnectDelay(func(attempts int) time.Duration { return reconnectDelay.Duration(attempts - 1) }),
-		// Fail writes while disconnected rather than send them late: an
-		// election write that arrives long after its request timed out
-		// could take a key nobody then renews.
-		nats.ReconnectBufSize(-1),
-		nats.PingInterval(pingInterval),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
 				log.Warnf("Disconnected from the broker, reconnecting: %v", err)
@@ -123,7 +111,7 @@ func (fw *Framework) dial(ctx context.Context, servers []string, embedded LocalB
 			}
 			log.Warnf("NATS error: %v", err)
 		}),
-	}
+	)
 	list := strings.Join(servers, ",")
 	if embedded != nil {
 		opts = append(opts, embedded.InProcessOptions()...)
