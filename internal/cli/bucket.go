@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"time"
@@ -11,8 +12,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/conclave-io/conclave/backoff"
 	"github.com/conclave-io/conclave/bucket"
 	"github.com/conclave-io/conclave/internal/denied"
+	"github.com/conclave-io/conclave/internal/natsconn"
 	"github.com/conclave-io/conclave/providers/election/streams"
 )
 
@@ -34,8 +37,48 @@ func (s *session) request(ctx context.Context) (context.Context, context.CancelF
 	return context.WithTimeout(ctx, s.timeout)
 }
 
-// open connects and opens the bucket. Errors say what to do.
+// open connects and opens the bucket. Errors say what to do. With
+// co.wait, a broker that does not answer yet, or has no bucket or JetStream
+// yet (it is starting), is waited for, saying so once; any other error
+// returns at once.
 func (e *elections) open(ctx context.Context, co connectOptions) (*session, error) {
+	var waitingFor error // what is being waited for, once said
+	began := time.Now()
+	for attempt := 0; ; attempt++ {
+		s, err := e.tryOpen(ctx, co)
+		if err == nil {
+			if waitingFor != nil {
+				fmt.Fprintf(e.a.stderr, "conclave: connected to %s and opened bucket %s after waiting %v\n", s.url, s.bucket, human(time.Since(began)))
+			}
+			return s, nil
+		}
+		if !co.wait || !notUpYet(err) || ctx.Err() != nil {
+			return nil, err
+		}
+		if waitingFor == nil || errors.Is(err, errBucketNotYet) != errors.Is(waitingFor, errBucketNotYet) {
+			fmt.Fprintf(e.a.stderr, "conclave: waiting for the broker (retrying until it answers; Ctrl-C to stop): %v\n", err)
+			waitingFor = err
+		}
+		if err := backoff.Sleep(ctx, natsconn.ReconnectDelay.Duration(attempt)); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// errBucketNotYet marks a broker that answers without the bucket, or
+// without JetStream, for open's waiting.
+var errBucketNotYet = errors.New("bucket not there yet")
+
+// notUpYet reports whether err from tryOpen may be a broker still starting:
+// not answering, or answering without JetStream or the bucket.
+func notUpYet(err error) bool {
+	var netErr net.Error
+	return errors.Is(err, errBucketNotYet) || errors.Is(err, nats.ErrNoServers) ||
+		errors.Is(err, nats.ErrTimeout) || errors.As(err, &netErr)
+}
+
+// tryOpen connects and opens the bucket once.
+func (e *elections) tryOpen(ctx context.Context, co connectOptions) (*session, error) {
 	nc, t, err := e.a.connect(ctx, co)
 	if err != nil {
 		return nil, err
@@ -46,6 +89,10 @@ func (e *elections) open(ctx context.Context, co connectOptions) (*session, erro
 	}
 	if err := s.openBucket(ctx, t); err != nil {
 		nc.Close()
+		if errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrJetStreamNotEnabled) ||
+			errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) || errors.Is(err, nats.ErrNoResponders) {
+			return nil, fmt.Errorf("%w: %w", errBucketNotYet, err)
+		}
 		return nil, err
 	}
 	return s, nil

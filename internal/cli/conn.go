@@ -245,6 +245,9 @@ type connectOptions struct {
 	// longLived commands (watch, run) connect as the framework does; the
 	// others end within a few requests.
 	longLived bool
+	// wait for a broker that does not answer yet (run), instead of failing
+	// at once as the commands that inspect do.
+	wait bool
 }
 
 // target resolves where and how to connect, once.

@@ -82,6 +82,9 @@ had to be killed).
 Everything after NAME is the command, its flags included (run job ls -l);
 run's own flags go before NAME, or between NAME and a "--" that ends them.
 
+A broker that does not answer yet, or has no election bucket yet, is waited
+for (run says so once); after the first connection run reconnects forever.
+
 A candidate that takes a key that is absent or expired (a new election, or
 one whose leader vanished without releasing) waits --grace before it starts
 its command, so that an old leader's command has been killed by then; give
@@ -163,7 +166,11 @@ func (e *elections) run(ctx context.Context, name string, argv []string, f runFl
 	if err != nil {
 		return &exitError{code: exitNotFound, err: fmt.Errorf("cannot run %q: %w", argv[0], err)}
 	}
-	s, err := e.open(ctx, connectOptions{name: "conclave election run " + name, longLived: true})
+	s, err := e.open(ctx, connectOptions{name: "conclave election run " + name, longLived: true, wait: true})
+	if err != nil && ctx.Err() != nil {
+		fmt.Fprintf(e.a.stderr, "conclave: interrupted before campaigning in %s; exiting with status 0\n", name)
+		return nil
+	}
 	if err != nil {
 		return err
 	}

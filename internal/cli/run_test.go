@@ -13,6 +13,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/conclave-io/conclave/config"
+	"github.com/conclave-io/conclave/internal/brokertest"
 )
 
 // worker is the command the run tests lead with: it announces its start and
@@ -278,4 +281,31 @@ func TestRunInterrupted(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRunWaitsForBroker: run started before its broker says it waits and
+// keeps trying, then campaigns and starts its command once the broker is
+// up; the commands that inspect still fail at once (TestErrorsSayWhatToDo).
+func TestRunWaitsForBroker(t *testing.T) {
+	port := freePort(t)
+	url := "nats://127.0.0.1:" + strconv.Itoa(port)
+	p := startConclave(t, nil, "--server", url, "election", "run", "--identity", "r1", "job", "sh", "-c", "echo up; exec sleep 1000")
+	p.stderr.waitFor(t, 0, regexp.MustCompile(`waiting for the broker \(retrying until it answers; Ctrl-C to stop\): no broker at `+regexp.QuoteMeta(url)))
+
+	brokertest.StartSingle(t, func(c *config.Config) { c.ClientPort = port })
+	p.stdout.waitFor(t, 0, regexp.MustCompile(`^up$`))
+	p.stderr.waitFor(t, 0, regexp.MustCompile(`connected to `+regexp.QuoteMeta(url)+` and opened bucket CHORIA_LEADER_ELECTION after waiting`))
+	p.signal(syscall.SIGINT)
+	if code := p.wait(); code != 0 {
+		t.Errorf("exit status %d after SIGINT, want 0", code)
+	}
+
+	// Interrupted while waiting: nothing to release, status 0.
+	p = startConclave(t, nil, "--server", "nats://127.0.0.1:"+strconv.Itoa(freePort(t)), "election", "run", "job", "true")
+	p.stderr.waitFor(t, 0, regexp.MustCompile(`waiting for the broker`))
+	p.signal(syscall.SIGTERM)
+	if code := p.wait(); code != 0 {
+		t.Errorf("exit status %d after SIGTERM while waiting, want 0", code)
+	}
+	mustContain(t, "stderr", p.stderr.String(), "interrupted before campaigning in job")
 }
