@@ -48,15 +48,15 @@ func (e *elections) open(ctx context.Context, co connectOptions) (*session, erro
 		s, err := e.tryOpen(ctx, co)
 		if err == nil {
 			if waitingFor != nil {
-				fmt.Fprintf(e.a.stderr, "conclave: connected to %s and opened bucket %s after waiting %v\n", s.url, s.bucket, human(time.Since(began)))
+				co.log.event("connected", nil, "connected to %s and opened bucket %s after waiting %v", s.url, s.bucket, human(time.Since(began)))
 			}
 			return s, nil
 		}
-		if !co.wait || !notUpYet(err) || ctx.Err() != nil {
+		if !co.wait || co.log == nil || !notUpYet(err) || ctx.Err() != nil {
 			return nil, err
 		}
 		if waitingFor == nil || errors.Is(err, errBucketNotYet) != errors.Is(waitingFor, errBucketNotYet) {
-			fmt.Fprintf(e.a.stderr, "conclave: waiting for the broker (retrying until it answers; Ctrl-C to stop): %v\n", err)
+			co.log.event("waiting", nil, "waiting for the broker (retrying until it answers; Ctrl-C to stop): %v", err)
 			waitingFor = err
 		}
 		if err := backoff.Sleep(ctx, natsconn.ReconnectDelay.Duration(attempt)); err != nil {

@@ -52,7 +52,7 @@ func (f *connFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.creds, "creds", "", "NATS credentials `FILE`; without it: --context's, $"+envCreds+", the selected NATS context's")
 	fs.StringVar(&f.context, "context", "", "`NAME` of the NATS CLI context to connect with; without it and --config: $"+envContext+", else the NATS CLI's selected context")
 	fs.StringVar(&f.config, "config", "", "Conclave or Choria configuration `FILE` (key = value lines): the broker's for broker run; for the other commands, connect to its plugin.choria.middleware_hosts, or to the broker it configures, with its TLS and login settings")
-	fs.DurationVar(&f.timeout, "timeout", defaultTimeout, "how long to wait for the broker to connect and to answer each request")
+	durationVar(fs, &f.timeout, "timeout", defaultTimeout, "how long to wait for the broker to connect and to answer each request")
 }
 
 func (f *connFlags) env(name string) string {
@@ -248,6 +248,8 @@ type connectOptions struct {
 	// wait for a broker that does not answer yet (run), instead of failing
 	// at once as the commands that inspect do.
 	wait bool
+	// log is where a waiting command says that it waits.
+	log *eventLog
 }
 
 // target resolves where and how to connect, once.
@@ -427,11 +429,18 @@ func configURLs(cfg *config.Config) ([]string, error) {
 }
 
 // knownKeysOnly blanks every line of a configuration file whose key conclave
-// does not read, keeping the line numbering.
+// does not read, keeping the line numbering, so that a Choria file's own
+// keys pass. A key within two edits of one conclave reads is kept: it is
+// more likely a typo than a Choria key, and parsing then reports it with
+// its line and "did you mean".
 func knownKeysOnly(raw []byte) []byte {
 	known := map[string]bool{}
+	var names []string
 	for _, k := range config.Keys() {
 		known[k.Name] = true
+		if !k.PerUser() {
+			names = append(names, k.Name)
+		}
 	}
 	var out bytes.Buffer
 	sc := bufio.NewScanner(bytes.NewReader(raw))
@@ -439,11 +448,50 @@ func knownKeysOnly(raw []byte) []byte {
 	for sc.Scan() {
 		line := sc.Text()
 		trimmed := strings.TrimSpace(strings.TrimPrefix(line, "\ufeff"))
-		if key, _, ok := strings.Cut(trimmed, "="); ok && !strings.HasPrefix(trimmed, "#") && !known[strings.TrimSpace(key)] {
-			line = ""
+		if key, _, ok := strings.Cut(trimmed, "="); ok && !strings.HasPrefix(trimmed, "#") {
+			key = strings.TrimSpace(key)
+			if !known[key] && !nearAny(key, names, 2) {
+				line = ""
+			}
 		}
 		out.WriteString(line)
 		out.WriteByte('\n')
 	}
 	return out.Bytes()
+}
+
+// nearAny reports whether s is within most edits of one of names, ignoring
+// case.
+func nearAny(s string, names []string, most int) bool {
+	s = strings.ToLower(s)
+	for _, n := range names {
+		if d := len(n) - len(s); d > most || -d > most {
+			continue
+		}
+		if editDistance(s, strings.ToLower(n)) <= most {
+			return true
+		}
+	}
+	return false
+}
+
+// editDistance is the Levenshtein distance between a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }

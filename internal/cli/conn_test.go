@@ -231,3 +231,33 @@ func TestDialOptions(t *testing.T) {
 		t.Errorf("short: ReconnectBufSize %d, want -1", short.ReconnectBufSize)
 	}
 }
+
+// TestConfigTypoSuggested: in a Choria client file, keys conclave does not
+// know are skipped, but one within two edits of a key it knows is a typo:
+// reported with its line and "did you mean".
+func TestConfigTypoSuggested(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "client.conf")
+	body := "collectives = mcollective\nmain_collective = mcollective\nplugin.choria.middlware_hosts = nats://b1:4222\n"
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := loadClientConfig(path, envFrom(nil))
+	if err == nil || !strings.Contains(err.Error(), path+":3: plugin.choria.middlware_hosts: unknown key: did you mean plugin.choria.middleware_hosts?") {
+		t.Errorf("error %v, want line 3's typo with a suggestion", err)
+	}
+}
+
+// TestTimeoutBareSeconds: --timeout (and the other duration flags) take
+// whole seconds as the configuration files do, or a Go duration.
+func TestTimeoutBareSeconds(t *testing.T) {
+	for in, want := range map[string]time.Duration{"5": 5 * time.Second, "1m30s": 90 * time.Second, "250ms": 250 * time.Millisecond} {
+		var d durationValue
+		if err := d.Set(in); err != nil || time.Duration(d) != want {
+			t.Errorf("Set(%q) = %v, %v; want %v", in, time.Duration(d), err, want)
+		}
+	}
+	var d durationValue
+	if err := d.Set("5 minutes"); err == nil || !strings.Contains(err.Error(), "whole seconds such as 5") {
+		t.Errorf("Set(\"5 minutes\") error %v, want one saying what to write", err)
+	}
+}

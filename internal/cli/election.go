@@ -2,8 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"io"
-	"sync"
 
 	"github.com/spf13/cobra"
 
@@ -50,11 +48,10 @@ func validateElectionName(name string) error {
 	return nil
 }
 
-// stderrLogger passes an election's or observer's log lines to standard
-// error: warnings and errors always, the rest when verbose.
+// stderrLogger passes an election's or observer's log lines to an
+// eventLog: warnings and errors always, the rest when verbose.
 type stderrLogger struct {
-	mu      *sync.Mutex
-	w       io.Writer
+	log     *eventLog
 	verbose bool
 }
 
@@ -74,7 +71,5 @@ func (l stderrLogger) Warnf(format string, args ...any)  { l.print("warning", fo
 func (l stderrLogger) Errorf(format string, args ...any) { l.print("error", format, args) }
 
 func (l stderrLogger) print(level, format string, args []any) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	fmt.Fprintf(l.w, "conclave: %s: %s\n", level, fmt.Sprintf(format, args...))
+	l.log.event("log", map[string]any{"level": level}, "%s: %s", level, fmt.Sprintf(format, args...))
 }

@@ -44,6 +44,7 @@ type runFlags struct {
 	grace    time.Duration
 	restart  bool
 	verbose  bool
+	json     bool
 }
 
 func (e *elections) runCommand() *cobra.Command {
@@ -103,9 +104,10 @@ is taken over after a TTL, a released one at once.`,
 	// (splitRunArgs reads flags between NAME and --).
 	cmd.Flags().SetInterspersed(false)
 	cmd.Flags().StringVar(&f.identity, "identity", "", "the name to campaign as, the value of the election key (default: --config's identity, $CONCLAVE_IDENTITY, else the host name)")
-	cmd.Flags().DurationVar(&f.grace, "grace", 10*time.Second, "how long the command has to exit after SIGTERM before it gets SIGKILL")
+	durationVar(cmd.Flags(), &f.grace, "grace", 10*time.Second, "how long the command has to exit after SIGTERM before it gets SIGKILL")
 	cmd.Flags().BoolVar(&f.restart, "restart", false, "restart the command when it exits on its own while leading, instead of exiting")
 	cmd.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "log what the election does")
+	cmd.Flags().BoolVar(&f.json, "json", false, "log to standard error as JSON, one object per line (time, event, election, identity, token, status, message)")
 	return cmd
 }
 
@@ -166,9 +168,11 @@ func (e *elections) run(ctx context.Context, name string, argv []string, f runFl
 	if err != nil {
 		return &exitError{code: exitNotFound, err: fmt.Errorf("cannot run %q: %w", argv[0], err)}
 	}
-	s, err := e.open(ctx, connectOptions{name: "conclave election run " + name, longLived: true, wait: true})
+	log := newEventLog(e.a.stderr, f.json)
+	log.election, log.identity = name, identity
+	s, err := e.open(ctx, connectOptions{name: "conclave election run " + name, longLived: true, wait: true, log: log})
 	if err != nil && ctx.Err() != nil {
-		fmt.Fprintf(e.a.stderr, "conclave: interrupted before campaigning in %s; exiting with status 0\n", name)
+		log.event("stopped_campaigning", map[string]any{"status": 0}, "interrupted before campaigning in %s; exiting with status 0", name)
 		return nil
 	}
 	if err != nil {
@@ -180,22 +184,21 @@ func (e *elections) run(ctx context.Context, name string, argv []string, f runFl
 		return err
 	}
 
-	logMu := &sync.Mutex{}
 	r := &runner{
 		e: e, name: name, identity: identity, argv: argv, path: path, flags: f,
-		terms: make(chan *lead, 1), quit: make(chan struct{}), logMu: logMu,
+		terms: make(chan *lead, 1), quit: make(chan struct{}), log: log,
 	}
 	el, err := streams.NewElection(identity, name, s.kv,
 		streams.WithJetStream(s.js),
 		streams.OnLeading(r.onLeading),
 		streams.OnLost(r.onLost),
 		streams.Grace(f.grace),
-		streams.WithLogger(stderrLogger{mu: logMu, w: e.a.stderr, verbose: f.verbose}),
+		streams.WithLogger(stderrLogger{log: log, verbose: f.verbose}),
 	)
 	if err != nil {
 		return err
 	}
-	r.say("%s campaigning in %s (identity from %s; bucket %s on %s, TTL %v); on taking over a key that is absent or expired it waits --grace (%v) before starting %s, so that an old leader's command is surely gone",
+	r.log.event("campaigning", map[string]any{"ttl_seconds": seconds(st.TTL())}, "%s campaigning in %s (identity from %s; bucket %s on %s, TTL %v); on taking over a key that is absent or expired it waits --grace (%v) before starting %s, so that an old leader's command is surely gone",
 		identity, name, from, s.bucket, s.url, st.TTL(), f.grace, argv[0])
 	startDone := make(chan error, 1)
 	// The election outlives ctx: the supervisor stops the command before it
@@ -229,7 +232,7 @@ type runner struct {
 	argv     []string
 	path     string
 	flags    runFlags
-	logMu    *sync.Mutex
+	log      *eventLog
 
 	terms    chan *lead    // OnLeading to the supervisor
 	quit     chan struct{} // closed when the supervisor stops serving terms
@@ -262,12 +265,6 @@ func (r *runner) onLost() {
 	case <-l.stopped:
 	case <-r.quit:
 	}
-}
-
-func (r *runner) say(format string, args ...any) {
-	r.logMu.Lock()
-	defer r.logMu.Unlock()
-	fmt.Fprintf(r.e.a.stderr, "conclave: "+format+"\n", args...)
 }
 
 // supervise runs until ctx ends, the command exits on its own (without
@@ -303,15 +300,15 @@ func (r *runner) supervise(ctx context.Context, el *streams.Election, startDone 
 			if ch == nil {
 				return r.finish(el, startDone, 0, nil)
 			}
-			r.say("interrupted: stopping %s and releasing %s", r.argv[0], r.name)
+			r.log.event("interrupted", nil, "interrupted: stopping %s and releasing %s", r.argv[0], r.name)
 			status := stopAll()
 			if status == 128+int(syscall.SIGTERM) {
 				// It died of the SIGTERM it was sent: the stop that was
 				// asked for, not a failure.
-				r.say("%s stopped on SIGTERM", r.argv[0])
+				r.log.event("stopped", map[string]any{"status": status}, "%s stopped on SIGTERM", r.argv[0])
 				status = 0
 			} else {
-				r.say("%s stopped with status %d", r.argv[0], status)
+				r.log.event("stopped", map[string]any{"status": status}, "%s stopped with status %d", r.argv[0], status)
 			}
 			return r.finish(el, startDone, status, nil)
 
@@ -333,7 +330,7 @@ func (r *runner) supervise(ctx context.Context, el *streams.Election, startDone 
 				cur = nil
 				continue
 			}
-			r.say("%s leads %s, token %d: starting %s", r.identity, r.name, l.term.Token(), strings.Join(r.argv, " "))
+			r.log.event("elected", map[string]any{"token": l.term.Token()}, "%s leads %s, token %d: starting %s", r.identity, r.name, l.term.Token(), strings.Join(r.argv, " "))
 			var err error
 			if ch, err = r.start(l.term); err != nil {
 				l.markStopped()
@@ -343,12 +340,12 @@ func (r *runner) supervise(ctx context.Context, el *streams.Election, startDone 
 		case <-termDone:
 			restartAt = nil
 			if ch != nil {
-				r.say("%s no longer leads %s (%s): stopping %s (SIGTERM, SIGKILL after %v)", r.identity, r.name, cur.term.Cause(), r.argv[0], r.flags.grace)
+				r.log.event("lost", map[string]any{"cause": cur.term.Cause().String()}, "%s no longer leads %s (%s): stopping %s (SIGTERM, SIGKILL after %v)", r.identity, r.name, cur.term.Cause(), r.argv[0], r.flags.grace)
 				status := r.stop(ch)
 				ch = nil
-				r.say("%s stopped with status %d; campaigning again", r.argv[0], status)
+				r.log.event("stopped", map[string]any{"status": status}, "%s stopped with status %d; campaigning again", r.argv[0], status)
 			} else {
-				r.say("%s no longer leads %s (%s); campaigning again", r.identity, r.name, cur.term.Cause())
+				r.log.event("lost", map[string]any{"cause": cur.term.Cause().String()}, "%s no longer leads %s (%s); campaigning again", r.identity, r.name, cur.term.Cause())
 			}
 			cur.markStopped()
 			cur = nil
@@ -361,11 +358,11 @@ func (r *runner) supervise(ctx context.Context, el *streams.Election, startDone 
 				continue // the term ended meanwhile: handled with termDone
 			}
 			if r.flags.restart {
-				r.say("%s exited with status %d while leading %s: starting it again in %v (--restart)", r.argv[0], status, r.name, restartDelay)
+				r.log.event("exited", map[string]any{"status": status}, "%s exited with status %d while leading %s: starting it again in %v (--restart)", r.argv[0], status, r.name, restartDelay)
 				restartAt = time.After(restartDelay)
 				continue
 			}
-			r.say("%s exited with status %d: releasing %s", r.argv[0], status, r.name)
+			r.log.event("exited", map[string]any{"status": status}, "%s exited with status %d: releasing %s", r.argv[0], status, r.name)
 			cur.markStopped()
 			return r.finish(el, startDone, status, nil)
 
@@ -395,11 +392,11 @@ func (r *runner) finish(el *streams.Election, startDone <-chan error, status int
 	}
 	switch {
 	case serr != nil:
-		r.say("stopped campaigning in %s; exiting with status %d", r.name, exitCode(status, err))
+		r.log.event("stopped_campaigning", map[string]any{"status": exitCode(status, err)}, "stopped campaigning in %s; exiting with status %d", r.name, exitCode(status, err))
 	case leading:
-		r.say("released %s; exiting with status %d", r.name, exitCode(status, err))
+		r.log.event("released", map[string]any{"status": exitCode(status, err)}, "released %s; exiting with status %d", r.name, exitCode(status, err))
 	default:
-		r.say("stopped campaigning in %s (not leading); exiting with status %d", r.name, exitCode(status, err))
+		r.log.event("stopped_campaigning", map[string]any{"status": exitCode(status, err)}, "stopped campaigning in %s (not leading); exiting with status %d", r.name, exitCode(status, err))
 	}
 	switch {
 	case err != nil && status != 0:
@@ -461,7 +458,7 @@ func (r *runner) start(t *streams.Term) (*child, error) {
 func (r *runner) stop(ch *child) int {
 	pid := ch.cmd.Process.Pid
 	if err := terminateGroup(pid); err != nil {
-		r.say("cannot send SIGTERM to %s: %v", r.argv[0], err)
+		r.log.event("error", nil, "cannot send SIGTERM to %s: %v", r.argv[0], err)
 	}
 	timer := time.NewTimer(r.flags.grace)
 	defer timer.Stop()
@@ -470,9 +467,9 @@ func (r *runner) stop(ch *child) int {
 		return status
 	case <-timer.C:
 	}
-	r.say("%s still runs %v after SIGTERM: sending SIGKILL", r.argv[0], r.flags.grace)
+	r.log.event("killing", nil, "%s still runs %v after SIGTERM: sending SIGKILL", r.argv[0], r.flags.grace)
 	if err := killGroup(pid); err != nil {
-		r.say("cannot send SIGKILL to %s: %v", r.argv[0], err)
+		r.log.event("error", nil, "cannot send SIGKILL to %s: %v", r.argv[0], err)
 	}
 	return <-ch.exited
 }

@@ -309,3 +309,46 @@ func TestRunWaitsForBroker(t *testing.T) {
 	}
 	mustContain(t, "stderr", p.stderr.String(), "interrupted before campaigning in job")
 }
+
+// TestRunJSON: run --json logs one JSON object per line on standard error,
+// each with its time and event, and the date is on every text line.
+func TestRunJSON(t *testing.T) {
+	url := startBroker(t, 2*time.Second)
+	r := conclave(t, "--server", url, "--timeout", "5", "election", "run", "--json", "--identity", "r1", "job", "sh", "-c", "exit 3")
+	if r.code != 3 {
+		t.Errorf("exit status %d, want the command's 3", r.code)
+	}
+	var events []string
+	for _, line := range strings.Split(strings.TrimSpace(r.stderr), "\n") {
+		var ev struct {
+			Time, Event, Election, Identity, Message string
+			Token                                    uint64
+			Status                                   *int
+		}
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("stderr line %q is not JSON: %v", line, err)
+		}
+		if _, err := time.Parse(time.RFC3339, ev.Time); err != nil || ev.Election != "job" || ev.Identity != "r1" || ev.Message == "" {
+			t.Errorf("event %+v lacks its time, election, identity or message", ev)
+		}
+		switch {
+		case ev.Event == "elected" && ev.Token == 0:
+			t.Errorf("elected without a token: %s", line)
+		case (ev.Event == "exited" || ev.Event == "released") && (ev.Status == nil || *ev.Status != 3):
+			t.Errorf("%s without status 3: %s", ev.Event, line)
+		}
+		events = append(events, ev.Event)
+	}
+	if got := strings.Join(events, ","); got != "campaigning,elected,exited,released" {
+		t.Errorf("events %s, want campaigning,elected,exited,released", got)
+	}
+
+	text := conclave(t, "--server", url, "election", "run", "--identity", "r1", "job", "true")
+	mustSucceed(t, text)
+	date := regexp.MustCompile(`^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} \S+ conclave: `)
+	for _, line := range strings.Split(strings.TrimSpace(text.stderr), "\n") {
+		if !date.MatchString(line) {
+			t.Errorf("log line %q does not start with the date and time", line)
+		}
+	}
+}

@@ -26,7 +26,7 @@ const waitSlack = 5 * time.Second
 const removeTries = 5
 
 func (e *elections) standDownCommand() *cobra.Command {
-	var force, noWait bool
+	var force, noWait, asJSON bool
 	var wait time.Duration
 	cmd := &cobra.Command{
 		Use:   "stand-down NAME",
@@ -50,16 +50,36 @@ between is fine, a different leader is not.`,
 			if noWait && cmd.Flags().Changed("wait") {
 				return errors.New("--wait and --no-wait contradict each other: pass one of them")
 			}
-			return e.standDown(cmd.Context(), args[0], force, wait, noWait)
+			return e.standDown(cmd.Context(), args[0], force, wait, noWait, asJSON)
 		},
 	}
 	cmd.Flags().BoolVarP(&force, "force", "f", false, "do not ask for confirmation")
-	cmd.Flags().DurationVar(&wait, "wait", 0, "how long to wait for a new leader (default the bucket's TTL plus 5s)")
+	durationVar(cmd.Flags(), &wait, "wait", 0, "how long to wait for a new leader (default the bucket's TTL plus 5s)")
 	cmd.Flags().BoolVar(&noWait, "no-wait", false, "return once the key is removed, without waiting for a new leader")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the outcome as one JSON object (election, removed_leader, removed_revision, marker_revision, new_leader, token, ttl_seconds)")
 	return cmd
 }
 
-func (e *elections) standDown(ctx context.Context, name string, force bool, wait time.Duration, noWait bool) error {
+// standDownJSON is the JSON output of stand-down.
+type standDownJSON struct {
+	Election string `json:"election"`
+	// RemovedLeader is the leader that was made to stand down.
+	RemovedLeader string `json:"removed_leader"`
+	// RemovedRevision is the revision of its key that was removed.
+	RemovedRevision uint64 `json:"removed_revision"`
+	// MarkerRevision is the revision of the delete marker, null if unseen.
+	MarkerRevision *uint64 `json:"marker_revision"`
+	// NewLeader is who took the key over, null with --no-wait or when
+	// nobody did within the wait.
+	NewLeader *string `json:"new_leader"`
+	// Token is the new leader's fencing token, null with NewLeader.
+	Token *uint64 `json:"token"`
+	// TTLSeconds is the bucket's TTL: a new leader acts only that long
+	// after taking a removed key.
+	TTLSeconds float64 `json:"ttl_seconds"`
+}
+
+func (e *elections) standDown(ctx context.Context, name string, force bool, wait time.Duration, noWait, asJSON bool) error {
 	if err := validateElectionName(name); err != nil {
 		return err
 	}
@@ -101,13 +121,22 @@ func (e *elections) standDown(ctx context.Context, name string, force bool, wait
 	marker, err := waitForEntry(ctx, w, s.timeout, func(ent jetstream.KeyValueEntry) bool {
 		return ent.Operation() != jetstream.KeyValuePut && ent.Revision() > rec.Revision
 	})
+	out := standDownJSON{Election: name, RemovedLeader: rec.Leader, RemovedRevision: rec.Revision, TTLSeconds: seconds(st.TTL())}
 	switch {
+	case asJSON:
+		if err == nil {
+			rev := marker.Revision()
+			out.MarkerRevision = &rev
+		}
 	case err != nil:
 		fmt.Fprintf(e.a.stdout, "Removed %s: %s must stand down.\n", name, rec.Leader)
 	default:
 		fmt.Fprintf(e.a.stdout, "Removed %s at revision %d: %s must stand down.\n", name, marker.Revision(), rec.Leader)
 	}
 	if noWait {
+		if asJSON {
+			return writeJSON(e.a.stdout, out)
+		}
 		return nil
 	}
 	if wait <= 0 {
@@ -121,8 +150,14 @@ func (e *elections) standDown(ctx context.Context, name string, force bool, wait
 		return ent.Operation() == jetstream.KeyValuePut && len(ent.Value()) > 0 && ent.Revision() > after
 	})
 	switch {
-	case ctx.Err() != nil:
+	case ctx.Err() != nil && !asJSON:
 		return nil
+	case asJSON:
+		if err == nil {
+			leader, tok := string(taken.Value()), taken.Revision()
+			out.NewLeader, out.Token = &leader, &tok
+		}
+		return writeJSON(e.a.stdout, out)
 	case err != nil:
 		fmt.Fprintf(e.a.stdout, "Nobody took over %s within %v: no other candidate is running, or it campaigns slowly. `conclave election watch %s` shows when one does.\n", name, wait, name)
 		return nil

@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"encoding/json"
 	"regexp"
 	"strings"
 	"testing"
@@ -121,5 +122,37 @@ func TestStandDownRefuses(t *testing.T) {
 	}
 	if ent, err := kv.Get(testCtx(t), "held"); err != nil || string(ent.Value()) != "n1" {
 		t.Errorf("the refusals changed another election: %v", err)
+	}
+}
+
+// TestStandDownJSON: --json prints the outcome as one object: who was
+// removed, who took over and the new term's token.
+func TestStandDownJSON(t *testing.T) {
+	url := startBroker(t, 2*time.Second)
+	kv := electionBucket(t, url)
+	campaign(t, kv, "n1", "my_app").waitLeading(t)
+	c2 := campaign(t, kv, "n2", "my_app")
+	r := conclave(t, "--server", url, "election", "stand-down", "my_app", "--force", "--wait", "20", "--json")
+	mustSucceed(t, r)
+	var out struct {
+		Election        string  `json:"election"`
+		RemovedLeader   string  `json:"removed_leader"`
+		RemovedRevision uint64  `json:"removed_revision"`
+		MarkerRevision  *uint64 `json:"marker_revision"`
+		NewLeader       *string `json:"new_leader"`
+		Token           *uint64 `json:"token"`
+		TTLSeconds      float64 `json:"ttl_seconds"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+		t.Fatalf("stdout is not one JSON object: %v\n%s", err, r.stdout)
+	}
+	term := c2.waitLeading(t)
+	switch {
+	case out.Election != "my_app", out.RemovedLeader != "n1", out.RemovedRevision == 0, out.TTLSeconds != 2:
+		t.Errorf("stand-down --json: %+v", out)
+	case out.MarkerRevision == nil || *out.MarkerRevision <= out.RemovedRevision:
+		t.Errorf("marker_revision %v, want one above %d", out.MarkerRevision, out.RemovedRevision)
+	case out.NewLeader == nil || *out.NewLeader != "n2" || out.Token == nil || *out.Token != term.Token():
+		t.Errorf("new_leader %v token %v, want n2 and %d", out.NewLeader, out.Token, term.Token())
 	}
 }

@@ -60,7 +60,7 @@ func (e *elections) watch(ctx context.Context, name string, asJSON, verbose bool
 		s:       s,
 		out:     &watchPrinter{w: e.a.stdout, json: asJSON},
 		verbose: verbose,
-		log:     stderrLogger{mu: &sync.Mutex{}, w: e.a.stderr},
+		log:     stderrLogger{log: newEventLog(e.a.stderr, false)},
 		errs:    make(chan error, 1),
 	}
 	defer w.wg.Wait()
