@@ -58,6 +58,8 @@ func streamName(bucket string) string { return "KV_" + bucket }
 //   - publish $JS.API.STREAM.INFO.KV_<bucket>: open the bucket, read its TTL;
 //   - publish $JS.API.CONSUMER.{MSG.NEXT,INFO,DELETE}.KV_<bucket>.*: pull
 //     from its watches' consumers, check and delete them;
+//   - publish $JS.FC.KV_<bucket>.>: answer the flow control of push
+//     watches (nats.go's kv.Watch), which otherwise stall after ~2 MB;
 //   - subscribe InboxPrefix(user).>: its replies and deliveries.
 //
 // Admin is campaign and observe ">" plus $JS.API.INFO (the account's
@@ -84,6 +86,9 @@ func Compile(bucket, user string, g Grant) Permissions {
 		return Permissions{Publish: []string{}, Subscribe: []string{}}
 	}
 	pub = append(pub,
+		// Flow-control replies of push watches (nats.go's kv.Watch):
+		// without them the server stops delivering after ~2 MB.
+		"$JS.FC."+stream+".>",
 		"$JS.API.STREAM.INFO."+stream,
 		"$JS.API.CONSUMER.MSG.NEXT."+stream+".*",
 		"$JS.API.CONSUMER.INFO."+stream+".*",

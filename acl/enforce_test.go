@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/conclave-io/conclave/acl"
+	"github.com/conclave-io/conclave/broker"
 	"github.com/conclave-io/conclave/providers/election/streams"
 )
 
@@ -65,16 +66,12 @@ func newFixture(t *testing.T) *fixture {
 	js := f.js(t, "root")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket, TTL: 3 * time.Second, History: 1}); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := js.Stream(ctx, stream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc := cfg.CachedInfo().Config
-	sc.AllowRollup = false
-	if _, err := js.UpdateStream(ctx, sc); err != nil {
+	// The bucket as a broker with users provisions it (broker/settings.go):
+	// per-message TTLs on, so candidates renew by raw publishes with the
+	// Nats-TTL header, and rollups off.
+	spec := broker.BucketSpec{TTL: 3 * time.Second, Replicas: 1, MaxValueSize: broker.DefaultMaxValueSize,
+		MaxConsumers: broker.DefaultMaxConsumers, PerKeyTTL: true, DenyRollup: true}
+	if _, err := broker.ProvisionElectionBucket(ctx, js, spec, nil); err != nil {
 		t.Fatal(err)
 	}
 	return f
@@ -188,6 +185,17 @@ func TestPermittedUserCampaignsAndObserverFollows(t *testing.T) {
 		ent, err := kvA.Get(context.Background(), "app-a.cron")
 		return err == nil && ent.Revision() > first
 	})
+	// The renewal went the way a broker's bucket makes candidates write: a
+	// raw publish carrying its own TTL (Nats-TTL) and the expected last
+	// sequence of its subject.
+	jsRoot := f.js(t, "root")
+	rst, err := jsRoot.Stream(context.Background(), stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := rst.GetLastMsgForSubject(context.Background(), "$KV."+bucket+".app-a.cron"); err != nil || m.Header.Get("Nats-TTL") == "" {
+		t.Errorf("the renewal is %v (%v), want one with a Nats-TTL header", m, err)
+	}
 	waitFor(t, "dash sees a1 lead", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
@@ -368,11 +376,12 @@ func TestPinStreamInfoNamesEveryElection(t *testing.T) {
 	}
 }
 
-// TestPinExpectedSequenceRevealsTheStreamsLastRevision: a writer that sends
-// an expected last (stream-wide) sequence on its own key learns from the
-// error the stream's last sequence, which is the revision of the latest
-// write to any election.
-func TestPinExpectedSequenceRevealsTheStreamsLastRevision(t *testing.T) {
+// TestPinExpectedSequenceRevealsAnyElectionsRevision: a writer that
+// publishes to its own key, expecting a last sequence of another subject
+// (the Nats-Expected-Last-Subject-Sequence-Subject header), learns from the
+// error that election's revision, its fencing token, or that it does not
+// exist; with a stream-wide expected sequence, the bucket's latest revision.
+func TestPinExpectedSequenceRevealsAnyElectionsRevision(t *testing.T) {
 	f := newFixture(t)
 	kvB, _ := f.kv(t, "billing")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -382,10 +391,41 @@ func TestPinExpectedSequenceRevealsTheStreamsLastRevision(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, jsA := f.kv(t, "app-a")
+	probe := func(subject string) error {
+		m := nats.NewMsg("$KV." + bucket + ".app-a.probe")
+		m.Header.Set("Nats-Expected-Last-Subject-Sequence", "999999999")
+		m.Header.Set("Nats-Expected-Last-Subject-Sequence-Subject", subject)
+		_, err := jsA.PublishMsg(ctx, m)
+		return err
+	}
+	if err := probe("$KV." + bucket + ".billing"); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("wrong last sequence: %d", rev)) {
+		t.Errorf("probing billing gave %v, no longer its revision %d: update docs/security.md", err, rev)
+	}
+	if err := probe("$KV." + bucket + ".nonexistent"); err == nil || !strings.Contains(err.Error(), "wrong last sequence: 0") {
+		t.Errorf("probing a missing election gave %v: update docs/security.md", err)
+	}
 	m := nats.NewMsg("$KV." + bucket + ".app-a.probe")
 	_, err = jsA.PublishMsg(ctx, m, jetstream.WithExpectLastSequence(1<<40))
 	if err == nil || !strings.Contains(err.Error(), fmt.Sprint(rev)) {
-		t.Errorf("the error %v no longer reveals billing's revision %d: update docs/security.md", err, rev)
+		t.Errorf("a stream-wide expected sequence gave %v, no longer the latest revision %d: update docs/security.md", err, rev)
+	}
+}
+
+// TestPinAnyUserCanMakeDurableConsumers: the consumer-create subject a
+// watch needs cannot stop the request's body from asking for a durable
+// consumer that never expires, so any user that may watch can fill the
+// stream's consumer limit.
+func TestPinAnyUserCanMakeDurableConsumers(t *testing.T) {
+	f := newFixture(t)
+	jsD := f.js(t, "dash")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := jsD.CreateConsumer(ctx, stream, jetstream.ConsumerConfig{Durable: "squatter", FilterSubject: "$KV." + bucket + ".billing", AckPolicy: jetstream.AckNonePolicy})
+	if err != nil {
+		t.Fatalf("dash cannot make a durable consumer (the pin no longer holds: update docs/security.md): %v", err)
+	}
+	if info := c.CachedInfo(); info.Config.InactiveThreshold != 0 {
+		t.Errorf("the durable consumer expires after %v: update docs/security.md", info.Config.InactiveThreshold)
 	}
 }
 
@@ -445,4 +485,157 @@ func TestPinConsumerOfAnotherUserCanBePulledByName(t *testing.T) {
 	if err != nil || string(msg.Data()) != "a1" {
 		t.Errorf("billing pulled %v, %v from app-a's consumer (the pin no longer holds: update docs/security.md)", msg, err)
 	}
+}
+
+// TestWatchOfManyMegabytesKeepsDelivering: a push watch (nats.go's
+// kv.Watch, as the CLI's list of all elections uses) needs its flow-control
+// replies allowed, or the server stops delivering after about 2 MB.
+func TestWatchOfManyMegabytesKeepsDelivering(t *testing.T) {
+	f := newFixture(t)
+	kvR, _ := f.kv(t, "ops")
+	kvD, _ := f.kv(t, "dash")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	w, err := kvD.Watch(ctx, "billing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	// The key has no value yet: the watch's first entry is the nil that
+	// marks it current. Write only after it, so no write comes too early.
+	select {
+	case ent := <-w.Updates():
+		if ent != nil {
+			t.Fatalf("the watch began with %v", ent)
+		}
+	case <-ctx.Done():
+		t.Fatal("the watch never became current")
+	}
+	// 3,000 values of 900 bytes (the bucket's largest, as a broker
+	// provisions it, is 1 KB with headers): about 3 MB delivered.
+	const n = 3000
+	lastRev := make(chan uint64, 1)
+	go func() {
+		var rev uint64
+		value := make([]byte, 900)
+		for range n {
+			var err error
+			if rev, err = kvR.Put(ctx, "billing", value); err != nil {
+				t.Errorf("put: %v", err)
+				break
+			}
+		}
+		lastRev <- rev
+	}()
+	// The last value must arrive: a watch stalled by refused flow control
+	// never gets past the first ~2 MB.
+	got, want := 0, uint64(0)
+	for seen := uint64(0); want == 0 || seen < want; {
+		select {
+		case ent := <-w.Updates():
+			if ent != nil {
+				got++
+				seen = ent.Revision()
+			}
+		case want = <-lastRev:
+			if want == 0 {
+				return
+			}
+		case <-ctx.Done():
+			t.Fatalf("the watch stalled after %d of %d updates of 900 bytes: flow control refused?", got, n)
+		}
+	}
+}
+
+// TestPinExpectedSubjectSequenceRevealsOnlyTheOwnKey: the header the
+// election writes with (Nats-Expected-Last-Subject-Sequence) on a writer's
+// own key makes the error name that key's latest revision, not another's.
+func TestPinExpectedSubjectSequenceRevealsOnlyTheOwnKey(t *testing.T) {
+	f := newFixture(t)
+	kvB, _ := f.kv(t, "billing")
+	kvA, jsA := f.kv(t, "app-a")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	own, err := kvA.Create(ctx, "app-a.cron", []byte("a1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := kvB.Create(ctx, "billing", []byte("b1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := nats.NewMsg("$KV." + bucket + ".app-a.cron")
+	_, err = jsA.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(1<<40))
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("wrong last sequence: %d", own)) || strings.Contains(err.Error(), fmt.Sprint(other)) {
+		t.Errorf("the error %v should name app-a.cron's revision %d and not billing's %d: update docs/security.md", err, own, other)
+	}
+}
+
+// TestPinStarPatternAllowsReadingDeeperKeysByDirectGet: a user allowed
+// wide.* may direct-get the last message of wide.> (the > in the request's
+// subject is matched as a literal token; the server reads it as a
+// wildcard), and so reads wide.x.y, which kv.Get refuses it.
+func TestPinStarPatternAllowsReadingDeeperKeysByDirectGet(t *testing.T) {
+	f := newFixture(t)
+	kvR, _ := f.kv(t, "ops")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := kvR.Create(ctx, "wide.x.y", []byte("deep")); err != nil {
+		t.Fatal(err)
+	}
+	ncW := f.conn(t, "wide")
+	msg, err := ncW.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+stream+".$KV."+bucket+".wide.>", nil)
+	if err != nil || string(msg.Data) != "deep" || msg.Header.Get("Nats-Subject") != "$KV."+bucket+".wide.x.y" {
+		t.Errorf("wide's direct get of wide.> got %v, %v (the pin no longer holds: update docs/security.md)", msg, err)
+	}
+}
+
+// TestPinDeliverSubjectEscapesPublishPermissions: a user that may make a
+// consumer on its own key may give it any deliver subject: the server then
+// publishes that key's messages, whose value and headers the user wrote,
+// to a subject the user may not publish to. Only the bucket's own subjects
+// are refused as deliver subjects (a cycle), so it cannot write another
+// election this way.
+func TestPinDeliverSubjectEscapesPublishPermissions(t *testing.T) {
+	f := newFixture(t)
+	kvB, _ := f.kv(t, "billing")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := kvB.Create(ctx, "billing", []byte("restart everything")); err != nil {
+		t.Fatal(err)
+	}
+	listener := f.conn(t, "root")
+	sub, err := listener.SubscribeSync("orders.commands")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := listener.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	ncB := f.conn(t, "billing")
+	create := func(name, deliver string) (*nats.Msg, error) {
+		body := fmt.Sprintf(`{"stream_name":%q,"config":{"name":%q,"deliver_subject":%q,"filter_subject":%q,"ack_policy":"none","deliver_policy":"last_per_subject","inactive_threshold":60000000000}}`,
+			stream, name, deliver, "$KV."+bucket+".billing")
+		return ncB.RequestWithContext(ctx, "$JS.API.CONSUMER.CREATE."+stream+"."+name+".$KV."+bucket+".billing", []byte(body))
+	}
+	resp, err := create("spoof", "orders.commands")
+	if err != nil || strings.Contains(string(resp.Data), `"error"`) {
+		t.Fatalf("billing cannot make a push consumer (the pin no longer holds: update docs/security.md): %v %s", err, respData(resp))
+	}
+	got, err := sub.NextMsg(3 * time.Second)
+	if err != nil || string(got.Data) != "restart everything" {
+		t.Errorf("orders.commands got %v, %v from billing's consumer (the pin no longer holds: update docs/security.md)", got, err)
+	}
+
+	resp, err = create("cycle", "$KV."+bucket+".app-a.cron")
+	if err != nil || !strings.Contains(string(resp.Data), "cycle") {
+		t.Errorf("a consumer delivering into the bucket: %v %s, want JetStream's refusal of a cycle", err, respData(resp))
+	}
+}
+
+func respData(m *nats.Msg) string {
+	if m == nil {
+		return ""
+	}
+	return string(m.Data)
 }
