@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -159,5 +160,24 @@ plugin.nats.pass = %s
 		if regexp.MustCompile(regexp.QuoteMeta(secret)).MatchString(log) {
 			t.Errorf("the broker log holds the secret %q", secret)
 		}
+	}
+}
+
+// TestBrokerRunNetworkOff: a file that says plugin.choria.broker_network =
+// false (a client's, in Choria) is refused, naming the line, instead of
+// running a broker anyway; leaving the key out runs the broker.
+func TestBrokerRunNetworkOff(t *testing.T) {
+	cfg := writeFile(t, "client.conf", fmt.Sprintf(`identity = not-a-broker
+plugin.choria.broker_network = false
+plugin.choria.network.client_port = -1
+plugin.choria.network.stream.store = %s
+`, filepath.Join(t.TempDir(), "store")))
+	r := conclave(t, "broker", "run", "--config", cfg)
+	if r.code != 1 {
+		t.Errorf("exit status %d, want 1", r.code)
+	}
+	mustContain(t, "stderr", r.stderr, cfg+":2 sets plugin.choria.broker_network = false: that configuration runs no broker")
+	if strings.Contains(r.stderr, "ready") {
+		t.Errorf("a broker started:\n%s", r.stderr)
 	}
 }

@@ -64,3 +64,21 @@ func TestBrokerRunRootConfig(t *testing.T) {
 	}
 	mustContain(t, "stderr", r.stderr, "conclave broker run does not take --server")
 }
+
+// TestHelpHasExamplesAndNoLocalDocs: every command's help has examples, and
+// points to documents by URL, not to docs/ files that a user who ran go
+// install does not have.
+func TestHelpHasExamplesAndNoLocalDocs(t *testing.T) {
+	localDoc := regexp.MustCompile(`(^|[^/])docs/[a-z]+\.md`)
+	for _, path := range []string{"", "broker", "broker run", "election", "election list", "election info",
+		"election watch", "election stand-down", "election run", "hash-password"} {
+		t.Run(path, func(t *testing.T) {
+			r := conclave(t, append(strings.Fields(path), "--help")...)
+			mustSucceed(t, r)
+			mustContain(t, "help", r.stdout, "Examples:\n  conclave ")
+			if m := localDoc.FindString(r.stdout); m != "" {
+				t.Errorf("help points to the local file %q:\n%s", m, r.stdout)
+			}
+		})
+	}
+}

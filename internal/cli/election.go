@@ -32,7 +32,11 @@ of a Conclave broker, a Choria broker or any NATS server with JetStream that
 has the bucket; forces a leader to stand down; runs a command while leading.
 
 Each key of the bucket is one election; its value is the leader's identity.
-See docs/cli.md for the output, the JSON fields and the connection flags.`,
+The output, the JSON fields and the connection flags are described at
+` + docsURL("cli.md") + `.`,
+		Example: `  conclave election list
+  conclave --server nats://b1:4222 election watch my_app
+  conclave --config /etc/conclave/client.conf election run my_app ./cron.sh`,
 	}
 	asGroup(cmd)
 	cmd.PersistentFlags().StringVar(&e.bucket, "bucket", bucket.Name, "the KV bucket holding the elections")

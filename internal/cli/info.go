@@ -38,6 +38,9 @@ It warns when the bucket is set up in a way that breaks elections: history
 above 1, no TTL or one below 1s or above 1h, limit markers on, memory storage,
 one replica on a cluster, or consumers within 10% of the limit. The exit
 status is 0 even with warnings; with --json they are in "warnings".`,
+		Example: `  conclave election info
+  conclave election info my_app
+  conclave --bucket OTHER election info --json`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := ""
@@ -47,7 +50,7 @@ status is 0 even with warnings; with --json they are in "warnings".`,
 			return e.info(cmd.Context(), name, asJSON)
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON for scripts (see docs/cli.md for the fields)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON for scripts (fields: "+docsURL("cli.md")+")")
 	return cmd
 }
 

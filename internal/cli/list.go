@@ -29,12 +29,14 @@ keeps no older values. LAST WRITE is the age of the latest renewal (or
 campaign), EXPIRES when the key expires unless the leader renews it: last
 write plus the bucket's TTL. Watch an election to see terms begin and their
 tokens.`,
+		Example: `  conclave election list
+  conclave --context prod election list --json | jq -r '.elections[] | select(.state == "held") | .leader'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return e.list(cmd.Context(), asJSON)
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON for scripts (see docs/cli.md for the fields)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON for scripts (fields: "+docsURL("cli.md")+")")
 	return cmd
 }
 

@@ -91,6 +91,9 @@ one whose leader vanished without releasing) waits --grace before it starts
 its command, so that an old leader's command has been killed by then; give
 every candidate of an election the same --grace. A key removed by stand-down
 is taken over after a TTL, a released one at once.`,
+		Example: `  conclave election run my_app ./cron.sh --verbose
+  conclave --config /etc/conclave/client.conf election run --grace 30s reports -- ./report.sh -l
+  conclave election run --identity "$(hostname -f)" --restart --json my_app ./worker`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name, argv, err := splitRunArgs(cmd, args)

@@ -45,6 +45,9 @@ returns at once.
 It refuses when there is no such election or it has no leader, and removes
 the key only if it is still held by the leader it asked about: a renewal in
 between is fine, a different leader is not.`,
+		Example: `  conclave election stand-down my_app
+  conclave election stand-down my_app --force --no-wait
+  conclave election stand-down my_app --force --wait 90 --json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if noWait && cmd.Flags().Changed("wait") {

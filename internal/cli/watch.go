@@ -31,6 +31,9 @@ its current state; a term that began before the watch has an unknown token.
 Expiries are silent in the bucket: they are noticed when the leader's renewal
 is overdue, a few hundred milliseconds after the key expired. Runs until
 Ctrl-C (SIGINT) or SIGTERM, and then exits with status 0.`,
+		Example: `  conclave election watch
+  conclave election watch my_app --verbose
+  conclave election watch my_app --json`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := ""
@@ -40,7 +43,7 @@ Ctrl-C (SIGINT) or SIGTERM, and then exits with status 0.`,
 			return e.watch(cmd.Context(), name, asJSON, verbose)
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per line (see docs/cli.md for the fields)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per line (fields: "+docsURL("cli.md")+")")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "print renewals too")
 	return cmd
 }
