@@ -53,9 +53,9 @@ type app struct {
 func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	a := &app{stdin: stdin, stdout: stdout, stderr: stderr}
 	root := &cobra.Command{
-		Use:           "conclave",
-		Short:         "Leader election for Go programs on NATS JetStream",
-		Long:          "conclave runs the election broker and inspects and steers elections in the CHORIA_LEADER_ELECTION bucket of any NATS or Choria broker.\n\nDocumentation: https://github.com/conclave-io/conclave#the-cli",
+		Use:   "conclave",
+		Short: "Leader election for Go programs on NATS JetStream",
+		Long:  "conclave runs the election broker and inspects and steers elections in the CHORIA_LEADER_ELECTION bucket of any NATS or Choria broker.\n\nDocumentation: https://github.com/conclave-io/conclave#the-cli",
 		Example: `  conclave --config broker.conf broker run
   conclave election list
   conclave election run my_app ./cron.sh`,
