@@ -12,6 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/conclave-io/conclave/internal/buildinfo"
 )
 
 // exitError carries a specific exit status out of a command.
@@ -63,11 +65,14 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		SilenceErrors: true,
 	}
 	asGroup(root)
+	root.Version = buildinfo.Read().String()
+	root.SetVersionTemplate("conclave {{.Version}}\n")
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(a.brokerCommand())
 	root.AddCommand(a.hashPasswordCommand())
+	root.AddCommand(a.versionCommand())
 	a.addElectionCommand(root)
 	return root
 }

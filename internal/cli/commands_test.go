@@ -1,7 +1,9 @@
 package cli_test
 
 import (
+	"encoding/json"
 	"regexp"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -71,7 +73,7 @@ func TestBrokerRunRootConfig(t *testing.T) {
 func TestHelpHasExamplesAndNoLocalDocs(t *testing.T) {
 	localDoc := regexp.MustCompile(`(^|[^/])docs/[a-z]+\.md`)
 	for _, path := range []string{"", "broker", "broker run", "election", "election list", "election info",
-		"election watch", "election stand-down", "election run", "hash-password"} {
+		"election watch", "election stand-down", "election run", "hash-password", "version"} {
 		t.Run(path, func(t *testing.T) {
 			r := conclave(t, append(strings.Fields(path), "--help")...)
 			mustSucceed(t, r)
@@ -80,5 +82,29 @@ func TestHelpHasExamplesAndNoLocalDocs(t *testing.T) {
 				t.Errorf("help points to the local file %q:\n%s", m, r.stdout)
 			}
 		})
+	}
+}
+
+// TestVersion: conclave version and --version print the build the Go
+// toolchain recorded: module version, revision when known, Go version.
+func TestVersion(t *testing.T) {
+	v := conclave(t, "version")
+	mustSucceed(t, v)
+	flag := conclave(t, "--version")
+	mustSucceed(t, flag)
+	if v.stdout != flag.stdout {
+		t.Errorf("version printed %q, --version %q", v.stdout, flag.stdout)
+	}
+	if !regexp.MustCompile(`^conclave \S+ \((revision [0-9a-f]{12}|revision unknown).*; ` + regexp.QuoteMeta(runtime.Version()) + ` ` + runtime.GOOS + `/` + runtime.GOARCH + `\)\n$`).MatchString(v.stdout) {
+		t.Errorf("version printed %q", v.stdout)
+	}
+	j := conclave(t, "version", "--json")
+	mustSucceed(t, j)
+	var info struct {
+		Version   string `json:"version"`
+		GoVersion string `json:"go_version"`
+	}
+	if err := json.Unmarshal([]byte(j.stdout), &info); err != nil || info.Version == "" || info.GoVersion != runtime.Version() {
+		t.Errorf("version --json: %v %+v\n%s", err, info, j.stdout)
 	}
 }
