@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sirupsen/logrus"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/conclave-io/conclave/backoff"
 	"github.com/conclave-io/conclave/bucket"
@@ -229,8 +230,15 @@ func (b *Broker) serverOptions() *server.Options {
 		auth = newAuthenticator(s.sec.users, b.internal, b.log.WithField("component", "auth"))
 	}
 	s.applySecurity(opts, auth)
+	if s.peerPort != 0 && (s.sec.tls != nil || s.sec.peerUser != "") {
+		opts.CustomRouterAuthentication = newRouteAuthenticator(&s, b.log.WithField("component", "routes"))
+	}
 	return opts
 }
+
+// minBcryptCost is the lowest bcrypt cost of a password hash the broker
+// takes without a warning, as `conclave hash-password` makes them.
+const minBcryptCost = 10
 
 // logSecurity logs how clients and peers connect and log in, with no
 // secret, and warns about everything the configuration exposes.
@@ -241,6 +249,9 @@ func (b *Broker) logSecurity() {
 	case len(sec.users) > 0:
 		for _, u := range sec.users {
 			b.log.WithField("user", u.Name).Infof("Broker %s", describeUser(u))
+			if cost, err := bcrypt.Cost([]byte(u.PasswordHash)); err == nil && cost < minBcryptCost {
+				b.log.WithField("user", u.Name).Warnf("User %s's password hash has bcrypt cost %d: below %d it is cheap to crack if the configuration leaks; make a new one with `conclave hash-password`", u.Name, cost, minBcryptCost)
+			}
 		}
 	case sec.authenticated():
 		b.log.Infof("No users configured: every client with a certificate the CA signed has full access")

@@ -218,6 +218,18 @@ func TestClusterOverTLSRoutes(t *testing.T) {
 			t.Fatalf("route with another CA's certificate: %v, want a TLS refusal", err)
 		}
 	})
+	t.Run("route with a client's certificate and the right peer password", func(t *testing.T) {
+		// Routes carry no per-user permissions: a client's certificate from
+		// the same CA must not make a route, even with the peer password.
+		client := ca.Issue(t, "app-a", testpki.DNSNames("app-a"), testpki.IPs())
+		err := dialRoute(t, peer, ca.File, client, peerSecret)
+		if err == nil || !strings.Contains(err.Error(), "Authorization Violation") {
+			t.Fatalf("route with a client's certificate: %v, want an authorization violation", err)
+		}
+		if !strings.Contains(logs.String(), "names none of the peers") {
+			t.Errorf("the refusal is not logged with its reason")
+		}
+	})
 	t.Run("route with a certificate but a wrong peer password", func(t *testing.T) {
 		err := dialRoute(t, peer, ca.File, ca.Issue(t, "node-x"), guessedSecret)
 		if err == nil || !strings.Contains(err.Error(), "Authorization Violation") {

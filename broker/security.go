@@ -137,6 +137,13 @@ func (s *settings) checkExposure() string {
 			fix(useTLS)
 		}
 	}
+	if s.peerPort != 0 && len(sec.users) > 0 && sec.tls == nil && sec.peerUser == "" {
+		// Routes carry no per-user permissions: any local process that can
+		// open a route would bypass them all.
+		problems = append(problems, fmt.Sprintf("the peer port (%s, %s) would accept routes from anyone who reaches it, and a route bypasses every user's permissions", hostPort(s.listenHost, s.peerPort), keyPeerPort))
+		fix(useTLS + " (routes then need a broker's certificate)")
+		fix("or set plugin.choria.network.peer_user and peer_password")
+	}
 	if s.statsPort != 0 && !isLoopback(s.statsHost) {
 		sec.notices = append(sec.notices, fmt.Sprintf("the monitoring port (%s, %s) is reachable beyond loopback and needs no login: anyone who reaches it sees the server's connections, user names, routes and streams; set %s to 127.0.0.1 unless that is wanted",
 			hostPort(s.statsHost, s.statsPort), keyStatsAddress, keyStatsAddress))

@@ -212,6 +212,19 @@ func TestNewRefusesUnsafeDefaults(t *testing.T) {
 			useTLS(c, leaf)
 			pwUser(c)
 		}, nil},
+		{"loopback cluster with users, routes without TLS or peer credentials", func(c *config.Config) {
+			c.ListenAddress = "127.0.0.1"
+			c.PeerPort = 5222
+			c.Peers = []string{"nats://127.0.0.2:5222"}
+			pwUser(c)
+		}, []string{"a route bypasses every user's permissions", "peer_user and peer_password"}},
+		{"loopback cluster with users and peer credentials", func(c *config.Config) {
+			c.ListenAddress = "127.0.0.1"
+			c.PeerPort = 5222
+			c.Peers = []string{"nats://127.0.0.2:5222"}
+			c.PeerUser, c.PeerPassword = "route", "s3cret"
+			pwUser(c)
+		}, nil},
 		{"loopback without anything", func(c *config.Config) { c.ListenAddress = "127.0.0.1" }, nil},
 		{"localhost without anything", func(c *config.Config) { c.ListenAddress = "localhost" }, nil},
 		{"insecure", func(c *config.Config) { c.ListenAddress = "0.0.0.0"; c.Insecure = true }, nil},
@@ -409,6 +422,11 @@ func TestStartLogsUsersWithoutSecrets(t *testing.T) {
 		if !hasMessage(hook, logrus.InfoLevel, want) {
 			t.Errorf("no log line %q", want)
 		}
+	}
+	// The test's hashes are made at bcrypt's lowest cost, for speed: the
+	// broker warns about such a hash.
+	if want := "User app-a's password hash has bcrypt cost 4: below 10 it is cheap to crack"; !hasMessagePrefix(hook, want) {
+		t.Errorf("no warning %q", want)
 	}
 }
 
