@@ -45,6 +45,8 @@ type runFlags struct {
 	restart  bool
 	verbose  bool
 	json     bool
+	timeout  time.Duration
+	once     bool
 }
 
 func (e *elections) runCommand() *cobra.Command {
@@ -110,6 +112,8 @@ is taken over after a TTL, a released one at once.`,
 	durationVar(cmd.Flags(), &f.grace, "grace", 10*time.Second, "how long the command has to exit after SIGTERM before it gets SIGKILL")
 	cmd.Flags().BoolVar(&f.restart, "restart", false, "restart the command when it exits on its own while leading, instead of exiting")
 	cmd.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "log what the election does")
+	durationVar(cmd.Flags(), &f.timeout, "timeout", 0, "give up with status 1 unless leading within this long (waiting for the broker included), as consul lock -timeout; 0 waits forever")
+	cmd.Flags().BoolVar(&f.once, "once", false, "lead at most once: exit with status 1 at once if another candidate leads, or if not leading within a TTL and --grace; once leading, exit when the command exits or leadership is lost, without campaigning again")
 	cmd.Flags().BoolVar(&f.json, "json", false, "log to standard error as JSON, one object per line (time, event, election, identity, token, status, message)")
 	return cmd
 }
@@ -163,6 +167,16 @@ func (e *elections) run(ctx context.Context, name string, argv []string, f runFl
 	if f.grace < 0 {
 		return fmt.Errorf("--grace %v is negative", f.grace)
 	}
+	if f.timeout < 0 {
+		return fmt.Errorf("--timeout %v is negative", f.timeout)
+	}
+	if f.once && f.restart {
+		return errors.New("--once and --restart contradict each other: pass one of them")
+	}
+	var deadline time.Time
+	if f.timeout > 0 {
+		deadline = time.Now().Add(f.timeout)
+	}
 	identity, from, err := e.a.identity(f.identity)
 	if err != nil {
 		return err
@@ -173,7 +187,16 @@ func (e *elections) run(ctx context.Context, name string, argv []string, f runFl
 	}
 	log := newEventLog(e.a.stderr, f.json)
 	log.election, log.identity = name, identity
-	s, err := e.open(ctx, connectOptions{name: "conclave election run " + name, longLived: true, wait: true, log: log})
+	openCtx := ctx
+	if !deadline.IsZero() {
+		var cancel context.CancelFunc
+		openCtx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
+	s, err := e.open(openCtx, connectOptions{name: "conclave election run " + name, longLived: true, wait: true, log: log})
+	if err != nil && ctx.Err() == nil && openCtx.Err() != nil {
+		return fmt.Errorf("no broker to campaign in %s within %v (--timeout): giving up: %w", name, f.timeout, err)
+	}
 	if err != nil && ctx.Err() != nil {
 		log.event("stopped_campaigning", map[string]any{"status": 0}, "interrupted before campaigning in %s; exiting with status 0", name)
 		return nil
@@ -185,6 +208,18 @@ func (e *elections) run(ctx context.Context, name string, argv []string, f runFl
 	st, err := s.status(ctx)
 	if err != nil {
 		return err
+	}
+	if f.once {
+		recs, err := s.readRecords(ctx, name)
+		if err != nil {
+			return err
+		}
+		if len(recs) == 1 && recs[0].State == streams.KeyHeld && recs[0].Leader != identity {
+			return fmt.Errorf("%s leads %s (--once): not campaigning", recs[0].Leader, name)
+		}
+		if deadline.IsZero() {
+			deadline = time.Now().Add(st.TTL() + f.grace + waitSlack)
+		}
 	}
 
 	r := &runner{
@@ -207,7 +242,11 @@ func (e *elections) run(ctx context.Context, name string, argv []string, f runFl
 	// The election outlives ctx: the supervisor stops the command before it
 	// stops the election, so that the next leader starts after it.
 	go func() { startDone <- el.Start(context.WithoutCancel(ctx)) }()
-	return r.supervise(ctx, el, startDone)
+	var giveUp <-chan time.Time
+	if !deadline.IsZero() {
+		giveUp = time.After(time.Until(deadline))
+	}
+	return r.supervise(ctx, el, startDone, giveUp)
 }
 
 // lead is one term as the supervisor learns of it.
@@ -272,7 +311,9 @@ func (r *runner) onLost() {
 
 // supervise runs until ctx ends, the command exits on its own (without
 // --restart) or the election fails, and returns run's result.
-func (r *runner) supervise(ctx context.Context, el *streams.Election, startDone <-chan error) error {
+// giveUp fires when run should stop campaigning unless it leads by then
+// (--timeout, --once).
+func (r *runner) supervise(ctx context.Context, el *streams.Election, startDone <-chan error, giveUp <-chan time.Time) error {
 	var (
 		cur       *lead  // the term being led
 		ch        *child // the running command
@@ -333,6 +374,7 @@ func (r *runner) supervise(ctx context.Context, el *streams.Election, startDone 
 				cur = nil
 				continue
 			}
+			giveUp = nil
 			r.log.event("elected", map[string]any{"token": l.term.Token()}, "%s leads %s, token %d: starting %s", r.identity, r.name, l.term.Token(), strings.Join(r.argv, " "))
 			var err error
 			if ch, err = r.start(l.term); err != nil {
@@ -352,6 +394,16 @@ func (r *runner) supervise(ctx context.Context, el *streams.Election, startDone 
 			}
 			cur.markStopped()
 			cur = nil
+			if r.flags.once {
+				return r.finish(el, startDone, 0, fmt.Errorf("%s lost %s (--once): not campaigning again", r.identity, r.name))
+			}
+
+		case <-giveUp:
+			what := "--timeout " + r.flags.timeout.String()
+			if r.flags.timeout == 0 {
+				what = "--once"
+			}
+			return r.finish(el, startDone, 0, fmt.Errorf("%s does not lead %s (%s): giving up", r.identity, r.name, what))
 
 		case status := <-exited:
 			// Whatever the command left running in its group stops with it.

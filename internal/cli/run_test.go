@@ -352,3 +352,33 @@ func TestRunJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestRunTimeoutAndOnce: --timeout gives up with status 1 unless leading in
+// time; --once does not campaign against a leader, and runs the command
+// once when it can lead.
+func TestRunTimeoutAndOnce(t *testing.T) {
+	url := startBroker(t, 2*time.Second)
+	campaign(t, electionBucket(t, url), "n1", "job").waitLeading(t)
+
+	start := time.Now()
+	r := conclave(t, "--server", url, "election", "run", "--identity", "r1", "--timeout", "1", "job", "true")
+	if r.code != 1 {
+		t.Errorf("--timeout: exit status %d, want 1", r.code)
+	}
+	mustContain(t, "stderr", r.stderr, "r1 does not lead job (--timeout 1s): giving up", "stopped campaigning in job (not leading)")
+	if d := time.Since(start); d > 15*time.Second {
+		t.Errorf("--timeout 1 took %v", d)
+	}
+
+	r = conclave(t, "--server", url, "election", "run", "--identity", "r1", "--once", "job", "true")
+	if r.code != 1 {
+		t.Errorf("--once against a leader: exit status %d, want 1", r.code)
+	}
+	mustContain(t, "stderr", r.stderr, "n1 leads job (--once): not campaigning")
+
+	r = conclave(t, "--server", url, "election", "run", "--identity", "r1", "--once", "--grace", "0", "free", "sh", "-c", "echo ran")
+	mustSucceed(t, r)
+	if strings.Count(r.stdout, "ran\n") != 1 {
+		t.Errorf("--once ran the command %d times, want 1:\n%s", strings.Count(r.stdout, "ran\n"), r.stdout)
+	}
+}
