@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestMissingOrUnknownCommand: a group command without a command, or with an
@@ -107,4 +109,37 @@ func TestVersion(t *testing.T) {
 	if err := json.Unmarshal([]byte(j.stdout), &info); err != nil || info.Version == "" || info.GoVersion != runtime.Version() {
 		t.Errorf("version --json: %v %+v\n%s", err, info, j.stdout)
 	}
+}
+
+// TestCompleteElectionNames: shell completion offers the bucket's elections
+// for a NAME argument, and nothing, silently, when no broker answers.
+func TestCompleteElectionNames(t *testing.T) {
+	url := startBroker(t, time.Minute)
+	kv := electionBucket(t, url)
+	for _, k := range []string{"billing", "backup", "reports"} {
+		if _, err := kv.Create(testCtx(t), k, []byte("n1")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := conclave(t, "--server", url, "__complete", "election", "info", "b")
+	mustSucceed(t, r)
+	if r.stdout != "backup\nbilling\n:4\n" {
+		t.Errorf("completion of info b printed %q, want backup, billing and :4", r.stdout)
+	}
+	r = conclave(t, "--server", url, "__complete", "election", "run", "")
+	mustSucceed(t, r)
+	mustContain(t, "completion of run", r.stdout, "backup\nbilling\nreports\n")
+
+	r = conclave(t, "--server", "nats://127.0.0.1:"+strconv.Itoa(freePort(t)), "__complete", "election", "stand-down", "")
+	mustSucceed(t, r)
+	if r.stdout != ":4\n" {
+		t.Errorf("completion without a broker printed %q, want only the directive", r.stdout)
+	}
+	if strings.Contains(r.stderr, "no broker") {
+		t.Errorf("completion without a broker complained:\n%s", r.stderr)
+	}
+
+	script := conclave(t, "completion", "bash")
+	mustSucceed(t, script)
+	mustContain(t, "bash completion", script.stdout, "__start_conclave")
 }

@@ -41,6 +41,11 @@ The output, the JSON fields and the connection flags are described at
 	asGroup(cmd)
 	cmd.PersistentFlags().StringVar(&e.bucket, "bucket", bucket.Name, "the KV bucket holding the elections")
 	cmd.AddCommand(e.listCommand(), e.infoCommand(), e.watchCommand(), e.standDownCommand(), e.runCommand())
+	for _, c := range cmd.Commands() {
+		if c.Name() != "list" {
+			c.ValidArgsFunction = e.completeElections
+		}
+	}
 	return cmd
 }
 
