@@ -371,9 +371,13 @@ func (c *campaigner) viewLooksStale(now time.Time) bool {
 // schedules the next campaign.
 func (c *campaigner) observe(now time.Time, v keyView) {
 	if v.Revision != 0 && v.Revision < c.seenRev {
-		return // older than what we know, such as a stale replica's answer
+		if !c.bucketRecreated(v) {
+			return // older than what we know, such as a stale replica's answer
+		}
+		c.log.Warnf("election %s: the key's revision went back from %d to %d with a later write: the bucket was recreated; following its new revisions", c.e.key, c.seenRev, v.Revision)
+		c.seenRev = 0
 	}
-	if c.view.known && v.State == c.view.State && v.Revision == c.view.Revision {
+	if c.view.known && v.State == c.view.State && v.Revision == c.view.Revision && sameMessage(c.view.Entry, v.Entry) {
 		// Nothing new: keep what we learned first (when we saw it, when it
 		// expires), and note that it is still current.
 		c.view.readAt = later(c.view.readAt, v.readAt)
@@ -394,6 +398,22 @@ func (c *campaigner) observe(now time.Time, v keyView) {
 		return
 	}
 	c.schedule(now)
+}
+
+// sameMessage reports whether two entries of one revision are the same
+// message. After a bucket is recreated with revisions that start again, one
+// revision can name two messages: a leader of the old bucket and one of the
+// new. Taking the second for the first would keep the first's seenAt, and
+// a takeover "after its lease" could cut the second leader's lease short.
+func sameMessage(a, b Entry) bool {
+	return a.Leader == b.Leader && (a.Written.IsZero() || b.Written.IsZero() || a.Written.Equal(b.Written))
+}
+
+// bucketRecreated reports whether v, whose revision is below any seen,
+// belongs to a recreated bucket rather than being a stale read: the broker
+// stored it after the message our view holds.
+func (c *campaigner) bucketRecreated(v keyView) bool {
+	return c.view.known && !v.Written.IsZero() && !c.view.Written.IsZero() && v.Written.After(c.view.Written)
 }
 
 // schedule sets the next campaign from the view: at once when the key is

@@ -433,3 +433,32 @@ func TestSimLapsedLeaseWaitsForARaisedTTL(t *testing.T) {
 		t.Fatalf("b does not lead once the raised TTL lapsed: %s", got.Describe())
 	}
 }
+
+// TestSimRecreatedBucketsRevisionsDoNotCutALeaseShort: after the bucket is
+// recreated with revisions starting again at 1 (as `nats kv add` makes it),
+// a standby follows the new leader's revisions, though they are below the
+// old ones, and never takes its lease over when a renewal reaches a
+// revision number the standby saw the old leader hold.
+func TestSimRecreatedBucketsRevisionsDoNotCutALeaseShort(t *testing.T) {
+	const ttl = 3 * time.Second
+	clk := clocktest.New(simStart)
+	st := newFakeStore(clk, ttl)
+	st.late = time.Hour // only a compare-and-swap over the revision frees it
+	for range 4 {
+		st.put("old")
+	}
+	s := newSim(t, st, "b")
+	s.run(100 * time.Millisecond) // b sees old at revision 4
+
+	st.mu.Lock()
+	st.seq, st.msg = 0, nil // the bucket is deleted and made again
+	st.mu.Unlock()
+	s.run(ttl / 3)
+	for i := range 3 * 3 {
+		st.put("new") // revisions 1, 2, …: renewals every TTL/3
+		s.run(ttl / 3)
+		if got := st.latest(); got.Leader != "new" {
+			t.Fatalf("renewal %d (revision %d): b took the key from the new bucket's leader: %s", i+1, i+1, got.Describe())
+		}
+	}
+}
