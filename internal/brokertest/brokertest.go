@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/conclave-io/conclave/broker"
 	"github.com/conclave-io/conclave/bucket"
+	"github.com/conclave-io/conclave/conclavetest"
 	"github.com/conclave-io/conclave/config"
 )
 
@@ -31,7 +31,7 @@ import (
 const StartTimeout = 90 * time.Second
 
 // LogLevelEnv names the environment variable with the test log level.
-const LogLevelEnv = "CONCLAVE_TEST_LOG"
+const LogLevelEnv = conclavetest.LogLevelEnv
 
 // startAttempts is how often StartCluster tries again when a pre-allocated
 // peer port was taken by someone else before the node bound it.
@@ -57,53 +57,25 @@ func Config(t testing.TB, identity string) *config.Config {
 }
 
 // Logger returns a logrus entry that writes to t.Log until the test's
-// cleanups are done, at the level LogLevelEnv names.
+// cleanups are done, at the level LogLevelEnv names (see
+// conclavetest.Logger).
 func Logger(t testing.TB) *logrus.Entry {
 	t.Helper()
-	w := &testWriter{t: t}
-	t.Cleanup(w.stop)
-	l := logrus.New()
-	l.SetOutput(w)
-	l.SetLevel(logrus.WarnLevel)
-	if lvl, err := logrus.ParseLevel(os.Getenv(LogLevelEnv)); err == nil {
-		l.SetLevel(lvl)
-	}
-	return logrus.NewEntry(l)
-}
-
-// testWriter forwards log lines to t.Log until stopped: logging after a test
-// has finished panics.
-type testWriter struct {
-	t    testing.TB
-	mu   sync.Mutex
-	done bool
-}
-
-func (w *testWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.t.Log(strings.TrimRight(string(p), "\n"))
-	}
-	return len(p), nil
-}
-
-func (w *testWriter) stop() {
-	w.mu.Lock()
-	w.done = true
-	w.mu.Unlock()
+	return logrus.NewEntry(conclavetest.Logger(t))
 }
 
 // StartSingle starts one broker from Config(t, "node-0") changed by mutate
-// (which may be nil) and shuts it down when the test ends.
+// (which may be nil) and shuts it down when the test ends. It is
+// conclavetest.StartBroker with this package's configuration.
 func StartSingle(t testing.TB, mutate func(*config.Config)) *broker.Broker {
 	t.Helper()
-	c := StartCluster(t, 1, func(_ int, cfg *config.Config) {
+	b := conclavetest.StartBroker(t, conclavetest.WithConfig(func(cfg *config.Config) {
+		*cfg = *Config(t, "node-0")
 		if mutate != nil {
 			mutate(cfg)
 		}
-	})
-	return c.Broker(0)
+	}))
+	return b.Broker()
 }
 
 // Cluster is a set of brokers started by StartCluster. Its methods must be
