@@ -1,7 +1,8 @@
 // Package conclave gives Go programs leader election on NATS JetStream,
 // without HA storage of their own. A Framework holds what the elections of a
-// program share: the identity they campaign under, a logrus logger, an
-// optional Prometheus registerer, and one NATS connection made on first use.
+// program share: the identity they campaign under, a logger (logrus, or
+// log/slog with WithSlog), an optional Prometheus registerer, and one NATS
+// connection made on first use.
 //
 //	fw, err := conclave.New(conclave.UserConfig())
 //	if err != nil { ... }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -163,4 +164,25 @@ func ExampleFramework_Connection() {
 	}
 	fmt.Println("connected as", nc.Opts.Name)
 	// Output: connected as n1.example.net
+}
+
+func ExampleWithSlog() {
+	// A handler without times, so that the output is the same every run.
+	h := slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		},
+	})
+	fw, err := conclave.New("", conclave.WithSlog(slog.New(h)))
+	if err != nil {
+		panic(err)
+	}
+	defer fw.Close()
+
+	// The framework's, its elections' and fw.Logger's lines go to slog.
+	fw.Logger("worker").WithField("worker", 3).Info("started")
+	// Output: level=INFO msg=started component=worker worker=3
 }

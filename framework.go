@@ -87,9 +87,14 @@ func NewWithConfig(cfg *config.Config, opts ...Option) (*Framework, error) {
 	}
 	fw := &Framework{cfg: cloneConfig(cfg), conn: o.conn, closeLog: func() error { return nil }}
 
-	if o.log != nil {
+	switch {
+	case o.log != nil && o.slog != nil:
+		return nil, fmt.Errorf("%w: both WithLogger and WithSlog given: give the one your program logs with", ErrInvalidOption)
+	case o.slog != nil:
+		fw.log = logging.ToSlog(o.slog)
+	case o.log != nil:
 		fw.log = o.log
-	} else {
+	default:
 		l, closeLog, err := logging.New(fw.cfg, os.Stderr)
 		if err != nil {
 			return nil, fmt.Errorf("conclave: %w", err)

@@ -2,6 +2,7 @@ package conclave
 
 import (
 	"fmt"
+	"log/slog"
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,6 +17,7 @@ type Option func(*options) error
 type options struct {
 	reg  prometheus.Registerer
 	log  *logrus.Logger
+	slog *slog.Logger
 	conn *nats.Conn
 }
 
@@ -42,6 +44,26 @@ func WithLogger(l *logrus.Logger) Option {
 			return fmt.Errorf("%w: WithLogger(nil): pass a *logrus.Logger, or leave the option out to log as the configuration says", ErrInvalidOption)
 		}
 		o.log = l
+		return nil
+	}
+}
+
+// WithSlog makes the framework log through l: its own lines, its
+// elections' and observers', an embedded broker's, and those of every
+// fw.Logger entry, each a record at the matching level (logrus's trace
+// below slog.LevelDebug, at slog.LevelDebug-4) with the entry's fields
+// (component, election, …) as attributes. fw.Logger still returns a
+// *logrus.Entry, for code written for Choria.
+//
+// Lines below the lowest level l's handler enables when the framework is
+// built are not even formatted; lowering the handler's level later does not
+// bring them back. Give WithSlog or WithLogger, not both.
+func WithSlog(l *slog.Logger) Option {
+	return func(o *options) error {
+		if l == nil {
+			return fmt.Errorf("%w: WithSlog(nil): pass a *slog.Logger such as slog.Default(), or leave the option out to log as the configuration says", ErrInvalidOption)
+		}
+		o.slog = l
 		return nil
 	}
 }
