@@ -112,7 +112,9 @@ is taken over after a TTL, a released one at once.`,
 	durationVar(cmd.Flags(), &f.grace, "grace", 10*time.Second, "how long the command has to exit after SIGTERM before it gets SIGKILL")
 	cmd.Flags().BoolVar(&f.restart, "restart", false, "restart the command when it exits on its own while leading, instead of exiting")
 	cmd.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "log what the election does")
-	durationVar(cmd.Flags(), &f.timeout, "timeout", 0, "give up with status 1 unless leading within this long (waiting for the broker included), as consul lock -timeout; 0 waits forever")
+	// Not --timeout: that is every command's connection timeout, which a
+	// flag of run's own would shadow.
+	durationVar(cmd.Flags(), &f.timeout, "lead-timeout", 0, "give up with status 1 unless leading within this long (waiting for the broker included), as consul lock -timeout; 0 waits forever")
 	cmd.Flags().BoolVar(&f.once, "once", false, "lead at most once: exit with status 1 at once if another candidate leads, or if not leading within a TTL and --grace; once leading, exit when the command exits or leadership is lost, without campaigning again")
 	cmd.Flags().BoolVar(&f.json, "json", false, "log to standard error as JSON, one object per line (time, event, election, identity, token, status, message)")
 	return cmd
@@ -168,7 +170,7 @@ func (e *elections) run(ctx context.Context, name string, argv []string, f runFl
 		return fmt.Errorf("--grace %v is negative", f.grace)
 	}
 	if f.timeout < 0 {
-		return fmt.Errorf("--timeout %v is negative", f.timeout)
+		return fmt.Errorf("--lead-timeout %v is negative", f.timeout)
 	}
 	if f.once && f.restart {
 		return errors.New("--once and --restart contradict each other: pass one of them")
@@ -195,7 +197,7 @@ func (e *elections) run(ctx context.Context, name string, argv []string, f runFl
 	}
 	s, err := e.open(openCtx, connectOptions{name: "conclave election run " + name, longLived: true, wait: true, log: log})
 	if err != nil && ctx.Err() == nil && openCtx.Err() != nil {
-		return fmt.Errorf("no broker to campaign in %s within %v (--timeout): giving up: %w", name, f.timeout, err)
+		return fmt.Errorf("no broker to campaign in %s within %v (--lead-timeout): giving up: %w", name, f.timeout, err)
 	}
 	if err != nil && ctx.Err() != nil {
 		log.event("stopped_campaigning", map[string]any{"status": 0}, "interrupted before campaigning in %s; exiting with status 0", name)
@@ -312,7 +314,7 @@ func (r *runner) onLost() {
 // supervise runs until ctx ends, the command exits on its own (without
 // --restart) or the election fails, and returns run's result.
 // giveUp fires when run should stop campaigning unless it leads by then
-// (--timeout, --once).
+// (--lead-timeout, --once).
 func (r *runner) supervise(ctx context.Context, el *streams.Election, startDone <-chan error, giveUp <-chan time.Time) error {
 	var (
 		cur       *lead  // the term being led
@@ -399,7 +401,7 @@ func (r *runner) supervise(ctx context.Context, el *streams.Election, startDone 
 			}
 
 		case <-giveUp:
-			what := "--timeout " + r.flags.timeout.String()
+			what := "--lead-timeout " + r.flags.timeout.String()
 			if r.flags.timeout == 0 {
 				what = "--once"
 			}

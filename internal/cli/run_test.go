@@ -353,7 +353,7 @@ func TestRunJSON(t *testing.T) {
 	}
 }
 
-// TestRunTimeoutAndOnce: --timeout gives up with status 1 unless leading in
+// TestRunTimeoutAndOnce: --lead-timeout gives up with status 1 unless leading in
 // time; --once does not campaign against a leader, and runs the command
 // once when it can lead.
 func TestRunTimeoutAndOnce(t *testing.T) {
@@ -361,13 +361,13 @@ func TestRunTimeoutAndOnce(t *testing.T) {
 	campaign(t, electionBucket(t, url), "n1", "job").waitLeading(t)
 
 	start := time.Now()
-	r := conclave(t, "--server", url, "election", "run", "--identity", "r1", "--timeout", "1", "job", "true")
+	r := conclave(t, "--server", url, "election", "run", "--identity", "r1", "--lead-timeout", "1", "job", "true")
 	if r.code != 1 {
-		t.Errorf("--timeout: exit status %d, want 1", r.code)
+		t.Errorf("--lead-timeout: exit status %d, want 1", r.code)
 	}
-	mustContain(t, "stderr", r.stderr, "r1 does not lead job (--timeout 1s): giving up", "stopped campaigning in job (not leading)")
+	mustContain(t, "stderr", r.stderr, "r1 does not lead job (--lead-timeout 1s): giving up", "stopped campaigning in job (not leading)")
 	if d := time.Since(start); d > 15*time.Second {
-		t.Errorf("--timeout 1 took %v", d)
+		t.Errorf("--lead-timeout 1 took %v", d)
 	}
 
 	r = conclave(t, "--server", url, "election", "run", "--identity", "r1", "--once", "job", "true")
