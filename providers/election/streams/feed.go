@@ -233,6 +233,13 @@ func (f *feed) startConsumer(ctx context.Context) (feedSource, error) {
 		FilterSubjects:    []string{h.subject(f.filter)},
 		DeliverPolicy:     jetstream.DeliverLastPerSubjectPolicy,
 		InactiveThreshold: max(4*heartbeat(f.ttl), time.Minute),
+		// One try to remake a lost consumer, not nats.go's default of
+		// retrying forever: its retries hold a lock that stopping the
+		// consumer waits for (a feed stopped meanwhile would hang, and its
+		// goroutines leak), and they keep the feed looking ready while it
+		// has no consumer. A failed try ends the feed (consumeError); its
+		// subscribers' campaigns watch again with backoff.
+		MaxResetAttempts: 1,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("making a consumer on %s: %w", h.subject(f.filter), err)
@@ -293,6 +300,9 @@ func (f *feed) consumeError(err error) {
 		go f.hub.end(f, nats.ErrConnectionClosed)
 	case errors.Is(err, jetstream.ErrMaximumConsumersLimit):
 		go f.hub.end(f, f.hub.noteLimit(err))
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout), errors.Is(err, nats.ErrNoResponders):
+		// Remaking the lost consumer failed: the feed has none now.
+		go f.hub.end(f, fmt.Errorf("the watch's consumer was lost and could not be made again: %w", err))
 	default:
 		f.hub.log.Debugf("election bucket %s: watch of %s: %v", f.hub.kv.Bucket(), f.filter, err)
 	}
