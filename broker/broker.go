@@ -19,6 +19,7 @@ import (
 	"github.com/conclave-io/conclave/backoff"
 	"github.com/conclave-io/conclave/bucket"
 	"github.com/conclave-io/conclave/config"
+	"github.com/conclave-io/conclave/internal/buildinfo"
 )
 
 // provisionPolicy paces the retries while JetStream comes up and a cluster
@@ -153,6 +154,7 @@ func (b *Broker) Start(ctx context.Context) error {
 }
 
 func (b *Broker) start(ctx context.Context) error {
+	b.log.WithField("version", buildinfo.Read().Version).Infof("Conclave %s starting broker %s (nats-server %s)", buildinfo.Read(), b.set.identity, server.VERSION)
 	b.logSecurity()
 	srv, err := server.NewServer(b.serverOptions())
 	if err != nil {

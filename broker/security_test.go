@@ -425,6 +425,9 @@ func TestStartLogsUsersWithoutSecrets(t *testing.T) {
 	}
 	// The test's hashes are made at bcrypt's lowest cost, for speed: the
 	// broker warns about such a hash.
+	if want := "Conclave "; !hasMessagePrefix(hook, want) {
+		t.Errorf("the broker does not log its version at start (%q…)", want)
+	}
 	if want := "User app-a's password hash has bcrypt cost 4: below 10 it is cheap to crack"; !hasMessagePrefix(hook, want) {
 		t.Errorf("no warning %q", want)
 	}

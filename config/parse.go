@@ -144,7 +144,7 @@ func unknownKey(name string, index map[string]Key) error {
 	if s := suggest(name, slices.Sorted(maps.Keys(index))); s != "" {
 		return newProblem(ErrUnknownKey, "unknown key: did you mean %s?", s)
 	}
-	return newProblem(ErrUnknownKey, "unknown key: remove it, or use one of the keys in conclave's configuration reference (docs/config.md)")
+	return newProblem(ErrUnknownKey, "unknown key: remove it, or use one of the keys in conclave's configuration reference (https://github.com/conclave-io/conclave/blob/main/docs/config.md)")
 }
 
 // applyEnv applies every environment override found through lookup.

@@ -188,7 +188,7 @@ func (p *process) waitExit(d time.Duration) int {
 }
 
 var (
-	timeField   = regexp.MustCompile(`^time="([0-9:.]+)"`)
+	timeField   = regexp.MustCompile(`^time="([0-9-]+ [0-9:.]+)"`)
 	workerField = regexp.MustCompile(`\bworker=(\d+)`)
 	metricsLine = regexp.MustCompile(`Metrics: (http://\S+)/metrics`)
 	storeNote   = regexp.MustCompile(`store (\S+), removed at exit`)
@@ -212,7 +212,7 @@ func loggedAt(t *testing.T, l line) time.Time {
 	if m == nil {
 		t.Fatalf("no time in %q", l.text)
 	}
-	at, err := time.Parse("15:04:05.000", m[1])
+	at, err := time.Parse("2006-01-02 15:04:05.000", m[1]) // the date too: logs are read days later
 	if err != nil {
 		t.Fatalf("time in %q: %v", l.text, err)
 	}

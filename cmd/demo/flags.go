@@ -48,7 +48,9 @@ Flags:
                   (env NOSPLAY=1)
 
 Other environment variables: CONCLAVE_* set configuration keys, such as
-CONCLAVE_LOGLEVEL=debug or CONCLAVE_IDENTITY=me.
+CONCLAVE_LOGLEVEL=debug or CONCLAVE_IDENTITY=me. The short names WORKERS, KEY
+and NOSPLAY (without the CONCLAVE_ prefix) are on purpose: they are the names
+Choria's own election demo uses, so its instructions work here unchanged.
 `
 
 // errUsage marks errors in the command line: the demo exits with status 2.

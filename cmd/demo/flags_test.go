@@ -103,7 +103,7 @@ func TestHelp(t *testing.T) {
 	if _, err := parseSettings([]string{"--help"}, env(nil), &out); !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("--help: %v", err)
 	}
-	for _, want := range []string{"Usage: demo", "conclave election watch", "--metrics ADDR", "s   the leader steps down"} {
+	for _, want := range []string{"Usage: demo", "conclave election watch", "--metrics ADDR", "s   the leader steps down", "Choria's own election demo uses"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("usage does not mention %q", want)
 		}

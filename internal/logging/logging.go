@@ -15,7 +15,7 @@ import (
 // stderr when none is set, and a function that closes the file.
 func New(cfg *config.Config, stderr io.Writer) (*logrus.Logger, func() error, error) {
 	l := logrus.New()
-	l.SetFormatter(&logrus.TextFormatter{FullTimestamp: true, TimestampFormat: "15:04:05.000"})
+	l.SetFormatter(&logrus.TextFormatter{FullTimestamp: true, TimestampFormat: "2006-01-02 15:04:05.000"})
 	level := cfg.LogLevel
 	if level == "" {
 		level = "info"
