@@ -40,7 +40,7 @@ The output, the JSON fields and the connection flags are described at
 	}
 	asGroup(cmd)
 	cmd.PersistentFlags().StringVar(&e.bucket, "bucket", bucket.Name, "the KV bucket holding the elections")
-	cmd.AddCommand(e.listCommand(), e.infoCommand(), e.watchCommand(), e.standDownCommand(), e.runCommand())
+	cmd.AddCommand(e.listCommand(), e.infoCommand(), e.watchCommand(), e.standDownCommand(), e.runCommand(), e.fileCommand())
 	for _, c := range cmd.Commands() {
 		if c.Name() != "list" {
 			c.ValidArgsFunction = e.completeElections

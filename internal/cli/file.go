@@ -1,0 +1,159 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/conclave-io/conclave/providers/election/streams"
+)
+
+func (e *elections) fileCommand() *cobra.Command {
+	var identity string
+	var verbose, asJSON bool
+	cmd := &cobra.Command{
+		Use:   "file [flags] NAME PATH",
+		Short: "Campaign in an election and keep a file present only while leading",
+		Long: `Campaigns in election NAME (as run does: --identity, else the --config file's
+identity, $CONCLAVE_IDENTITY overriding it, else the host name) and keeps PATH
+present only while leading, for jobs that should run on the leader alone,
+such as cron entries that start with [ -f PATH ] || exit 0.
+
+PATH is written when a term begins, holding the identity and the term's
+fencing token ("identity token"), and removed when the term ends: when
+leadership is lost, at the term's local deadline at the latest (before the
+key can expire), and when file stops. A PATH left from an earlier run is
+removed before campaigning. On Ctrl-C (SIGINT) or SIGTERM, file removes PATH,
+releases the election so that another candidate takes over at once, and
+exits with status 0.
+
+What a file cannot do: a job that checked the file keeps running after the
+file is removed, and a file survives a SIGKILL of this process until it runs
+again. Use election run, which stops the command, when that matters.`,
+		Example: `  conclave election file nightly-report /run/conclave/nightly-report.leader
+  # crontab: 0 2 * * * [ -f /run/conclave/nightly-report.leader ] && /usr/local/bin/report`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return e.file(cmd.Context(), args[0], args[1], identity, verbose, asJSON)
+		},
+	}
+	cmd.Flags().StringVar(&identity, "identity", "", "the name to campaign as (default: --config's identity, $CONCLAVE_IDENTITY, else the host name)")
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log what the election does")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "log to standard error as JSON, one object per line")
+	return cmd
+}
+
+// leaderFile keeps a file present while a term lasts.
+type leaderFile struct {
+	path string
+	log  *eventLog
+
+	mu   sync.Mutex
+	term *streams.Term // the term the file is for, nil when absent
+}
+
+func (e *elections) file(ctx context.Context, name, path, identityFlag string, verbose, asJSON bool) error {
+	if err := validateElectionName(name); err != nil {
+		return err
+	}
+	if dir := filepath.Dir(path); dir != "" {
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			return fmt.Errorf("the directory of %s does not exist or is not a directory: create it first", path)
+		}
+	}
+	identity, from, err := e.a.identity(identityFlag)
+	if err != nil {
+		return err
+	}
+	log := newEventLog(e.a.stderr, asJSON)
+	log.election, log.identity = name, identity
+	lf := &leaderFile{path: path, log: log}
+	if err := lf.remove("left from an earlier run"); err != nil {
+		return err
+	}
+	s, err := e.open(ctx, connectOptions{name: "conclave election file " + name, longLived: true, wait: true, log: log})
+	if err != nil && ctx.Err() != nil {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	el, err := streams.NewElection(identity, name, s.kv,
+		streams.WithJetStream(s.js),
+		streams.OnLeading(lf.lead),
+		streams.OnLost(func() { _ = lf.remove("leadership lost") }),
+		streams.WithLogger(stderrLogger{log: log, verbose: verbose}),
+	)
+	if err != nil {
+		return err
+	}
+	log.event("campaigning", nil, "%s campaigning in %s (identity from %s; bucket %s on %s); %s exists only while it leads", identity, name, from, s.bucket, s.url, path)
+	err = el.Start(ctx)
+	if rerr := lf.remove("stopping"); rerr != nil && err == nil {
+		err = rerr
+	}
+	if err != nil {
+		return fmt.Errorf("election %s: %w", name, err)
+	}
+	log.event("stopped", map[string]any{"status": 0}, "released %s and removed %s; exiting with status 0", name, path)
+	return nil
+}
+
+// lead writes the file for term t, and removes it when t ends, at its
+// local deadline at the latest, renewals moving that deadline on.
+func (lf *leaderFile) lead(t *streams.Term) {
+	tmp := lf.path + ".tmp"
+	content := fmt.Sprintf("%s %d\n", t.Identity(), t.Token())
+	err := os.WriteFile(tmp, []byte(content), 0o644)
+	if err == nil {
+		err = os.Rename(tmp, lf.path)
+	}
+	if err != nil {
+		lf.log.event("error", nil, "cannot write %s: %v", lf.path, err)
+		return
+	}
+	lf.mu.Lock()
+	lf.term = t
+	lf.mu.Unlock()
+	lf.log.event("leading", map[string]any{"token": t.Token()}, "%s leads %s, token %d: wrote %s", t.Identity(), t.Key(), t.Token(), lf.path)
+	go func() {
+		for t.Valid() {
+			timer := time.NewTimer(time.Until(t.ValidUntil()))
+			select {
+			case <-t.Done():
+			case <-timer.C:
+			}
+			timer.Stop()
+		}
+		lf.mu.Lock()
+		mine := lf.term == t
+		lf.mu.Unlock()
+		if mine {
+			_ = lf.remove("term ended")
+		}
+	}()
+}
+
+// remove deletes the file, if present, saying why.
+func (lf *leaderFile) remove(why string) error {
+	lf.mu.Lock()
+	defer lf.mu.Unlock()
+	lf.term = nil
+	err := os.Remove(lf.path)
+	switch {
+	case err == nil:
+		lf.log.event("removed", nil, "removed %s (%s)", lf.path, why)
+		return nil
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	}
+	return fmt.Errorf("cannot remove %s (%s): %w: remove it by hand, or jobs will believe this host leads", lf.path, why, err)
+}
