@@ -29,9 +29,15 @@ const defaultTimeout = 5 * time.Second
 // Environment variables the connection flags fall back to, as the NATS CLI
 // names them.
 const (
-	envURL     = "NATS_URL"
-	envCreds   = "NATS_CREDS"
-	envContext = "NATS_CONTEXT"
+	envURL      = "NATS_URL"
+	envCreds    = "NATS_CREDS"
+	envContext  = "NATS_CONTEXT"
+	envUser     = "NATS_USER"
+	envPassword = "NATS_PASSWORD"
+	envNKey     = "NATS_NKEY"
+	envCert     = "NATS_CERT"
+	envKey      = "NATS_KEY"
+	envCA       = "NATS_CA"
 )
 
 // connFlags are the NATS connection flags, named as the NATS CLI names them.
@@ -41,6 +47,11 @@ type connFlags struct {
 	creds   string
 	context string
 	timeout time.Duration
+	// The NATS CLI's login and TLS flags; each falls back to its NATS_*
+	// variable, and both win over a context's setting.
+	user, password, token, nkey string
+	tlsCert, tlsKey, tlsCA      string
+	noContext                   bool
 
 	// lookupEnv reads the environment; nil means os.LookupEnv. Tests replace it.
 	lookupEnv func(string) (string, bool)
@@ -53,6 +64,53 @@ func (f *connFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.context, "context", "", "`NAME` of the NATS CLI context to connect with; without it and --config: $"+envContext+", else the NATS CLI's selected context")
 	fs.StringVar(&f.config, "config", "", "Conclave or Choria configuration `FILE` (key = value lines): the broker's for broker run; for the other commands, connect to its plugin.choria.middleware_hosts, or to the broker it configures, with its TLS and login settings")
 	durationVar(fs, &f.timeout, "timeout", defaultTimeout, "how long to wait for the broker to connect and to answer each request")
+	fs.StringVar(&f.user, "user", "", "user name to log in with (else $"+envUser+", else the context's)")
+	fs.StringVar(&f.password, "password", "", "password to log in with (else $"+envPassword+", else the context's)")
+	fs.StringVar(&f.token, "token", "", "token to log in with")
+	fs.StringVar(&f.nkey, "nkey", "", "NKey seed `FILE` to log in with (else $"+envNKey+")")
+	fs.StringVar(&f.tlsCert, "tlscert", "", "client certificate `FILE` for TLS (else $"+envCert+")")
+	fs.StringVar(&f.tlsKey, "tlskey", "", "client certificate's key `FILE` (else $"+envKey+")")
+	fs.StringVar(&f.tlsCA, "tlsca", "", "CA certificate `FILE` to verify the broker with (else $"+envCA+")")
+	fs.BoolVar(&f.noContext, "no-context", false, "ignore the NATS CLI's selected context and $"+envContext)
+}
+
+// pick returns the flag's value, else the environment variable's.
+func (f *connFlags) pick(flag, env string) string {
+	if flag != "" {
+		return flag
+	}
+	return f.env(env)
+}
+
+// loginOptions returns the options of the NATS CLI's login and TLS flags
+// and variables, and checks they make sense together.
+func (f *connFlags) loginOptions() ([]nats.Option, error) {
+	var opts []nats.Option
+	user, password := f.pick(f.user, envUser), f.pick(f.password, envPassword)
+	switch {
+	case user != "" && f.token != "":
+		return nil, errors.New("--user and --token both log in: pass one of them")
+	case user != "":
+		opts = append(opts, nats.UserInfo(user, password))
+	case password != "":
+		return nil, errors.New("a password (--password or $" + envPassword + ") without a user: pass --user too")
+	case f.token != "":
+		opts = append(opts, nats.Token(f.token))
+	}
+	if nkey := f.pick(f.nkey, envNKey); nkey != "" {
+		opts = append(opts, nkeyOption(nkey))
+	}
+	cert, key := f.pick(f.tlsCert, envCert), f.pick(f.tlsKey, envKey)
+	switch {
+	case (cert == "") != (key == ""):
+		return nil, errors.New("--tlscert and --tlskey go together (or $" + envCert + " and $" + envKey + "): pass both")
+	case cert != "":
+		opts = append(opts, nats.ClientCert(cert, key))
+	}
+	if ca := f.pick(f.tlsCA, envCA); ca != "" {
+		opts = append(opts, nats.RootCAs(ca))
+	}
+	return opts, nil
 }
 
 func (f *connFlags) env(name string) string {
@@ -82,6 +140,9 @@ type target struct {
 	// cfg is the --config file's configuration, whose TLS and login
 	// settings the connection uses; nil without --config.
 	cfg *config.Config
+	// login are the options of the NATS CLI's login and TLS flags and
+	// variables, applied last so that they win.
+	login []nats.Option
 }
 
 // resolve works out the target. Explicit flags win over environment
@@ -105,7 +166,14 @@ func (f *connFlags) resolve() (*target, error) {
 	if f.context != "" && f.config != "" {
 		return nil, fmt.Errorf("both --context %q and --config %q say where to connect: pass only one of them", f.context, f.config)
 	}
-	t := &target{}
+	if f.context != "" && f.noContext {
+		return nil, fmt.Errorf("--context %q and --no-context contradict each other: pass one of them", f.context)
+	}
+	login, err := f.loginOptions()
+	if err != nil {
+		return nil, err
+	}
+	t := &target{login: login}
 	dir := natsConfigDir(f.env)
 	var explicit, implicit *natsContext
 	switch {
@@ -118,6 +186,8 @@ func (f *connFlags) resolve() (*target, error) {
 		explicit = c
 	case f.config != "":
 		// A configuration file says where to connect: no context.
+	case f.noContext:
+		// Asked for: no context at all.
 	case f.env(envContext) != "":
 		name := f.env(envContext)
 		c, err := loadNATSContext(dir, name, f.env)
@@ -209,7 +279,7 @@ func (t *target) options() ([]nats.Option, error) {
 	if t.ctx != nil {
 		opts = append(opts, t.ctx.options()...)
 	}
-	return opts, nil
+	return append(opts, t.login...), nil
 }
 
 // displayURLs is the server list for messages, with any password removed.

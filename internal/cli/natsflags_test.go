@@ -1,0 +1,84 @@
+package cli_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/conclave-io/conclave/bucket"
+	"github.com/conclave-io/conclave/config"
+	"github.com/conclave-io/conclave/internal/testpki"
+	"github.com/conclave-io/conclave/security"
+)
+
+// TestNATSCLILoginFlags: the NATS CLI's --user/--password, their NATS_*
+// variables, --tlscert/--tlskey/--tlsca and --no-context connect as they
+// do in the NATS CLI, flags winning over variables.
+func TestNATSCLILoginFlags(t *testing.T) {
+	ca := testpki.NewCA(t, "ca")
+	node, client := ca.Issue(t, "broker"), ca.Issue(t, "client")
+	cfg := config.Default()
+	cfg.TLSCertificate, cfg.TLSKey, cfg.TLSCA = node.CertFile, node.KeyFile, node.CAFile
+	files, err := security.Load(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := plainServer(t, true, func(o *server.Options) {
+		o.TLSConfig, o.TLSTimeout = files.Server(true), 2
+		o.Users = []*server.User{{Username: "u", Password: "p"}}
+	})
+	nc, err := nats.Connect(url, nats.UserInfo("u", "p"), nats.ClientCert(client.CertFile, client.KeyFile), nats.RootCAs(ca.File))
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket.Name, TTL: time.Minute, History: 1}); err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	tlsFlags := []string{"--tlscert", client.CertFile, "--tlskey", client.KeyFile, "--tlsca", ca.File}
+
+	mustSucceed(t, conclave(t, append(append([]string{"--server", url, "--user", "u", "--password", "p"}, tlsFlags...), "election", "list")...))
+	r := conclave(t, append(append([]string{"--server", url, "--user", "u", "--password", "wrong"}, tlsFlags...), "election", "list")...)
+	if r.code == 0 {
+		t.Error("a wrong --password connected")
+	}
+	mustSucceed(t, conclaveWith(t, runOpts{env: []string{"NATS_USER=u", "NATS_PASSWORD=p", "NATS_CERT=" + client.CertFile, "NATS_KEY=" + client.KeyFile, "NATS_CA=" + ca.File}},
+		"--server", url, "election", "list"))
+	// The flag wins over the variable.
+	r = conclaveWith(t, runOpts{env: []string{"NATS_USER=u", "NATS_PASSWORD=p"}}, append(append([]string{"--server", url, "--password", "wrong"}, tlsFlags...), "election", "list")...)
+	if r.code == 0 {
+		t.Error("$NATS_PASSWORD won over --password")
+	}
+	r = conclave(t, "--server", url, "--password", "p", "election", "list")
+	if r.code == 0 {
+		t.Error("a password without a user was accepted")
+	}
+	mustContain(t, "stderr", r.stderr, "without a user: pass --user too")
+
+	// --no-context ignores the NATS CLI's selected context, here a broken one.
+	home := t.TempDir()
+	dir := filepath.Join(home, ".config", "nats", "context")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bad.json"), []byte(`{"creds": "/nonexistent/bad.creds"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, ".config", "nats", "context.txt"), []byte("bad"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"HOME=" + home, "XDG_CONFIG_HOME=" + filepath.Join(home, ".config"), "NATS_URL=" + url}
+	if r := conclaveWith(t, runOpts{env: env}, append(append([]string{"--user", "u", "--password", "p"}, tlsFlags...), "election", "list")...); r.code == 0 {
+		t.Fatal("the selected context's missing credentials file was not used: the test shows nothing")
+	}
+	mustSucceed(t, conclaveWith(t, runOpts{env: env}, append(append([]string{"--no-context", "--user", "u", "--password", "p"}, tlsFlags...), "election", "list")...))
+}
