@@ -27,7 +27,8 @@ func TestNewValidatesConfig(t *testing.T) {
 		says   []string
 	}{
 		{"no identity", func(c *config.Config) { c.Identity = "" }, broker.ErrInvalidConfig, []string{"identity is empty"}},
-		{"identity with space", func(c *config.Config) { c.Identity = "a b" }, broker.ErrInvalidConfig, []string{`"a b"`}},
+		{"identity with space", func(c *config.Config) { c.Identity = "a b" }, broker.ErrInvalidConfig, []string{`"a b"`, "white space"}},
+		{"identity with a wildcard", func(c *config.Config) { c.Identity = "node*" }, broker.ErrInvalidConfig, []string{`"node*"`, "wildcard"}},
 		{"no store", func(c *config.Config) { c.StreamStore = "" }, broker.ErrInvalidConfig, []string{"plugin.choria.network.stream.store"}},
 		{"client port 0", func(c *config.Config) { c.ClientPort = 0 }, broker.ErrInvalidConfig, []string{"plugin.choria.network.client_port is 0"}},
 		{"client port too big", func(c *config.Config) { c.ClientPort = 70000 }, broker.ErrInvalidConfig, []string{"70000"}},

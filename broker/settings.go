@@ -111,11 +111,10 @@ func newSettings(cfg *config.Config, opts options) (settings, error) {
 		s.statsHost = DefaultListenAddress
 	}
 
+	if err := config.CheckIdentity(s.identity); err != nil {
+		return settings{}, invalid("%s %v: the broker needs it as its NATS server name", keyIdentity, err)
+	}
 	switch {
-	case s.identity == "":
-		return settings{}, invalid("%s is empty: the broker needs a name for its NATS server", keyIdentity)
-	case strings.ContainsAny(s.identity, " \t\r\n"):
-		return settings{}, invalid("%s %q contains white space, which NATS server names cannot", keyIdentity, s.identity)
 	case s.storeDir == "":
 		return settings{}, invalid("%s is empty: JetStream needs a directory to store the election bucket", keyStreamStore)
 	}

@@ -64,6 +64,11 @@ func parseIdentity(v string) (string, error) {
 	return v, nil
 }
 
+// CheckIdentity reports whether v can be a node's identity, which is also
+// its NATS server name: not empty, without white space, control characters
+// or the wildcards * and >. The error says what to use instead.
+func CheckIdentity(v string) error { return checkIdentity(v) }
+
 // checkIdentity rejects names a NATS server or subject would choke on: empty,
 // white space, control characters and the wildcards * and >.
 func checkIdentity(v string) error {
