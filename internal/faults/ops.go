@@ -377,10 +377,22 @@ func (h *harness) refuseConsumers(ctx context.Context) error {
 	// A Conclave broker allows a million consumers: stand in for a stock
 	// server's 1,000 by lowering the stream's limit to a little above what
 	// is in use, and put it back afterwards.
-	restore, err := lowerConsumerLimit(ctx, js, fillHeadroom)
-	if err != nil {
-		h.skip(RefuseConsumers, Stream, "lowering the consumer limit: %v", err)
-		return nil
+	// A cluster still recovering from an earlier fault (a stream leader
+	// killed, a restart) can take a while to answer a stream update: try a
+	// few times before skipping the fault.
+	var restore func() error
+	for try := 1; ; try++ {
+		tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		restore, err = lowerConsumerLimit(tctx, js, fillHeadroom)
+		cancel()
+		if err == nil {
+			break
+		}
+		if try == 4 || ctx.Err() != nil {
+			h.skip(RefuseConsumers, Stream, "lowering the consumer limit (%d tries): %v", try, err)
+			return nil
+		}
+		sleep(ctx, time.Duration(try)*time.Second)
 	}
 	defer func() {
 		if err := restore(); err != nil {
