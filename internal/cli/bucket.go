@@ -15,6 +15,7 @@ import (
 	"github.com/conclave-io/conclave/backoff"
 	"github.com/conclave-io/conclave/bucket"
 	"github.com/conclave-io/conclave/internal/denied"
+	"github.com/conclave-io/conclave/internal/kvwatch"
 	"github.com/conclave-io/conclave/internal/natsconn"
 	"github.com/conclave-io/conclave/providers/election/streams"
 )
@@ -178,7 +179,7 @@ func (s *session) readRecords(ctx context.Context, filter string) ([]record, err
 	if err != nil {
 		return nil, fmt.Errorf("reading bucket %s on %s: %w", s.bucket, s.url, err)
 	}
-	defer stopWatch(w)
+	defer kvwatch.Stop(w)
 	var recs []record
 	for {
 		select {
@@ -194,14 +195,6 @@ func (s *session) readRecords(ctx context.Context, filter string) ([]record, err
 			}
 			recs = append(recs, streams.ReadEntry(ent))
 		}
-	}
-}
-
-// stopWatch stops a watcher and drains it: it closes its channel only once
-// stopped, and may block delivering into it meanwhile.
-func stopWatch(w jetstream.KeyWatcher) {
-	_ = w.Stop()
-	for range w.Updates() {
 	}
 }
 

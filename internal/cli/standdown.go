@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/conclave-io/conclave/internal/denied"
+	"github.com/conclave-io/conclave/internal/kvwatch"
 	"github.com/conclave-io/conclave/providers/election/streams"
 )
 
@@ -117,7 +118,7 @@ func (e *elections) standDown(ctx context.Context, name string, force bool, wait
 	if err != nil {
 		return fmt.Errorf("watching election %s: %w", name, err)
 	}
-	defer stopWatch(w)
+	defer kvwatch.Stop(w)
 	if err := s.remove(ctx, &rec); err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/conclave-io/conclave/internal/kvwatch"
 	"github.com/conclave-io/conclave/providers/election/streams"
 )
 
@@ -109,7 +110,7 @@ func (w *bucketWatch) all(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("watching bucket %s on %s: %w", w.s.bucket, w.s.url, err)
 	}
-	defer stopWatch(keys)
+	defer kvwatch.Stop(keys)
 	seen := map[string]bool{}
 	var initial []string
 	inInitial := true

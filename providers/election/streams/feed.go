@@ -10,6 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/conclave-io/conclave/internal/kvwatch"
 )
 
 // A feed is one consumer on the bucket's stream, filtered on one key or on
@@ -326,7 +328,7 @@ func (f *feed) startKVWatch(ctx context.Context) (feedSource, error) {
 	timer := time.AfterFunc(time.Until(deadlineOr(ctx, 5*time.Second)), cancel)
 	w, err := f.hub.kv.Watch(wctx, f.filter)
 	if !timer.Stop() && err == nil {
-		_ = w.Stop()
+		kvwatch.Stop(w)
 		err = context.DeadlineExceeded
 	}
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/conclave-io/conclave/backoff"
+	"github.com/conclave-io/conclave/internal/kvwatch"
 )
 
 // Event says what changed in an election, as an Observer saw it.
@@ -301,11 +302,7 @@ func (o *Observer) follow(ctx context.Context) (delivered bool, err error) {
 		o.fatal(err)
 		return false, err
 	}
-	defer func() {
-		_ = w.Stop()
-		for range w.Updates() {
-		}
-	}()
+	defer kvwatch.Stop(w)
 	// The expiry check of the state known before a restart holds while the
 	// new watch starts: an entry with a revision already seen changes
 	// nothing, and must not leave the check unarmed.

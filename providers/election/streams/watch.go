@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/conclave-io/conclave/internal/kvwatch"
 )
 
 // keyWatch is a campaign's watch of its key. The watch is an accelerator,
@@ -74,8 +76,7 @@ func (c *campaigner) ensureWatch(now time.Time) {
 	w, err := c.store.Watch(ctx, c.e.key)
 	if !timer.Stop() {
 		if err == nil {
-			_ = w.Stop()
-			c.drain(w)
+			kvwatch.StopInBackground(w, &c.watch.drains)
 		}
 		err = fmt.Errorf("watch not set up within %v: %w", timeout, context.DeadlineExceeded)
 	}
@@ -147,18 +148,8 @@ func (c *campaigner) stopWatch() {
 	}
 	w := kw.w
 	kw.w = nil
-	_ = w.Stop()
+	kvwatch.StopInBackground(w, &c.watch.drains)
 	kw.cancel()
-	c.drain(w)
-}
-
-func (c *campaigner) drain(w jetstream.KeyWatcher) {
-	c.watch.drains.Add(1)
-	go func() {
-		defer c.watch.drains.Done()
-		for range w.Updates() {
-		}
-	}()
 }
 
 // onWatch takes in what the watch delivered. A nil entry marks the end of
