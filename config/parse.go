@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/conclave-io/conclave/internal/suggest"
 )
 
 // maxLine is the longest line Parse reads.
@@ -141,7 +143,7 @@ func parseLine(line string, c *Config, index map[string]Key, firstSeen map[strin
 
 // unknownKey describes an unknown key, suggesting the nearest known one.
 func unknownKey(name string, index map[string]Key) error {
-	if s := suggest(name, slices.Sorted(maps.Keys(index))); s != "" {
+	if s := suggest.Nearest(name, slices.Sorted(maps.Keys(index))); s != "" {
 		return newProblem(ErrUnknownKey, "unknown key: did you mean %s?", s)
 	}
 	return newProblem(ErrUnknownKey, "unknown key: remove it, or use one of the keys in conclave's configuration reference (https://github.com/conclave-io/conclave/blob/main/docs/config.md)")

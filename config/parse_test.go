@@ -499,23 +499,6 @@ func TestUnknownKeySuggestions(t *testing.T) {
 	}
 }
 
-func TestEditDistance(t *testing.T) {
-	for _, tc := range []struct {
-		a, b string
-		want int
-	}{
-		{"", "", 0}, {"a", "", 1}, {"", "abc", 3}, {"kitten", "sitting", 3},
-		{"flaw", "lawn", 2}, {"identity", "identity", 0}, {"ünï", "uni", 2},
-	} {
-		if got := editDistance(tc.a, tc.b); got != tc.want {
-			t.Errorf("editDistance(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.want)
-		}
-		if got := editDistance(tc.b, tc.a); got != tc.want {
-			t.Errorf("editDistance(%q, %q) = %d, want %d (not symmetric)", tc.b, tc.a, got, tc.want)
-		}
-	}
-}
-
 func TestParseLongLine(t *testing.T) {
 	text := "identity = n1\nlogfile = " + strings.Repeat("x", maxLine) + "\n"
 	_, err := parseText(t, text, nil)

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/conclave-io/conclave/internal/suggest"
 )
 
 // SecurityProviderFile is the one plugin.security.provider Conclave supports:
@@ -120,7 +122,7 @@ func parseUserKey(name string, fields map[string]Key) (k Key, user string, ok bo
 	}
 	k, known := fields[field]
 	if !known {
-		if s := suggest(field, userFieldNames(fields)); s != "" {
+		if s := suggest.Nearest(field, userFieldNames(fields)); s != "" {
 			return Key{}, user, true, newProblem(ErrUnknownKey, "unknown key: did you mean %s%s.%s?", UserKeyPrefix, user, s)
 		}
 		return Key{}, user, true, newProblem(ErrUnknownKey, "unknown key: a user's fields are %s", strings.Join(userFieldNames(fields), ", "))
@@ -228,7 +230,7 @@ func parseNameList(v string, known map[string]bool, what, use string) ([]string,
 			out = append(out, n)
 		default:
 			msg := "unknown " + what + " " + strconv.Quote(n)
-			if s := suggest(n, slices.Sorted(maps.Keys(known))); s != "" {
+			if s := suggest.Nearest(n, slices.Sorted(maps.Keys(known))); s != "" {
 				msg += ": did you mean " + s + "?"
 			} else {
 				msg += ": use " + use
@@ -255,7 +257,7 @@ func parseSecurityProvider(v string) (string, error) {
 
 // parseTLSTimeout accepts a positive duration.
 func parseTLSTimeout(v string) (time.Duration, error) {
-	d, err := parseDuration(v)
+	d, err := ParseDuration(v)
 	if err != nil {
 		return 0, err
 	}

@@ -139,7 +139,7 @@ func checkReplicas(n int) error {
 // parseTTL reads a duration as Choria does (a Go duration, or a bare integer
 // meaning seconds) and requires at least bucket.MinTTL.
 func parseTTL(v string) (time.Duration, error) {
-	d, err := parseDuration(v)
+	d, err := ParseDuration(v)
 	if err != nil {
 		return 0, err
 	}
@@ -157,17 +157,20 @@ func checkTTL(d time.Duration) error {
 	return nil
 }
 
-// parseDuration accepts a Go duration ("1m30s") or whole seconds ("90").
-func parseDuration(v string) (time.Duration, error) {
+// ParseDuration reads a duration as the configuration files, their
+// environment overrides and the CLI's duration flags (--timeout, --grace, …)
+// write it: whole seconds ("90") or a Go duration ("1m30s", "500ms"). The
+// error matches ErrInvalidValue and says what to write instead.
+func ParseDuration(v string) (time.Duration, error) {
 	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
 		if n > math.MaxInt64/int64(time.Second) || n < math.MinInt64/int64(time.Second) {
-			return 0, invalidf("%q seconds is too long a duration", v)
+			return 0, invalidf("%q seconds is too long a duration: use at most %d seconds", v, math.MaxInt64/int64(time.Second))
 		}
 		return time.Duration(n) * time.Second, nil
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil {
-		return 0, invalidf("%q is not a duration: use a Go duration such as 30s, 1m or 1m30s, or whole seconds such as 60", v)
+		return 0, invalidf("%q is not a duration: use a Go duration such as 30s, 500ms or 1m30s, or whole seconds such as 5", v)
 	}
 	return d, nil
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/conclave-io/conclave/config"
 	"github.com/conclave-io/conclave/internal/natsconn"
+	"github.com/conclave-io/conclave/internal/suggest"
 )
 
 // defaultURL is where the commands look for a broker when nothing else says
@@ -520,7 +521,7 @@ func knownKeysOnly(raw []byte) []byte {
 		trimmed := strings.TrimSpace(strings.TrimPrefix(line, "\ufeff"))
 		if key, _, ok := strings.Cut(trimmed, "="); ok && !strings.HasPrefix(trimmed, "#") {
 			key = strings.TrimSpace(key)
-			if !known[key] && !nearAny(key, names, 2) {
+			if !known[key] && !suggest.Within(key, names, 2) {
 				line = ""
 			}
 		}
@@ -528,40 +529,4 @@ func knownKeysOnly(raw []byte) []byte {
 		out.WriteByte('\n')
 	}
 	return out.Bytes()
-}
-
-// nearAny reports whether s is within most edits of one of names, ignoring
-// case.
-func nearAny(s string, names []string, most int) bool {
-	s = strings.ToLower(s)
-	for _, n := range names {
-		if d := len(n) - len(s); d > most || -d > most {
-			continue
-		}
-		if editDistance(s, strings.ToLower(n)) <= most {
-			return true
-		}
-	}
-	return false
-}
-
-// editDistance is the Levenshtein distance between a and b, in bytes.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
