@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,6 +44,9 @@ type kvStore struct {
 	kv  jetstream.KeyValue
 	js  jetstream.JetStream
 	hub *watchHub
+	// putPrefix is what the subjects of raw writes begin with: the JetStream
+	// context's domain or API prefix when it has one, as nats.go's KV puts.
+	putPrefix string
 
 	mu sync.Mutex
 	// ttl is the bucket's TTL as last read; msgTTL is the per-message TTL
@@ -51,7 +55,34 @@ type kvStore struct {
 }
 
 func newKVStore(kv jetstream.KeyValue, js jetstream.JetStream, log Logger) *kvStore {
-	return &kvStore{kv: kv, js: js, hub: hubFor(kv, js, log)}
+	return &kvStore{kv: kv, js: js, hub: hubFor(kv, js, log), putPrefix: putPrefix(js)}
+}
+
+// putPrefix returns what nats.go's KV puts in front of a key's subject when
+// it publishes through js: the domain's API prefix ("$JS.<domain>.API."),
+// or the context's own API prefix, when it is not the default one. The
+// broker maps "<prefix>$KV.>" to "$KV.>" in the JetStream it names; a write
+// to the bare subject would reach whichever stream listens locally, such as
+// a leaf node's own bucket of the same name, or nobody.
+func putPrefix(js jetstream.JetStream) string {
+	if js == nil {
+		return ""
+	}
+	o := js.Options()
+	var pre string
+	switch {
+	case o.Domain != "":
+		pre = "$JS." + o.Domain + ".API."
+	case o.APIPrefix != "":
+		pre = o.APIPrefix
+		if !strings.HasSuffix(pre, ".") {
+			pre += "."
+		}
+	}
+	if pre == jetstream.DefaultAPIPrefix {
+		return ""
+	}
+	return pre
 }
 
 // Status reads the bucket's settings, and notes whether writes may carry a
@@ -93,9 +124,9 @@ func (s *kvStore) Write(ctx context.Context, key string, value []byte, rev uint6
 	before := s.lastErr()
 	if ttl == 0 {
 		n, err := s.kv.Update(ctx, key, value, rev)
-		return n, s.denied(err, before, "writing election "+key, s.subject(key))
+		return n, s.denied(err, before, "writing election "+key, s.putSubject(key))
 	}
-	m := nats.NewMsg(s.subject(key))
+	m := nats.NewMsg(s.putSubject(key))
 	m.Data = value
 	ack, err := s.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithMsgTTL(ttl))
 	if err != nil {
@@ -107,7 +138,7 @@ func (s *kvStore) Write(ctx context.Context, key string, value []byte, rev uint6
 			s.msgTTL = 0
 			s.mu.Unlock()
 		}
-		return 0, s.denied(mapMismatch(err), before, "writing election "+key, s.subject(key))
+		return 0, s.denied(mapMismatch(err), before, "writing election "+key, s.putSubject(key))
 	}
 	return ack.Sequence, nil
 }
@@ -125,19 +156,25 @@ func mapMismatch(err error) error {
 	return err
 }
 
+// subject is key's subject in the bucket's stream, as consumers filter on it
+// and reads ask for it.
 func (s *kvStore) subject(key string) string { return s.hub.subject(key) }
+
+// putSubject is the subject a raw write of key is published to: the one
+// nats.go's KV would use for a Put through the same JetStream context.
+func (s *kvStore) putSubject(key string) string { return s.putPrefix + s.subject(key) }
 
 func (s *kvStore) Delete(ctx context.Context, key string, rev uint64, payload []byte) (bool, error) {
 	before := s.lastErr()
 	if s.js == nil || len(payload) == 0 {
 		err := s.kv.Delete(ctx, key, jetstream.LastRevision(rev))
-		return false, s.denied(err, before, "releasing election "+key, s.subject(key))
+		return false, s.denied(err, before, "releasing election "+key, s.putSubject(key))
 	}
-	m := nats.NewMsg(s.subject(key))
+	m := nats.NewMsg(s.putSubject(key))
 	m.Header.Set(kvOperationHeader, "DEL")
 	m.Data = payload
 	_, err := s.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(rev))
-	return true, s.denied(err, before, "releasing election "+key, s.subject(key))
+	return true, s.denied(err, before, "releasing election "+key, s.putSubject(key))
 }
 
 // kvOperationHeader is the header NATS KV marks deletes and purges with.
