@@ -22,6 +22,7 @@ func TestCampaigningDoesNotLinkTheServer(t *testing.T) {
 		"github.com/conclave-io/conclave/acl",
 		"github.com/conclave-io/conclave/backoff",
 		"github.com/conclave-io/conclave/bucket",
+		"github.com/conclave-io/conclave/bucket/fit",
 		"github.com/conclave-io/conclave/config",
 		"github.com/conclave-io/conclave/inter",
 		"github.com/conclave-io/conclave/metrics",

@@ -18,6 +18,7 @@ import (
 
 	"github.com/conclave-io/conclave/backoff"
 	"github.com/conclave-io/conclave/bucket"
+	"github.com/conclave-io/conclave/bucket/fit"
 	"github.com/conclave-io/conclave/config"
 	"github.com/conclave-io/conclave/internal/buildinfo"
 )
@@ -329,7 +330,31 @@ func (b *Broker) provisionOnce(ctx context.Context, js jetstream.JetStream) (Pro
 	if _, err := js.AccountInfo(ctx); err != nil {
 		return ProvisionReport{}, fmt.Errorf("JetStream not ready: %w", err)
 	}
-	return ProvisionElectionBucket(ctx, js, b.set.spec, b.log)
+	report, err := ProvisionElectionBucket(ctx, js, b.set.spec, b.log)
+	if err != nil {
+		return ProvisionReport{}, err
+	}
+	return b.checkFit(report)
+}
+
+// checkFit judges the provisioned bucket as candidates and `conclave
+// election info` do (package fit). A problem candidates would refuse means
+// provisioning went wrong, and is an ErrBucketMisconfigured error; the
+// others are logged once at warn level and kept in the report.
+func (b *Broker) checkFit(report ProvisionReport) (ProvisionReport, error) {
+	problems := fit.Check(report.Config, fit.Use{Clustered: b.set.clusterSize > 1})
+	if refused := fit.Refused(problems); len(refused) > 0 {
+		errs := make([]error, len(refused))
+		for i, p := range refused {
+			errs[i] = p
+		}
+		return ProvisionReport{}, fmt.Errorf("%w: candidates would refuse the provisioned bucket %s: %w", ErrBucketMisconfigured, bucket.Name, errors.Join(errs...))
+	}
+	for _, p := range problems {
+		b.log.WithField("setting", p.Kind.String()).Warnf("Election bucket %s: %s", bucket.Name, p.Text)
+		report.Warnings = append(report.Warnings, p)
+	}
+	return report, nil
 }
 
 // permanent reports whether retrying cannot fix a provisioning error. Too few

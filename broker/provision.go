@@ -13,6 +13,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/conclave-io/conclave/bucket"
+	"github.com/conclave-io/conclave/bucket/fit"
 )
 
 // electionSubjects are the subjects of bucket.Stream, as the KV API sets them.
@@ -153,6 +154,13 @@ type ProvisionReport struct {
 	// Consumers is the most consumers the election stream accepts after
 	// provisioning, and what sets that limit.
 	Consumers ConsumerLimit
+	// Warnings are the problems package fit finds with the provisioned
+	// bucket that do not stop elections but weaken them, such as one
+	// replica on a cluster. A Broker fills them in (it knows its cluster)
+	// and logs each at warn level; ProvisionElectionBucket leaves them
+	// empty. A problem that would make candidates refuse the bucket is an
+	// error instead.
+	Warnings []fit.Problem
 }
 
 // Changed reports whether the bucket was created or updated.

@@ -13,11 +13,9 @@ import (
 
 	"github.com/conclave-io/conclave/broker"
 	"github.com/conclave-io/conclave/bucket"
+	"github.com/conclave-io/conclave/bucket/fit"
 	"github.com/conclave-io/conclave/providers/election/streams"
 )
-
-// maxSensibleTTL is the longest bucket TTL info accepts without a warning.
-const maxSensibleTTL = time.Hour
 
 func (e *elections) infoCommand() *cobra.Command {
 	var asJSON bool
@@ -220,32 +218,19 @@ func sizeText(n int32) string {
 }
 
 // bucketWarnings lists what is wrong with a bucket's settings for
-// elections. clustered says whether the broker is one of several.
+// elections, as package fit judges it for candidates and the broker too.
+// clustered says whether the broker is one of several.
 func bucketWarnings(name string, cfg jetstream.StreamConfig, clustered bool) []string {
-	fix := ""
-	if name == bucket.Name {
-		fix = " (a Conclave broker sets it right when it starts)"
-	}
 	var out []string
-	switch ttl := cfg.MaxAge; {
-	case ttl <= 0:
-		out = append(out, "the bucket has no TTL: a crashed leader's key never expires, so nobody ever takes over from it; Conclave candidates refuse such a bucket; set a TTL such as 1m"+fix)
-	case ttl < bucket.MinTTL:
-		out = append(out, fmt.Sprintf("TTL %v is below %v: leaders cannot renew in time and leadership flaps; Conclave candidates refuse such a bucket; set a TTL such as 1m%s", ttl, bucket.MinTTL, fix))
-	case ttl > maxSensibleTTL:
-		out = append(out, fmt.Sprintf("TTL %v is over %v: after a leader crashes, nobody takes over for that long; Choria's default is 1m", ttl, maxSensibleTTL))
-	}
-	if h := cfg.MaxMsgsPerSubject; h != 1 {
-		out = append(out, fmt.Sprintf("history is %d: an election bucket keeps 1 value per key; Conclave candidates refuse such a bucket; recreate it with history 1%s", h, fix))
-	}
-	if m := cfg.SubjectDeleteMarkerTTL; m > 0 {
-		out = append(out, fmt.Sprintf("limit markers are on (kept %v): after a key expires, Choria's candidates cannot take it over until the marker goes; Conclave candidates refuse such a bucket; turn them off%s", m, fix))
-	}
-	if cfg.Storage == jetstream.MemoryStorage {
-		out = append(out, "memory storage: a broker restart loses every election and starts revisions again, so fencing tokens repeat; recreate the bucket with file storage")
-	}
-	if cfg.Replicas <= 1 && clustered {
-		out = append(out, "1 replica on a cluster: if the server holding the bucket fails, every election stops until it is back; set plugin.choria.network.stream.leader_election_replicas to -1 (the cluster size) or 3"+fix)
+	for _, p := range fit.Check(cfg, fit.Use{Clustered: clustered}) {
+		text := p.Text
+		if p.Refused {
+			text += "; Conclave candidates refuse such a bucket"
+		}
+		if name == bucket.Name && p.Refused {
+			text += " (a Conclave broker sets it right when it starts)"
+		}
+		out = append(out, text)
 	}
 	return out
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/conclave-io/conclave/backoff"
-	"github.com/conclave-io/conclave/bucket"
+	"github.com/conclave-io/conclave/bucket/fit"
 )
 
 // Election is one candidate campaigning in one election: a key in a
@@ -289,25 +289,21 @@ func (e *Election) awaitBucket(ctx context.Context) (time.Duration, error) {
 	return ttl, invalid
 }
 
-// checkBucket returns the bucket's TTL, or why it cannot hold elections.
+// checkBucket returns the bucket's TTL, or why it cannot hold elections:
+// the problems package fit refuses, each wrapped with ErrInvalidBucket (and
+// a short TTL also with ErrTTLTooSmall).
 func checkBucket(st jetstream.KeyValueStatus, identity string) (time.Duration, error) {
-	name, ttl := st.Bucket(), st.TTL()
+	cfg := jetstream.StreamConfig{MaxAge: st.TTL(), MaxMsgsPerSubject: st.History()}
+	if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok && bs.StreamInfo() != nil {
+		cfg = bs.StreamInfo().Config
+	}
 	var problems []error
-	if ttl == 0 {
-		problems = append(problems, fmt.Errorf("%w: bucket %s has no TTL, so a crashed leader's key would never expire: set a TTL (the broker's plugin.choria.network.stream.leader_election_ttl)", ErrInvalidBucket, name))
-	} else if ttl < bucket.MinTTL {
-		problems = append(problems, fmt.Errorf("%w: %w: bucket %s has TTL %v, the minimum is %v: below it the broker's expiry timer granularity and scheduling delays leave a leader too little time to renew", ErrInvalidBucket, ErrTTLTooSmall, name, ttl, bucket.MinTTL))
-	}
-	if h := st.History(); h != 1 {
-		problems = append(problems, fmt.Errorf("%w: bucket %s keeps %d values per key, an election bucket keeps 1: recreate it with history 1", ErrInvalidBucket, name, h))
-	}
-	if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok {
-		if m := bs.LimitMarkerTTL(); m > 0 {
-			problems = append(problems, fmt.Errorf("%w: bucket %s writes limit markers (marker TTL %v); Choria's candidates cannot take over after them: turn limit markers off", ErrInvalidBucket, name, m))
+	for _, p := range fit.Refused(fit.Check(cfg, fit.Use{Identity: identity})) {
+		if p.Kind == fit.ShortTTL {
+			problems = append(problems, fmt.Errorf("%w: %w: bucket %s: %w", ErrInvalidBucket, ErrTTLTooSmall, st.Bucket(), p))
+			continue
 		}
-		if info := bs.StreamInfo(); info != nil && info.Config.MaxMsgSize > 0 && int(info.Config.MaxMsgSize) < len(identity) {
-			problems = append(problems, fmt.Errorf("%w: bucket %s accepts values of at most %d bytes, identity %q has %d", ErrInvalidBucket, name, info.Config.MaxMsgSize, identity, len(identity)))
-		}
+		problems = append(problems, fmt.Errorf("%w: bucket %s: %w", ErrInvalidBucket, st.Bucket(), p))
 	}
-	return ttl, errors.Join(problems...)
+	return st.TTL(), errors.Join(problems...)
 }

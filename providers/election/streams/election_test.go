@@ -65,7 +65,7 @@ func TestStartRejectsBucketsThatCannotHoldElections(t *testing.T) {
 		want []error
 		says string
 	}{
-		{"TTL too small", jetstream.KeyValueConfig{Bucket: "SMALL", TTL: 500 * time.Millisecond}, nil, []error{ErrInvalidBucket, ErrTTLTooSmall}, "the minimum is 1s"},
+		{"TTL too small", jetstream.KeyValueConfig{Bucket: "SMALL", TTL: 500 * time.Millisecond}, nil, []error{ErrInvalidBucket, ErrTTLTooSmall}, "below 1s, the minimum"},
 		{"no TTL", jetstream.KeyValueConfig{Bucket: "FOREVER"}, nil, []error{ErrInvalidBucket}, "never expire"},
 		{"history", jetstream.KeyValueConfig{Bucket: "HIST", TTL: 5 * time.Second, History: 5}, nil, []error{ErrInvalidBucket}, "keeps 5 values per key"},
 		{"limit markers", jetstream.KeyValueConfig{Bucket: "MARKERS", TTL: 5 * time.Second, LimitMarkerTTL: 5 * time.Second}, nil, []error{ErrInvalidBucket}, "limit markers"},
