@@ -323,13 +323,21 @@ func (k *kvWatchSource) stop() {
 	<-k.done
 }
 
+// startKVWatch makes the feed's KV watch. The watch is shared by the feed's
+// subscribers, so it lives until the feed stops it, not as long as ctx:
+// ctx bounds making it (and each subscription ends with its own context).
 func (f *feed) startKVWatch(ctx context.Context) (feedSource, error) {
 	wctx, cancel := context.WithCancel(context.Background())
 	timer := time.AfterFunc(time.Until(deadlineOr(ctx, 5*time.Second)), cancel)
+	abandon := context.AfterFunc(ctx, cancel)
 	w, err := f.hub.kv.Watch(wctx, f.filter)
-	if !timer.Stop() && err == nil {
+	timely, wanted := timer.Stop(), abandon()
+	if err == nil && (!timely || !wanted) {
 		kvwatch.Stop(w)
 		err = context.DeadlineExceeded
+		if !wanted && ctx.Err() != nil {
+			err = ctx.Err()
+		}
 	}
 	if err != nil {
 		cancel()

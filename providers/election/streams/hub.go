@@ -130,8 +130,8 @@ func (h *watchHub) openStream(ctx context.Context) (jetstream.Stream, error) {
 }
 
 // subscribe follows key: the returned watcher delivers the key's latest
-// message (if any), then nil, then every change, like a KV watch. ttl tunes
-// the heartbeats of a feed made for it.
+// message (if any), then nil, then every change, like a KV watch, until it
+// is stopped or ctx ends. ttl tunes the heartbeats of a feed made for it.
 func (h *watchHub) subscribe(ctx context.Context, key string, ttl time.Duration) (jetstream.KeyWatcher, error) {
 	h.mu.Lock()
 	f := h.keyFeeds[key]
@@ -172,6 +172,9 @@ func (h *watchHub) subscribe(ctx context.Context, key string, ttl time.Duration)
 	if s.closed {
 		return nil, s.endErr()
 	}
+	// Like a KV watch, the subscription lives as long as ctx: its end
+	// unsubscribes, and the feed stops with its last subscriber.
+	s.release = context.AfterFunc(ctx, func() { h.unsubscribe(s) })
 	return s, nil
 }
 
@@ -199,6 +202,9 @@ func (h *watchHub) detachLocked(s *hubWatch, err error) bool {
 	if !s.closed {
 		s.closed, s.err = true, err
 		close(s.c)
+		if s.release != nil {
+			s.release()
+		}
 		h.following[s.key]--
 		if h.following[s.key] == 0 {
 			delete(h.following, s.key)
@@ -285,8 +291,9 @@ type hubWatch struct {
 	c    chan jetstream.KeyValueEntry
 
 	// under hub.mu
-	closed bool
-	err    error
+	closed  bool
+	err     error
+	release func() bool // stops the unsubscribing when the caller's context ends
 }
 
 // Updates returns the key's changes, as a KV watch's Updates does.
