@@ -172,12 +172,17 @@ func stateText(r record) string {
 // readRecords returns the latest message of every key matching filter (">"
 // for all of them), markers included, sorted by key. It reads them through a
 // watch because a plain Get hides delete markers.
+//
+// A broker that refuses the watch to the connection's user does not answer;
+// the error then matches denied.ErrPermissionDenied and names the subject,
+// rather than saying that the broker did not answer in time.
 func (s *session) readRecords(ctx context.Context, filter string) ([]record, error) {
 	rctx, cancel := s.request(ctx)
 	defer cancel()
+	before := denied.Last(s.nc)
 	w, err := s.kv.Watch(rctx, filter)
 	if err != nil {
-		return nil, fmt.Errorf("reading bucket %s on %s: %w", s.bucket, s.url, err)
+		return nil, fmt.Errorf("reading bucket %s on %s: %w", s.bucket, s.url, s.explainWatch(err, before, filter))
 	}
 	defer kvwatch.Stop(w)
 	var recs []record
@@ -196,6 +201,31 @@ func (s *session) readRecords(ctx context.Context, filter string) ([]record, err
 			recs = append(recs, streams.ReadEntry(ent))
 		}
 	}
+}
+
+// explainWatch explains err, from creating a watch of the keys matching
+// filter, as denied.ErrPermissionDenied when the broker refused it to the
+// connection's user (see denied.Explain; before is denied.Last before the
+// watch was asked for). The consumer's name in the refused subject is
+// random, hence the *.
+func (s *session) explainWatch(err, before error, filter string) error {
+	what := "reading election " + filter
+	if isPattern(filter) {
+		what = "reading the elections matching " + filter
+	}
+	return denied.Explain(s.nc, err, before, what,
+		"$JS.API.CONSUMER.CREATE.KV_"+s.bucket+".*.$KV."+s.bucket+"."+filter)
+}
+
+// isPattern reports whether an election name holds a wildcard token (* or
+// >), so that it names a set of elections.
+func isPattern(name string) bool {
+	for t := range strings.SplitSeq(name, ".") {
+		if t == "*" || t == ">" {
+			return true
+		}
+	}
+	return false
 }
 
 // readElection returns the record of election name, or an error that lists

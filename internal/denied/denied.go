@@ -33,6 +33,12 @@ func Last(nc *nats.Conn) error {
 // the request was about to be sent) to a permissions violation naming one of
 // subjects or nc's inbox. Otherwise it returns err. what says what was
 // asked, for the message.
+//
+// A subject may hold the wildcards of NATS subscriptions, for a part of the
+// request's subject the caller cannot know (the random consumer name in
+// $JS.API.CONSUMER.CREATE.<stream>.<name>.<filter>): * matches any one
+// token and a last > one or more. A refused subject's own * and > tokens
+// are matched as any others.
 func Explain(nc *nats.Conn, err, before error, what string, subjects ...string) error {
 	if err == nil || nc == nil {
 		return err
@@ -46,9 +52,11 @@ func Explain(nc *nats.Conn, err, before error, what string, subjects ...string) 
 		return err
 	}
 	msg := after.Error()
-	for _, subj := range subjects {
-		if strings.Contains(msg, `"`+subj+`"`) {
-			return fmt.Errorf("%w: %s: the broker refused %s to this connection's user (%v): ask the broker's operator to allow it (a user's plugin.conclave.user.NAME.campaign or .observe keys), or connect as a user who may", ErrPermissionDenied, what, subj, after)
+	if refused, ok := refusedSubject(msg); ok {
+		for _, subj := range subjects {
+			if matches(subj, refused) {
+				return fmt.Errorf("%w: %s: the broker refused %s to this connection's user (%v): ask the broker's operator to allow it (a user's plugin.conclave.user.NAME.campaign or .observe keys), or connect as a user who may", ErrPermissionDenied, what, refused, after)
+			}
 		}
 	}
 	if inbox := InboxPrefix(nc); strings.Contains(msg, `Subscription to "`+inbox) {
@@ -64,4 +72,33 @@ func InboxPrefix(nc *nats.Conn) string {
 		return inbox[:i]
 	}
 	return inbox
+}
+
+// refusedSubject returns the subject a permissions violation's message
+// names: the first quoted one, as in `Permissions Violation for Publish to
+// "$KV.B.k"` or `for Subscription to "x" using queue "q"`.
+func refusedSubject(msg string) (string, bool) {
+	_, rest, ok := strings.Cut(msg, `"`)
+	if !ok {
+		return "", false
+	}
+	subj, _, ok := strings.Cut(rest, `"`)
+	return subj, ok && subj != ""
+}
+
+// matches reports whether subject matches pattern, whose * tokens match any
+// one token and whose last > token one or more.
+func matches(pattern, subject string) bool {
+	pt, st := strings.Split(pattern, "."), strings.Split(subject, ".")
+	for i, p := range pt {
+		switch {
+		case p == ">" && i == len(pt)-1:
+			return len(st) > i
+		case i >= len(st):
+			return false
+		case p != "*" && p != st[i]:
+			return false
+		}
+	}
+	return len(pt) == len(st)
 }

@@ -3,6 +3,7 @@ package denied_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,5 +63,56 @@ func TestExplainTellsARefusalFromATimeout(t *testing.T) {
 	}
 	if err := denied.Explain(nc, errors.New("x"), nil, "what", "other"); errors.Is(err, denied.ErrPermissionDenied) {
 		t.Errorf("a refusal of another subject explained this request: %v", err)
+	}
+}
+
+// TestExplainMatchesWildcards: a refused request whose subject holds a part
+// the caller cannot know (a consumer's random name) is explained when the
+// caller gives that part as * (or the rest as >), and not when the rest of
+// the subject differs.
+func TestExplainMatchesWildcards(t *testing.T) {
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true,
+		Users: []*server.User{{Username: "u", Password: "u", Permissions: &server.Permissions{
+			Publish:   &server.SubjectPermission{Allow: []string{"allowed"}},
+			Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.u.>"}},
+		}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("server not ready")
+	}
+	defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
+	nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo("u", "u"), nats.CustomInboxPrefix("_INBOX.u"),
+		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	const subject = "$JS.API.CONSUMER.CREATE.KV_B.Xy12.$KV.B.>"
+	before := denied.Last(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	_, reqErr := nc.RequestWithContext(ctx, subject, nil)
+	if reqErr == nil {
+		t.Fatal("the forbidden request was answered")
+	}
+	for pattern, want := range map[string]bool{
+		"$JS.API.CONSUMER.CREATE.KV_B.*.$KV.B.>":     true, // the name unknown; the filter > itself
+		"$JS.API.CONSUMER.CREATE.KV_B.>":             true,
+		"$JS.API.CONSUMER.CREATE.KV_B.*.$KV.B.app.>": false, // another filter
+		"$JS.API.CONSUMER.CREATE.KV_C.*.$KV.B.>":     false, // another stream
+		"$JS.API.CONSUMER.CREATE.KV_B.*":             false, // too short
+		"$JS.API.CONSUMER.CREATE.KV_B.*.$KV.B.>.x":   false, // too long
+		subject: true,
+	} {
+		err := denied.Explain(nc, reqErr, before, "watching", pattern)
+		if got := errors.Is(err, denied.ErrPermissionDenied); got != want {
+			t.Errorf("Explain with %q: %v; want permission denied %v", pattern, err, want)
+		}
+		if want && err != nil && !strings.Contains(err.Error(), "refused "+subject+" ") {
+			t.Errorf("Explain with %q: %v; want it to name the refused subject %s", pattern, err, subject)
+		}
 	}
 }

@@ -1,0 +1,134 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/conclave-io/conclave/acl"
+	"github.com/conclave-io/conclave/bucket"
+	"github.com/conclave-io/conclave/config"
+	"github.com/conclave-io/conclave/internal/brokertest"
+	"github.com/conclave-io/conclave/internal/denied"
+	"github.com/conclave-io/conclave/internal/testpki"
+)
+
+// UsersBroker is a broker with TLS and users whose permissions differ, for
+// the tests of what a user with narrow permissions can do. It is exported
+// for the cli_test package's tests (this file is compiled only for tests).
+//
+// Its users: admin (plugin.conclave.user.admin.admin = true), dash (observes
+// every election: observe = >, but no admin) and app-a (campaigns in app-a.>
+// only).
+type UsersBroker struct {
+	// URL is the broker's client URL.
+	URL string
+	// Conf holds each user's client configuration file, for --config.
+	Conf map[string]string
+
+	leaves map[string]*testpki.Leaf
+}
+
+// StartUsersBroker starts a UsersBroker, which stops when the test ends.
+func StartUsersBroker(t *testing.T) *UsersBroker {
+	t.Helper()
+	ca := testpki.NewCA(t, "ca")
+	node := ca.Issue(t, "broker")
+	u := &UsersBroker{Conf: map[string]string{}, leaves: map[string]*testpki.Leaf{}}
+	users := map[string]*config.User{
+		"admin": {Admin: true},
+		"dash":  {Observe: []string{">"}},
+		"app-a": {Campaign: []string{"app-a.>"}},
+	}
+	for name, user := range users {
+		leaf := ca.Issue(t, name)
+		user.Name, user.Certificate = name, leaf.Subject
+		u.leaves[name] = leaf
+	}
+	b := brokertest.StartSingle(t, func(c *config.Config) {
+		c.LeaderElectionTTL = 10 * time.Second
+		c.TLSCertificate, c.TLSKey, c.TLSCA = node.CertFile, node.KeyFile, node.CAFile
+		c.ClientTLSForceRequired = true
+		c.Users = users
+	})
+	u.URL = b.ClientURL()
+	dir := t.TempDir()
+	for name, leaf := range u.leaves {
+		path := filepath.Join(dir, name+".conf")
+		body := strings.Join([]string{
+			"identity = " + name + "-1",
+			"plugin.choria.middleware_hosts = " + u.URL,
+			"plugin.security.file.certificate = " + leaf.CertFile,
+			"plugin.security.file.key = " + leaf.KeyFile,
+			"plugin.security.file.ca = " + leaf.CAFile,
+			"plugin.nats.user = " + name,
+		}, "\n") + "\n"
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		u.Conf[name] = path
+	}
+	return u
+}
+
+// Bucket opens the election bucket as user, on a connection closed when
+// the test ends.
+func (u *UsersBroker) Bucket(t *testing.T, user string) jetstream.KeyValue {
+	t.Helper()
+	leaf := u.leaves[user]
+	nc, err := nats.Connect(u.URL, nats.ClientCert(leaf.CertFile, leaf.KeyFile), nats.RootCAs(leaf.CAFile),
+		nats.CustomInboxPrefix(acl.InboxPrefix(user)), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	if err != nil {
+		t.Fatalf("connecting as %s: %v", user, err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	kv, err := js.KeyValue(ctx, bucket.Name)
+	if err != nil {
+		t.Fatalf("election bucket as %s: %v", user, err)
+	}
+	return kv
+}
+
+// TestReadRefusedIsPermissionDenied: reading an election the user may not
+// read (through a watch, as every read of the CLI's goes) fails with
+// denied.ErrPermissionDenied naming the refused watch, not with the
+// deadline that the broker's silence runs into; one it may read succeeds.
+func TestReadRefusedIsPermissionDenied(t *testing.T) {
+	u := StartUsersBroker(t)
+	e := &elections{bucket: bucket.Name, a: &app{stdout: new(strings.Builder), stderr: new(strings.Builder),
+		conn: connFlags{config: u.Conf["app-a"], timeout: 2 * time.Second, lookupEnv: envFrom(nil)}}}
+	ctx := t.Context()
+	s, err := e.open(ctx, connectOptions{name: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.readRecords(ctx, "app-a.cron"); err != nil {
+		t.Fatalf("reading an election app-a may read: %v", err)
+	}
+	_, err = s.readRecords(ctx, "app-b.cron")
+	if !errors.Is(err, denied.ErrPermissionDenied) {
+		t.Fatalf("reading app-b.cron as app-a: %v; want denied.ErrPermissionDenied", err)
+	}
+	if errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "deadline") {
+		t.Errorf("the error still reports the deadline: %v", err)
+	}
+	for _, want := range []string{"reading election app-b.cron", "$JS.API.CONSUMER.CREATE.KV_" + bucket.Name + ".", ".$KV." + bucket.Name + ".app-b.cron"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+}
