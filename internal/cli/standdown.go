@@ -123,7 +123,7 @@ func (e *elections) standDown(ctx context.Context, name string, force bool, wait
 		return err
 	}
 	marker, err := waitForEntry(ctx, w, s.timeout, func(ent jetstream.KeyValueEntry) bool {
-		return ent.Operation() != jetstream.KeyValuePut && ent.Revision() > rec.Revision
+		return streams.ReadEntry(ent).State != streams.KeyHeld && ent.Revision() > rec.Revision
 	})
 	out := standDownJSON{Election: name, RemovedLeader: rec.Leader, RemovedRevision: rec.Revision, TTLSeconds: seconds(st.TTL())}
 	switch {
@@ -151,7 +151,7 @@ func (e *elections) standDown(ctx context.Context, name string, force bool, wait
 		after = marker.Revision()
 	}
 	taken, err := waitForEntry(ctx, w, wait, func(ent jetstream.KeyValueEntry) bool {
-		return ent.Operation() == jetstream.KeyValuePut && len(ent.Value()) > 0 && ent.Revision() > after
+		return streams.ReadEntry(ent).State == streams.KeyHeld && ent.Revision() > after
 	})
 	switch {
 	case ctx.Err() != nil && !asJSON:
