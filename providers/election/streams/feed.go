@@ -16,8 +16,14 @@ import (
 
 // A feed is one consumer on the bucket's stream, filtered on one key or on
 // one prefix, that a hub shares among its subscriptions. It keeps the
-// latest message of each key it has seen, so that a subscription joining a
-// running feed gets the key's state at once, without a consumer of its own.
+// latest message of each key that may still hold one, so that a
+// subscription joining a running feed gets the key's state at once, without
+// a consumer of its own. What a joining subscription needs of a key nobody
+// follows is whether it is held, and by whom: a delete or purge of such a
+// key is forgotten (the key is then absent, as if never seen), and so is a
+// value not renewed for longer than the bucket's TTL allows it to live. A
+// prefix feed that sees a fleet's elections come and go therefore keeps
+// the keys that are followed or alive, not every key it ever saw.
 type feed struct {
 	hub    *watchHub
 	filter string // the key, or "prefix.>"
@@ -26,15 +32,23 @@ type feed struct {
 
 	// under hub.mu
 	subs     map[string]map[*hubWatch]struct{}
-	last     map[string]jetstream.KeyValueEntry
-	starting bool // a subscriber has begun making the consumer
-	ready    bool // the consumer has delivered the keys' current state
+	last     map[string]lastMsg
+	sweepAt  time.Time     // when to next forget the expired values of keys nobody follows
+	keepFor  time.Duration // how long a value nobody follows is kept without a change
+	starting bool          // a subscriber has begun making the consumer
+	ready    bool          // the consumer has delivered the keys' current state
 	ended    bool
 	restarts time.Time // when the feed was last made again
 
 	srcMu sync.Mutex
 	src   feedSource
 	ttl   time.Duration
+}
+
+// lastMsg is the latest message of a key, and when the feed got it.
+type lastMsg struct {
+	ent jetstream.KeyValueEntry
+	at  time.Time
 }
 
 // feedSource is what delivers a feed's messages: a JetStream consumer or a
@@ -49,11 +63,50 @@ func (f *feed) add(s *hubWatch) {
 	}
 	subs[s] = struct{}{}
 	if f.ready {
-		if ent := f.last[s.key]; ent != nil {
-			s.sendLocked(ent)
+		if last, ok := f.last[s.key]; ok {
+			s.sendLocked(last.ent)
 		}
 		s.sendLocked(nil)
 	}
+}
+
+// forgetLocked drops the latest message of key, once nobody follows the
+// key, when a subscriber joining later needs none of it: a delete or purge
+// (the key is absent), or a value older than it can live unrenewed.
+func (f *feed) forgetLocked(key string, now time.Time) {
+	last, ok := f.last[key]
+	if !ok || len(f.subs[key]) > 0 {
+		return
+	}
+	if last.ent.Operation() != jetstream.KeyValuePut || (f.keepFor > 0 && now.Sub(last.at) > f.keepFor) {
+		delete(f.last, key)
+	}
+}
+
+// sweepLocked forgets, at most once per keepFor, the keys nobody follows
+// whose value has expired by now.
+func (f *feed) sweepLocked(now time.Time) {
+	if f.keepFor <= 0 || now.Before(f.sweepAt) {
+		return
+	}
+	f.sweepAt = now.Add(f.keepFor)
+	for key := range f.last {
+		f.forgetLocked(key, now)
+	}
+}
+
+// keepFor is how long a feed keeps the value of a key nobody follows
+// without hearing of it again. The broker removes a value no later than its
+// TTL (plus a few hundred milliseconds of lateness) after it was written,
+// hence after the feed got it; twice the TTL leaves room for a TTL raised
+// meanwhile. A subscriber that joins after the value was wrongly forgotten
+// is told the key is free: its write then fails on the revision check, and
+// it reads the key.
+func keepFor(ttl time.Duration) time.Duration {
+	if ttl <= 0 {
+		return 0 // the TTL is not known: keep values until they change
+	}
+	return 2*ttl + time.Second
 }
 
 // detachLocked unregisters f from its hub once it has no subscriber, and
@@ -90,6 +143,9 @@ func (f *feed) start(ctx context.Context, ttl time.Duration) error {
 	f.srcMu.Lock()
 	defer f.srcMu.Unlock()
 	f.ttl = ttl
+	f.hub.mu.Lock()
+	f.keepFor = max(f.keepFor, keepFor(ttl))
+	f.hub.mu.Unlock()
 	var src feedSource
 	var err error
 	if f.hub.js != nil {
@@ -156,18 +212,21 @@ func (f *feed) deliver(ent jetstream.KeyValueEntry, caughtUp bool) {
 		h.mu.Unlock()
 		return
 	}
+	now := time.Now()
 	if ent != nil {
 		key := ent.Key()
-		prev := f.last[key]
-		if prev == nil || ent.Revision() > prev.Revision() {
-			f.last[key] = ent
+		prev, ok := f.last[key]
+		if !ok || ent.Revision() > prev.ent.Revision() {
+			f.last[key] = lastMsg{ent: ent, at: now}
 			if f.ready {
 				for s := range f.subs[key] {
 					s.sendLocked(ent)
 				}
 			}
+			f.forgetLocked(key, now)
 		}
 	}
+	f.sweepLocked(now)
 	if caughtUp {
 		f.markReadyLocked()
 	}
@@ -186,8 +245,8 @@ func (f *feed) markReadyLocked() {
 	f.ready = true
 	for key, subs := range f.subs {
 		for s := range subs {
-			if ent := f.last[key]; ent != nil {
-				s.sendLocked(ent)
+			if last, ok := f.last[key]; ok {
+				s.sendLocked(last.ent)
 			}
 			s.sendLocked(nil)
 		}

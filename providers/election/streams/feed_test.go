@@ -2,6 +2,7 @@ package streams
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -65,5 +66,150 @@ func TestHubSubscriptionEndsWithItsContext(t *testing.T) {
 			})
 			eventually(t, 5*time.Second, "the feed's subscription to go", func() bool { return nc.NumSubscriptions() <= subs })
 		})
+	}
+}
+
+// groupFeed returns the prefix feed of the hub, failing if there is none.
+func groupFeed(t *testing.T, h *watchHub, prefix string) *feed {
+	t.Helper()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	f := h.groupFeeds[prefix]
+	if f == nil {
+		t.Fatalf("no shared feed on %s", prefix)
+	}
+	return f
+}
+
+func lastCount(h *watchHub, f *feed) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(f.last)
+}
+
+// nextUpdate returns what w delivers next, failing after a few seconds.
+func nextUpdate(t *testing.T, w jetstream.KeyWatcher, what string) (jetstream.KeyValueEntry, bool) {
+	t.Helper()
+	select {
+	case ent, ok := <-w.Updates():
+		return ent, ok
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s: nothing delivered", what)
+		return nil, false
+	}
+}
+
+// TestPrefixFeedForgetsKeysNobodyFollowsOnceGone: a prefix's shared feed
+// in a fleet whose election names come and go keeps the latest message of
+// the keys followed or alive only: released (deleted) and expired keys
+// that nobody follows are forgotten, and a subscriber joining the running
+// feed still gets each key's state at once.
+func TestPrefixFeedForgetsKeysNobodyFollowsOnceGone(t *testing.T) {
+	const ttl = time.Second
+	ts := newTestServer(t)
+	nc := connect(t, ts.url())
+	kv := createBucket(t, nc, bucketConfig(ttl))
+	js, _ := jsOf.Load(kv)
+	h := hubFor(kv, js.(jetstream.JetStream), nopLogger{})
+	ctx := context.Background()
+	for i := range foldAt + 1 {
+		w, err := h.subscribe(ctx, fmt.Sprintf("p.s%d", i), ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+		if ent, _ := nextUpdate(t, w, "initial values"); ent != nil {
+			t.Fatalf("want the end of the (empty) initial values, got %v", ent)
+		}
+	}
+	f := groupFeed(t, h, "p")
+	followed := 2 // p.s7 and p.s8 share the feed; p.s0..p.s6 have their own
+
+	// Elections that are released: created, then deleted.
+	const churn = 200
+	for i := range churn {
+		key := fmt.Sprintf("p.gone%d", i)
+		rev, err := kv.Create(ctx, key, []byte("x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := kv.Delete(ctx, key, jetstream.LastRevision(rev)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Elections whose leader crashed: the key expires silently.
+	for i := range 50 {
+		if _, err := kv.Create(ctx, fmt.Sprintf("p.crashed%d", i), []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	liveRev, err := kv.Create(ctx, "p.live", []byte("leader"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Wait until the feed has seen all of it: a change of a followed key
+	// written last arrives last.
+	w, err := h.subscribe(ctx, "p.s9", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	if ent, _ := nextUpdate(t, w, "initial values"); ent != nil {
+		t.Fatalf("want the end of the (empty) initial values, got %v", ent)
+	}
+	followed++
+	mark, err := kv.Create(ctx, "p.s9", []byte("mark"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		ent, ok := nextUpdate(t, w, "the mark")
+		if !ok {
+			t.Fatal("the subscription ended")
+		}
+		if ent != nil && ent.Revision() == mark {
+			break
+		}
+	}
+	// The released keys are forgotten at once; the live and crashed ones
+	// are kept until they can have expired.
+	if n := lastCount(h, f); n > followed+50+1 {
+		t.Fatalf("the feed keeps %d keys after %d released elections, want at most %d", n, churn, followed+51)
+	}
+	// A subscriber joining the running feed gets a live key's state at
+	// once, and a released key's absence.
+	live, err := h.subscribe(ctx, "p.live", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ent, _ := nextUpdate(t, live, "p.live"); ent == nil || ent.Revision() != liveRev || string(ent.Value()) != "leader" {
+		t.Fatalf("a subscriber joining the feed got %v, want revision %d", ent, liveRev)
+	}
+	if ent, _ := nextUpdate(t, live, "p.live"); ent != nil {
+		t.Fatalf("want the end of the initial values, got %v", ent)
+	}
+	live.Stop()
+	gone, err := h.subscribe(ctx, "p.gone7", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ent, _ := nextUpdate(t, gone, "p.gone7"); ent != nil {
+		t.Fatalf("a released key, for a subscriber joining the feed: got %v, want none", ent)
+	}
+	gone.Stop()
+
+	// Once the crashed leaders' keys (and the live one, not renewed) can
+	// have expired, the feed forgets them on its next message.
+	deadline := time.Now().Add(3*ttl + 5*time.Second) // twice the TTL and a second, and then some
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for lastCount(h, f) > followed {
+		if time.Now().After(deadline) {
+			t.Fatalf("the feed still keeps %d keys, want %d", lastCount(h, f), followed)
+		}
+		<-tick.C
+		if _, err := kv.Put(ctx, "p.s8", []byte("tick")); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

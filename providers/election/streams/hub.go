@@ -180,7 +180,7 @@ func (h *watchHub) subscribe(ctx context.Context, key string, ttl time.Duration)
 
 func (h *watchHub) newFeedLocked(filter, prefix, key string) *feed {
 	return &feed{hub: h, filter: filter, prefix: prefix, key: key,
-		subs: map[string]map[*hubWatch]struct{}{}, last: map[string]jetstream.KeyValueEntry{}}
+		subs: map[string]map[*hubWatch]struct{}{}, last: map[string]lastMsg{}}
 }
 
 // unsubscribe ends s, and its feed when s was the feed's last subscriber.
@@ -220,6 +220,7 @@ func (h *watchHub) detachLocked(s *hubWatch, err error) bool {
 		delete(subs, s)
 		if len(subs) == 0 {
 			delete(f.subs, s.key)
+			f.forgetLocked(s.key, time.Now())
 		}
 	}
 	return len(f.subs) == 0
