@@ -276,13 +276,19 @@ func (c *consumerSource) stop() {
 	c.cancel()
 	c.cc.Stop()
 	<-c.done
-	info := c.cons.CachedInfo()
-	if info == nil || c.js.Conn() == nil || !c.js.Conn().IsConnected() {
+	deleteConsumer(c.js, c.stream, c.cons)
+}
+
+// deleteConsumer deletes cons from the broker, when the connection is up
+// to ask, waiting a second at most.
+func deleteConsumer(js jetstream.JetStream, stream string, cons jetstream.Consumer) {
+	info := cons.CachedInfo()
+	if info == nil || js.Conn() == nil || !js.Conn().IsConnected() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	_ = c.js.DeleteConsumer(ctx, c.stream, info.Name)
+	_ = js.DeleteConsumer(ctx, stream, info.Name)
 }
 
 // startConsumer makes an ordered consumer on the feed's filter that starts
@@ -307,7 +313,11 @@ func (f *feed) startConsumer(ctx context.Context) (feedSource, error) {
 	}
 	prefix := h.subject("")
 	hb := heartbeat(f.ttl)
-	cc, err := cons.Consume(func(m jetstream.Msg) {
+	consume := h.consume
+	if consume == nil {
+		consume = jetstream.Consumer.Consume
+	}
+	cc, err := consume(cons, func(m jetstream.Msg) {
 		md, err := m.Metadata()
 		if err != nil {
 			return
@@ -320,6 +330,9 @@ func (f *feed) startConsumer(ctx context.Context) (feedSource, error) {
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) { f.consumeError(err) }),
 	)
 	if err != nil {
+		// The consumer exists on the broker: delete it rather than leave
+		// it there until its inactivity threshold.
+		deleteConsumer(h.js, stream, cons)
 		return nil, fmt.Errorf("consuming %s: %w", h.subject(f.filter), err)
 	}
 	src := &consumerSource{js: h.js, stream: stream, cons: cons, cc: cc, done: make(chan struct{})}

@@ -2,7 +2,9 @@ package streams
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -211,5 +213,35 @@ func TestPrefixFeedForgetsKeysNobodyFollowsOnceGone(t *testing.T) {
 		if _, err := kv.Put(ctx, "p.s8", []byte("tick")); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestFeedDeletesItsConsumerWhenConsumeFails: when consuming fails after
+// the feed's consumer was made on the broker, the subscription fails and
+// the consumer is deleted rather than left there.
+func TestFeedDeletesItsConsumerWhenConsumeFails(t *testing.T) {
+	ts := newTestServer(t)
+	nc := connect(t, ts.url())
+	kv := createBucket(t, nc, bucketConfig(10*time.Second))
+	js, _ := jsOf.Load(kv)
+	h := hubFor(kv, js.(jetstream.JetStream), nopLogger{})
+	failure := errors.New("consume failed")
+	var tried atomic.Bool
+	h.consume = func(jetstream.Consumer, jetstream.MessageHandler, ...jetstream.PullConsumeOpt) (jetstream.ConsumeContext, error) {
+		tried.Store(true)
+		return nil, failure
+	}
+	w, err := h.subscribe(context.Background(), "k", 10*time.Second)
+	if !errors.Is(err, failure) {
+		if w != nil {
+			w.Stop()
+		}
+		t.Fatalf("subscribe returned %v, want the failure to consume", err)
+	}
+	if !tried.Load() {
+		t.Fatal("Consume was not called")
+	}
+	if n := consumers(t, js.(jetstream.JetStream)); n != 0 {
+		t.Fatalf("%d consumers left on the broker after Consume failed, want 0", n)
 	}
 }

@@ -43,6 +43,10 @@ type watchHub struct {
 	streamMu sync.Mutex
 	stream   jetstream.Stream
 
+	// consume starts consuming a feed's consumer; nil is cons.Consume.
+	// Tests set it to make Consume fail.
+	consume func(cons jetstream.Consumer, handler jetstream.MessageHandler, opts ...jetstream.PullConsumeOpt) (jetstream.ConsumeContext, error)
+
 	statusMu   sync.Mutex
 	statusBusy bool        // a read of the bucket's settings is under way
 	statusNext *statusRead // the read that starts when it ends
