@@ -244,11 +244,16 @@ func (h *watchHub) end(f *feed, err error) {
 		}
 	}
 	f.detachLocked()
-	if f.prefix != "" && !f.ready && h.consumerDenied(f) {
+	denied := f.prefix != "" && !f.ready && h.consumerDenied(f)
+	if denied {
 		h.noFold[f.prefix] = time.Now().Add(noFoldFor)
-		h.log.Warnf("election bucket %s: permissions refuse a consumer on %s: the elections under %q use a consumer each for %v", h.kv.Bucket(), h.subject(f.filter), f.prefix, noFoldFor)
 	}
 	h.mu.Unlock()
+	// Logged out of the lock: a logger may block, or call back into the
+	// process's elections.
+	if denied {
+		h.log.Warnf("election bucket %s: permissions refuse a consumer on %s: the elections under %q use a consumer each for %v", h.kv.Bucket(), h.subject(f.filter), f.prefix, noFoldFor)
+	}
 	f.stopSource()
 }
 

@@ -394,10 +394,25 @@ func TestPrefixConsumerRefusedByPermissionsFallsBackToOnePerKey(t *testing.T) {
 	}
 	t.Cleanup(nc.Close)
 	kv := openBucket(t, nc)
-	var warnings atomic.Int64
+	js, _ := jsOf.Load(kv)
+	var warnings, underLock atomic.Int64
 	log := funcLogger(func(s string) {
 		if strings.HasPrefix(s, "WARN") && strings.Contains(s, "permissions refuse a consumer") {
 			warnings.Add(1)
+		}
+		// No line is logged under the hub's lock: another goroutine can
+		// take it while the line is being logged.
+		h := hubFor(kv, js.(jetstream.JetStream), nopLogger{})
+		took := make(chan struct{})
+		go func() {
+			h.mu.Lock()
+			close(took)
+			h.mu.Unlock()
+		}()
+		select {
+		case <-took:
+		case <-time.After(2 * time.Second):
+			underLock.Add(1)
 		}
 	})
 	recs := make([]*recorder, n)
@@ -408,6 +423,9 @@ func TestPrefixConsumerRefusedByPermissionsFallsBackToOnePerKey(t *testing.T) {
 	eventually(t, 10*time.Second, fmt.Sprintf("%d consumers, one per key", n), func() bool { return consumers(t, admin) == n })
 	if w := warnings.Load(); w != 1 {
 		t.Fatalf("the refused prefix consumer was logged %d times, want once", w)
+	}
+	if n := underLock.Load(); n != 0 {
+		t.Fatalf("%d lines were logged under the hub's lock", n)
 	}
 	// The per-key watches work: an outside change reaches the leader at
 	// once, and it stands down.
