@@ -7,7 +7,7 @@
 //
 // Metrics, each labelled with the election key:
 //
-//	conclave_election_leader                    candidates of this process leading (0 or 1)
+//	conclave_election_leader                    candidates of this process leading (0 or 1), 0 from a candidate's start
 //	conclave_election_campaigns_total           attempts to win (state="candidate") and renewals (state="leader")
 //	conclave_election_wins_total                terms begun
 //	conclave_election_losses_total              terms ended, by cause: released, deposed, deadline, expired, closed
@@ -41,7 +41,7 @@ type Recorder struct {
 	renewed map[string]time.Time
 }
 
-var _ streams.Recorder = (*Recorder)(nil)
+var _ streams.StartRecorder = (*Recorder)(nil)
 
 // Option configures a Recorder.
 type Option func(*Recorder)
@@ -85,6 +85,15 @@ func New(reg prometheus.Registerer, opts ...Option) (*Recorder, error) {
 		}
 	}
 	return r, nil
+}
+
+// Started makes the election's leader gauge appear at 0 when a candidate
+// starts (it leaves a value other candidates of the process set alone), so
+// that a process that campaigns and never leads, such as a standby that
+// waits on a held key, reports conclave_election_leader 0 rather than
+// nothing, and "no process leads" is a plain sum == 0 for alerts.
+func (r *Recorder) Started(key string) {
+	r.leader.WithLabelValues(key) // creates the series at 0; never changes its value
 }
 
 // Campaign counts an attempt or a renewal.

@@ -115,6 +115,30 @@ func TestMetricsAfterAWinAndALoss(t *testing.T) {
 	}
 }
 
+func TestACandidateThatNeverLedReportsZero(t *testing.T) {
+	kv, _ := bucket(t, time.Minute)
+	if _, err := kv.Create(context.Background(), "app", []byte("someone-else")); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	rec, _ := metrics.New(reg)
+	if _, ok := find(t, reg, "conclave_election_leader"); ok {
+		t.Fatal("a leader gauge before any campaign")
+	}
+	e, _ := streams.NewElection("n1", "app", kv, streams.WithRecorder(rec))
+	start(t, e)
+	waitUntil(t, "the leader gauge", func() bool {
+		_, ok := series(t, reg, "conclave_election_leader", map[string]string{"election": "app"})
+		return ok
+	})
+	if v := gauge(t, reg, "conclave_election_leader"); v != 0 {
+		t.Fatalf("leader gauge of a candidate that never led: %v, want 0", v)
+	}
+	if e.IsLeader() {
+		t.Fatal("the candidate leads an election held by another for a minute")
+	}
+}
+
 func TestDeposedLossIsCountedByCause(t *testing.T) {
 	kv, _ := bucket(t, time.Second)
 	reg := prometheus.NewRegistry()

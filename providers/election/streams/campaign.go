@@ -73,6 +73,9 @@ func newCampaigner(e *Election, n *notifier, tm timings) *campaigner {
 // run campaigns until ctx ends, and returns an error only if the
 // connection was closed for good.
 func (c *campaigner) run(ctx context.Context) error {
+	if sr, ok := c.rec.(StartRecorder); ok {
+		sr.Started(c.e.key)
+	}
 	c.begin(ctx)
 	timer := c.clock.NewTimer(time.Hour)
 	defer timer.Stop()

@@ -17,6 +17,17 @@ type Recorder interface {
 	Leading(key string, leading bool)
 }
 
+// StartRecorder is a Recorder that is also told when a candidate starts to
+// campaign, before its first attempt (a standby facing a held key may not
+// attempt for a whole TTL), so that it can report the election at once. The
+// election calls Started once per Start, after the bucket's settings are
+// read, from its own goroutine; it must not block.
+type StartRecorder interface {
+	Recorder
+	// Started says that a candidate of election key began to campaign.
+	Started(key string)
+}
+
 type nopRecorder struct{}
 
 func (nopRecorder) Campaign(string, State)        {}
