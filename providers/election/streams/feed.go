@@ -35,6 +35,7 @@ type feed struct {
 	last     map[string]lastMsg
 	sweepAt  time.Time     // when to next forget the expired values of keys nobody follows
 	keepFor  time.Duration // how long a value nobody follows is kept without a change
+	seen     uint64        // the highest revision delivered
 	starting bool          // a subscriber has begun making the consumer
 	ready    bool          // the consumer has delivered the keys' current state
 	ended    bool
@@ -216,7 +217,12 @@ func (f *feed) deliver(ent jetstream.KeyValueEntry, caughtUp bool) {
 	if ent != nil {
 		key := ent.Key()
 		prev, ok := f.last[key]
-		if !ok || ent.Revision() > prev.ent.Revision() {
+		// A delete or purge of a key the feed holds nothing of, no newer
+		// than what it has delivered, is a forgotten one replayed by a
+		// remade consumer: the key's subscribers know it is absent.
+		replay := !ok && ent.Operation() != jetstream.KeyValuePut && ent.Revision() <= f.seen
+		f.seen = max(f.seen, ent.Revision())
+		if !replay && (!ok || ent.Revision() > prev.ent.Revision()) {
 			f.last[key] = lastMsg{ent: ent, at: now}
 			if f.ready {
 				for s := range f.subs[key] {

@@ -245,3 +245,97 @@ func TestFeedDeletesItsConsumerWhenConsumeFails(t *testing.T) {
 		t.Fatalf("%d consumers left on the broker after Consume failed, want 0", n)
 	}
 }
+
+// restartFeed remakes w's feed and waits until its new consumer is made.
+func restartFeed(t *testing.T, w jetstream.KeyWatcher) {
+	t.Helper()
+	f := w.(*hubWatch).feed
+	f.srcMu.Lock()
+	old := f.src
+	f.srcMu.Unlock()
+	w.(*hubWatch).restart()
+	eventually(t, 5*time.Second, "the feed's new consumer", func() bool {
+		f.srcMu.Lock()
+		defer f.srcMu.Unlock()
+		return f.src != nil && f.src != old
+	})
+}
+
+// TestHubRestartDoesNotReplayWhatSubscribersSaw: when a feed's consumer
+// is made again, the messages it delivers again that the subscribers
+// already saw (the same revision of a key), or that the feed forgot as a
+// key was released while nobody followed it, are not delivered as changes:
+// the next thing each subscriber gets is the next write.
+func TestHubRestartDoesNotReplayWhatSubscribersSaw(t *testing.T) {
+	ts := newTestServer(t)
+	nc := connect(t, ts.url())
+	kv := createBucket(t, nc, bucketConfig(10*time.Second))
+	js, _ := jsOf.Load(kv)
+	h := hubFor(kv, js.(jetstream.JetStream), nopLogger{})
+	ctx := context.Background()
+	var ws []jetstream.KeyWatcher
+	for i := range foldAt {
+		w, err := h.subscribe(ctx, fmt.Sprintf("p.s%d", i), 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+		if ent, _ := nextUpdate(t, w, "initial values"); ent != nil {
+			t.Fatalf("want the end of the (empty) initial values, got %v", ent)
+		}
+		ws = append(ws, w)
+	}
+	held := ws[foldAt-1] // on the prefix's shared feed
+	groupFeed(t, h, "p")
+	rev, err := kv.Create(ctx, "p.s7", []byte("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ent, _ := nextUpdate(t, held, "the write"); ent == nil || ent.Revision() != rev {
+		t.Fatalf("got %v, want revision %d", ent, rev)
+	}
+	// A key released while nobody followed it, then followed.
+	gone, err := kv.Create(ctx, "p.gone", []byte("b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Delete(ctx, "p.gone", jetstream.LastRevision(gone)); err != nil {
+		t.Fatal(err)
+	}
+	mark, err := kv.Put(ctx, "p.s6", []byte("mark")) // p.s6 has a feed of its own
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ent, _ := nextUpdate(t, ws[6], "the mark"); ent == nil || ent.Revision() != mark {
+		t.Fatalf("got %v, want revision %d", ent, mark)
+	}
+	eventually(t, 5*time.Second, "the shared feed to see the release", func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return h.groupFeeds["p"] != nil && h.groupFeeds["p"].seen > gone
+	})
+	released, err := h.subscribe(ctx, "p.gone", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer released.Stop()
+	if ent, _ := nextUpdate(t, released, "initial values"); ent != nil {
+		t.Fatalf("a released key: got %v, want none", ent)
+	}
+
+	restartFeed(t, held)
+	next, err := kv.Update(ctx, "p.s7", []byte("a"), rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ent, _ := nextUpdate(t, held, "the renewal"); ent == nil || ent.Revision() != next {
+		t.Fatalf("after the restart the first change delivered was %v, want the renewal at revision %d", ent, next)
+	}
+	again, err := kv.Create(ctx, "p.gone", []byte("c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ent, _ := nextUpdate(t, released, "the new term"); ent == nil || ent.Revision() != again {
+		t.Fatalf("after the restart the first change delivered was %v, want the new term at revision %d", ent, again)
+	}
+}
