@@ -3,7 +3,6 @@ package conclave_test
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/conclave-io/conclave"
 	"github.com/conclave-io/conclave/embedded"
 	"github.com/conclave-io/conclave/internal/brokertest"
+	"github.com/conclave-io/conclave/internal/natstest"
 )
 
 // connectionsNamed counts the server's client connections named name.
@@ -30,18 +30,6 @@ func connectionsNamed(t *testing.T, srv *server.Server, name string) int {
 		}
 	}
 	return n
-}
-
-// deadAddress returns a loopback URL nothing listens on.
-func deadAddress(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return "nats://" + addr
 }
 
 func TestConnectionIsLazyAndShared(t *testing.T) {
@@ -71,14 +59,14 @@ func TestConnectionIsLazyAndShared(t *testing.T) {
 
 func TestNewWithConfigDoesNotConnect(t *testing.T) {
 	// Nothing listens there: building the framework must not care.
-	fw := newFramework(t, testConfig("lazy-node", deadAddress(t)))
+	fw := newFramework(t, testConfig("lazy-node", natstest.DeadURL(t)))
 	if fw.Identity() != "lazy-node" {
 		t.Fatal("framework not usable")
 	}
 }
 
 func TestUnreachableBroker(t *testing.T) {
-	dead, dead2 := deadAddress(t), deadAddress(t)
+	dead, dead2 := natstest.DeadURL(t), natstest.DeadURL(t)
 	tests := []struct {
 		name    string
 		servers []string
@@ -110,7 +98,7 @@ func TestUnreachableBroker(t *testing.T) {
 }
 
 func TestConnectionHonoursContext(t *testing.T) {
-	fw := newFramework(t, testConfig("ctx-node", deadAddress(t)))
+	fw := newFramework(t, testConfig("ctx-node", natstest.DeadURL(t)))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := fw.Connection(ctx); !errors.Is(err, context.Canceled) {
@@ -149,7 +137,7 @@ func TestConnectMakesOwnConnection(t *testing.T) {
 
 func TestWithConnection(t *testing.T) {
 	b := startBroker(t)
-	cfg := testConfig("given-node", deadAddress(t)) // not used: the connection is given
+	cfg := testConfig("given-node", natstest.DeadURL(t)) // not used: the connection is given
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	given := newFramework(t, testConfig("dialer", b.ClientURL()))

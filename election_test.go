@@ -13,6 +13,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/conclave-io/conclave"
+	"github.com/conclave-io/conclave/internal/natstest"
 	"github.com/conclave-io/conclave/providers/election/streams"
 )
 
@@ -192,7 +193,7 @@ func TestNewObserver(t *testing.T) {
 }
 
 func TestNewElectionInvalidKey(t *testing.T) {
-	fw := newFramework(t, testConfig("key-node", deadAddress(t)))
+	fw := newFramework(t, testConfig("key-node", natstest.DeadURL(t)))
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	// The key is checked before connecting: no broker is needed to learn it is wrong.
@@ -226,20 +227,7 @@ func TestUserOptionsWin(t *testing.T) {
 // with or without JetStream.
 func startPlainServer(t *testing.T, jetStream bool) *server.Server {
 	t.Helper()
-	opts := &server.Options{ServerName: "plain", Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true}
-	if jetStream {
-		opts.JetStream, opts.StoreDir = true, t.TempDir()
-	}
-	srv, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(wait) {
-		t.Fatal("nats-server did not start")
-	}
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-	return srv
+	return natstest.Start(t, &server.Options{ServerName: "plain", JetStream: jetStream})
 }
 
 func TestMissingBucket(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"github.com/conclave-io/conclave/bucket"
 	"github.com/conclave-io/conclave/config"
 	"github.com/conclave-io/conclave/embedded"
+	"github.com/conclave-io/conclave/internal/natstest"
 	"github.com/conclave-io/conclave/internal/testpki"
 	"github.com/conclave-io/conclave/providers/election/streams"
 	"github.com/conclave-io/conclave/security"
@@ -46,9 +47,9 @@ func startSecureServer(t *testing.T) *secureServer {
 		"$JS.API.CONSUMER.MSG.NEXT." + stream + ".*",
 		"$JS.API.CONSUMER.DELETE." + stream + ".*", "$JS.API.CONSUMER.INFO." + stream + ".*",
 	}
-	srv, err := server.NewServer(&server.Options{
-		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
-		TLS: true, TLSVerify: true, TLSConfig: files.Server(true), TLSTimeout: 2,
+	srv := natstest.Start(t, &server.Options{
+		JetStream: true,
+		TLS:       true, TLSVerify: true, TLSConfig: files.Server(true), TLSTimeout: 2,
 		Users: []*server.User{
 			{Username: "admin", Password: "admin"},
 			{Username: "app", Password: "app-pw", Permissions: &server.Permissions{
@@ -61,14 +62,6 @@ func startSecureServer(t *testing.T) *secureServer {
 			}},
 		},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("server not ready")
-	}
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
 	s := &secureServer{srv: srv, ca: ca, admin: ca.Issue(t, "admin")}
 	nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo("admin", "admin"), nats.Secure(files.Client()))
 	if err != nil {

@@ -4,50 +4,18 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"strings"
-	"sync"
 	"testing"
 
 	"github.com/sirupsen/logrus"
 
 	"github.com/conclave-io/conclave"
+	"github.com/conclave-io/conclave/internal/logtest"
 )
 
-// slogRecorder is an slog handler that keeps the records it is given.
-type slogRecorder struct {
-	level slog.Level
-	mu    sync.Mutex
-	recs  []slog.Record
-}
-
-func (r *slogRecorder) Enabled(_ context.Context, l slog.Level) bool { return l >= r.level }
-func (r *slogRecorder) Handle(_ context.Context, rec slog.Record) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.recs = append(r.recs, rec)
-	return nil
-}
-func (r *slogRecorder) WithAttrs([]slog.Attr) slog.Handler { return r }
-func (r *slogRecorder) WithGroup(string) slog.Handler      { return r }
-
-// find returns the records whose message contains text.
-func (r *slogRecorder) find(text string) []slog.Record {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []slog.Record
-	for _, rec := range r.recs {
-		if strings.Contains(rec.Message, text) {
-			out = append(out, rec)
-		}
-	}
-	return out
-}
-
-func (r *slogRecorder) below(level slog.Level) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+// below counts rec's records under level.
+func below(rec *logtest.SlogRecorder, level slog.Level) int {
 	n := 0
-	for _, rec := range r.recs {
+	for _, rec := range rec.Records() {
 		if rec.Level < level {
 			n++
 		}
@@ -79,7 +47,7 @@ func TestWithSlogCapturesAnElection(t *testing.T) {
 		level slog.Level
 	}{{"debug", slog.LevelDebug}, {"info", slog.LevelInfo}} {
 		t.Run(tc.name, func(t *testing.T) {
-			rec := &slogRecorder{level: tc.level}
+			rec := &logtest.SlogRecorder{Level: tc.level}
 			fw, err := conclave.NewWithConfig(testConfig("slog-node", b.ClientURL()), conclave.WithSlog(slog.New(rec)))
 			if err != nil {
 				t.Fatal(err)
@@ -107,7 +75,7 @@ func TestWithSlogCapturesAnElection(t *testing.T) {
 				{"released revision", slog.LevelDebug},
 			}
 			for _, w := range want {
-				got := rec.find(w.text)
+				got := rec.Find(w.text)
 				if w.level < tc.level {
 					if len(got) != 0 {
 						t.Errorf("handler at %v got %q at %v", tc.level, w.text, got[0].Level)
@@ -123,7 +91,7 @@ func TestWithSlogCapturesAnElection(t *testing.T) {
 					t.Errorf("%q at %v with component %v, election %v; want %v, election, %s", r.Message, r.Level, attrOf(r, "component"), attrOf(r, "election"), w.level, name)
 				}
 			}
-			if n := rec.below(tc.level); n > 0 {
+			if n := below(rec, tc.level); n > 0 {
 				t.Errorf("handler at %v got %d records below it", tc.level, n)
 			}
 		})

@@ -15,6 +15,7 @@ import (
 
 	"github.com/conclave-io/conclave/acl"
 	"github.com/conclave-io/conclave/broker"
+	"github.com/conclave-io/conclave/internal/natstest"
 	"github.com/conclave-io/conclave/providers/election/streams"
 )
 
@@ -44,8 +45,7 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	opts := &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
-		Users: []*server.User{{Username: "root", Password: "root"}}}
+	opts := &server.Options{JetStream: true, Users: []*server.User{{Username: "root", Password: "root"}}}
 	for name, g := range users {
 		p := acl.Compile(bucket, name, g)
 		opts.Users = append(opts.Users, &server.User{Username: name, Password: name, Permissions: &server.Permissions{
@@ -53,15 +53,7 @@ func newFixture(t *testing.T) *fixture {
 			Subscribe: &server.SubjectPermission{Allow: p.Subscribe},
 		}})
 	}
-	srv, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("server not ready")
-	}
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	srv := natstest.Start(t, opts)
 	f := &fixture{srv: srv}
 	js := f.js(t, "root")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -109,6 +101,20 @@ func (f *fixture) kv(t *testing.T, user string) (jetstream.KeyValue, jetstream.J
 		t.Fatalf("%s cannot open the bucket: %v", user, err)
 	}
 	return kv, js
+}
+
+// seed has user create election key with value, as a candidate winning
+// it would, and returns the revision.
+func (f *fixture) seed(t *testing.T, user, key, value string) uint64 {
+	t.Helper()
+	kv, _ := f.kv(t, user)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rev, err := kv.Create(ctx, key, []byte(value))
+	if err != nil {
+		t.Fatalf("%s creating %s: %v", user, key, err)
+	}
+	return rev
 }
 
 func short() (context.Context, context.CancelFunc) {
@@ -356,12 +362,9 @@ func TestRollupIsRefused(t *testing.T) {
 // every election, including those it may not read.
 func TestPinStreamInfoNamesEveryElection(t *testing.T) {
 	f := newFixture(t)
-	kvB, _ := f.kv(t, "billing")
+	f.seed(t, "billing", "billing", "b1")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := kvB.Create(ctx, "billing", []byte("b1")); err != nil {
-		t.Fatal(err)
-	}
 	jsA := f.js(t, "app-a")
 	st, err := jsA.Stream(ctx, stream)
 	if err != nil {
@@ -598,12 +601,9 @@ func TestPinStarPatternAllowsReadingDeeperKeysByDirectGet(t *testing.T) {
 // election this way.
 func TestPinDeliverSubjectEscapesPublishPermissions(t *testing.T) {
 	f := newFixture(t)
-	kvB, _ := f.kv(t, "billing")
+	f.seed(t, "billing", "billing", "restart everything")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := kvB.Create(ctx, "billing", []byte("restart everything")); err != nil {
-		t.Fatal(err)
-	}
 	listener := f.conn(t, "root")
 	sub, err := listener.SubscribeSync("orders.commands")
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/conclave-io/conclave/broker"
 	"github.com/conclave-io/conclave/bucket"
 	"github.com/conclave-io/conclave/internal/brokertest"
+	"github.com/conclave-io/conclave/internal/natstest"
 )
 
 // stockCap is nats-server's default consumer limit per stream, which the
@@ -279,19 +280,7 @@ no_auth_user: app
 	if err != nil {
 		t.Fatalf("server config: %v", err)
 	}
-	opts.NoLog, opts.NoSigs, opts.DisableJetStreamBanner = true, true, true
-	srv, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatalf("nats-server: %v", err)
-	}
-	srv.Start()
-	t.Cleanup(func() {
-		srv.Shutdown()
-		srv.WaitForShutdown()
-	})
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready for connections")
-	}
+	srv := natstest.Start(t, opts)
 
 	js := connect(t, srv.ClientURL())
 	ctx := testContext(t, 30*time.Second)
@@ -446,19 +435,7 @@ jetstream {
 	if opts.JetStreamLimits.DefaultMaxConsumers != -1 {
 		t.Fatalf("JetStreamLimits.DefaultMaxConsumers = %d, want -1", opts.JetStreamLimits.DefaultMaxConsumers)
 	}
-	opts.NoLog, opts.NoSigs, opts.DisableJetStreamBanner = true, true, true
-	srv, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatalf("nats-server: %v", err)
-	}
-	srv.Start()
-	t.Cleanup(func() {
-		srv.Shutdown()
-		srv.WaitForShutdown()
-	})
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready for connections")
-	}
+	srv := natstest.Start(t, opts)
 	js := connect(t, srv.ClientURL())
 	ctx := testContext(t, 60*time.Second)
 	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket.Name, TTL: time.Minute}); err != nil {

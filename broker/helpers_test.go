@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conclave-io/conclave/internal/natstest"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -17,22 +18,7 @@ import (
 // standing in for "any NATS" that ProvisionElectionBucket works against.
 func plainServer(t *testing.T) *server.Server {
 	t.Helper()
-	srv, err := server.NewServer(&server.Options{
-		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(),
-		NoLog: true, NoSigs: true, DisableJetStreamBanner: true,
-	})
-	if err != nil {
-		t.Fatalf("nats-server: %v", err)
-	}
-	srv.Start()
-	t.Cleanup(func() {
-		srv.Shutdown()
-		srv.WaitForShutdown()
-	})
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready for connections")
-	}
-	return srv
+	return natstest.Start(t, &server.Options{JetStream: true})
 }
 
 // connect returns a JetStream context on url, closed when the test ends.

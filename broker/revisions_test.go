@@ -15,6 +15,7 @@ import (
 	"github.com/conclave-io/conclave/broker"
 	"github.com/conclave-io/conclave/bucket"
 	"github.com/conclave-io/conclave/internal/brokertest"
+	"github.com/conclave-io/conclave/internal/natstest"
 )
 
 // A term's fencing token is the revision of the write that began it. A bucket
@@ -349,22 +350,7 @@ func TestProvisionLeavesExistingBucketsFirstSeq(t *testing.T) {
 // down when the test ends unless the test shuts it down first.
 func storeServer(t *testing.T, dir string) *server.Server {
 	t.Helper()
-	srv, err := server.NewServer(&server.Options{
-		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir,
-		NoLog: true, NoSigs: true, DisableJetStreamBanner: true,
-	})
-	if err != nil {
-		t.Fatalf("nats-server: %v", err)
-	}
-	srv.Start()
-	t.Cleanup(func() {
-		srv.Shutdown()
-		srv.WaitForShutdown()
-	})
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready for connections")
-	}
-	return srv
+	return natstest.Start(t, &server.Options{JetStream: true, StoreDir: dir})
 }
 
 // provisionAfterDelete provisions the bucket right after it was deleted,

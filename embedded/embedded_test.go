@@ -3,7 +3,6 @@ package embedded_test
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/conclave-io/conclave/config"
 	"github.com/conclave-io/conclave/embedded"
 	"github.com/conclave-io/conclave/internal/brokertest"
+	"github.com/conclave-io/conclave/internal/natstest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -56,21 +56,9 @@ func embeddable(t *testing.T) func(*config.Config) {
 	}
 }
 
-// deadAddress returns the URL of a local port nothing listens on.
-func deadAddress(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return "nats://" + addr
-}
-
 func TestStartBroker(t *testing.T) {
 	// The embedded broker wins over middleware_hosts.
-	fw := newFramework(t, "embedded-node", []string{deadAddress(t)}, embeddable(t))
+	fw := newFramework(t, "embedded-node", []string{natstest.DeadURL(t)}, embeddable(t))
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 
