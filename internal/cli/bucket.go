@@ -248,6 +248,9 @@ func (s *session) readElection(ctx context.Context, name string) (record, error)
 // elections it has.
 func (s *session) unknownElection(ctx context.Context, name string) error {
 	recs, err := s.readRecords(ctx, ">")
+	if errors.Is(err, denied.ErrPermissionDenied) {
+		return fmt.Errorf("no election %q in %s (the others are not listed: this user may not read every election)", name, s.bucket)
+	}
 	if err != nil {
 		return fmt.Errorf("no election %q in %s (and listing the elections failed: %w)", name, s.bucket, err)
 	}

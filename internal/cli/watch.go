@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/conclave-io/conclave/internal/denied"
 	"github.com/conclave-io/conclave/internal/kvwatch"
 	"github.com/conclave-io/conclave/providers/election/streams"
 )
@@ -19,7 +21,7 @@ import (
 func (e *elections) watchCommand() *cobra.Command {
 	var asJSON, verbose bool
 	cmd := &cobra.Command{
-		Use:   "watch [NAME]",
+		Use:   "watch [NAME|PATTERN]",
 		Short: "Print a line for every change of leadership, until interrupted",
 		Long: `Follows election NAME, or every election in the bucket (including ones that
 appear later), and prints a line per change: a leader elected (with its
@@ -29,12 +31,19 @@ stand-down) or expired (it stopped renewing).
 With --verbose renewals are printed too. The first line for each election is
 its current state; a term that began before the watch has an unknown token.
 
+PATTERN follows the elections matching it, as NATS subjects match (* is any
+one token, a final > one or more: app-a.>, *.cron), including ones that
+appear later. A user that may not read every election (a broker's
+plugin.conclave.user.NAME.campaign and .observe patterns) must pass a name
+or pattern it may read.
+
 Expiries are silent in the bucket: they are noticed when the leader's renewal
 is overdue, a few hundred milliseconds after the key expired. Runs until
 Ctrl-C (SIGINT) or SIGTERM, and then exits with status 0.`,
 		Example: `  conclave election watch
   conclave election watch my_app --verbose
-  conclave election watch my_app --json`,
+  conclave election watch my_app --json
+  conclave --config app-a.conf election watch 'app-a.>'`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := ""
@@ -49,8 +58,18 @@ Ctrl-C (SIGINT) or SIGTERM, and then exits with status 0.`,
 	return cmd
 }
 
+// watch follows election name, or, when name is "" or a pattern, every
+// election matching it.
 func (e *elections) watch(ctx context.Context, name string, asJSON, verbose bool) error {
-	if name != "" {
+	pattern := ">"
+	switch {
+	case name == "":
+	case isPattern(name):
+		if err := checkPattern(name); err != nil {
+			return err
+		}
+		pattern, name = name, ""
+	default:
 		if err := validateElectionName(name); err != nil {
 			return err
 		}
@@ -89,8 +108,13 @@ func (e *elections) watch(ctx context.Context, name string, asJSON, verbose bool
 			return err
 		}
 	}
-	fmt.Fprintf(e.a.stderr, "conclave: watching every election in %s on %s (Ctrl-C to stop)\n", s.bucket, s.url)
-	return w.all(ctx)
+	return everyElectionRefused(w.all(ctx, pattern, func() {
+		what := "every election"
+		if pattern != ">" {
+			what = "the elections matching " + pattern
+		}
+		fmt.Fprintf(e.a.stderr, "conclave: watching %s in %s on %s (Ctrl-C to stop)\n", what, s.bucket, s.url)
+	}), pattern, "watch")
 }
 
 // bucketWatch follows elections with one streams.Observer each.
@@ -103,14 +127,16 @@ type bucketWatch struct {
 	wg      sync.WaitGroup
 }
 
-// all follows every election in the bucket, starting an observer for each
-// key as it appears.
-func (w *bucketWatch) all(ctx context.Context) error {
-	keys, err := w.s.kv.WatchAll(ctx, jetstream.MetaOnly())
+// all follows every election in the bucket matching pattern, starting an
+// observer for each key as it appears; started is called once the broker
+// has created the watch.
+func (w *bucketWatch) all(ctx context.Context, pattern string, started func()) error {
+	keys, stop, err := w.watchKeys(ctx, pattern)
 	if err != nil {
 		return fmt.Errorf("watching bucket %s on %s: %w", w.s.bucket, w.s.url, err)
 	}
-	defer kvwatch.Stop(keys)
+	defer stop()
+	started()
 	seen := map[string]bool{}
 	var initial []string
 	inInitial := true
@@ -150,6 +176,30 @@ func (w *bucketWatch) all(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// watchKeys watches the keys matching pattern, their metadata only, until
+// stop is called or ctx ends. The broker has --timeout to create the watch
+// (the watch itself lasts): a broker that refuses it for permissions does
+// not answer, and the error then matches denied.ErrPermissionDenied.
+func (w *bucketWatch) watchKeys(ctx context.Context, pattern string) (keys jetstream.KeyWatcher, stop func(), err error) {
+	wctx, cancel := context.WithCancel(ctx)
+	timer := time.AfterFunc(w.s.timeout, cancel)
+	before := denied.Last(w.s.nc)
+	keys, err = w.s.kv.Watch(wctx, pattern, jetstream.MetaOnly())
+	if !timer.Stop() && err == nil {
+		// Created, but only as the time ran out, which stopped it.
+		kvwatch.Stop(keys)
+		err = context.Canceled
+	}
+	if err != nil {
+		cancel()
+		if ctx.Err() == nil && errors.Is(err, context.Canceled) {
+			err = fmt.Errorf("no answer within %v (--timeout): %w", w.s.timeout, context.DeadlineExceeded)
+		}
+		return nil, nil, w.s.explainWatch(err, before, pattern)
+	}
+	return keys, func() { kvwatch.Stop(keys); cancel() }, nil
 }
 
 // follow starts an observer of election key and waits until it has reported

@@ -1,0 +1,81 @@
+package cli_test
+
+import (
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/conclave-io/conclave/internal/cli"
+)
+
+// TestNarrowUserListsAndWatchesAPattern: a user that may campaign only in
+// app-a.> is refused list and a bare watch (both read every election) with
+// an error saying so and what to pass instead, not a timeout; given the
+// pattern app-a.> both work, showing that user's elections and none other,
+// and the watch follows an election that begins later.
+func TestNarrowUserListsAndWatchesAPattern(t *testing.T) {
+	u := cli.StartUsersBroker(t)
+	admin := u.Bucket(t, "admin")
+	campaign(t, admin, "a-1", "app-a.cron").waitLeading(t)
+	campaign(t, admin, "b-1", "app-b.cron").waitLeading(t)
+	conf := u.Conf["app-a"]
+
+	for _, args := range [][]string{{"election", "list"}, {"election", "watch"}} {
+		r := conclave(t, append([]string{"--config", conf, "--timeout", "2s"}, args...)...)
+		if r.code != 1 {
+			t.Errorf("%s as app-a exited %d, want 1", strings.Join(args, " "), r.code)
+		}
+		mustContain(t, strings.Join(args, " ")+"'s error", r.stderr,
+			"this user may not read every election", "pass a pattern of the elections it may read",
+			"`conclave "+strings.Join(args, " ")+" 'app-a.>'`", "permission denied")
+		if strings.Contains(r.stderr, "deadline exceeded") || strings.Contains(r.stderr, "watching every election") {
+			t.Errorf("%s: the refusal reads as a timeout or a watch that began:\n%s", strings.Join(args, " "), r.stderr)
+		}
+	}
+
+	r := conclave(t, "--config", conf, "election", "list", "app-a.>")
+	mustSucceed(t, r)
+	mustContain(t, "list app-a.>", r.stdout, "app-a.cron", "a-1", "1 election matching app-a.> in")
+	if strings.Contains(r.stdout, "app-b") {
+		t.Errorf("list app-a.> shows another user's election:\n%s", r.stdout)
+	}
+	r = conclave(t, "--config", conf, "election", "list", "app-a.none.>")
+	mustSucceed(t, r)
+	mustContain(t, "list app-a.none.>", r.stdout, "No elections matching app-a.none.> in CHORIA_LEADER_ELECTION")
+	r = conclave(t, "--config", conf, "election", "list", "app-a.*.x>")
+	if r.code != 1 || !strings.Contains(r.stderr, "election pattern") {
+		t.Errorf("a bad pattern: exit %d, stderr %q; want 1 and an error about the pattern", r.code, r.stderr)
+	}
+
+	w := startConclave(t, nil, "--config", conf, "election", "watch", "app-a.>")
+	w.stderr.waitFor(t, 0, regexp.MustCompile(`watching the elections matching app-a\.> in`))
+	w.stdout.waitFor(t, 0, regexp.MustCompile(`current\s+app-a\.cron: a-1 leads`))
+	campaign(t, admin, "a-2", "app-a.new").waitLeading(t)
+	w.stdout.waitFor(t, 0, regexp.MustCompile(`elected\s+app-a\.new: a-2 leads, token \d+`))
+	w.signal(syscall.SIGINT)
+	if code := w.wait(); code != 0 {
+		t.Errorf("watch app-a.> exited %d after SIGINT, want 0", code)
+	}
+	if strings.Contains(w.stdout.String(), "app-b") {
+		t.Errorf("watch app-a.> shows another user's election:\n%s", w.stdout)
+	}
+}
+
+// TestNarrowUserReadingAnotherElection: reading an election the user may
+// not read reports the broker's refusal, naming the refused watch, rather
+// than a timeout.
+func TestNarrowUserReadingAnotherElection(t *testing.T) {
+	u := cli.StartUsersBroker(t)
+	for _, args := range [][]string{{"election", "info", "app-b.cron"}, {"election", "watch", "app-b.cron"}} {
+		r := conclave(t, append([]string{"--config", u.Conf["app-a"], "--timeout", "2s"}, args...)...)
+		if r.code != 1 {
+			t.Errorf("%s as app-a exited %d, want 1", strings.Join(args, " "), r.code)
+		}
+		mustContain(t, strings.Join(args, " ")+"'s error", r.stderr, "permission denied", "reading election app-b.cron",
+			"$JS.API.CONSUMER.CREATE.KV_CHORIA_LEADER_ELECTION.", ".$KV.CHORIA_LEADER_ELECTION.app-b.cron")
+		if strings.Contains(r.stderr, "deadline exceeded") {
+			t.Errorf("%s: the refusal reads as a timeout:\n%s", strings.Join(args, " "), r.stderr)
+		}
+	}
+}
