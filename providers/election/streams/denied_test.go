@@ -31,35 +31,31 @@ func appPermissions(writeKeys bool) *server.Permissions {
 	}
 }
 
-// permissionServer starts a server with an admin and the user app, and the
-// bucket made by the admin.
-func permissionServer(t *testing.T) (*server.Server, *server.Options) {
+// permissionServer starts a server with the admin, who may do anything,
+// and the user app, whose permissions are perms, and the bucket made by the
+// admin. It returns the server, its options (to reload them changed) and
+// the admin's connection.
+func permissionServer(t *testing.T, perms *server.Permissions) (*server.Server, *server.Options, *nats.Conn) {
 	t.Helper()
 	opts := &server.Options{
-		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
+		JetStream: true, StoreDir: t.TempDir(),
 		Users: []*server.User{
 			{Username: "admin", Password: "admin"},
-			{Username: "app", Password: "app", Permissions: appPermissions(true)},
+			{Username: "app", Password: "app", Permissions: perms},
 		},
 	}
-	srv, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("server not ready")
-	}
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	srv := startServer(t, opts)
 	adminNC, err := nats.Connect(srv.ClientURL(), nats.UserInfo("admin", "admin"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(adminNC.Close)
 	createBucket(t, adminNC, bucketConfig(3*time.Second))
-	return srv, opts
+	return srv, opts, adminNC
 }
 
+// appConn connects as the user app, with its inbox prefix, ignoring the
+// connection's asynchronous errors (the refusals the tests cause).
 func appConn(t *testing.T, srv *server.Server) *nats.Conn {
 	t.Helper()
 	nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo("app", "app"), nats.CustomInboxPrefix("_INBOX.app"),
@@ -83,7 +79,7 @@ func startAsync(e *Election) <-chan error {
 // ErrPermissionDenied naming what was refused, instead of retrying forever,
 // and the user's own election on the same connection keeps its leader.
 func TestStartReturnsPermissionDeniedForAnElectionTheUserMayNotTouch(t *testing.T) {
-	srv, _ := permissionServer(t)
+	srv, _, _ := permissionServer(t, appPermissions(true))
 	kv := openBucket(t, appConn(t, srv))
 	rec := newRecorder()
 	mine := mustElection(t, "a", "app.mine", kv, append(rec.options("a"), RequestTimeout(time.Second))...)
@@ -115,7 +111,7 @@ func TestStartReturnsPermissionDeniedForAnElectionTheUserMayNotTouch(t *testing.
 // takes a user's permission away, its leader's next renewal is refused and
 // it stands down at once with CauseDenied, and Start says why.
 func TestLeaderWhoseWritesAreRevokedStandsDown(t *testing.T) {
-	srv, opts := permissionServer(t)
+	srv, opts, _ := permissionServer(t, appPermissions(true))
 	kv := openBucket(t, appConn(t, srv))
 	rec := newRecorder()
 	e := mustElection(t, "a", "app.mine", kv, append(rec.options("a"), RequestTimeout(time.Second))...)

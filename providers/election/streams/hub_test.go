@@ -362,37 +362,12 @@ func TestPrefixConsumerRefusedByPermissionsFallsBackToOnePerKey(t *testing.T) {
 		// ">" of a prefix's filter.
 		allow = append(allow, fmt.Sprintf("$JS.API.CONSUMER.CREATE.%s.*.$KV.%s.app.e%02d", stream, bucketName, i))
 	}
-	srv, err := server.NewServer(&server.Options{
-		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
-		Users: []*server.User{
-			{Username: "admin", Password: "admin"},
-			{Username: "app", Password: "app", Permissions: &server.Permissions{
-				Publish:   &server.SubjectPermission{Allow: allow},
-				Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>"}},
-			}},
-		},
+	srv, _, adminNC := permissionServer(t, &server.Permissions{
+		Publish:   &server.SubjectPermission{Allow: allow},
+		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>"}},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("server not ready")
-	}
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-	adminNC, err := nats.Connect(srv.ClientURL(), nats.UserInfo("admin", "admin"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(adminNC.Close)
-	createBucket(t, adminNC, bucketConfig(3*time.Second))
 	admin := jetStream(t, adminNC)
-
-	nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo("app", "app"), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc := appConn(t, srv)
 	kv := openBucket(t, nc)
 	js, _ := jsOf.Load(kv)
 	var warnings, underLock atomic.Int64

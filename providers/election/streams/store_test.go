@@ -12,26 +12,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// startServer starts an in-process nats-server with opts, stopped at
-// cleanup.
-func startServer(t testing.TB, opts *server.Options) *server.Server {
-	t.Helper()
-	opts.Host, opts.NoLog, opts.NoSigs = "127.0.0.1", true, true
-	if opts.Port == 0 {
-		opts.Port = -1
-	}
-	srv, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("server not ready")
-	}
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-	return srv
-}
-
 // TestCampaignThroughAJetStreamDomain: a candidate on a leaf node that
 // campaigns in the hub's bucket through a domain-qualified JetStream
 // context (as in Choria's leafnode setups, where each domain has its own
