@@ -60,6 +60,7 @@ type Broker struct {
 	ready       *server.Server // for the accessors, once it accepts clients
 	nc          *nats.Conn
 	mon         *monitor
+	lock        *storeLock
 	report      ProvisionReport
 
 	shutdownOnce sync.Once
@@ -107,6 +108,10 @@ func New(cfg *config.Config, log *logrus.Entry, opts ...Option) (*Broker, error)
 // BucketSpec returns the election bucket settings the broker provisions.
 func (b *Broker) BucketSpec() BucketSpec { return b.set.spec }
 
+// StoreDir returns the directory of JetStream's files, which the broker
+// holds locked while it runs (plugin.choria.network.stream.store).
+func (b *Broker) StoreDir() string { return b.set.storeDir }
+
 // ClusterSize returns the number of servers the configuration names: 1
 // without peers, else this server plus every distinct other peer.
 func (b *Broker) ClusterSize() int { return b.set.clusterSize }
@@ -118,8 +123,11 @@ func (b *Broker) ClusterSize() int { return b.set.clusterSize }
 //
 // When Start fails the broker is shut down and cannot be started again. It
 // returns ErrAlreadyStarted on a second call, ErrShutdown when Shutdown ran
-// first or meanwhile, ErrServerFailed when nats-server could not start, the
-// errors of ProvisionElectionBucket that retrying cannot fix, and otherwise
+// first or meanwhile, ErrPortInUse when a configured port is taken,
+// ErrStoreInUse when another broker holds the store directory (both are
+// checked before the store is opened), ErrServerFailed when nats-server
+// could not start, the errors of ProvisionElectionBucket that retrying
+// cannot fix, and otherwise
 // ctx's error joined with the reason of the last failed attempt.
 func (b *Broker) Start(ctx context.Context) error {
 	b.mu.Lock()
@@ -157,6 +165,14 @@ func (b *Broker) Start(ctx context.Context) error {
 func (b *Broker) start(ctx context.Context) error {
 	b.log.WithField("version", buildinfo.Read().Version).Infof("Conclave %s starting broker %s (nats-server %s)", buildinfo.Read(), b.set.identity, server.VERSION)
 	b.logSecurity()
+	if err := b.set.checkPorts(); err != nil {
+		return err
+	}
+	lock, err := lockStore(b.set.storeDir, b.set.identity)
+	if err != nil {
+		return err
+	}
+	b.keep(func() { b.lock = lock })
 	srv, err := server.NewServer(b.serverOptions())
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrServerFailed, err)
@@ -396,7 +412,7 @@ func (b *Broker) Shutdown() {
 		}
 
 		b.mu.Lock()
-		srv, nc, mon := b.srv, b.nc, b.mon
+		srv, nc, mon, lock := b.srv, b.nc, b.mon, b.lock
 		b.mu.Unlock()
 		if mon != nil {
 			mon.close()
@@ -409,6 +425,7 @@ func (b *Broker) Shutdown() {
 			srv.WaitForShutdown()
 			b.log.Infof("Broker %s stopped", b.set.identity)
 		}
+		lock.release()
 		close(b.done)
 	})
 	<-b.done

@@ -27,9 +27,18 @@ var (
 	ErrShutdown = errors.New("broker: shut down")
 
 	// ErrServerFailed is returned by Start when the NATS server could not
-	// start (a port in use, an unwritable store directory, …). The message
-	// carries the server's own reason.
+	// start (an unwritable store directory, an address it cannot listen
+	// on, …). The message carries the server's own reason.
 	ErrServerFailed = errors.New("broker: nats-server failed")
+
+	// ErrStoreInUse is returned by Start when another broker, in this
+	// process or another, holds the store directory. The message names
+	// the holder.
+	ErrStoreInUse = errors.New("broker: store directory in use")
+
+	// ErrPortInUse is returned by Start when a configured client, peer or
+	// monitoring port is taken. It is checked before the store is opened.
+	ErrPortInUse = errors.New("broker: port in use")
 
 	// ErrInsecure is returned by New when the broker would listen beyond
 	// loopback without TLS, without authentication, or with a plain-text
