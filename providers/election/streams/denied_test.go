@@ -9,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+
+	"github.com/conclave-io/conclave/internal/natstest"
 )
 
 // appPermissions lets a user campaign in the elections under app. and
@@ -44,7 +46,7 @@ func permissionServer(t *testing.T, perms *server.Permissions) (*server.Server, 
 			{Username: "app", Password: "app", Permissions: perms},
 		},
 	}
-	srv := startServer(t, opts)
+	srv := natstest.Start(t, opts)
 	adminNC, err := nats.Connect(srv.ClientURL(), nats.UserInfo("admin", "admin"))
 	if err != nil {
 		t.Fatal(err)

@@ -41,26 +41,6 @@ func newTestServer(t testing.TB) *testServer {
 	return ts
 }
 
-// startServer starts an in-process nats-server with opts, stopped at
-// cleanup.
-func startServer(t testing.TB, opts *server.Options) *server.Server {
-	t.Helper()
-	opts.Host, opts.NoLog, opts.NoSigs = "127.0.0.1", true, true
-	if opts.Port == 0 {
-		opts.Port = -1
-	}
-	srv, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("server not ready")
-	}
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-	return srv
-}
-
 func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")

@@ -10,6 +10,8 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/conclave-io/conclave/internal/natstest"
 )
 
 // TestCampaignThroughAJetStreamDomain: a candidate on a leaf node that
@@ -19,13 +21,13 @@ import (
 // never touches the leaf's bucket of the same name.
 func TestCampaignThroughAJetStreamDomain(t *testing.T) {
 	leafPort := freePort(t)
-	hub := startServer(t, &server.Options{ServerName: "hub", JetStream: true, JetStreamDomain: "hub",
+	hub := natstest.Start(t, &server.Options{ServerName: "hub", JetStream: true, JetStreamDomain: "hub",
 		StoreDir: t.TempDir(), LeafNode: server.LeafNodeOpts{Host: "127.0.0.1", Port: leafPort}})
 	hubURL, err := url.Parse(fmt.Sprintf("nats-leaf://127.0.0.1:%d", leafPort))
 	if err != nil {
 		t.Fatal(err)
 	}
-	leaf := startServer(t, &server.Options{ServerName: "leaf", JetStream: true, JetStreamDomain: "leaf",
+	leaf := natstest.Start(t, &server.Options{ServerName: "leaf", JetStream: true, JetStreamDomain: "leaf",
 		StoreDir: t.TempDir(), LeafNode: server.LeafNodeOpts{Remotes: []*server.RemoteLeafOpts{{URLs: []*url.URL{hubURL}}}}})
 	eventually(t, 10*time.Second, "the leaf node to connect", func() bool { return hub.NumLeafNodes() == 1 && leaf.NumLeafNodes() == 1 })
 
