@@ -289,24 +289,6 @@ func TestShutdownInterruptsStart(t *testing.T) {
 	}
 }
 
-func TestStartFailsOnPortInUse(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	cfg := brokertest.Config(t, "clash")
-	cfg.ClientPort = ln.Addr().(*net.TCPAddr).Port
-	b, err := broker.New(cfg, nil)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	err = b.Start(testContext(t, 30*time.Second))
-	if !errors.Is(err, broker.ErrServerFailed) || !strings.Contains(err.Error(), "address already in use") {
-		t.Fatalf("Start: %v, want ErrServerFailed saying the address is in use", err)
-	}
-}
-
 func TestRunReturnsWhenContextEnds(t *testing.T) {
 	log, hook := hookedLogger(logrus.InfoLevel)
 	b, err := broker.New(brokertest.Config(t, "runner"), log)
