@@ -183,8 +183,12 @@ func freePorts(n int) ([]int, error) {
 	return ports, nil
 }
 
+// portTaken reports whether a start failed because another program took
+// a reserved port first: the broker's own check, or nats-server's bind
+// when the port was taken between the check and the bind.
 func portTaken(err error) bool {
-	return errors.Is(err, broker.ErrServerFailed) && strings.Contains(err.Error(), "address already in use")
+	return errors.Is(err, broker.ErrPortInUse) ||
+		errors.Is(err, broker.ErrServerFailed) && strings.Contains(err.Error(), "address already in use")
 }
 
 // start starts the given stopped nodes at once (a cluster needs a quorum
