@@ -181,3 +181,46 @@ plugin.choria.network.stream.store = %s
 		t.Errorf("a broker started:\n%s", r.stderr)
 	}
 }
+
+// TestBrokerRunTwice: a second `conclave broker run` on the port or the
+// store of a running one stops at once with status 1, saying what is taken
+// and by whom, before it opens the store; the first keeps running.
+func TestBrokerRunTwice(t *testing.T) {
+	port := freePort(t)
+	store := filepath.Join(t.TempDir(), "store")
+	conf := func(name string, port int) string {
+		return writeFile(t, name, fmt.Sprintf("identity = %s\nplugin.choria.network.client_port = %d\nplugin.choria.network.stream.store = %s\n",
+			strings.TrimSuffix(name, ".conf"), port, store))
+	}
+	first := conf("first.conf", port)
+	b := startConclave(t, nil, "broker", "run", "--config", first)
+	b.stderr.waitFor(t, 0, regexp.MustCompile(`Broker first ready`))
+
+	for _, tc := range []struct {
+		name, cfg string
+		says      []string
+	}{
+		{"same port", conf("second.conf", port), []string{"port in use", "plugin.choria.network.client_port", strconv.Itoa(port)}},
+		{"same store", conf("third.conf", freePort(t)), []string{"store directory in use", store, "broker first, pid"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := conclave(t, "broker", "run", "--config", tc.cfg)
+			if r.code != 1 {
+				t.Errorf("exit status %d, want 1", r.code)
+			}
+			mustContain(t, "stderr", r.stderr, tc.says...)
+			for _, never := range []string{"Starting JetStream", "Server is ready"} {
+				if strings.Contains(r.stderr, never) {
+					t.Errorf("the refused broker logged %q:\n%s", never, r.stderr)
+				}
+			}
+		})
+	}
+
+	r := conclave(t, "--server", "nats://127.0.0.1:"+strconv.Itoa(port), "election", "info")
+	mustSucceed(t, r)
+	b.signal(syscall.SIGINT)
+	if code := b.wait(); code != 0 {
+		t.Errorf("broker run exited with status %d after SIGINT, want 0", code)
+	}
+}
