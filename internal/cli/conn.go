@@ -6,10 +6,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -319,8 +321,13 @@ type connectOptions struct {
 	// wait for a broker that does not answer yet (run), instead of failing
 	// at once as the commands that inspect do.
 	wait bool
-	// log is where a waiting command says that it waits.
+	// log is where a waiting command says that it waits, and where the
+	// connection's asynchronous errors go (see asyncErrorHandler); nil for
+	// the commands without an event log.
 	log *eventLog
+	// verbose shows the connection's asynchronous errors that only explain
+	// what the command reports itself, as debug lines in log.
+	verbose bool
 }
 
 // target resolves where and how to connect, once.
@@ -385,6 +392,7 @@ func (a *app) connect(ctx context.Context, co connectOptions) (*nats.Conn, *targ
 	if err != nil {
 		return nil, nil, err
 	}
+	opts = append(opts, nats.ErrorHandler(asyncErrorHandler(co, a.stderr)))
 	type result struct {
 		nc  *nats.Conn
 		err error
@@ -409,6 +417,44 @@ func (a *app) connect(ctx context.Context, co connectOptions) (*nats.Conn, *targ
 		return nil, nil, t.connectError(r.err)
 	}
 	return r.nc, t, nil
+}
+
+// asyncErrorHandler returns the handler of a CLI connection's asynchronous
+// errors, which nats.go would otherwise print raw to standard error
+// ("nats: permissions violation: …" with a connection number). The
+// connection still records each one (nc.LastError), which internal/denied
+// reads to explain a refused request.
+//
+// A permissions violation is the command's to explain: the request it
+// refused fails, and the command's error says which subject was refused
+// (or the command goes without, as info does without the account's limits).
+// It is therefore shown only as a debug line in co.log with co.verbose.
+// Any other error (a slow consumer, say) is one warning line: in co.log
+// when the command has one, else on stderr.
+func asyncErrorHandler(co connectOptions, stderr io.Writer) nats.ErrHandler {
+	var mu sync.Mutex // one line at a time on stderr
+	return func(_ *nats.Conn, sub *nats.Subscription, err error) {
+		if err == nil {
+			return
+		}
+		msg := err.Error()
+		if sub != nil && sub.Subject != "" {
+			msg = "on the subscription to " + sub.Subject + ": " + msg
+		}
+		if errors.Is(err, nats.ErrPermissionViolation) {
+			if co.log != nil && co.verbose {
+				co.log.event("log", map[string]any{"level": "debug"}, "debug: the broker refused a request of this connection's user: %s", msg)
+			}
+			return
+		}
+		if co.log != nil {
+			co.log.event("log", map[string]any{"level": "warning"}, "warning: the NATS connection reported an error: %s", msg)
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(stderr, "conclave: warning: the NATS connection reported an error: %s\n", msg)
+	}
 }
 
 // dialOptions returns the nats.Connect options of a connection to t: a

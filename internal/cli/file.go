@@ -78,7 +78,7 @@ func (e *elections) file(ctx context.Context, name, path, identityFlag string, v
 	if err := lf.remove("left from an earlier run"); err != nil {
 		return err
 	}
-	s, err := e.open(ctx, connectOptions{name: "conclave election file " + name, longLived: true, wait: true, log: log})
+	s, err := e.open(ctx, connectOptions{name: "conclave election file " + name, longLived: true, wait: true, log: log, verbose: verbose})
 	if err != nil && ctx.Err() != nil {
 		return nil
 	}

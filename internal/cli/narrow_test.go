@@ -79,3 +79,29 @@ func TestNarrowUserReadingAnotherElection(t *testing.T) {
 		}
 	}
 }
+
+// TestNonAdminInfoPrintsNoRawNATSError: info as a user who may read every
+// election but not the account's JetStream information (no admin) works,
+// and its refused account request leaves no raw nats.go line on stderr
+// (nats.go prints one for a connection without an error handler); neither
+// does a refused list.
+func TestNonAdminInfoPrintsNoRawNATSError(t *testing.T) {
+	u := cli.StartUsersBroker(t)
+	campaign(t, u.Bucket(t, "admin"), "a-1", "app-a.cron").waitLeading(t)
+	rawLine := regexp.MustCompile(`(?m)^nats: |Permissions Violation for Publish to "\$JS\.API\.INFO"|on connection \[\d+\]`)
+
+	r := conclave(t, "--config", u.Conf["dash"], "--timeout", "2s", "election", "info", "app-a.cron")
+	mustSucceed(t, r)
+	mustContain(t, "info as dash", r.stdout, "app-a.cron", "a-1")
+	if rawLine.MatchString(r.stderr) {
+		t.Errorf("info as dash printed nats.go's raw error:\n%s", r.stderr)
+	}
+
+	r = conclave(t, "--config", u.Conf["app-a"], "--timeout", "2s", "election", "list")
+	if r.code != 1 {
+		t.Errorf("list as app-a exited %d, want 1", r.code)
+	}
+	if lines := strings.Split(strings.TrimSpace(r.stderr), "\n"); len(lines) != 1 || !strings.HasPrefix(lines[0], "conclave: ") {
+		t.Errorf("list as app-a: stderr has %d lines, want its one error:\n%s", len(lines), r.stderr)
+	}
+}

@@ -195,7 +195,7 @@ func (e *elections) run(ctx context.Context, name string, argv []string, f runFl
 		openCtx, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()
 	}
-	s, err := e.open(openCtx, connectOptions{name: "conclave election run " + name, longLived: true, wait: true, log: log})
+	s, err := e.open(openCtx, connectOptions{name: "conclave election run " + name, longLived: true, wait: true, log: log, verbose: f.verbose})
 	if err != nil && ctx.Err() == nil && openCtx.Err() != nil {
 		return fmt.Errorf("no broker to campaign in %s within %v (--lead-timeout): giving up: %w", name, f.timeout, err)
 	}

@@ -1,11 +1,13 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -130,5 +132,74 @@ func TestReadRefusedIsPermissionDenied(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the connection's callbacks to write
+// while the test reads.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestAsyncErrorsGoToTheCLIsLog: a permissions violation on a CLI
+// connection is not printed raw on stderr, as nats.go does without an
+// error handler; it stays the connection's last error (the refused read is
+// still explained as denied.ErrPermissionDenied), and is a debug line of
+// the event log of a --verbose command. Other asynchronous errors are one
+// warning line.
+func TestAsyncErrorsGoToTheCLIsLog(t *testing.T) {
+	u := StartUsersBroker(t)
+	for _, verbose := range []bool{false, true} {
+		stderr, logged := new(syncBuffer), new(syncBuffer)
+		e := &elections{bucket: bucket.Name, a: &app{stdout: new(strings.Builder), stderr: stderr,
+			conn: connFlags{config: u.Conf["app-a"], timeout: 2 * time.Second, lookupEnv: envFrom(nil)}}}
+		s, err := e.open(t.Context(), connectOptions{name: "test", log: newEventLog(logged, false), verbose: verbose})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.readRecords(t.Context(), "app-b.cron"); !errors.Is(err, denied.ErrPermissionDenied) {
+			t.Errorf("verbose %v: reading app-b.cron as app-a: %v; want denied.ErrPermissionDenied", verbose, err)
+		}
+		// nats.go runs its callbacks in order: once the closed handler
+		// has run, so has the error handler for the refusal before it.
+		closed := make(chan struct{})
+		s.nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
+		s.Close()
+		select {
+		case <-closed:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the connection's closed handler did not run")
+		}
+		if stderr.String() != "" {
+			t.Errorf("verbose %v: stderr has %q, want nothing", verbose, stderr)
+		}
+		const debug = "debug: the broker refused a request of this connection's user: nats: permissions violation"
+		if got := strings.Contains(logged.String(), debug); got != verbose {
+			t.Errorf("verbose %v: the log has %q; want the debug line %v", verbose, logged, verbose)
+		}
+	}
+
+	var stderr syncBuffer
+	asyncErrorHandler(connectOptions{}, &stderr)(nil, nil, nats.ErrSlowConsumer)
+	if got, want := stderr.String(), "conclave: warning: the NATS connection reported an error: "+nats.ErrSlowConsumer.Error()+"\n"; got != want {
+		t.Errorf("a slow consumer without an event log: stderr %q, want %q", got, want)
+	}
+	var logged syncBuffer
+	asyncErrorHandler(connectOptions{log: newEventLog(&logged, false)}, &stderr)(nil, nil, nats.ErrSlowConsumer)
+	if !strings.HasSuffix(logged.String(), " conclave: warning: the NATS connection reported an error: "+nats.ErrSlowConsumer.Error()+"\n") {
+		t.Errorf("a slow consumer with an event log: log %q, want one warning line", logged.String())
 	}
 }
