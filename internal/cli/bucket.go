@@ -28,6 +28,8 @@ type session struct {
 	bucket  string
 	url     string // the server connected to, for messages
 	timeout time.Duration
+	api     string    // the JetStream API's subject prefix, with its final dot
+	refused *refusals // told of the requests the broker refuses
 }
 
 // Close closes the connection.
@@ -80,11 +82,12 @@ func notUpYet(err error) bool {
 
 // tryOpen connects and opens the bucket once.
 func (e *elections) tryOpen(ctx context.Context, co connectOptions) (*session, error) {
+	co.refused = newRefusals()
 	nc, t, err := e.a.connect(ctx, co)
 	if err != nil {
 		return nil, err
 	}
-	s := &session{nc: nc, bucket: e.bucket, url: nc.ConnectedUrlRedacted(), timeout: e.a.conn.timeout}
+	s := &session{nc: nc, bucket: e.bucket, url: nc.ConnectedUrlRedacted(), timeout: e.a.conn.timeout, refused: co.refused}
 	if s.timeout <= 0 {
 		s.timeout = defaultTimeout
 	}
@@ -101,11 +104,14 @@ func (e *elections) tryOpen(ctx context.Context, co connectOptions) (*session, e
 
 func (s *session) openBucket(ctx context.Context, t *target) error {
 	var err error
+	s.api = "$JS.API."
 	switch {
 	case t.ctx != nil && t.ctx.JSDomain != "":
 		s.js, err = jetstream.NewWithDomain(s.nc, t.ctx.JSDomain)
+		s.api = "$JS." + t.ctx.JSDomain + ".API."
 	case t.ctx != nil && t.ctx.JSAPIPrefix != "":
 		s.js, err = jetstream.NewWithAPIPrefix(s.nc, t.ctx.JSAPIPrefix)
+		s.api = strings.TrimSuffix(t.ctx.JSAPIPrefix, ".") + "."
 	default:
 		s.js, err = jetstream.New(s.nc)
 	}
@@ -115,11 +121,14 @@ func (s *session) openBucket(ctx context.Context, t *target) error {
 	rctx, cancel := s.request(ctx)
 	defer cancel()
 	before := denied.Last(s.nc)
+	subject := s.api + "STREAM.INFO.KV_" + s.bucket
+	stop := s.cancelOnRefusal(cancel, before, subject)
 	s.kv, err = s.js.KeyValue(rctx, s.bucket)
+	stop()
 	if err == nil {
 		return nil
 	}
-	err = denied.Explain(s.nc, err, before, "opening bucket "+s.bucket, "$JS.API.STREAM.INFO.KV_"+s.bucket)
+	err = denied.Explain(s.nc, err, before, "opening bucket "+s.bucket, subject)
 	switch {
 	case errors.Is(err, denied.ErrPermissionDenied):
 		return fmt.Errorf("on %s: %w", s.url, err)
@@ -138,6 +147,38 @@ func (s *session) openBucket(ctx context.Context, t *target) error {
 		return fmt.Errorf("JetStream on %s did not answer within %v (--timeout): %w", s.url, s.timeout, err)
 	}
 	return fmt.Errorf("opening bucket %s on %s: %w", s.bucket, s.url, err)
+}
+
+// errProbe stands for a request's failure when asking denied.Explain
+// whether the broker refused it.
+var errProbe = errors.New("no answer")
+
+// cancelOnRefusal calls cancel as soon as the broker refuses the
+// connection's user a request to one of subjects (as denied.Explain judges
+// it; before is denied.Last from before the request), rather than leaving
+// the request to wait out --timeout. Call stop once the request has
+// returned; it waits for the watching to end.
+func (s *session) cancelOnRefusal(cancel context.CancelFunc, before error, subjects ...string) (stop func()) {
+	done, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		for {
+			next := s.refused.next()
+			if errors.Is(denied.Explain(s.nc, errProbe, before, "", subjects...), denied.ErrPermissionDenied) {
+				cancel()
+				return
+			}
+			select {
+			case <-next:
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+	}
 }
 
 // status reads the bucket's settings.
@@ -180,7 +221,9 @@ func (s *session) readRecords(ctx context.Context, filter string) ([]record, err
 	rctx, cancel := s.request(ctx)
 	defer cancel()
 	before := denied.Last(s.nc)
+	stop := s.cancelOnRefusal(cancel, before, s.watchSubject(filter))
 	w, err := s.kv.Watch(rctx, filter)
+	stop()
 	if err != nil {
 		return nil, fmt.Errorf("reading bucket %s on %s: %w", s.bucket, s.url, s.explainWatch(err, before, filter))
 	}
@@ -213,8 +256,13 @@ func (s *session) explainWatch(err, before error, filter string) error {
 	if isPattern(filter) {
 		what = "reading the elections matching " + filter
 	}
-	return denied.Explain(s.nc, err, before, what,
-		"$JS.API.CONSUMER.CREATE.KV_"+s.bucket+".*.$KV."+s.bucket+"."+filter)
+	return denied.Explain(s.nc, err, before, what, s.watchSubject(filter))
+}
+
+// watchSubject is the subject of the request creating a watch of filter,
+// with * for the consumer's random name.
+func (s *session) watchSubject(filter string) string {
+	return s.api + "CONSUMER.CREATE.KV_" + s.bucket + ".*.$KV." + s.bucket + "." + filter
 }
 
 // isPattern reports whether an election name holds a wildcard token (* or
@@ -270,12 +318,14 @@ func (s *session) unknownElection(ctx context.Context, name string) error {
 }
 
 // accountInfo reads the JetStream account's information for its limits, or
-// returns nil when the account's permissions do not allow it or the request
-// fails: callers then go without.
+// returns nil when the account's permissions do not allow it (found at
+// once, not after --timeout) or the request fails: callers then go without.
 func (s *session) accountInfo(ctx context.Context) *jetstream.AccountInfo {
 	rctx, cancel := s.request(ctx)
 	defer cancel()
+	stop := s.cancelOnRefusal(cancel, denied.Last(s.nc), s.api+"INFO")
 	info, err := s.js.AccountInfo(rctx)
+	stop()
 	if err != nil {
 		return nil
 	}

@@ -328,6 +328,42 @@ type connectOptions struct {
 	// verbose shows the connection's asynchronous errors that only explain
 	// what the command reports itself, as debug lines in log.
 	verbose bool
+	// refused, when set, is told of every request the broker refuses the
+	// connection for permissions.
+	refused *refusals
+}
+
+// refusals tells the requests on one connection that the broker refused
+// one of them for permissions, so that they need not wait out --timeout:
+// NATS answers a refused request with silence, and only the connection's
+// asynchronous error says why. Its methods may be called on nil, which is
+// never told anything.
+type refusals struct {
+	mu      sync.Mutex
+	changed chan struct{}
+}
+
+func newRefusals() *refusals { return &refusals{changed: make(chan struct{})} }
+
+// next returns a channel closed at the next refusal.
+func (r *refusals) next() <-chan struct{} {
+	if r == nil {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.changed
+}
+
+// notify wakes those waiting on next.
+func (r *refusals) notify() {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	close(r.changed)
+	r.changed = make(chan struct{})
 }
 
 // target resolves where and how to connect, once.
@@ -428,7 +464,8 @@ func (a *app) connect(ctx context.Context, co connectOptions) (*nats.Conn, *targ
 // A permissions violation is the command's to explain: the request it
 // refused fails, and the command's error says which subject was refused
 // (or the command goes without, as info does without the account's limits).
-// It is therefore shown only as a debug line in co.log with co.verbose.
+// It is therefore shown only as a debug line in co.log with co.verbose, and
+// co.refused is told, so that the refused request ends at once.
 // Any other error (a slow consumer, say) is one warning line: in co.log
 // when the command has one, else on stderr.
 func asyncErrorHandler(co connectOptions, stderr io.Writer) nats.ErrHandler {
@@ -442,6 +479,7 @@ func asyncErrorHandler(co connectOptions, stderr io.Writer) nats.ErrHandler {
 			msg = "on the subscription to " + sub.Subject + ": " + msg
 		}
 		if errors.Is(err, nats.ErrPermissionViolation) {
+			co.refused.notify()
 			if co.log != nil && co.verbose {
 				co.log.event("log", map[string]any{"level": "debug"}, "debug: the broker refused a request of this connection's user: %s", msg)
 			}

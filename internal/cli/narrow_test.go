@@ -5,6 +5,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/conclave-io/conclave/internal/cli"
 )
@@ -103,5 +104,39 @@ func TestNonAdminInfoPrintsNoRawNATSError(t *testing.T) {
 	}
 	if lines := strings.Split(strings.TrimSpace(r.stderr), "\n"); len(lines) != 1 || !strings.HasPrefix(lines[0], "conclave: ") {
 		t.Errorf("list as app-a: stderr has %d lines, want its one error:\n%s", len(lines), r.stderr)
+	}
+}
+
+// TestRefusalsDoNotWaitForTheTimeout: the broker answers a refused request
+// with silence, but the CLI learns of the refusal at once from the
+// connection and does not wait out --timeout: a refused list or watch of
+// every election, a refused read of one election, and info's refused
+// request for the account's limits (which info goes without).
+func TestRefusalsDoNotWaitForTheTimeout(t *testing.T) {
+	u := cli.StartUsersBroker(t)
+	campaign(t, u.Bucket(t, "admin"), "a-1", "app-a.cron").waitLeading(t)
+	const timeout, most = 40 * time.Second, 20 * time.Second
+	for _, tc := range []struct {
+		user string
+		args []string
+		code int
+	}{
+		{"app-a", []string{"election", "list"}, 1},
+		{"app-a", []string{"election", "watch"}, 1},
+		{"app-a", []string{"election", "info", "app-b.cron"}, 1},
+		{"dash", []string{"election", "info", "app-a.cron"}, 0},
+	} {
+		began := time.Now()
+		r := conclave(t, append([]string{"--config", u.Conf[tc.user], "--timeout", timeout.String()}, tc.args...)...)
+		took := time.Since(began)
+		if r.code != tc.code {
+			t.Errorf("%s as %s exited %d, want %d", strings.Join(tc.args, " "), tc.user, r.code, tc.code)
+		}
+		if tc.code == 1 {
+			mustContain(t, strings.Join(tc.args, " ")+"'s error", r.stderr, "permission denied")
+		}
+		if took > most {
+			t.Errorf("%s as %s took %v: it waited for --timeout %v instead of seeing the refusal", strings.Join(tc.args, " "), tc.user, took, timeout)
+		}
 	}
 }

@@ -180,21 +180,24 @@ func (w *bucketWatch) all(ctx context.Context, pattern string, started func()) e
 
 // watchKeys watches the keys matching pattern, their metadata only, until
 // stop is called or ctx ends. The broker has --timeout to create the watch
-// (the watch itself lasts): a broker that refuses it for permissions does
-// not answer, and the error then matches denied.ErrPermissionDenied.
+// (the watch itself lasts); when it refuses it for permissions, the error
+// matches denied.ErrPermissionDenied, at once.
 func (w *bucketWatch) watchKeys(ctx context.Context, pattern string) (keys jetstream.KeyWatcher, stop func(), err error) {
 	wctx, cancel := context.WithCancel(ctx)
 	timer := time.AfterFunc(w.s.timeout, cancel)
 	before := denied.Last(w.s.nc)
+	watching := w.s.cancelOnRefusal(cancel, before, w.s.watchSubject(pattern))
 	keys, err = w.s.kv.Watch(wctx, pattern, jetstream.MetaOnly())
-	if !timer.Stop() && err == nil {
+	watching()
+	timedOut := !timer.Stop()
+	if timedOut && err == nil {
 		// Created, but only as the time ran out, which stopped it.
 		kvwatch.Stop(keys)
 		err = context.Canceled
 	}
 	if err != nil {
 		cancel()
-		if ctx.Err() == nil && errors.Is(err, context.Canceled) {
+		if timedOut && ctx.Err() == nil && errors.Is(err, context.Canceled) {
 			err = fmt.Errorf("no answer within %v (--timeout): %w", w.s.timeout, context.DeadlineExceeded)
 		}
 		return nil, nil, w.s.explainWatch(err, before, pattern)
