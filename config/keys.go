@@ -94,7 +94,7 @@ func Keys() []Key {
 		},
 		{
 			Name: "plugin.choria.network.client_port", Type: "port", Default: "4222",
-			Description: "Port clients connect to: 1 to 65535, or -1 for a random free port (for tests).",
+			Description: "Port clients connect to: 1 to 65535, or -1 for a random free port (for tests). A taken client, peer or stats port stops the broker with \"port in use\" before it opens the store.",
 			set:         setter(parseClientPort, func(c *Config) *int { return &c.ClientPort }),
 		},
 		{
@@ -109,7 +109,7 @@ func Keys() []Key {
 		},
 		{
 			Name: "plugin.choria.network.stream.store", Type: "path", Default: "",
-			Description: "Directory for JetStream's files; required when `plugin.choria.broker_network` is true.",
+			Description: "Directory for JetStream's files; required when `plugin.choria.broker_network` is true. A running broker holds it locked (`conclave.lock` inside names its process), so a second broker on the same directory stops at once with \"store directory in use\" instead of sharing JetStream's files (Linux, macOS and the BSDs; not locked on Windows).",
 			set:         setter(parseString, func(c *Config) *string { return &c.StreamStore }),
 		},
 		{
