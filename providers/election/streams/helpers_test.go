@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -15,6 +14,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
+
+	"github.com/conclave-io/conclave/internal/natstest"
 )
 
 func TestMain(m *testing.M) {
@@ -35,20 +36,10 @@ type testServer struct {
 
 func newTestServer(t testing.TB) *testServer {
 	t.Helper()
-	ts := &testServer{t: t, dir: t.TempDir(), port: freePort(t)}
+	ts := &testServer{t: t, dir: t.TempDir(), port: natstest.FreePort(t)}
 	ts.start()
 	t.Cleanup(ts.stop)
 	return ts
-}
-
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("no free port: %v", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 func (ts *testServer) start() {

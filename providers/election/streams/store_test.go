@@ -20,7 +20,7 @@ import (
 // election bucket) writes, renews and releases in the hub's bucket, and
 // never touches the leaf's bucket of the same name.
 func TestCampaignThroughAJetStreamDomain(t *testing.T) {
-	leafPort := freePort(t)
+	leafPort := natstest.FreePort(t)
 	hub := natstest.Start(t, &server.Options{ServerName: "hub", JetStream: true, JetStreamDomain: "hub",
 		StoreDir: t.TempDir(), LeafNode: server.LeafNodeOpts{Host: "127.0.0.1", Port: leafPort}})
 	hubURL, err := url.Parse(fmt.Sprintf("nats-leaf://127.0.0.1:%d", leafPort))
