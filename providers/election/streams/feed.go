@@ -1,6 +1,7 @@
 package streams
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -24,6 +25,13 @@ import (
 // value not renewed for longer than the bucket's TTL allows it to live. A
 // prefix feed that sees a fleet's elections come and go therefore keeps
 // the keys that are followed or alive, not every key it ever saw.
+//
+// A feed outlives its consumer: one the broker deletes or stops answering
+// for is made again from each key's last message, and while the bucket's
+// stream is missing the feed waits for it with its subscribers attached.
+// A bucket deleted and made again (its revisions start again at 1) shows
+// as a message at or below the revisions seen but written after them; the
+// feed then follows the new bucket's revisions (see recreatedLocked).
 type feed struct {
 	hub    *watchHub
 	filter string // the key, or "prefix.>"
@@ -36,10 +44,14 @@ type feed struct {
 	sweepAt  time.Time     // when to next forget the expired values of keys nobody follows
 	keepFor  time.Duration // how long a value nobody follows is kept without a change
 	seen     uint64        // the highest revision delivered
+	newest   time.Time     // the latest write time (by the broker's clock) of any message delivered
 	starting bool          // a subscriber has begun making the consumer
 	ready    bool          // the consumer has delivered the keys' current state
 	ended    bool
 	restarts time.Time // when the feed was last made again
+	gen      uint64    // counts the consumers made: errors of an older one are ignored
+	remaking bool      // the consumer is being made again (restart or remake)
+	tries    int       // consecutive tries to make a lost consumer again on a missing stream
 
 	srcMu sync.Mutex
 	src   feedSource
@@ -50,6 +62,13 @@ type feed struct {
 type lastMsg struct {
 	ent jetstream.KeyValueEntry
 	at  time.Time
+	// old marks a message of a bucket since deleted and made again: the
+	// key's state as far as the feed knows until the new bucket has a
+	// message of the key, which replaces it whatever its revision. A
+	// subscriber joining meanwhile gets it, as a campaign must: the key's
+	// absence from the new bucket does not end the lease of its leader in
+	// the old one.
+	old bool
 }
 
 // feedSource is what delivers a feed's messages: a JetStream consumer or a
@@ -143,6 +162,10 @@ func pullExpiry(hb time.Duration) time.Duration { return max(2*hb, 30*time.Secon
 func (f *feed) start(ctx context.Context, ttl time.Duration) error {
 	f.srcMu.Lock()
 	defer f.srcMu.Unlock()
+	if old := f.src; old != nil {
+		f.src = nil
+		old.stop()
+	}
 	f.ttl = ttl
 	f.hub.mu.Lock()
 	f.keepFor = max(f.keepFor, keepFor(ttl))
@@ -185,23 +208,82 @@ func (f *feed) stopSource() {
 func (f *feed) restart() {
 	h := f.hub
 	h.mu.Lock()
-	if f.ended || !f.ready || time.Since(f.restarts) < time.Second {
+	if f.ended || !f.ready || f.remaking || time.Since(f.restarts) < time.Second {
+		h.mu.Unlock()
+		return
+	}
+	f.remaking = true
+	h.mu.Unlock()
+	go f.remake()
+}
+
+// lost makes again, at most once a second, the consumer of generation gen
+// that the broker deleted, or stopped answering for. nats.go's ordered
+// consumer would remake it on its own, but from the stream sequence after
+// the last it delivered: when the bucket was deleted and made again (nats
+// kv rm, nats kv add), whose revisions start again at 1, that skips the new
+// bucket's messages until its revisions pass the old ones, and while the
+// stream is missing its one try fails and leaves the feed without a
+// consumer for good. A fresh consumer starts from each key's last message.
+func (f *feed) lost(gen uint64, err error) {
+	h := f.hub
+	h.mu.Lock()
+	if f.ended || f.remaking || gen != f.gen {
+		h.mu.Unlock()
+		return
+	}
+	f.remaking = true
+	wait := time.Second - time.Since(f.restarts)
+	h.mu.Unlock()
+	h.log.Debugf("election bucket %s: watch of %s lost its consumer (%v): making a new one", h.kv.Bucket(), f.filter, err)
+	time.AfterFunc(max(wait, 0), f.remake)
+}
+
+// remake stops the feed's consumer and makes a new one that starts from
+// each key's last message; subscribers stay attached. While the bucket's
+// stream is missing (deleted, perhaps to be made again) it tries again
+// with backoff rather than end the feed: its subscribers keep what they
+// know of their keys, which a subscription made again would lose (an
+// election key absent from a new bucket does not mean its leader's lease
+// is over). Any other failure ends the feed.
+func (f *feed) remake() {
+	h := f.hub
+	h.mu.Lock()
+	if f.ended {
+		f.remaking = false
 		h.mu.Unlock()
 		return
 	}
 	f.restarts = time.Now()
 	h.mu.Unlock()
-	go func() {
-		f.stopSource()
-		f.srcMu.Lock()
-		ttl := f.ttl
-		f.srcMu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := f.start(ctx, ttl); err != nil {
-			h.end(f, err)
-		}
-	}()
+	f.srcMu.Lock()
+	ttl := f.ttl
+	f.srcMu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	err := f.start(ctx, ttl)
+	cancel()
+	h.mu.Lock()
+	if err != nil && errors.Is(err, jetstream.ErrStreamNotFound) && !f.ended {
+		f.tries++
+		wait := remakeRetry(ttl, f.tries)
+		h.mu.Unlock()
+		h.log.Debugf("election bucket %s: watch of %s: the bucket's stream is missing, trying again in %v", h.kv.Bucket(), f.filter, wait)
+		time.AfterFunc(wait, f.remake)
+		return
+	}
+	f.remaking, f.tries = false, 0
+	h.mu.Unlock()
+	if err != nil {
+		h.end(f, fmt.Errorf("the watch's consumer could not be made again: %w", err))
+	}
+}
+
+// remakeRetry is how long a feed whose bucket's stream is missing waits
+// before try n+1 at making its consumer: doubling from 100ms to the TTL
+// (at least 2s, at most 30s), with jitter, as a campaign retries a watch.
+func remakeRetry(ttl time.Duration, tries int) time.Duration {
+	limit := clamp(ttl, 2*time.Second, 30*time.Second)
+	return jittered(min(100*time.Millisecond<<min(tries, 10), limit))
 }
 
 // deliver takes in one message of the feed. caughtUp says the consumer has
@@ -214,7 +296,18 @@ func (f *feed) deliver(ent jetstream.KeyValueEntry, caughtUp bool) {
 		return
 	}
 	now := time.Now()
+	recreated, oldSeen := false, f.seen
 	if ent != nil {
+		if f.recreatedLocked(ent) {
+			// Everything the feed remembers is of the old bucket: follow
+			// the new bucket's revisions from here on.
+			recreated = true
+			for key, last := range f.last {
+				last.old = true
+				f.last[key] = last
+			}
+			f.seen, f.newest = 0, time.Time{}
+		}
 		key := ent.Key()
 		prev, ok := f.last[key]
 		// A delete or purge of a key the feed holds nothing of, no newer
@@ -222,7 +315,10 @@ func (f *feed) deliver(ent jetstream.KeyValueEntry, caughtUp bool) {
 		// remade consumer: the key's subscribers know it is absent.
 		replay := !ok && ent.Operation() != jetstream.KeyValuePut && ent.Revision() <= f.seen
 		f.seen = max(f.seen, ent.Revision())
-		if !replay && (!ok || ent.Revision() > prev.ent.Revision()) {
+		if at := ent.Created(); at.After(f.newest) {
+			f.newest = at
+		}
+		if !replay && (!ok || prev.old || ent.Revision() > prev.ent.Revision()) {
 			f.last[key] = lastMsg{ent: ent, at: now}
 			if f.ready {
 				for s := range f.subs[key] {
@@ -238,9 +334,29 @@ func (f *feed) deliver(ent jetstream.KeyValueEntry, caughtUp bool) {
 	}
 	idle := f.detachLocked()
 	h.mu.Unlock()
+	if recreated {
+		h.log.Warnf("election bucket %s: watch of %s: %s is at revision %d, written after every message seen up to revision %d: the bucket was made again; following its new revisions", h.kv.Bucket(), f.filter, ent.Key(), ent.Revision(), oldSeen)
+	}
 	if idle {
 		go f.stopSource() // not here: deliver runs on the source's own goroutines
 	}
+}
+
+// recreatedLocked reports whether ent belongs to a bucket made again since
+// the messages the feed remembers (deleted and created anew, so its
+// revisions start again at 1), as a campaign judges its view: a message at
+// the revision of the key's last one that is another message (another
+// operation, value or write time), or one at or below the highest revision
+// seen that the broker wrote after every message seen. A consumer of one
+// stream delivers each key's messages in order, and a remade one starts at
+// each key's last message, so neither happens without a new stream; an
+// older message replayed by a remade consumer is neither, and is dropped.
+func (f *feed) recreatedLocked(ent jetstream.KeyValueEntry) bool {
+	if prev, ok := f.last[ent.Key()]; ok && !prev.old && prev.ent.Revision() == ent.Revision() {
+		p := prev.ent
+		return p.Operation() != ent.Operation() || !bytes.Equal(p.Value(), ent.Value()) || !p.Created().Equal(ent.Created())
+	}
+	return ent.Revision() <= f.seen && !f.newest.IsZero() && ent.Created().After(f.newest)
 }
 
 // markReadyLocked hands each subscriber its key's state, then nil.
@@ -317,6 +433,10 @@ func (f *feed) startConsumer(ctx context.Context) (feedSource, error) {
 	if err != nil {
 		return nil, fmt.Errorf("making a consumer on %s: %w", h.subject(f.filter), err)
 	}
+	h.mu.Lock()
+	f.gen++
+	gen := f.gen
+	h.mu.Unlock()
 	prefix := h.subject("")
 	hb := heartbeat(f.ttl)
 	consume := h.consume
@@ -333,7 +453,7 @@ func (f *feed) startConsumer(ctx context.Context) (feedSource, error) {
 		f.deliver(ent, md.NumPending == 0)
 	},
 		jetstream.PullHeartbeat(hb), jetstream.PullExpiry(pullExpiry(hb)),
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) { f.consumeError(err) }),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) { f.consumeError(gen, err) }),
 	)
 	if err != nil {
 		// The consumer exists on the broker: delete it rather than leave
@@ -371,20 +491,30 @@ func (f *feed) startConsumer(ctx context.Context) (feedSource, error) {
 	return src, nil
 }
 
-// consumeError handles an error the ordered consumer reports. It makes a
-// lost consumer again on its own; a closed connection, or a broker that
-// refuses the consumer for a limit, ends the feed.
-func (f *feed) consumeError(err error) {
+// consumeError handles an error that the ordered consumer of generation
+// gen reports. A consumer deleted (alone or with its stream), silent, or
+// that nats.go failed to make again is made again from each key's last
+// message (see lost); a closed connection, or a broker that refuses the
+// consumer for a limit, ends the feed. Errors of a consumer already
+// replaced, or being replaced, change nothing.
+func (f *feed) consumeError(gen uint64, err error) {
+	h := f.hub
+	h.mu.Lock()
+	stale := gen != f.gen || f.remaking
+	h.mu.Unlock()
 	switch {
 	case errors.Is(err, jetstream.ErrConnectionClosed), errors.Is(err, nats.ErrConnectionClosed):
-		go f.hub.end(f, nats.ErrConnectionClosed)
+		go h.end(f, nats.ErrConnectionClosed)
+	case stale:
+		h.log.Debugf("election bucket %s: watch of %s: a replaced consumer: %v", h.kv.Bucket(), f.filter, err)
 	case errors.Is(err, jetstream.ErrMaximumConsumersLimit):
-		go f.hub.end(f, f.hub.noteLimit(err))
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout), errors.Is(err, nats.ErrNoResponders):
-		// Remaking the lost consumer failed: the feed has none now.
-		go f.hub.end(f, fmt.Errorf("the watch's consumer was lost and could not be made again: %w", err))
+		go h.end(f, h.noteLimit(err))
+	case errors.Is(err, jetstream.ErrConsumerDeleted), errors.Is(err, jetstream.ErrStreamNotFound),
+		errors.Is(err, jetstream.ErrNoHeartbeat),
+		errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout), errors.Is(err, nats.ErrNoResponders):
+		f.lost(gen, err)
 	default:
-		f.hub.log.Debugf("election bucket %s: watch of %s: %v", f.hub.kv.Bucket(), f.filter, err)
+		h.log.Debugf("election bucket %s: watch of %s: %v", h.kv.Bucket(), f.filter, err)
 	}
 }
 

@@ -1,0 +1,242 @@
+package streams
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// recreateBucket deletes the election bucket and makes it again with the
+// KV API, as `nats kv rm` then `nats kv add` do: its stream's revisions
+// start again at 1.
+func recreateBucket(t *testing.T, js jetstream.JetStream, ttl time.Duration) jetstream.KeyValue {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := js.DeleteKeyValue(ctx, bucketName); err != nil {
+		t.Fatalf("delete bucket: %v", err)
+	}
+	return createBucket(t, js.Conn(), bucketConfig(ttl))
+}
+
+// wantUpdate fails t unless w delivers, within a few seconds, the message
+// at revision rev with value val.
+func wantUpdate(t *testing.T, w jetstream.KeyWatcher, what string, rev uint64, op jetstream.KeyValueOp, val string) {
+	t.Helper()
+	ent, ok := nextUpdate(t, w, what)
+	if !ok || ent == nil || ent.Revision() != rev || ent.Operation() != op || string(ent.Value()) != val {
+		if ent != nil {
+			t.Fatalf("%s: got revision %d %v %q (open %v), want revision %d %v %q", what, ent.Revision(), ent.Operation(), ent.Value(), ok, rev, op, val)
+		}
+		t.Fatalf("%s: got %v (open %v), want revision %d %v %q", what, ent, ok, rev, op, val)
+	}
+}
+
+func mustPut(t *testing.T, kv jetstream.KeyValue, key, val string) uint64 {
+	t.Helper()
+	rev, err := kv.Put(context.Background(), key, []byte(val))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rev
+}
+
+// TestHubFollowsARecreatedBucket: when the election bucket is deleted and
+// made again (nats kv rm, nats kv add) under a running hub, its feeds, one
+// key's own and a prefix's shared one, deliver the new bucket's messages,
+// whose revisions start again at 1, below the ones the feeds saw: the new
+// leader's write, its renewal and its release, each as it happens, and a
+// subscription joining afterwards gets the new bucket's state (or, for a
+// key the new bucket has no message of, the old bucket's). Before,
+// nats.go's ordered consumer failed to remake itself while the stream was
+// missing and the feed never delivered anything again, and a feed that
+// took in the new messages dropped them until their revisions passed the
+// old ones.
+func TestHubFollowsARecreatedBucket(t *testing.T) {
+	const ttl = 10 * time.Second
+	ts := newTestServer(t)
+	nc := connect(t, ts.url())
+	kv := createBucket(t, nc, bucketConfig(ttl))
+	jsv, _ := jsOf.Load(kv)
+	js := jsv.(jetstream.JetStream)
+	h := hubFor(kv, js, testLogger{t: t})
+	ctx := context.Background()
+
+	keys := []string{"solo"}
+	for i := range foldAt {
+		keys = append(keys, fmt.Sprintf("p.s%d", i))
+	}
+	ws := map[string]jetstream.KeyWatcher{}
+	for _, key := range keys {
+		w, err := h.subscribe(ctx, key, ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+		if ent, _ := nextUpdate(t, w, "initial values"); ent != nil {
+			t.Fatalf("want the end of the (empty) initial values, got %v", ent)
+		}
+		ws[key] = w
+	}
+	groupFeed(t, h, "p") // p.s7 follows the prefix's shared feed
+	followed := []string{"solo", fmt.Sprintf("p.s%d", foldAt-1)}
+	// The old bucket: the followed keys are held at revisions far above
+	// the ones the new bucket will reach.
+	for i := range 20 {
+		for _, key := range followed {
+			rev, err := kv.Put(ctx, key, []byte("old"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantUpdate(t, ws[key], fmt.Sprintf("%s: old write %d", key, i), rev, jetstream.KeyValuePut, "old")
+		}
+	}
+
+	// A key of the prefix that nobody follows, held in the old bucket.
+	held, err := kv.Put(ctx, "p.other", []byte("old"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantUpdate(t, ws[followed[1]], "a mark after p.other", mustPut(t, kv, followed[1], "old"), jetstream.KeyValuePut, "old")
+
+	kv = recreateBucket(t, js, ttl)
+	for _, key := range followed {
+		w := ws[key]
+		rev, err := kv.Create(ctx, key, []byte("new"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantUpdate(t, w, key+": the new bucket's first write", rev, jetstream.KeyValuePut, "new")
+		next, err := kv.Update(ctx, key, []byte("new"), rev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantUpdate(t, w, key+": its renewal", next, jetstream.KeyValuePut, "new")
+		if err := kv.Delete(ctx, key, jetstream.LastRevision(next)); err != nil {
+			t.Fatal(err)
+		}
+		wantUpdate(t, w, key+": its release", next+1, jetstream.KeyValueDelete, "")
+		joined, err := h.subscribe(ctx, key, ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantUpdate(t, joined, key+": a subscription joining later", next+1, jetstream.KeyValueDelete, "")
+		if ent, _ := nextUpdate(t, joined, key+": end of initial values"); ent != nil {
+			t.Fatalf("%s: got %v, want the end of the initial values", key, ent)
+		}
+		joined.Stop()
+	}
+	// The shared feed follows the new bucket now, but a subscription to a
+	// key the new bucket has no message of gets the old bucket's: its
+	// leader's lease may still hold, and a candidate must not take the key
+	// for free before it ends.
+	other, err := h.subscribe(ctx, "p.other", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Stop()
+	wantUpdate(t, other, "p.other: the old bucket's last message", held, jetstream.KeyValuePut, "old")
+	if ent, _ := nextUpdate(t, other, "p.other: end of initial values"); ent != nil {
+		t.Fatalf("p.other: got %v, want the end of the initial values", ent)
+	}
+	rev, err := kv.Create(ctx, "p.other", []byte("new"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantUpdate(t, other, "p.other: the new bucket's first write", rev, jetstream.KeyValuePut, "new")
+
+	// A revision of the new bucket that reaches the old one's is the new
+	// bucket's message, not a replay.
+	for _, key := range followed {
+		var rev uint64
+		for range 30 {
+			r, err := kv.Put(ctx, key, []byte("later"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rev = r
+		}
+		deadline := time.After(5 * time.Second)
+		for got := uint64(0); got != rev; {
+			select {
+			case ent := <-ws[key].Updates():
+				if ent == nil || ent.Revision() <= got || string(ent.Value()) != "later" {
+					t.Fatalf("%s: got %v after revision %d, want the later writes in order", key, ent, got)
+				}
+				got = ent.Revision()
+			case <-deadline:
+				t.Fatalf("%s: the writes up to revision %d were not all delivered (last %d)", key, rev, got)
+			}
+		}
+	}
+}
+
+// TestStandbyFollowsARecreatedBucketThroughItsWatch: the election bucket is
+// deleted and made again while a leads and b and c stand by, each over its
+// own connection (its own process's hub). a's renewal fails and it stands
+// down; one of b and c takes the key in the new bucket once a's lease is
+// surely over; when that leader stops, the other learns of the release
+// through its watch and leads within a moment, as after any release, not a
+// TTL later on its timer (before, its feed delivered nothing after the
+// stream was deleted). Nobody ever leads beside another.
+func TestStandbyFollowsARecreatedBucketThroughItsWatch(t *testing.T) {
+	const ttl = 4 * time.Second
+	const key = "recreated"
+	ts := newTestServer(t)
+	kvA := createBucket(t, connect(t, ts.url()), bucketConfig(ttl))
+	ctx := context.Background()
+	for range 20 {
+		if _, err := kvA.Put(ctx, "filler", []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec := newRecorder()
+	a := mustElection(t, "a", key, kvA, append(rec.options("a"), WithLogger(testLogger{t, "a: "}))...)
+	stopA := runElection(t, a)
+	rec.waitFor(t, 5*time.Second, "a to lead", func(evs []event) bool { return wins(evs, "a") == 1 })
+
+	standbys := map[string]*Election{}
+	stops := map[string]func(){}
+	for _, who := range []string{"b", "c"} {
+		kv := openBucket(t, connect(t, ts.url()))
+		e := mustElection(t, who, key, kv, append(rec.options(who), WithLogger(testLogger{t, who + ": "}))...)
+		standbys[who], stops[who] = e, runElection(t, e)
+		js, _ := jsOf.Load(kv)
+		h := hubFor(kv, js.(jetstream.JetStream), nopLogger{})
+		eventually(t, 5*time.Second, who+"'s watch to be ready", func() bool {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			f := h.keyFeeds[key]
+			return f != nil && f.ready && f.last[key].ent != nil && string(f.last[key].ent.Value()) == "a"
+		})
+	}
+
+	jsv, _ := jsOf.Load(kvA)
+	recreateBucket(t, jsv.(jetstream.JetStream), ttl)
+	rec.waitFor(t, 2*ttl, "a to stand down", func(evs []event) bool { return leader(evs) != "a" })
+	stopA()
+	evs := rec.waitFor(t, 3*ttl, "b or c to lead the new bucket", func(evs []event) bool { return leader(evs) != "" })
+	first := leader(evs)
+	other := map[string]string{"b": "c", "c": "b"}[first]
+	if v, rev, _ := value(t, kvA, key); v != first || rev > 5 {
+		t.Fatalf("the new bucket holds %q at revision %d, want %s at a low revision", v, rev, first)
+	}
+
+	released := time.Now()
+	stops[first]()
+	rec.waitFor(t, 2*ttl, other+" to lead", func(evs []event) bool { return leader(evs) == other })
+	took := time.Since(released)
+	t.Logf("%s led %v after %s released the key", other, took, first)
+	if took > time.Second {
+		t.Fatalf("%s led %v after %s released the key in the recreated bucket: it learned of the release on its timer, not through its watch", other, took, first)
+	}
+	ss := spans(t, rec.snapshot())
+	for i := 1; i < len(ss); i++ {
+		if prev, cur := ss[i-1], ss[i]; prev.open || cur.start.Before(prev.end) {
+			t.Fatalf("%s led from %v while %s led until %v:%s", cur.who, cur.start.Format("15:04:05.000"), prev.who, prev.end.Format("15:04:05.000"), describe(rec.snapshot()))
+		}
+	}
+}
