@@ -388,6 +388,10 @@ func (c *campaigner) observe(now time.Time, v keyView) {
 		return
 	}
 	c.seenRev = max(c.seenRev, v.Revision)
+	if !c.phase.holds() && c.vanishedUnderLease(now, v) {
+		c.log.Warnf("election %s: the key %s held vanished without a marker %v before it could expire (the bucket deleted and made again, or purged): taking it as a forced removal, so a term begun on it waits a TTL, until %s has surely stood down", c.e.key, c.view.Leader, c.view.expiresBy.Sub(now).Round(time.Millisecond), c.view.Leader)
+		v.State = KeyRemoved
+	}
 	c.view = v
 	if c.phase.holds() {
 		switch {
@@ -401,6 +405,21 @@ func (c *campaigner) observe(now time.Time, v keyView) {
 		return
 	}
 	c.schedule(now)
+}
+
+// vanishedUnderLease reports whether v, showing the key absent, cannot be
+// its expiry: the view holds a leader, and the key is gone well before the
+// broker could have expired it (a TTL after it received the write, which
+// the view's expiresBy estimates). Someone removed it without leaving a
+// marker: deleted the bucket's stream and made it again, or purged it. Its
+// holder, which may have renewed since our view, still counts on its lease,
+// so the key is taken as removed: the next term waits a TTL from now, as
+// after any forced stand-down. The margin keeps an expiry seen a little
+// early (a late view, another clock) from counting.
+func (c *campaigner) vanishedUnderLease(now time.Time, v keyView) bool {
+	old := c.view
+	return v.State == KeyAbsent && old.known && old.State == KeyHeld &&
+		now.Before(old.expiresBy.Add(-c.tm.margin))
 }
 
 // sameMessage reports whether two entries of one revision are the same

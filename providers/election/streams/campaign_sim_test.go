@@ -462,3 +462,43 @@ func TestSimRecreatedBucketsRevisionsDoNotCutALeaseShort(t *testing.T) {
 		}
 	}
 }
+
+// TestSimKeyVanishingUnderALiveLeaseIsARemoval: the key a standby knows
+// held vanishes without a marker long before it could expire (the bucket's
+// stream deleted and made again, as `nats kv rm` and `nats kv add` do), and
+// the standby's new watch finds it absent. The holder may have renewed
+// since and still counts on its lease, so the standby takes the key but
+// begins its term only a TTL after it saw the key gone, as after a forced
+// stand-down; before, it led at once beside the old leader.
+func TestSimKeyVanishingUnderALiveLeaseIsARemoval(t *testing.T) {
+	const ttl = 9 * time.Second
+	clk := clocktest.New(simStart)
+	st := newFakeStore(clk, ttl)
+	st.put("old") // the holder's latest renewal
+	s := newSim(t, st, "b")
+	s.run(time.Second) // b follows the key: held by old
+
+	st.vanish() // the stream is deleted and made again: no marker
+	st.mu.Lock()
+	watchers := append([]*fakeWatcher(nil), st.watchers...)
+	st.mu.Unlock()
+	for _, w := range watchers {
+		_ = w.Stop() // the watch ends with its stream
+	}
+	s.run(500 * time.Millisecond) // b watches again and finds the key absent
+	if s.c.view.State != KeyRemoved && !s.c.phase.holds() {
+		t.Fatalf("b's view after the key vanished: %s, phase %s; want it taken as removed", s.c.view.describe(), s.c.phase)
+	}
+	gone := clk.Now()
+	s.run(ttl - time.Second)
+	if s.leading() {
+		t.Fatalf("b led %v after the key vanished under old's lease, want it to wait a TTL", clk.Now().Sub(gone))
+	}
+	if got := st.latest(); got.Leader != "b" {
+		t.Fatalf("the key is %s, want b to have taken it while it waits", got.Describe())
+	}
+	s.run(2 * time.Second)
+	if !s.leading() {
+		t.Fatalf("b not leading %v after the key vanished (phase %s)", clk.Now().Sub(gone), s.c.phase)
+	}
+}
