@@ -68,7 +68,8 @@ const noFoldFor = time.Minute
 const subBuffer = 64
 
 type hubKey struct {
-	conn   any // the *nats.Conn, or the KeyValue when there is no JetStream context
+	conn   any    // the *nats.Conn, or the KeyValue when there is no JetStream context
+	api    string // the JetStream context's domain or API prefix (putPrefix): buckets of one name in two domains are two buckets
 	bucket string
 }
 
@@ -83,7 +84,7 @@ var hubs = struct {
 func hubFor(kv jetstream.KeyValue, js jetstream.JetStream, log Logger) *watchHub {
 	k := hubKey{conn: kv, bucket: kv.Bucket()}
 	if js != nil && js.Conn() != nil {
-		k.conn = js.Conn()
+		k.conn, k.api = js.Conn(), putPrefix(js)
 	}
 	hubs.mu.Lock()
 	defer hubs.mu.Unlock()

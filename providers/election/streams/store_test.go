@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/conclave-io/conclave/internal/natstest"
@@ -19,7 +20,10 @@ import (
 // context (as in Choria's leafnode setups, where each domain has its own
 // election bucket) writes, renews and releases in the hub's bucket, and
 // never touches the leaf's bucket of the same name.
-func TestCampaignThroughAJetStreamDomain(t *testing.T) {
+// leafWithHub starts a server in JetStream domain "hub" and a leaf node of
+// it in domain "leaf", and returns a connection to the leaf.
+func leafWithHub(t *testing.T) *nats.Conn {
+	t.Helper()
 	leafPort := natstest.FreePort(t)
 	hub := natstest.Start(t, &server.Options{ServerName: "hub", JetStream: true, JetStreamDomain: "hub",
 		StoreDir: t.TempDir(), LeafNode: server.LeafNodeOpts{Host: "127.0.0.1", Port: leafPort}})
@@ -30,9 +34,12 @@ func TestCampaignThroughAJetStreamDomain(t *testing.T) {
 	leaf := natstest.Start(t, &server.Options{ServerName: "leaf", JetStream: true, JetStreamDomain: "leaf",
 		StoreDir: t.TempDir(), LeafNode: server.LeafNodeOpts{Remotes: []*server.RemoteLeafOpts{{URLs: []*url.URL{hubURL}}}}})
 	eventually(t, 10*time.Second, "the leaf node to connect", func() bool { return hub.NumLeafNodes() == 1 && leaf.NumLeafNodes() == 1 })
+	return connect(t, leaf.ClientURL())
+}
 
-	nc := connect(t, leaf.ClientURL())
-	local := createBucket(t, nc, bucketConfig(2*time.Second)) // the leaf's own bucket
+// hubBucket makes the election bucket in domain "hub" through nc.
+func hubBucket(t *testing.T, nc *nats.Conn, ttl time.Duration) (jetstream.KeyValue, jetstream.JetStream) {
+	t.Helper()
 	js, err := jetstream.NewWithDomain(nc, "hub")
 	if err != nil {
 		t.Fatal(err)
@@ -41,10 +48,19 @@ func TestCampaignThroughAJetStreamDomain(t *testing.T) {
 	defer cancel()
 	var kv jetstream.KeyValue
 	eventually(t, 10*time.Second, "the hub's bucket to be made through the domain", func() bool {
-		kv, err = js.CreateKeyValue(ctx, bucketConfig(2*time.Second))
+		kv, err = js.CreateKeyValue(ctx, bucketConfig(ttl))
 		return err == nil
 	})
 	allowMsgTTL(t, js, bucketName)
+	return kv, js
+}
+
+func TestCampaignThroughAJetStreamDomain(t *testing.T) {
+	nc := leafWithHub(t)
+	local := createBucket(t, nc, bucketConfig(2*time.Second)) // the leaf's own bucket
+	kv, js := hubBucket(t, nc, 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 
 	rec := newRecorder()
 	e, err := NewElection("a", "app.domain", kv, append(rec.options("a"), WithJetStream(js), RequestTimeout(time.Second))...)
@@ -68,5 +84,45 @@ func TestCampaignThroughAJetStreamDomain(t *testing.T) {
 	}
 	if evs := rec.snapshot(); len(evs) != 2 {
 		t.Fatalf("want one term, got %s", describe(evs))
+	}
+}
+
+// TestElectionsInTwoDomainsOnOneConnection: a program whose one connection
+// campaigns both in its leaf node's own bucket and in the hub domain's
+// bucket of the same name follows each through its own watch hub: each
+// election reads its own bucket's TTL. Before, the two shared one hub (it
+// was keyed by connection and bucket name only), so the hub domain's
+// election read the leaf bucket's 2s TTL while its key lived by 6s: a lease
+// out of step with its key, and a second leader after it.
+func TestElectionsInTwoDomainsOnOneConnection(t *testing.T) {
+	nc := leafWithHub(t)
+	local := createBucket(t, nc, bucketConfig(2*time.Second))
+	remote, js := hubBucket(t, nc, 6*time.Second)
+	localJS, _ := jsOf.Load(local)
+
+	rec := newRecorder()
+	a, err := NewElection("a", "app.local", local, append(rec.options("a"), WithJetStream(localJS.(jetstream.JetStream)))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runElection(t, a)
+	rec.waitFor(t, 10*time.Second, "a leads the leaf's election", func(evs []event) bool { return leader(evs) == "a" })
+	b, err := NewElection("b", "app.remote", remote, append(rec.options("b"), WithJetStream(js))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runElection(t, b)
+	rec.waitFor(t, 10*time.Second, "b leads the hub's election", func(evs []event) bool { return wins(evs, "b") == 1 })
+
+	for _, tc := range []struct {
+		e   *Election
+		ttl time.Duration
+	}{{a, 2 * time.Second}, {b, 6 * time.Second}} {
+		tc.e.mu.Lock()
+		ttl := tc.e.tm.ttl
+		tc.e.mu.Unlock()
+		if ttl != tc.ttl {
+			t.Errorf("election %s runs on TTL %v, want its own bucket's %v", tc.e.key, ttl, tc.ttl)
+		}
 	}
 }
