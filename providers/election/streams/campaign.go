@@ -380,7 +380,8 @@ func (c *campaigner) observe(now time.Time, v keyView) {
 		c.log.Warnf("election %s: the key's revision went back from %d to %d with a later write: the bucket was recreated; following its new revisions", c.e.key, c.seenRev, v.Revision)
 		c.seenRev = 0
 	}
-	if c.view.known && v.State == c.view.State && v.Revision == c.view.Revision && sameMessage(c.view.Entry, v.Entry) {
+	stillGone := c.view.State == KeyRemoved && c.view.Revision == 0 && v.State == KeyAbsent // the removal vanishedUnderLease inferred stands
+	if c.view.known && (stillGone || v.State == c.view.State && v.Revision == c.view.Revision && sameMessage(c.view.Entry, v.Entry)) {
 		// Nothing new: keep what we learned first (when we saw it, when it
 		// expires), and note that it is still current.
 		c.view.readAt = later(c.view.readAt, v.readAt)

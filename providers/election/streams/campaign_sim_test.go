@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/conclave-io/conclave/clock/clocktest"
@@ -478,13 +479,8 @@ func TestSimKeyVanishingUnderALiveLeaseIsARemoval(t *testing.T) {
 	s := newSim(t, st, "b")
 	s.run(time.Second) // b follows the key: held by old
 
-	st.vanish() // the stream is deleted and made again: no marker
-	st.mu.Lock()
-	watchers := append([]*fakeWatcher(nil), st.watchers...)
-	st.mu.Unlock()
-	for _, w := range watchers {
-		_ = w.Stop() // the watch ends with its stream
-	}
+	st.vanish()                   // the stream is deleted and made again: no marker
+	st.endWatches()               // the watch ends with its stream
 	s.run(500 * time.Millisecond) // b watches again and finds the key absent
 	if s.c.view.State != KeyRemoved && !s.c.phase.holds() {
 		t.Fatalf("b's view after the key vanished: %s, phase %s; want it taken as removed", s.c.view.describe(), s.c.phase)
@@ -500,5 +496,41 @@ func TestSimKeyVanishingUnderALiveLeaseIsARemoval(t *testing.T) {
 	s.run(2 * time.Second)
 	if !s.leading() {
 		t.Fatalf("b not leading %v after the key vanished (phase %s)", clk.Now().Sub(gone), s.c.phase)
+	}
+}
+
+// TestSimInferredRemovalOutlivesAFailedCampaign: after the key vanished
+// under a live lease, the standby's campaign fails (the new stream does
+// not answer yet) and its next watch finds the key absent again: the
+// removal it inferred, and when it saw it, stand, so its term still waits
+// a TTL from then. Before, the second absent view replaced the removal and
+// the standby led at once.
+func TestSimInferredRemovalOutlivesAFailedCampaign(t *testing.T) {
+	const ttl = 9 * time.Second
+	clk := clocktest.New(simStart)
+	st := newFakeStore(clk, ttl)
+	st.put("old")
+	s := newSim(t, st, "b")
+	s.run(time.Second)
+
+	st.vanish()
+	st.mu.Lock()
+	st.writeErr = nats.ErrNoResponders // the new stream does not answer yet
+	st.mu.Unlock()
+	st.endWatches()
+	s.run(300 * time.Millisecond)
+	gone := clk.Now()
+	st.endWatches() // the watch ends once more, and finds the key absent again
+	s.run(time.Second)
+	st.mu.Lock()
+	st.writeErr = nil
+	st.mu.Unlock()
+	s.run(ttl - 3*time.Second)
+	if s.leading() {
+		t.Fatalf("b led %v after the key vanished under old's lease, want it to wait a TTL", clk.Now().Sub(gone))
+	}
+	s.run(3 * time.Second)
+	if !s.leading() {
+		t.Fatalf("b not leading %v after the key vanished (phase %s, view %s)", clk.Now().Sub(gone), s.c.phase, s.c.view.describe())
 	}
 }

@@ -156,6 +156,16 @@ func (s *fakeStore) vanish() {
 	s.msg = nil
 }
 
+// endWatches ends every watch, as a deleted stream ends its consumers.
+func (s *fakeStore) endWatches() {
+	s.mu.Lock()
+	ws := append([]*fakeWatcher(nil), s.watchers...)
+	s.mu.Unlock()
+	for _, w := range ws {
+		_ = w.Stop()
+	}
+}
+
 func (s *fakeStore) setTTL(ttl time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
