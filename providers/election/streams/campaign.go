@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/conclave-io/conclave/clock"
 )
@@ -44,6 +45,7 @@ type campaigner struct {
 	ttlReadAt    time.Time // when the latest successful read of it was sent
 	ttlAskedRev  uint64    // the revision whose takeover last made us read it
 	ttlUnusable  error     // the bucket's TTL cannot hold elections: no campaign until it can
+	bucketBorn   time.Time // when the bucket's stream was created, as last read: a change means it was made again
 
 	hold     hold
 	term     *Term
@@ -288,7 +290,17 @@ func (c *campaigner) read(now time.Time) {
 		v = viewOf(ent, done, c.tm.ttl, false)
 	}
 	v.readAt = done
-	c.observe(done, v)
+	if !c.observe(done, v) {
+		// Older than what we know: a stale replica's answer, or a bucket
+		// made again, whose revisions start lower. Do not read again at
+		// once; check when the bucket was created, which tells them apart
+		// (see noteBucketBorn), at most once per TTL.
+		c.tries++
+		c.nextCampaign = later(c.nextCampaign, done.Add(c.tm.standby.Duration(c.tries)))
+		if done.Sub(c.ttlReadAt) >= c.tm.ttl && done.Before(c.nextTTLCheck) {
+			c.nextTTLCheck = done
+		}
+	}
 }
 
 // campaign tries to take the key, in the way the view says is possible.
@@ -371,11 +383,12 @@ func (c *campaigner) viewLooksStale(now time.Time) bool {
 }
 
 // observe adopts a newer view of the key, reacts if it undoes our hold, and
-// schedules the next campaign.
-func (c *campaigner) observe(now time.Time, v keyView) {
+// schedules the next campaign. It returns false when it dropped v as older
+// than what we know.
+func (c *campaigner) observe(now time.Time, v keyView) bool {
 	if v.Revision != 0 && v.Revision < c.seenRev {
 		if !c.bucketRecreated(v) {
-			return // older than what we know, such as a stale replica's answer
+			return false // older than what we know, such as a stale replica's answer
 		}
 		c.log.Warnf("election %s: the key's revision went back from %d to %d with a later write: the bucket was recreated; following its new revisions", c.e.key, c.seenRev, v.Revision)
 		c.seenRev = 0
@@ -386,26 +399,27 @@ func (c *campaigner) observe(now time.Time, v keyView) {
 		// expires), and note that it is still current.
 		c.view.readAt = later(c.view.readAt, v.readAt)
 		c.view.confirmed = c.view.confirmed || v.confirmed
-		return
+		return true
 	}
 	c.seenRev = max(c.seenRev, v.Revision)
 	if !c.phase.holds() && c.vanishedUnderLease(now, v) {
 		c.log.Warnf("election %s: the key %s held vanished without a marker %v before it could expire (the bucket deleted and made again, or purged): taking it as a forced removal, so a term begun on it waits a TTL, until %s has surely stood down", c.e.key, c.view.Leader, c.view.expiresBy.Sub(now).Round(time.Millisecond), c.view.Leader)
-		v.State = KeyRemoved
+		v.State, v.Operation = KeyRemoved, jetstream.KeyValuePurge // gone without a marker, as by a purge
 	}
 	c.view = v
 	if c.phase.holds() {
 		switch {
 		case v.State == KeyAbsent, v.Revision <= c.hold.rev:
-			return // our own write, or a restarted watch finding the key gone: the next renewal decides
+			return true // our own write, or a restarted watch finding the key gone: the next renewal decides
 		case c.hold.inDoubt && v.State == KeyHeld && v.Leader == c.e.identity:
-			return // perhaps our own write landing late: the next renewal decides
+			return true // perhaps our own write landing late: the next renewal decides
 		}
 		c.log.Warnf("election %s: key changed under %s (revision %d, %s): standing down", c.e.key, c.e.identity, v.Revision, v.describe())
 		c.dropHold(now, true)
-		return
+		return true
 	}
 	c.schedule(now)
+	return true
 }
 
 // vanishedUnderLease reports whether v, showing the key absent, cannot be
@@ -430,6 +444,35 @@ func (c *campaigner) vanishedUnderLease(now time.Time, v keyView) bool {
 // a takeover "after its lease" could cut the second leader's lease short.
 func sameMessage(a, b Entry) bool {
 	return a.Leader == b.Leader && (a.Written.IsZero() || b.Written.IsZero() || a.Written.Equal(b.Written))
+}
+
+// noteBucketBorn takes in when the bucket's stream was created, from a read
+// of its settings; zero when the store cannot tell. A creation time other
+// than the one known means the bucket was deleted and made again: its
+// revisions may start lower than those seen, so they are followed from
+// now on. A candidate then takes the key as removed now, whatever the new
+// bucket shows until a leader writes in it: a leader of the old bucket may
+// not have noticed yet, and counts on its lease for up to a TTL. A holder
+// learns it at its next renewal, whose revision check fails.
+func (c *campaigner) noteBucketBorn(now, born time.Time) {
+	if born.IsZero() {
+		return
+	}
+	known := c.bucketBorn
+	c.bucketBorn = born
+	if known.IsZero() || born.Equal(known) {
+		return
+	}
+	c.log.Warnf("election %s: the bucket was deleted and made again (created %s, before %s): following its new revisions; a leader in the new bucket is awaited or the key is taken as removed", c.e.key, born.Format(time.RFC3339Nano), known.Format(time.RFC3339Nano))
+	c.seenRev = 0
+	if c.phase.holds() {
+		return
+	}
+	c.view = keyView{known: true, Entry: Entry{Key: c.e.key, State: KeyRemoved, Operation: jetstream.KeyValuePurge}, seenAt: now, ttl: c.tm.ttl}
+	c.schedule(now)
+	if c.watch.w != nil {
+		c.restartWatch(now)
+	}
 }
 
 // bucketRecreated reports whether v, whose revision is below any seen,

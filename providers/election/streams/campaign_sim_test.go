@@ -534,3 +534,81 @@ func TestSimInferredRemovalOutlivesAFailedCampaign(t *testing.T) {
 		t.Fatalf("b not leading %v after the key vanished (phase %s, view %s)", clk.Now().Sub(gone), s.c.phase, s.c.view.describe())
 	}
 }
+
+// TestSimDeposedLeaderFollowsARecreatedBucket: a leads in a bucket whose
+// revisions are high (as a Conclave broker makes them); the bucket is
+// deleted and made again with revisions from 1, and n, started afterwards,
+// takes the key. a is deposed at its next renewal; once n releases the
+// key, a leads. Before, a's view carried no broker write time, so it
+// dropped every message of the new bucket as older than what it knew, its
+// own reads included, and never led again (its loop re-read without end).
+func TestSimDeposedLeaderFollowsARecreatedBucket(t *testing.T) {
+	const ttl = 9 * time.Second
+	clk := clocktest.New(simStart)
+	st := newFakeStore(clk, ttl)
+	st.mu.Lock()
+	st.seq = 1_000_000 // the old bucket's revisions
+	st.mu.Unlock()
+	s := newSim(t, st, "a")
+	s.run(time.Second)
+	if !s.leading() {
+		t.Fatal("a does not lead")
+	}
+	st.recreate()
+	st.put("n")
+	for range 6 { // n renews every 3s; a is deposed at its next renewal and sits out
+		s.run(3 * time.Second)
+		if s.leading() && st.latest().Leader == "n" {
+			t.Fatalf("a still leads %v after the bucket was made again under it", clk.Now().Sub(simStart))
+		}
+		st.put("n")
+	}
+	s.run(time.Second)
+	st.mark(jetstream.KeyValueDelete, releasePayload("n"))
+	released := clk.Now()
+	s.run(3 * time.Second)
+	if !s.leading() {
+		t.Fatalf("a not leading %v after n released (phase %s, view %s, seen revision %d)", clk.Now().Sub(released), s.c.phase, s.c.view.describe(), s.c.seenRev)
+	}
+}
+
+// TestSimLoserOfARecreatedBucketRaceFollowsIt: b sees the key vanish from
+// a bucket made again (high old revisions, new ones from 1), and its
+// campaign fails; another standby takes the key in the new bucket, renews
+// it and releases it. b follows the new leader and leads after its
+// release. Before, b dropped every message of the new bucket and never
+// campaigned again.
+func TestSimLoserOfARecreatedBucketRaceFollowsIt(t *testing.T) {
+	const ttl = 9 * time.Second
+	clk := clocktest.New(simStart)
+	st := newFakeStore(clk, ttl)
+	st.mu.Lock()
+	st.seq = 1_000_000
+	st.mu.Unlock()
+	st.put("old")
+	s := newSim(t, st, "b")
+	s.run(time.Second)
+
+	st.recreate()
+	st.mu.Lock()
+	st.writeErr = nats.ErrNoResponders // the new stream does not answer b yet
+	st.mu.Unlock()
+	st.endWatches()
+	s.run(200 * time.Millisecond) // b finds the key absent: a removal; its campaign fails
+	st.mu.Lock()
+	st.writeErr = nil
+	st.mu.Unlock()
+	st.put("other") // the other standby takes the new bucket's key, revision 1
+	for range 10 {  // and renews it
+		s.run(3 * time.Second)
+		if s.leading() {
+			t.Fatalf("b leads while other holds the new bucket's key (%s)", st.latest().Describe())
+		}
+		st.put("other")
+	}
+	st.mark(jetstream.KeyValueDelete, releasePayload("other"))
+	s.run(2 * time.Second)
+	if !s.leading() {
+		t.Fatalf("b not leading 2s after the release (phase %s, view %s, seen revision %d)", s.c.phase, s.c.view.describe(), s.c.seenRev)
+	}
+}

@@ -146,7 +146,7 @@ func (e *Election) Start(ctx context.Context) error {
 		e.mu.Unlock()
 	}()
 
-	ttl, err := e.awaitBucket(ctx)
+	ttl, born, err := e.awaitBucket(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -164,7 +164,9 @@ func (e *Election) Start(ctx context.Context) error {
 
 	n := newNotifier()
 	defer n.close()
-	return newCampaigner(e, n, tm).run(ctx)
+	c := newCampaigner(e, n, tm)
+	c.bucketBorn = born
+	return c.run(ctx)
 }
 
 // Stop ends the campaign. It returns at once without waiting; Start returns
@@ -248,9 +250,11 @@ func (e *Election) setRenewed(at time.Time) {
 }
 
 // awaitBucket reads the bucket's settings, retrying while the broker cannot
-// be reached, and checks them.
-func (e *Election) awaitBucket(ctx context.Context) (time.Duration, error) {
+// be reached, and checks them. It also returns when the bucket's stream was
+// created (zero if the store cannot tell), to notice it being made again.
+func (e *Election) awaitBucket(ctx context.Context) (time.Duration, time.Time, error) {
 	var ttl time.Duration
+	var born time.Time
 	var invalid, closed, denied error
 	err := backoff.FiveSec.For(ctx, func(try int) error {
 		timeout := 5 * time.Second
@@ -275,18 +279,19 @@ func (e *Election) awaitBucket(ctx context.Context) (time.Duration, error) {
 			return err
 		}
 		ttl, invalid = checkBucket(st, e.identity)
+		born = streamCreated(st)
 		return nil
 	})
 	if err != nil {
-		return 0, err
+		return 0, time.Time{}, err
 	}
 	if closed != nil {
-		return 0, fmt.Errorf("election %s: %w: open the bucket over an open connection", e.key, closed)
+		return 0, time.Time{}, fmt.Errorf("election %s: %w: open the bucket over an open connection", e.key, closed)
 	}
 	if denied != nil {
-		return 0, fmt.Errorf("election %s: %w", e.key, denied)
+		return 0, time.Time{}, fmt.Errorf("election %s: %w", e.key, denied)
 	}
-	return ttl, invalid
+	return ttl, born, invalid
 }
 
 // checkBucket returns the bucket's TTL, or why it cannot hold elections:

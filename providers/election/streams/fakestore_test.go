@@ -38,10 +38,12 @@ type fakeStore struct {
 	// timer can be.
 	late  time.Duration
 	calls map[string]int
+	// created is when the bucket's stream was made, as its status says.
+	created time.Time
 }
 
 func newFakeStore(clk *clocktest.Fake, ttl time.Duration) *fakeStore {
-	return &fakeStore{clk: clk, ttl: ttl, calls: map[string]int{}}
+	return &fakeStore{clk: clk, ttl: ttl, calls: map[string]int{}, created: clk.Now()}
 }
 
 // expireLocked drops the message once the clock passed its expiry.
@@ -78,7 +80,7 @@ func (s *fakeStore) Status(context.Context) (jetstream.KeyValueStatus, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls["status"]++
-	return fakeStatus{ttl: s.ttl}, nil
+	return fakeStatus{ttl: s.ttl, created: s.created}, nil
 }
 
 func (s *fakeStore) Write(_ context.Context, _ string, value []byte, rev uint64) (uint64, error) {
@@ -156,6 +158,16 @@ func (s *fakeStore) vanish() {
 	s.msg = nil
 }
 
+// recreate deletes the bucket and makes it again, as `nats kv rm` and `nats
+// kv add` do: the key has no message, revisions start again at 1, and the
+// stream's creation time changes. Watches are left to the caller
+// (endWatches), as whether they survive depends on the client.
+func (s *fakeStore) recreate() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.msg, s.seq, s.created = nil, 0, s.clk.Now()
+}
+
 // endWatches ends every watch, as a deleted stream ends its consumers.
 func (s *fakeStore) endWatches() {
 	s.mu.Lock()
@@ -221,7 +233,15 @@ func (w *fakeWatcher) Stop() error {
 	return nil
 }
 
-type fakeStatus struct{ ttl time.Duration }
+type fakeStatus struct {
+	ttl     time.Duration
+	created time.Time
+}
+
+// StreamInfo carries the stream's creation time, as a bucket's status does.
+func (f fakeStatus) StreamInfo() *jetstream.StreamInfo {
+	return &jetstream.StreamInfo{Created: f.created}
+}
 
 func (f fakeStatus) Bucket() string                   { return bucketName }
 func (f fakeStatus) Values() uint64                   { return 0 }
@@ -270,6 +290,7 @@ func newSim(t *testing.T, st *fakeStore, identity string, opts ...Option) *sim {
 	e.setTimings(tm)
 	s.e, s.n = e, newNotifier()
 	s.c = newCampaigner(e, s.n, tm)
+	s.c.bucketBorn = st.created // as Start reads it
 	s.c.begin(context.Background())
 	t.Cleanup(func() { s.n.close() })
 	return s

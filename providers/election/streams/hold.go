@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/conclave-io/conclave/bucket"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // hold is what a campaign knows while its write holds the key.
@@ -203,7 +204,17 @@ func (c *campaigner) readTTL(now time.Time) (time.Duration, error) {
 		c.log.Debugf("election %s: cannot read the bucket's TTL: %v", c.e.key, err)
 		return 0, err
 	}
+	c.noteBucketBorn(c.clock.Now(), streamCreated(st))
 	return st.TTL(), nil
+}
+
+// streamCreated returns when the stream behind a bucket's status was
+// created, or zero when the status does not say.
+func streamCreated(st jetstream.KeyValueStatus) time.Time {
+	if bs, ok := st.(interface{ StreamInfo() *jetstream.StreamInfo }); ok && bs.StreamInfo() != nil {
+		return bs.StreamInfo().Created
+	}
+	return time.Time{}
 }
 
 // shortenLease brings the lease, and the term with it, forward to until.
