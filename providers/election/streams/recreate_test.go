@@ -240,3 +240,39 @@ func TestStandbyFollowsARecreatedBucketThroughItsWatch(t *testing.T) {
 		}
 	}
 }
+
+// TestPinStreamCreationTimeSurvivesARestart pins what candidates rely on to
+// tell a bucket made again (see noteBucketBorn): the stream's creation time
+// changes only then, not when the server restarts on its store. If it
+// changed at restarts, every candidate would take the key as removed after
+// one and wait a TTL before leading.
+func TestPinStreamCreationTimeSurvivesARestart(t *testing.T) {
+	ts := newTestServer(t)
+	kv := createBucket(t, connect(t, ts.url()), bucketConfig(3*time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := kv.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := streamCreated(st)
+	if before.IsZero() {
+		t.Fatal("the bucket's status carries no creation time")
+	}
+	ts.restart()
+	st, err = openBucket(t, connect(t, ts.url())).Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after := streamCreated(st); !after.Equal(before) {
+		t.Fatalf("the stream's creation time changed across a restart: %v, then %v", before, after)
+	}
+	js, _ := jsOf.Load(kv)
+	st, err = recreateBucket(t, js.(jetstream.JetStream), 3*time.Second).Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again := streamCreated(st); !again.After(before) {
+		t.Fatalf("the bucket made again was created at %v, not after the first (%v)", again, before)
+	}
+}
