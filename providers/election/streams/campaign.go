@@ -294,9 +294,10 @@ func (c *campaigner) read(now time.Time) {
 		// Older than what we know: a stale replica's answer, or a bucket
 		// made again, whose revisions start lower. Do not read again at
 		// once; check when the bucket was created, which tells them apart
-		// (see noteBucketBorn), at most once per TTL.
-		c.tries++
-		c.nextCampaign = later(c.nextCampaign, done.Add(c.tm.standby.Duration(c.tries)))
+		// (see noteBucketBorn), at most once per TTL. The pause is a
+		// retry interval, not the campaign's growing backoff: a stale
+		// replica's answer must not delay a takeover.
+		c.nextCampaign = later(c.nextCampaign, done.Add(jittered(c.tm.retry)))
 		if done.Sub(c.ttlReadAt) >= c.tm.ttl && done.Before(c.nextTTLCheck) {
 			c.nextTTLCheck = done
 		}
@@ -323,6 +324,7 @@ func (c *campaigner) campaign(now time.Time) {
 	case isMismatch(err):
 		c.tries++
 		c.nextCampaign = done.Add(c.tm.standby.Duration(c.tries))
+		c.notPastLapse(done)
 		// Read the key before the next try, watch or not: a view that
 		// missed a renewal predicts the expiry early, and retrying it blind,
 		// with a growing backoff, would overshoot the real expiry by as much.
@@ -346,6 +348,20 @@ func (c *campaigner) campaign(now time.Time) {
 		} else {
 			c.log.Warnf("election %s: campaign failed: %v", c.e.key, err)
 		}
+	}
+}
+
+// notPastLapse brings the next campaign forward to when the holder's lease
+// surely ends (see leaseLapsed) if a backoff would overshoot it: the
+// takeover over the holder's revision is due then, and a growing backoff
+// after failed tries must not push it later.
+func (c *campaigner) notPastLapse(now time.Time) {
+	v := c.view
+	if c.nextCampaign.IsZero() || v.State != KeyHeld || v.Revision == 0 || v.ttl <= 0 || !c.ttlReadAt.After(v.seenAt) {
+		return
+	}
+	if at := v.seenAt.Add(max(v.ttl, c.tm.ttl)); at.After(now) && at.Before(c.nextCampaign) {
+		c.nextCampaign = at
 	}
 }
 
@@ -453,7 +469,9 @@ func sameMessage(a, b Entry) bool {
 // now on. A candidate then takes the key as removed now, whatever the new
 // bucket shows until a leader writes in it: a leader of the old bucket may
 // not have noticed yet, and counts on its lease for up to a TTL. A holder
-// learns it at its next renewal, whose revision check fails.
+// whose term has not begun (every term reads the settings first) waits a
+// TTL from now, as after a removal; a leader learns it at its next renewal,
+// whose revision check fails.
 func (c *campaigner) noteBucketBorn(now, born time.Time) {
 	if born.IsZero() {
 		return
@@ -466,6 +484,12 @@ func (c *campaigner) noteBucketBorn(now, born time.Time) {
 	c.log.Warnf("election %s: the bucket was deleted and made again (created %s, before %s): following its new revisions; a leader in the new bucket is awaited or the key is taken as removed", c.e.key, born.Format(time.RFC3339Nano), known.Format(time.RFC3339Nano))
 	c.seenRev = 0
 	if c.phase.holds() {
+		if c.phase == winning && c.term == nil && c.hold.from != KeyRemoved {
+			// We took the key of the new bucket without knowing it was
+			// new: the old bucket's leader may still count on its lease,
+			// so the term waits a TTL from now (see confirmTTL).
+			c.hold.from, c.hold.fromSeenAt = KeyRemoved, now
+		}
 		return
 	}
 	c.view = keyView{known: true, Entry: Entry{Key: c.e.key, State: KeyRemoved, Operation: jetstream.KeyValuePurge}, seenAt: now, ttl: c.tm.ttl}

@@ -612,3 +612,76 @@ func TestSimLoserOfARecreatedBucketRaceFollowsIt(t *testing.T) {
 		t.Fatalf("b not leading 2s after the release (phase %s, view %s, seen revision %d)", s.c.phase, s.c.view.describe(), s.c.seenRev)
 	}
 }
+
+// TestSimStandbyWithoutAWatchWaitsOutARecreatedBucket: a standby without a
+// watch reads the key at its predicted expiry, after the bucket was deleted
+// and made again under a leader whose renewals it did not see, finds it
+// absent and takes it. The settings read every term makes first shows the
+// new bucket, so the term waits a TTL: the old leader still counts on its
+// lease until its next renewal fails. Before, the term began at once.
+func TestSimStandbyWithoutAWatchWaitsOutARecreatedBucket(t *testing.T) {
+	const ttl = 9 * time.Second
+	clk := clocktest.New(simStart)
+	st := newFakeStore(clk, ttl)
+	st.watchErr = errRefused
+	st.put("old")
+	s := newSim(t, st, "b")
+	s.run(3500 * time.Millisecond)
+	st.put("old") // renewals b does not see
+	s.run(3 * time.Second)
+	st.put("old")
+	lastRenewal := clk.Now()
+	s.run(time.Second)
+	st.recreate()
+	oldLease := lastRenewal.Add(ttl - ttl/10)
+	for clk.Now().Before(oldLease) {
+		s.run(100 * time.Millisecond)
+		if s.leading() {
+			t.Fatalf("b leads %v after the bucket was made again, while old's lease runs %v more", clk.Now().Sub(lastRenewal), oldLease.Sub(clk.Now()))
+		}
+	}
+	s.run(2 * ttl)
+	if !s.leading() {
+		t.Fatalf("b not leading %v after the bucket was made again (phase %s, view %s)", clk.Now().Sub(lastRenewal), s.c.phase, s.c.view.describe())
+	}
+}
+
+// TestSimStaleReadsDoNotSpin: a standby's takeover over a lapsed lease
+// fails because the leader renewed unseen, and the reads that follow are
+// answered for a while by a replica that lags (an older revision, which is
+// dropped): the campaign pauses between them rather than reading again at
+// once, and once the answers are current it follows the renewal it missed
+// and takes over when that lease lapses.
+func TestSimStaleReadsDoNotSpin(t *testing.T) {
+	const ttl = 9 * time.Second
+	clk := clocktest.New(simStart)
+	st := newFakeStore(clk, ttl)
+	st.late = time.Hour // only a compare-and-swap over the revision frees the key
+	st.put("old")
+	st.mu.Lock()
+	stale := st.msg
+	st.mu.Unlock()
+	st.put("old")
+	s := newSim(t, st, "b") // b sees revision 2
+	s.run(time.Second)
+	st.mu.Lock()
+	st.silent, st.stale = true, stale
+	st.mu.Unlock()
+	st.put("old") // revision 3, unseen: b's takeover over revision 2 fails
+	reads := st.count("latest")
+	s.run(ttl)
+	if n := st.count("latest") - reads; n > 100 {
+		t.Fatalf("%d reads while the replica lagged: the campaign re-reads without pausing", n)
+	}
+	if s.leading() {
+		t.Fatal("b leads over a renewal it never saw")
+	}
+	st.mu.Lock()
+	st.stale = nil
+	st.mu.Unlock()
+	caughtUp := clk.Now()
+	s.run(ttl + ttl/4)
+	if !s.leading() {
+		t.Fatalf("b not leading %v after the reads caught up (phase %s, view %s)", clk.Now().Sub(caughtUp), s.c.phase, s.c.view.describe())
+	}
+}

@@ -40,6 +40,9 @@ type fakeStore struct {
 	calls map[string]int
 	// created is when the bucket's stream was made, as its status says.
 	created time.Time
+	// stale, when set, is what reads return instead of the latest message,
+	// as a lagging replica answers.
+	stale *rawEntry
 }
 
 func newFakeStore(clk *clocktest.Fake, ttl time.Duration) *fakeStore {
@@ -111,6 +114,9 @@ func (s *fakeStore) Latest(context.Context, string) (jetstream.KeyValueEntry, er
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls["latest"]++
+	if s.stale != nil {
+		return s.stale, nil
+	}
 	s.expireLocked()
 	if s.msg == nil {
 		return nil, nil

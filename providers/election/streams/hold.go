@@ -153,6 +153,9 @@ func (c *campaigner) checkTTL(now time.Time) {
 		c.view.readAt = time.Time{}
 		c.schedule(done)
 	}
+	if !c.phase.holds() {
+		c.notPastLapse(done)
+	}
 	c.nextTTLCheck = done.Add(jittered(every))
 }
 
