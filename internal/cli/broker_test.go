@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/conclave-io/conclave/internal/natstest"
 	"github.com/conclave-io/conclave/internal/testpki"
 )
 
@@ -58,7 +59,7 @@ func TestBrokerRunRandomPort(t *testing.T) {
 // through its own configuration file (--config), as an operator on the
 // broker's host does.
 func TestBrokerRunConfig(t *testing.T) {
-	port := freePort(t)
+	port := natstest.FreePort(t)
 	cfg := brokerConfig(t, port)
 	b := startConclave(t, nil, "broker", "run", "--config", cfg)
 	b.stderr.waitFor(t, 0, regexp.MustCompile(`Broker test-broker ready`))
@@ -116,7 +117,7 @@ func TestBrokerRunWithUsers(t *testing.T) {
 	}
 	ca := testpki.NewCA(t, "ca")
 	server, client := ca.Issue(t, "broker"), ca.Issue(t, "ops-client")
-	port := freePort(t)
+	port := natstest.FreePort(t)
 	cfg := writeFile(t, "broker.conf", fmt.Sprintf(`identity = secure-broker
 loglevel = debug
 plugin.choria.network.listen_address = 127.0.0.1
@@ -186,7 +187,7 @@ plugin.choria.network.stream.store = %s
 // store of a running one stops at once with status 1, saying what is taken
 // and by whom, before it opens the store; the first keeps running.
 func TestBrokerRunTwice(t *testing.T) {
-	port := freePort(t)
+	port := natstest.FreePort(t)
 	store := filepath.Join(t.TempDir(), "store")
 	conf := func(name string, port int) string {
 		return writeFile(t, name, fmt.Sprintf("identity = %s\nplugin.choria.network.client_port = %d\nplugin.choria.network.stream.store = %s\n",
@@ -201,7 +202,7 @@ func TestBrokerRunTwice(t *testing.T) {
 		says      []string
 	}{
 		{"same port", conf("second.conf", port), []string{"port in use", "plugin.choria.network.client_port", strconv.Itoa(port)}},
-		{"same store", conf("third.conf", freePort(t)), []string{"store directory in use", store, "broker first, pid"}},
+		{"same store", conf("third.conf", natstest.FreePort(t)), []string{"store directory in use", store, "broker first, pid"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := conclave(t, "broker", "run", "--config", tc.cfg)

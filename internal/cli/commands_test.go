@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/conclave-io/conclave/internal/natstest"
 )
 
 // TestMissingOrUnknownCommand: a group command without a command, or with an
@@ -130,7 +132,7 @@ func TestCompleteElectionNames(t *testing.T) {
 	mustSucceed(t, r)
 	mustContain(t, "completion of run", r.stdout, "backup\nbilling\nreports\n")
 
-	r = conclave(t, "--server", "nats://127.0.0.1:"+strconv.Itoa(freePort(t)), "__complete", "election", "stand-down", "")
+	r = conclave(t, "--server", "nats://127.0.0.1:"+strconv.Itoa(natstest.FreePort(t)), "__complete", "election", "stand-down", "")
 	mustSucceed(t, r)
 	if r.stdout != ":4\n" {
 		t.Errorf("completion without a broker printed %q, want only the directive", r.stdout)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conclave-io/conclave/internal/natstest"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -18,7 +19,7 @@ import (
 // cannot serve it and checks that the message says what is wrong and what
 // to do.
 func TestErrorsSayWhatToDo(t *testing.T) {
-	nothing := "nats://127.0.0.1:" + strconv.Itoa(freePort(t))
+	nothing := "nats://127.0.0.1:" + strconv.Itoa(natstest.FreePort(t))
 	noBucket := plainServer(t, true)
 	noJetStream := plainServer(t, false)
 	url := startBroker(t, time.Minute)

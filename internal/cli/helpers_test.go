@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -367,18 +366,6 @@ func publishRelease(t *testing.T, url, key, identity string, rev uint64) uint64 
 func (c *candidate) stop() {
 	c.e.Stop()
 	<-c.done
-}
-
-// freePort returns a TCP port on 127.0.0.1 that nothing listened on a
-// moment ago.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("free port: %v", err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 func itoa(n uint64) string { return strconv.FormatUint(n, 10) }

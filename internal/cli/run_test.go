@@ -16,6 +16,7 @@ import (
 
 	"github.com/conclave-io/conclave/config"
 	"github.com/conclave-io/conclave/internal/brokertest"
+	"github.com/conclave-io/conclave/internal/natstest"
 )
 
 // worker is the command the run tests lead with: it announces its start and
@@ -287,7 +288,7 @@ func TestRunInterrupted(t *testing.T) {
 // keeps trying, then campaigns and starts its command once the broker is
 // up; the commands that inspect still fail at once (TestErrorsSayWhatToDo).
 func TestRunWaitsForBroker(t *testing.T) {
-	port := freePort(t)
+	port := natstest.FreePort(t)
 	url := "nats://127.0.0.1:" + strconv.Itoa(port)
 	p := startConclave(t, nil, "--server", url, "election", "run", "--identity", "r1", "job", "sh", "-c", "echo up; exec sleep 1000")
 	p.stderr.waitFor(t, 0, regexp.MustCompile(`waiting for the broker \(retrying until it answers; Ctrl-C to stop\): no broker at `+regexp.QuoteMeta(url)))
@@ -301,7 +302,7 @@ func TestRunWaitsForBroker(t *testing.T) {
 	}
 
 	// Interrupted while waiting: nothing to release, status 0.
-	p = startConclave(t, nil, "--server", "nats://127.0.0.1:"+strconv.Itoa(freePort(t)), "election", "run", "job", "true")
+	p = startConclave(t, nil, "--server", "nats://127.0.0.1:"+strconv.Itoa(natstest.FreePort(t)), "election", "run", "job", "true")
 	p.stderr.waitFor(t, 0, regexp.MustCompile(`waiting for the broker`))
 	p.signal(syscall.SIGTERM)
 	if code := p.wait(); code != 0 {

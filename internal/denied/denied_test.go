@@ -11,7 +11,25 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/conclave-io/conclave/internal/denied"
+	"github.com/conclave-io/conclave/internal/natstest"
 )
+
+// userConn connects as user u, on its own inbox prefix, to a server that
+// lets u publish and subscribe only to the subjects given.
+func userConn(t *testing.T, publish, subscribe []string) *nats.Conn {
+	t.Helper()
+	srv := natstest.Start(t, &server.Options{Users: []*server.User{{Username: "u", Password: "u", Permissions: &server.Permissions{
+		Publish:   &server.SubjectPermission{Allow: publish},
+		Subscribe: &server.SubjectPermission{Allow: subscribe},
+	}}}})
+	nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo("u", "u"), nats.CustomInboxPrefix("_INBOX.u"),
+		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
 
 // TestExplainTellsARefusalFromATimeout: a request the server refuses is
 // explained as ErrPermissionDenied naming the subject; a later request that
@@ -19,25 +37,7 @@ import (
 // is still the old refusal (misreading it would end a campaign that should
 // have retried).
 func TestExplainTellsARefusalFromATimeout(t *testing.T) {
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true,
-		Users: []*server.User{{Username: "u", Password: "u", Permissions: &server.Permissions{
-			Publish:   &server.SubjectPermission{Allow: []string{"slow"}},
-			Subscribe: &server.SubjectPermission{Allow: []string{"slow", "_INBOX.u.>"}},
-		}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("server not ready")
-	}
-	defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
-	nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo("u", "u"), nats.CustomInboxPrefix("_INBOX.u"),
-		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := userConn(t, []string{"slow"}, []string{"slow", "_INBOX.u.>"})
 	// Something that hears requests on "slow" and never answers.
 	if _, err := nc.SubscribeSync("slow"); err != nil {
 		t.Fatal(err)
@@ -50,7 +50,7 @@ func TestExplainTellsARefusalFromATimeout(t *testing.T) {
 		return denied.Explain(nc, err, before, "asking "+subject, subject)
 	}
 
-	err = request("forbidden")
+	err := request("forbidden")
 	if !errors.Is(err, denied.ErrPermissionDenied) {
 		t.Fatalf("refused request: %v, want ErrPermissionDenied", err)
 	}
@@ -71,25 +71,7 @@ func TestExplainTellsARefusalFromATimeout(t *testing.T) {
 // caller gives that part as * (or the rest as >), and not when the rest of
 // the subject differs.
 func TestExplainMatchesWildcards(t *testing.T) {
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true,
-		Users: []*server.User{{Username: "u", Password: "u", Permissions: &server.Permissions{
-			Publish:   &server.SubjectPermission{Allow: []string{"allowed"}},
-			Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.u.>"}},
-		}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("server not ready")
-	}
-	defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
-	nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo("u", "u"), nats.CustomInboxPrefix("_INBOX.u"),
-		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := userConn(t, []string{"allowed"}, []string{"_INBOX.u.>"})
 	const subject = "$JS.API.CONSUMER.CREATE.KV_B.Xy12.$KV.B.>"
 	before := denied.Last(nc)
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
