@@ -352,35 +352,38 @@ func (c *campaigner) campaign(now time.Time) {
 }
 
 // notPastLapse brings the next campaign forward to when the holder's lease
-// surely ends (see leaseLapsed) if a backoff would overshoot it: the
-// takeover over the holder's revision is due then, and a growing backoff
-// after failed tries must not push it later.
+// surely ends (see lapseAt) if a backoff would overshoot it: the takeover
+// over the holder's revision is due then, and a growing backoff after
+// failed tries must not push it later.
 func (c *campaigner) notPastLapse(now time.Time) {
-	v := c.view
-	if c.nextCampaign.IsZero() || v.State != KeyHeld || v.Revision == 0 || v.ttl <= 0 || !c.ttlReadAt.After(v.seenAt) {
-		return
-	}
-	if at := v.seenAt.Add(max(v.ttl, c.tm.ttl)); at.After(now) && at.Before(c.nextCampaign) {
+	if at, ok := c.lapseAt(); ok && !c.nextCampaign.IsZero() && at.After(now) && at.Before(c.nextCampaign) {
 		c.nextCampaign = at
 	}
 }
 
-// leaseLapsed reports whether the lease of the key's holder, at the revision
-// the view shows, has surely ended, so that a compare-and-swap over that
-// revision may take the key without waiting for the broker to expire it.
-// The holder counts on its lease until it sent the write plus the TTL less
-// a margin; we learned of the write after it was sent, so a TTL after we
+// leaseLapsed reports whether the holder's lease has surely ended (see
+// lapseAt), so that a compare-and-swap over its revision may take the key
+// without waiting for the broker to expire it.
+func (c *campaigner) leaseLapsed(now time.Time) bool {
+	at, ok := c.lapseAt()
+	return ok && !now.Before(at)
+}
+
+// lapseAt returns when the lease of the key's holder, at the revision the
+// view shows, has surely ended, and whether that can be told yet. The
+// holder counts on its lease until it sent the write plus the TTL less a
+// margin; we learned of the write after it was sent, so a TTL after we
 // learned of it the lease is over, provided the TTL is the one the holder
 // used: we take the longer of the TTL we knew then and one read since (a
 // raised TTL we had not read must not cut the lease short). Until such a
 // read, only the broker's expiry frees the key. A compare-and-swap that
 // finds a later revision fails, as for any campaign.
-func (c *campaigner) leaseLapsed(now time.Time) bool {
+func (c *campaigner) lapseAt() (time.Time, bool) {
 	v := c.view
 	if v.State != KeyHeld || v.Revision == 0 || v.ttl <= 0 || !c.ttlReadAt.After(v.seenAt) {
-		return false
+		return time.Time{}, false
 	}
-	return !now.Before(v.seenAt.Add(max(v.ttl, c.tm.ttl)))
+	return v.seenAt.Add(max(v.ttl, c.tm.ttl)), true
 }
 
 // staleAfter is how long past its predicted expiry a held key may survive
