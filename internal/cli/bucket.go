@@ -15,6 +15,7 @@ import (
 	"github.com/conclave-io/conclave/backoff"
 	"github.com/conclave-io/conclave/bucket"
 	"github.com/conclave-io/conclave/internal/denied"
+	"github.com/conclave-io/conclave/internal/jsapi"
 	"github.com/conclave-io/conclave/internal/kvwatch"
 	"github.com/conclave-io/conclave/internal/natsconn"
 	"github.com/conclave-io/conclave/providers/election/streams"
@@ -104,20 +105,18 @@ func (e *elections) tryOpen(ctx context.Context, co connectOptions) (*session, e
 
 func (s *session) openBucket(ctx context.Context, t *target) error {
 	var err error
-	s.api = "$JS.API."
 	switch {
 	case t.ctx != nil && t.ctx.JSDomain != "":
 		s.js, err = jetstream.NewWithDomain(s.nc, t.ctx.JSDomain)
-		s.api = "$JS." + t.ctx.JSDomain + ".API."
 	case t.ctx != nil && t.ctx.JSAPIPrefix != "":
 		s.js, err = jetstream.NewWithAPIPrefix(s.nc, t.ctx.JSAPIPrefix)
-		s.api = strings.TrimSuffix(t.ctx.JSAPIPrefix, ".") + "."
 	default:
 		s.js, err = jetstream.New(s.nc)
 	}
 	if err != nil {
 		return fmt.Errorf("JetStream on %s: %w", s.url, err)
 	}
+	s.api = jsapi.Prefix(s.js)
 	rctx, cancel := s.request(ctx)
 	defer cancel()
 	before := denied.Last(s.nc)

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/conclave-io/conclave/internal/jsapi"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -68,21 +68,10 @@ func putPrefix(js jetstream.JetStream) string {
 	if js == nil {
 		return ""
 	}
-	o := js.Options()
-	var pre string
-	switch {
-	case o.Domain != "":
-		pre = "$JS." + o.Domain + ".API."
-	case o.APIPrefix != "":
-		pre = o.APIPrefix
-		if !strings.HasSuffix(pre, ".") {
-			pre += "."
-		}
+	if pre := jsapi.Prefix(js); pre != jetstream.DefaultAPIPrefix {
+		return pre
 	}
-	if pre == jetstream.DefaultAPIPrefix {
-		return ""
-	}
-	return pre
+	return ""
 }
 
 // Status reads the bucket's settings, and notes whether writes may carry a
