@@ -29,10 +29,11 @@ func (fw *Framework) NewElection(ctx context.Context, conn *nats.Conn, name stri
 // NewCampaign is NewElection returning the concrete *streams.Election, for
 // its Term (fencing token and term context), State and Healthy.
 //
-// Before opts it adds streams.WithJetStream (so that a leader's release is
-// marked and the next candidate leads at once), streams.WithLogger with fw.Logger("election") marked
-// with the election's name, and, with WithRegisterer, the framework's
-// metrics recorder; options in opts override them. ctx bounds connecting and
+// It campaigns over the connection's JetStream context, so a leader's
+// release is marked and the next candidate leads at once. Before opts it
+// adds streams.WithLogger with fw.Logger("election") marked with the
+// election's name, and, with WithRegisterer, the framework's metrics
+// recorder; options in opts override them. ctx bounds connecting and
 // opening the bucket, not the campaign.
 //
 // It returns an error wrapping ErrNoBroker when the shared connection cannot
@@ -42,16 +43,18 @@ func (fw *Framework) NewCampaign(ctx context.Context, conn *nats.Conn, name stri
 	if err := streams.ValidateKey(name); err != nil {
 		return nil, err
 	}
-	kv, js, err := fw.bucket(ctx, conn)
+	// Opening the bucket here reports a broker without one (ErrNoBucket)
+	// now rather than in Start's log.
+	_, js, err := fw.bucket(ctx, conn)
 	if err != nil {
 		return nil, err
 	}
-	all := []streams.Option{streams.WithJetStream(js), streams.WithLogger(fw.Logger("election").WithField("election", name))}
+	all := []streams.Option{streams.WithLogger(fw.Logger("election").WithField("election", name))}
 	if fw.recorder != nil {
 		all = append(all, streams.WithRecorder(fw.recorder))
 	}
 	all = append(all, opts...)
-	return streams.NewElection(fw.Identity(), name, kv, all...)
+	return streams.NewElection(fw.Identity(), name, js, all...)
 }
 
 // NewObserver returns an observer of election name over conn, or over the

@@ -175,7 +175,7 @@ func TestPermittedUserCampaignsAndObserverFollows(t *testing.T) {
 	}()
 
 	won := make(chan struct{}, 1)
-	e, err := streams.NewElection("a1", "app-a.cron", kvA, streams.WithJetStream(jsA), streams.OnWon(func() { won <- struct{}{} }))
+	e, err := streams.NewElection("a1", "app-a.cron", jsA, streams.OnWon(func() { won <- struct{}{} }))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,7 @@
 //
 //	reg := prometheus.NewRegistry()
 //	rec, err := metrics.New(reg)
-//	e, err := streams.NewElection(id, key, kv, streams.WithRecorder(rec))
+//	e, err := streams.NewElection(id, key, js, streams.WithRecorder(rec))
 //
 // Metrics, each labelled with the election key:
 //

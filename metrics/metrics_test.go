@@ -22,7 +22,9 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func bucket(t *testing.T, ttl time.Duration) (jetstream.KeyValue, func()) {
+// bucket starts a broker with the election bucket and returns the bucket,
+// the JetStream context of a connection to it, and a function that stops it.
+func bucket(t *testing.T, ttl time.Duration) (jetstream.KeyValue, jetstream.JetStream, func()) {
 	t.Helper()
 	b := brokertest.StartSingle(t, func(c *config.Config) { c.LeaderElectionTTL = ttl })
 	nc, err := nats.Connect(b.ClientURL())
@@ -35,7 +37,7 @@ func bucket(t *testing.T, ttl time.Duration) (jetstream.KeyValue, func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return kv, b.Shutdown
+	return kv, js, b.Shutdown
 }
 
 func start(t *testing.T, e *streams.Election) func() {
@@ -69,7 +71,7 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 }
 
 func TestMetricsAfterAWinAndALoss(t *testing.T) {
-	kv, _ := bucket(t, time.Second)
+	_, js, _ := bucket(t, time.Second)
 	reg := prometheus.NewRegistry()
 	rec, err := metrics.New(reg)
 	if err != nil {
@@ -78,7 +80,7 @@ func TestMetricsAfterAWinAndALoss(t *testing.T) {
 	if _, err := metrics.New(reg); err == nil {
 		t.Fatal("registering twice on one registry succeeded")
 	}
-	e, err := streams.NewElection("n1", "app", kv, streams.WithRecorder(rec))
+	e, err := streams.NewElection("n1", "app", js, streams.WithRecorder(rec))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +118,7 @@ func TestMetricsAfterAWinAndALoss(t *testing.T) {
 }
 
 func TestACandidateThatNeverLedReportsZero(t *testing.T) {
-	kv, _ := bucket(t, time.Minute)
+	kv, js, _ := bucket(t, time.Minute)
 	if _, err := kv.Create(context.Background(), "app", []byte("someone-else")); err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +127,7 @@ func TestACandidateThatNeverLedReportsZero(t *testing.T) {
 	if _, ok := find(t, reg, "conclave_election_leader"); ok {
 		t.Fatal("a leader gauge before any campaign")
 	}
-	e, _ := streams.NewElection("n1", "app", kv, streams.WithRecorder(rec))
+	e, _ := streams.NewElection("n1", "app", js, streams.WithRecorder(rec))
 	start(t, e)
 	waitUntil(t, "the leader gauge", func() bool {
 		_, ok := series(t, reg, "conclave_election_leader", map[string]string{"election": "app"})
@@ -140,10 +142,10 @@ func TestACandidateThatNeverLedReportsZero(t *testing.T) {
 }
 
 func TestDeposedLossIsCountedByCause(t *testing.T) {
-	kv, _ := bucket(t, time.Second)
+	kv, js, _ := bucket(t, time.Second)
 	reg := prometheus.NewRegistry()
 	rec, _ := metrics.New(reg)
-	e, _ := streams.NewElection("n1", "app", kv, streams.WithRecorder(rec))
+	e, _ := streams.NewElection("n1", "app", js, streams.WithRecorder(rec))
 	start(t, e)
 	waitUntil(t, "a win", e.IsLeader)
 	if err := kv.Delete(context.Background(), "app"); err != nil {
@@ -153,8 +155,8 @@ func TestDeposedLossIsCountedByCause(t *testing.T) {
 }
 
 func TestHealthFlipsWhenRenewalsStop(t *testing.T) {
-	kv, shutdown := bucket(t, 3*time.Second)
-	e, _ := streams.NewElection("n1", "app", kv, streams.RequestTimeout(200*time.Millisecond))
+	_, js, shutdown := bucket(t, 3*time.Second)
+	e, _ := streams.NewElection("n1", "app", js, streams.RequestTimeout(200*time.Millisecond))
 	start(t, e)
 	waitUntil(t, "a win", e.IsLeader)
 	h := metrics.HealthHandler(300*time.Millisecond, e)

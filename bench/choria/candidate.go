@@ -109,7 +109,7 @@ func newCandidate(ctx context.Context, s spec) (*candidate, error) {
 	c := &candidate{lib: s.lib, id: s.id, nc: nc, sink: s.sink, done: make(chan struct{})}
 	emit := func(k eventKind) func() { return func() { c.emit(k) } }
 	if s.lib == conclaveLib {
-		err = c.buildConclave(ctx, s, emit)
+		err = c.buildConclave(s, emit)
 	} else {
 		err = c.buildChoria(s, emit)
 	}
@@ -125,20 +125,16 @@ func newCandidate(ctx context.Context, s spec) (*candidate, error) {
 	return c, nil
 }
 
-func (c *candidate) buildConclave(ctx context.Context, s spec, emit func(eventKind) func()) error {
+func (c *candidate) buildConclave(s spec, emit func(eventKind) func()) error {
 	js, err := jetstream.New(c.nc)
 	if err != nil {
 		return fmt.Errorf("candidate %s: jetstream: %w", s.id, err)
 	}
-	kv, err := js.KeyValue(ctx, bucketName)
-	if err != nil {
-		return fmt.Errorf("candidate %s: bucket: %w", s.id, err)
-	}
-	opts := []streams.Option{streams.WithJetStream(js), streams.OnWon(emit(evWon)), streams.OnLost(emit(evLost))}
+	opts := []streams.Option{streams.InBucket(bucketName), streams.OnWon(emit(evWon)), streams.OnLost(emit(evLost))}
 	if s.grace > 0 {
 		opts = append(opts, streams.Grace(s.grace))
 	}
-	e, err := streams.NewElection(s.id, s.key, kv, opts...)
+	e, err := streams.NewElection(s.id, s.key, js, opts...)
 	if err != nil {
 		return fmt.Errorf("candidate %s: %w", s.id, err)
 	}

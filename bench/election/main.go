@@ -399,9 +399,8 @@ func onOff(on bool) string {
 type bench struct {
 	cfg config
 	srv *server.Server
-	// kv and js are the candidates' shared connection's; opts how
-	// candidates connect.
-	kv   jetstream.KeyValue
+	// js is the candidates' shared connection's; opts how candidates
+	// connect.
 	js   jetstream.JetStream
 	opts []nats.Option
 	// adminKV and adminJS are the admin's: it provisions the bucket and
@@ -434,8 +433,10 @@ func (b *bench) provision(ttl time.Duration) error {
 	if b.adminKV, err = b.adminJS.KeyValue(ctx, bucket.Name); err != nil {
 		return fmt.Errorf("opening the bucket: %w", err)
 	}
-	if b.kv, err = b.js.KeyValue(ctx, bucket.Name); err != nil {
-		return fmt.Errorf("opening the bucket: %w", err)
+	// The candidates open it themselves; opening it here fails fast when
+	// their user may not.
+	if _, err = b.js.KeyValue(ctx, bucket.Name); err != nil {
+		return fmt.Errorf("opening the bucket as the candidates: %w", err)
 	}
 	return nil
 }
@@ -467,7 +468,7 @@ type candidate struct {
 // a connection of its own, which a crash closes; otherwise over the shared
 // one.
 func (b *bench) start(key, identity string, own bool) (*candidate, error) {
-	kv, js := b.kv, b.js
+	js := b.js
 	c := &candidate{won: make(chan time.Time, 16), done: make(chan struct{})}
 	if own {
 		nc, err := b.connect(b.opts)
@@ -478,13 +479,9 @@ func (b *bench) start(key, identity string, own bool) (*candidate, error) {
 			nc.Close()
 			return nil, fmt.Errorf("jetstream: %w", err)
 		}
-		if kv, err = js.KeyValue(context.Background(), bucket.Name); err != nil {
-			nc.Close()
-			return nil, fmt.Errorf("opening the bucket: %w", err)
-		}
 		c.nc = nc
 	}
-	e, err := streams.NewElection(identity, key, kv, streams.WithJetStream(js), streams.OnWon(func() { c.won <- time.Now() }))
+	e, err := streams.NewElection(identity, key, js, streams.OnWon(func() { c.won <- time.Now() }))
 	if err != nil {
 		if c.nc != nil {
 			c.nc.Close()

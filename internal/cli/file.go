@@ -86,8 +86,8 @@ func (e *elections) file(ctx context.Context, name, path, identityFlag string, v
 		return err
 	}
 	defer s.Close()
-	el, err := streams.NewElection(identity, name, s.kv,
-		streams.WithJetStream(s.js),
+	el, err := streams.NewElection(identity, name, s.js,
+		streams.InBucket(s.bucket),
 		streams.OnLeading(lf.lead),
 		streams.OnLost(func() { _ = lf.remove("leadership lost") }),
 		streams.WithLogger(stderrLogger{log: log, verbose: verbose}),

@@ -313,13 +313,13 @@ type candidate struct {
 	done  chan struct{}
 }
 
-// campaign starts a candidate named identity in election key; it stops
-// when the test ends.
-func campaign(t *testing.T, kv jetstream.KeyValue, identity, key string, opts ...streams.Option) *candidate {
+// campaign starts a candidate named identity in election key, over js; it
+// stops when the test ends.
+func campaign(t *testing.T, js jetstream.JetStream, identity, key string, opts ...streams.Option) *candidate {
 	t.Helper()
 	c := &candidate{terms: make(chan *streams.Term, 16), done: make(chan struct{})}
 	opts = append(opts, streams.OnLeading(func(term *streams.Term) { c.terms <- term }))
-	e, err := streams.NewElection(identity, key, kv, opts...)
+	e, err := streams.NewElection(identity, key, js, opts...)
 	if err != nil {
 		t.Fatalf("election: %v", err)
 	}

@@ -37,8 +37,7 @@ type infoOutput struct {
 
 func TestInfo(t *testing.T) {
 	url := startBroker(t, time.Minute)
-	kv := electionBucket(t, url)
-	campaign(t, kv, "c1.example.net", "alpha").waitLeading(t)
+	campaign(t, jetStream(t, url), "c1.example.net", "alpha").waitLeading(t)
 
 	r := conclave(t, "--server", url, "election", "info", "alpha")
 	mustSucceed(t, r)

@@ -39,7 +39,7 @@ func listSetup(t *testing.T) (url string, kv jetstream.KeyValue, alphaRev uint64
 	t.Helper()
 	url = startBroker(t, time.Minute)
 	kv = electionBucket(t, url)
-	c1 := campaign(t, kv, "c1.example.net", "alpha")
+	c1 := campaign(t, jetStream(t, url), "c1.example.net", "alpha")
 	c1.waitLeading(t)
 	alphaRev = revisionOf(t, kv, "alpha")
 	removed = map[string]uint64{}

@@ -17,7 +17,7 @@ import (
 // and the watch follows an election that begins later.
 func TestNarrowUserListsAndWatchesAPattern(t *testing.T) {
 	u := cli.StartUsersBroker(t)
-	admin := u.Bucket(t, "admin")
+	admin := u.JetStream(t, "admin")
 	campaign(t, admin, "a-1", "app-a.cron").waitLeading(t)
 	campaign(t, admin, "b-1", "app-b.cron").waitLeading(t)
 	conf := u.Conf["app-a"]
@@ -88,7 +88,7 @@ func TestNarrowUserReadingAnotherElection(t *testing.T) {
 // does a refused list.
 func TestNonAdminInfoPrintsNoRawNATSError(t *testing.T) {
 	u := cli.StartUsersBroker(t)
-	campaign(t, u.Bucket(t, "admin"), "a-1", "app-a.cron").waitLeading(t)
+	campaign(t, u.JetStream(t, "admin"), "a-1", "app-a.cron").waitLeading(t)
 	rawLine := regexp.MustCompile(`(?m)^nats: |Permissions Violation for Publish to "\$JS\.API\.INFO"|on connection \[\d+\]`)
 
 	r := conclave(t, "--config", u.Conf["dash"], "--timeout", "2s", "election", "info", "app-a.cron")
@@ -114,7 +114,7 @@ func TestNonAdminInfoPrintsNoRawNATSError(t *testing.T) {
 // request for the account's limits (which info goes without).
 func TestRefusalsDoNotWaitForTheTimeout(t *testing.T) {
 	u := cli.StartUsersBroker(t)
-	campaign(t, u.Bucket(t, "admin"), "a-1", "app-a.cron").waitLeading(t)
+	campaign(t, u.JetStream(t, "admin"), "a-1", "app-a.cron").waitLeading(t)
 	const timeout, most = 40 * time.Second, 20 * time.Second
 	for _, tc := range []struct {
 		user string

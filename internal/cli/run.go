@@ -228,8 +228,8 @@ func (e *elections) run(ctx context.Context, name string, argv []string, f runFl
 		e: e, name: name, identity: identity, argv: argv, path: path, flags: f,
 		terms: make(chan *lead, 1), quit: make(chan struct{}), log: log,
 	}
-	el, err := streams.NewElection(identity, name, s.kv,
-		streams.WithJetStream(s.js),
+	el, err := streams.NewElection(identity, name, s.js,
+		streams.InBucket(s.bucket),
 		streams.OnLeading(r.onLeading),
 		streams.OnLost(r.onLost),
 		streams.Grace(f.grace),

@@ -359,7 +359,7 @@ func TestRunJSON(t *testing.T) {
 // once when it can lead.
 func TestRunTimeoutAndOnce(t *testing.T) {
 	url := startBroker(t, 2*time.Second)
-	campaign(t, electionBucket(t, url), "n1", "job").waitLeading(t)
+	campaign(t, jetStream(t, url), "n1", "job").waitLeading(t)
 
 	start := time.Now()
 	r := conclave(t, "--server", url, "election", "run", "--identity", "r1", "--lead-timeout", "1", "job", "true")

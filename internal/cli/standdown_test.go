@@ -10,10 +10,10 @@ import (
 
 func TestStandDown(t *testing.T) {
 	url := startBroker(t, 2*time.Second)
-	kv := electionBucket(t, url)
-	c1 := campaign(t, kv, "n1", "my_app")
+	js := jetStream(t, url)
+	c1 := campaign(t, js, "n1", "my_app")
 	c1.waitLeading(t)
-	c2 := campaign(t, kv, "n2", "my_app")
+	c2 := campaign(t, js, "n2", "my_app")
 
 	t.Run("declined", func(t *testing.T) {
 		r := conclaveWith(t, runOpts{stdin: "n\n"}, "--server", url, "election", "stand-down", "my_app")
@@ -129,9 +129,9 @@ func TestStandDownRefuses(t *testing.T) {
 // removed, who took over and the new term's token.
 func TestStandDownJSON(t *testing.T) {
 	url := startBroker(t, 2*time.Second)
-	kv := electionBucket(t, url)
-	campaign(t, kv, "n1", "my_app").waitLeading(t)
-	c2 := campaign(t, kv, "n2", "my_app")
+	js := jetStream(t, url)
+	campaign(t, js, "n1", "my_app").waitLeading(t)
+	c2 := campaign(t, js, "n2", "my_app")
 	r := conclave(t, "--server", url, "election", "stand-down", "my_app", "--force", "--wait", "20", "--json")
 	mustSucceed(t, r)
 	var out struct {

@@ -80,9 +80,10 @@ func StartUsersBroker(t *testing.T) *UsersBroker {
 	return u
 }
 
-// Bucket opens the election bucket as user, on a connection closed when
-// the test ends.
-func (u *UsersBroker) Bucket(t *testing.T, user string) jetstream.KeyValue {
+// JetStream connects as user and returns the connection's JetStream context,
+// once the election bucket can be opened through it; the connection is
+// closed when the test ends.
+func (u *UsersBroker) JetStream(t *testing.T, user string) jetstream.JetStream {
 	t.Helper()
 	leaf := u.leaves[user]
 	nc, err := nats.Connect(u.URL, nats.ClientCert(leaf.CertFile, leaf.KeyFile), nats.RootCAs(leaf.CAFile),
@@ -97,11 +98,10 @@ func (u *UsersBroker) Bucket(t *testing.T, user string) jetstream.KeyValue {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	kv, err := js.KeyValue(ctx, bucket.Name)
-	if err != nil {
+	if _, err := js.KeyValue(ctx, bucket.Name); err != nil {
 		t.Fatalf("election bucket as %s: %v", user, err)
 	}
-	return kv
+	return js
 }
 
 // TestReadRefusedIsPermissionDenied: reading an election the user may not

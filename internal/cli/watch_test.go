@@ -46,7 +46,8 @@ func TestWatch(t *testing.T) {
 	// A new election: the watch of the whole bucket discovers the key and
 	// reports the term's start with its token. (w1 stops without releasing:
 	// the test writes its release marker, as the campaign does.)
-	c1 := campaign(t, kv, "w1", "job", streams.ReleaseOnStop(false))
+	js := jetStream(t, url)
+	c1 := campaign(t, js, "w1", "job", streams.ReleaseOnStop(false))
 	term := c1.waitLeading(t)
 	_, m := all.stdout.waitFor(t, 0, regexp.MustCompile(`  elected\s+job: w1 leads, token (\d+)$`))
 	if m[1] != itoa(term.Token()) {
@@ -72,7 +73,7 @@ func TestWatch(t *testing.T) {
 	all.stdout.waitFor(t, 0, regexp.MustCompile(`  removed\s+blank: key removed while x led, revision `+itoa(emptied)+`: a forced stand-down$`))
 
 	// Forced stand-down: the key deleted under a leader.
-	c2 := campaign(t, kv, "w2", "job")
+	c2 := campaign(t, js, "w2", "job")
 	term2 := c2.waitLeading(t)
 	i, _ = all.stdout.waitFor(t, i, regexp.MustCompile(`  elected\s+job: w2 leads, token `+itoa(term2.Token())+`$`))
 	if err := kv.Delete(testCtx(t), "job"); err != nil {

@@ -15,7 +15,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
-	"github.com/conclave-io/conclave/bucket"
 	"github.com/conclave-io/conclave/config"
 	"github.com/conclave-io/conclave/internal/brokertest"
 	"github.com/conclave-io/conclave/providers/election/streams"
@@ -223,12 +222,8 @@ func TestElectionThroughBucketFailover(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		kv, err := js.KeyValue(ctx, bucket.Name)
-		if err != nil {
-			t.Fatalf("candidate %d: opening the bucket: %v", i, err)
-		}
-		opts := append(h.options(i), streams.WithJetStream(js), streams.WithLogger(log.WithField("candidate", i)))
-		e, err := streams.NewElection(fmt.Sprintf("cand-%d", i), key, kv, opts...)
+		opts := append(h.options(i), streams.WithLogger(log.WithField("candidate", i)))
+		e, err := streams.NewElection(fmt.Sprintf("cand-%d", i), key, js, opts...)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -125,7 +125,7 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer nc.Close()
-	js, kv, err := p.bucket(ctx, nc)
+	js, err := p.bucket(ctx, nc)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -138,12 +138,12 @@ func run(ctx context.Context, args []string) error {
 	errs := make([]error, set.workers)
 	for i := range set.workers {
 		w := &worker{p: p, name: fmt.Sprintf("%s.w%d", set.proc, i)}
-		e, err := streams.NewElection(set.identity, set.key, kv,
+		// A leader marks its release (through js), so that after a full
+		// restart the first new candidate leads at once.
+		e, err := streams.NewElection(set.identity, set.key, js,
+			streams.InBucket(set.bucket),
 			streams.OnWon(w.won), streams.OnLeading(w.leading), streams.OnLost(w.lost),
 			streams.OnCampaign(w.campaigning),
-			// A leader marks its release, so that after a full restart the
-			// first new candidate leads at once.
-			streams.WithJetStream(js),
 			streams.WithLogger(log.WithField("cand", w.name)))
 		if err != nil {
 			return err
@@ -195,24 +195,25 @@ func (p *process) connect() (*nats.Conn, error) {
 	)
 }
 
-// bucket opens the election bucket, retrying while the broker is away, and
-// returns it with the JetStream context it was opened with.
-func (p *process) bucket(ctx context.Context, nc *nats.Conn) (jetstream.JetStream, jetstream.KeyValue, error) {
+// bucket waits until the election bucket can be opened, retrying every
+// 200ms while the broker is away (the elections' own retries back off to
+// 5s), and returns the JetStream context the candidates campaign over.
+func (p *process) bucket(ctx context.Context, nc *nats.Conn) (jetstream.JetStream, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	for {
 		tctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		kv, err := js.KeyValue(tctx, p.set.bucket)
+		_, err := js.KeyValue(tctx, p.set.bucket)
 		cancel()
 		if err == nil {
-			return js, kv, nil
+			return js, nil
 		}
 		p.log.Warnf("opening bucket %s: %v", p.set.bucket, err)
 		select {
 		case <-ctx.Done():
-			return nil, nil, ctx.Err()
+			return nil, ctx.Err()
 		case <-time.After(200 * time.Millisecond):
 		}
 	}

@@ -4,553 +4,338 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/conclave-io/conclave/clock"
+	"github.com/conclave-io/conclave/internal/kvwatch"
 )
 
-// campaigner runs one Election's campaign on a single goroutine: every field
-// below is owned by that goroutine. It talks to the outside through the
-// Election (under its mutex), the notifier and the store.
-//
-// The campaign is split by concern: this file holds the loop and the
-// candidate's side, view.go what it knows of the key, watch.go the watch,
-// hold.go winning, renewing and releasing, phase.go the phases and the moves
-// between them.
-type campaigner struct {
-	e     *Election
-	n     *notifier
-	store store
-	tm    timings
-	clock clock.Clock
-	log   Logger
-	rec   Recorder
-	ctx   context.Context
+// driver runs a lease machine on a single goroutine: it performs the
+// machine's actions on the store, feeds it their outcomes and the watch's
+// messages, and hands the machine's notes to apply. It decides nothing
+// itself. A candidate's campaigner and an Observer are drivers.
+type driver struct {
+	key, identity string
+	store         store
+	clock         clock.Clock
+	m             *machine
+	// apply passes notes on, and returns what the machine must be told
+	// next, if anything.
+	apply func([]note) (input, bool)
+	// before is called before each write with whether it renews.
+	before func(renewal bool)
+	// lastLost, when set, is waited for before a release.
+	lastLost func() <-chan struct{}
 
-	phase   phase
-	view    keyView
-	seenRev uint64 // the highest revision seen, so an older message is never taken for news
-	watch   keyWatch
-
-	// candidate
-	nextCampaign time.Time // zero: nothing scheduled until the view changes
-	tries        int       // consecutive failed campaign attempts or reads
-	sitOut       sitOut
-
-	// the bucket's TTL
-	nextTTLCheck time.Time
-	ttlReadAt    time.Time // when the latest successful read of it was sent
-	ttlAskedRev  uint64    // the revision whose takeover last made us read it
-	ttlUnusable  error     // the bucket's TTL cannot hold elections: no campaign until it can
-	bucketBorn   time.Time // when the bucket's stream was created, as last read: a change means it was made again
-
-	hold     hold
-	term     *Term
-	lastLost <-chan struct{} // closed when the latest OnLost has returned
-
-	// closed is the error of a request that found the connection closed for
-	// good: the campaign cannot go on.
-	closed error
-	// denied is the permission refusal that ended the campaign, if any.
-	denied error
-	// idle counts loop turns in a row that found something due at once: a
-	// guard against a bug that would otherwise spin.
-	idle int
+	w      jetstream.KeyWatcher // the watch, or nil
+	cancel context.CancelFunc   // ends the watch's context
+	drains sync.WaitGroup       // stopped watches still being drained
+	done   bool
 }
 
-// sitOut keeps a deposed leader out of the takeover that follows: a forced
-// stand-down must move leadership.
-type sitOut struct {
-	until time.Time
-	rev   uint64 // the revision we were deposed at: a later holder ends the sit-out
-}
-
-func newCampaigner(e *Election, n *notifier, tm timings) *campaigner {
-	return &campaigner{e: e, n: n, store: e.store, tm: tm, clock: e.opts.clock, log: e.opts.log, rec: e.opts.recorder}
-}
-
-// run campaigns until ctx ends, and returns an error only if the
-// connection was closed for good.
-func (c *campaigner) run(ctx context.Context) error {
-	if sr, ok := c.rec.(StartRecorder); ok {
-		sr.Started(c.e.key)
-	}
-	c.begin(ctx)
-	timer := c.clock.NewTimer(time.Hour)
+// loop steps the machine until it finishes: with inStop once ctx ends, with
+// what the watch delivers, and with inTick when it asked to be woken.
+func (d *driver) loop(ctx context.Context, wake time.Time) {
+	timer := d.clock.NewTimer(time.Hour)
 	defer timer.Stop()
-	for ctx.Err() == nil && c.closed == nil && c.denied == nil {
-		c.tick()
-		now := c.clock.Now()
-		wait := c.nextWake(now).Sub(now)
-		if wait <= 0 {
-			c.idle++
-			if c.idle > spinLimit {
-				if c.idle == spinLimit+1 {
-					c.log.Errorf("election %s: the campaign found work due %d times in a row without progress (phase %s, view %s): slowing down; please report this", c.e.key, spinLimit, c.phase, c.view.describe())
-				}
-				wait = c.tm.retry
-			}
-		} else {
-			c.idle = 0
-		}
+	stopped := false
+	for !d.done {
 		timer.Stop()
 		select {
 		case <-timer.C():
 		default:
 		}
-		timer.Reset(max(wait, 0))
+		timer.Reset(max(wake.Sub(d.clock.Now()), 0))
+		done := ctx.Done()
+		if stopped {
+			done = nil
+		}
 		select {
-		case <-ctx.Done():
-		case ent, ok := <-c.watch.updates():
-			if !ok {
-				c.watchEnded(c.clock.Now())
-				continue
-			}
-			c.onWatch(c.clock.Now(), ent)
+		case <-done:
+			stopped = true
+			wake = d.handle(input{kind: inStop, now: d.clock.Now()})
+		case ent, ok := <-d.updates():
+			wake = d.handle(d.watchInput(ent, ok))
 		case <-timer.C():
+			wake = d.handle(input{kind: inTick, now: d.clock.Now()})
 		}
 	}
-	c.shutdown()
-	if c.denied != nil {
-		return fmt.Errorf("election %s: %w", c.e.key, c.denied)
+	d.drains.Wait()
+}
+
+// campaigner drives one Election's lease machine and passes its notes on to
+// the Term, the callbacks and the recorder.
+type campaigner struct {
+	driver
+	e        *Election
+	n        *notifier
+	log      Logger
+	rec      Recorder
+	ctx      context.Context
+	term     *Term
+	lastLost <-chan struct{} // closed when the latest OnLost has returned
+}
+
+func newCampaigner(e *Election, n *notifier, tm timings) *campaigner {
+	cfg := machineConfig{
+		identity: e.identity, key: e.key, writes: true,
+		grace: e.opts.grace, releaseOnStop: e.opts.releaseOnStop, timings: e.timings,
 	}
-	if c.closed != nil {
-		return fmt.Errorf("election %s: %w: the connection to the broker was closed; campaign again with a new Election on an open connection", c.e.key, c.closed)
+	c := &campaigner{e: e, n: n, log: e.opts.log, rec: e.opts.recorder}
+	c.driver = driver{key: e.key, identity: e.identity, store: e.store, clock: e.opts.clock,
+		m: newMachine(cfg, tm, e.opts.log), apply: c.apply, before: c.notifyCampaign,
+		lastLost: func() <-chan struct{} { return c.lastLost }}
+	return c
+}
+
+// run campaigns until ctx ends, and returns an error only if the campaign
+// could not go on: the connection was closed for good, or permission was
+// refused.
+func (c *campaigner) run(ctx context.Context, born time.Time) error {
+	if sr, ok := c.rec.(StartRecorder); ok {
+		sr.Started(c.e.key)
+	}
+	c.loop(ctx, c.begin(ctx, born))
+	switch fatal := c.m.fatal; {
+	case errors.Is(fatal, ErrPermissionDenied):
+		return fmt.Errorf("election %s: %w", c.e.key, fatal)
+	case fatal != nil:
+		return fmt.Errorf("election %s: %w: the connection to the broker was closed; campaign again with a new Election on an open connection", c.e.key, fatal)
 	}
 	return nil
 }
 
-// begin readies the campaign to run under ctx.
-func (c *campaigner) begin(ctx context.Context) {
+// begin starts the machine under ctx; born is when the bucket's stream was
+// created, as Start read it.
+func (c *campaigner) begin(ctx context.Context, born time.Time) time.Time {
 	c.ctx = ctx
-	c.log.Debugf("election %s: %s campaigning, ttl %v, renew every %v, safety margin %v", c.e.key, c.e.identity, c.tm.ttl, c.tm.renew, c.tm.margin)
-	now := c.clock.Now()
-	c.nextCampaign = now // read the key at once, whether or not a watch comes up
-	c.nextTTLCheck = now.Add(jittered(standbyTTLEvery(c.tm)))
+	tm := c.m.tm
+	c.log.Debugf("election %s: %s campaigning, ttl %v, renew every %v, safety margin %v", c.e.key, c.e.identity, tm.ttl, tm.renew, tm.margin)
+	return c.handle(input{kind: inStart, now: c.clock.Now(), born: born})
 }
 
-// spinLimit is how many loop turns in a row may find work due at once
-// before the loop slows itself down.
-const spinLimit = 1000
-
-// failed notes an error that ends the campaign: a connection closed for good.
-func (c *campaigner) failed(err error) bool {
-	if errors.Is(err, ErrPermissionDenied) {
-		if c.denied == nil {
-			c.log.Errorf("election %s: ending the campaign: %v", c.e.key, err)
+// handle steps the machine with in, performs what it asks until it asks
+// for nothing, and returns when to step it again.
+func (d *driver) handle(in input) time.Time {
+	out := d.m.step(in)
+	for {
+		d.watchNotes(out.notes)
+		if next, ok := d.apply(out.notes); ok {
+			out = d.m.step(next)
+			continue
 		}
-		c.denied = err
-		return true
-	}
-	if errors.Is(err, nats.ErrConnectionClosed) {
-		if c.closed == nil {
-			c.log.Errorf("election %s: the connection to the broker was closed: ending the campaign", c.e.key)
+		if out.done {
+			d.done = true
+			return out.wake
 		}
-		c.closed = err
-		return true
-	}
-	return false
-}
-
-// move changes the phase; a move that phaseMoves does not allow is a bug,
-// logged as such (the table tests fail on it).
-func (c *campaigner) move(next phase) {
-	if !c.phase.canMove(next) {
-		c.log.Errorf("election %s: bug: a campaign cannot move from %s to %s; please report this", c.e.key, c.phase, next)
-	}
-	c.phase = next
-}
-
-// tick does whatever is due.
-func (c *campaigner) tick() {
-	c.ensureWatch(c.clock.Now())
-	now := c.clock.Now()
-	if c.phase.holds() {
-		c.tickHolder(now)
-		return
-	}
-	switch {
-	case !now.Before(c.nextTTLCheck):
-		c.checkTTL(now)
-	case c.ttlUnusable != nil,
-		c.nextCampaign.IsZero(),
-		now.Before(later(c.nextCampaign, c.sitOut.until)):
-	case !c.viewFresh(now):
-		c.read(now)
-	case c.takeoverNeedsTTL(now):
-		// Read the TTL first, so that the campaign can take the lapsed
-		// lease over its revision at once (see leaseLapsed). Once per
-		// revision: if the read fails, the campaign waits for the broker.
-		c.ttlAskedRev = c.view.Revision
-		c.nextTTLCheck = now
-	default:
-		c.campaign(now)
-	}
-}
-
-// takeoverNeedsTTL reports whether a held key's lease has lapsed by the TTL
-// we know, but the TTL has not been read since we learned of the revision.
-func (c *campaigner) takeoverNeedsTTL(now time.Time) bool {
-	v := c.view
-	return v.State == KeyHeld && v.Revision != 0 && v.Revision != c.ttlAskedRev && v.ttl > 0 &&
-		!c.ttlReadAt.After(v.seenAt) && !now.Before(v.seenAt.Add(v.ttl))
-}
-
-// viewFresh reports whether a campaign may trust the view: a working watch
-// keeps it current; otherwise it must have been read just now.
-func (c *campaigner) viewFresh(now time.Time) bool {
-	switch {
-	case !c.view.known:
-		return false
-	case c.watch.working() && c.view.confirmed:
-		return true
-	}
-	return now.Sub(c.view.readAt) < c.tm.retry
-}
-
-// nextWake returns when tick next has something to do.
-func (c *campaigner) nextWake(now time.Time) time.Time {
-	wake := now.Add(time.Hour)
-	earliest := func(t time.Time) {
-		if !t.IsZero() && t.Before(wake) {
-			wake = t
+		if out.do.kind == doNothing {
+			return out.wake
 		}
+		out = d.m.step(d.perform(out.do))
 	}
-	if c.watch.w == nil {
-		earliest(c.watch.retryAt)
-	} else if c.watch.initial {
-		earliest(c.watch.lastEvent.Add(initTimeout(c.tm)))
+}
+
+// updates is the watch's channel, or nil (never ready) without a watch.
+func (d *driver) updates() <-chan jetstream.KeyValueEntry {
+	if d.w == nil {
+		return nil
 	}
-	switch c.phase {
-	case doomed:
-		earliest(c.hold.lease)
-	case winning, leading:
-		earliest(c.hold.nextRenew)
-		if !c.hold.ttlRead {
-			earliest(c.hold.ttlRetryAt)
-		} else {
-			earliest(c.nextTTLCheck)
+	return d.w.Updates()
+}
+
+// watchInput reads what the watch delivered: a message, the end of its
+// initial values (a nil entry), or its end.
+func (d *driver) watchInput(ent jetstream.KeyValueEntry, ok bool) input {
+	now := d.clock.Now()
+	if !ok {
+		err := errors.New("the watch ended")
+		if w, ok := d.w.(interface{ Err() error }); ok && w.Err() != nil {
+			err = w.Err()
 		}
-		if c.term != nil {
-			earliest(c.hold.lease)
-		} else if c.phase == winning && c.hold.ttlRead && now.Before(c.hold.lease) && c.hold.safeAt.Before(c.hold.lease) {
-			earliest(c.hold.safeAt)
+		d.stopWatch()
+		return input{kind: inWatchEnded, now: now, err: err}
+	}
+	if ent == nil {
+		return input{kind: inWatchInitialDone, now: now}
+	}
+	e := ReadEntry(ent)
+	return input{kind: inWatchEntry, now: now, entry: &e}
+}
+
+// perform does one action of the machine's and returns its outcome.
+func (d *driver) perform(a action) input {
+	sent := d.clock.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), a.timeout)
+	defer cancel()
+	switch a.kind {
+	case doRead:
+		ent, err := d.store.Latest(ctx, d.key)
+		in := input{kind: inRead, sent: sent, now: d.clock.Now(), err: err}
+		if ent != nil && err == nil {
+			e := ReadEntry(ent)
+			in.entry = &e
 		}
-	case candidate:
-		earliest(c.nextTTLCheck)
-		if c.ttlUnusable == nil && !c.nextCampaign.IsZero() {
-			earliest(later(c.nextCampaign, c.sitOut.until))
+		return in
+	case doWrite:
+		if d.before != nil {
+			d.before(a.renewal)
 		}
+		rev, err := d.store.Write(ctx, d.key, []byte(d.identity), a.expect)
+		return input{kind: inWrite, sent: sent, now: d.clock.Now(), rev: rev, expect: a.expect, err: err}
+	case doRelease:
+		if d.lastLost != nil {
+			if lost := d.lastLost(); lost != nil {
+				<-lost // the next leader's OnWon comes after our OnLost
+			}
+		}
+		var payload []byte
+		if a.marked {
+			payload = releasePayload(d.identity)
+		}
+		rctx, rcancel := context.WithTimeout(context.Background(), d.m.tm.request)
+		defer rcancel()
+		marked, err := d.store.Delete(rctx, d.key, a.expect, payload)
+		return input{kind: inRelease, sent: sent, now: d.clock.Now(), marked: marked, err: err}
+	case doReadTTL:
+		st, err := d.store.Status(ctx)
+		in := input{kind: inTTL, sent: sent, now: d.clock.Now(), err: err}
+		if err == nil {
+			in.ttl, in.born = st.TTL(), streamCreated(st)
+		}
+		return in
+	case doWatch:
+		err := d.makeWatch(a.timeout)
+		_, restartable := d.w.(interface{ restart() })
+		return input{kind: inWatchMade, sent: sent, now: d.clock.Now(), err: err, restartable: restartable}
 	}
-	return wake
+	panic(fmt.Sprintf("election %s: bug: unknown action %d", d.key, a.kind))
 }
 
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
+// makeWatch subscribes to the key; a watch not set up within timeout is
+// given up.
+func (d *driver) makeWatch(timeout time.Duration) error {
+	// The watch lives as long as its context, so it cannot carry a timeout:
+	// cancel it instead if setting up takes too long.
+	ctx, cancel := context.WithCancel(context.Background())
+	timer := time.AfterFunc(timeout, cancel) // network time, not the election's clock
+	w, err := d.store.Watch(ctx, d.key)
+	if !timer.Stop() {
+		if err == nil {
+			kvwatch.StopInBackground(w, &d.drains)
+		}
+		err = fmt.Errorf("watch not set up within %v: %w", timeout, context.DeadlineExceeded)
 	}
-	return b
-}
-
-// requestTimeout bounds a request by the request timeout and, while this
-// candidate holds a lease, by the lease: no request outlives the deadline.
-func (c *campaigner) requestTimeout(now time.Time) time.Duration {
-	timeout := c.tm.request
-	if c.phase.holds() && c.hold.lease.After(now) {
-		timeout = min(timeout, c.hold.lease.Sub(now))
-	}
-	return timeout
-}
-
-func (c *campaigner) requestContext(now time.Time) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), c.requestTimeout(now))
-}
-
-// read refreshes the view from the store, for a candidate that has no
-// working watch or doubts its view.
-func (c *campaigner) read(now time.Time) {
-	ctx, cancel := c.requestContext(now)
-	ent, err := c.store.Latest(ctx, c.e.key)
-	cancel()
-	done := c.clock.Now()
 	if err != nil {
-		if c.failed(err) {
-			return
-		}
-		c.tries++
-		c.nextCampaign = done.Add(c.tm.standby.Duration(c.tries))
-		c.log.Debugf("election %s: cannot read the key (try %d): %v", c.e.key, c.tries, err)
+		cancel()
+		return err
+	}
+	d.w, d.cancel = w, cancel
+	return nil
+}
+
+// stopWatch stops the watch and drains it in the background: the watcher
+// blocks delivering into a full channel, and closes it only once stopped.
+func (d *driver) stopWatch() {
+	if d.w == nil {
 		return
 	}
-	v := keyView{known: true, Entry: Entry{Key: c.e.key}, seenAt: done}
-	if ent != nil {
-		v = viewOf(ent, done, c.tm.ttl, false)
-	}
-	v.readAt = done
-	if !c.observe(done, v) {
-		// Older than what we know: a stale replica's answer, or a bucket
-		// made again, whose revisions start lower. Do not read again at
-		// once; check when the bucket was created, which tells them apart
-		// (see noteBucketBorn), at most once per TTL. The pause is a
-		// retry interval, not the campaign's growing backoff: a stale
-		// replica's answer must not delay a takeover.
-		c.nextCampaign = later(c.nextCampaign, done.Add(jittered(c.tm.retry)))
-		if done.Sub(c.ttlReadAt) >= c.tm.ttl && done.Before(c.nextTTLCheck) {
-			c.nextTTLCheck = done
+	kvwatch.StopInBackground(d.w, &d.drains)
+	d.w = nil
+	d.cancel()
+}
+
+// watchNotes stops or restarts the watch as the machine's notes say.
+func (d *driver) watchNotes(notes []note) {
+	for _, n := range notes {
+		switch n.kind {
+		case noteStopWatch:
+			d.stopWatch()
+		case noteRestartWatch:
+			if r, ok := d.w.(interface{ restart() }); ok {
+				r.restart() // a shared watch is made again for all, and stays subscribed
+			}
 		}
 	}
 }
 
-// campaign tries to take the key, in the way the view says is possible.
-func (c *campaigner) campaign(now time.Time) {
-	expect := c.view.expect()
-	if c.leaseLapsed(now) {
-		// The broker has not expired the key yet (its expiry timer can
-		// run hundreds of milliseconds late), but its holder's lease has
-		// surely ended: take the key over that very revision.
-		expect = c.view.Revision
-	}
-	c.notifyCampaign(CandidateState)
-	ctx, cancel := c.requestContext(now)
-	rev, err := c.store.Write(ctx, c.e.key, []byte(c.e.identity), expect)
-	cancel()
-	done := c.clock.Now()
-	switch {
-	case err == nil:
-		c.won(now, done, rev)
-	case isMismatch(err):
-		c.tries++
-		c.nextCampaign = done.Add(c.tm.standby.Duration(c.tries))
-		c.notPastLapse(done)
-		// Read the key before the next try, watch or not: a view that
-		// missed a renewal predicts the expiry early, and retrying it blind,
-		// with a growing backoff, would overshoot the real expiry by as much.
-		c.view.readAt, c.view.confirmed = time.Time{}, false
-		c.log.Debugf("election %s: campaign for revision %d lost: %v", c.e.key, expect, err)
-		if c.view.State == KeyHeld && c.tries == 1 {
-			// The leader outlived our prediction: perhaps the TTL was
-			// raised. Read it before the next try.
-			c.nextTTLCheck = done
-		}
-		if c.watch.working() && c.viewLooksStale(done) {
-			c.log.Debugf("election %s: view of the key looks stale, restarting the watch", c.e.key)
-			c.restartWatch(done)
-		}
-	case c.failed(err):
-	default:
-		c.tries++
-		c.nextCampaign = done.Add(c.tm.standby.Duration(c.tries))
-		if mayHaveApplied(err) {
-			c.log.Warnf("election %s: campaign failed with an unknown outcome (%v): if it was stored, the key holds %s's name and is left to expire, because it cannot be told apart from another candidate's with the same identity", c.e.key, err, c.e.identity)
-		} else {
-			c.log.Warnf("election %s: campaign failed: %v", c.e.key, err)
+// apply passes the machine's notes on. It returns what the machine must be
+// told next, if anything: that the term ended by its clock before an
+// extension reached it.
+func (c *campaigner) apply(notes []note) (next input, ok bool) {
+	for _, n := range notes {
+		switch n.kind {
+		case noteBegan:
+			c.beginTerm(n.token, n.until)
+		case noteExtended:
+			if c.term != nil && !c.term.extend(n.until) {
+				next, ok = input{kind: inTermLapsed, now: c.clock.Now()}, true
+			}
+		case noteLimited:
+			if c.term != nil {
+				c.term.limit(n.until)
+			}
+		case noteEnded:
+			c.finishTerm(n.cause)
+		case noteRenewed:
+			c.e.setRenewed(n.at)
+			if n.latency >= 0 {
+				c.rec.Renewed(c.e.key, n.latency)
+			}
+		case noteTimings:
+			c.e.setTimings(c.m.tm)
 		}
 	}
+	return next, ok
 }
 
-// notPastLapse brings the next campaign forward to when the holder's lease
-// surely ends (see lapseAt) if a backoff would overshoot it: the takeover
-// over the holder's revision is due then, and a growing backoff after
-// failed tries must not push it later.
-func (c *campaigner) notPastLapse(now time.Time) {
-	if at, ok := c.lapseAt(); ok && !c.nextCampaign.IsZero() && at.After(now) && at.Before(c.nextCampaign) {
-		c.nextCampaign = at
+func (c *campaigner) notifyCampaign(renewal bool) {
+	s := CandidateState
+	if renewal {
+		s = LeaderState
 	}
-}
-
-// leaseLapsed reports whether the holder's lease has surely ended (see
-// lapseAt), so that a compare-and-swap over its revision may take the key
-// without waiting for the broker to expire it.
-func (c *campaigner) leaseLapsed(now time.Time) bool {
-	at, ok := c.lapseAt()
-	return ok && !now.Before(at)
-}
-
-// lapseAt returns when the lease of the key's holder, at the revision the
-// view shows, has surely ended, and whether that can be told yet. The
-// holder counts on its lease until it sent the write plus the TTL less a
-// margin; we learned of the write after it was sent, so a TTL after we
-// learned of it the lease is over, provided the TTL is the one the holder
-// used: we take the longer of the TTL we knew then and one read since (a
-// raised TTL we had not read must not cut the lease short). Until such a
-// read, only the broker's expiry frees the key. A compare-and-swap that
-// finds a later revision fails, as for any campaign.
-func (c *campaigner) lapseAt() (time.Time, bool) {
-	v := c.view
-	if v.State != KeyHeld || v.Revision == 0 || v.ttl <= 0 || !c.ttlReadAt.After(v.seenAt) {
-		return time.Time{}, false
-	}
-	return v.seenAt.Add(max(v.ttl, c.tm.ttl)), true
-}
-
-// staleAfter is how long past its predicted expiry a held key may survive
-// before a standby suspects its watch missed renewals: well beyond the
-// broker's expiry lateness.
-const staleAfter = time.Second
-
-// viewLooksStale reports whether failed campaigns suggest the watch missed
-// something: the key was free by our view but taking it failed three times,
-// or it outlived its predicted expiry by far more than the broker's lateness.
-func (c *campaigner) viewLooksStale(now time.Time) bool {
-	if c.view.State == KeyHeld {
-		return now.Sub(c.view.expiresBy) >= staleAfter
-	}
-	return c.tries >= 3
-}
-
-// observe adopts a newer view of the key, reacts if it undoes our hold, and
-// schedules the next campaign. It returns false when it dropped v as older
-// than what we know.
-func (c *campaigner) observe(now time.Time, v keyView) bool {
-	if v.Revision != 0 && v.Revision < c.seenRev {
-		if !c.bucketRecreated(v) {
-			return false // older than what we know, such as a stale replica's answer
-		}
-		c.log.Warnf("election %s: the key's revision went back from %d to %d with a later write: the bucket was recreated; following its new revisions", c.e.key, c.seenRev, v.Revision)
-		c.seenRev = 0
-	}
-	stillGone := c.view.State == KeyRemoved && c.view.Revision == 0 && v.State == KeyAbsent // the removal vanishedUnderLease inferred stands
-	if c.view.known && (stillGone || v.State == c.view.State && v.Revision == c.view.Revision && sameMessage(c.view.Entry, v.Entry)) {
-		// Nothing new: keep what we learned first (when we saw it, when it
-		// expires), and note that it is still current.
-		c.view.readAt = later(c.view.readAt, v.readAt)
-		c.view.confirmed = c.view.confirmed || v.confirmed
-		return true
-	}
-	c.seenRev = max(c.seenRev, v.Revision)
-	if !c.phase.holds() && c.vanishedUnderLease(now, v) {
-		c.log.Warnf("election %s: the key %s held vanished without a marker %v before it could expire (the bucket deleted and made again, or purged): taking it as a forced removal, so a term begun on it waits a TTL, until %s has surely stood down", c.e.key, c.view.Leader, c.view.expiresBy.Sub(now).Round(time.Millisecond), c.view.Leader)
-		v.State, v.Operation = KeyRemoved, jetstream.KeyValuePurge // gone without a marker, as by a purge
-	}
-	c.view = v
-	if c.phase.holds() {
-		switch {
-		case v.State == KeyAbsent, v.Revision <= c.hold.rev:
-			return true // our own write, or a restarted watch finding the key gone: the next renewal decides
-		case c.hold.inDoubt && v.State == KeyHeld && v.Leader == c.e.identity:
-			return true // perhaps our own write landing late: the next renewal decides
-		}
-		c.log.Warnf("election %s: key changed under %s (revision %d, %s): standing down", c.e.key, c.e.identity, v.Revision, v.describe())
-		c.dropHold(now, true)
-		return true
-	}
-	c.schedule(now)
-	return true
-}
-
-// vanishedUnderLease reports whether v, showing the key absent, cannot be
-// its expiry: the view holds a leader, and the key is gone well before the
-// broker could have expired it (a TTL after it received the write, which
-// the view's expiresBy estimates). Someone removed it without leaving a
-// marker: deleted the bucket's stream and made it again, or purged it. Its
-// holder, which may have renewed since our view, still counts on its lease,
-// so the key is taken as removed: the next term waits a TTL from now, as
-// after any forced stand-down. The margin keeps an expiry seen a little
-// early (a late view, another clock) from counting.
-func (c *campaigner) vanishedUnderLease(now time.Time, v keyView) bool {
-	old := c.view
-	return v.State == KeyAbsent && old.known && old.State == KeyHeld &&
-		now.Before(old.expiresBy.Add(-c.tm.margin))
-}
-
-// sameMessage reports whether two entries of one revision are the same
-// message. After a bucket is recreated with revisions that start again, one
-// revision can name two messages: a leader of the old bucket and one of the
-// new. Taking the second for the first would keep the first's seenAt, and
-// a takeover "after its lease" could cut the second leader's lease short.
-func sameMessage(a, b Entry) bool {
-	return a.Leader == b.Leader && (a.Written.IsZero() || b.Written.IsZero() || a.Written.Equal(b.Written))
-}
-
-// noteBucketBorn takes in when the bucket's stream was created, from a read
-// of its settings; zero when the store cannot tell. A creation time other
-// than the one known means the bucket was deleted and made again: its
-// revisions may start lower than those seen, so they are followed from
-// now on. A candidate then takes the key as removed now, whatever the new
-// bucket shows until a leader writes in it: a leader of the old bucket may
-// not have noticed yet, and counts on its lease for up to a TTL. A holder
-// whose term has not begun (every term reads the settings first) waits a
-// TTL from now, as after a removal; a leader learns it at its next renewal,
-// whose revision check fails.
-func (c *campaigner) noteBucketBorn(now, born time.Time) {
-	if born.IsZero() {
-		return
-	}
-	known := c.bucketBorn
-	c.bucketBorn = born
-	if known.IsZero() || born.Equal(known) {
-		return
-	}
-	c.log.Warnf("election %s: the bucket was deleted and made again (created %s, before %s): following its new revisions; a leader in the new bucket is awaited or the key is taken as removed", c.e.key, born.Format(time.RFC3339Nano), known.Format(time.RFC3339Nano))
-	c.seenRev = 0
-	if c.phase.holds() {
-		if c.phase == winning && c.term == nil && c.hold.from != KeyRemoved {
-			// We took the key of the new bucket without knowing it was
-			// new: the old bucket's leader may still count on its lease,
-			// so the term waits a TTL from now (see confirmTTL).
-			c.hold.from, c.hold.fromSeenAt = KeyRemoved, now
-		}
-		return
-	}
-	c.view = keyView{known: true, Entry: Entry{Key: c.e.key, State: KeyRemoved, Operation: jetstream.KeyValuePurge}, seenAt: now, ttl: c.tm.ttl}
-	c.schedule(now)
-	if c.watch.w != nil {
-		c.restartWatch(now)
-	}
-}
-
-// bucketRecreated reports whether v, whose revision is below any seen,
-// belongs to a recreated bucket rather than being a stale read: the broker
-// stored it after the message our view holds.
-func (c *campaigner) bucketRecreated(v keyView) bool {
-	return c.view.known && !v.Written.IsZero() && !c.view.Written.IsZero() && v.Written.After(c.view.Written)
-}
-
-// schedule sets the next campaign from the view: at once when the key is
-// free to take, at the predicted expiry while someone holds it.
-func (c *campaigner) schedule(now time.Time) {
-	c.tries = 0
-	switch {
-	case !c.view.known:
-		c.nextCampaign = now // read it
-	case c.view.State == KeyHeld:
-		if c.view.Revision > c.sitOut.rev {
-			c.sitOut = sitOut{} // a new leader: nothing left to sit out
-		}
-		c.nextCampaign = c.view.expiresBy
-	default:
-		c.nextCampaign = now
-	}
-}
-
-func (c *campaigner) notifyCampaign(s State) {
 	c.rec.Campaign(c.e.key, s)
 	if cb := c.e.opts.onCampaign; cb != nil {
 		c.n.post(func() { cb(s) })
 	}
 }
 
-// shutdown ends the term and hands the key over.
-func (c *campaigner) shutdown() {
-	if c.term != nil {
-		cause := CauseReleased
-		switch {
-		case c.denied != nil:
-			cause = CauseDenied
-		case c.closed != nil:
-			cause = CauseClosed
+func (c *campaigner) beginTerm(token uint64, until time.Time) {
+	t := newTerm(c.ctx, c.clock, c.e.key, c.e.identity, token, until)
+	c.term = t
+	c.e.setTerm(t)
+	c.rec.Won(c.e.key)
+	c.rec.Leading(c.e.key, true)
+	won, leading := c.e.opts.onWon, c.e.opts.onLeading
+	c.n.post(func() {
+		if won != nil {
+			won()
 		}
-		c.finishTerm(cause)
-	}
-	if c.phase.holds() && c.phase != doomed && c.closed == nil && c.denied == nil && c.e.opts.releaseOnStop {
-		if c.lastLost != nil {
-			<-c.lastLost // the next leader's OnWon comes after our OnLost
+		if leading != nil {
+			leading(t)
 		}
-		c.release(c.clock.Now())
+	})
+}
+
+// finishTerm ends the current term with cause, unless it already ended, and
+// posts OnLost.
+func (c *campaigner) finishTerm(cause Cause) {
+	t := c.term
+	if t == nil {
+		return
 	}
-	c.stopWatch()
-	c.watch.drains.Wait()
+	c.term = nil
+	cause = t.end(cause)
+	c.e.setTerm(nil)
+	c.rec.Lost(c.e.key, cause)
+	c.rec.Leading(c.e.key, false)
+	c.log.Infof("election %s: %s stopped leading (%s), token %d", c.e.key, c.e.identity, cause, t.Token())
+	lost := c.e.opts.onLost
+	c.lastLost = c.n.post(func() {
+		if lost != nil {
+			lost()
+		}
+	})
 }

@@ -71,12 +71,12 @@ func TestSimTakeoverWaitsByWhatTheKeyShows(t *testing.T) {
 			if tc.wait > 0 && s.leading() {
 				t.Fatalf("led %v after seeing %s, want to wait %v", clk.Now().Sub(began), tc.name, tc.wait)
 			}
-			if s.c.phase != winning && tc.wait > 0 {
-				t.Fatalf("phase %s, want winning (the key taken, the term waiting)", s.c.phase)
+			if s.c.m.phase != winning && tc.wait > 0 {
+				t.Fatalf("phase %s, want winning (the key taken, the term waiting)", s.c.m.phase)
 			}
 			s.run(2 * time.Millisecond)
 			if !s.leading() {
-				t.Fatalf("not leading %v after starting (phase %s, view %s)", clk.Now().Sub(began), s.c.phase, s.c.view.describe())
+				t.Fatalf("not leading %v after starting (phase %s, view %s)", clk.Now().Sub(began), s.c.m.phase, s.c.m.view.describe())
 			}
 		})
 	}
@@ -107,8 +107,8 @@ func TestSimStopWritesAReleaseOnlyWhenNoOneElseCanLead(t *testing.T) {
 	st.mark(jetstream.KeyValueDelete, nil)
 	b := newSim(t, st, "b")
 	b.run(time.Second)
-	if b.c.phase != winning {
-		t.Fatalf("b is %s, want winning", b.c.phase)
+	if b.c.m.phase != winning {
+		t.Fatalf("b is %s, want winning", b.c.m.phase)
 	}
 	b.stop()
 	if got := st.latest(); got.State != KeyRemoved {
@@ -130,14 +130,14 @@ func TestSimTermUsesTheTTLReadAfterWinning(t *testing.T) {
 	st.setTTL(1500 * time.Millisecond) // the other's key now expires 1.5s after its write: already gone
 	s.run(5 * time.Second)
 	if !s.leading() {
-		t.Fatalf("standby does not lead (phase %s)", s.c.phase)
+		t.Fatalf("standby does not lead (phase %s)", s.c.m.phase)
 	}
 	term := s.lastTerm()
-	if got, max := term.ValidUntil().Sub(s.c.hold.sent), 1500*time.Millisecond; got > max {
+	if got, max := term.ValidUntil().Sub(s.c.m.hold.sent), 1500*time.Millisecond; got > max {
 		t.Fatalf("term valid for %v after its last write was sent, want at most the new TTL %v", got, max)
 	}
-	if s.c.tm.ttl != 1500*time.Millisecond {
-		t.Fatalf("campaign TTL %v, want the lowered 1.5s", s.c.tm.ttl)
+	if s.c.m.tm.ttl != 1500*time.Millisecond {
+		t.Fatalf("campaign TTL %v, want the lowered 1.5s", s.c.m.tm.ttl)
 	}
 }
 
@@ -151,20 +151,20 @@ func TestSimLeaderAdoptsATTLChangeWithinOneTTL(t *testing.T) {
 	s.run(time.Second)
 	st.setTTL(1500 * time.Millisecond)
 	s.run(3 * time.Second)
-	if s.c.tm.ttl != 1500*time.Millisecond {
-		t.Fatalf("leader still uses TTL %v one old TTL after the change", s.c.tm.ttl)
+	if s.c.m.tm.ttl != 1500*time.Millisecond {
+		t.Fatalf("leader still uses TTL %v one old TTL after the change", s.c.m.tm.ttl)
 	}
 	if !s.leading() {
 		t.Fatal("leader lost its term over a lowered TTL")
 	}
-	if until := s.lastTerm().ValidUntil(); until.Sub(s.c.hold.sent) > 1500*time.Millisecond {
-		t.Fatalf("deadline %v after the last write, want at most the new TTL", until.Sub(s.c.hold.sent))
+	if until := s.lastTerm().ValidUntil(); until.Sub(s.c.m.hold.sent) > 1500*time.Millisecond {
+		t.Fatalf("deadline %v after the last write, want at most the new TTL", until.Sub(s.c.m.hold.sent))
 	}
 
 	st.setTTL(6 * time.Second)
 	s.run(4 * time.Second)
-	if s.c.tm.ttl != 6*time.Second {
-		t.Fatalf("leader uses TTL %v after a raise to 6s", s.c.tm.ttl)
+	if s.c.m.tm.ttl != 6*time.Second {
+		t.Fatalf("leader uses TTL %v after a raise to 6s", s.c.m.tm.ttl)
 	}
 	// Healthy allows the new renew interval (2s): poll it across renewals.
 	for i := 0; i < 40; i++ {
@@ -190,8 +190,8 @@ func TestSimUnusableTTLGivesTheKeyUp(t *testing.T) {
 	if won, lost := s.callbacks(); won != 1 || lost != 1 {
 		t.Fatalf("won %d lost %d with an unusable TTL, want one term that ended", won, lost)
 	}
-	if s.c.phase != candidate {
-		t.Fatalf("phase %s, want candidate", s.c.phase)
+	if s.c.m.phase != candidate {
+		t.Fatalf("phase %s, want candidate", s.c.m.phase)
 	}
 	if got := st.latest(); got.State == KeyHeld {
 		t.Fatalf("key %s: the leader kept renewing", got.Describe())
@@ -219,7 +219,7 @@ func TestSimCandidateWithoutAWatchCampaignsOnItsTimer(t *testing.T) {
 	s := newSim(t, st, "b")
 	s.run(ttl + ttl/4 + 100*time.Millisecond) // expiry, plus at most one standby backoff step
 	if !s.leading() {
-		t.Fatalf("candidate without a watch does not lead after the holder's key expired (phase %s, view %s)", s.c.phase, s.c.view.describe())
+		t.Fatalf("candidate without a watch does not lead after the holder's key expired (phase %s, view %s)", s.c.m.phase, s.c.m.view.describe())
 	}
 	if n := s.log.count("WARN", "cannot watch"); n != 1 {
 		t.Fatalf("logged the watch failure %d times, want once", n)
@@ -234,7 +234,7 @@ func TestSimCandidateWithoutAWatchCampaignsOnItsTimer(t *testing.T) {
 	}
 	st.watchErr = nil
 	s.run(10 * time.Second)
-	if !s.c.watch.working() {
+	if !s.c.m.watch.working() {
 		t.Fatal("watch not made once the broker accepts it")
 	}
 	if n := s.log.count("INFO", "watching the key again"); n != 1 {
@@ -254,13 +254,13 @@ func TestSimStuckWatchIsMadeAgain(t *testing.T) {
 		t.Fatal("a candidate whose watch is stuck does not lead an empty key")
 	}
 	first := st.count("watch")
-	s.run(initTimeout(s.c.tm) + 250*time.Millisecond)
+	s.run(initTimeout(s.c.m.tm) + 250*time.Millisecond)
 	if st.count("watch") <= first {
-		t.Fatalf("stuck watch not made again within %v", initTimeout(s.c.tm))
+		t.Fatalf("stuck watch not made again within %v", initTimeout(s.c.m.tm))
 	}
 	st.stuckWatch = false
 	s.run(10 * time.Second)
-	if !s.c.watch.working() {
+	if !s.c.m.watch.working() {
 		t.Fatal("no working watch once the broker delivers")
 	}
 }
@@ -280,10 +280,10 @@ func TestSimDeposedLeaderKeepsItsSitOut(t *testing.T) {
 	}
 	st.mark(jetstream.KeyValueDelete, nil) // an operator's stand-down
 	s.run(ttl / 2)
-	if s.leading() || s.c.phase != candidate {
-		t.Fatalf("a still %s after its renewal was refused", s.c.phase)
+	if s.leading() || s.c.m.phase != candidate {
+		t.Fatalf("a still %s after its renewal was refused", s.c.m.phase)
 	}
-	if !s.c.sitOut.until.After(clk.Now()) {
+	if !s.c.m.sitOut.until.After(clk.Now()) {
 		t.Fatal("the deposed leader's sit-out was cleared")
 	}
 	if got := st.latest(); got.State != KeyRemoved {
@@ -301,7 +301,9 @@ func TestSimHolderIgnoresAnOldWatchEntry(t *testing.T) {
 	if !s.leading() {
 		t.Fatal("a does not lead")
 	}
-	s.c.restartWatch(clk.Now())
+	s.c.m.out = output{}
+	s.c.m.restartWatch(clk.Now())
+	s.c.apply(s.c.m.out.notes)
 	s.run(2 * time.Second)
 	if won, lost := s.callbacks(); won != 1 || lost != 0 {
 		t.Fatalf("won %d lost %d after a watch restart", won, lost)
@@ -482,8 +484,8 @@ func TestSimKeyVanishingUnderALiveLeaseIsARemoval(t *testing.T) {
 	st.vanish()                   // the stream is deleted and made again: no marker
 	st.endWatches()               // the watch ends with its stream
 	s.run(500 * time.Millisecond) // b watches again and finds the key absent
-	if s.c.view.State != KeyRemoved && !s.c.phase.holds() {
-		t.Fatalf("b's view after the key vanished: %s, phase %s; want it taken as removed", s.c.view.describe(), s.c.phase)
+	if s.c.m.view.State != KeyRemoved && !s.c.m.phase.holds() {
+		t.Fatalf("b's view after the key vanished: %s, phase %s; want it taken as removed", s.c.m.view.describe(), s.c.m.phase)
 	}
 	gone := clk.Now()
 	s.run(ttl - time.Second)
@@ -495,7 +497,7 @@ func TestSimKeyVanishingUnderALiveLeaseIsARemoval(t *testing.T) {
 	}
 	s.run(2 * time.Second)
 	if !s.leading() {
-		t.Fatalf("b not leading %v after the key vanished (phase %s)", clk.Now().Sub(gone), s.c.phase)
+		t.Fatalf("b not leading %v after the key vanished (phase %s)", clk.Now().Sub(gone), s.c.m.phase)
 	}
 }
 
@@ -531,7 +533,7 @@ func TestSimInferredRemovalOutlivesAFailedCampaign(t *testing.T) {
 	}
 	s.run(3 * time.Second)
 	if !s.leading() {
-		t.Fatalf("b not leading %v after the key vanished (phase %s, view %s)", clk.Now().Sub(gone), s.c.phase, s.c.view.describe())
+		t.Fatalf("b not leading %v after the key vanished (phase %s, view %s)", clk.Now().Sub(gone), s.c.m.phase, s.c.m.view.describe())
 	}
 }
 
@@ -568,7 +570,7 @@ func TestSimDeposedLeaderFollowsARecreatedBucket(t *testing.T) {
 	released := clk.Now()
 	s.run(3 * time.Second)
 	if !s.leading() {
-		t.Fatalf("a not leading %v after n released (phase %s, view %s, seen revision %d)", clk.Now().Sub(released), s.c.phase, s.c.view.describe(), s.c.seenRev)
+		t.Fatalf("a not leading %v after n released (phase %s, view %s, seen revision %d)", clk.Now().Sub(released), s.c.m.phase, s.c.m.view.describe(), s.c.m.seenRev)
 	}
 }
 
@@ -609,7 +611,7 @@ func TestSimLoserOfARecreatedBucketRaceFollowsIt(t *testing.T) {
 	st.mark(jetstream.KeyValueDelete, releasePayload("other"))
 	s.run(2 * time.Second)
 	if !s.leading() {
-		t.Fatalf("b not leading 2s after the release (phase %s, view %s, seen revision %d)", s.c.phase, s.c.view.describe(), s.c.seenRev)
+		t.Fatalf("b not leading 2s after the release (phase %s, view %s, seen revision %d)", s.c.m.phase, s.c.m.view.describe(), s.c.m.seenRev)
 	}
 }
 
@@ -642,7 +644,7 @@ func TestSimStandbyWithoutAWatchWaitsOutARecreatedBucket(t *testing.T) {
 	}
 	s.run(2 * ttl)
 	if !s.leading() {
-		t.Fatalf("b not leading %v after the bucket was made again (phase %s, view %s)", clk.Now().Sub(lastRenewal), s.c.phase, s.c.view.describe())
+		t.Fatalf("b not leading %v after the bucket was made again (phase %s, view %s)", clk.Now().Sub(lastRenewal), s.c.m.phase, s.c.m.view.describe())
 	}
 }
 
@@ -682,6 +684,6 @@ func TestSimStaleReadsDoNotSpin(t *testing.T) {
 	caughtUp := clk.Now()
 	s.run(ttl + ttl/4)
 	if !s.leading() {
-		t.Fatalf("b not leading %v after the reads caught up (phase %s, view %s)", clk.Now().Sub(caughtUp), s.c.phase, s.c.view.describe())
+		t.Fatalf("b not leading %v after the reads caught up (phase %s, view %s)", clk.Now().Sub(caughtUp), s.c.m.phase, s.c.m.view.describe())
 	}
 }

@@ -12,8 +12,8 @@ import (
 // or may not receive replies on the connection's inbox. The message names
 // what was refused and what to change. Start returns it rather than
 // retrying, since retrying cannot succeed until the broker's permissions
-// change. It is recognised only on a store with a JetStream context
-// (WithJetStream, as the framework passes).
+// change. Candidates always recognise it; observers only with
+// ObserveWithJetStream (as the framework passes).
 var ErrPermissionDenied = denied.ErrPermissionDenied
 
 // conn returns the store's connection, or nil when it has none.

@@ -4,6 +4,20 @@
 // get` and `choria kv get` show who leads, and Choria's own candidates on the
 // same bucket respect our leaders and we theirs.
 //
+// A candidate needs its identity, the election's key, and the JetStream
+// context of the connection it campaigns over:
+//
+//	js, err := jetstream.New(nc)
+//	...
+//	e, err := streams.NewElection("host1", "my_app", js,
+//		streams.OnWon(func() { ... }), streams.OnLost(func() { ... }))
+//	...
+//	err = e.Start(ctx) // campaigns until ctx ends or e.Stop()
+//
+// Start opens the bucket, CHORIA_LEADER_ELECTION unless InBucket names
+// another, waiting while it does not exist yet. When a leader stops, the
+// next candidate leads at once (see below: the release mark).
+//
 // # The algorithm
 //
 // A candidate campaigns by writing its identity with a compare-and-swap that
@@ -24,8 +38,9 @@
 // marker: a delete marker over its own revision whose payload names it
 // ("released by host1"; see ReadEntry). Any candidate that sees it, now or
 // later, leads at once; Choria's candidates see an ordinary deleted key and
-// take it too. Writing the marker needs the JetStream context the bucket was
-// opened with (WithJetStream); without it the release is a plain delete.
+// take it too. The marker is written through the election's JetStream
+// context, which the KV API alone could not do: a plain delete would look
+// like a forced stand-down, and the next candidate would wait a TTL.
 //
 // # Takeover on time
 //
@@ -62,9 +77,9 @@
 // Name a service's elections under one prefix to let its processes share.
 // A watch's heartbeats follow the TTL (every half TTL, 1 to 30 seconds; its
 // pull requests last at least 30 seconds), and reads of the bucket's
-// settings that candidates of a process make at once share one request. Sharing needs WithJetStream (ObserveWithJetStream
-// for observers); without it a process shares KV watches per key and prefix
-// with nats.go's settings.
+// settings that candidates of a process make at once share one request.
+// Observers share these watches when given ObserveWithJetStream; without it
+// they share KV watches per key and prefix with nats.go's settings.
 //
 // # Guarantees and the clock
 //

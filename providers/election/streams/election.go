@@ -13,7 +13,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/conclave-io/conclave/backoff"
+	"github.com/conclave-io/conclave/bucket"
 	"github.com/conclave-io/conclave/bucket/fit"
+	"github.com/conclave-io/conclave/internal/denied"
+	"github.com/conclave-io/conclave/internal/jsapi"
 )
 
 // Election is one candidate campaigning in one election: a key in a
@@ -25,9 +28,13 @@ import (
 type Election struct {
 	identity string
 	key      string
-	bucket   jetstream.KeyValue
-	store    store
-	opts     options
+	js       jetstream.JetStream
+	// bucket and store are the open bucket and the campaign's view of it:
+	// Start sets them once it has opened the bucket (store is set earlier
+	// only by tests, with withStore).
+	bucket jetstream.KeyValue
+	store  store
+	opts   options
 
 	mu          sync.Mutex
 	started     bool
@@ -39,11 +46,28 @@ type Election struct {
 	tm          timings // as the campaign last adopted them
 }
 
-// NewElection returns a candidate named identity for the election key in
-// bucket. It checks its arguments and returns errors wrapping ErrInvalidKey,
-// ErrInvalidIdentity or ErrInvalidOption; it does not talk to the broker, so
-// the bucket's own settings are checked by Start.
-func NewElection(identity, key string, bucket jetstream.KeyValue, opts ...Option) (*Election, error) {
+// NewElection returns a candidate named identity for the election key, in
+// the bucket CHORIA_LEADER_ELECTION (or the one InBucket names), over the
+// JetStream context js of the connection to campaign on:
+//
+//	js, err := jetstream.New(nc)
+//	...
+//	e, err := streams.NewElection("host1", "my_app", js, streams.OnWon(won), streams.OnLost(lost))
+//	...
+//	go e.Start(ctx)
+//
+// A leader that stops (Stop, or Start's context ending) releases its key
+// with a release mark, a delete marker naming it: the next candidate leads
+// at once, whether it is watching already or starts later, and Choria's
+// candidates take the key like any deleted one. js also gives the election
+// per-message TTLs where the bucket allows them, and watches shared by all
+// the candidates of the process on that connection.
+//
+// NewElection checks its arguments and returns errors wrapping
+// ErrInvalidKey, ErrInvalidIdentity or ErrInvalidOption (js nil included);
+// it does not talk to the broker: Start opens the bucket and checks its
+// settings.
+func NewElection(identity, key string, js jetstream.JetStream, opts ...Option) (*Election, error) {
 	if err := ValidateKey(key); err != nil {
 		return nil, err
 	}
@@ -59,14 +83,10 @@ func NewElection(identity, key string, bucket jetstream.KeyValue, opts ...Option
 			return nil, err
 		}
 	}
-	if bucket == nil && o.store == nil {
-		return nil, fmt.Errorf("%w: bucket is nil: open one with jetstream's KeyValue(ctx, %q)", ErrInvalidOption, "CHORIA_LEADER_ELECTION")
+	if js == nil && o.store == nil {
+		return nil, fmt.Errorf("%w: the JetStream context is nil: pass jetstream.New(nc), nc being the connection to campaign over", ErrInvalidOption)
 	}
-	st := o.store
-	if st == nil {
-		st = newKVStore(bucket, o.js, o.log)
-	}
-	return &Election{identity: identity, key: key, bucket: bucket, store: st, opts: o}, nil
+	return &Election{identity: identity, key: key, js: js, store: o.store, opts: o}, nil
 }
 
 // ValidateKey returns an error wrapping ErrInvalidKey unless key is a valid
@@ -118,11 +138,12 @@ func (e *Election) Key() string { return e.key }
 // closed for good (a leader then stands down at once, with CauseClosed), and
 // one wrapping ErrPermissionDenied when the broker refuses the election's
 // requests for permissions (a leader then stands down at once, with
-// CauseDenied); neither is retried. It first reads the bucket's settings, retrying with backoff (and logging why)
-// while the broker is unreachable, and returns an error wrapping
-// ErrInvalidBucket if they cannot hold elections safely. A leader that stops
-// gets OnLost and, unless ReleaseOnStop(false), hands its key over; Start
-// returns after that. An Election campaigns once: a second Start returns
+// CauseDenied); neither is retried. It first opens the bucket and reads its
+// settings, retrying with backoff while the broker is unreachable or the
+// bucket does not exist (and logging why, once for each cause), and returns
+// an error wrapping ErrInvalidBucket if they cannot hold elections safely.
+// A leader that stops gets OnLost and, unless ReleaseOnStop(false), hands
+// its key over with a release mark; Start returns after that. An Election campaigns once: a second Start returns
 // ErrAlreadyStarted.
 func (e *Election) Start(ctx context.Context) error {
 	e.mu.Lock()
@@ -158,15 +179,10 @@ func (e *Election) Start(ctx context.Context) error {
 		return err
 	}
 	e.setTimings(tm)
-	if e.opts.js == nil && e.opts.store == nil && e.opts.releaseOnStop {
-		e.opts.log.Warnf("election %s: no JetStream context given (streams.WithJetStream): a release cannot be marked, so candidates that start after %s stops treat it as a forced stand-down and wait a TTL", e.key, e.identity)
-	}
 
 	n := newNotifier()
 	defer n.close()
-	c := newCampaigner(e, n, tm)
-	c.bucketBorn = born
-	return c.run(ctx)
+	return newCampaigner(e, n, tm).run(ctx, born)
 }
 
 // Stop ends the campaign. It returns at once without waiting; Start returns
@@ -249,13 +265,15 @@ func (e *Election) setRenewed(at time.Time) {
 	e.mu.Unlock()
 }
 
-// awaitBucket reads the bucket's settings, retrying while the broker cannot
-// be reached, and checks them. It also returns when the bucket's stream was
+// awaitBucket opens the bucket, unless a test gave a store, and reads and
+// checks its settings, retrying while the broker cannot be reached or the
+// bucket does not exist. It also returns when the bucket's stream was
 // created (zero if the store cannot tell), to notice it being made again.
 func (e *Election) awaitBucket(ctx context.Context) (time.Duration, time.Time, error) {
 	var ttl time.Duration
 	var born time.Time
-	var invalid, closed, denied error
+	var invalid, closed, refused error
+	logged := "" // the last failure logged at warning level
 	err := backoff.FiveSec.For(ctx, func(try int) error {
 		timeout := 5 * time.Second
 		if e.opts.requestTimeout > 0 {
@@ -263,18 +281,27 @@ func (e *Election) awaitBucket(ctx context.Context) (time.Duration, time.Time, e
 		}
 		rctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
-		st, err := e.store.Status(rctx)
+		st, err := e.readBucket(rctx)
 		if errors.Is(err, nats.ErrConnectionClosed) {
 			closed = err
 			return nil
 		}
 		if errors.Is(err, ErrPermissionDenied) {
-			denied = err
+			refused = err
+			return nil
+		}
+		if errors.Is(err, ErrInvalidBucket) {
+			invalid = err
 			return nil
 		}
 		if err != nil {
-			if ctx.Err() == nil {
-				e.opts.log.Warnf("election %s: cannot read bucket %s (try %d), retrying: %v", e.key, e.bucket.Bucket(), try+1, err)
+			switch {
+			case ctx.Err() != nil:
+			case err.Error() != logged:
+				logged = err.Error()
+				e.opts.log.Warnf("election %s: cannot read bucket %s (try %d), retrying: %v", e.key, e.opts.bucket, try+1, err)
+			default:
+				e.opts.log.Debugf("election %s: cannot read bucket %s (try %d), retrying: %v", e.key, e.opts.bucket, try+1, err)
 			}
 			return err
 		}
@@ -286,12 +313,53 @@ func (e *Election) awaitBucket(ctx context.Context) (time.Duration, time.Time, e
 		return 0, time.Time{}, err
 	}
 	if closed != nil {
-		return 0, time.Time{}, fmt.Errorf("election %s: %w: open the bucket over an open connection", e.key, closed)
+		return 0, time.Time{}, fmt.Errorf("election %s: %w: give NewElection a JetStream context of an open connection", e.key, closed)
 	}
-	if denied != nil {
-		return 0, time.Time{}, fmt.Errorf("election %s: %w", e.key, denied)
+	if refused != nil {
+		return 0, time.Time{}, fmt.Errorf("election %s: %w", e.key, refused)
 	}
 	return ttl, born, invalid
+}
+
+// readBucket reads the bucket's settings, opening the bucket first if it is
+// not open yet, and making the store of the open bucket.
+func (e *Election) readBucket(ctx context.Context) (jetstream.KeyValueStatus, error) {
+	if e.store == nil {
+		kv, err := e.openBucket(ctx)
+		if err != nil {
+			return nil, err
+		}
+		e.mu.Lock()
+		e.bucket, e.store = kv, newKVStore(kv, e.js, e.opts.log)
+		e.mu.Unlock()
+	}
+	return e.store.Status(ctx)
+}
+
+// openBucket opens the bucket over the election's JetStream context. Its
+// errors say what to do; a refusal for permissions wraps
+// ErrPermissionDenied and a stream that is no KV bucket ErrInvalidBucket.
+func (e *Election) openBucket(ctx context.Context) (jetstream.KeyValue, error) {
+	name, nc := e.opts.bucket, e.js.Conn()
+	before := denied.Last(nc)
+	kv, err := e.js.KeyValue(ctx, name)
+	if err == nil {
+		return kv, nil
+	}
+	err = denied.Explain(nc, err, before, "opening bucket "+name, jsapi.Prefix(e.js)+"STREAM.INFO.KV_"+name)
+	switch {
+	case errors.Is(err, ErrPermissionDenied), errors.Is(err, nats.ErrConnectionClosed):
+		return nil, err
+	case errors.Is(err, jetstream.ErrBucketNotFound):
+		how := fmt.Sprintf("create it with `nats kv add %s --ttl 60s --history 1`, or name the right one with streams.InBucket", name)
+		if name == bucket.Name {
+			how = "brokers with plugin.choria.broker_network = true provision it (`conclave broker run`, or a Choria broker); on another NATS server " + how
+		}
+		return nil, fmt.Errorf("bucket %s not found: %s: %w", name, how, err)
+	case errors.Is(err, jetstream.ErrBadBucket):
+		return nil, fmt.Errorf("%w: stream KV_%s is not a key-value bucket: %w", ErrInvalidBucket, name, err)
+	}
+	return nil, fmt.Errorf("opening bucket %s: %w", name, err)
 }
 
 // checkBucket returns the bucket's TTL, or why it cannot hold elections:

@@ -30,7 +30,7 @@ func TestNewElectionRejectsBadInput(t *testing.T) {
 		{"empty identity", "", "app", kv, nil, ErrInvalidIdentity, "host name"},
 		{"padded identity", " n1", "app", kv, nil, ErrInvalidIdentity, "spaces"},
 		{"control in identity", "n1\n", "app", kv, nil, ErrInvalidIdentity, "control"},
-		{"nil bucket", "n1", "app", nil, nil, ErrInvalidOption, "bucket is nil"},
+		{"nil JetStream", "n1", "app", nil, nil, ErrInvalidOption, "pass jetstream.New(nc)"},
 		{"nil backoff", "n1", "app", kv, []Option{BackOff(nil)}, ErrInvalidOption, "BackOff(nil)"},
 		{"negative grace", "n1", "app", kv, []Option{Grace(-time.Second)}, ErrInvalidOption, "negative"},
 		{"zero margin", "n1", "app", kv, []Option{SafetyMargin(0)}, ErrInvalidOption, "positive"},
@@ -41,14 +41,14 @@ func TestNewElectionRejectsBadInput(t *testing.T) {
 		{"nil recorder", "n1", "app", kv, []Option{WithRecorder(nil)}, ErrInvalidOption, "nil"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := NewElection(tc.identity, tc.key, tc.bucket, tc.opts...)
+			_, err := NewElection(tc.identity, tc.key, jsFor(tc.bucket), bucketOptions(tc.bucket, tc.opts...)...)
 			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.says) {
 				t.Fatalf("got %v, want %v saying %q", err, tc.want, tc.says)
 			}
 		})
 	}
 	for _, key := range []string{"my_app", "a/b=c-d", "team.app.v2"} {
-		if _, err := NewElection("n1", key, kv); err != nil {
+		if _, err := NewElection("n1", key, jsFor(kv)); err != nil {
 			t.Errorf("valid key %q rejected: %v", key, err)
 		}
 	}

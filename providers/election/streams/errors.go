@@ -2,6 +2,8 @@ package streams
 
 import (
 	"errors"
+	"strconv"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -50,4 +52,21 @@ func mayHaveApplied(err error) bool {
 		return false
 	}
 	return true
+}
+
+// mismatchRevision returns the key's latest revision that a failed
+// compare-and-swap reports ("wrong last sequence: N", as nats-server
+// answers a publish whose expected last subject sequence is wrong), and
+// whether it could be read from err.
+func mismatchRevision(err error) (uint64, bool) {
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) || apiErr.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequence {
+		return 0, false
+	}
+	_, num, ok := strings.Cut(apiErr.Description, "wrong last sequence: ")
+	if !ok {
+		return 0, false
+	}
+	rev, perr := strconv.ParseUint(strings.TrimSpace(num), 10, 64)
+	return rev, perr == nil
 }

@@ -13,9 +13,12 @@ import (
 	"github.com/conclave-io/conclave/providers/election/streams"
 )
 
-// exampleBucket starts a throwaway broker and returns the election bucket on
-// it, and a function that shuts it all down. Real programs open the bucket
-// their broker provisions: js.KeyValue(ctx, "CHORIA_LEADER_ELECTION").
+// exampleBucket starts a throwaway broker with the election bucket and
+// returns the bucket, the JetStream context of a connection to the broker,
+// and a function that shuts it all down. Real programs connect to their
+// broker, which provisions the bucket, and pass jetstream.New(nc) to
+// NewElection; observers open the bucket: js.KeyValue(ctx,
+// "CHORIA_LEADER_ELECTION").
 func exampleBucket() (jetstream.KeyValue, jetstream.JetStream, func()) {
 	dir := mustTempDir()
 	srv, err := server.NewServer(&server.Options{Port: -1, JetStream: true, StoreDir: dir, NoLog: true, NoSigs: true})
@@ -46,14 +49,13 @@ func exampleBucket() (jetstream.KeyValue, jetstream.JetStream, func()) {
 }
 
 func ExampleNewElection() {
-	kv, js, shutdown := exampleBucket()
+	_, js, shutdown := exampleBucket()
 	defer shutdown()
 
 	ctx, cancel := context.WithCancel(context.Background())
 	leading := make(chan *streams.Term, 1)
-	e, err := streams.NewElection("n1.example.net", "my_app", kv,
-		// The JetStream context the bucket came from: lets a leader mark its release.
-		streams.WithJetStream(js),
+	// js is jetstream.New(nc); the election is in the CHORIA_LEADER_ELECTION bucket.
+	e, err := streams.NewElection("n1.example.net", "my_app", js,
 		streams.OnWon(func() { fmt.Println("won") }),
 		streams.OnLost(func() { fmt.Println("lost") }),
 		// The term carries the fencing token and a context that ends with it.
@@ -68,7 +70,7 @@ func ExampleNewElection() {
 	term := <-leading
 	fmt.Println("leader:", e.IsLeader(), "token:", term.Token(), "valid:", term.Valid())
 
-	cancel() // or e.Stop()
+	cancel() // or e.Stop(): the release is marked, so the next candidate leads at once
 	fmt.Println("Start returned:", <-done)
 	fmt.Println("leader:", e.IsLeader(), "term:", term.Err())
 	// Output:
@@ -94,7 +96,7 @@ func ExampleNewObserver() {
 	go func() { observed <- o.Run(ctx) }()
 	fmt.Println(<-changes)
 
-	e, _ := streams.NewElection("n1.example.net", "my_app", kv, streams.WithJetStream(js))
+	e, _ := streams.NewElection("n1.example.net", "my_app", js)
 	campaigned := make(chan error)
 	go func() { campaigned <- e.Start(ctx) }()
 	fmt.Println(<-changes)

@@ -270,7 +270,8 @@ type sim struct {
 	c     *campaigner
 	n     *notifier
 	log   *logSink
-	turns int // loop turns taken, to catch spinning
+	turns int       // loop turns taken, to catch spinning
+	wake  time.Time // when the campaign asked to be stepped next
 	mu    sync.Mutex
 	won   int
 	lost  int
@@ -296,8 +297,7 @@ func newSim(t *testing.T, st *fakeStore, identity string, opts ...Option) *sim {
 	e.setTimings(tm)
 	s.e, s.n = e, newNotifier()
 	s.c = newCampaigner(e, s.n, tm)
-	s.c.bucketBorn = st.created // as Start reads it
-	s.c.begin(context.Background())
+	s.wake = s.c.begin(context.Background(), st.created) // born as Start reads it
 	t.Cleanup(func() { s.n.close() })
 	return s
 }
@@ -306,12 +306,8 @@ func newSim(t *testing.T, st *fakeStore, identity string, opts ...Option) *sim {
 func (s *sim) pump() {
 	for {
 		select {
-		case ent, ok := <-s.c.watch.updates():
-			if !ok {
-				s.c.watchEnded(s.clk.Now())
-				continue
-			}
-			s.c.onWatch(s.clk.Now(), ent)
+		case ent, ok := <-s.c.updates():
+			s.wake = s.c.handle(s.c.watchInput(ent, ok))
 		default:
 			return
 		}
@@ -321,10 +317,12 @@ func (s *sim) pump() {
 // step takes one turn of the campaign's loop without moving the clock.
 func (s *sim) step() time.Time {
 	s.pump()
-	s.c.tick()
+	if !s.wake.After(s.clk.Now()) {
+		s.wake = s.c.handle(input{kind: inTick, now: s.clk.Now()})
+	}
 	s.pump()
 	s.turns++
-	return s.c.nextWake(s.clk.Now())
+	return s.wake
 }
 
 // run takes loop turns, moving the clock to each wake-up, for d of fake
@@ -339,7 +337,7 @@ func (s *sim) run(d time.Duration) {
 		if !wake.After(now) {
 			sameInstant++
 			if sameInstant > 50 {
-				s.t.Fatalf("campaign spins: %d turns at %v with work due (phase %s, view %s)", sameInstant, now, s.c.phase, s.c.view.describe())
+				s.t.Fatalf("campaign spins: %d turns at %v with work due (phase %s, view %s)", sameInstant, now, s.c.m.phase, s.c.m.view.describe())
 			}
 			continue
 		}
@@ -356,7 +354,11 @@ func (s *sim) run(d time.Duration) {
 // stop shuts the campaign down as Stop would.
 func (s *sim) stop() {
 	s.pump()
-	s.c.shutdown()
+	s.wake = s.c.handle(input{kind: inStop, now: s.clk.Now()})
+	if !s.c.done {
+		s.t.Fatalf("the campaign did not finish when stopped (phase %s)", s.c.m.phase)
+	}
+	s.c.drains.Wait()
 }
 
 // callbacks waits for queued callbacks to run and returns the counts.

@@ -379,17 +379,14 @@ func runElectionAllowing(t testing.TB, e *Election, allowed error) (stop func())
 }
 
 // jsOf maps each bucket the helpers opened to its JetStream context, so
-// that mustElection can pass WithJetStream as every real user does.
+// that mustElection can pass it to NewElection as every real user does.
 var jsOf sync.Map
 
-// mustElection makes a candidate with WithJetStream, as the framework does;
-// use NewElection directly for one without.
+// mustElection makes a candidate in kv's bucket over its JetStream context,
+// as the framework does (see jsFor and bucketOptions).
 func mustElection(t testing.TB, identity, key string, kv jetstream.KeyValue, opts ...Option) *Election {
 	t.Helper()
-	if js, ok := jsOf.Load(kv); ok {
-		opts = append([]Option{WithJetStream(js.(jetstream.JetStream))}, opts...)
-	}
-	e, err := NewElection(identity, key, kv, opts...)
+	e, err := NewElection(identity, key, jsFor(kv), bucketOptions(kv, opts...)...)
 	if err != nil {
 		t.Fatalf("NewElection: %v", err)
 	}

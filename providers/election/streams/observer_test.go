@@ -65,10 +65,6 @@ func TestObserverFollowsTermsReleasesRemovalsAndExpiries(t *testing.T) {
 	ts := newTestServer(t)
 	nc := connect(t, ts.url())
 	kv := createBucket(t, nc, bucketConfig(ttl))
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	seen := &changes{}
 	o, err := NewObserver("watched", kv, OnChange(seen.add), ObserveRenewals())
 	if err != nil {
@@ -78,7 +74,7 @@ func TestObserverFollowsTermsReleasesRemovalsAndExpiries(t *testing.T) {
 	seen.waitFor(t, "no leader at first", func(l Leadership) bool { return l.Event == EventCurrent && !l.HasLeader() })
 
 	rec := newRecorder()
-	stopA := runElection(t, mustElection(t, "a", "watched", kv, append(rec.options("a"), WithJetStream(js))...))
+	stopA := runElection(t, mustElection(t, "a", "watched", kv, rec.options("a")...))
 	evs := rec.waitFor(t, 5*time.Second, "a to win", func(evs []event) bool { return wins(evs, "a") == 1 })
 	elected := seen.waitFor(t, "a elected", func(l Leadership) bool { return l.Event == EventElected })
 	if elected.Leader != "a" || elected.Token != evs[0].term.Token() || elected.Since.IsZero() {
@@ -92,7 +88,7 @@ func TestObserverFollowsTermsReleasesRemovalsAndExpiries(t *testing.T) {
 		t.Fatalf("Leadership() = %v", got)
 	}
 
-	stopA() // a leader with WithJetStream marks its release
+	stopA() // a leader marks its release
 	stepped := seen.waitFor(t, "a to step down", func(l Leadership) bool { return !l.HasLeader() && l.Revision > renewed.Revision })
 	if stepped.Event != EventReleased || stepped.ReleasedBy != "a" || stepped.State != KeyReleased {
 		t.Fatalf("a's release reported as %+v, want released by a", stepped)

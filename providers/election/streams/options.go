@@ -4,8 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
+	"github.com/conclave-io/conclave/bucket"
 	"github.com/conclave-io/conclave/clock"
 )
 
@@ -43,12 +42,12 @@ type options struct {
 	clock          clock.Clock
 	log            Logger
 	recorder       Recorder
-	js             jetstream.JetStream
-	store          store // tests only: replaces the bucket
+	bucket         string // the bucket's name (InBucket)
+	store          store  // tests only: replaces the bucket
 }
 
 func defaultOptions() options {
-	return options{releaseOnStop: true, clock: clock.System{}, log: nopLogger{}, recorder: nopRecorder{}}
+	return options{releaseOnStop: true, clock: clock.System{}, log: nopLogger{}, recorder: nopRecorder{}, bucket: bucket.Name}
 }
 
 // OnWon sets a function called when this candidate becomes leader. It runs
@@ -197,22 +196,37 @@ func WithRecorder(r Recorder) Option {
 	}
 }
 
-// WithJetStream gives the election the JetStream context its bucket was
-// opened with. A leader uses it to mark its release: a delete marker naming
-// it, which lets the next candidate lead at once however long after the
-// release it starts, and which Choria's candidates take like any delete.
-// Candidates also use it to read the key, markers included, when they have
-// no watch. Without it a release is a plain delete, which later candidates
-// cannot tell from a forced stand-down, so they wait a TTL; the election
-// says so in its log when it starts. conclave's framework passes it.
-func WithJetStream(js jetstream.JetStream) Option {
+// InBucket names the KV bucket the election's key lives in, for brokers that
+// keep elections elsewhere than in CHORIA_LEADER_ELECTION, the bucket Conclave
+// and Choria brokers provision and the default. Start opens it over the
+// JetStream context given to NewElection, and waits, retrying, while it does
+// not exist.
+func InBucket(name string) Option {
 	return func(o *options) error {
-		if js == nil {
-			return fmt.Errorf("%w: WithJetStream(nil): pass the jetstream.JetStream the bucket was opened with, or leave the option out", ErrInvalidOption)
+		if err := validateBucketName(name); err != nil {
+			return err
 		}
-		o.js = js
+		o.bucket = name
 		return nil
 	}
+}
+
+// validateBucketName refuses what NATS refuses as a KV bucket's name.
+func validateBucketName(name string) error {
+	bad := func(why string) error {
+		return fmt.Errorf("%w: InBucket(%q) %s: a bucket name has only letters, digits, - and _, as in %q; leave the option out to use %s", ErrInvalidOption, name, why, bucket.Name, bucket.Name)
+	}
+	if name == "" {
+		return bad("is empty")
+	}
+	for _, r := range name {
+		ok := r == '-' || r == '_' ||
+			(r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9')
+		if !ok {
+			return bad(fmt.Sprintf("contains %q", r))
+		}
+	}
+	return nil
 }
 
 // withStore replaces the bucket with s: for table tests with a fake store.

@@ -243,3 +243,12 @@ var _ store = (*kvStore)(nil)
 // errCodeMessageTTLDisabled is the JetStream error code for a per-message
 // TTL on a stream that does not allow them (nats.go names no constant).
 const errCodeMessageTTLDisabled jetstream.ErrorCode = 10166
+
+// streamCreated returns when the stream behind a bucket's status was
+// created, or zero when the status does not say.
+func streamCreated(st jetstream.KeyValueStatus) time.Time {
+	if bs, ok := st.(interface{ StreamInfo() *jetstream.StreamInfo }); ok && bs.StreamInfo() != nil {
+		return bs.StreamInfo().Created
+	}
+	return time.Time{}
+}

@@ -63,7 +63,7 @@ func TestCampaignThroughAJetStreamDomain(t *testing.T) {
 	defer cancel()
 
 	rec := newRecorder()
-	e, err := NewElection("a", "app.domain", kv, append(rec.options("a"), WithJetStream(js), RequestTimeout(time.Second))...)
+	e, err := NewElection("a", "app.domain", js, append(rec.options("a"), RequestTimeout(time.Second))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,17 +97,17 @@ func TestCampaignThroughAJetStreamDomain(t *testing.T) {
 func TestElectionsInTwoDomainsOnOneConnection(t *testing.T) {
 	nc := leafWithHub(t)
 	local := createBucket(t, nc, bucketConfig(2*time.Second))
-	remote, js := hubBucket(t, nc, 6*time.Second)
+	_, js := hubBucket(t, nc, 6*time.Second)
 	localJS, _ := jsOf.Load(local)
 
 	rec := newRecorder()
-	a, err := NewElection("a", "app.local", local, append(rec.options("a"), WithJetStream(localJS.(jetstream.JetStream)))...)
+	a, err := NewElection("a", "app.local", localJS.(jetstream.JetStream), rec.options("a")...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	runElection(t, a)
 	rec.waitFor(t, 10*time.Second, "a leads the leaf's election", func(evs []event) bool { return leader(evs) == "a" })
-	b, err := NewElection("b", "app.remote", remote, append(rec.options("b"), WithJetStream(js))...)
+	b, err := NewElection("b", "app.remote", js, rec.options("b")...)
 	if err != nil {
 		t.Fatal(err)
 	}

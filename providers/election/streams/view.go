@@ -1,10 +1,6 @@
 package streams
 
-import (
-	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
-)
+import "time"
 
 // keyView is a candidate's knowledge of the election key: the meaning of its
 // latest message (see ReadEntry) and when this candidate learned of it.
@@ -24,14 +20,17 @@ type keyView struct {
 	// ttl is the bucket's TTL as this candidate knew it when it learned of
 	// the message.
 	ttl time.Duration
+	// live is true when a watch delivered the message as it was written,
+	// so that nothing can have happened between it and the one before.
+	live bool
 }
 
-// viewOf reads ent as seen at now. written says whether the message was
+// viewOf reads e as seen at now. live says whether the message was
 // written while we watched (its age is then ~0); otherwise its age is
 // estimated from the broker's timestamp and clamped to [0, ttl]: a wrong
 // guess only moves a safety-net campaign, never a deadline.
-func viewOf(ent jetstream.KeyValueEntry, now time.Time, ttl time.Duration, live bool) keyView {
-	v := keyView{known: true, Entry: ReadEntry(ent), seenAt: now, readAt: now, ttl: ttl}
+func viewOf(e Entry, now time.Time, ttl time.Duration, live bool) keyView {
+	v := keyView{known: true, Entry: e, seenAt: now, readAt: now, ttl: ttl, live: live}
 	if v.State == KeyHeld {
 		age := time.Duration(0)
 		if !live {
@@ -42,22 +41,6 @@ func viewOf(ent jetstream.KeyValueEntry, now time.Time, ttl time.Duration, live 
 	return v
 }
 
-// free reports whether a campaign may try to take the key now: it is
-// absent, released or removed, or held past its predicted expiry.
-func (v keyView) free(now time.Time) bool {
-	return v.State != KeyHeld || !now.Before(v.expiresBy)
-}
-
-// expect is the revision a campaign must find to take the key: the marker
-// it replaces, or 0 when the key should have no message.
-func (v keyView) expect() uint64 {
-	switch v.State {
-	case KeyReleased, KeyRemoved:
-		return v.Revision
-	}
-	return 0 // absent, or held but predicted expired: it must now be gone
-}
-
 func (v keyView) describe() string {
 	if !v.known {
 		return "unknown"
@@ -66,4 +49,11 @@ func (v keyView) describe() string {
 		return "absent or expired"
 	}
 	return v.Describe()
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

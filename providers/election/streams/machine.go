@@ -1,0 +1,1116 @@
+package streams
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/conclave-io/conclave/bucket"
+)
+
+// machine is the election's lease machine: everything one candidate (or,
+// with writes off, one observer) knows of its election key, and every
+// decision it takes. It does no I/O, starts no goroutine and reads no
+// clock: step takes what happened, with the time it happened, and returns
+// what to do next and when to be stepped again. Both come from one
+// function, plan, so what is due and when to wake cannot disagree.
+//
+// The driver performs at most one action at a time and steps the machine
+// with its result before anything else.
+type machine struct {
+	cfg machineConfig
+	tm  timings
+	log Logger
+	out output
+
+	phase   phase
+	view    keyView
+	seenRev uint64 // the highest revision seen in this epoch
+	// seenWritten is the latest broker write time of any message seen: a
+	// lower revision written after it belongs to a bucket made again.
+	seenWritten time.Time
+	epoch       time.Time // when the bucket's stream was created, as last read: a change means it was made again
+
+	// candidate
+	nextCampaign time.Time // zero: nothing scheduled until the view changes
+	tries        int       // consecutive failed campaign attempts or reads
+	sitOut       sitOut
+
+	// the bucket's TTL
+	nextTTLCheck time.Time
+	ttlReadAt    time.Time // when the latest successful read of it was sent
+	ttlAskedRev  uint64    // the revision whose takeover last made us read it
+	ttlUnusable  error     // the bucket's TTL cannot hold elections: no campaign until it can
+
+	hold    hold
+	leading bool // a term runs (in leading or doomed)
+	token   uint64
+
+	watch watchState
+
+	// stopping: Stop was asked for or the campaign cannot go on (fatal).
+	stopping bool
+	released bool // the release after stopping was attempted
+	// giveUpRelease: the key is to be released while running, because the
+	// bucket's TTL cannot hold elections any more.
+	giveUpRelease bool
+	finished      bool  // nothing more to do
+	fatal         error // a permission refusal or a connection closed for good
+}
+
+// machineConfig is what a machine is given once.
+type machineConfig struct {
+	identity, key string
+	writes        bool // false for an observer: it never writes
+	grace         time.Duration
+	releaseOnStop bool
+	timings       func(ttl time.Duration) (timings, error)
+	// random returns a number in [0, n): the source of the machine's
+	// jitter, so that a simulation can replay it.
+	random func(n int64) int64
+}
+
+// sitOut keeps a deposed leader out of the takeover that follows: a forced
+// stand-down must move leadership.
+type sitOut struct {
+	until time.Time
+	rev   uint64 // the revision we were deposed at: a later holder ends the sit-out
+}
+
+// hold is what a machine knows while its write holds the key.
+type hold struct {
+	rev   uint64    // revision of our latest confirmed write
+	token uint64    // fencing token of the next term: the write that took the key; 0 means rev
+	sent  time.Time // send time of our latest confirmed write
+	lease time.Time // leaseEnd(sent): the deadline of any term
+	wonAt time.Time // when the write that took the key was confirmed
+
+	// from is what the key was when we took it, fromSeenAt when we learned
+	// of that and fromTTL the TTL we knew then (see earlierHoldersGone).
+	from       KeyState
+	fromSeenAt time.Time
+	fromTTL    time.Duration
+	// heldUntil is, when we took a key we saw held and predicted expired,
+	// when we predicted it expired, by heldTTL, the TTL we knew.
+	heldUntil time.Time
+	heldTTL   time.Duration
+
+	// ttlRead is true once the bucket's TTL has been read since we took
+	// the key; ttlRetryAt is when to try reading it again.
+	ttlRead    bool
+	ttlRetryAt time.Time
+
+	nextRenew time.Time
+	tries     int  // consecutive failed renewals
+	inDoubt   bool // a write since rev failed in a way that may have stored it
+}
+
+// watchState is what the machine knows of its watch. The watch is an
+// accelerator, never a gate: while there is none, or while a new one has
+// not delivered the key's state, the machine reads the key on its timers.
+type watchState struct {
+	up          bool
+	restartable bool      // it can be made again in place
+	initial     bool      // up, and the key's current state not yet delivered
+	sawInitial  bool      // an initial value arrived
+	lastEvent   time.Time // when it last delivered anything, or was made
+	retryAt     time.Time // when to try again while there is none
+	tries       int       // consecutive failures to make one
+	logged      string    // the last failure logged as a warning
+}
+
+func (w *watchState) working() bool { return w.up && !w.initial }
+
+// input is what happened, as the driver tells the machine.
+type input struct {
+	kind inputKind
+	now  time.Time // when it happened: for a request, when its answer came
+	sent time.Time // for a request: when it was sent
+	// entry is a message seen, or nil for none (the key has no message).
+	entry *Entry
+	// live: a watch delivered entry as it was written (not an initial value).
+	live   bool
+	rev    uint64        // a write's new revision
+	expect uint64        // the revision the write expected
+	ttl    time.Duration // the bucket's TTL
+	born   time.Time     // when the bucket's stream was created; zero if unknown
+	err    error
+	// marked: a release carried its mark.
+	marked bool
+	// restartable: the watch made can be made again in place (a shared one).
+	restartable bool
+}
+
+type inputKind int
+
+const (
+	inStart inputKind = iota
+	inTick
+	inStop
+	inRead
+	inWrite
+	inRelease
+	inTTL
+	inWatchMade
+	inWatchEntry
+	inWatchInitialDone
+	inWatchEnded
+	inTermLapsed // the driver's term ended by its clock before an extension reached it
+	inAskTTL     // the driver wants the bucket's TTL read now (an observer judging a write)
+)
+
+// action is what the driver must do now.
+type action struct {
+	kind    actionKind
+	expect  uint64        // doWrite, doRelease: the revision the key must be at
+	renewal bool          // doWrite: a renewal rather than a campaign
+	marked  bool          // doRelease: carry the release mark
+	timeout time.Duration // bound on the request
+}
+
+type actionKind int
+
+const (
+	doNothing actionKind = iota
+	doRead
+	doWrite
+	doRelease
+	doReadTTL
+	doWatch
+)
+
+// note tells the driver of a change it must pass on: to the term, the
+// callbacks, the recorder.
+type note struct {
+	kind    noteKind
+	token   uint64
+	until   time.Time
+	cause   Cause
+	state   State
+	latency time.Duration
+	at      time.Time
+}
+
+type noteKind int
+
+const (
+	noteBegan noteKind = iota
+	noteExtended
+	noteLimited
+	noteEnded
+	noteCampaign
+	noteRenewed
+	noteTimings
+	noteViewChanged  // the view of the key changed (observers report it)
+	noteTTLRead      // a read of the bucket's settings was answered
+	noteStopWatch    // stop the watch
+	noteRestartWatch // the watch seems to have missed changes: make it again
+)
+
+// output is the machine's answer to one step.
+type output struct {
+	do    action
+	wake  time.Time // step again with inTick then, if nothing happens before
+	done  bool      // the machine has finished: the driver ends
+	notes []note
+}
+
+func newMachine(cfg machineConfig, tm timings, log Logger) *machine {
+	if cfg.random == nil {
+		cfg.random = rand.Int64N
+	}
+	return &machine{cfg: cfg, tm: tm, log: log}
+}
+
+// jittered returns d less up to a quarter of it, at random.
+func (m *machine) jittered(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return d - time.Duration(m.cfg.random(int64(d)/4+1))
+}
+
+// step takes in what happened and returns what to do.
+func (m *machine) step(in input) output {
+	m.out = output{}
+	now := in.now
+	switch in.kind {
+	case inStart:
+		m.epoch = in.born
+		m.nextCampaign = now // read the key at once, whether or not a watch comes up
+		m.nextTTLCheck = now.Add(m.jittered(m.ttlEvery()))
+	case inTick:
+	case inStop:
+		m.stopping = true
+	case inRead:
+		m.onRead(in)
+	case inWrite:
+		if m.phase.holds() {
+			m.onRenewal(in)
+		} else {
+			m.onCampaign(in)
+		}
+	case inRelease:
+		m.onRelease(in)
+	case inTTL:
+		m.onTTL(in)
+	case inWatchMade:
+		m.onWatchMade(in)
+	case inWatchEntry:
+		m.onWatchEntry(in)
+	case inWatchInitialDone:
+		m.onWatchInitialDone(in)
+	case inWatchEnded:
+		m.onWatchEnded(in)
+	case inAskTTL:
+		m.nextTTLCheck = now
+	case inTermLapsed:
+		if m.leading {
+			m.endTerm(CauseDeadline)
+			if m.phase == leading {
+				m.move(winning)
+			}
+		}
+	}
+	m.out.do, m.out.wake = m.plan(now)
+	return m.out
+}
+
+// plan is the one place that says what is due and when: it performs the
+// moves that are due, then returns the action due now, or none and when
+// the next thing falls due.
+func (m *machine) plan(now time.Time) (action, time.Time) {
+	for {
+		at, act, move := m.due(now)
+		if move != nil && !at.After(now) {
+			move(now)
+			continue
+		}
+		if act.kind != doNothing && !at.After(now) {
+			act.timeout = m.requestTimeout(now)
+			return act, time.Time{}
+		}
+		if m.stopping && act.kind == doNothing && move == nil && !m.finished {
+			m.finished = true
+		}
+		m.out.done = m.finished
+		return action{}, at
+	}
+}
+
+// due returns the first thing due at now, in order of priority, or else the
+// earliest thing that will be: an action for the driver, or a move of the
+// machine's own.
+func (m *machine) due(now time.Time) (time.Time, action, func(time.Time)) {
+	var (
+		wake     = now.Add(time.Hour)
+		wakeAct  action
+		wakeMove func(time.Time)
+		found    bool
+	)
+	// consider offers a thing due at at; the first offered that is due wins.
+	consider := func(at time.Time, act action, move func(time.Time)) bool {
+		if found {
+			return true
+		}
+		if !at.After(now) {
+			wake, wakeAct, wakeMove, found = at, act, move, true
+			return true
+		}
+		if at.Before(wake) {
+			wake, wakeAct, wakeMove = at, act, move
+		}
+		return false
+	}
+	if m.stopping {
+		switch {
+		case m.leading:
+			consider(now, action{}, func(time.Time) { m.endTerm(m.stopCause()) })
+		case m.phase.holds() && m.phase != doomed && m.fatal == nil && m.cfg.releaseOnStop && !m.released:
+			consider(now, action{kind: doRelease, expect: m.hold.rev, marked: m.releaseMarked(now)}, nil)
+		case m.watch.up:
+			consider(now, action{}, func(time.Time) { m.watch.up = false; m.note(note{kind: noteStopWatch}) })
+		}
+		if found {
+			return wake, wakeAct, wakeMove
+		}
+		return now, action{}, nil
+	}
+
+	if m.giveUpRelease {
+		return now, action{kind: doRelease, expect: m.hold.rev, marked: m.releaseMarked(now)}, nil
+	}
+
+	// the watch
+	w := &m.watch
+	if w.up && w.initial {
+		consider(w.lastEvent.Add(initTimeout(m.tm)), action{}, func(now time.Time) {
+			m.watchFailed(now, fmt.Errorf("watch delivered nothing within %v of being made", initTimeout(m.tm)))
+		})
+	}
+	if !w.up {
+		consider(w.retryAt, action{kind: doWatch}, nil)
+	}
+
+	if m.phase.holds() {
+		h := &m.hold
+		if m.leading {
+			consider(h.lease, action{}, func(now time.Time) {
+				m.log.Warnf("election %s: %s reached its deadline without renewing: standing down", m.cfg.key, m.cfg.identity)
+				m.endTerm(CauseDeadline)
+				if m.phase == leading {
+					m.move(winning) // the key may still be ours: a renewal can begin a new term
+				}
+			})
+		}
+		if m.phase == doomed {
+			consider(h.lease, action{}, func(now time.Time) { m.dropHold(now, false) })
+			return wake, wakeAct, wakeMove
+		}
+		consider(h.nextRenew, action{kind: doWrite, expect: h.rev, renewal: true}, nil)
+		if !h.ttlRead {
+			consider(h.ttlRetryAt, action{kind: doReadTTL}, nil)
+		} else if at, ok := m.termBegins(now); ok {
+			consider(at, action{}, func(time.Time) { m.beginTerm() })
+		}
+		if h.ttlRead {
+			consider(m.nextTTLCheck, action{kind: doReadTTL}, nil)
+		}
+		return wake, wakeAct, wakeMove
+	}
+
+	consider(m.nextTTLCheck, action{kind: doReadTTL}, nil)
+	if at, expect, ok := m.mayTake(now); ok {
+		switch {
+		case !m.viewFresh(now):
+			consider(at, action{kind: doRead}, nil)
+		case m.takeoverNeedsTTL(now):
+			// Read the TTL first, so that the campaign can take the lapsed
+			// lease over its revision at once (see lapseAt). Once per
+			// revision: if the read fails, the campaign waits for the broker.
+			consider(at, action{}, func(now time.Time) { m.ttlAskedRev, m.nextTTLCheck = m.view.Revision, now })
+		default:
+			consider(at, action{kind: doWrite, expect: expect}, nil)
+		}
+	} else if !m.cfg.writes && !m.nextCampaign.IsZero() {
+		// An observer checks the key where a candidate would campaign.
+		consider(m.nextCampaign, action{kind: doRead}, nil)
+	}
+	return wake, wakeAct, wakeMove
+}
+
+// stopCause is why a term ends as the machine stops.
+func (m *machine) stopCause() Cause {
+	switch {
+	case errors.Is(m.fatal, ErrPermissionDenied):
+		return CauseDenied
+	case m.fatal != nil:
+		return CauseClosed
+	}
+	return CauseReleased
+}
+
+func (m *machine) note(n note) { m.out.notes = append(m.out.notes, n) }
+
+// move changes the phase; a move that phaseMoves does not allow is a bug.
+func (m *machine) move(next phase) {
+	if !m.phase.canMove(next) {
+		m.log.Errorf("election %s: bug: a campaign cannot move from %s to %s; please report this", m.cfg.key, m.phase, next)
+	}
+	m.phase = next
+}
+
+// failed notes an error that ends the campaign: a permission refusal or a
+// connection closed for good.
+func (m *machine) failed(err error) bool {
+	if !errors.Is(err, ErrPermissionDenied) && !errors.Is(err, nats.ErrConnectionClosed) {
+		return false
+	}
+	if m.fatal == nil {
+		if errors.Is(err, ErrPermissionDenied) {
+			m.log.Errorf("election %s: ending the campaign: %v", m.cfg.key, err)
+		} else {
+			m.log.Errorf("election %s: the connection to the broker was closed: ending the campaign", m.cfg.key)
+		}
+		m.fatal = err
+	}
+	m.stopping = true
+	return true
+}
+
+// requestTimeout bounds a request by the request timeout and, while we
+// hold a lease, by the lease: no request outlives the deadline.
+func (m *machine) requestTimeout(now time.Time) time.Duration {
+	timeout := m.tm.request
+	if m.phase.holds() && m.hold.lease.After(now) {
+		timeout = min(timeout, m.hold.lease.Sub(now))
+	}
+	return timeout
+}
+
+// viewFresh reports whether a campaign may trust the view: a working watch
+// keeps it current; otherwise it must have been read just now.
+func (m *machine) viewFresh(now time.Time) bool {
+	switch {
+	case !m.view.known:
+		return false
+	case m.watch.working() && m.view.confirmed:
+		return true
+	}
+	return now.Sub(m.view.readAt) < m.tm.retry
+}
+
+// takeoverNeedsTTL reports whether a held key's lease has lapsed by the TTL
+// we know, but the TTL has not been read since we learned of the revision.
+func (m *machine) takeoverNeedsTTL(now time.Time) bool {
+	v := m.view
+	return v.State == KeyHeld && v.Revision != 0 && v.Revision != m.ttlAskedRev && v.ttl > 0 &&
+		!m.ttlReadAt.After(v.seenAt) && !now.Before(v.seenAt.Add(v.ttl))
+}
+
+// ttlEvery is how long to wait between reads of the bucket's TTL: a TTL
+// for a holder or while the TTL is unusable; rarely for a standby, whose
+// TTL only steers safety-net campaigns (every term reads it afresh); for
+// an observer, a few TTLs.
+func (m *machine) ttlEvery() time.Duration {
+	switch {
+	case m.phase.holds() || m.ttlUnusable != nil:
+		return m.tm.ttl
+	case !m.cfg.writes:
+		return min(max(3*m.tm.ttl, 3*time.Second), 3*time.Minute)
+	}
+	return max(ttlChecksEvery*m.tm.ttl, standbyTTLCheck)
+}
+
+// ttlChecksEvery is how many TTLs, and standbyTTLCheck how long at least, a
+// standby lets pass between reads of the bucket's TTL: a stream info
+// request costs the broker about as much as a synced write, and standbys
+// can be many.
+const (
+	ttlChecksEvery  = 4
+	standbyTTLCheck = time.Minute
+)
+
+// staleAfter is how long past its predicted expiry a held key may survive
+// before a standby suspects its watch missed renewals: well beyond the
+// broker's expiry lateness.
+const staleAfter = time.Second
+
+// onRead takes in a read of the key.
+func (m *machine) onRead(in input) {
+	done := in.now
+	if in.err != nil {
+		if m.failed(in.err) {
+			return
+		}
+		if bucketGone(in.err, m.cfg.writes) {
+			// No bucket, no holder: the key is gone, as by a removal.
+			m.observe(done, keyView{known: true, Entry: Entry{Key: m.cfg.key}, seenAt: done, readAt: done})
+		}
+		m.tries++
+		m.nextCampaign = done.Add(m.tm.standby.Duration(m.tries))
+		m.log.Debugf("election %s: cannot read the key (try %d): %v", m.cfg.key, m.tries, in.err)
+		return
+	}
+	v := keyView{known: true, Entry: Entry{Key: m.cfg.key}, seenAt: done}
+	if in.entry != nil {
+		v = viewOf(*in.entry, done, m.tm.ttl, false)
+	}
+	v.readAt = done
+	m.log.Debugf("election %s: read the key: %s", m.cfg.key, v.describe())
+	before := m.view
+	if !m.observe(done, v) {
+		// Older than what we know: a stale replica's answer, or a bucket
+		// made again, whose revisions start lower. Do not read again at
+		// once; check when the bucket was created, which tells them apart,
+		// at most once per TTL. The pause is a retry interval, not the
+		// campaign's growing backoff: a stale answer must not delay a
+		// takeover.
+		m.nextCampaign = later(m.nextCampaign, done.Add(m.jittered(m.tm.retry)))
+		if done.Sub(m.ttlReadAt) >= m.tm.ttl && done.Before(m.nextTTLCheck) {
+			m.nextTTLCheck = done
+		}
+		return
+	}
+	if !m.cfg.writes && m.view.State == KeyHeld && before.known && before.Revision == m.view.Revision {
+		// An observer's check found the holder's write still there past
+		// its predicted expiry: the broker is late, or the TTL was raised.
+		m.overdue(done)
+	}
+}
+
+// bucketGone reports whether a read's error says the bucket is not there:
+// no holder then. For an observer, no JetStream answering at all counts
+// too: no holder could renew through it either.
+func bucketGone(err error, writes bool) bool {
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound), errors.Is(err, jetstream.ErrBucketNotFound):
+		return true
+	case writes:
+		return false
+	}
+	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse)
+}
+
+// overdue spaces out an observer's checks of a write that outlived its
+// predicted expiry, and reads the TTL, which may have been raised.
+func (m *machine) overdue(now time.Time) {
+	m.tries++
+	m.nextCampaign = now.Add(max(m.tm.standby.Duration(m.tries), minCheckInterval))
+	if m.tries == 1 {
+		m.nextTTLCheck = now
+	}
+}
+
+// onCampaign takes in the outcome of a write to take the key.
+func (m *machine) onCampaign(in input) {
+	sent, done, err := in.sent, in.now, in.err
+	switch {
+	case err == nil:
+		m.won(sent, done, in.rev, in.expect)
+	case isMismatch(err):
+		m.tries++
+		m.nextCampaign = done.Add(m.tm.standby.Duration(m.tries))
+		m.notPastLapse(done)
+		if rev, ok := mismatchRevision(err); ok && rev > m.seenRev {
+			// The key holds a message we never saw, written at most now: its
+			// writer may count on it for up to a TTL from now. Should the
+			// key then vanish, that is a removal (see vanishedUnderLease).
+			m.seenRev = rev
+			m.view = keyView{known: true, Entry: Entry{Key: m.cfg.key, State: KeyHeld, Revision: rev},
+				seenAt: done, expiresBy: done.Add(m.tm.ttl), ttl: m.tm.ttl}
+			m.note(note{kind: noteViewChanged, at: done})
+		}
+		// Read the key before the next try, watch or not: a view that
+		// missed a renewal predicts the expiry early, and retrying it blind,
+		// with a growing backoff, would overshoot the real expiry by as much.
+		m.view.readAt, m.view.confirmed = time.Time{}, false
+		m.log.Debugf("election %s: campaign lost: %v", m.cfg.key, err)
+		if m.view.State == KeyHeld && m.tries == 1 {
+			m.nextTTLCheck = done // the leader outlived our prediction: perhaps the TTL was raised
+		}
+		if m.watch.working() && m.viewLooksStale(done) {
+			m.log.Debugf("election %s: view of the key looks stale, restarting the watch", m.cfg.key)
+			m.restartWatch(done)
+		}
+	case m.failed(err):
+	default:
+		m.tries++
+		m.nextCampaign = done.Add(m.tm.standby.Duration(m.tries))
+		if mayHaveApplied(err) {
+			m.log.Warnf("election %s: campaign failed with an unknown outcome (%v): if it was stored, the key holds %s's name and is left to expire, because it cannot be told apart from another candidate's with the same identity", m.cfg.key, err, m.cfg.identity)
+		} else {
+			m.log.Warnf("election %s: campaign failed: %v", m.cfg.key, err)
+		}
+	}
+}
+
+// notPastLapse brings the next campaign forward to when the holder's lease
+// surely ends (see lapseAt) if a backoff would overshoot it.
+func (m *machine) notPastLapse(now time.Time) {
+	if at, ok := m.lapseAt(); ok && !m.nextCampaign.IsZero() && at.After(now) && at.Before(m.nextCampaign) {
+		m.nextCampaign = at
+	}
+}
+
+// viewLooksStale reports whether failed campaigns suggest the watch missed
+// something: the key was free by our view but taking it failed three times,
+// or it outlived its predicted expiry by far more than the broker's lateness.
+func (m *machine) viewLooksStale(now time.Time) bool {
+	if m.view.State == KeyHeld {
+		return now.Sub(m.view.expiresBy) >= staleAfter
+	}
+	return m.tries >= 3
+}
+
+// observe adopts a newer view of the key, reacts if it undoes our hold, and
+// schedules the next campaign. It returns false when it dropped v as older
+// than what we know.
+func (m *machine) observe(now time.Time, v keyView) bool {
+	known := position{epoch: m.epoch, revision: m.seenRev, written: later(m.seenWritten, m.view.Written)}
+	if v.Revision != 0 && v.Revision < m.seenRev {
+		if !isNews(known, position{epoch: m.epoch, revision: v.Revision, written: v.Written}) {
+			return false // older than what we know, such as a stale replica's answer
+		}
+		m.log.Warnf("election %s: the key's revision went back from %d to %d with a later write: the bucket was recreated; following its new revisions", m.cfg.key, m.seenRev, v.Revision)
+		m.seenRev = 0
+		m.nextTTLCheck = now // learn the new bucket's creation time (see noteBucketBorn)
+	}
+	stillGone := m.view.State == KeyRemoved && m.view.Revision == 0 && v.State == KeyAbsent // an inferred removal stands until the key is taken
+	if m.view.known && (stillGone || v.State == m.view.State && v.Revision == m.view.Revision && sameMessage(m.view.Entry, v.Entry)) {
+		// Nothing new: keep what we learned first (when we saw it, when it
+		// expires), and note that it is still current.
+		m.view.readAt = later(m.view.readAt, v.readAt)
+		m.view.confirmed = m.view.confirmed || v.confirmed
+		return true
+	}
+	m.seenRev = max(m.seenRev, v.Revision)
+	m.seenWritten = later(m.seenWritten, v.Written)
+	if !m.phase.holds() && m.vanishedUnderLease(now, v) {
+		m.log.Warnf("election %s: the key %s held vanished without a marker %v before it could expire (the bucket deleted and made again, or purged): taking it as a forced removal, so a term begun on it waits a TTL, until %s has surely stood down", m.cfg.key, m.view.Leader, m.view.expiresBy.Sub(now).Round(time.Millisecond), m.view.Leader)
+		v.State, v.Operation = KeyRemoved, jetstream.KeyValuePurge // gone without a marker, as by a purge
+	}
+	prev := m.view
+	m.view = v
+	m.note(note{kind: noteViewChanged, at: now, token: prev.Revision})
+	if m.phase.holds() {
+		switch {
+		case v.State == KeyAbsent, v.Revision <= m.hold.rev:
+			return true // our own write, or a restarted watch finding the key gone: the next renewal decides
+		case m.hold.inDoubt && v.State == KeyHeld && v.Leader == m.cfg.identity:
+			return true // perhaps our own write landing late: the next renewal decides
+		}
+		m.log.Warnf("election %s: key changed under %s (revision %d, %s): standing down", m.cfg.key, m.cfg.identity, v.Revision, v.describe())
+		m.dropHold(now, true)
+		return true
+	}
+	m.schedule(now)
+	return true
+}
+
+// vanishedUnderLease reports whether v, showing the key absent, cannot be
+// its expiry: the view holds a leader, and the key is gone well before the
+// broker could have expired it. Someone removed it without a marker (a
+// stream purge, a bucket deleted or made again); its holder still counts
+// on its lease, so the key is taken as removed. The margin keeps an expiry
+// seen a little early from counting.
+func (m *machine) vanishedUnderLease(now time.Time, v keyView) bool {
+	old := m.view
+	return v.State == KeyAbsent && old.known && old.State == KeyHeld &&
+		now.Before(m.heldUntil(old).Add(-m.tm.margin))
+}
+
+// heldUntil is the earliest the broker may expire the held key v shows, by
+// the higher of the TTL known when it was seen and the one known now (a
+// raised TTL applies to messages already stored).
+func (m *machine) heldUntil(v keyView) time.Time {
+	return v.expiresBy.Add(max(0, m.tm.ttl-v.ttl))
+}
+
+// vanishedByRaisedTTL reports whether the held key we took as expired could
+// not have expired by the TTL read since, which is higher than the one we
+// predicted its expiry by: it vanished under a live lease (see
+// vanishedUnderLease), judged with the TTL its holder may have used.
+func (m *machine) vanishedByRaisedTTL(ttl time.Duration) bool {
+	h := &m.hold
+	if h.from != KeyAbsent || h.heldUntil.IsZero() || ttl <= h.heldTTL {
+		return false
+	}
+	return h.sent.Before(h.heldUntil.Add(ttl - h.heldTTL - m.tm.margin))
+}
+
+// sameMessage reports whether two entries of one revision are the same
+// message: after a bucket is made again, one revision can name two.
+func sameMessage(a, b Entry) bool {
+	return a.Leader == b.Leader && (a.Written.IsZero() || b.Written.IsZero() || a.Written.Equal(b.Written))
+}
+
+// noteBucketBorn takes in when the bucket's stream was created; zero when
+// the store cannot tell. Another creation time than the one known means
+// the bucket was made again: its revisions are followed from now on, and
+// the key is taken as removed now whatever the new bucket shows until a
+// leader writes in it, since a leader of the old bucket may count on its
+// lease for up to a TTL.
+func (m *machine) noteBucketBorn(now, born time.Time) {
+	if born.IsZero() {
+		return
+	}
+	known := m.epoch
+	m.epoch = born
+	if known.IsZero() || born.Equal(known) {
+		return
+	}
+	m.log.Warnf("election %s: the bucket was deleted and made again (created %s, before %s): following its new revisions; a leader in the new bucket is awaited or the key is taken as removed", m.cfg.key, born.Format(time.RFC3339Nano), known.Format(time.RFC3339Nano))
+	m.seenRev = 0
+	if m.phase.holds() {
+		if m.phase == winning && !m.leading && m.hold.from != KeyRemoved {
+			// We took the new bucket's key without knowing it was new:
+			// the old bucket's leader may still count on its lease.
+			m.hold.from, m.hold.fromSeenAt, m.hold.fromTTL = KeyRemoved, now, m.tm.ttl
+		}
+		return
+	}
+	m.view = keyView{known: true, Entry: Entry{Key: m.cfg.key, State: KeyRemoved, Operation: jetstream.KeyValuePurge}, seenAt: now, ttl: m.tm.ttl}
+	m.note(note{kind: noteViewChanged, at: now})
+	m.schedule(now)
+	if m.watch.up {
+		m.restartWatch(now)
+	}
+}
+
+// schedule sets the next campaign from the view: at once when the key is
+// free to take, at the predicted expiry while someone holds it (for an
+// observer, a little after it, as the broker expires keys late).
+func (m *machine) schedule(now time.Time) {
+	m.tries = 0
+	switch {
+	case !m.view.known:
+		m.nextCampaign = now // read it
+	case m.view.State == KeyHeld:
+		if m.view.Revision > m.sitOut.rev {
+			m.sitOut = sitOut{} // a new leader: nothing left to sit out
+		}
+		m.nextCampaign = m.view.expiresBy
+		if !m.cfg.writes {
+			m.nextCampaign = later(m.view.expiresBy.Add(expiryCheckDelay), now.Add(minCheckInterval))
+		}
+	case !m.cfg.writes:
+		m.nextCampaign = time.Time{} // nobody leads: nothing to check
+	default:
+		m.nextCampaign = now
+	}
+}
+
+// won records a successful campaign write. The term begins by rule 3.
+func (m *machine) won(sent, done time.Time, rev, expect uint64) {
+	from, fromSeenAt := m.view.State, m.view.seenAt
+	if from == KeyHeld {
+		// Taken over a lapsed lease, or found gone: expired, unless it
+		// was gone before it could expire (see vanishedUnderLease).
+		from = KeyAbsent
+		if expect == 0 && sent.Before(m.heldUntil(m.view).Add(-m.tm.margin)) {
+			m.log.Warnf("election %s: the key %s held was gone before it could expire: taking it as a forced removal", m.cfg.key, m.view.Leader)
+			from, fromSeenAt = KeyRemoved, sent
+		}
+	}
+	m.move(winning)
+	m.hold = hold{
+		rev: rev, token: rev, sent: sent, wonAt: done, ttlRetryAt: done,
+		lease: leaseEnd(sent, m.tm), from: from, fromSeenAt: fromSeenAt, fromTTL: m.tm.ttl,
+		nextRenew: sent.Add(m.tm.renew),
+	}
+	if m.view.State == KeyHeld && expect == 0 {
+		m.hold.heldUntil, m.hold.heldTTL = m.heldUntil(m.view), max(m.view.ttl, m.tm.ttl)
+	}
+	m.tries, m.nextCampaign, m.sitOut = 0, time.Time{}, sitOut{}
+	m.seenRev = max(m.seenRev, rev)
+	m.view = keyView{known: true, Entry: Entry{Key: m.cfg.key, State: KeyHeld, Leader: m.cfg.identity, Revision: rev},
+		seenAt: done, readAt: done, expiresBy: sent.Add(m.tm.ttl), confirmed: true, ttl: m.tm.ttl}
+	m.note(note{kind: noteRenewed, at: done, latency: -1})
+	m.log.Debugf("election %s: %s took the key at revision %d (it was %s)", m.cfg.key, m.cfg.identity, rev, from)
+}
+
+// onRenewal takes in the outcome of a renewal: a compare-and-swap on our
+// last revision.
+func (m *machine) onRenewal(in input) {
+	now, done, err := in.sent, in.now, in.err
+	h := &m.hold
+	switch {
+	case err == nil:
+		h.rev, h.inDoubt, h.tries = in.rev, false, 0
+		h.sent = now
+		oldLease := h.lease
+		h.lease = leaseEnd(now, m.tm)
+		h.nextRenew = now.Add(m.tm.renew)
+		m.seenRev = max(m.seenRev, in.rev)
+		m.note(note{kind: noteRenewed, at: done, latency: done.Sub(now)})
+		m.view = keyView{known: true, Entry: Entry{Key: m.cfg.key, State: KeyHeld, Leader: m.cfg.identity, Revision: in.rev},
+			seenAt: done, readAt: done, expiresBy: now.Add(m.tm.ttl), confirmed: true, ttl: m.tm.ttl}
+		if m.leading {
+			if !done.Before(oldLease) {
+				// The deadline passed while the renewal was in flight: that
+				// term is over. The key is still ours: a new term may begin.
+				m.endTerm(CauseDeadline)
+				m.move(winning)
+			} else {
+				m.note(note{kind: noteExtended, until: h.lease})
+			}
+		}
+	case isMismatch(err) && h.inDoubt:
+		// An earlier renewal failed without an answer and may have been
+		// stored, which would explain the mismatch; but a candidate with our
+		// identity may also have taken the key after someone removed it, and
+		// the two cannot be told apart. Neither can take over before our
+		// lease ends, so we lead until then and stop renewing.
+		m.move(doomed)
+		m.log.Warnf("election %s: renewal of revision %d refused after an earlier renewal's outcome was unknown; leading until the deadline in %v, then standing down", m.cfg.key, h.rev, h.lease.Sub(done).Round(time.Millisecond))
+	case isMismatch(err):
+		deposed := done.Before(h.lease)
+		cause := CauseExpired
+		if deposed {
+			cause = CauseDeposed
+		}
+		m.log.Warnf("election %s: renewal of revision %d refused (%s): standing down", m.cfg.key, h.rev, cause)
+		m.dropHold(done, deposed)
+	case m.failed(err):
+	default:
+		h.inDoubt = h.inDoubt || mayHaveApplied(err)
+		h.tries++
+		delay := m.tm.retry
+		if !done.Before(h.lease) {
+			delay = min(m.tm.retry<<min(h.tries, 6), m.tm.ttl/2)
+		}
+		h.nextRenew = done.Add(m.jittered(delay))
+		m.log.Warnf("election %s: renewal failed (try %d, deadline in %v): %v", m.cfg.key, h.tries, h.lease.Sub(done).Round(time.Millisecond), err)
+	}
+}
+
+// dropHold gives up the key: ends the term, if any, and becomes a
+// candidate. A deposed leader sits out the next takeover so that a forced
+// stand-down moves leadership.
+func (m *machine) dropHold(now time.Time, deposed bool) {
+	cause := CauseDeadline
+	if deposed {
+		cause = CauseDeposed
+	}
+	if m.leading {
+		m.endTerm(cause)
+	}
+	rev := m.hold.rev
+	m.move(candidate)
+	m.hold = hold{}
+	if deposed {
+		m.sitOut = sitOut{until: now.Add(m.tm.ttl), rev: rev}
+	}
+	m.view.readAt = time.Time{} // read again before campaigning without a watch
+	m.schedule(now)
+}
+
+func (m *machine) beginTerm() {
+	m.move(leading)
+	token := m.hold.token
+	if token == 0 {
+		token = m.hold.rev // a later term of this hold (after a deadline) begins at the latest write
+	}
+	m.hold.token = 0
+	m.leading, m.token = true, token
+	m.log.Infof("election %s: %s became leader, token %d", m.cfg.key, m.cfg.identity, token)
+	m.note(note{kind: noteBegan, token: token, until: m.hold.lease})
+}
+
+func (m *machine) endTerm(cause Cause) {
+	m.leading = false
+	m.note(note{kind: noteEnded, cause: cause, token: m.token})
+}
+
+// releaseMarked reports whether our release may carry the release mark,
+// which lets the next candidate lead at once: only when no one else can
+// still count on the key (rule 1).
+func (m *machine) releaseMarked(now time.Time) bool {
+	at, ok := m.earlierHoldersGone()
+	return ok && !now.Before(at)
+}
+
+func (m *machine) onRelease(in input) {
+	rev := m.hold.rev
+	m.released = true
+	if m.giveUpRelease {
+		m.giveUpRelease = false
+		m.move(candidate)
+		m.hold = hold{}
+		m.nextCampaign = time.Time{}
+	}
+	switch {
+	case in.err != nil:
+		m.log.Warnf("election %s: could not release revision %d, the key expires within %v: %v", m.cfg.key, rev, m.tm.ttl, in.err)
+	case in.marked:
+		m.log.Debugf("election %s: released revision %d", m.cfg.key, rev)
+	default:
+		m.log.Debugf("election %s: removed revision %d without a release mark", m.cfg.key, rev)
+	}
+}
+
+// onTTL takes in a read of the bucket's settings.
+func (m *machine) onTTL(in input) {
+	now, done := in.sent, in.now
+	defer m.note(note{kind: noteTTLRead, at: done})
+	if in.err != nil {
+		m.failed(in.err)
+		m.log.Debugf("election %s: cannot read the bucket's TTL: %v", m.cfg.key, in.err)
+		if m.phase.holds() && !m.hold.ttlRead {
+			m.hold.ttlRetryAt = done.Add(m.jittered(m.tm.retry))
+		} else {
+			m.nextTTLCheck = done.Add(m.jittered(m.ttlEvery()))
+		}
+		return
+	}
+	m.ttlReadAt = now
+	m.noteBucketBorn(done, in.born)
+	wasUnusable := m.ttlUnusable != nil
+	known := m.tm.ttl
+	usable := m.adoptTTL(done, in.ttl)
+	if m.phase.holds() && !m.hold.ttlRead && usable {
+		m.hold.ttlRead = true
+		if m.vanishedByRaisedTTL(in.ttl) {
+			m.log.Warnf("election %s: the key %s took was gone before it could expire by the raised TTL %v: taking it as a forced removal", m.cfg.key, m.cfg.identity, in.ttl)
+			m.hold.from, m.hold.fromSeenAt = KeyRemoved, m.hold.sent
+		}
+		if m.hold.from == KeyRemoved {
+			m.hold.fromTTL = max(m.hold.fromTTL, known)
+			if at, ok := m.earlierHoldersGone(); ok {
+				m.log.Infof("election %s: %s took the key at revision %d after it was removed; leading in %v, when a leader that was deposed has surely stood down", m.cfg.key, m.cfg.identity, m.hold.rev, at.Sub(done).Round(time.Millisecond))
+			}
+		}
+	}
+	if usable && wasUnusable {
+		m.log.Infof("election %s: bucket TTL is %v again, which can hold elections: campaigning", m.cfg.key, in.ttl)
+		m.ttlUnusable = nil
+		m.view.readAt = time.Time{}
+		m.schedule(done)
+	}
+	if !m.phase.holds() {
+		m.notPastLapse(done)
+	}
+	m.nextTTLCheck = done.Add(m.jittered(m.ttlEvery()))
+	if m.phase.holds() {
+		m.nextTTLCheck = done.Add(m.tm.ttl)
+	}
+}
+
+// adoptTTL takes in the bucket's TTL as just read. A lower TTL shortens the
+// lease at once: the broker applies a new TTL to values already stored; a
+// higher one applies from the next write. A TTL that cannot hold elections
+// makes a holder give the key up, and stops campaigns until it changes; it
+// returns false then.
+func (m *machine) adoptTTL(now time.Time, ttl time.Duration) bool {
+	tm, err := m.cfg.timings(ttl)
+	if err == nil && ttl > 0 && ttl < bucket.MinTTL {
+		err = ErrTTLTooSmall
+	}
+	if ttl == 0 {
+		err = ErrInvalidBucket
+	}
+	if err != nil {
+		if m.ttlUnusable == nil {
+			m.log.Errorf("election %s: bucket TTL changed from %v to %v, which cannot hold elections (%v): not leading or campaigning until it changes", m.cfg.key, m.tm.ttl, ttl, err)
+		}
+		m.ttlUnusable = err
+		if m.phase.holds() {
+			m.giveUp()
+		}
+		return false
+	}
+	if ttl == m.tm.ttl {
+		return true
+	}
+	m.log.Warnf("election %s: bucket TTL changed from %v to %v", m.cfg.key, m.tm.ttl, ttl)
+	if ttl < m.tm.ttl && m.phase.holds() {
+		if until := leaseEnd(m.hold.sent, tm); until.Before(m.hold.lease) {
+			m.hold.lease = until
+			if m.leading {
+				m.note(note{kind: noteLimited, until: until})
+			}
+		}
+		if next := m.hold.sent.Add(tm.renew); next.Before(m.hold.nextRenew) {
+			m.hold.nextRenew = next // renew by the new interval, before the shortened lease ends
+		}
+	}
+	m.tm = tm
+	m.note(note{kind: noteTimings})
+	return true
+}
+
+// giveUp hands the key over because the bucket can no longer hold
+// elections: it ends the term and, unless doomed, releases the key (the
+// release's answer makes us a candidate).
+func (m *machine) giveUp() {
+	if m.leading {
+		m.endTerm(CauseDeadline)
+	}
+	if m.phase != doomed {
+		m.giveUpRelease = true // the release's answer makes us a candidate
+		return
+	}
+	m.move(candidate)
+	m.hold = hold{}
+	m.nextCampaign = time.Time{}
+}
+
+// watch
+
+// initTimeout bounds a new watch's initial phase: one that has delivered
+// nothing by then is stuck and is made again.
+func initTimeout(tm timings) time.Duration { return max(2*tm.request, time.Second) }
+
+// watchRetry is how long to wait before try n+1 at making a watch: doubling
+// from 100ms to the TTL (at least 2s, at most 30s), with jitter. A broker
+// that refuses consumers is refusing them to a fleet.
+func (m *machine) watchRetry(tries int) time.Duration {
+	limit := clamp(m.tm.ttl, 2*time.Second, 30*time.Second)
+	return m.jittered(min(100*time.Millisecond<<min(tries, 10), limit))
+}
+
+func (m *machine) onWatchMade(in input) {
+	w := &m.watch
+	if in.err != nil {
+		if !m.failed(in.err) {
+			m.watchFailed(in.now, in.err)
+		}
+		return
+	}
+	if w.logged != "" {
+		m.log.Infof("election %s: watching the key again after %d failed tries", m.cfg.key, w.tries)
+	}
+	*w = watchState{up: true, restartable: in.restartable, initial: true, lastEvent: in.now}
+}
+
+// watchFailed drops the watch, if any, and schedules another try with
+// backoff, logging the cause once.
+func (m *machine) watchFailed(now time.Time, err error) {
+	w := &m.watch
+	if w.up {
+		w.up = false
+		m.note(note{kind: noteStopWatch})
+	}
+	w.tries++
+	w.retryAt = now.Add(m.watchRetry(w.tries))
+	if m.stopping {
+		return
+	}
+	var logged errLogged
+	if msg := err.Error(); msg != w.logged && !errors.As(err, &logged) {
+		w.logged = msg
+		m.log.Warnf("election %s: cannot watch the key, campaigning on timers and retrying the watch with backoff: %v", m.cfg.key, err)
+	} else {
+		m.log.Debugf("election %s: cannot watch the key (try %d): %v", m.cfg.key, w.tries, err)
+	}
+}
+
+// restartWatch replaces a watch that seems to have missed changes: a
+// shared one is made again in place for all its subscribers; another is
+// stopped and made again at once.
+func (m *machine) restartWatch(now time.Time) {
+	if m.watch.restartable {
+		m.note(note{kind: noteRestartWatch})
+		return
+	}
+	m.watch.up, m.watch.retryAt = false, now
+	m.note(note{kind: noteStopWatch})
+}
+
+func (m *machine) onWatchEnded(in input) {
+	err := in.err
+	if err == nil {
+		err = errors.New("the watch ended")
+	}
+	if m.failed(err) {
+		m.watch.up = false
+		return
+	}
+	m.watchFailed(in.now, err)
+}
+
+// onWatchEntry takes in a message the watch delivered.
+func (m *machine) onWatchEntry(in input) {
+	w := &m.watch
+	w.lastEvent = in.now
+	initial := w.initial
+	w.sawInitial = w.sawInitial || initial
+	v := viewOf(*in.entry, in.now, m.tm.ttl, !initial)
+	v.confirmed = true
+	m.observe(in.now, v)
+}
+
+// onWatchInitialDone takes in the end of the watch's initial values.
+func (m *machine) onWatchInitialDone(in input) {
+	w := &m.watch
+	w.lastEvent = in.now
+	if w.initial && !w.sawInitial {
+		m.observe(in.now, keyView{known: true, Entry: Entry{Key: m.cfg.key}, seenAt: in.now, readAt: in.now, confirmed: true})
+	}
+	w.initial = false
+}
