@@ -8,17 +8,22 @@
 // It serves simulators that run many election candidates in one goroutine
 // on simulated time: it starts no goroutine, reads no clock and uses no
 // global random source. Every method takes the simulated true time now and
-// first applies everything due by then (expiries, and watch resets when
-// SetWatchReset is in use); now must not go backwards. What the simulator
-// wants random (how late the broker's MaxAge expiry runs, when a watch of a
-// removed bucket recovers) it passes in as functions, which the bucket
-// calls a fixed number of times in a fixed order.
+// first applies everything due by then (expiries, and the arrivals and
+// resets of watches when SetWatchLag or SetWatchReset is in use); now must
+// not go backwards. What the simulator wants random (how late the broker's
+// MaxAge expiry runs, how long a message takes to reach a watch, when a
+// watch of a removed bucket recovers) it passes in as functions, which the
+// bucket calls a fixed number of times in a fixed order. By default there
+// is no lateness and no lag, and watches of a removed bucket end at once.
 //
-// conformance_test.go holds the model to a real nats-server: it runs the
-// same scripted operations against an in-process server and against a
+// conformance_test.go holds the model to a real nats-server (the one
+// go.mod names, with nats.go's jetstream package as the client): it runs
+// the same scripted operations against an in-process server and against a
 // Bucket and compares what each returns. The comments below say where the
-// real server behaves in a way one might not expect, and the model follows
-// the server there.
+// real server behaves in a way one might not expect (skipped watch
+// messages, watches of a removed bucket, the order of a write's checks,
+// per-message TTLs in whole seconds and capped by MaxAge, a lowered TTL
+// removing old messages at once); the model follows the server there.
 package simkv
 
 import (
@@ -449,7 +454,9 @@ func (b *Bucket) Remove(now time.Time) {
 
 // Recreate makes the bucket again, empty, at now, as `nats kv add` after
 // `nats kv rm` does: revisions start again at 1 and its creation time is
-// now. A bucket that still exists is removed first.
+// now. (Conclave's broker makes the bucket with a first revision taken from
+// the clock instead, so that its revisions pass any earlier bucket's; the
+// model does not do that.) A bucket that still exists is removed first.
 func (b *Bucket) Recreate(now time.Time, ttl time.Duration, allowMsgTTL bool) {
 	b.advance(now)
 	if b.exists {

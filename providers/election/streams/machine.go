@@ -33,7 +33,12 @@ type machine struct {
 	// seenWritten is the latest broker write time of any message seen: a
 	// lower revision written after it belongs to a bucket made again.
 	seenWritten time.Time
-	epoch       time.Time // when the bucket's stream was created, as last read: a change means it was made again
+	// gone is the held view the key was last found gone from, as expired.
+	gone keyView
+	// followsNew: a message showed the bucket was made again before its
+	// creation time was read.
+	followsNew bool
+	epoch      time.Time // when the bucket's stream was created, as last read: a change means it was made again
 
 	// candidate
 	nextCampaign time.Time // zero: nothing scheduled until the view changes
@@ -94,10 +99,12 @@ type hold struct {
 	from       KeyState
 	fromSeenAt time.Time
 	fromTTL    time.Duration
-	// heldUntil is, when we took a key we saw held and predicted expired,
-	// when we predicted it expired, by heldTTL, the TTL we knew.
+	// heldUntil is, when we took a key we saw held and then found gone,
+	// when we predicted it expired, by heldTTL, the TTL we knew; goneAt is
+	// when we found it gone.
 	heldUntil time.Time
 	heldTTL   time.Duration
+	goneAt    time.Time
 
 	// ttlRead is true once the bucket's TTL has been read since we took
 	// the key; ttlRetryAt is when to try reading it again.
@@ -241,7 +248,9 @@ func (m *machine) step(in input) output {
 	switch in.kind {
 	case inStart:
 		m.epoch = in.born
-		m.nextCampaign = now // read the key at once, whether or not a watch comes up
+		if m.cfg.writes {
+			m.nextCampaign = now // read the key at once, whether or not a watch comes up
+		}
 		m.nextTTLCheck = now.Add(m.jittered(m.ttlEvery()))
 	case inTick:
 	case inStop:
@@ -560,10 +569,19 @@ func bucketGone(err error, writes bool) bool {
 // predicted expiry, and reads the TTL, which may have been raised.
 func (m *machine) overdue(now time.Time) {
 	m.tries++
-	m.nextCampaign = now.Add(max(m.tm.standby.Duration(m.tries), minCheckInterval))
+	m.nextCampaign = later(now.Add(max(m.tm.standby.Duration(m.tries-1), minCheckInterval)), m.checkAt(now))
 	if m.tries == 1 {
 		m.nextTTLCheck = now
 	}
+}
+
+// checkAt is when an observer reads the held key the view shows, to see
+// whether it expired: a little after its predicted expiry by the TTL in
+// force now (the broker applies a new TTL to stored messages, and expires
+// keys late), and never sooner than minCheckInterval from now.
+func (m *machine) checkAt(now time.Time) time.Time {
+	v := m.view
+	return later(v.expiresBy.Add(m.tm.ttl-v.ttl+expiryCheckDelay), now.Add(minCheckInterval))
 }
 
 // onCampaign takes in the outcome of a write to take the key.
@@ -638,6 +656,7 @@ func (m *machine) observe(now time.Time, v keyView) bool {
 		}
 		m.log.Warnf("election %s: the key's revision went back from %d to %d with a later write: the bucket was recreated; following its new revisions", m.cfg.key, m.seenRev, v.Revision)
 		m.seenRev = 0
+		m.followsNew = true
 		m.nextTTLCheck = now // learn the new bucket's creation time (see noteBucketBorn)
 	}
 	stillGone := m.view.State == KeyRemoved && m.view.Revision == 0 && v.State == KeyAbsent // an inferred removal stands until the key is taken
@@ -656,6 +675,12 @@ func (m *machine) observe(now time.Time, v keyView) bool {
 	}
 	prev := m.view
 	m.view = v
+	switch {
+	case prev.State == KeyHeld && v.State == KeyAbsent:
+		m.gone = prev // judged expired; a TTL read later may say otherwise (vanishedByRaisedTTL)
+	case v.State != KeyAbsent:
+		m.gone = keyView{}
+	}
 	m.note(note{kind: noteViewChanged, at: now, token: prev.Revision})
 	if m.phase.holds() {
 		switch {
@@ -667,6 +692,12 @@ func (m *machine) observe(now time.Time, v keyView) bool {
 		m.log.Warnf("election %s: key changed under %s (revision %d, %s): standing down", m.cfg.key, m.cfg.identity, v.Revision, v.describe())
 		m.dropHold(now, true)
 		return true
+	}
+	if v.State == KeyRemoved && prev.State == KeyHeld && prev.Leader == m.cfg.identity && m.cfg.writes {
+		// Someone removed a key in our name that we no longer held (a
+		// write of ours whose outcome was unknown): the stand-down is
+		// meant for us too.
+		m.sitOut = sitOut{until: now.Add(m.tm.ttl), rev: v.Revision}
 	}
 	m.schedule(now)
 	return true
@@ -700,7 +731,7 @@ func (m *machine) vanishedByRaisedTTL(ttl time.Duration) bool {
 	if h.from != KeyAbsent || h.heldUntil.IsZero() || ttl <= h.heldTTL {
 		return false
 	}
-	return h.sent.Before(h.heldUntil.Add(ttl - h.heldTTL - m.tm.margin))
+	return h.goneAt.Before(h.heldUntil.Add(ttl - h.heldTTL - m.tm.margin))
 }
 
 // sameMessage reports whether two entries of one revision are the same
@@ -724,14 +755,30 @@ func (m *machine) noteBucketBorn(now, born time.Time) {
 	if known.IsZero() || born.Equal(known) {
 		return
 	}
+	followsNew := m.followsNew
+	m.followsNew = false
+	if !m.cfg.writes {
+		// An observer reports what the bucket shows: it reads the new one
+		// afresh, unless it already follows it.
+		if !followsNew {
+			m.log.Infof("election %s: the bucket was deleted and made again: reading it afresh", m.cfg.key)
+			m.seenRev, m.seenWritten = 0, time.Time{}
+			m.view.known, m.nextCampaign = false, now
+			if m.watch.up {
+				m.restartWatch(now)
+			}
+		}
+		return
+	}
 	m.log.Warnf("election %s: the bucket was deleted and made again (created %s, before %s): following its new revisions; a leader in the new bucket is awaited or the key is taken as removed", m.cfg.key, born.Format(time.RFC3339Nano), known.Format(time.RFC3339Nano))
 	m.seenRev = 0
 	if m.phase.holds() {
-		if m.phase == winning && !m.leading && m.hold.from != KeyRemoved {
-			// We took the new bucket's key without knowing it was new:
-			// the old bucket's leader may still count on its lease.
-			m.hold.from, m.hold.fromSeenAt, m.hold.fromTTL = KeyRemoved, now, m.tm.ttl
-		}
+		// Our write went to the old bucket, or to the new one without our
+		// knowing it was new: either way no term may rest on it (a renewal
+		// that lands in the new bucket lands on a revision that may be
+		// another candidate's). Give the hold up and campaign afresh.
+		m.log.Warnf("election %s: %s gives up its hold of revision %d: the bucket it was written to is gone", m.cfg.key, m.cfg.identity, m.hold.rev)
+		m.dropHold(now, true)
 		return
 	}
 	m.view = keyView{known: true, Entry: Entry{Key: m.cfg.key, State: KeyRemoved, Operation: jetstream.KeyValuePurge}, seenAt: now, ttl: m.tm.ttl}
@@ -756,7 +803,7 @@ func (m *machine) schedule(now time.Time) {
 		}
 		m.nextCampaign = m.view.expiresBy
 		if !m.cfg.writes {
-			m.nextCampaign = later(m.view.expiresBy.Add(expiryCheckDelay), now.Add(minCheckInterval))
+			m.nextCampaign = m.checkAt(now)
 		}
 	case !m.cfg.writes:
 		m.nextCampaign = time.Time{} // nobody leads: nothing to check
@@ -783,11 +830,17 @@ func (m *machine) won(sent, done time.Time, rev, expect uint64) {
 		lease: leaseEnd(sent, m.tm), from: from, fromSeenAt: fromSeenAt, fromTTL: m.tm.ttl,
 		nextRenew: sent.Add(m.tm.renew),
 	}
-	if m.view.State == KeyHeld && expect == 0 {
-		m.hold.heldUntil, m.hold.heldTTL = m.heldUntil(m.view), max(m.view.ttl, m.tm.ttl)
+	switch {
+	case m.view.State == KeyHeld && expect == 0:
+		m.hold.heldUntil, m.hold.heldTTL, m.hold.goneAt = m.heldUntil(m.view), max(m.view.ttl, m.tm.ttl), sent
+	case m.view.State == KeyAbsent && m.gone.known:
+		// We found the key gone before taking it: judge that too by the
+		// TTL read after winning.
+		m.hold.heldUntil, m.hold.heldTTL, m.hold.goneAt = m.heldUntil(m.gone), max(m.gone.ttl, m.tm.ttl), m.view.seenAt
 	}
 	m.tries, m.nextCampaign, m.sitOut = 0, time.Time{}, sitOut{}
 	m.seenRev = max(m.seenRev, rev)
+	m.seenWritten = time.Time{} // our write's broker time is unknown: no later message can be judged by time
 	m.view = keyView{known: true, Entry: Entry{Key: m.cfg.key, State: KeyHeld, Leader: m.cfg.identity, Revision: rev},
 		seenAt: done, readAt: done, expiresBy: sent.Add(m.tm.ttl), confirmed: true, ttl: m.tm.ttl}
 	m.note(note{kind: noteRenewed, at: done, latency: -1})
@@ -807,6 +860,7 @@ func (m *machine) onRenewal(in input) {
 		h.lease = leaseEnd(now, m.tm)
 		h.nextRenew = now.Add(m.tm.renew)
 		m.seenRev = max(m.seenRev, in.rev)
+		m.seenWritten = time.Time{}
 		m.note(note{kind: noteRenewed, at: done, latency: done.Sub(now)})
 		m.view = keyView{known: true, Entry: Entry{Key: m.cfg.key, State: KeyHeld, Leader: m.cfg.identity, Revision: in.rev},
 			seenAt: done, readAt: done, expiresBy: now.Add(m.tm.ttl), confirmed: true, ttl: m.tm.ttl}
@@ -843,6 +897,10 @@ func (m *machine) onRenewal(in input) {
 		delay := m.tm.retry
 		if !done.Before(h.lease) {
 			delay = min(m.tm.retry<<min(h.tries, 6), m.tm.ttl/2)
+			// The lease lapsed: before another term rests on this hold,
+			// read the bucket's settings again, which tells whether it
+			// was made again meanwhile (see noteBucketBorn).
+			h.ttlRead, h.ttlRetryAt = false, done
 		}
 		h.nextRenew = done.Add(m.jittered(delay))
 		m.log.Warnf("election %s: renewal failed (try %d, deadline in %v): %v", m.cfg.key, h.tries, h.lease.Sub(done).Round(time.Millisecond), err)
@@ -954,6 +1012,9 @@ func (m *machine) onTTL(in input) {
 	}
 	if !m.phase.holds() {
 		m.notPastLapse(done)
+	}
+	if !m.cfg.writes && m.view.State == KeyHeld && !m.nextCampaign.IsZero() {
+		m.nextCampaign = later(m.nextCampaign, m.checkAt(done)) // a raised TTL moves the check later
 	}
 	m.nextTTLCheck = done.Add(m.jittered(m.ttlEvery()))
 	if m.phase.holds() {

@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/conclave-io/conclave/backoff"
-	"github.com/conclave-io/conclave/internal/kvwatch"
+	"github.com/conclave-io/conclave/clock"
 )
 
 // Event says what changed in an election, as an Observer saw it.
@@ -94,6 +94,8 @@ type observerOptions struct {
 	renewals bool
 	log      Logger
 	js       jetstream.JetStream
+	clock    clock.Clock
+	store    store // tests: a store instead of the bucket's
 }
 
 // ObserveWithJetStream gives the observer the JetStream context of its
@@ -134,19 +136,16 @@ func ObserverLogger(l Logger) ObserverOption {
 }
 
 // Observer follows one election without campaigning: who leads, since when,
-// with which token, and when nobody does. It learns of changes from a watch
-// of the key, and notices expiries (which the broker does not announce) by
-// checking the key when the leader's renewal is overdue.
-//
-// It predicts expiries on its own monotonic clock, from when it saw each
-// write, never by comparing the broker's timestamps with the local clock
-// (which may differ by any amount). It follows changes of the bucket's TTL:
-// it reads the TTL again every few TTLs, whenever its watch restarts and
-// whenever a renewal is overdue.
+// with which token, and when nobody does. It is the candidates' lease
+// machine with writes off: it follows the key through a watch, reads it
+// when a renewal is overdue (the broker expires keys silently), follows
+// changes of the bucket's TTL, a bucket made again and a bucket deleted, and
+// predicts expiries on its own clock from when it saw each write, never by
+// comparing the broker's clock with its own.
 type Observer struct {
 	key    string
 	bucket jetstream.KeyValue
-	hub    *watchHub
+	store  store
 	opts   observerOptions
 
 	mu      sync.Mutex
@@ -154,26 +153,14 @@ type Observer struct {
 	ttl     time.Duration
 
 	// The rest is used only by Run's goroutine.
-
-	// seenAt is when, on the local monotonic clock, the observer saw the
-	// key's latest write; age is how old that write was by then: 0 for a
-	// write the watch delivered as it happened, estimated from the broker's
-	// clock (and clamped to [0, TTL]) for one found when the watch began.
-	seenAt time.Time
-	age    time.Duration
-	// gap means the next entry may not directly follow the latest one the
-	// observer knows: before the first entry, after the watch restarted,
-	// after a read got ahead of the watch.
-	gap bool
-	// checkAt is when to read the key to see whether it expired; zero when
-	// nobody leads.
-	checkAt time.Time
-	// overdue counts the checks in a row that found the leader's latest
-	// write still there after it should have expired.
-	overdue int
-	// closed is the error of a connection closed for good; Run then ends.
-	closed   error
-	ttlWarn  bool // warned that the bucket has no usable TTL
+	driver driver
+	// last is the latest held write judged, and when it was seen: a
+	// renewal must follow it within a TTL.
+	last keyView
+	// judging is a write held back until the bucket's TTL has been read:
+	// the write came so long after the previous one that only the TTL in
+	// force tells a renewal from a new term.
+	judging  *keyView
 	lastWarn string
 }
 
@@ -185,7 +172,7 @@ func NewObserver(key string, bucket jetstream.KeyValue, opts ...ObserverOption) 
 	if bucket == nil {
 		return nil, fmt.Errorf("%w: bucket is nil", ErrInvalidOption)
 	}
-	o := observerOptions{log: nopLogger{}}
+	o := observerOptions{log: nopLogger{}, clock: clock.System{}}
 	for _, opt := range opts {
 		if opt == nil {
 			continue
@@ -194,7 +181,11 @@ func NewObserver(key string, bucket jetstream.KeyValue, opts ...ObserverOption) 
 			return nil, err
 		}
 	}
-	return &Observer{key: key, bucket: bucket, hub: hubFor(bucket, o.js, o.log), opts: o, current: Leadership{Key: key}}, nil
+	st := o.store
+	if st == nil {
+		st = newKVStore(bucket, o.js, o.log)
+	}
+	return &Observer{key: key, bucket: bucket, store: st, opts: o, current: Leadership{Key: key}}, nil
 }
 
 // Leadership returns the latest state the observer knows.
@@ -212,389 +203,189 @@ const (
 	// minCheckInterval is the least time between two reads of the key: the
 	// observer never polls faster, whatever the clocks say.
 	minCheckInterval = 250 * time.Millisecond
-	// observerRequestTimeout bounds each request to the broker.
+	// observerRequestTimeout bounds each request to the broker, and a
+	// fifth of the TTL bounds those of the election's own requests.
 	observerRequestTimeout = 5 * time.Second
 )
 
-// ttlRefreshInterval is how often the observer reads the bucket's TTL again
-// while nothing else makes it: three TTLs, between 3s and 3m.
-func ttlRefreshInterval(ttl time.Duration) time.Duration {
-	return min(max(3*ttl, 3*time.Second), 3*time.Minute)
-}
-
 // Run follows the election until ctx ends, then returns nil. It returns an
 // error if the bucket cannot hold elections, or one wrapping
-// nats.ErrConnectionClosed once the connection is closed for good; while
-// the broker is unreachable it retries.
+// nats.ErrConnectionClosed once the connection is closed for good (or
+// ErrPermissionDenied when the broker refuses the observer's requests);
+// while the broker is unreachable it retries.
 func (o *Observer) Run(ctx context.Context) error {
 	var st jetstream.KeyValueStatus
+	var fatal error
 	err := backoff.FiveSec.For(ctx, func(try int) error {
 		rctx, cancel := context.WithTimeout(ctx, observerRequestTimeout)
 		defer cancel()
 		var err error
-		st, err = o.bucket.Status(rctx)
-		if o.fatal(err) {
+		st, err = o.store.Status(rctx)
+		if errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, ErrPermissionDenied) {
+			fatal = err
 			return nil
 		}
 		if err != nil && ctx.Err() == nil {
-			o.opts.log.Warnf("observer %s: cannot read bucket %s (try %d), retrying: %v", o.key, o.bucket.Bucket(), try+1, err)
+			o.warn("observer %s: cannot read bucket %s (try %d), retrying: %v", o.key, o.bucket.Bucket(), try+1, err)
 		}
 		return err
 	})
 	switch {
-	case o.closed != nil:
-		return o.closedError()
+	case fatal != nil:
+		return o.fatalError(fatal)
 	case err != nil:
 		return nil // ctx ended
 	case st.TTL() <= 0:
 		return fmt.Errorf("%w: bucket %s has no TTL", ErrInvalidBucket, st.Bucket())
 	}
-	o.mu.Lock()
-	o.ttl = st.TTL()
-	o.mu.Unlock()
-
-	o.gap = true
-	for try := 0; ctx.Err() == nil; try++ {
-		delivered, err := o.follow(ctx)
-		if o.closed != nil {
-			return o.closedError()
-		}
-		if ctx.Err() != nil {
-			break
-		}
-		if delivered {
-			try = 0
-		}
-		o.opts.log.Warnf("observer %s: watch failed, restarting: %v", o.key, err)
-		_ = backoff.Sleep(ctx, backoff.FiveSec.Duration(try))
-		o.gap = true
-		o.refreshTTL(ctx) // the TTL may have changed while the watch was down
-		if o.closed != nil {
-			return o.closedError()
-		}
+	tm, _ := observerTimings(st.TTL())
+	o.setTTL(tm.ttl)
+	cfg := machineConfig{key: o.key, timings: observerTimings}
+	o.driver = driver{key: o.key, store: o.store, clock: o.opts.clock, m: newMachine(cfg, tm, o.opts.log), apply: o.apply}
+	wake := o.driver.handle(input{kind: inStart, now: o.opts.clock.Now(), born: streamCreated(st)})
+	o.driver.loop(ctx, wake)
+	if fatal := o.driver.m.fatal; fatal != nil {
+		return o.fatalError(fatal)
 	}
 	return nil
 }
 
-// fatal notes err if it says the connection is closed for good.
-func (o *Observer) fatal(err error) bool {
-	if err != nil && errors.Is(err, nats.ErrConnectionClosed) {
-		if o.closed == nil {
-			o.opts.log.Errorf("observer %s: the connection to the broker was closed: ending", o.key)
-			o.closed = err
-		}
-		return true
+// observerTimings are an observer's timings for a bucket TTL: it only
+// reads, so none of a candidate's options apply.
+func observerTimings(ttl time.Duration) (timings, error) {
+	if ttl <= 0 {
+		return timings{}, fmt.Errorf("%w: the bucket has no TTL", ErrInvalidBucket)
 	}
-	return false
+	return timings{ttl: ttl, margin: ttl / 10, request: clamp(ttl/5, 200*time.Millisecond, observerRequestTimeout),
+		retry: clamp(ttl/20, 10*time.Millisecond, 250*time.Millisecond), standby: observerBackoff(ttl)}, nil
 }
 
-func (o *Observer) closedError() error {
-	return fmt.Errorf("observer %s: %w: the connection to the broker was closed; observe again with a new Observer on an open connection", o.key, o.closed)
+// observerBackoff spaces out the checks of a write found still there after
+// its predicted expiry: from expiryCheckDelay, doubling, up to a TTL, as
+// only a late broker or an unseen TTL change explains it.
+func observerBackoff(ttl time.Duration) Backoff {
+	var steps []time.Duration
+	for d := expiryCheckDelay; d < ttl; d *= 2 {
+		steps = append(steps, d)
+	}
+	return backoff.Policy{Steps: append(steps, max(ttl, expiryCheckDelay)), Jitter: backoff.NoJitter}
 }
 
-// follow runs one watch until it ends. delivered says whether it got as far
-// as delivering the key's state.
-func (o *Observer) follow(ctx context.Context) (delivered bool, err error) {
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	w, err := o.hub.subscribe(wctx, o.key, o.bucketTTL())
-	if err != nil {
-		o.fatal(err)
-		return false, err
+func (o *Observer) fatalError(err error) error {
+	if errors.Is(err, ErrPermissionDenied) {
+		return fmt.Errorf("observer %s: %w", o.key, err)
 	}
-	defer kvwatch.Stop(w)
-	// The expiry check of the state known before a restart holds while the
-	// new watch starts: an entry with a revision already seen changes
-	// nothing, and must not leave the check unarmed.
-	check := time.NewTimer(o.untilCheck())
-	defer check.Stop()
-	refresh := time.NewTimer(ttlRefreshInterval(o.bucketTTL()))
-	defer refresh.Stop()
-	initial, sawEntry := true, false
-	for {
-		select {
-		case <-ctx.Done():
-			return delivered, nil
-		case ent, ok := <-w.Updates():
-			if !ok {
-				err := errors.New("watch closed")
-				if hw, ok := w.(interface{ Err() error }); ok {
-					err = hw.Err()
-				}
-				if o.fatal(err); o.closed != nil {
-					return delivered, o.closed
-				}
-				return delivered, err
+	return fmt.Errorf("observer %s: %w: the connection to the broker was closed; observe again with a new Observer on an open connection", o.key, err)
+}
+
+func (o *Observer) setTTL(ttl time.Duration) {
+	o.mu.Lock()
+	o.ttl = ttl
+	o.mu.Unlock()
+}
+
+// apply reports what the machine learned.
+func (o *Observer) apply(notes []note) (next input, ok bool) {
+	m := o.driver.m
+	for _, n := range notes {
+		switch n.kind {
+		case noteTimings:
+			o.setTTL(m.tm.ttl)
+			o.mu.Lock()
+			if o.current.HasLeader() {
+				o.current.ExpiresBy = o.current.Renewed.Add(m.tm.ttl)
 			}
-			if ent == nil {
-				if initial && !sawEntry {
-					o.noValue()
-				}
-				initial, delivered = false, true
-			} else {
-				sawEntry = sawEntry || initial
-				o.onEntry(ent, initial)
+			o.mu.Unlock()
+		case noteTTLRead:
+			if v := o.judging; v != nil {
+				o.judging = nil
+				o.judge(*v)
 			}
-		case <-check.C:
-			o.checkExpiry(ctx)
-		case <-refresh.C:
-			o.refreshTTL(ctx)
-			refresh.Reset(ttlRefreshInterval(o.bucketTTL()))
+		case noteViewChanged:
+			v := m.view
+			if o.needsTTL(v) {
+				o.judging = &v
+				next, ok = input{kind: inAskTTL, now: n.at}, true
+				continue
+			}
+			o.judge(v)
 		}
-		if o.closed != nil {
-			return delivered, o.closed
-		}
-		resetTimer(check, o.untilCheck())
 	}
+	return next, ok
 }
 
-func resetTimer(t *time.Timer, d time.Duration) {
-	t.Stop()
-	t.Reset(d)
+// needsTTL reports whether v, a write by the leader last seen, came so long
+// after that one (half a TTL or more) that only the TTL in force now tells
+// whether the key expired between them: a TTL lowered unseen would make a
+// new term look like a renewal.
+func (o *Observer) needsTTL(v keyView) bool {
+	cur := o.Leadership()
+	return v.State == KeyHeld && v.live && cur.HasLeader() && cur.Leader == v.Leader &&
+		(v.Written.Sub(cur.Renewed) >= o.driver.m.tm.ttl/2 || v.seenAt.Sub(o.last.seenAt) >= o.driver.m.tm.ttl/2)
 }
 
-// untilCheck is how long until the next expiry check; an hour when none is
-// due (nobody leads).
-func (o *Observer) untilCheck() time.Duration {
-	if o.checkAt.IsZero() {
-		return time.Hour
-	}
-	return max(time.Until(o.checkAt), 0)
-}
-
-// noValue handles a watch that starts with the key absent.
-func (o *Observer) noValue() {
-	o.gap = false
+// judge reports v, the key's latest message as the machine took it.
+func (o *Observer) judge(v keyView) {
 	prev := o.Leadership()
-	switch {
-	case prev.Event == "":
-		o.publish(Leadership{Key: o.key, Event: EventCurrent, State: KeyAbsent}, true)
-	case prev.HasLeader():
-		// The watch restarted and the key is gone: it expired meanwhile.
-		o.publish(Leadership{Key: o.key, Event: EventExpired, State: KeyAbsent, Revision: prev.Revision}, true)
-	}
-	o.checkAt = time.Time{}
-}
-
-// onEntry applies a message of the key, from the watch or from a read.
-// initial says it is the state a new watch found.
-func (o *Observer) onEntry(ent jetstream.KeyValueEntry, initial bool) {
-	prev := o.Leadership()
-	if ent.Revision() <= prev.Revision {
-		if ent.Revision() == prev.Revision {
-			// A restarted watch found the very message the observer knew:
-			// nothing happened in between. Its expiry check stays armed.
-			o.gap = false
-		}
-		return // seen already, or older than what a read found
-	}
-	now := time.Now()
-	ttl := o.bucketTTL()
-	gap := o.gap || initial
-	o.gap = false
-	e := ReadEntry(ent)
-	l := Leadership{Key: o.key, State: e.State, Revision: e.Revision, Renewed: e.Written}
 	first := prev.Event == ""
-	switch e.State {
+	ttl := o.driver.m.tm.ttl
+	l := Leadership{Key: o.key, State: v.State, Revision: v.Revision, Renewed: v.Written}
+	switch v.State {
 	case KeyReleased:
-		l.Event, l.ReleasedBy = EventReleased, e.ReleasedBy
+		l.Event, l.ReleasedBy = EventReleased, v.ReleasedBy
 	case KeyRemoved:
 		l.Event = EventRemoved
+	case KeyAbsent:
+		switch {
+		case first:
+			l.Event = EventCurrent
+		case prev.HasLeader():
+			l.Event, l.Revision = EventExpired, prev.Revision
+		default:
+			return // nobody led: the key's expiry changes nothing
+		}
 	case KeyHeld:
-		l.Leader, l.ExpiresBy = e.Leader, e.Written.Add(ttl)
+		l.Leader, l.ExpiresBy = v.Leader, v.Written.Add(ttl)
 		switch {
 		case first:
 			l.Event = EventCurrent // mid-term: the write that began the term is gone
-		case gap && prev.HasLeader() && prev.Leader == l.Leader:
-			// The same leader after a gap: a renewal of the term the
-			// observer knew, or a new term that began unseen. It cannot
-			// tell, so it does not vouch for a token.
+		case !v.live && prev.HasLeader() && prev.Leader == v.Leader:
+			// The same leader after a gap (a read, a watch made again): a
+			// renewal of the term known, or a new term begun unseen. It
+			// cannot tell, so it does not vouch for a token.
 			l.Event = EventCurrent
-		case gap:
+		case !v.live:
 			l.Event = EventElected // someone else leads, since an unseen write
-		case o.renews(prev, e, now, ttl):
+		case o.renews(prev, v, ttl):
 			l.Event, l.Token, l.Since = EventRenewed, prev.Token, prev.Since
 		default:
-			l.Event, l.Token, l.Since = EventElected, e.Revision, e.Written
+			l.Event, l.Token, l.Since = EventElected, v.Revision, v.Written
 		}
-		o.seenAt, o.age, o.overdue = now, 0, 0
-		if gap {
-			o.age = min(max(time.Now().Round(0).Sub(e.Written), 0), ttl)
-		}
+		o.last = v
 	}
 	if first {
 		l.Event = EventCurrent
 	}
-	o.schedule(l, now)
 	o.publish(l, l.Event != EventRenewed || o.opts.renewals)
 }
 
-// renews reports whether e, a write by a leader seen right after prev on a
-// live watch, renews prev's term rather than beginning a new one.
+// renews reports whether v, a write by a leader delivered live right after
+// prev, renews prev's term rather than beginning a new one: the observer
+// saw prev's write, nothing came between, and prev's write could not yet
+// have expired when v's was made, by the observer's clock (v arrived less
+// than a TTL after prev did) and by the broker's (v was stored less than a
+// TTL after prev), with the TTL in force (see needsTTL). Neither compares
+// the broker's clock with ours.
 //
-// It does only when the observer saw prev's write, nothing came in between
-// (no marker, no expiry, no restart of the watch: the caller checks), and
-// prev's write could not yet have expired when e's was made, by two
-// measures: the observer's own clock (e arrived less than a TTL after prev
-// did) and the broker's (e was stored less than a TTL after prev). The first
-// catches an e delivered late, the second a prev delivered late (or found
-// when the watch began); neither compares the broker's clock with ours.
-//
-// The threshold is the TTL itself, not the TTL plus the broker's expiry
-// lateness (up to a few hundred milliseconds): the broker never expires a
-// key early, so a write more than a TTL after the previous one may be a new
-// term, and a candidate that saw the key vanish re-creates it in a few
-// milliseconds, well inside that lateness. Each way of being wrong:
-//   - A new term taken for a renewal (the old rule, "the same leader within
-//     TTL + 1s") reports the old term's token: a resource fenced by the
-//     observer's token would still accept the deposed term's late writes.
-//     Silent and unsafe, so the rule leans the other way.
-//   - A renewal taken for a new term reports a token above the leader's
-//     own: a resource fenced by it rejects the leader's writes, loudly, and
-//     nothing unsafe follows. It needs a renewal stored a full TTL after the
-//     previous write, which a Conclave leader never makes (it steps down a
-//     margin before the TTL from sending its last write), or a TTL raised
-//     without the observer knowing yet.
-//
-// What the rule cannot see: a watch that reconnects (nats.go resumes it
-// without telling) skips messages replaced meanwhile, so a delete and a
-// re-election by the same leader inside one TTL during the outage looks
-// like a renewal.
-func (o *Observer) renews(prev Leadership, e Entry, now time.Time, ttl time.Duration) bool {
-	return prev.HasLeader() && prev.Leader == e.Leader &&
-		now.Sub(o.seenAt) < ttl &&
-		e.Written.Sub(prev.Renewed) < ttl
-}
-
-// schedule sets the expiry check for l, seen at now.
-func (o *Observer) schedule(l Leadership, now time.Time) {
-	if !l.HasLeader() {
-		o.checkAt = time.Time{}
-		return
-	}
-	o.checkAt = o.predictedCheck(now)
-}
-
-// predictedCheck is when to check the latest write for expiry: a little
-// after it expires by the observer's estimate, and never sooner than
-// minCheckInterval from now.
-func (o *Observer) predictedCheck(now time.Time) time.Time {
-	at := o.seenAt.Add(o.bucketTTL() - o.age + expiryCheckDelay)
-	if soonest := now.Add(minCheckInterval); at.Before(soonest) {
-		at = soonest
-	}
-	return at
-}
-
-// overdueCheck is when to check again a write found still there after its
-// predicted expiry: by the time it must have expired (seen plus TTL: it
-// cannot be younger than when the observer saw it) and then less and less
-// often, up to once a TTL, as only a late broker or an unseen TTL change
-// explains it.
-func (o *Observer) overdueCheck(now time.Time) time.Time {
-	ttl := o.bucketTTL()
-	step := min(expiryCheckDelay<<min(o.overdue-1, 10), max(ttl, expiryCheckDelay))
-	at := now.Add(max(step, minCheckInterval))
-	if bound := o.seenAt.Add(ttl + expiryCheckDelay); bound.After(at) {
-		at = bound
-	}
-	return at
-}
-
-func (o *Observer) bucketTTL() time.Duration {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.ttl
-}
-
-// refreshTTL reads the bucket's TTL again and, if it changed, moves the
-// expiry check.
-func (o *Observer) refreshTTL(ctx context.Context) {
-	rctx, cancel := context.WithTimeout(ctx, observerRequestTimeout)
-	defer cancel()
-	st, err := o.bucket.Status(rctx)
-	if o.fatal(err) || ctx.Err() != nil {
-		return
-	}
-	if err != nil {
-		o.warn("observer %s: cannot read the bucket's TTL: %v", o.key, err)
-		return
-	}
-	o.lastWarn = ""
-	ttl := st.TTL()
-	if ttl <= 0 {
-		if !o.ttlWarn {
-			o.opts.log.Warnf("observer %s: bucket %s has no TTL any more: keys never expire; keeping the TTL %v", o.key, st.Bucket(), o.bucketTTL())
-			o.ttlWarn = true
-		}
-		return
-	}
-	o.ttlWarn = false
-	o.mu.Lock()
-	old := o.ttl
-	o.ttl = ttl
-	if ttl != old && o.current.HasLeader() {
-		o.current.ExpiresBy = o.current.Renewed.Add(ttl)
-	}
-	o.mu.Unlock()
-	if ttl == old {
-		return
-	}
-	o.opts.log.Infof("observer %s: the bucket's TTL changed from %v to %v", o.key, old, ttl)
-	if o.checkAt.IsZero() {
-		return
-	}
-	now := time.Now()
-	if o.overdue == 0 {
-		o.checkAt = o.predictedCheck(now)
-	} else {
-		o.checkAt = o.overdueCheck(now)
-	}
-}
-
-// checkExpiry reads the key when its renewal is overdue: the broker expires
-// keys silently.
-func (o *Observer) checkExpiry(ctx context.Context) {
-	cur := o.Leadership()
-	if !cur.HasLeader() {
-		o.checkAt = time.Time{}
-		return
-	}
-	// A raised TTL explains an overdue renewal: read it first.
-	o.refreshTTL(ctx)
-	now := time.Now()
-	if o.closed != nil || ctx.Err() != nil {
-		return
-	}
-	if o.checkAt.After(now) {
-		return // the TTL grew: not due yet
-	}
-	rctx, cancel := context.WithTimeout(ctx, observerRequestTimeout)
-	defer cancel()
-	ent, err := o.bucket.Get(rctx, o.key)
-	switch {
-	case errors.Is(err, jetstream.ErrKeyNotFound):
-		o.publish(Leadership{Key: o.key, Event: EventExpired, State: KeyAbsent, Revision: cur.Revision}, true)
-		o.checkAt = time.Time{}
-	case o.fatal(err), ctx.Err() != nil:
-	case err != nil:
-		o.warn("observer %s: cannot check for expiry: %v", o.key, err)
-		o.overdue++
-		o.checkAt = o.overdueCheck(now)
-	case ent.Revision() == cur.Revision:
-		o.lastWarn = ""
-		o.overdue++ // the broker is late expiring it, or the age estimate was high
-		o.checkAt = o.overdueCheck(now)
-	case ent.Revision() < cur.Revision:
-		// A stale read (a replica behind): try again later.
-		o.overdue++
-		o.checkAt = o.overdueCheck(now)
-	default:
-		// The watch is behind: take the newer value. What came between is
-		// unknown.
-		o.gap = true
-		o.onEntry(ent, false)
-	}
+// Wrong one way, a new term taken for a renewal reports the old token and a
+// resource fenced by it would accept the deposed term's writes: silent and
+// unsafe, so the rule leans the other way. Wrong the other way, a renewal
+// taken for a new term reports a token above the leader's own: loud, and
+// safe.
+func (o *Observer) renews(prev Leadership, v keyView, ttl time.Duration) bool {
+	return prev.HasLeader() && prev.Leader == v.Leader && o.last.known && o.last.Revision == prev.Revision &&
+		v.seenAt.Sub(o.last.seenAt) < ttl &&
+		v.Written.Sub(prev.Renewed) < ttl
 }
 
 // warn logs a warning, once while it repeats.

@@ -43,9 +43,9 @@ var (
 func TestSimulate(t *testing.T) {
 	if *simSeed != 0 {
 		r := simulate(*simSeed, true)
-		t.Log(r.summary())
+		t.Logf("%s\n%s", r.summary(), strings.Join(r.trace, "\n"))
 		if r.err != nil {
-			t.Fatalf("seed %d: %v\n%s", *simSeed, r.err, strings.Join(r.trace, "\n"))
+			t.Fatalf("seed %d: %v", *simSeed, r.err)
 		}
 		return
 	}
@@ -169,48 +169,66 @@ type simWorld struct {
 	msgTTL  bool
 	nodes   []*simNode // the current process of each candidate
 	all     []*simNode // every process that ever ran, for the checks
-	obs     []*simObserver
+	obs     []*simNode // observers: machines with writes off
 	verbose bool
 	trace   []string
 
-	epoch      int            // bumps when the bucket is made again
-	lastToken  map[int]uint64 // the highest token of each epoch
-	noStartTil time.Time      // no candidate starts before (after a vanish or removal, as the README asks)
-	lastTTLAt  time.Time      // when the TTL was last lowered
-	removed    bool           // the bucket is deleted
-	quietFrom  time.Time      // faults end here
-	ledAfter   bool           // a leader was seen after the faults
-	res        simResult
-	err        error
-	actions    map[[2]int64]int // (node, simulated second) → actions
+	epoch       int            // bumps when the bucket is made again
+	lastToken   map[int]uint64 // the highest token of each epoch
+	noStartTil  time.Time      // no candidate starts before (after a vanish or removal, as the README asks)
+	lastTTLAt   time.Time      // when the TTL was last lowered
+	lastHolder  string         // who the bucket last named as leader
+	holderSince time.Time      // since when
+	terms       []simTerm
+	lastVanish  time.Time
+	history     []simkv.Msg // the key's messages, for reads a lagging replica answers
+	deposed     string      // the holder a forced stand-down removed, until another takes the key
+	deposedAt   time.Time   // when the key last vanished without a marker
+	removed     bool        // the bucket is deleted
+	quietFrom   time.Time   // faults end here
+	ledAfter    bool        // a leader was seen after the faults
+	res         simResult
+	err         error
+	actions     map[[2]int64]int // (node, simulated second) → actions
+}
+
+type simTerm struct {
+	epoch int
+	token uint64
+	name  string
 }
 
 type simNode struct {
-	w        *simWorld
-	id       int
-	name     string
-	m        *machine
-	drift    float64 // the local clock runs at 1+drift of true time
-	base     time.Time
-	baseTrue time.Time
-	alive    bool
-	started  time.Time // true time
-	gen      int       // wake generation; older wakes are dropped
-	busy     bool
-	paused   time.Time // true time until which the process does not run
-	inbox    []input
-	watcher  *simkv.Watcher
-	watchGen int
-	lastDlv  time.Time // true time of the latest delivery scheduled
-	cut      time.Time // both ways partitioned until (true time)
-	oneway   time.Time // replies lost until (true time)
-	stall    time.Time // watch deliveries held until (true time)
-	active   bool      // a term runs
-	until    time.Time // its deadline, local time
-	token    uint64
-	won      int
-	lost     int
-	stopping bool
+	w         *simWorld
+	id        int
+	name      string
+	m         *machine
+	drift     float64 // the local clock runs at 1+drift of true time
+	base      time.Time
+	baseTrue  time.Time
+	alive     bool
+	started   time.Time // true time
+	gen       int       // wake generation; older wakes are dropped
+	busy      bool
+	paused    time.Time // true time until which the process does not run
+	inbox     []input
+	watcher   *simkv.Watcher
+	watchGen  int
+	lastDlv   time.Time // true time of the latest delivery scheduled
+	cut       time.Time // both ways partitioned until (true time)
+	oneway    time.Time // replies lost until (true time)
+	stall     time.Time // watch deliveries held until (true time)
+	active    bool      // a term runs
+	until     time.Time // its deadline, local time
+	token     uint64
+	won       int
+	lost      int
+	stopping  bool
+	obs       *Observer // an observer's judge, or nil for a candidate
+	since     time.Time // when the term began (true time)
+	wonAt     time.Time // the machine's hold that the term rests on
+	holdToken uint64    // the first term's token of that hold
+	tookAt    time.Time // when its latest campaign write was stored (true time)
 }
 
 func (n *simNode) local(t time.Time) time.Time {
@@ -302,7 +320,18 @@ func simulate(seed uint64, verbose bool) simResult {
 		h := (rev + seed) * 0x9e3779b97f4a7c15
 		return time.Duration(h % uint64(simMaxLate+1))
 	})
+	// The server's consumers get to each message a little after it is
+	// stored; one replaced (or gone) by then is never delivered.
+	w.b.SetWatchLag(func() time.Duration {
+		d := w.dur(50*time.Microsecond, 2*time.Millisecond)
+		if w.rng.IntN(20) == 0 {
+			d = w.dur(2*time.Millisecond, 100*time.Millisecond)
+		}
+		w.at(w.now.Add(d), w.flushWatches)
+		return d
+	})
 	n := 2 + rng.IntN(5)
+	w.nodes = make([]*simNode, n)
 	w.logf("seed %d: %d candidates, ttl %v, per-message TTL %v", seed, n, w.ttl, w.msgTTL)
 	for i := range n {
 		w.start(i, w.dur(0, w.ttl))
@@ -365,7 +394,7 @@ func (w *simWorld) check() {
 		w.ledAfter = true
 	}
 	for _, o := range w.obs {
-		o.check()
+		w.checkObserver(o)
 	}
 }
 
@@ -388,11 +417,7 @@ func (w *simWorld) start(id int, after time.Duration) {
 			log = simLog{w, name}
 		}
 		n.m = newMachine(cfg, tm, log)
-		if id < len(w.nodes) {
-			w.nodes[id] = n
-		} else {
-			w.nodes = append(w.nodes, n)
-		}
+		w.nodes[id] = n
 		w.all = append(w.all, n)
 		_, born, _ := w.b.Status(w.now)
 		w.logf("%s starts", name)
@@ -469,18 +494,37 @@ func (w *simWorld) step(n *simNode, in input) {
 func (w *simWorld) apply(n *simNode, notes []note) (input, bool) {
 	var next input
 	ok := false
+	if n.obs != nil {
+		for _, nt := range notes {
+			if nt.kind == noteStopWatch {
+				w.stopWatch(n)
+			}
+		}
+		return n.obs.apply(notes)
+	}
 	for _, nt := range notes {
 		switch nt.kind {
 		case noteBegan:
 			if n.active {
 				w.fail("%s began a term while one ran (OnWon twice)", n.name)
 			}
-			n.active, n.until, n.token = true, nt.until, nt.token
+			n.active, n.until, n.token, n.since = true, nt.until, nt.token, w.now
+			if !n.m.hold.wonAt.Equal(n.wonAt) {
+				// A new hold of the key: its first write is the token an
+				// observer names (a later term of the same hold, after a
+				// deadline, keeps the key without a write an observer
+				// could tell from a renewal).
+				n.wonAt, n.holdToken = n.m.hold.wonAt, nt.token
+			}
 			n.won++
 			if last := w.lastToken[w.epoch]; nt.token <= last {
 				w.fail("%s began a term with token %d, not above the last one %d", n.name, nt.token, last)
 			}
+			if n.name == w.deposed && n.tookAt.After(w.deposedAt) && w.now.Sub(w.deposedAt) < w.ttl {
+				w.fail("%s, deposed by a forced stand-down %v ago, leads again before anyone else took the key: it did not sit out", n.name, w.now.Sub(w.deposedAt).Round(time.Millisecond))
+			}
 			w.lastToken[w.epoch] = nt.token
+			w.terms = append(w.terms, simTerm{epoch: w.epoch, token: nt.token, name: n.name})
 			w.logf("%s leads, token %d, until %.3fs from now", n.name, nt.token, nt.until.Sub(n.local(w.now)).Seconds())
 		case noteExtended:
 			if !n.active {
@@ -516,6 +560,13 @@ func (w *simWorld) stopWatch(n *simNode) {
 		n.watcher = nil
 	}
 	n.watchGen++
+	kept := n.inbox[:0]
+	for _, in := range n.inbox {
+		if in.kind != inWatchEntry && in.kind != inWatchInitialDone && in.kind != inWatchEnded {
+			kept = append(kept, in) // what a stopped watch delivered is gone with it
+		}
+	}
+	n.inbox = kept
 }
 
 func (w *simWorld) countAction(n *simNode) {
@@ -582,6 +633,12 @@ func (w *simWorld) apply2(n *simNode, a action) input {
 		if err != nil {
 			return input{kind: inRead, err: jetstream.ErrStreamNotFound}
 		}
+		if len(w.history) > 1 && w.rng.IntN(30) == 0 {
+			// A replica behind the stream's leader answers with an older
+			// message of the key.
+			old := w.history[len(w.history)-2-w.rng.IntN(min(len(w.history)-1, 3))]
+			msg = &old
+		}
 		in := input{kind: inRead}
 		if msg != nil {
 			e := simEntry(msg)
@@ -595,6 +652,13 @@ func (w *simWorld) apply2(n *simNode, a action) input {
 		}
 		rev, err := b.Put(w.now, simKey, []byte(n.name), a.expect, ttl)
 		w.flushWatches()
+		w.remember()
+		if err == nil && n.name != w.deposed {
+			w.deposed = "" // someone else took the key: the sit-out did its work
+		}
+		if err == nil && !a.renewal {
+			n.tookAt = w.now
+		}
 		switch {
 		case errors.Is(err, simkv.ErrWrongRevision):
 			return input{kind: inWrite, err: w.mismatch()}
@@ -612,6 +676,7 @@ func (w *simWorld) apply2(n *simNode, a action) input {
 		}
 		rev, err := b.Delete(w.now, simKey, a.expect, payload)
 		w.flushWatches()
+		w.remember()
 		switch {
 		case errors.Is(err, simkv.ErrWrongRevision):
 			return input{kind: inRelease, err: w.mismatch()}
@@ -690,11 +755,9 @@ func simOp(op simkv.Op) jetstream.KeyValueOp {
 
 // flushWatches schedules what each watch has queued, with each node's lag.
 func (w *simWorld) flushWatches() {
+	w.b.Advance(w.now)
 	for _, n := range w.all {
 		w.flushWatch(n.watcher, &n.lastDlv, n.stall, n.watchGen, func(in input) { w.deliver(n, in) })
-	}
-	for _, o := range w.obs {
-		o.flush()
 	}
 }
 
@@ -726,6 +789,13 @@ func (w *simWorld) flushWatch(wt *simkv.Watcher, last *time.Time, stall time.Tim
 }
 
 func (w *simWorld) deliver(n *simNode, in input) {
+	if w.verbose {
+		what := "end of initial values"
+		if in.entry != nil {
+			what = in.entry.Describe()
+		}
+		w.logf("%s's watch delivers %s (kind %d, watching %v)", n.name, what, in.kind, n.watcher != nil)
+	}
 	if !n.alive || n.watcher == nil {
 		return
 	}
@@ -747,7 +817,7 @@ func (w *simWorld) fault() {
 	kind := simFaultKinds[w.rng.IntN(len(simFaultKinds))]
 	var alive []*simNode
 	for _, n := range w.nodes {
-		if n.alive && !n.stopping {
+		if n != nil && n.alive && !n.stopping {
 			alive = append(alive, n)
 		}
 	}
@@ -846,14 +916,19 @@ func (w *simWorld) fault() {
 		if msg == nil || msg.Op != simkv.Put {
 			return
 		}
+		// A forced stand-down moves leadership: the deposed holder sits
+		// out the takeover that follows.
+		w.deposed, w.deposedAt = string(msg.Value), w.now
 		if kind == "purge" {
 			w.logf("FAULT the key is purged")
 			w.b.Purge(w.now, simKey)
+			w.remember()
 		} else {
 			w.logf("FAULT forced stand-down of revision %d", msg.Revision)
 			if _, err := w.b.Delete(w.now, simKey, msg.Revision, nil); err != nil {
 				return
 			}
+			w.remember()
 		}
 		w.flushWatches()
 	case "vanish":
@@ -863,6 +938,14 @@ func (w *simWorld) fault() {
 			return
 		}
 		w.logf("FAULT the key vanishes without a marker (stream purge)")
+		if w.verbose {
+			for _, n := range w.nodes {
+				if n != nil {
+					w.logf("  %s alive %v knows revision %d", n.name, n.alive, n.m.view.Revision)
+				}
+			}
+		}
+		w.lastVanish = w.now
 		w.b.Vanish(w.now, simKey)
 		w.noStartTil = later(w.noStartTil, w.now.Add(w.maxTTL()))
 	case "recreate":
@@ -870,8 +953,10 @@ func (w *simWorld) fault() {
 			return
 		}
 		w.logf("FAULT the bucket is deleted")
+		w.lastVanish = w.now
 		w.b.Remove(w.now)
 		w.removed = true
+		w.history = nil
 		w.noStartTil = later(w.noStartTil, w.now.Add(2*w.maxTTL()))
 		w.flushWatches()
 		w.at(w.now.Add(w.dur(w.maxTTL(), w.maxTTL()+2*time.Second)), func() {
@@ -888,15 +973,15 @@ func (w *simWorld) fault() {
 		old := w.ttl
 		var next time.Duration
 		if w.rng.IntN(2) == 0 {
-			// Lower by at most the safety margin, one old TTL after the last change.
-			if w.now.Sub(w.lastTTLAt) < old {
+			// Lower by at most the safety margin, one old TTL after the
+			// last change, as the README allows, and keep lowering so for
+			// a while: standbys read the TTL only every minute.
+			if w.now.Sub(w.lastTTLAt) < old || !w.lowerTTL() {
 				return
 			}
-			next = old - time.Duration(w.rng.Int64N(int64(old/10)+1))
-			next = next.Round(10 * time.Millisecond)
-			if next < time.Second {
-				return
-			}
+			w.res.faults++
+			w.res.byFault[kind]++
+			return
 		} else {
 			next = (old + time.Duration(w.rng.Int64N(int64(old)))).Round(100 * time.Millisecond)
 			if next > 8*time.Second {
@@ -912,13 +997,92 @@ func (w *simWorld) fault() {
 	w.res.byFault[kind]++
 }
 
-// simObserver is an observer's lease machine (writes off) on the simulated
-// bucket.
-type simObserver struct{ w *simWorld }
+// startObserver starts an Observer's machine, judged by the Observer's
+// own code, on the simulated bucket.
+func (w *simWorld) startObserver(id int) {
+	name := fmt.Sprintf("o%d", id)
+	ttl, born, _ := w.b.Status(w.now)
+	tm, _ := observerTimings(ttl)
+	rng := rand.New(rand.NewPCG(w.rng.Uint64(), w.rng.Uint64()))
+	o := &Observer{key: simKey, opts: observerOptions{log: nopLogger{}}, current: Leadership{Key: simKey}}
+	var log Logger = nopLogger{}
+	if w.verbose {
+		log = simLog{w, name}
+	}
+	o.driver.m = newMachine(machineConfig{key: simKey, timings: observerTimings, random: rng.Int64N}, tm, log)
+	n := &simNode{w: w, id: 1000 + id, name: name, obs: o, m: o.driver.m, base: w.now, baseTrue: w.now, alive: true, started: w.now,
+		drift: (w.rng.Float64()*2 - 1) * simMaxDrift}
+	w.obs = append(w.obs, n)
+	w.all = append(w.all, n)
+	w.step(n, input{kind: inStart, now: n.local(w.now), born: born})
+}
 
-func (w *simWorld) startObserver(int) {}
-func (o *simObserver) check()         {}
-func (o *simObserver) flush()         {}
+// checkObserver tests what observer n reports against the bucket: once the
+// key's holder has not changed for simObserverBound, the observer names it
+// (or no leader), and a token it vouches for is not below the one of the
+// write that took the key (a renewal taken for a new term, after a watch
+// lagged, reports a higher token: a fenced resource then refuses the
+// leader loudly, which is safe; a lower one would let a deposed term in).
+func (w *simWorld) checkObserver(n *simNode) {
+	l := n.obs.Leadership()
+	holder := w.holder()
+	if holder != w.lastHolder {
+		w.lastHolder, w.holderSince = holder, w.now
+	}
+	if w.now.Sub(w.holderSince) >= w.observerBound() && l.Leader != holder {
+		w.fail("observer %s reports %q leading, but %q has held the key for %v", n.name, l.Leader, holder, w.now.Sub(w.holderSince).Round(time.Millisecond))
+	}
+	if l.HasLeader() && l.Token != 0 {
+		for _, c := range w.nodes {
+			if c == nil {
+				continue
+			}
+			// A term the same leader began within a TTL after its key
+			// vanished without a marker looks like a renewal to anyone (the
+			// README's "not promised"): the check skips those.
+			unseen := !w.lastVanish.IsZero() && c.since.Sub(w.lastVanish) < 2*w.maxTTL()
+			if c.name == l.Leader && c.valid(w.now) && l.Token < c.holdToken && w.now.Sub(c.since) > w.observerTokenBound() && !unseen && w.otherLedBetween(l.Leader, l.Token, c.holdToken) {
+				w.fail("observer %s reports %s's term with token %d, but the write that took the key has revision %d", n.name, l.Leader, l.Token, c.holdToken)
+			}
+		}
+	}
+}
+
+// otherLedBetween reports whether a leader other than name began a term
+// with a token between from and to in this epoch: an observer naming token
+// from for name's term at to would then let that leader's writes in.
+func (w *simWorld) otherLedBetween(name string, from, to uint64) bool {
+	for _, t := range w.terms {
+		if t.epoch == w.epoch && t.name != name && t.token > from && t.token < to {
+			return true
+		}
+	}
+	return false
+}
+
+// holder is who the bucket's latest message names as leader, or "".
+func (w *simWorld) holder() string {
+	if w.removed {
+		return ""
+	}
+	msg, _ := w.b.Latest(w.now, simKey)
+	if msg == nil || msg.Op != simkv.Put {
+		return ""
+	}
+	return string(msg.Value)
+}
+
+// observerTokenBound is how long an observer may still name the token of
+// a leader's previous term once a new one began: the new term's first write
+// reaches it through its watch, and it may read the TTL to judge it.
+func (w *simWorld) observerTokenBound() time.Duration { return 2*w.maxTTL()/5 + time.Second }
+
+// observerBound is how long an observer may take to report a change of
+// holder: an expiry is silent, so it is found by a read a little after the
+// predicted expiry (up to a TTL after the write, plus the broker's
+// lateness and the check's delay), and a watch made again after a fault
+// takes its backoff.
+func (w *simWorld) observerBound() time.Duration { return 2*w.maxTTL() + 3*time.Second }
 
 // mismatch is the error nats-server answers a compare-and-swap that found
 // another revision with: it names the key's latest revision.
@@ -941,7 +1105,7 @@ func (w *simWorld) allSettled() bool {
 		return false
 	}
 	for _, n := range w.nodes {
-		if n.alive && (!n.m.view.known || n.m.view.Revision != msg.Revision) {
+		if n != nil && n.alive && (!n.m.view.known || n.m.view.Revision != msg.Revision) {
 			return false
 		}
 	}
@@ -958,3 +1122,31 @@ func (l simLog) Debugf(f string, a ...any) { l.w.logf("  "+l.name+" debug "+f, a
 func (l simLog) Infof(f string, a ...any)  { l.w.logf("  "+l.name+" info "+f, a...) }
 func (l simLog) Warnf(f string, a ...any)  { l.w.logf("  "+l.name+" warn "+f, a...) }
 func (l simLog) Errorf(f string, a ...any) { l.w.logf("  "+l.name+" error "+f, a...) }
+
+// lowerTTL lowers the bucket's TTL by at most a tenth, and schedules up to
+// a few more such steps, each one old TTL after the one before. It reports
+// whether it lowered it.
+func (w *simWorld) lowerTTL() bool {
+	old := w.ttl
+	next := old - time.Duration(w.rng.Int64N(int64(old/10)+1)).Truncate(10*time.Millisecond)
+	if next < time.Second || w.removed {
+		return false
+	}
+	w.logf("FAULT the TTL is lowered from %v to %v", old, next)
+	w.ttl, w.lastTTLAt = next, w.now
+	w.b.SetTTL(w.now, next)
+	if w.rng.IntN(2) == 0 && w.now.Add(old).Before(w.quietFrom) {
+		w.at(w.now.Add(old), func() { w.lowerTTL() })
+	}
+	return true
+}
+
+// remember notes the key's latest message, for stale reads.
+func (w *simWorld) remember() {
+	if msg, _ := w.b.Latest(w.now, simKey); msg != nil {
+		w.history = append(w.history, *msg)
+		if len(w.history) > 8 {
+			w.history = w.history[1:]
+		}
+	}
+}
