@@ -28,14 +28,13 @@ import (
 
 func main() {
 	var (
-		seeds  = flag.Int("seeds", 2000, "how many seeds to run")
-		from   = flag.Uint64("from", 1, "the first seed")
-		seed   = flag.Uint64("seed", 0, "replay this one seed and print its events")
-		dur    = flag.Duration("for", 0, "run seeds from -from until this much time has passed (overrides -seeds)")
-		mutant = flag.String("mutant", "", "run with a named bug put back, to check the simulator finds it (see TestSimulate's -sim.mutant)")
+		seeds = flag.Int("seeds", 2000, "how many seeds to run")
+		from  = flag.Uint64("from", 1, "the first seed")
+		seed  = flag.Uint64("seed", 0, "replay this one seed and print its events")
+		dur   = flag.Duration("for", 0, "run seeds from -from until this much time has passed (overrides -seeds)")
 	)
 	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "usage: go run ./cmd/simulate [-seeds N] [-from SEED] [-for DURATION] [-seed SEED] [-mutant NAME]\n\n")
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: go run ./cmd/simulate [-seeds N] [-from SEED] [-for DURATION] [-seed SEED]\n\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -59,9 +58,6 @@ func main() {
 	}
 	if *dur > 0 {
 		args = append(args, "-sim.for="+dur.String())
-	}
-	if *mutant != "" {
-		args = append(args, "-sim.mutant="+*mutant)
 	}
 	cmd := exec.Command("go", args...)
 	cmd.Dir, cmd.Stdout, cmd.Stderr = root, os.Stdout, os.Stderr

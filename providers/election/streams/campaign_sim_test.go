@@ -505,8 +505,7 @@ func TestSimKeyVanishingUnderALiveLeaseIsARemoval(t *testing.T) {
 // under a live lease, the standby's campaign fails (the new stream does
 // not answer yet) and its next watch finds the key absent again: the
 // removal it inferred, and when it saw it, stand, so its term still waits
-// a TTL from then. Before, the second absent view replaced the removal and
-// the standby led at once.
+// a TTL from then.
 func TestSimInferredRemovalOutlivesAFailedCampaign(t *testing.T) {
 	const ttl = 9 * time.Second
 	clk := clocktest.New(simStart)
@@ -541,9 +540,7 @@ func TestSimInferredRemovalOutlivesAFailedCampaign(t *testing.T) {
 // revisions are high (as a Conclave broker makes them); the bucket is
 // deleted and made again with revisions from 1, and n, started afterwards,
 // takes the key. a is deposed at its next renewal; once n releases the
-// key, a leads. Before, a's view carried no broker write time, so it
-// dropped every message of the new bucket as older than what it knew, its
-// own reads included, and never led again (its loop re-read without end).
+// key, a leads.
 func TestSimDeposedLeaderFollowsARecreatedBucket(t *testing.T) {
 	const ttl = 9 * time.Second
 	clk := clocktest.New(simStart)
@@ -578,8 +575,7 @@ func TestSimDeposedLeaderFollowsARecreatedBucket(t *testing.T) {
 // a bucket made again (high old revisions, new ones from 1), and its
 // campaign fails; another standby takes the key in the new bucket, renews
 // it and releases it. b follows the new leader and leads after its
-// release. Before, b dropped every message of the new bucket and never
-// campaigned again.
+// release.
 func TestSimLoserOfARecreatedBucketRaceFollowsIt(t *testing.T) {
 	const ttl = 9 * time.Second
 	clk := clocktest.New(simStart)
@@ -619,8 +615,8 @@ func TestSimLoserOfARecreatedBucketRaceFollowsIt(t *testing.T) {
 // watch reads the key at its predicted expiry, after the bucket was deleted
 // and made again under a leader whose renewals it did not see, finds it
 // absent and takes it. The settings read every term makes first shows the
-// new bucket, so the term waits a TTL: the old leader still counts on its
-// lease until its next renewal fails. Before, the term began at once.
+// new bucket, so it gives that hold up and campaigns again, and leads only
+// once the old leader's lease has surely ended.
 func TestSimStandbyWithoutAWatchWaitsOutARecreatedBucket(t *testing.T) {
 	const ttl = 9 * time.Second
 	clk := clocktest.New(simStart)

@@ -20,6 +20,14 @@
 //
 // # The algorithm
 //
+// The rules below are stated once, in rules.go, and applied by one pure
+// lease machine (machine.go): it takes what happened (a message seen, a
+// request's outcome, a read of the bucket's settings, time passing) and
+// returns the one thing to do next and when to be woken, from one function.
+// A candidate (campaign.go) and an Observer are thin drivers of it, and a
+// deterministic simulator of many candidates and observers (simulate_test.go,
+// go run ./cmd/simulate) checks it under faults.
+//
 // A candidate campaigns by writing its identity with a compare-and-swap that
 // only succeeds when the key is free. A leader renews with a compare-and-swap
 // on its own last revision every third of the bucket's TTL; the broker expires

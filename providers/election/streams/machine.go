@@ -197,7 +197,6 @@ type note struct {
 	token   uint64
 	until   time.Time
 	cause   Cause
-	state   State
 	latency time.Duration
 	at      time.Time
 }
@@ -209,7 +208,6 @@ const (
 	noteExtended
 	noteLimited
 	noteEnded
-	noteCampaign
 	noteRenewed
 	noteTimings
 	noteViewChanged  // the view of the key changed (observers report it)
@@ -291,7 +289,11 @@ func (m *machine) step(in input) output {
 
 // plan is the one place that says what is due and when: it performs the
 // moves that are due, then returns the action due now, or none and when
-// the next thing falls due.
+// the next thing falls due. Every move undoes its own cause (a term that
+// ends is not leading, a phase left is not due again, a stuck watch
+// dropped is not up), so the moves of one plan are finite; an action is
+// due again only once its outcome was stepped in, and the simulator holds
+// each candidate to a bound on actions per second.
 func (m *machine) plan(now time.Time) (action, time.Time) {
 	for {
 		at, act, move := m.due(now)
@@ -681,7 +683,7 @@ func (m *machine) observe(now time.Time, v keyView) bool {
 	case v.State != KeyAbsent:
 		m.gone = keyView{}
 	}
-	m.note(note{kind: noteViewChanged, at: now, token: prev.Revision})
+	m.note(note{kind: noteViewChanged, at: now})
 	if m.phase.holds() {
 		switch {
 		case v.State == KeyAbsent, v.Revision <= m.hold.rev:

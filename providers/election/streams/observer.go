@@ -369,19 +369,12 @@ func (o *Observer) judge(v keyView) {
 	o.publish(l, l.Event != EventRenewed || o.opts.renewals)
 }
 
-// renews reports whether v, a write by a leader delivered live right after
-// prev, renews prev's term rather than beginning a new one: the observer
-// saw prev's write, nothing came between, and prev's write could not yet
-// have expired when v's was made, by the observer's clock (v arrived less
-// than a TTL after prev did) and by the broker's (v was stored less than a
-// TTL after prev), with the TTL in force (see needsTTL). Neither compares
-// the broker's clock with ours.
-//
-// Wrong one way, a new term taken for a renewal reports the old token and a
-// resource fenced by it would accept the deposed term's writes: silent and
-// unsafe, so the rule leans the other way. Wrong the other way, a renewal
-// taken for a new term reports a token above the leader's own: loud, and
-// safe.
+// renews reports whether v, a write by the leader of prev delivered live,
+// renews prev's term: it came less than a TTL (the one in force, see
+// needsTTL) after prev's write by the observer's clock and by the broker's,
+// never comparing the two. In doubt it says no: a new term taken for a
+// renewal would vouch for the old token, which is unsafe; the other way
+// round a fenced resource refuses the leader loudly.
 func (o *Observer) renews(prev Leadership, v keyView, ttl time.Duration) bool {
 	return prev.HasLeader() && prev.Leader == v.Leader && o.last.known && o.last.Revision == prev.Revision &&
 		v.seenAt.Sub(o.last.seenAt) < ttl &&

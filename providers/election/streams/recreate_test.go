@@ -50,11 +50,7 @@ func mustPut(t *testing.T, kv jetstream.KeyValue, key, val string) uint64 {
 // whose revisions start again at 1, below the ones the feeds saw: the new
 // leader's write, its renewal and its release, each as it happens, and a
 // subscription joining afterwards gets the new bucket's state (or, for a
-// key the new bucket has no message of, the old bucket's). Before,
-// nats.go's ordered consumer failed to remake itself while the stream was
-// missing and the feed never delivered anything again, and a feed that
-// took in the new messages dropped them until their revisions passed the
-// old ones.
+// key the new bucket has no message of, the old bucket's).
 func TestHubFollowsARecreatedBucket(t *testing.T) {
 	const ttl = 10 * time.Second
 	ts := newTestServer(t)

@@ -90,10 +90,7 @@ func TestCampaignThroughAJetStreamDomain(t *testing.T) {
 // TestElectionsInTwoDomainsOnOneConnection: a program whose one connection
 // campaigns both in its leaf node's own bucket and in the hub domain's
 // bucket of the same name follows each through its own watch hub: each
-// election reads its own bucket's TTL. Before, the two shared one hub (it
-// was keyed by connection and bucket name only), so the hub domain's
-// election read the leaf bucket's 2s TTL while its key lived by 6s: a lease
-// out of step with its key, and a second leader after it.
+// election reads its own bucket's TTL, not the other bucket's.
 func TestElectionsInTwoDomainsOnOneConnection(t *testing.T) {
 	nc := leafWithHub(t)
 	local := createBucket(t, nc, bucketConfig(2*time.Second))
