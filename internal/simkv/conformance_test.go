@@ -112,8 +112,9 @@ func (r *realBucket) create(ttl time.Duration, allowMsgTTL bool) {
 	r.kv, r.stream = kv, st
 }
 
-// publish writes as streams.kvStore does: a raw publish with the expected
-// last subject sequence and, when msgTTL > 0, a per-message TTL.
+// publish writes as the election's transport.Store does: a raw publish
+// with the expected last subject sequence and, when msgTTL > 0, a
+// per-message TTL.
 func (r *realBucket) publish(key string, data []byte, op string, expect uint64, msgTTL time.Duration) (uint64, error) {
 	m := nats.NewMsg(r.subject(key))
 	m.Data = data

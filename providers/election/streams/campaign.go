@@ -11,6 +11,7 @@ import (
 
 	"github.com/conclave-io/conclave/clock"
 	"github.com/conclave-io/conclave/internal/kvwatch"
+	"github.com/conclave-io/conclave/providers/election/streams/internal/transport"
 )
 
 // driver runs a lease machine on a single goroutine: it performs the
@@ -203,12 +204,12 @@ func (d *driver) perform(a action) input {
 		st, err := d.store.Status(ctx)
 		in := input{kind: inTTL, sent: sent, now: d.clock.Now(), err: err}
 		if err == nil {
-			in.ttl, in.born = st.TTL(), streamCreated(st)
+			in.ttl, in.born = st.TTL(), transport.StreamCreated(st)
 		}
 		return in
 	case doWatch:
 		err := d.makeWatch(a.timeout)
-		_, restartable := d.w.(interface{ restart() })
+		_, restartable := d.w.(interface{ Restart() })
 		return input{kind: inWatchMade, sent: sent, now: d.clock.Now(), err: err, restartable: restartable}
 	}
 	panic(fmt.Sprintf("election %s: bug: unknown action %d", d.key, a.kind))
@@ -254,8 +255,8 @@ func (d *driver) watchNotes(notes []note) {
 		case noteStopWatch:
 			d.stopWatch()
 		case noteRestartWatch:
-			if r, ok := d.w.(interface{ restart() }); ok {
-				r.restart() // a shared watch is made again for all, and stays subscribed
+			if r, ok := d.w.(interface{ Restart() }); ok {
+				r.Restart() // a shared watch is made again for all, and stays subscribed
 			}
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/conclave-io/conclave/bucket/fit"
 	"github.com/conclave-io/conclave/internal/denied"
 	"github.com/conclave-io/conclave/internal/jsapi"
+	"github.com/conclave-io/conclave/providers/election/streams/internal/transport"
 )
 
 // Election is one candidate campaigning in one election: a key in a
@@ -306,7 +307,7 @@ func (e *Election) awaitBucket(ctx context.Context) (time.Duration, time.Time, e
 			return err
 		}
 		ttl, invalid = checkBucket(st, e.identity)
-		born = streamCreated(st)
+		born = transport.StreamCreated(st)
 		return nil
 	})
 	if err != nil {
@@ -330,7 +331,7 @@ func (e *Election) readBucket(ctx context.Context) (jetstream.KeyValueStatus, er
 			return nil, err
 		}
 		e.mu.Lock()
-		e.bucket, e.store = kv, newKVStore(kv, e.js, e.opts.log)
+		e.bucket, e.store = kv, newStore(kv, e.js, e.opts.log)
 		e.mu.Unlock()
 	}
 	return e.store.Status(ctx)

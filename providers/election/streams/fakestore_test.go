@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/conclave-io/conclave/clock/clocktest"
+	"github.com/conclave-io/conclave/providers/election/streams/internal/transport"
 )
 
 // fakeStore is an in-memory election bucket of one key on a fake clock: the
@@ -22,7 +23,7 @@ type fakeStore struct {
 	clk      *clocktest.Fake
 	ttl      time.Duration
 	seq      uint64
-	msg      *rawEntry // the key's latest message, nil when it has none
+	msg      *transport.Entry // the key's latest message, nil when it has none
 	expires  time.Time
 	watchers []*fakeWatcher
 	// watchErr, when set, refuses new watches; stuckWatch makes new watches
@@ -42,7 +43,7 @@ type fakeStore struct {
 	created time.Time
 	// stale, when set, is what reads return instead of the latest message,
 	// as a lagging replica answers.
-	stale *rawEntry
+	stale *transport.Entry
 }
 
 func newFakeStore(clk *clocktest.Fake, ttl time.Duration) *fakeStore {
@@ -59,7 +60,7 @@ func (s *fakeStore) expireLocked() {
 func (s *fakeStore) appendLocked(op jetstream.KeyValueOp, value []byte) uint64 {
 	s.seq++
 	now := s.clk.Now()
-	s.msg = &rawEntry{bucket: bucketName, key: "k", value: value, revision: s.seq, created: now, op: op}
+	s.msg = transport.NewEntry(bucketName, "k", value, s.seq, now, op)
 	s.expires = now.Add(s.ttl)
 	if s.silent {
 		s.silent = false
@@ -76,7 +77,7 @@ func (s *fakeStore) lastLocked() uint64 {
 	if s.msg == nil {
 		return 0
 	}
-	return s.msg.revision
+	return s.msg.Revision()
 }
 
 func (s *fakeStore) Status(context.Context) (jetstream.KeyValueStatus, error) {
@@ -189,7 +190,7 @@ func (s *fakeStore) setTTL(ttl time.Duration) {
 	defer s.mu.Unlock()
 	s.ttl = ttl
 	if s.msg != nil {
-		s.expires = s.msg.created.Add(ttl) // the broker applies a new MaxAge to stored messages
+		s.expires = s.msg.Created().Add(ttl) // the broker applies a new MaxAge to stored messages
 	}
 }
 

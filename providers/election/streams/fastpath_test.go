@@ -43,7 +43,7 @@ func bucketOptions(kv jetstream.KeyValue, opts ...Option) []Option {
 			_ = opt(&o)
 		}
 	}
-	return append([]Option{withStore(newKVStore(kv, nil, o.log))}, opts...)
+	return append([]Option{withStore(newStore(kv, nil, o.log))}, opts...)
 }
 
 // readmeCandidate is a candidate made as the README's direct-API example

@@ -12,6 +12,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/conclave-io/conclave/providers/election/streams/internal/transport"
 )
 
 // consumers returns the number of consumers on the election stream.
@@ -133,7 +135,7 @@ func TestKeysUnderOnePrefixShareAConsumer(t *testing.T) {
 		key := fmt.Sprintf("app.e%02d", i)
 		runElection(t, mustElection(t, "b", key, kvB, recs[i].options("b")...))
 	}
-	want := 2 * foldAt // per connection: foldAt-1 keys of their own, then one for the prefix
+	want := 2 * transport.FoldAt // per connection: FoldAt-1 keys of their own, then one for the prefix
 	eventually(t, 5*time.Second, fmt.Sprintf("%d consumers", want), func() bool { return consumers(t, admin) == want })
 	time.Sleep(200 * time.Millisecond) // b's campaigns have had time to make any more
 	if got := consumers(t, admin); got != want {
@@ -152,99 +154,6 @@ func TestKeysUnderOnePrefixShareAConsumer(t *testing.T) {
 	t.Logf("b led all %d elections %v after a began releasing", n, time.Since(start).Round(time.Millisecond))
 	for i := range n {
 		checkHistory(t, recs[i].snapshot())
-	}
-}
-
-// TestHubSubscriptionJoiningAFeedGetsTheKeyAtOnce: a second subscription
-// to a key gets its latest message and the end of the initial values from
-// the running feed, then the same changes as the first.
-func TestHubSubscriptionJoiningAFeedGetsTheKeyAtOnce(t *testing.T) {
-	ts := newTestServer(t)
-	nc := connect(t, ts.url())
-	kv := createBucket(t, nc, bucketConfig(10*time.Second))
-	js, _ := jsOf.Load(kv)
-	ctx := context.Background()
-	rev, err := kv.PutString(ctx, "k", "leader-1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := hubFor(kv, js.(jetstream.JetStream), nopLogger{})
-	next := func(w jetstream.KeyWatcher) jetstream.KeyValueEntry {
-		t.Helper()
-		select {
-		case ent, ok := <-w.Updates():
-			if !ok {
-				t.Fatal("watch closed")
-			}
-			return ent
-		case <-time.After(5 * time.Second):
-			t.Fatal("nothing delivered in 5s")
-		}
-		return nil
-	}
-	first, err := h.subscribe(ctx, "k", 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer first.Stop()
-	if ent := next(first); ent == nil || ent.Revision() != rev {
-		t.Fatalf("first subscription's initial value %v, want revision %d", ent, rev)
-	}
-	if ent := next(first); ent != nil {
-		t.Fatalf("want the end of the initial values, got %v", ent)
-	}
-	second, err := h.subscribe(ctx, "k", 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer second.Stop()
-	if ent := next(second); ent == nil || ent.Revision() != rev || string(ent.Value()) != "leader-1" {
-		t.Fatalf("second subscription's initial value %v, want revision %d", ent, rev)
-	}
-	if ent := next(second); ent != nil {
-		t.Fatalf("want the end of the initial values, got %v", ent)
-	}
-	rev2, err := kv.Update(ctx, "k", []byte("leader-2"), rev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, w := range []jetstream.KeyWatcher{first, second} {
-		if ent := next(w); ent == nil || ent.Revision() != rev2 {
-			t.Fatalf("change %v, want revision %d", ent, rev2)
-		}
-	}
-	if n := consumers(t, js.(jetstream.JetStream)); n != 1 {
-		t.Fatalf("%d consumers for two subscriptions, want 1", n)
-	}
-}
-
-// TestHubEndsSubscriptionsWhenTheConnectionCloses: a closed connection ends
-// every subscription with an error that says so.
-func TestHubEndsSubscriptionsWhenTheConnectionCloses(t *testing.T) {
-	ts := newTestServer(t)
-	nc := connect(t, ts.url())
-	kv := createBucket(t, nc, bucketConfig(10*time.Second))
-	js, _ := jsOf.Load(kv)
-	h := hubFor(kv, js.(jetstream.JetStream), nopLogger{})
-	w, err := h.subscribe(context.Background(), "k", 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nc.Close()
-	deadline := time.After(5 * time.Second)
-	for {
-		select {
-		case _, ok := <-w.Updates():
-			if ok {
-				continue
-			}
-			if err := w.(*hubWatch).Err(); !strings.Contains(err.Error(), "closed") {
-				t.Fatalf("subscription ended with %v, want a closed connection", err)
-			}
-			return
-		case <-deadline:
-			t.Fatal("the subscription did not end within 5s of the connection closing")
-		}
 	}
 }
 
@@ -292,19 +201,6 @@ func TestWritesCarryAPerMessageTTL(t *testing.T) {
 	}
 }
 
-func TestMessageTTLRoundsUpToWholeSeconds(t *testing.T) {
-	for _, c := range []struct{ ttl, want time.Duration }{
-		{time.Second, time.Second},
-		{1500 * time.Millisecond, 2 * time.Second},
-		{time.Minute, time.Minute},
-		{time.Minute + time.Millisecond, 61 * time.Second},
-	} {
-		if got := messageTTL(c.ttl); got != c.want {
-			t.Errorf("messageTTL(%v) = %v, want %v", c.ttl, got, c.want)
-		}
-	}
-}
-
 // TestWatchHeartbeatsFollowTheTTL: a shared watch asks the broker for idle
 // heartbeats every half TTL (1s to 30s), not nats.go's fixed 5s, and pulls
 // for at least 30s at a time, as its pull requests show.
@@ -348,7 +244,7 @@ func TestWatchHeartbeatsFollowTheTTL(t *testing.T) {
 // permissions allow consumers on its keys one by one, but not on their
 // prefix, gets one consumer per key, after one warning, and its watches work.
 func TestPrefixConsumerRefusedByPermissionsFallsBackToOnePerKey(t *testing.T) {
-	const n = foldAt + 2
+	const n = transport.FoldAt + 2
 	stream := "KV_" + bucketName
 	allow := []string{
 		"$JS.API.INFO", "$JS.API.STREAM.INFO." + stream,
@@ -371,18 +267,21 @@ func TestPrefixConsumerRefusedByPermissionsFallsBackToOnePerKey(t *testing.T) {
 	kv := openBucket(t, nc)
 	js, _ := jsOf.Load(kv)
 	var warnings, underLock atomic.Int64
+	var hubLocked atomic.Pointer[func()] // takes and lets go of the hub's lock
 	log := funcLogger(func(s string) {
 		if strings.HasPrefix(s, "WARN") && strings.Contains(s, "permissions refuse a consumer") {
 			warnings.Add(1)
 		}
 		// No line is logged under the hub's lock: another goroutine can
 		// take it while the line is being logged.
-		h := hubFor(kv, js.(jetstream.JetStream), nopLogger{})
+		lock := hubLocked.Load()
+		if lock == nil {
+			return
+		}
 		took := make(chan struct{})
 		go func() {
-			h.mu.Lock()
+			(*lock)()
 			close(took)
-			h.mu.Unlock()
 		}()
 		select {
 		case <-took:
@@ -390,6 +289,22 @@ func TestPrefixConsumerRefusedByPermissionsFallsBackToOnePerKey(t *testing.T) {
 			underLock.Add(1)
 		}
 	})
+	// A subscription of the process's hub, whose Err takes the hub's lock,
+	// made first so that the hub logs to log. It shares the watch of the
+	// first election's key, and so costs no consumer.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	probe := newStore(kv, js.(jetstream.JetStream), log)
+	if _, err := probe.Status(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := probe.Watch(ctx, "app.e00")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Stop()
+	lock := func() { _ = sub.(interface{ Err() error }).Err() }
+	hubLocked.Store(&lock)
 	recs := make([]*recorder, n)
 	for i := range n {
 		recs[i] = newRecorder()
@@ -412,88 +327,4 @@ func TestPrefixConsumerRefusedByPermissionsFallsBackToOnePerKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	recs[9].waitFor(t, time.Second, "a to stand down on the change", func(evs []event) bool { return len(evs) >= 2 && !evs[len(evs)-1].won })
-}
-
-// TestConcurrentStatusReadsShareRequests: many candidates of one process
-// reading the bucket's settings at once send a few requests, each sent
-// after the reads it answers began.
-func TestConcurrentStatusReadsShareRequests(t *testing.T) {
-	ts := newTestServer(t)
-	nc := connect(t, ts.url())
-	kv := createBucket(t, nc, bucketConfig(7*time.Second))
-	js, _ := jsOf.Load(kv)
-	spy := connect(t, ts.url())
-	infos, err := spy.SubscribeSync("$JS.API.STREAM.INFO.KV_" + bucketName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := spy.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	var stores []*kvStore
-	for range 200 {
-		stores = append(stores, newKVStore(kv, js.(jetstream.JetStream), nopLogger{}))
-	}
-	start := make(chan struct{})
-	errs := make(chan error, len(stores))
-	for _, s := range stores {
-		go func() {
-			<-start
-			st, err := s.Status(context.Background())
-			if err == nil && st.TTL() != 7*time.Second {
-				err = fmt.Errorf("TTL %v", st.TTL())
-			}
-			errs <- err
-		}()
-	}
-	close(start)
-	for range stores {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := spy.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	n, _, _ := infos.Pending()
-	if n < 1 || n > 10 {
-		t.Fatalf("200 concurrent reads of the settings sent %d requests, want 1 to 10", n)
-	}
-	t.Logf("200 concurrent reads sent %d requests", n)
-}
-
-// TestHubRestartKeepsSubscribersAndDeliversWhatTheyMissed: a feed made
-// again at a subscriber's request keeps every subscription, replaces its
-// consumer, and delivers changes made meanwhile.
-func TestHubRestartKeepsSubscribersAndDeliversWhatTheyMissed(t *testing.T) {
-	ts := newTestServer(t)
-	nc := connect(t, ts.url())
-	kv := createBucket(t, nc, bucketConfig(10*time.Second))
-	js, _ := jsOf.Load(kv)
-	h := hubFor(kv, js.(jetstream.JetStream), nopLogger{})
-	ctx := context.Background()
-	w, err := h.subscribe(ctx, "k", 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
-	if ent := <-w.Updates(); ent != nil {
-		t.Fatalf("want the end of the (empty) initial values, got %v", ent)
-	}
-	hw := w.(*hubWatch)
-	hw.feed.stopSource() // as if the consumer had silently died
-	rev, err := kv.PutString(ctx, "k", "while-gone")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hw.restart()
-	select {
-	case ent, ok := <-w.Updates():
-		if !ok || ent == nil || ent.Revision() != rev {
-			t.Fatalf("after the restart got %v (open %v), want revision %d", ent, ok, rev)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the change made while the consumer was gone was not delivered after the restart")
-	}
-	eventually(t, 5*time.Second, "one consumer", func() bool { return consumers(t, js.(jetstream.JetStream)) == 1 })
 }

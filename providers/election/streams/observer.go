@@ -12,6 +12,7 @@ import (
 
 	"github.com/conclave-io/conclave/backoff"
 	"github.com/conclave-io/conclave/clock"
+	"github.com/conclave-io/conclave/providers/election/streams/internal/transport"
 )
 
 // Event says what changed in an election, as an Observer saw it.
@@ -183,7 +184,7 @@ func NewObserver(key string, bucket jetstream.KeyValue, opts ...ObserverOption) 
 	}
 	st := o.store
 	if st == nil {
-		st = newKVStore(bucket, o.js, o.log)
+		st = newStore(bucket, o.js, o.log)
 	}
 	return &Observer{key: key, bucket: bucket, store: st, opts: o, current: Leadership{Key: key}}, nil
 }
@@ -242,7 +243,7 @@ func (o *Observer) Run(ctx context.Context) error {
 	o.setTTL(tm.ttl)
 	cfg := machineConfig{key: o.key, timings: observerTimings}
 	o.driver = driver{key: o.key, store: o.store, clock: o.opts.clock, m: newMachine(cfg, tm, o.opts.log), apply: o.apply}
-	wake := o.driver.handle(input{kind: inStart, now: o.opts.clock.Now(), born: streamCreated(st)})
+	wake := o.driver.handle(input{kind: inStart, now: o.opts.clock.Now(), born: transport.StreamCreated(st)})
 	o.driver.loop(ctx, wake)
 	if fatal := o.driver.m.fatal; fatal != nil {
 		return o.fatalError(fatal)
@@ -315,13 +316,15 @@ func (o *Observer) apply(notes []note) (next input, ok bool) {
 }
 
 // needsTTL reports whether v, a write by the leader last seen, came so long
-// after that one (half a TTL or more) that only the TTL in force now tells
-// whether the key expired between them: a TTL lowered unseen would make a
-// new term look like a renewal.
+// after that one (over 0.8 TTL: Conclave leaders renew every third of it,
+// Choria's every 0.75) that only the TTL in force now tells whether the key
+// expired between them: a TTL lowered unseen, by up to a fifth (two of the
+// README's steps), would make a new term look like a renewal.
 func (o *Observer) needsTTL(v keyView) bool {
 	cur := o.Leadership()
+	soon := o.driver.m.tm.ttl * 4 / 5
 	return v.State == KeyHeld && v.live && cur.HasLeader() && cur.Leader == v.Leader &&
-		(v.Written.Sub(cur.Renewed) >= o.driver.m.tm.ttl/2 || v.seenAt.Sub(o.last.seenAt) >= o.driver.m.tm.ttl/2)
+		(v.Written.Sub(cur.Renewed) > soon || v.seenAt.Sub(o.last.seenAt) > soon)
 }
 
 // judge reports v, the key's latest message as the machine took it.

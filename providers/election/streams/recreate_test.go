@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/conclave-io/conclave/providers/election/streams/internal/transport"
 )
 
 // recreateBucket deletes the election bucket and makes it again with the
@@ -35,6 +37,18 @@ func wantUpdate(t *testing.T, w jetstream.KeyWatcher, what string, rev uint64, o
 	}
 }
 
+// nextUpdate returns what w delivers next, failing after a few seconds.
+func nextUpdate(t *testing.T, w jetstream.KeyWatcher, what string) (jetstream.KeyValueEntry, bool) {
+	t.Helper()
+	select {
+	case ent, ok := <-w.Updates():
+		return ent, ok
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s: nothing delivered", what)
+		return nil, false
+	}
+}
+
 func mustPut(t *testing.T, kv jetstream.KeyValue, key, val string) uint64 {
 	t.Helper()
 	rev, err := kv.Put(context.Background(), key, []byte(val))
@@ -50,7 +64,8 @@ func mustPut(t *testing.T, kv jetstream.KeyValue, key, val string) uint64 {
 // whose revisions start again at 1, below the ones the feeds saw: the new
 // leader's write, its renewal and its release, each as it happens, and a
 // subscription joining afterwards gets the new bucket's state (or, for a
-// key the new bucket has no message of, the old bucket's).
+// key the new bucket has no message of, the old bucket's). The hub judges
+// with the election's comparator, as it does for campaigns.
 func TestHubFollowsARecreatedBucket(t *testing.T) {
 	const ttl = 10 * time.Second
 	ts := newTestServer(t)
@@ -58,16 +73,19 @@ func TestHubFollowsARecreatedBucket(t *testing.T) {
 	kv := createBucket(t, nc, bucketConfig(ttl))
 	jsv, _ := jsOf.Load(kv)
 	js := jsv.(jetstream.JetStream)
-	h := hubFor(kv, js, testLogger{t: t})
+	h := newStore(kv, js, testLogger{t: t})
 	ctx := context.Background()
+	if _, err := h.Status(ctx); err != nil { // the TTL the watches are tuned to, as a campaign reads it first
+		t.Fatal(err)
+	}
 
 	keys := []string{"solo"}
-	for i := range foldAt {
+	for i := range transport.FoldAt {
 		keys = append(keys, fmt.Sprintf("p.s%d", i))
 	}
 	ws := map[string]jetstream.KeyWatcher{}
 	for _, key := range keys {
-		w, err := h.subscribe(ctx, key, ttl)
+		w, err := h.Watch(ctx, key)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -77,8 +95,12 @@ func TestHubFollowsARecreatedBucket(t *testing.T) {
 		}
 		ws[key] = w
 	}
-	groupFeed(t, h, "p") // p.s7 follows the prefix's shared feed
-	followed := []string{"solo", fmt.Sprintf("p.s%d", foldAt-1)}
+	// p.s7 follows the prefix's shared feed: a consumer for each key
+	// before it, and one for the prefix.
+	if n := consumers(t, js); n != transport.FoldAt+1 {
+		t.Fatalf("%d consumers, want %d: p.s%d does not follow the prefix's shared feed", n, transport.FoldAt+1, transport.FoldAt-1)
+	}
+	followed := []string{"solo", fmt.Sprintf("p.s%d", transport.FoldAt-1)}
 	// The old bucket: the followed keys are held at revisions far above
 	// the ones the new bucket will reach.
 	for i := range 20 {
@@ -115,7 +137,7 @@ func TestHubFollowsARecreatedBucket(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantUpdate(t, w, key+": its release", next+1, jetstream.KeyValueDelete, "")
-		joined, err := h.subscribe(ctx, key, ttl)
+		joined, err := h.Watch(ctx, key)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -129,7 +151,7 @@ func TestHubFollowsARecreatedBucket(t *testing.T) {
 	// key the new bucket has no message of gets the old bucket's: its
 	// leader's lease may still hold, and a candidate must not take the key
 	// for free before it ends.
-	other, err := h.subscribe(ctx, "p.other", ttl)
+	other, err := h.Watch(ctx, "p.other")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,14 +222,26 @@ func TestStandbyFollowsARecreatedBucketThroughItsWatch(t *testing.T) {
 		kv := openBucket(t, connect(t, ts.url()))
 		e := mustElection(t, who, key, kv, append(rec.options(who), WithLogger(testLogger{t, who + ": "}))...)
 		standbys[who], stops[who] = e, runElection(t, e)
+		// who's process watches the key, and its watch shows a leading: a
+		// subscription to the process's shared watch gets a's write, then
+		// the end of the initial values. It stays to the end, so that the
+		// watch outlives the bucket whenever who's campaign joins it.
 		js, _ := jsOf.Load(kv)
-		h := hubFor(kv, js.(jetstream.JetStream), nopLogger{})
-		eventually(t, 5*time.Second, who+"'s watch to be ready", func() bool {
-			h.mu.Lock()
-			defer h.mu.Unlock()
-			f := h.keyFeeds[key]
-			return f != nil && f.ready && f.last[key].ent != nil && string(f.last[key].ent.Value()) == "a"
-		})
+		st := newStore(kv, js.(jetstream.JetStream), nopLogger{})
+		if _, err := st.Status(ctx); err != nil {
+			t.Fatal(err)
+		}
+		w, err := st.Watch(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = w.Stop() })
+		if ent, _ := nextUpdate(t, w, who+"'s watch"); ent == nil || string(ent.Value()) != "a" {
+			t.Fatalf("%s's watch shows %v, want a's write", who, ent)
+		}
+		if ent, _ := nextUpdate(t, w, who+"'s watch: end of initial values"); ent != nil {
+			t.Fatalf("%s's watch: got %v, want the end of the initial values", who, ent)
+		}
 	}
 
 	jsv, _ := jsOf.Load(kvA)
@@ -251,7 +285,7 @@ func TestPinStreamCreationTimeSurvivesARestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := streamCreated(st)
+	before := transport.StreamCreated(st)
 	if before.IsZero() {
 		t.Fatal("the bucket's status carries no creation time")
 	}
@@ -260,7 +294,7 @@ func TestPinStreamCreationTimeSurvivesARestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if after := streamCreated(st); !after.Equal(before) {
+	if after := transport.StreamCreated(st); !after.Equal(before) {
 		t.Fatalf("the stream's creation time changed across a restart: %v, then %v", before, after)
 	}
 	js, _ := jsOf.Load(kv)
@@ -268,7 +302,7 @@ func TestPinStreamCreationTimeSurvivesARestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again := streamCreated(st); !again.After(before) {
+	if again := transport.StreamCreated(st); !again.After(before) {
 		t.Fatalf("the bucket made again was created at %v, not after the first (%v)", again, before)
 	}
 }

@@ -116,8 +116,8 @@ type position struct {
 
 // isNews reports whether a message at p tells something the holder of
 // known does not know: a later epoch, a later revision in the same epoch,
-// or a lower revision written after the known one (a bucket made again
-// whose creation time has not been read yet). A message at the known
+// or a revision at or below the known one written after it (a bucket made
+// again whose creation time has not been read yet). A message at the known
 // revision is news only if it is another message (see sameMessage).
 func isNews(known, p position) bool {
 	switch {
@@ -127,8 +127,6 @@ func isNews(known, p position) bool {
 		return p.epoch.After(known.epoch)
 	case p.revision > known.revision:
 		return true
-	case p.revision < known.revision:
-		return !p.written.IsZero() && !known.written.IsZero() && p.written.After(known.written)
 	}
-	return false
+	return !p.written.IsZero() && !known.written.IsZero() && p.written.After(known.written)
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/conclave-io/conclave/backoff"
 	"github.com/conclave-io/conclave/internal/simkv"
+	"github.com/conclave-io/conclave/providers/election/streams/internal/transport"
 )
 
 // The deterministic simulator: many candidates' lease machines and
@@ -175,10 +176,11 @@ type simWorld struct {
 	lastVanish  time.Time
 	history     []simkv.Msg // the key's messages, for reads a lagging replica answers
 	deposed     string      // the holder a forced stand-down removed, until another takes the key
-	deposedAt   time.Time   // when the key last vanished without a marker
-	removed     bool        // the bucket is deleted
-	quietFrom   time.Time   // faults end here
-	ledAfter    bool        // a leader was seen after the faults
+	deposedAt   time.Time
+	deposedTTL  time.Duration // the TTL then: the sit-out lasts one   // when the key last vanished without a marker
+	removed     bool          // the bucket is deleted
+	quietFrom   time.Time     // faults end here
+	ledAfter    bool          // a leader was seen after the faults
 	res         simResult
 	err         error
 	actions     map[[2]int64]int // (node, simulated second) → actions
@@ -394,7 +396,7 @@ func (w *simWorld) check() {
 
 func (w *simWorld) start(id int, after time.Duration) {
 	w.at(w.now.Add(after), func() {
-		if w.now.Before(w.noStartTil) && w.now.Before(w.quietFrom) {
+		if w.now.Before(w.noStartTil) {
 			w.start(id, w.noStartTil.Sub(w.now)+w.dur(0, w.ttl))
 			return
 		}
@@ -512,7 +514,7 @@ func (w *simWorld) apply(n *simNode, notes []note) (input, bool) {
 			if last := w.lastToken[w.epoch]; nt.token <= last {
 				w.fail("%s began a term with token %d, not above the last one %d", n.name, nt.token, last)
 			}
-			if n.name == w.deposed && n.tookAt.After(w.deposedAt) && w.now.Sub(w.deposedAt) < w.ttl {
+			if n.name == w.deposed && n.tookAt.After(w.deposedAt) && w.now.Sub(w.deposedAt) < w.deposedTTL {
 				w.fail("%s, deposed by a forced stand-down %v ago, leads again before anyone else took the key: it did not sit out", n.name, w.now.Sub(w.deposedAt).Round(time.Millisecond))
 			}
 			w.lastToken[w.epoch] = nt.token
@@ -640,7 +642,7 @@ func (w *simWorld) apply2(n *simNode, a action) input {
 	case doWrite:
 		var ttl time.Duration
 		if w.msgTTL {
-			ttl = messageTTL(w.ttl)
+			ttl = transport.MessageTTL(w.ttl)
 		}
 		rev, err := b.Put(w.now, simKey, []byte(n.name), a.expect, ttl)
 		w.flushWatches()
@@ -732,7 +734,7 @@ func (w *simWorld) drain(n *simNode) {
 }
 
 func simEntry(msg *simkv.Msg) Entry {
-	return ReadEntry(&rawEntry{bucket: bucketName, key: msg.Key, value: msg.Value, revision: msg.Revision, created: msg.Written, op: simOp(msg.Op)})
+	return ReadEntry(transport.NewEntry(bucketName, msg.Key, msg.Value, msg.Revision, msg.Written, simOp(msg.Op)))
 }
 
 func simOp(op simkv.Op) jetstream.KeyValueOp {
@@ -910,7 +912,7 @@ func (w *simWorld) fault() {
 		}
 		// A forced stand-down moves leadership: the deposed holder sits
 		// out the takeover that follows.
-		w.deposed, w.deposedAt = string(msg.Value), w.now
+		w.deposed, w.deposedAt, w.deposedTTL = string(msg.Value), w.now, w.ttl
 		if kind == "purge" {
 			w.logf("FAULT the key is purged")
 			w.b.Purge(w.now, simKey)
@@ -1083,7 +1085,7 @@ func (w *simWorld) mismatch() error {
 	if msg, _ := w.b.Latest(w.now, simKey); msg != nil {
 		cur = msg.Revision
 	}
-	return mapMismatch(&jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeStreamWrongLastSequence,
+	return transport.MapMismatch(&jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeStreamWrongLastSequence,
 		Description: fmt.Sprintf("wrong last sequence: %d", cur)})
 }
 

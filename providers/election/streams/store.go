@@ -2,14 +2,10 @@ package streams
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"sync"
-	"time"
 
-	"github.com/conclave-io/conclave/internal/jsapi"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/conclave-io/conclave/providers/election/streams/internal/transport"
 )
 
 // store is everything a campaign asks of the bucket: five calls. The
@@ -34,221 +30,22 @@ type store interface {
 	Watch(ctx context.Context, key string) (jetstream.KeyWatcher, error)
 }
 
-// kvStore is the store of a real bucket. With a JetStream context it writes
-// with a per-message TTL when the bucket allows one, writes release markers,
-// and reads markers directly from the stream; without one it has only the
-// KV API, which can do none of these. Its watches are shared with every
-// other store of the process on the same connection and bucket (see
-// watchHub).
-type kvStore struct {
-	kv  jetstream.KeyValue
-	js  jetstream.JetStream
-	hub *watchHub
-	// putPrefix is what the subjects of raw writes begin with: the JetStream
-	// context's domain or API prefix when it has one, as nats.go's KV puts.
-	putPrefix string
+var _ store = (*transport.Store)(nil)
 
-	mu sync.Mutex
-	// ttl is the bucket's TTL as last read; msgTTL is the per-message TTL
-	// writes carry, 0 when the bucket does not allow one.
-	ttl, msgTTL time.Duration
+// newStore returns the store of a real bucket (see transport.Store). Its
+// watches, shared by the process, tell a bucket made again by the
+// election's comparator, isNews, as campaigns and observers do.
+func newStore(kv jetstream.KeyValue, js jetstream.JetStream, log Logger) store {
+	return transport.NewStore(kv, js, log, func(known, msg transport.Position) bool {
+		return isNews(positionOf(known), positionOf(msg))
+	})
 }
 
-func newKVStore(kv jetstream.KeyValue, js jetstream.JetStream, log Logger) *kvStore {
-	return &kvStore{kv: kv, js: js, hub: hubFor(kv, js, log), putPrefix: putPrefix(js)}
+// positionOf is p as the comparator takes it.
+func positionOf(p transport.Position) position {
+	return position{epoch: p.Epoch, revision: p.Revision, written: p.Written}
 }
 
-// putPrefix returns what nats.go's KV puts in front of a key's subject when
-// it publishes through js: the domain's API prefix ("$JS.<domain>.API."),
-// or the context's own API prefix, when it is not the default one. The
-// broker maps "<prefix>$KV.>" to "$KV.>" in the JetStream it names; a write
-// to the bare subject would reach whichever stream listens locally, such as
-// a leaf node's own bucket of the same name, or nobody.
-func putPrefix(js jetstream.JetStream) string {
-	if js == nil {
-		return ""
-	}
-	if pre := jsapi.Prefix(js); pre != jetstream.DefaultAPIPrefix {
-		return pre
-	}
-	return ""
-}
-
-// Status reads the bucket's settings, and notes whether writes may carry a
-// per-message TTL.
-func (s *kvStore) Status(ctx context.Context) (jetstream.KeyValueStatus, error) {
-	before := s.lastErr()
-	st, err := s.hub.status(ctx)
-	if err != nil {
-		return nil, s.denied(err, before, "reading the bucket's settings", "$JS.API.STREAM.INFO.KV_"+s.kv.Bucket())
-	}
-	allow := false
-	if bs, ok := st.(interface{ StreamInfo() *jetstream.StreamInfo }); ok && bs.StreamInfo() != nil {
-		allow = bs.StreamInfo().Config.AllowMsgTTL
-	}
-	s.mu.Lock()
-	s.ttl, s.msgTTL = st.TTL(), 0
-	if allow && s.js != nil {
-		s.msgTTL = messageTTL(st.TTL())
-	}
-	s.mu.Unlock()
-	return st, nil
-}
-
-// messageTTL is the per-message TTL for a bucket TTL: whole seconds, as the
-// server counts them, rounded up so that a message never expires before the
-// bucket's TTL (the bucket's MaxAge then expires it, as without one).
-func messageTTL(ttl time.Duration) time.Duration {
-	return (ttl + time.Second - 1).Truncate(time.Second)
-}
-
-// Write stores value with a revision check. When the bucket allows it, the
-// message carries the TTL itself: the broker then expires it within a few
-// milliseconds of the TTL, where MaxAge can be hundreds late. Choria's
-// candidates write without one, and MaxAge expires their keys.
-func (s *kvStore) Write(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
-	s.mu.Lock()
-	ttl := s.msgTTL
-	s.mu.Unlock()
-	before := s.lastErr()
-	if ttl == 0 {
-		n, err := s.kv.Update(ctx, key, value, rev)
-		return n, s.denied(err, before, "writing election "+key, s.putSubject(key))
-	}
-	m := nats.NewMsg(s.putSubject(key))
-	m.Data = value
-	ack, err := s.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithMsgTTL(ttl))
-	if err != nil {
-		var apiErr *jetstream.APIError
-		if errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeMessageTTLDisabled {
-			// The bucket no longer allows per-message TTLs: write
-			// without until Status says otherwise.
-			s.mu.Lock()
-			s.msgTTL = 0
-			s.mu.Unlock()
-		}
-		return 0, s.denied(mapMismatch(err), before, "writing election "+key, s.putSubject(key))
-	}
-	return ack.Sequence, nil
-}
-
-// mapMismatch makes a raw publish's revision conflict match
-// jetstream.ErrKeyRevisionMismatch, as kv.Update's does.
-func mapMismatch(err error) error {
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) {
-		switch apiErr.ErrorCode {
-		case jetstream.JSErrCodeStreamWrongLastSequence, jetstream.JSErrCodeStreamWrongLastSequenceConstant:
-			return fmt.Errorf("%w: %w", err, jetstream.ErrKeyRevisionMismatch)
-		}
-	}
-	return err
-}
-
-// subject is key's subject in the bucket's stream, as consumers filter on it
-// and reads ask for it.
-func (s *kvStore) subject(key string) string { return s.hub.subject(key) }
-
-// putSubject is the subject a raw write of key is published to: the one
-// nats.go's KV would use for a Put through the same JetStream context.
-func (s *kvStore) putSubject(key string) string { return s.putPrefix + s.subject(key) }
-
-func (s *kvStore) Delete(ctx context.Context, key string, rev uint64, payload []byte) (bool, error) {
-	before := s.lastErr()
-	if s.js == nil || len(payload) == 0 {
-		err := s.kv.Delete(ctx, key, jetstream.LastRevision(rev))
-		return false, s.denied(err, before, "releasing election "+key, s.putSubject(key))
-	}
-	m := nats.NewMsg(s.putSubject(key))
-	m.Header.Set(kvOperationHeader, "DEL")
-	m.Data = payload
-	_, err := s.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(rev))
-	return true, s.denied(err, before, "releasing election "+key, s.putSubject(key))
-}
-
-// kvOperationHeader is the header NATS KV marks deletes and purges with.
-const kvOperationHeader = "KV-Operation"
-
-func (s *kvStore) Latest(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
-	if s.js == nil {
-		ent, err := s.kv.Get(ctx, key)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			return nil, nil
-		}
-		return ent, err
-	}
-	before := s.lastErr()
-	st, err := s.hub.openStream(ctx)
-	if err != nil {
-		return nil, s.denied(err, before, "opening the bucket's stream", "$JS.API.STREAM.INFO.KV_"+s.kv.Bucket())
-	}
-	m, err := st.GetLastMsgForSubject(ctx, s.subject(key))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, s.denied(err, before, "reading election "+key,
-			"$JS.API.DIRECT.GET.KV_"+s.kv.Bucket()+"."+s.subject(key), "$JS.API.STREAM.MSG.GET.KV_"+s.kv.Bucket())
-	}
-	return entryOf(s.kv.Bucket(), key, m.Data, m.Header, m.Sequence, m.Time), nil
-}
-
-// entryOf reads a message of the bucket's stream as a KV entry: deletes and
-// purges by their KV header, and the server's markers by their reason.
-func entryOf(bucket, key string, data []byte, hdr nats.Header, seq uint64, at time.Time) *rawEntry {
-	ent := &rawEntry{bucket: bucket, key: key, value: data, revision: seq, created: at}
-	switch hdr.Get(kvOperationHeader) {
-	case "DEL":
-		ent.op = jetstream.KeyValueDelete
-	case "PURGE":
-		ent.op = jetstream.KeyValuePurge
-	default:
-		switch hdr.Get(jetstream.MarkerReasonHeader) {
-		case "MaxAge", "Purge":
-			ent.op = jetstream.KeyValuePurge
-		case "Remove":
-			ent.op = jetstream.KeyValueDelete
-		}
-	}
-	return ent
-}
-
-// Watch follows key through the process's shared watches.
-func (s *kvStore) Watch(ctx context.Context, key string) (jetstream.KeyWatcher, error) {
-	s.mu.Lock()
-	ttl := s.ttl
-	s.mu.Unlock()
-	return s.hub.subscribe(ctx, key, ttl)
-}
-
-// rawEntry is a key's message read straight from the stream.
-type rawEntry struct {
-	bucket, key string
-	value       []byte
-	revision    uint64
-	created     time.Time
-	op          jetstream.KeyValueOp
-}
-
-func (e *rawEntry) Bucket() string                  { return e.bucket }
-func (e *rawEntry) Key() string                     { return e.key }
-func (e *rawEntry) Value() []byte                   { return e.value }
-func (e *rawEntry) Revision() uint64                { return e.revision }
-func (e *rawEntry) Created() time.Time              { return e.created }
-func (e *rawEntry) Delta() uint64                   { return 0 }
-func (e *rawEntry) Operation() jetstream.KeyValueOp { return e.op }
-
-var _ store = (*kvStore)(nil)
-
-// errCodeMessageTTLDisabled is the JetStream error code for a per-message
-// TTL on a stream that does not allow them (nats.go names no constant).
-const errCodeMessageTTLDisabled jetstream.ErrorCode = 10166
-
-// streamCreated returns when the stream behind a bucket's status was
-// created, or zero when the status does not say.
-func streamCreated(st jetstream.KeyValueStatus) time.Time {
-	if bs, ok := st.(interface{ StreamInfo() *jetstream.StreamInfo }); ok && bs.StreamInfo() != nil {
-		return bs.StreamInfo().Created
-	}
-	return time.Time{}
-}
+// errLogged marks an error the store's shared watches already logged for
+// the process: the campaigns it reaches log it at debug level only.
+type errLogged = transport.LoggedError

@@ -2,7 +2,6 @@ package streams
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/conclave-io/conclave/backoff"
@@ -66,12 +65,4 @@ func defaultStandbyBackoff(ttl time.Duration) Backoff {
 	}
 	steps = append(steps, limit)
 	return backoff.Policy{Steps: steps}
-}
-
-// jittered returns d less up to a quarter of it, at random.
-func jittered(d time.Duration) time.Duration {
-	if d <= 0 {
-		return 0
-	}
-	return d - time.Duration(rand.Int64N(int64(d)/4+1))
 }

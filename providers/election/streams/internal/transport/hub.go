@@ -1,4 +1,4 @@
-package streams
+package transport
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 // process that use one bucket over one connection. Each election key a
 // process follows costs it at most one consumer on the broker, however many
 // candidates and observers follow it, and each change of the key reaches the
-// process once. When a process follows foldAt or more keys under one prefix
+// process once. When a process follows FoldAt or more keys under one prefix
 // (the key's first dot-separated token, as in "app-a.scheduler"), the keys
 // it starts following after that share one consumer filtered on the prefix
 // ("$KV.<bucket>.app-a.>"): a single filter, which NATS permissions can
@@ -27,10 +27,11 @@ import (
 // A hub is kept alive by the stores that use it and dropped by the garbage
 // collector once none does.
 type watchHub struct {
-	key hubKey
-	kv  jetstream.KeyValue
-	js  jetstream.JetStream // nil: feeds are KV watches with nats.go's settings
-	log Logger
+	key    hubKey
+	kv     jetstream.KeyValue
+	js     jetstream.JetStream // nil: feeds are KV watches with nats.go's settings
+	log    Logger
+	isNews Comparator // tells a bucket made again (see feed.recreatedLocked)
 
 	mu         sync.Mutex
 	keyFeeds   map[string]*feed     // one key's own feed
@@ -52,11 +53,11 @@ type watchHub struct {
 	statusNext *statusRead // the read that starts when it ends
 }
 
-// foldAt is how many keys under one prefix a process must follow before
+// FoldAt is how many keys under one prefix a process must follow before
 // the next ones share a consumer on the prefix. Below it, one consumer per
 // key delivers nothing the process does not need; from it on, one consumer
 // replaces many, at the cost of the prefix's other keys' changes.
-const foldAt = 8
+const FoldAt = 8
 
 // noFoldFor is how long a prefix whose shared consumer could not be made
 // (for example because permissions allow only single keys) uses per-key
@@ -80,8 +81,8 @@ var hubs = struct {
 }{m: map[hubKey]weak.Pointer[watchHub]{}}
 
 // hubFor returns the hub of the connection behind js (or of kv, without
-// js) and kv's bucket, making it if needed.
-func hubFor(kv jetstream.KeyValue, js jetstream.JetStream, log Logger) *watchHub {
+// js) and kv's bucket, making it if needed with log and isNews.
+func hubFor(kv jetstream.KeyValue, js jetstream.JetStream, log Logger, isNews Comparator) *watchHub {
 	k := hubKey{conn: kv, bucket: kv.Bucket()}
 	if js != nil && js.Conn() != nil {
 		k.conn, k.api = js.Conn(), putPrefix(js)
@@ -91,7 +92,7 @@ func hubFor(kv jetstream.KeyValue, js jetstream.JetStream, log Logger) *watchHub
 	if h := hubs.m[k].Value(); h != nil {
 		return h
 	}
-	h := &watchHub{key: k, kv: kv, js: js, log: log,
+	h := &watchHub{key: k, kv: kv, js: js, log: log, isNews: isNews,
 		keyFeeds: map[string]*feed{}, groupFeeds: map[string]*feed{},
 		following: map[string]int{}, groupKeys: map[string]int{}, noFold: map[string]time.Time{}}
 	wp := weak.Make(h)
@@ -147,7 +148,7 @@ func (h *watchHub) subscribe(ctx context.Context, key string, ttl time.Duration)
 		if h.following[key] == 0 {
 			keys++
 		}
-		if f == nil && keys >= foldAt && time.Now().After(h.noFold[prefix]) {
+		if f == nil && keys >= FoldAt && time.Now().After(h.noFold[prefix]) {
 			f = h.newFeedLocked(prefix+".>", prefix, "")
 			h.groupFeeds[prefix] = f
 		}
@@ -285,16 +286,19 @@ func (h *watchHub) noteLimit(err error) error {
 	if first {
 		h.log.Warnf("election bucket %s: %v", h.kv.Bucket(), err)
 	}
-	return errLogged{err}
+	return LoggedError{err}
 }
 
-// errLogged marks an error the hub has already logged for the process: the
-// campaigns it reaches log it at debug level only.
-type errLogged struct{ error }
+// LoggedError marks an error the hub has already logged for the process:
+// the campaigns it reaches log it at debug level only. It wraps the error.
+type LoggedError struct{ error }
 
-func (e errLogged) Unwrap() error { return e.error }
+// Unwrap returns the error the hub logged.
+func (e LoggedError) Unwrap() error { return e.error }
 
-// hubWatch is one subscription to a feed: a KeyWatcher for one key.
+// hubWatch is one subscription to a feed: a KeyWatcher for one key, as
+// Store.Watch returns it. Besides a KeyWatcher's methods it has Err and
+// Restart, which a caller reaches through an interface.
 type hubWatch struct {
 	hub  *watchHub
 	feed *feed
@@ -330,9 +334,9 @@ func (s *hubWatch) endErr() error {
 	return errors.New("the watch ended")
 }
 
-// restart asks for the feed to be made again, when a candidate suspects
-// it missed changes.
-func (s *hubWatch) restart() { s.feed.restart() }
+// Restart asks for the subscription's feed to be made again, when a
+// candidate suspects it missed changes; the subscription stays.
+func (s *hubWatch) Restart() { s.feed.restart() }
 
 // send hands ent to s, ending s if it has fallen too far behind.
 func (s *hubWatch) sendLocked(ent jetstream.KeyValueEntry) {

@@ -1,10 +1,11 @@
-package streams
+package transport
 
 import (
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"time"
@@ -30,8 +31,9 @@ import (
 // for is made again from each key's last message, and while the bucket's
 // stream is missing the feed waits for it with its subscribers attached.
 // A bucket deleted and made again (its revisions start again at 1) shows
-// as a message at or below the revisions seen but written after them; the
-// feed then follows the new bucket's revisions (see recreatedLocked).
+// as a message at or below the revisions seen that the hub's comparator
+// finds news (written after them); the feed then follows the new bucket's
+// revisions (see recreatedLocked).
 type feed struct {
 	hub    *watchHub
 	filter string // the key, or "prefix.>"
@@ -347,16 +349,18 @@ func (f *feed) deliver(ent jetstream.KeyValueEntry, caughtUp bool) {
 // revisions start again at 1), as a campaign judges its view: a message at
 // the revision of the key's last one that is another message (another
 // operation, value or write time), or one at or below the highest revision
-// seen that the broker wrote after every message seen. A consumer of one
-// stream delivers each key's messages in order, and a remade one starts at
-// each key's last message, so neither happens without a new stream; an
-// older message replayed by a remade consumer is neither, and is dropped.
+// seen that the hub's comparator finds news against everything seen (the
+// broker wrote it after every message seen). A consumer of one stream
+// delivers each key's messages in order, and a remade one starts at each
+// key's last message, so neither happens without a new stream; an older
+// message replayed by a remade consumer is neither, and is dropped.
 func (f *feed) recreatedLocked(ent jetstream.KeyValueEntry) bool {
 	if prev, ok := f.last[ent.Key()]; ok && !prev.old && prev.ent.Revision() == ent.Revision() {
 		p := prev.ent
 		return p.Operation() != ent.Operation() || !bytes.Equal(p.Value(), ent.Value()) || !p.Created().Equal(ent.Created())
 	}
-	return ent.Revision() <= f.seen && !f.newest.IsZero() && ent.Created().After(f.newest)
+	seen := Position{Revision: f.seen, Written: f.newest}
+	return ent.Revision() <= f.seen && f.hub.isNews(seen, Position{Revision: ent.Revision(), Written: ent.Created()})
 }
 
 // markReadyLocked hands each subscriber its key's state, then nil.
@@ -569,4 +573,14 @@ func deadlineOr(ctx context.Context, d time.Duration) time.Time {
 		return dl
 	}
 	return time.Now().Add(d)
+}
+
+func clamp(d, lo, hi time.Duration) time.Duration { return min(max(d, lo), hi) }
+
+// jittered returns d less up to a quarter of it, at random.
+func jittered(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return d - time.Duration(rand.Int64N(int64(d)/4+1))
 }

@@ -1,4 +1,4 @@
-package streams
+package transport
 
 import (
 	"context"
@@ -33,16 +33,14 @@ func waitClosed(t *testing.T, w jetstream.KeyWatcher, within time.Duration, what
 // observer or candidate without WithJetStream uses), and the feed stops
 // with its last subscriber.
 func TestHubSubscriptionEndsWithItsContext(t *testing.T) {
-	ts := newTestServer(t)
-	nc := connect(t, ts.url())
-	kv := createBucket(t, nc, bucketConfig(10*time.Second))
-	js, _ := jsOf.Load(kv)
+	nc := connect(t, startServer(t))
+	kv, js := createBucket(t, nc, 10*time.Second)
 	for _, c := range []struct {
 		name string
 		js   jetstream.JetStream
-	}{{"kv watch", nil}, {"consumer", js.(jetstream.JetStream)}} {
+	}{{"kv watch", nil}, {"consumer", js}} {
 		t.Run(c.name, func(t *testing.T) {
-			h := hubFor(kv, c.js, nopLogger{})
+			h := hubFor(kv, c.js, nopLogger{}, writtenAfter)
 			subs := nc.NumSubscriptions()
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
@@ -108,13 +106,11 @@ func nextUpdate(t *testing.T, w jetstream.KeyWatcher, what string) (jetstream.Ke
 // feed still gets each key's state at once.
 func TestPrefixFeedForgetsKeysNobodyFollowsOnceGone(t *testing.T) {
 	const ttl = time.Second
-	ts := newTestServer(t)
-	nc := connect(t, ts.url())
-	kv := createBucket(t, nc, bucketConfig(ttl))
-	js, _ := jsOf.Load(kv)
-	h := hubFor(kv, js.(jetstream.JetStream), nopLogger{})
+	nc := connect(t, startServer(t))
+	kv, js := createBucket(t, nc, ttl)
+	h := hubFor(kv, js, nopLogger{}, writtenAfter)
 	ctx := context.Background()
-	for i := range foldAt + 1 {
+	for i := range FoldAt + 1 {
 		w, err := h.subscribe(ctx, fmt.Sprintf("p.s%d", i), ttl)
 		if err != nil {
 			t.Fatal(err)
@@ -220,11 +216,9 @@ func TestPrefixFeedForgetsKeysNobodyFollowsOnceGone(t *testing.T) {
 // the feed's consumer was made on the broker, the subscription fails and
 // the consumer is deleted rather than left there.
 func TestFeedDeletesItsConsumerWhenConsumeFails(t *testing.T) {
-	ts := newTestServer(t)
-	nc := connect(t, ts.url())
-	kv := createBucket(t, nc, bucketConfig(10*time.Second))
-	js, _ := jsOf.Load(kv)
-	h := hubFor(kv, js.(jetstream.JetStream), nopLogger{})
+	nc := connect(t, startServer(t))
+	kv, js := createBucket(t, nc, 10*time.Second)
+	h := hubFor(kv, js, nopLogger{}, writtenAfter)
 	failure := errors.New("consume failed")
 	var tried atomic.Bool
 	h.consume = func(jetstream.Consumer, jetstream.MessageHandler, ...jetstream.PullConsumeOpt) (jetstream.ConsumeContext, error) {
@@ -241,7 +235,7 @@ func TestFeedDeletesItsConsumerWhenConsumeFails(t *testing.T) {
 	if !tried.Load() {
 		t.Fatal("Consume was not called")
 	}
-	if n := consumers(t, js.(jetstream.JetStream)); n != 0 {
+	if n := consumers(t, js); n != 0 {
 		t.Fatalf("%d consumers left on the broker after Consume failed, want 0", n)
 	}
 }
@@ -253,7 +247,7 @@ func restartFeed(t *testing.T, w jetstream.KeyWatcher) {
 	f.srcMu.Lock()
 	old := f.src
 	f.srcMu.Unlock()
-	w.(*hubWatch).restart()
+	w.(*hubWatch).Restart()
 	eventually(t, 5*time.Second, "the feed's new consumer", func() bool {
 		f.srcMu.Lock()
 		defer f.srcMu.Unlock()
@@ -267,14 +261,12 @@ func restartFeed(t *testing.T, w jetstream.KeyWatcher) {
 // key was released while nobody followed it, are not delivered as changes:
 // the next thing each subscriber gets is the next write.
 func TestHubRestartDoesNotReplayWhatSubscribersSaw(t *testing.T) {
-	ts := newTestServer(t)
-	nc := connect(t, ts.url())
-	kv := createBucket(t, nc, bucketConfig(10*time.Second))
-	js, _ := jsOf.Load(kv)
-	h := hubFor(kv, js.(jetstream.JetStream), nopLogger{})
+	nc := connect(t, startServer(t))
+	kv, js := createBucket(t, nc, 10*time.Second)
+	h := hubFor(kv, js, nopLogger{}, writtenAfter)
 	ctx := context.Background()
 	var ws []jetstream.KeyWatcher
-	for i := range foldAt {
+	for i := range FoldAt {
 		w, err := h.subscribe(ctx, fmt.Sprintf("p.s%d", i), 10*time.Second)
 		if err != nil {
 			t.Fatal(err)
@@ -285,7 +277,7 @@ func TestHubRestartDoesNotReplayWhatSubscribersSaw(t *testing.T) {
 		}
 		ws = append(ws, w)
 	}
-	held := ws[foldAt-1] // on the prefix's shared feed
+	held := ws[FoldAt-1] // on the prefix's shared feed
 	groupFeed(t, h, "p")
 	rev, err := kv.Create(ctx, "p.s7", []byte("a"))
 	if err != nil {
