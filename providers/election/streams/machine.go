@@ -111,6 +111,7 @@ type hold struct {
 	ttlRead    bool
 	ttlRetryAt time.Time
 
+	lapsed    time.Time // the lease whose lapse last made us read the settings again
 	nextRenew time.Time
 	tries     int  // consecutive failed renewals
 	inDoubt   bool // a write since rev failed in a way that may have stored it
@@ -356,6 +357,24 @@ func (m *machine) due(now time.Time) (time.Time, action, func(time.Time)) {
 		return now, action{kind: doRelease, expect: m.hold.rev, marked: m.releaseMarked(now)}, nil
 	}
 
+	h := &m.hold
+	if m.leading {
+		// First: a term ends at its deadline whatever else is due.
+		consider(h.lease, action{}, func(now time.Time) {
+			m.log.Warnf("election %s: %s reached its deadline without renewing: standing down", m.cfg.key, m.cfg.identity)
+			m.endTerm(CauseDeadline)
+			if m.phase == leading {
+				m.move(winning) // the key may still be ours: a renewal can begin a new term
+			}
+		})
+	}
+	if m.phase.holds() && m.phase != doomed && h.ttlRead && !h.lease.Equal(h.lapsed) {
+		// A lease that lapsed while we keep the key: before another term
+		// rests on it, read the bucket's settings again, which tells
+		// whether the bucket was made again meanwhile (noteBucketBorn).
+		consider(h.lease, action{}, func(now time.Time) { h.ttlRead, h.ttlRetryAt, h.lapsed = false, now, h.lease })
+	}
+
 	// the watch
 	w := &m.watch
 	if w.up && w.initial {
@@ -368,16 +387,6 @@ func (m *machine) due(now time.Time) (time.Time, action, func(time.Time)) {
 	}
 
 	if m.phase.holds() {
-		h := &m.hold
-		if m.leading {
-			consider(h.lease, action{}, func(now time.Time) {
-				m.log.Warnf("election %s: %s reached its deadline without renewing: standing down", m.cfg.key, m.cfg.identity)
-				m.endTerm(CauseDeadline)
-				if m.phase == leading {
-					m.move(winning) // the key may still be ours: a renewal can begin a new term
-				}
-			})
-		}
 		if m.phase == doomed {
 			consider(h.lease, action{}, func(now time.Time) { m.dropHold(now, false) })
 			return wake, wakeAct, wakeMove
@@ -407,11 +416,26 @@ func (m *machine) due(now time.Time) (time.Time, action, func(time.Time)) {
 		default:
 			consider(at, action{kind: doWrite, expect: expect}, nil)
 		}
-	} else if !m.cfg.writes && !m.nextCampaign.IsZero() {
-		// An observer checks the key where a candidate would campaign.
-		consider(m.nextCampaign, action{kind: doRead}, nil)
+	} else if !m.cfg.writes {
+		// An observer checks the key where a candidate would campaign,
+		// and reads it every half TTL while it has no working watch.
+		next := m.nextCampaign
+		if !m.watch.working() {
+			next = earliest(next, m.view.readAt.Add(m.tm.ttl/2))
+		}
+		if !next.IsZero() {
+			consider(next, action{kind: doRead}, nil)
+		}
 	}
 	return wake, wakeAct, wakeMove
+}
+
+// earliest is the earlier of two instants, a zero one counting as none.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
 }
 
 // stopCause is why a term ends as the machine stops.
@@ -547,10 +571,14 @@ func (m *machine) onRead(in input) {
 		}
 		return
 	}
-	if !m.cfg.writes && m.view.State == KeyHeld && before.known && before.Revision == m.view.Revision {
+	switch {
+	case m.cfg.writes:
+	case m.view.State == KeyHeld && before.known && before.Revision == m.view.Revision:
 		// An observer's check found the holder's write still there past
 		// its predicted expiry: the broker is late, or the TTL was raised.
 		m.overdue(done)
+	case before.known && before.State == m.view.State && before.Revision == m.view.Revision:
+		m.schedule(done) // nothing new: the next check follows from the view again
 	}
 }
 
