@@ -959,6 +959,18 @@ func (w *simWorld) fault() {
 		w.lastVanish = w.now
 		w.b.Vanish(w.now, simKey)
 		w.noStartTil = later(w.noStartTil, w.now.Add(w.maxTTL()))
+		// A standby whose watch is made again now finds the key absent
+		// before it could expire: the case a removal must be told by.
+		for _, n := range w.nodes {
+			if n != nil && n.alive && n.watcher != nil && !n.m.phase.holds() && w.rng.IntN(2) == 0 {
+				gen := n.watchGen
+				w.at(later(n.lastDlv, w.now.Add(w.dur(0, w.ttl/2))), func() {
+					if n.watchGen == gen {
+						w.deliver(n, input{kind: inWatchEnded, err: errors.New("nats: consumer deleted")})
+					}
+				})
+			}
+		}
 	case "recreate":
 		if w.removed || !w.allSettled() {
 			return
