@@ -69,6 +69,12 @@ func (h *harness) skip(k Kind, target, format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	h.event(HarnessEvent{Ev: HvFaultSkip, Kind: string(k), Target: target, Detail: msg})
 	h.note("%s %s skipped: %s", k, target, msg)
+	h.mu.Lock()
+	if h.skipped == nil {
+		h.skipped = map[Kind]int{}
+	}
+	h.skipped[k]++
+	h.mu.Unlock()
 }
 
 func (h *harness) end(k Kind, target, format string, args ...any) {

@@ -418,9 +418,9 @@ func (m *machine) due(now time.Time) (time.Time, action, func(time.Time)) {
 		}
 	} else if !m.cfg.writes {
 		// An observer checks the key where a candidate would campaign,
-		// and reads it every half TTL while it has no working watch.
+		// and reads it every half TTL while it has no watch.
 		next := m.nextCampaign
-		if !m.watch.working() {
+		if !m.watch.up {
 			next = earliest(next, m.view.readAt.Add(m.tm.ttl/2))
 		}
 		if !next.IsZero() {

@@ -81,3 +81,53 @@ func TestMachinePausedLeaderReadsSettingsBeforeANewTerm(t *testing.T) {
 }
 
 var errTest = errors.New("test: refused")
+
+// TestMachineObserverWithoutAWatchReadsEveryHalfTTL: an observer whose
+// watch the broker refuses reads the key every half TTL, so a leader that
+// takes the key is reported within half a TTL, not never.
+func TestMachineObserverWithoutAWatchReadsEveryHalfTTL(t *testing.T) {
+	const ttl = 4 * time.Second
+	tm, err := observerTimings(ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newMachine(machineConfig{key: "k", timings: observerTimings, random: func(int64) int64 { return 0 }}, tm, nopLogger{})
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	out := m.step(input{kind: inStart, now: now, born: now.Add(-time.Hour)})
+	var reads []time.Time
+	held := &Entry{Key: "k", State: KeyHeld, Leader: "l", Revision: 7, Written: now.Add(3 * time.Second)}
+	for end := now.Add(3 * ttl); now.Before(end); {
+		switch out.do.kind {
+		case doWatch:
+			out = m.step(input{kind: inWatchMade, now: now, sent: now, err: errTest})
+		case doReadTTL:
+			out = m.step(input{kind: inTTL, now: now, sent: now, ttl: ttl, born: now.Add(-time.Hour)})
+		case doRead:
+			reads = append(reads, now)
+			in := input{kind: inRead, now: now, sent: now}
+			if !now.Before(held.Written) {
+				in.entry = held // a leader took the key 3 s in
+			}
+			out = m.step(in)
+		case doNothing:
+			if !out.wake.After(now) {
+				t.Fatalf("woken at %v for nothing at %v: a spin", out.wake, now)
+			}
+			now = out.wake
+			out = m.step(input{kind: inTick, now: now})
+		default:
+			t.Fatalf("an observer asked for action %d", out.do.kind)
+		}
+	}
+	if len(reads) < 5 {
+		t.Fatalf("read the key %d times in %v without a watch, want one every half TTL (%v)", len(reads), 3*ttl, ttl/2)
+	}
+	for i := 1; i < len(reads); i++ {
+		if gap := reads[i].Sub(reads[i-1]); gap > ttl/2 {
+			t.Fatalf("reads %v apart without a watch, want at most half the TTL %v", gap, ttl/2)
+		}
+	}
+	if m.view.State != KeyHeld || m.view.Leader != "l" {
+		t.Fatalf("the observer's view is %s, want held by l", m.view.describe())
+	}
+}
