@@ -100,7 +100,7 @@ type observerOptions struct {
 }
 
 // ObserveWithJetStream gives the observer the JetStream context of its
-// bucket's connection, as WithJetStream does a candidate: the observer then
+// bucket's connection, as NewElection takes a candidate's: the observer then
 // shares its watch with the candidates and observers of the process that
 // follow the same election on that connection, and its watch's heartbeats
 // follow the bucket's TTL.

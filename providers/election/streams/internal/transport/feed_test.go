@@ -30,7 +30,7 @@ func waitClosed(t *testing.T, w jetstream.KeyWatcher, within time.Duration, what
 // TestHubSubscriptionEndsWithItsContext: cancelling the context a watch
 // was made with ends it, as it ends a KV watch, both on a hub with a
 // JetStream context and on one without (whose feeds are KV watches, as an
-// observer or candidate without WithJetStream uses), and the feed stops
+// observer without ObserveWithJetStream uses), and the feed stops
 // with its last subscriber.
 func TestHubSubscriptionEndsWithItsContext(t *testing.T) {
 	nc := connect(t, startServer(t))
