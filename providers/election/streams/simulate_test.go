@@ -930,6 +930,11 @@ func (w *simWorld) fault() {
 		// A forced stand-down moves leadership: the deposed holder sits
 		// out the takeover that follows.
 		w.deposed, w.deposedAt, w.deposedTTL = string(msg.Value), w.now, w.ttl
+		for _, n := range w.nodes {
+			if n != nil && n.alive && n.name == w.deposed {
+				w.deposedTTL = n.m.tm.ttl // it sits out a TTL as it knows it
+			}
+		}
 		if kind == "purge" {
 			w.logf("FAULT the key is purged")
 			w.b.Purge(w.now, simKey)
