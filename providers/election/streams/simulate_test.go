@@ -1057,7 +1057,10 @@ func (w *simWorld) checkObserver(n *simNode) {
 	if holder != w.lastHolder {
 		w.lastHolder, w.holderSince = holder, w.now
 	}
-	if w.now.Sub(w.holderSince) >= w.observerBound() && l.Leader != holder {
+	// A paused observer reports nothing new; its bound runs from when it
+	// resumed.
+	since := later(w.holderSince, n.paused)
+	if !w.now.Before(n.paused) && w.now.Sub(since) >= w.observerBound() && l.Leader != holder {
 		w.fail("observer %s reports %q leading, but %q has held the key for %v", n.name, l.Leader, holder, w.now.Sub(w.holderSince).Round(time.Millisecond))
 	}
 	if l.HasLeader() && l.Token != 0 {
