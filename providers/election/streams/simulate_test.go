@@ -874,22 +874,13 @@ func (w *simWorld) fault() {
 			}
 		})
 	case "partition":
-		n := pick()
-		if n == nil {
+		if !w.hinder(pick, heal, "%s cut off both ways for %v", func(n *simNode) []*time.Time { return []*time.Time{&n.cut, &n.stall} }) {
 			return
 		}
-		d := heal()
-		w.logf("FAULT %s cut off both ways for %v", n.name, d)
-		n.cut = later(n.cut, w.now.Add(d))
-		n.stall = later(n.stall, w.now.Add(d))
 	case "oneway":
-		n := pick()
-		if n == nil {
+		if !w.hinder(pick, heal, "%s's replies lost for %v", func(n *simNode) []*time.Time { return []*time.Time{&n.oneway} }) {
 			return
 		}
-		d := heal()
-		w.logf("FAULT %s's replies lost for %v", n.name, d)
-		n.oneway = later(n.oneway, w.now.Add(d))
 	case "lag":
 		n := pick()
 		if n == nil || len(w.history) < 2 {
@@ -900,13 +891,9 @@ func (w *simWorld) fault() {
 		w.logf("FAULT %s reads from a replica stuck at revision %d for %v", n.name, old.Revision, d)
 		n.staleMsg, n.staleUntil = &old, w.now.Add(d)
 	case "stall":
-		n := pick()
-		if n == nil {
+		if !w.hinder(pick, heal, "%s's watch stalls for %v", func(n *simNode) []*time.Time { return []*time.Time{&n.stall} }) {
 			return
 		}
-		d := heal()
-		w.logf("FAULT %s's watch stalls for %v", n.name, d)
-		n.stall = later(n.stall, w.now.Add(d))
 	case "watchend":
 		n := pick()
 		if n == nil || n.watcher == nil {
@@ -1192,4 +1179,20 @@ func (w *simWorld) remember() {
 			w.history = w.history[1:]
 		}
 	}
+}
+
+// hinder applies a fault lasting heal() to the process pick chooses, if
+// any: it moves each of the process's deadlines that until names to at
+// least then, and reports whether there was a process.
+func (w *simWorld) hinder(pick func() *simNode, heal func() time.Duration, format string, until func(*simNode) []*time.Time) bool {
+	n := pick()
+	if n == nil {
+		return false
+	}
+	d := heal()
+	w.logf("FAULT "+format, n.name, d)
+	for _, t := range until(n) {
+		*t = later(*t, w.now.Add(d))
+	}
+	return true
 }
