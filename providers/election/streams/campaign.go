@@ -42,6 +42,12 @@ type driver struct {
 func (d *driver) loop(ctx context.Context, wake time.Time) {
 	timer := d.clock.NewTimer(time.Hour)
 	defer timer.Stop()
+	var changes <-chan time.Time
+	if sc, ok := d.store.(settingsNotifier); ok {
+		var stop func()
+		changes, stop = sc.SettingsChanges()
+		defer stop()
+	}
 	stopped := false
 	for !d.done {
 		timer.Stop()
@@ -62,9 +68,20 @@ func (d *driver) loop(ctx context.Context, wake time.Time) {
 			wake = d.handle(d.watchInput(ent, ok))
 		case <-timer.C():
 			wake = d.handle(input{kind: inTick, now: d.clock.Now()})
+		case sent := <-changes:
+			// The bucket's settings changed: read them, served by the
+			// read the process made since.
+			now := d.clock.Now()
+			wake = d.handle(input{kind: inAskTTL, now: now, sent: now.Add(-time.Since(sent))})
 		}
 	}
 	d.drains.Wait()
+}
+
+// settingsNotifier is a store that tells of changes of the bucket's
+// settings (see transport.Store.SettingsChanges).
+type settingsNotifier interface {
+	SettingsChanges() (<-chan time.Time, func())
 }
 
 // campaigner drives one Election's lease machine and passes its notes on to
@@ -201,8 +218,24 @@ func (d *driver) perform(a action) input {
 		marked, err := d.store.Delete(rctx, d.key, a.expect, payload)
 		return input{kind: inRelease, sent: sent, now: d.clock.Now(), marked: marked, err: err}
 	case doReadTTL:
-		st, err := d.store.Status(ctx)
-		in := input{kind: inTTL, sent: sent, now: d.clock.Now(), err: err}
+		var maxAge time.Duration
+		if !a.since.IsZero() {
+			maxAge = max(sent.Sub(a.since), 0)
+		}
+		asked := time.Now()
+		st, age, err := d.store.Status(ctx, maxAge)
+		readAt := sent
+		if err == nil && age > time.Since(asked) {
+			// A shared read sent before this one asked for it: the machine
+			// counts from when it was sent, by the election's clock, which
+			// need not be the store's. Too old by that clock: read afresh.
+			readAt = d.clock.Now().Add(-age)
+			if readAt.Before(a.since) {
+				st, _, err = d.store.Status(ctx, 0)
+				readAt = sent
+			}
+		}
+		in := input{kind: inTTL, sent: readAt, now: d.clock.Now(), err: err}
 		if err == nil {
 			in.ttl, in.born = st.TTL(), transport.StreamCreated(st)
 		}

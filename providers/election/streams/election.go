@@ -334,7 +334,8 @@ func (e *Election) readBucket(ctx context.Context) (jetstream.KeyValueStatus, er
 		e.bucket, e.store = kv, newStore(kv, e.js, e.opts.log)
 		e.mu.Unlock()
 	}
-	return e.store.Status(ctx)
+	st, _, err := e.store.Status(ctx, 0)
+	return st, err
 }
 
 // openBucket opens the bucket over the election's JetStream context. Its

@@ -80,11 +80,11 @@ func (s *fakeStore) lastLocked() uint64 {
 	return s.msg.Revision()
 }
 
-func (s *fakeStore) Status(context.Context) (jetstream.KeyValueStatus, error) {
+func (s *fakeStore) Status(context.Context, time.Duration) (jetstream.KeyValueStatus, time.Duration, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls["status"]++
-	return fakeStatus{ttl: s.ttl, created: s.created}, nil
+	return fakeStatus{ttl: s.ttl, created: s.created}, 0, nil
 }
 
 func (s *fakeStore) Write(_ context.Context, _ string, value []byte, rev uint64) (uint64, error) {

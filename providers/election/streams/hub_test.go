@@ -135,7 +135,9 @@ func TestKeysUnderOnePrefixShareAConsumer(t *testing.T) {
 		key := fmt.Sprintf("app.e%02d", i)
 		runElection(t, mustElection(t, "b", key, kvB, recs[i].options("b")...))
 	}
-	want := 2 * transport.FoldAt // per connection: FoldAt-1 keys of their own, then one for the prefix
+	// Per connection: MaxKeyFeeds keys of their own, the next ones up to
+	// FoldAt-1 in a set feed, then one for the prefix.
+	want := 2 * (transport.MaxKeyFeeds + 2)
 	eventually(t, 5*time.Second, fmt.Sprintf("%d consumers", want), func() bool { return consumers(t, admin) == want })
 	time.Sleep(200 * time.Millisecond) // b's campaigns have had time to make any more
 	if got := consumers(t, admin); got != want {
@@ -242,7 +244,8 @@ func TestWatchHeartbeatsFollowTheTTL(t *testing.T) {
 
 // TestPrefixConsumerRefusedByPermissionsFallsBackToOnePerKey: a user whose
 // permissions allow consumers on its keys one by one, but not on their
-// prefix, gets one consumer per key, after one warning, and its watches work.
+// prefix nor on several keys, gets one consumer per key, after one warning
+// for each, and its watches work.
 func TestPrefixConsumerRefusedByPermissionsFallsBackToOnePerKey(t *testing.T) {
 	const n = transport.FoldAt + 2
 	stream := "KV_" + bucketName
@@ -266,11 +269,14 @@ func TestPrefixConsumerRefusedByPermissionsFallsBackToOnePerKey(t *testing.T) {
 	nc := appConn(t, srv)
 	kv := openBucket(t, nc)
 	js, _ := jsOf.Load(kv)
-	var warnings, underLock atomic.Int64
+	var warnings, setWarnings, underLock atomic.Int64
 	var hubLocked atomic.Pointer[func()] // takes and lets go of the hub's lock
 	log := funcLogger(func(s string) {
-		if strings.HasPrefix(s, "WARN") && strings.Contains(s, "permissions refuse a consumer") {
+		if strings.HasPrefix(s, "WARN") && strings.Contains(s, "permissions refuse a consumer on") {
 			warnings.Add(1)
+		}
+		if strings.HasPrefix(s, "WARN") && strings.Contains(s, "permissions refuse a consumer with several filters") {
+			setWarnings.Add(1)
 		}
 		// No line is logged under the hub's lock: another goroutine can
 		// take it while the line is being logged.
@@ -295,7 +301,7 @@ func TestPrefixConsumerRefusedByPermissionsFallsBackToOnePerKey(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	probe := newStore(kv, js.(jetstream.JetStream), log)
-	if _, err := probe.Status(ctx); err != nil {
+	if _, _, err := probe.Status(ctx, 0); err != nil {
 		t.Fatal(err)
 	}
 	sub, err := probe.Watch(ctx, "app.e00")
@@ -313,6 +319,9 @@ func TestPrefixConsumerRefusedByPermissionsFallsBackToOnePerKey(t *testing.T) {
 	eventually(t, 10*time.Second, fmt.Sprintf("%d consumers, one per key", n), func() bool { return consumers(t, admin) == n })
 	if w := warnings.Load(); w != 1 {
 		t.Fatalf("the refused prefix consumer was logged %d times, want once", w)
+	}
+	if w := setWarnings.Load(); w != 1 {
+		t.Fatalf("the refused consumer of several keys was logged %d times, want once", w)
 	}
 	if n := underLock.Load(); n != 0 {
 		t.Fatalf("%d lines were logged under the hub's lock", n)

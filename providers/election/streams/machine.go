@@ -47,6 +47,7 @@ type machine struct {
 
 	// the bucket's TTL
 	nextTTLCheck time.Time
+	ttlSince     time.Time // a read sent at or after it serves that check (see askTTL)
 	ttlReadAt    time.Time // when the latest successful read of it was sent
 	ttlAskedRev  uint64    // the revision whose takeover last made us read it
 	ttlUnusable  error     // the bucket's TTL cannot hold elections: no campaign until it can
@@ -107,9 +108,11 @@ type hold struct {
 	goneAt    time.Time
 
 	// ttlRead is true once the bucket's TTL has been read since we took
-	// the key; ttlRetryAt is when to try reading it again.
+	// the key (by a read sent at or after ttlSince); ttlRetryAt is when to
+	// try reading it again.
 	ttlRead    bool
 	ttlRetryAt time.Time
+	ttlSince   time.Time
 
 	lapsed    time.Time // the lease whose lapse last made us read the settings again
 	nextRenew time.Time
@@ -178,6 +181,9 @@ type action struct {
 	renewal bool          // doWrite: a renewal rather than a campaign
 	marked  bool          // doRelease: carry the release mark
 	timeout time.Duration // bound on the request
+	// since: for doReadTTL, a read sent at or after since serves, such as
+	// one the process's other elections made meanwhile. Zero: a new read.
+	since time.Time
 }
 
 type actionKind int
@@ -250,7 +256,7 @@ func (m *machine) step(in input) output {
 		if m.cfg.writes {
 			m.nextCampaign = now // read the key at once, whether or not a watch comes up
 		}
-		m.nextTTLCheck = now.Add(m.jittered(m.ttlEvery()))
+		m.scheduleTTLCheck(now)
 	case inTick:
 	case inStop:
 		m.stopping = true
@@ -275,7 +281,14 @@ func (m *machine) step(in input) output {
 	case inWatchEnded:
 		m.onWatchEnded(in)
 	case inAskTTL:
-		m.nextTTLCheck = now
+		// A read sent now serves; or, when in.sent is set, one sent then
+		// (the driver knows of a read made after the bucket's settings
+		// changed).
+		since := now
+		if !in.sent.IsZero() {
+			since = in.sent
+		}
+		m.askTTL(now, later(since, m.ttlReadAt.Add(time.Nanosecond)))
 	case inTermLapsed:
 		if m.leading {
 			m.endTerm(CauseDeadline)
@@ -372,7 +385,7 @@ func (m *machine) due(now time.Time) (time.Time, action, func(time.Time)) {
 		// A lease that lapsed while we keep the key: before another term
 		// rests on it, read the bucket's settings again, which tells
 		// whether the bucket was made again meanwhile (noteBucketBorn).
-		consider(h.lease, action{}, func(now time.Time) { h.ttlRead, h.ttlRetryAt, h.lapsed = false, now, h.lease })
+		consider(h.lease, action{}, func(now time.Time) { h.ttlRead, h.ttlRetryAt, h.ttlSince, h.lapsed = false, now, now, h.lease })
 	}
 
 	// the watch
@@ -393,17 +406,17 @@ func (m *machine) due(now time.Time) (time.Time, action, func(time.Time)) {
 		}
 		consider(h.nextRenew, action{kind: doWrite, expect: h.rev, renewal: true}, nil)
 		if !h.ttlRead {
-			consider(h.ttlRetryAt, action{kind: doReadTTL}, nil)
+			consider(h.ttlRetryAt, action{kind: doReadTTL, since: h.ttlSince}, nil)
 		} else if at, ok := m.termBegins(now); ok {
 			consider(at, action{}, func(time.Time) { m.beginTerm() })
 		}
 		if h.ttlRead {
-			consider(m.nextTTLCheck, action{kind: doReadTTL}, nil)
+			consider(m.nextTTLCheck, action{kind: doReadTTL, since: m.ttlSince}, nil)
 		}
 		return wake, wakeAct, wakeMove
 	}
 
-	consider(m.nextTTLCheck, action{kind: doReadTTL}, nil)
+	consider(m.nextTTLCheck, action{kind: doReadTTL, since: m.ttlSince}, nil)
 	if at, expect, ok := m.mayTake(now); ok {
 		switch {
 		case !m.viewFresh(now):
@@ -412,7 +425,10 @@ func (m *machine) due(now time.Time) (time.Time, action, func(time.Time)) {
 			// Read the TTL first, so that the campaign can take the lapsed
 			// lease over its revision at once (see lapseAt). Once per
 			// revision: if the read fails, the campaign waits for the broker.
-			consider(at, action{}, func(now time.Time) { m.ttlAskedRev, m.nextTTLCheck = m.view.Revision, now })
+			consider(at, action{}, func(now time.Time) {
+				m.ttlAskedRev = m.view.Revision
+				m.askTTL(now, m.view.seenAt.Add(time.Nanosecond))
+			})
 		default:
 			consider(at, action{kind: doWrite, expect: expect}, nil)
 		}
@@ -507,14 +523,16 @@ func (m *machine) takeoverNeedsTTL(now time.Time) bool {
 		!m.ttlReadAt.After(v.seenAt) && !now.Before(v.seenAt.Add(v.ttl))
 }
 
-// ttlEvery is how long to wait between reads of the bucket's TTL: a TTL
-// for a holder or while the TTL is unusable; rarely for a standby, whose
+// ttlEvery is how long to wait between reads of the bucket's TTL: half a
+// TTL for a holder or while the TTL is unusable (so that a holder in touch
+// with the broker knows a TTL at most 3/4 of a TTL old; see
+// scheduleTTLCheck); rarely for a standby, whose
 // TTL only steers safety-net campaigns (every term reads it afresh); for
 // an observer, a few TTLs.
 func (m *machine) ttlEvery() time.Duration {
 	switch {
 	case m.phase.holds() || m.ttlUnusable != nil:
-		return m.tm.ttl
+		return m.tm.ttl / 2
 	case !m.cfg.writes:
 		return min(max(3*m.tm.ttl, 3*time.Second), 3*time.Minute)
 	}
@@ -567,7 +585,7 @@ func (m *machine) onRead(in input) {
 		// takeover.
 		m.nextCampaign = later(m.nextCampaign, done.Add(m.jittered(m.tm.retry)))
 		if done.Sub(m.ttlReadAt) >= m.tm.ttl && done.Before(m.nextTTLCheck) {
-			m.nextTTLCheck = done
+			m.askTTL(done, done)
 		}
 		return
 	}
@@ -601,7 +619,7 @@ func (m *machine) overdue(now time.Time) {
 	m.tries++
 	m.nextCampaign = later(now.Add(max(m.tm.standby.Duration(m.tries-1), minCheckInterval)), m.checkAt(now))
 	if m.tries == 1 {
-		m.nextTTLCheck = now
+		m.askTTL(now, now)
 	}
 }
 
@@ -639,7 +657,7 @@ func (m *machine) onCampaign(in input) {
 		m.view.readAt, m.view.confirmed = time.Time{}, false
 		m.log.Debugf("election %s: campaign lost: %v", m.cfg.key, err)
 		if m.view.State == KeyHeld && m.tries == 1 {
-			m.nextTTLCheck = done // the leader outlived our prediction: perhaps the TTL was raised
+			m.askTTL(done, done) // the leader outlived our prediction: perhaps the TTL was raised
 		}
 		if m.watch.working() && m.viewLooksStale(done) {
 			m.log.Debugf("election %s: view of the key looks stale, restarting the watch", m.cfg.key)
@@ -687,7 +705,7 @@ func (m *machine) observe(now time.Time, v keyView) bool {
 		m.log.Warnf("election %s: the key's revision went back from %d to %d with a later write: the bucket was recreated; following its new revisions", m.cfg.key, m.seenRev, v.Revision)
 		m.seenRev = 0
 		m.followsNew = true
-		m.nextTTLCheck = now // learn the new bucket's creation time (see noteBucketBorn)
+		m.askTTL(now, now) // learn the new bucket's creation time (see noteBucketBorn)
 	}
 	stillGone := m.view.State == KeyRemoved && m.view.Revision == 0 && v.State == KeyAbsent // an inferred removal stands until the key is taken
 	if m.view.known && (stillGone || v.State == m.view.State && v.Revision == m.view.Revision && sameMessage(m.view.Entry, v.Entry)) {
@@ -856,7 +874,7 @@ func (m *machine) won(sent, done time.Time, rev, expect uint64) {
 	}
 	m.move(winning)
 	m.hold = hold{
-		rev: rev, token: rev, sent: sent, wonAt: done, ttlRetryAt: done,
+		rev: rev, token: rev, sent: sent, wonAt: done, ttlRetryAt: done, ttlSince: done,
 		lease: leaseEnd(sent, m.tm), from: from, fromSeenAt: fromSeenAt, fromTTL: m.tm.ttl,
 		nextRenew: sent.Add(m.tm.renew),
 	}
@@ -930,7 +948,7 @@ func (m *machine) onRenewal(in input) {
 			// The lease lapsed: before another term rests on this hold,
 			// read the bucket's settings again, which tells whether it
 			// was made again meanwhile (see noteBucketBorn).
-			h.ttlRead, h.ttlRetryAt = false, done
+			h.ttlRead, h.ttlRetryAt, h.ttlSince = false, done, done
 		}
 		h.nextRenew = done.Add(m.jittered(delay))
 		m.log.Warnf("election %s: renewal failed (try %d, deadline in %v): %v", m.cfg.key, h.tries, h.lease.Sub(done).Round(time.Millisecond), err)
@@ -1012,8 +1030,17 @@ func (m *machine) onTTL(in input) {
 		if m.phase.holds() && !m.hold.ttlRead {
 			m.hold.ttlRetryAt = done.Add(m.jittered(m.tm.retry))
 		} else {
-			m.nextTTLCheck = done.Add(m.jittered(m.ttlEvery()))
+			m.scheduleTTLCheck(done)
 		}
+		return
+	}
+	if now.Before(m.ttlReadAt) || m.phase.holds() && !m.hold.ttlRead && now.Before(m.hold.ttlSince) {
+		// Older than the read we know, or than the one our hold needs: it
+		// tells nothing new.
+		if m.phase.holds() && !m.hold.ttlRead {
+			m.hold.ttlRetryAt = done.Add(m.jittered(m.tm.retry))
+		}
+		m.scheduleTTLCheck(done)
 		return
 	}
 	m.ttlReadAt = now
@@ -1046,10 +1073,24 @@ func (m *machine) onTTL(in input) {
 	if !m.cfg.writes && m.view.State == KeyHeld && !m.nextCampaign.IsZero() {
 		m.nextCampaign = later(m.nextCampaign, m.checkAt(done)) // a raised TTL moves the check later
 	}
-	m.nextTTLCheck = done.Add(m.jittered(m.ttlEvery()))
-	if m.phase.holds() {
-		m.nextTTLCheck = done.Add(m.tm.ttl)
-	}
+	m.scheduleTTLCheck(done)
+}
+
+// askTTL makes a read of the bucket's settings due at at, served by any
+// read sent at or after since.
+func (m *machine) askTTL(at, since time.Time) {
+	m.nextTTLCheck, m.ttlSince = at, since
+}
+
+// scheduleTTLCheck makes the next routine read of the bucket's settings
+// due a jittered ttlEvery from now. A read sent in the last half of that
+// interval, and after the one we know, serves it: the process's elections
+// then share one read now and then, and what we know of the TTL is never
+// older than one and a half intervals.
+func (m *machine) scheduleTTLCheck(now time.Time) {
+	every := m.ttlEvery()
+	at := now.Add(m.jittered(every))
+	m.askTTL(at, later(at.Add(-every/2), m.ttlReadAt.Add(time.Nanosecond)))
 }
 
 // adoptTTL takes in the bucket's TTL as just read. A lower TTL shortens the

@@ -221,7 +221,7 @@ func (o *Observer) Run(ctx context.Context) error {
 		rctx, cancel := context.WithTimeout(ctx, observerRequestTimeout)
 		defer cancel()
 		var err error
-		st, err = o.store.Status(rctx)
+		st, _, err = o.store.Status(rctx, 0)
 		if errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, ErrPermissionDenied) {
 			fatal = err
 			return nil

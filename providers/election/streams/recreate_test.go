@@ -75,7 +75,7 @@ func TestHubFollowsARecreatedBucket(t *testing.T) {
 	js := jsv.(jetstream.JetStream)
 	h := newStore(kv, js, testLogger{t: t})
 	ctx := context.Background()
-	if _, err := h.Status(ctx); err != nil { // the TTL the watches are tuned to, as a campaign reads it first
+	if _, _, err := h.Status(ctx, 0); err != nil { // the TTL the watches are tuned to, as a campaign reads it first
 		t.Fatal(err)
 	}
 
@@ -95,12 +95,12 @@ func TestHubFollowsARecreatedBucket(t *testing.T) {
 		}
 		ws[key] = w
 	}
-	// p.s7 follows the prefix's shared feed: a consumer for each key
-	// before it, and one for the prefix.
-	if n := consumers(t, js); n != transport.FoldAt+1 {
-		t.Fatalf("%d consumers, want %d: p.s%d does not follow the prefix's shared feed", n, transport.FoldAt+1, transport.FoldAt-1)
+	// The first MaxKeyFeeds keys have a consumer each, the next ones up to
+	// p.s6 share a set feed, and p.s7 follows the prefix's shared feed.
+	if n := consumers(t, js); n != transport.MaxKeyFeeds+2 {
+		t.Fatalf("%d consumers, want %d: a consumer for each of the first keys, a set feed and the prefix's", n, transport.MaxKeyFeeds+2)
 	}
-	followed := []string{"solo", fmt.Sprintf("p.s%d", transport.FoldAt-1)}
+	followed := []string{"solo", fmt.Sprintf("p.s%d", transport.FoldAt-2), fmt.Sprintf("p.s%d", transport.FoldAt-1)}
 	// The old bucket: the followed keys are held at revisions far above
 	// the ones the new bucket will reach.
 	for i := range 20 {
@@ -118,7 +118,8 @@ func TestHubFollowsARecreatedBucket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantUpdate(t, ws[followed[1]], "a mark after p.other", mustPut(t, kv, followed[1], "old"), jetstream.KeyValuePut, "old")
+	prefixKey := followed[2] // the key that follows the prefix's feed, which sees p.other
+	wantUpdate(t, ws[prefixKey], "a mark after p.other", mustPut(t, kv, prefixKey, "old"), jetstream.KeyValuePut, "old")
 
 	kv = recreateBucket(t, js, ttl)
 	for _, key := range followed {
@@ -228,7 +229,7 @@ func TestStandbyFollowsARecreatedBucketThroughItsWatch(t *testing.T) {
 		// watch outlives the bucket whenever who's campaign joins it.
 		js, _ := jsOf.Load(kv)
 		st := newStore(kv, js.(jetstream.JetStream), nopLogger{})
-		if _, err := st.Status(ctx); err != nil {
+		if _, _, err := st.Status(ctx, 0); err != nil {
 			t.Fatal(err)
 		}
 		w, err := st.Watch(ctx, key)

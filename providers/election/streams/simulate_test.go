@@ -225,6 +225,10 @@ type simNode struct {
 	wonAt      time.Time // the machine's hold that the term rests on
 	holdToken  uint64    // the first term's token of that hold
 	tookAt     time.Time // when its latest campaign write was stored (true time)
+	// ttlRead is the process's latest answered read of the bucket's
+	// settings (its sent time local), which the process's other elections
+	// may have made: it serves a read whose since it meets.
+	ttlRead *input
 }
 
 func (n *simNode) local(t time.Time) time.Time {
@@ -588,6 +592,12 @@ func (w *simWorld) send(n *simNode, a action) {
 	}
 	n.busy = true
 	sent := n.local(w.now)
+	if c := n.ttlRead; a.kind == doReadTTL && c != nil && !a.since.IsZero() && !c.sent.Before(a.since) && w.rng.IntN(2) == 0 {
+		// Served by a read the process made before (see simNode.ttlRead).
+		in := *c
+		w.at(w.now.Add(w.dur(0, time.Millisecond)), func() { w.answer(n, a, in) })
+		return
+	}
 	timeout := time.Duration(float64(a.timeout) / (1 + n.drift))
 	giveUp := w.now.Add(timeout)
 	lat := func() time.Duration {
@@ -719,6 +729,10 @@ func (w *simWorld) answer(n *simNode, a action, in input) {
 	}
 	n.busy = false
 	in.now = n.local(w.now)
+	if in.kind == inTTL && in.err == nil && (n.ttlRead == nil || n.ttlRead.sent.Before(in.sent)) {
+		c := in
+		n.ttlRead = &c
+	}
 	w.step(n, in)
 	if a.kind == doWatch && in.err == nil {
 		w.flushWatches()
@@ -1007,6 +1021,7 @@ func (w *simWorld) fault() {
 		w.ttl = next
 		w.lastTTLAt = w.now
 		w.b.SetTTL(w.now, next)
+		w.advise()
 	}
 	w.res.faults++
 	w.res.byFault[kind]++
@@ -1161,6 +1176,7 @@ func (w *simWorld) lowerTTL() bool {
 	w.logf("FAULT the TTL is lowered from %v to %v", old, next)
 	w.ttl, w.lastTTLAt = next, w.now
 	w.b.SetTTL(w.now, next)
+	w.advise()
 	if w.rng.IntN(4) != 0 && w.now.Add(old).Before(w.quietFrom) {
 		w.at(w.now.Add(old+w.dur(0, old/2)), func() {
 			if !w.lowerTTL() {
@@ -1169,6 +1185,50 @@ func (w *simWorld) lowerTTL() bool {
 		})
 	}
 	return true
+}
+
+// advise tells each process of a change of the bucket's settings, as the
+// stream's update advisory does: a process that hears of it (most, after a
+// delay; none that is cut off) reads the settings once, and each of its
+// elections is asked to read them, served by that read.
+func (w *simWorld) advise() {
+	for _, n := range w.all {
+		if !n.alive || w.now.Before(n.cut) || w.rng.IntN(5) == 0 {
+			continue // advisories can be lost: the routine reads remain
+		}
+		heard := w.now.Add(w.dur(100*time.Microsecond, 300*time.Millisecond))
+		w.at(heard, func() {
+			if !n.alive || w.now.Before(n.cut) {
+				return
+			}
+			sent := n.local(w.now)
+			w.at(w.now.Add(w.dur(200*time.Microsecond, 5*time.Millisecond)), func() {
+				ttl, born, err := w.b.Status(w.now)
+				if err != nil || !n.alive {
+					return
+				}
+				w.at(w.now.Add(w.dur(200*time.Microsecond, 5*time.Millisecond)), func() {
+					if !n.alive {
+						return
+					}
+					if n.ttlRead == nil || n.ttlRead.sent.Before(sent) {
+						n.ttlRead = &input{kind: inTTL, sent: sent, ttl: ttl, born: born}
+					}
+					w.notify(n, input{kind: inAskTTL, sent: sent})
+				})
+			})
+		})
+	}
+}
+
+// notify steps n with in, or queues it while n is busy or paused.
+func (w *simWorld) notify(n *simNode, in input) {
+	if n.busy || w.now.Before(n.paused) {
+		n.inbox = append(n.inbox, in)
+		return
+	}
+	in.now = n.local(w.now)
+	w.step(n, in)
 }
 
 // remember notes the key's latest message, for stale reads.

@@ -2,6 +2,7 @@ package streams
 
 import (
 	"context"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -12,8 +13,10 @@ import (
 // algorithm depends on this and nothing wider, which documents its I/O and
 // lets table tests drive it with an in-memory store and a fake clock.
 type store interface {
-	// Status reads the bucket's settings.
-	Status(ctx context.Context) (jetstream.KeyValueStatus, error)
+	// Status reads the bucket's settings with a request sent at most
+	// maxAge before it returns (0: sent after the call), and returns them
+	// and the read's age.
+	Status(ctx context.Context, maxAge time.Duration) (jetstream.KeyValueStatus, time.Duration, error)
 	// Write stores value under key if the key's latest revision is rev (0:
 	// the key has no message at all), and returns the new revision.
 	Write(ctx context.Context, key string, value []byte, rev uint64) (uint64, error)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -36,9 +37,10 @@ import (
 // revisions (see recreatedLocked).
 type feed struct {
 	hub    *watchHub
-	filter string // the key, or "prefix.>"
+	filter string // the key, or "prefix.>", or for a set feed a description
 	prefix string // set for a prefix's shared feed
 	key    string // set for one key's feed
+	set    bool   // a set feed: one consumer with a filter for each of its keys
 
 	// under hub.mu
 	subs     map[string]map[*hubWatch]struct{}
@@ -54,6 +56,15 @@ type feed struct {
 	gen      uint64    // counts the consumers made: errors of an older one are ignored
 	remaking bool      // the consumer is being made again (restart or remake)
 	tries    int       // consecutive tries to make a lost consumer again on a missing stream
+	caught   uint64    // the latest generation that has delivered its keys' state
+
+	// A set feed's keys: true once a consumer made with the key has
+	// delivered its state, false while its subscribers wait for one. Its
+	// consumer is made again, with every key, when keys join (dirty: again
+	// once the one being made is up).
+	keys    map[string]bool
+	genKeys map[string]bool // the keys the current consumer was made with
+	dirty   bool
 
 	srcMu sync.Mutex
 	src   feedSource
@@ -84,12 +95,72 @@ func (f *feed) add(s *hubWatch) {
 		f.subs[s.key] = subs
 	}
 	subs[s] = struct{}{}
-	if f.ready {
+	if f.coversLocked(s.key) {
 		if last, ok := f.last[s.key]; ok {
 			s.sendLocked(last.ent)
 		}
 		s.sendLocked(nil)
 	}
+}
+
+// coversLocked reports whether the feed has delivered key's state: its
+// subscribers get the key's changes.
+func (f *feed) coversLocked(key string) bool {
+	return f.ready && (!f.set || f.keys[key])
+}
+
+// filtersLocked returns the subjects the feed's consumer filters on.
+func (f *feed) filtersLocked() ([]string, map[string]bool) {
+	if !f.set {
+		return []string{f.hub.subject(f.filter)}, nil
+	}
+	keys := make(map[string]bool, len(f.keys))
+	subjects := make([]string, 0, len(f.keys))
+	for key := range f.keys {
+		keys[key] = true
+		subjects = append(subjects, f.hub.subject(key))
+	}
+	slices.Sort(subjects)
+	return subjects, keys
+}
+
+// joinLocked adds key to a set feed whose consumer runs or is being made:
+// the consumer is made again with it, and the key's subscribers get its
+// state once the new one has delivered it.
+func (f *feed) joinLocked(key string) {
+	if _, ok := f.keys[key]; ok {
+		return
+	}
+	f.keys[key] = false
+	if f.starting {
+		f.remakeLocked()
+	}
+}
+
+// leaveLocked drops key, which nobody follows any more, from a set feed.
+// The consumer keeps its filter until keys join, or until it filters on
+// more than twice the keys followed (its deliveries then stay within
+// twice what the process needs).
+func (f *feed) leaveLocked(key string) {
+	delete(f.keys, key)
+	delete(f.last, key)
+	if len(f.keys) > 0 && len(f.genKeys) > 2*len(f.keys) && f.ready {
+		f.remakeLocked()
+	}
+}
+
+// remakeLocked makes the set feed's consumer again with its keys now, or
+// once the one being made is up.
+func (f *feed) remakeLocked() {
+	if f.ended {
+		return
+	}
+	if f.remaking {
+		f.dirty = true
+		return
+	}
+	f.remaking = true
+	go f.remake()
 }
 
 // forgetLocked drops the latest message of key, once nobody follows the
@@ -139,11 +210,19 @@ func (f *feed) detachLocked() bool {
 	}
 	f.ended = true
 	h := f.hub
-	if f.prefix != "" {
+	switch {
+	case f.set:
+		h.setFeeds = slices.DeleteFunc(h.setFeeds, func(g *feed) bool { return g == f })
+		for key := range f.keys {
+			if h.setOf[key] == f {
+				delete(h.setOf, key)
+			}
+		}
+	case f.prefix != "":
 		if h.groupFeeds[f.prefix] == f {
 			delete(h.groupFeeds, f.prefix)
 		}
-	} else if h.keyFeeds[f.key] == f {
+	case h.keyFeeds[f.key] == f:
 		delete(h.keyFeeds, f.key)
 	}
 	return true
@@ -274,6 +353,10 @@ func (f *feed) remake() {
 		return
 	}
 	f.remaking, f.tries = false, 0
+	if err == nil && f.dirty && !f.ended {
+		f.dirty, f.remaking = false, true
+		go f.remake()
+	}
 	h.mu.Unlock()
 	if err != nil {
 		h.end(f, fmt.Errorf("the watch's consumer could not be made again: %w", err))
@@ -290,7 +373,7 @@ func remakeRetry(ttl time.Duration, tries int) time.Duration {
 
 // deliver takes in one message of the feed. caughtUp says the consumer has
 // now delivered the current state of its keys.
-func (f *feed) deliver(ent jetstream.KeyValueEntry, caughtUp bool) {
+func (f *feed) deliver(gen uint64, ent jetstream.KeyValueEntry, caughtUp bool) {
 	h := f.hub
 	h.mu.Lock()
 	if f.ended {
@@ -300,6 +383,7 @@ func (f *feed) deliver(ent jetstream.KeyValueEntry, caughtUp bool) {
 	now := time.Now()
 	recreated, oldSeen := false, f.seen
 	if ent != nil {
+		h.delivered.Add(1)
 		if f.recreatedLocked(ent) {
 			// Everything the feed remembers is of the old bucket: follow
 			// the new bucket's revisions from here on.
@@ -315,14 +399,14 @@ func (f *feed) deliver(ent jetstream.KeyValueEntry, caughtUp bool) {
 		// A delete or purge of a key the feed holds nothing of, no newer
 		// than what it has delivered, is a forgotten one replayed by a
 		// remade consumer: the key's subscribers know it is absent.
-		replay := !ok && ent.Operation() != jetstream.KeyValuePut && ent.Revision() <= f.seen
+		replay := !ok && ent.Operation() != jetstream.KeyValuePut && ent.Revision() <= f.seen && (!f.set || f.keys[key])
 		f.seen = max(f.seen, ent.Revision())
 		if at := ent.Created(); at.After(f.newest) {
 			f.newest = at
 		}
 		if !replay && (!ok || prev.old || ent.Revision() > prev.ent.Revision()) {
 			f.last[key] = lastMsg{ent: ent, at: now}
-			if f.ready {
+			if f.coversLocked(key) {
 				for s := range f.subs[key] {
 					s.sendLocked(ent)
 				}
@@ -331,7 +415,7 @@ func (f *feed) deliver(ent jetstream.KeyValueEntry, caughtUp bool) {
 		}
 	}
 	f.sweepLocked(now)
-	if caughtUp {
+	if caughtUp && gen == f.gen {
 		f.markReadyLocked()
 	}
 	idle := f.detachLocked()
@@ -363,26 +447,45 @@ func (f *feed) recreatedLocked(ent jetstream.KeyValueEntry) bool {
 	return ent.Revision() <= f.seen && f.hub.isNews(seen, Position{Revision: ent.Revision(), Written: ent.Created()})
 }
 
-// markReadyLocked hands each subscriber its key's state, then nil.
+// markReadyLocked notes that the current consumer has delivered its keys'
+// state, and hands each subscriber waiting for its key's state that state,
+// then nil.
 func (f *feed) markReadyLocked() {
-	if f.ready {
+	if f.caught == f.gen && f.ready {
 		return
 	}
+	f.caught = f.gen
+	wasReady := f.ready
 	f.ready = true
-	for key, subs := range f.subs {
-		for s := range subs {
+	send := func(key string) {
+		for s := range f.subs[key] {
 			if last, ok := f.last[key]; ok {
 				s.sendLocked(last.ent)
 			}
 			s.sendLocked(nil)
 		}
 	}
+	switch {
+	case f.set:
+		for key := range f.genKeys {
+			if covered, ok := f.keys[key]; ok && !covered {
+				f.keys[key] = true
+				send(key)
+			}
+		}
+	case !wasReady:
+		for key := range f.subs {
+			send(key)
+		}
+	}
 }
 
-func (f *feed) isReady() bool {
+// caughtUp reports whether the consumer of generation gen has delivered
+// its keys' state, or no longer matters.
+func (f *feed) caughtUp(gen uint64) bool {
 	f.hub.mu.Lock()
 	defer f.hub.mu.Unlock()
-	return f.ready || f.ended
+	return f.caught >= gen || f.gen != gen || f.ended
 }
 
 // consumerSource is a feed's ordered consumer.
@@ -422,8 +525,11 @@ func deleteConsumer(js jetstream.JetStream, stream string, cons jetstream.Consum
 func (f *feed) startConsumer(ctx context.Context) (feedSource, error) {
 	h := f.hub
 	stream := "KV_" + h.kv.Bucket()
+	h.mu.Lock()
+	filters, keys := f.filtersLocked()
+	h.mu.Unlock()
 	cons, err := h.js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{
-		FilterSubjects:    []string{h.subject(f.filter)},
+		FilterSubjects:    filters,
 		DeliverPolicy:     jetstream.DeliverLastPerSubjectPolicy,
 		InactiveThreshold: max(4*heartbeat(f.ttl), time.Minute),
 		// One try to remake a lost consumer, not nats.go's default of
@@ -435,11 +541,12 @@ func (f *feed) startConsumer(ctx context.Context) (feedSource, error) {
 		MaxResetAttempts: 1,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("making a consumer on %s: %w", h.subject(f.filter), err)
+		return nil, fmt.Errorf("making a consumer on %s: %w", f.describe(), err)
 	}
 	h.mu.Lock()
 	f.gen++
 	gen := f.gen
+	f.genKeys = keys
 	h.mu.Unlock()
 	prefix := h.subject("")
 	hb := heartbeat(f.ttl)
@@ -454,7 +561,7 @@ func (f *feed) startConsumer(ctx context.Context) (feedSource, error) {
 		}
 		key := strings.TrimPrefix(m.Subject(), prefix)
 		ent := entryOf(h.kv.Bucket(), key, m.Data(), m.Headers(), md.Sequence.Stream, md.Timestamp)
-		f.deliver(ent, md.NumPending == 0)
+		f.deliver(gen, ent, md.NumPending == 0)
 	},
 		jetstream.PullHeartbeat(hb), jetstream.PullExpiry(pullExpiry(hb)),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) { f.consumeError(gen, err) }),
@@ -463,13 +570,13 @@ func (f *feed) startConsumer(ctx context.Context) (feedSource, error) {
 		// The consumer exists on the broker: delete it rather than leave
 		// it there until its inactivity threshold.
 		deleteConsumer(h.js, stream, cons)
-		return nil, fmt.Errorf("consuming %s: %w", h.subject(f.filter), err)
+		return nil, fmt.Errorf("consuming %s: %w", f.describe(), err)
 	}
 	src := &consumerSource{js: h.js, stream: stream, cons: cons, cc: cc, done: make(chan struct{})}
 	var cctx context.Context
 	cctx, src.cancel = context.WithCancel(context.Background())
 	if info := cons.CachedInfo(); info != nil && info.NumPending == 0 {
-		f.deliver(nil, true)
+		f.deliver(gen, nil, true)
 	}
 	// The last message of the initial state may expire before it is
 	// delivered: then no message says the state is complete, and the
@@ -478,7 +585,7 @@ func (f *feed) startConsumer(ctx context.Context) (feedSource, error) {
 		defer close(src.done)
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
-		for !f.isReady() {
+		for !f.caughtUp(gen) {
 			select {
 			case <-cctx.Done():
 				return
@@ -488,7 +595,7 @@ func (f *feed) startConsumer(ctx context.Context) (feedSource, error) {
 			info, err := cons.Info(ictx)
 			cancel()
 			if err == nil && info.NumPending == 0 {
-				f.deliver(nil, true)
+				f.deliver(gen, nil, true)
 			}
 		}
 	}()
@@ -556,16 +663,28 @@ func (f *feed) startKVWatch(ctx context.Context) (feedSource, error) {
 		return nil, fmt.Errorf("watching %s: %w", f.filter, err)
 	}
 	src := &kvWatchSource{w: w, cancel: cancel, done: make(chan struct{})}
+	f.hub.mu.Lock()
+	f.gen++
+	gen := f.gen
+	f.hub.mu.Unlock()
 	go func() {
 		defer close(src.done)
 		for ent := range w.Updates() {
-			f.deliver(ent, ent == nil)
+			f.deliver(gen, ent, ent == nil)
 		}
 		if wctx.Err() == nil {
 			go f.hub.end(f, errors.New("the watch ended"))
 		}
 	}()
 	return src, nil
+}
+
+// describe names what the feed follows, for logs and errors.
+func (f *feed) describe() string {
+	if f.set {
+		return "a set of keys in " + f.hub.subject(">")
+	}
+	return f.hub.subject(f.filter)
 }
 
 func deadlineOr(ctx context.Context, d time.Duration) time.Time {

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"weak"
 
@@ -15,14 +16,28 @@ import (
 )
 
 // A watchHub shares watches among the candidates and observers of one
-// process that use one bucket over one connection. Each election key a
-// process follows costs it at most one consumer on the broker, however many
-// candidates and observers follow it, and each change of the key reaches the
-// process once. When a process follows FoldAt or more keys under one prefix
-// (the key's first dot-separated token, as in "app-a.scheduler"), the keys
-// it starts following after that share one consumer filtered on the prefix
-// ("$KV.<bucket>.app-a.>"): a single filter, which NATS permissions can
-// scope, unlike a consumer with several filters.
+// process that use one bucket over one connection. However many candidates
+// and observers follow a key, each change of it reaches the process once,
+// and the process's consumers on the broker do not grow with its keys:
+//
+//   - its first few keys (MaxKeyFeeds) get a consumer each, filtered on the
+//     key, which NATS permissions can scope;
+//   - when it follows FoldAt or more keys under one prefix (the key's first
+//     dot-separated token, as in "app-a.scheduler"), the keys it starts
+//     following after that share one consumer filtered on the prefix
+//     ("$KV.<bucket>.app-a.>"), for up to maxPrefixFeeds prefixes: a single
+//     filter, which permissions can scope too;
+//   - every other key joins a set feed: one consumer with a filter for each
+//     of its keys (up to setKeys of them, in up to maxSetFeeds feeds),
+//     made again with the new keys when keys join. Permissions cannot
+//     scope a consumer with several filters: when the broker refuses one,
+//     the hub falls back to a consumer per key (or prefix) for noFoldFor.
+//
+// A process therefore has at most MaxKeyFeeds + maxPrefixFeeds +
+// maxSetFeeds consumers on the bucket whatever its keys' names, and a
+// consumer delivers only the keys the process follows (or, for a prefix
+// feed, other keys under the prefix; a set feed filters on at most twice
+// the keys followed).
 //
 // A hub is kept alive by the stores that use it and dropped by the garbage
 // collector once none does.
@@ -36,10 +51,14 @@ type watchHub struct {
 	mu         sync.Mutex
 	keyFeeds   map[string]*feed     // one key's own feed
 	groupFeeds map[string]*feed     // a prefix's shared feed
+	setFeeds   []*feed              // feeds of sets of keys
+	setOf      map[string]*feed     // the set feed each key in one belongs to
+	noSet      time.Time            // set feeds failed (refused by permissions): none until then
 	following  map[string]int       // subscriptions per key
 	groupKeys  map[string]int       // keys followed per prefix
 	noFold     map[string]time.Time // prefixes whose shared feed failed, until when
 	limitNoted bool                 // the consumer limit was logged
+	delivered  atomic.Uint64        // messages the feeds' consumers delivered
 
 	streamMu sync.Mutex
 	stream   jetstream.Stream
@@ -49,8 +68,17 @@ type watchHub struct {
 	consume func(cons jetstream.Consumer, handler jetstream.MessageHandler, opts ...jetstream.PullConsumeOpt) (jetstream.ConsumeContext, error)
 
 	statusMu   sync.Mutex
-	statusBusy bool        // a read of the bucket's settings is under way
+	statusBusy *statusRead // the read of the bucket's settings under way
 	statusNext *statusRead // the read that starts when it ends
+	statusLast *statusRead // the latest answered read
+
+	// Listeners to changes of the bucket's settings, which the stream's
+	// advisories announce (see settingsChanges).
+	changesMu sync.Mutex
+	listeners map[chan time.Time]struct{}
+	advisory  *nats.Subscription
+	rereading bool // a read after an advisory is under way
+	reread    bool // another advisory came meanwhile
 }
 
 // FoldAt is how many keys under one prefix a process must follow before
@@ -58,6 +86,19 @@ type watchHub struct {
 // key delivers nothing the process does not need; from it on, one consumer
 // replaces many, at the cost of the prefix's other keys' changes.
 const FoldAt = 8
+
+// The bounds on a hub's consumers (see watchHub): MaxKeyFeeds keys get a
+// consumer each, maxPrefixFeeds prefixes one each, and the other keys share
+// maxSetFeeds set feeds of setKeys keys. setKeys keeps the
+// request that makes a set feed's consumer to about 150 KB, well within
+// the broker's 1 MB payload limit; the set feeds take more keys each once
+// all of them are full.
+const (
+	MaxKeyFeeds    = 5
+	maxPrefixFeeds = 4
+	maxSetFeeds    = 6
+	setKeys        = 4096
+)
 
 // noFoldFor is how long a prefix whose shared consumer could not be made
 // (for example because permissions allow only single keys) uses per-key
@@ -93,7 +134,7 @@ func hubFor(kv jetstream.KeyValue, js jetstream.JetStream, log Logger, isNews Co
 		return h
 	}
 	h := &watchHub{key: k, kv: kv, js: js, log: log, isNews: isNews,
-		keyFeeds: map[string]*feed{}, groupFeeds: map[string]*feed{},
+		keyFeeds: map[string]*feed{}, groupFeeds: map[string]*feed{}, setOf: map[string]*feed{},
 		following: map[string]int{}, groupKeys: map[string]int{}, noFold: map[string]time.Time{}}
 	wp := weak.Make(h)
 	hubs.m[k] = wp
@@ -140,26 +181,10 @@ func (h *watchHub) openStream(ctx context.Context) (jetstream.Stream, error) {
 // is stopped or ctx ends. ttl tunes the heartbeats of a feed made for it.
 func (h *watchHub) subscribe(ctx context.Context, key string, ttl time.Duration) (jetstream.KeyWatcher, error) {
 	h.mu.Lock()
-	f := h.keyFeeds[key]
-	prefix := prefixOf(key)
-	if f == nil && prefix != "" {
-		f = h.groupFeeds[prefix]
-		keys := h.groupKeys[prefix]
-		if h.following[key] == 0 {
-			keys++
-		}
-		if f == nil && keys >= FoldAt && time.Now().After(h.noFold[prefix]) {
-			f = h.newFeedLocked(prefix+".>", prefix, "")
-			h.groupFeeds[prefix] = f
-		}
-	}
-	if f == nil {
-		f = h.newFeedLocked(key, "", key)
-		h.keyFeeds[key] = f
-	}
+	f := h.feedForLocked(key)
 	s := &hubWatch{hub: h, feed: f, key: key, c: make(chan jetstream.KeyValueEntry, subBuffer)}
 	f.add(s)
-	if h.following[key] == 0 && prefix != "" {
+	if prefix := prefixOf(key); h.following[key] == 0 && prefix != "" {
 		h.groupKeys[prefix]++
 	}
 	h.following[key]++
@@ -182,6 +207,51 @@ func (h *watchHub) subscribe(ctx context.Context, key string, ttl time.Duration)
 	// unsubscribes, and the feed stops with its last subscriber.
 	s.release = context.AfterFunc(ctx, func() { h.unsubscribe(s) })
 	return s, nil
+}
+
+// feedForLocked returns the feed that delivers key, making one if needed
+// (see watchHub for which).
+func (h *watchHub) feedForLocked(key string) *feed {
+	if f := h.keyFeeds[key]; f != nil {
+		return f
+	}
+	if f := h.setOf[key]; f != nil {
+		return f
+	}
+	prefix := prefixOf(key)
+	if prefix != "" {
+		if f := h.groupFeeds[prefix]; f != nil {
+			return f
+		}
+		keys := h.groupKeys[prefix]
+		if h.following[key] == 0 {
+			keys++
+		}
+		if keys >= FoldAt && len(h.groupFeeds) < maxPrefixFeeds && time.Now().After(h.noFold[prefix]) {
+			f := h.newFeedLocked(prefix+".>", prefix, "")
+			h.groupFeeds[prefix] = f
+			return f
+		}
+	}
+	if len(h.keyFeeds) < MaxKeyFeeds || h.js == nil || time.Now().Before(h.noSet) {
+		f := h.newFeedLocked(key, "", key)
+		h.keyFeeds[key] = f
+		return f
+	}
+	var f *feed
+	for _, sf := range h.setFeeds {
+		if f == nil || len(sf.keys) < len(f.keys) {
+			f = sf
+		}
+	}
+	if f == nil || len(f.keys) >= setKeys && len(h.setFeeds) < maxSetFeeds {
+		f = h.newFeedLocked("", "", "")
+		f.set, f.keys, f.filter = true, map[string]bool{}, "a set of keys"
+		h.setFeeds = append(h.setFeeds, f)
+	}
+	h.setOf[key] = f
+	f.joinLocked(key)
+	return f
 }
 
 func (h *watchHub) newFeedLocked(filter, prefix, key string) *feed {
@@ -227,6 +297,10 @@ func (h *watchHub) detachLocked(s *hubWatch, err error) bool {
 		if len(subs) == 0 {
 			delete(f.subs, s.key)
 			f.forgetLocked(s.key, time.Now())
+			if f.set {
+				delete(h.setOf, s.key)
+				f.leaveLocked(s.key)
+			}
 		}
 	}
 	return len(f.subs) == 0
@@ -246,14 +320,23 @@ func (h *watchHub) end(f *feed, err error) {
 		}
 	}
 	f.detachLocked()
-	denied := f.prefix != "" && !f.ready && h.consumerDenied(f)
-	if denied {
+	// A prefix feed is refused when its consumer is first made; a set
+	// feed's may be refused when made again with several keys.
+	made := !errors.Is(err, nats.ErrConnectionClosed) && !errors.Is(err, jetstream.ErrMaximumConsumersLimit)
+	denied := (f.prefix != "" && !f.ready || f.set && made) && h.consumerDenied(f)
+	switch {
+	case denied && f.set:
+		h.noSet = time.Now().Add(noFoldFor)
+	case denied:
 		h.noFold[f.prefix] = time.Now().Add(noFoldFor)
 	}
 	h.mu.Unlock()
 	// Logged out of the lock: a logger may block, or call back into the
 	// process's elections.
-	if denied {
+	switch {
+	case denied && f.set:
+		h.log.Warnf("election bucket %s: permissions refuse a consumer with several filters: the elections beyond the first %d use a consumer each (or one per prefix) for %v; allow $JS.API.CONSUMER.CREATE.KV_%s.* to share a few", h.kv.Bucket(), MaxKeyFeeds, noFoldFor, h.kv.Bucket())
+	case denied:
 		h.log.Warnf("election bucket %s: permissions refuse a consumer on %s: the elections under %q use a consumer each for %v", h.kv.Bucket(), h.subject(f.filter), f.prefix, noFoldFor)
 	}
 	f.stopSource()
@@ -268,8 +351,17 @@ func (h *watchHub) consumerDenied(f *feed) bool {
 		return false
 	}
 	err := h.js.Conn().LastError()
-	return err != nil && errors.Is(err, nats.ErrPermissionViolation) &&
-		strings.Contains(err.Error(), "CONSUMER.CREATE") && strings.Contains(err.Error(), h.subject(f.filter))
+	if err == nil || !errors.Is(err, nats.ErrPermissionViolation) {
+		return false
+	}
+	if f.set {
+		// The refusal of any consumer on the stream: the latest error may
+		// be that of a per-key or prefix consumer refused meanwhile, and a
+		// user who may not make one of those may not make a consumer
+		// without a filter either (that would read every key).
+		return strings.Contains(err.Error(), "CONSUMER.CREATE.KV_"+h.kv.Bucket()+".")
+	}
+	return strings.Contains(err.Error(), "CONSUMER.CREATE") && strings.Contains(err.Error(), h.subject(f.filter))
 }
 
 // noteLimit logs, once per hub, that the broker refused a consumer for a
@@ -353,33 +445,46 @@ func (s *hubWatch) sendLocked(ent jetstream.KeyValueEntry) {
 // statusRead is one read of the bucket's settings that callers share.
 type statusRead struct {
 	done chan struct{}
+	sent time.Time // when the request was sent (zero until then)
 	st   jetstream.KeyValueStatus
 	err  error
 }
 
-// status reads the bucket's settings with a request sent after the call
-// began, as each caller needs (a term must not rest on a TTL read before
-// it). Callers that arrive while a read is under way share the next one, so
-// a process whose thousands of candidates read at once (on starting, on a
-// failover) sends a few requests, not thousands.
-func (h *watchHub) status(ctx context.Context) (jetstream.KeyValueStatus, error) {
+// status reads the bucket's settings with a request sent at most maxAge
+// before it returns (0: sent after the call began, as a term that must not
+// rest on a TTL read before it needs), and returns the read and its age.
+// Callers share reads: one made recently enough serves them, and callers
+// that arrive while a read is under way share it when it was sent recently
+// enough, or else the next one. A process whose thousands of elections read
+// the settings (on starting, on a failover, now and then while leading)
+// therefore sends a few requests, not thousands.
+func (h *watchHub) status(ctx context.Context, maxAge time.Duration) (jetstream.KeyValueStatus, time.Duration, error) {
 	h.statusMu.Lock()
-	r := h.statusNext
-	if r == nil {
+	now := time.Now()
+	var r *statusRead
+	switch {
+	case maxAge > 0 && h.statusLast != nil && now.Sub(h.statusLast.sent) <= maxAge:
+		r = h.statusLast
+	case maxAge > 0 && h.statusBusy != nil && now.Sub(h.statusBusy.sent) <= maxAge:
+		r = h.statusBusy
+	case h.statusNext != nil:
+		r = h.statusNext
+	default:
 		r = &statusRead{done: make(chan struct{})}
-		if h.statusBusy {
+		if h.statusBusy != nil {
 			h.statusNext = r // sent when the read under way ends
 		} else {
-			h.statusBusy = true
+			h.statusBusy = r
+			r.sent = now
 			go h.readStatus(r)
 		}
 	}
 	h.statusMu.Unlock()
 	select {
 	case <-r.done:
-		return r.st, r.err
+		return r.st, time.Since(r.sent), r.err
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, 0, ctx.Err()
 	}
 }
 
@@ -389,10 +494,16 @@ func (h *watchHub) readStatus(r *statusRead) {
 		ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
 		r.st, r.err = h.kv.Status(ctx)
 		cancel()
-		close(r.done)
 		h.statusMu.Lock()
+		if r.err == nil {
+			h.statusLast = r
+		}
+		close(r.done)
 		r, h.statusNext = h.statusNext, nil
-		h.statusBusy = r != nil
+		h.statusBusy = r
+		if r != nil {
+			r.sent = time.Now()
+		}
 		h.statusMu.Unlock()
 	}
 }
@@ -400,3 +511,88 @@ func (h *watchHub) readStatus(r *statusRead) {
 // statusTimeout bounds a shared read of the bucket's settings; each caller
 // also stops waiting when its own context ends.
 const statusTimeout = 5 * time.Second
+
+// settingsChanges returns a channel that receives, each time the bucket's
+// stream announces a change of its settings (an update, or the stream made
+// or deleted), when a read of the settings made after the announcement was
+// sent, and a function that stops the deliveries. The process subscribes
+// to the stream's advisories once, while it has listeners, and reads the
+// settings once per advisory for all of them; a listener that has not
+// taken the last instant gets only the latest. Advisories are an
+// accelerator: ones lost while disconnected, or refused by permissions,
+// leave the elections' routine reads (see the machine's scheduleTTLCheck).
+func (h *watchHub) settingsChanges() (<-chan time.Time, func()) {
+	c := make(chan time.Time, 1)
+	h.changesMu.Lock()
+	defer h.changesMu.Unlock()
+	if h.listeners == nil {
+		h.listeners = map[chan time.Time]struct{}{}
+	}
+	h.listeners[c] = struct{}{}
+	if h.advisory == nil && h.js != nil && h.js.Conn() != nil && h.key.api == "" {
+		// Advisories are published in the account the stream is in; a
+		// stream reached through a domain or another account's API prefix
+		// announces its changes elsewhere.
+		sub, err := h.js.Conn().Subscribe(advisorySubject(h.kv.Bucket()), func(*nats.Msg) { h.settingsChanged() })
+		if err == nil {
+			h.advisory = sub
+		} else {
+			h.log.Debugf("election bucket %s: cannot follow the stream's advisories (%v): TTL changes are noticed by the elections' routine reads", h.kv.Bucket(), err)
+		}
+	}
+	return c, func() {
+		h.changesMu.Lock()
+		defer h.changesMu.Unlock()
+		delete(h.listeners, c)
+		if len(h.listeners) == 0 && h.advisory != nil {
+			_ = h.advisory.Unsubscribe()
+			h.advisory = nil
+		}
+	}
+}
+
+// advisorySubject is where the bucket's stream announces that it was
+// updated, created or deleted (and, in a cluster, other events of the
+// stream, which cost a read each and are rare).
+func advisorySubject(bucket string) string {
+	return "$JS.EVENT.ADVISORY.STREAM.*.KV_" + bucket
+}
+
+// settingsChanged reads the bucket's settings after an advisory, once for
+// any number of advisories that come while it reads, and tells the
+// listeners when that read was sent.
+func (h *watchHub) settingsChanged() {
+	h.changesMu.Lock()
+	if h.rereading {
+		h.reread = true
+		h.changesMu.Unlock()
+		return
+	}
+	h.rereading = true
+	h.changesMu.Unlock()
+	go func() {
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
+			_, age, err := h.status(ctx, 0)
+			cancel()
+			sent := time.Now().Add(-age)
+			h.changesMu.Lock()
+			if err == nil {
+				for c := range h.listeners {
+					select {
+					case <-c: // replace an instant not yet taken
+					default:
+					}
+					c <- sent
+				}
+			}
+			if !h.reread {
+				h.rereading = false
+				h.changesMu.Unlock()
+				return
+			}
+			h.reread = false
+			h.changesMu.Unlock()
+		}
+	}()
+}

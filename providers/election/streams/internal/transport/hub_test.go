@@ -136,7 +136,7 @@ func TestConcurrentStatusReadsShareRequests(t *testing.T) {
 	for _, s := range stores {
 		go func() {
 			<-start
-			st, err := s.Status(context.Background())
+			st, _, err := s.Status(context.Background(), 0)
 			if err == nil && st.TTL() != 7*time.Second {
 				err = fmt.Errorf("TTL %v", st.TTL())
 			}

@@ -88,13 +88,14 @@ func putPrefix(js jetstream.JetStream) string {
 	return ""
 }
 
-// Status reads the bucket's settings, and notes whether writes may carry a
-// per-message TTL.
-func (s *Store) Status(ctx context.Context) (jetstream.KeyValueStatus, error) {
+// Status reads the bucket's settings with a request sent at most maxAge
+// ago (0: after the call began; see watchHub.status), returns them and
+// their age, and notes whether writes may carry a per-message TTL.
+func (s *Store) Status(ctx context.Context, maxAge time.Duration) (jetstream.KeyValueStatus, time.Duration, error) {
 	before := s.lastErr()
-	st, err := s.hub.status(ctx)
+	st, age, err := s.hub.status(ctx, maxAge)
 	if err != nil {
-		return nil, s.denied(err, before, "reading the bucket's settings", "$JS.API.STREAM.INFO.KV_"+s.kv.Bucket())
+		return nil, 0, s.denied(err, before, "reading the bucket's settings", "$JS.API.STREAM.INFO.KV_"+s.kv.Bucket())
 	}
 	allow := false
 	if bs, ok := st.(interface{ StreamInfo() *jetstream.StreamInfo }); ok && bs.StreamInfo() != nil {
@@ -106,8 +107,13 @@ func (s *Store) Status(ctx context.Context) (jetstream.KeyValueStatus, error) {
 		s.msgTTL = MessageTTL(st.TTL())
 	}
 	s.mu.Unlock()
-	return st, nil
+	return st, age, nil
 }
+
+// SettingsChanges returns a channel that receives, when the bucket's
+// settings change, when a read of them made since was sent (see
+// watchHub.settingsChanges), and a function that stops it.
+func (s *Store) SettingsChanges() (<-chan time.Time, func()) { return s.hub.settingsChanges() }
 
 // MessageTTL is the per-message TTL for a bucket TTL: whole seconds, as the
 // server counts them, rounded up so that a message never expires before the

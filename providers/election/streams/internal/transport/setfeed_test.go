@@ -1,0 +1,181 @@
+package transport
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// TestFlatNamesShareAFewConsumers: a process following hundreds of keys
+// with flat names ("svc42") holds a few consumers, not one per key; each
+// subscription, whether it made the set feed, joined it while its consumer
+// was being made, or joined it later, gets its key's state (a value, a
+// release marker or nothing) and then each change; the feed delivers the
+// writes of the keys followed, not those of the bucket's other keys; and
+// once most keys are no longer followed its consumer filters on the rest.
+func TestFlatNamesShareAFewConsumers(t *testing.T) {
+	const followed, others = 300, 300
+	nc := connect(t, startServer(t))
+	kv, js := createBucket(t, nc, 30*time.Second)
+	ctx := context.Background()
+	h := hubFor(kv, js, nopLogger{}, writtenAfter)
+	key := func(i int) string { return fmt.Sprintf("svc%d", i) }
+
+	// want is each key's state: its latest revision and operation, or
+	// none (revision 0).
+	type state struct {
+		rev uint64
+		op  jetstream.KeyValueOp
+	}
+	want := map[string]state{}
+	setState := func(i int) {
+		k := key(i)
+		switch i % 3 {
+		case 0: // held
+			rev, err := kv.Put(ctx, k, []byte("leader"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want[k] = state{rev, jetstream.KeyValuePut}
+		case 1: // released: a marker
+			rev, err := kv.Put(ctx, k, []byte("leader"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := kv.Delete(ctx, k, jetstream.LastRevision(rev)); err != nil {
+				t.Fatal(err)
+			}
+			want[k] = state{rev + 1, jetstream.KeyValueDelete}
+		}
+	}
+	for i := range followed + others {
+		setState(i)
+	}
+
+	next := func(w jetstream.KeyWatcher, what string) jetstream.KeyValueEntry {
+		t.Helper()
+		select {
+		case ent, ok := <-w.Updates():
+			if !ok {
+				t.Fatalf("%s: the watch ended", what)
+			}
+			return ent
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: nothing delivered in 10s", what)
+		}
+		return nil
+	}
+	checkInitial := func(w jetstream.KeyWatcher, k string) {
+		t.Helper()
+		st := want[k]
+		if st.rev != 0 {
+			ent := next(w, k+" initial value")
+			if ent == nil || ent.Revision() != st.rev || ent.Operation() != st.op {
+				t.Fatalf("%s: initial value %v, want revision %d %v", k, ent, st.rev, st.op)
+			}
+		}
+		if ent := next(w, k+" end of initial values"); ent != nil {
+			t.Fatalf("%s: got %v, want the end of the initial values", k, ent)
+		}
+	}
+
+	// Two waves: the first all at once (most join the set feed while its
+	// consumer is being made), the second once it runs.
+	ws := make([]jetstream.KeyWatcher, followed)
+	subscribe := func(from, to int) {
+		var wg sync.WaitGroup
+		errs := make(chan error, to-from)
+		for i := from; i < to; i++ {
+			wg.Go(func() {
+				w, err := h.subscribe(ctx, key(i), 30*time.Second)
+				if err != nil {
+					errs <- err
+					return
+				}
+				ws[i] = w
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		for i := from; i < to; i++ {
+			checkInitial(ws[i], key(i))
+		}
+	}
+	subscribe(0, followed/2)
+	subscribe(followed/2, followed)
+	defer func() {
+		for _, w := range ws {
+			if w != nil {
+				w.Stop()
+			}
+		}
+	}()
+	settled := func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		for _, f := range h.setFeeds {
+			if len(f.genKeys) > 2*len(f.keys) || f.caught != f.gen || f.remaking {
+				return false
+			}
+		}
+		return true
+	}
+	eventually(t, 10*time.Second, "the set feed's consumer made with every key", settled)
+	if n := consumers(t, js); n > MaxKeyFeeds+1 {
+		t.Fatalf("%d consumers for %d keys, want at most %d", n, followed, MaxKeyFeeds+1)
+	}
+
+	// One write to each key, followed or not: each subscriber gets its
+	// own, and the process receives the followed keys' writes only.
+	before := h.delivered.Load()
+	for i := range followed + others {
+		rev, err := kv.Put(ctx, key(i), []byte("next"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i < followed {
+			if ent := next(ws[i], key(i)+" change"); ent == nil || ent.Revision() != rev {
+				t.Fatalf("%s: change %v, want revision %d", key(i), ent, rev)
+			}
+		}
+	}
+	if got := h.delivered.Load() - before; got != followed {
+		t.Fatalf("the process received %d messages for %d writes to its keys (and %d to others)", got, followed, others)
+	}
+
+	// Most keys are no longer followed: the set feed's consumer is made
+	// again with the rest, and the others' writes no longer reach the
+	// process.
+	const kept = 50
+	for i := kept; i < followed; i++ {
+		ws[i].Stop()
+		ws[i] = nil
+	}
+	eventually(t, 10*time.Second, "the set feed to filter on the keys still followed", settled)
+	before = h.delivered.Load()
+	for i := range followed {
+		if _, err := kv.Put(ctx, key(i), []byte("later")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range kept {
+		if ent := next(ws[i], key(i)+" later change"); ent == nil || string(ent.Value()) != "later" {
+			t.Fatalf("%s: got %v, want the later write", key(i), ent)
+		}
+	}
+	if got := h.delivered.Load() - before; got > 2*kept {
+		t.Fatalf("the process received %d messages for %d writes to the %d keys it follows", got, kept, kept)
+	}
+	for i := range kept {
+		ws[i].Stop()
+		ws[i] = nil
+	}
+	eventually(t, 5*time.Second, "every consumer deleted", func() bool { return consumers(t, js) == 0 })
+}
