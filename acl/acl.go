@@ -60,7 +60,16 @@ func streamName(bucket string) string { return "KV_" + bucket }
 //     from its watches' consumers, check and delete them;
 //   - publish $JS.FC.KV_<bucket>.>: answer the flow control of push
 //     watches (nats.go's kv.Watch), which otherwise stall after ~2 MB;
-//   - subscribe InboxPrefix(user).>: its replies and deliveries.
+//   - subscribe InboxPrefix(user).>: its replies and deliveries;
+//   - subscribe $JS.EVENT.ADVISORY.STREAM.*.KV_<bucket>: the stream's
+//     announcements that its settings changed, so that leaders learn of a
+//     new TTL at once rather than by their routine reads.
+//
+// A user who may campaign in or observe every election (">") may also:
+//   - publish $JS.API.CONSUMER.CREATE.KV_<bucket>.*: make a consumer with
+//     several filters, with which a process following many elections
+//     with flat names holds a few consumers rather than one per election.
+//     It could read every key, so narrower grants do not allow it.
 //
 // Admin is campaign and observe ">" plus $JS.API.INFO (the account's
 // JetStream usage, which `conclave election info` reads). No grant allows
@@ -78,6 +87,9 @@ func Compile(bucket, user string, g Grant) Permissions {
 		pub = append(pub, kv+p)
 	}
 	for _, p := range append(slices.Clone(campaign), observe...) {
+		if p == ">" {
+			pub = append(pub, "$JS.API.CONSUMER.CREATE."+stream+".*")
+		}
 		pub = append(pub,
 			"$JS.API.DIRECT.GET."+stream+"."+kv+p,
 			"$JS.API.CONSUMER.CREATE."+stream+".*."+kv+p)
@@ -94,5 +106,6 @@ func Compile(bucket, user string, g Grant) Permissions {
 		"$JS.API.CONSUMER.INFO."+stream+".*",
 		"$JS.API.CONSUMER.DELETE."+stream+".*")
 	slices.Sort(pub)
-	return Permissions{Publish: slices.Compact(pub), Subscribe: []string{InboxPrefix(user) + ".>"}}
+	sub := []string{"$JS.EVENT.ADVISORY.STREAM.*." + stream, InboxPrefix(user) + ".>"}
+	return Permissions{Publish: slices.Compact(pub), Subscribe: sub}
 }

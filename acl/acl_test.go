@@ -61,7 +61,9 @@ func TestCompileGolden(t *testing.T) {
 }
 
 // TestCompileMakesAllowListsOnly: every list is sorted and duplicate-free,
-// every subscription is under the user's own inbox, and no subject lets
+// every subscription is under the user's own inbox (or the stream's
+// announcements), only users who read every election may make consumers
+// with several filters, and no subject lets
 // anyone purge, delete or change the bucket's stream.
 func TestCompileMakesAllowListsOnly(t *testing.T) {
 	for _, ex := range examples {
@@ -73,9 +75,16 @@ func TestCompileMakesAllowListsOnly(t *testing.T) {
 			t.Errorf("%s: publish list not sorted and unique: %v", ex.user, p.Publish)
 		}
 		for _, s := range p.Subscribe {
-			if s != InboxPrefix(ex.user)+".>" {
+			// Its inbox, and the announcements of the bucket's stream.
+			if s != InboxPrefix(ex.user)+".>" && s != "$JS.EVENT.ADVISORY.STREAM.*.KV_"+bucket {
 				t.Errorf("%s may subscribe to %s, outside its inbox", ex.user, s)
 			}
+		}
+		// A consumer with several filters reads any key: only for those
+		// who may read every election.
+		everything := ex.grant.Admin || slices.Contains(ex.grant.Campaign, ">") || slices.Contains(ex.grant.Observe, ">")
+		if got := slices.Contains(p.Publish, "$JS.API.CONSUMER.CREATE.KV_"+bucket+".*"); got != everything {
+			t.Errorf("%s may make consumers with several filters: %v, want %v", ex.user, got, everything)
 		}
 		for _, s := range p.Publish {
 			switch {
