@@ -35,6 +35,20 @@ type driver struct {
 	cancel context.CancelFunc   // ends the watch's context
 	drains sync.WaitGroup       // stopped watches still being drained
 	done   bool
+
+	// asks are requests to the machine from other goroutines (HandOver),
+	// answered in order as the machine notes their outcome; exited closes
+	// when the loop has ended, and the asks not answered then get
+	// ErrNotLeader.
+	asks    chan ask
+	exited  chan struct{}
+	waiting []chan<- error
+}
+
+// ask is a request to the machine, and where its outcome goes.
+type ask struct {
+	in   input
+	done chan<- error
 }
 
 // loop steps the machine until it finishes: with inStop once ctx ends, with
@@ -48,6 +62,15 @@ func (d *driver) loop(ctx context.Context, wake time.Time) {
 		changes, stop = sc.SettingsChanges()
 		defer stop()
 	}
+	defer func() {
+		if d.exited != nil {
+			close(d.exited)
+		}
+		for _, w := range d.waiting {
+			w <- ErrNotLeader
+		}
+		d.waiting = nil
+	}()
 	stopped := false
 	for !d.done {
 		timer.Stop()
@@ -68,6 +91,10 @@ func (d *driver) loop(ctx context.Context, wake time.Time) {
 			wake = d.handle(d.watchInput(ent, ok))
 		case <-timer.C():
 			wake = d.handle(input{kind: inTick, now: d.clock.Now()})
+		case a := <-d.asks:
+			d.waiting = append(d.waiting, a.done)
+			a.in.now = d.clock.Now()
+			wake = d.handle(a.in)
 		case sent := <-changes:
 			// The bucket's settings changed: read them, served by the
 			// read the process made since.
@@ -105,7 +132,8 @@ func newCampaigner(e *Election, n *notifier, tm timings) *campaigner {
 	c := &campaigner{e: e, n: n, log: e.opts.log, rec: e.opts.recorder}
 	c.driver = driver{key: e.key, identity: e.identity, store: e.store, clock: e.opts.clock,
 		m: newMachine(cfg, tm, e.opts.log), apply: c.apply, before: c.notifyCampaign,
-		lastLost: func() <-chan struct{} { return c.lastLost }}
+		lastLost: func() <-chan struct{} { return c.lastLost },
+		asks:     make(chan ask), exited: make(chan struct{})}
 	return c
 }
 
@@ -210,7 +238,10 @@ func (d *driver) perform(a action) input {
 			}
 		}
 		var payload []byte
-		if a.marked {
+		switch {
+		case a.marked && a.handOver.to != "":
+			payload = handOverPayload(d.identity, a.handOver.to, a.handOver.within)
+		case a.marked:
 			payload = releasePayload(d.identity)
 		}
 		rctx, rcancel := context.WithTimeout(context.Background(), d.m.tm.request)
@@ -320,6 +351,11 @@ func (c *campaigner) apply(notes []note) (next input, ok bool) {
 			}
 		case noteTimings:
 			c.e.setTimings(c.m.tm)
+		case noteHandOver:
+			if len(c.waiting) > 0 {
+				c.waiting[0] <- n.err
+				c.waiting = c.waiting[1:]
+			}
 		}
 	}
 	return next, ok

@@ -44,7 +44,8 @@ type Election struct {
 	cancel      context.CancelFunc
 	term        *Term
 	lastRenewal time.Time
-	tm          timings // as the campaign last adopted them
+	tm          timings     // as the campaign last adopted them
+	campaign    *campaigner // the running campaign, for HandOver
 }
 
 // NewElection returns a candidate named identity for the election key, in
@@ -183,7 +184,53 @@ func (e *Election) Start(ctx context.Context) error {
 
 	n := newNotifier()
 	defer n.close()
-	return newCampaigner(e, n, tm).run(ctx, born)
+	c := newCampaigner(e, n, tm)
+	e.mu.Lock()
+	e.campaign = c
+	e.mu.Unlock()
+	return c.run(ctx, born)
+}
+
+// HandOver hands a running term over to the candidate named to: the term
+// ends (OnLost with CauseHandedOver), and the leader releases the key with
+// a mark that names to, which may take it at once. The election's other
+// Conclave candidates, this one included, leave the key to to for a short
+// window (a quarter TTL, between 0.5s and 5s) from when they learn of the
+// release, then campaign as after any release; Choria's candidates see an
+// ordinary release. It returns once the key is released, or with an error
+// wrapping ErrNotLeader when this candidate does not lead (or stops
+// meanwhile), ErrInvalidIdentity for a bad name, or the release's error
+// (the term has ended then; the key expires in its time).
+func (e *Election) HandOver(ctx context.Context, to string) error {
+	if err := validateIdentity(to); err != nil {
+		return fmt.Errorf("election %s: hand over: %w", e.key, err)
+	}
+	if to == e.identity {
+		return fmt.Errorf("election %s: hand over: %w: %q is this candidate; name another", e.key, ErrInvalidIdentity, to)
+	}
+	e.mu.Lock()
+	c := e.campaign
+	e.mu.Unlock()
+	if c == nil {
+		return fmt.Errorf("election %s: hand over: %w", e.key, ErrNotLeader)
+	}
+	done := make(chan error, 1)
+	select {
+	case c.asks <- ask{in: input{kind: inHandOver, handOver: handOver{to: to}}, done: done}:
+	case <-c.exited:
+		return fmt.Errorf("election %s: hand over: %w: the campaign has stopped", e.key, ErrNotLeader)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("election %s: hand over to %s: %w", e.key, to, err)
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Stop ends the campaign. It returns at once without waiting; Start returns

@@ -52,6 +52,51 @@ const releasePrefix = "released by "
 // releasePayload is the payload of identity's release marker.
 func releasePayload(identity string) []byte { return []byte(releasePrefix + identity) }
 
+// A release that hands the election over to a named candidate adds two
+// lines to the payload (identities hold no control characters):
+//
+//	released by <leader>
+//	hand over to <candidate>
+//	within <duration>
+//
+// The named candidate may take the key at once; Conclave's other
+// candidates leave it to the named one for the duration from when they
+// learn of the release, then take it as after any release. Choria's
+// candidates, and older readers, see a delete marker: a release.
+const (
+	handOverPrefix = "hand over to "
+	withinPrefix   = "within "
+)
+
+// handOverPayload is the payload of identity's release marker handing the
+// election over to to, which has within to take the key.
+func handOverPayload(identity, to string, within time.Duration) []byte {
+	return []byte(releasePrefix + identity + "\n" + handOverPrefix + to + "\n" + withinPrefix + within.String())
+}
+
+// readRelease reads a release marker's payload: who released, and whom it
+// hands over to within what time, if anyone; ok is false when the payload
+// is not a holder's release.
+func readRelease(payload string) (by, to string, within time.Duration, ok bool) {
+	lines := strings.Split(payload, "\n")
+	by, ok = strings.CutPrefix(lines[0], releasePrefix)
+	if !ok || validateIdentity(by) != nil {
+		return "", "", 0, false
+	}
+	switch len(lines) {
+	case 1:
+		return by, "", 0, true
+	case 3:
+		to, okTo := strings.CutPrefix(lines[1], handOverPrefix)
+		d, okWithin := strings.CutPrefix(lines[2], withinPrefix)
+		within, err := time.ParseDuration(d)
+		if okTo && okWithin && err == nil && within > 0 && validateIdentity(to) == nil {
+			return by, to, within, true
+		}
+	}
+	return "", "", 0, false
+}
+
 // Entry is one election key's latest message, read as an election.
 type Entry struct {
 	// Key is the election.
@@ -63,6 +108,11 @@ type Entry struct {
 	// ReleasedBy is the identity of the leader that stepped down, when
 	// State is KeyReleased.
 	ReleasedBy string
+	// HandOverTo is the candidate a released election was handed over to,
+	// if any, and HandOverWithin how long it has to take the key before
+	// the other candidates do.
+	HandOverTo     string
+	HandOverWithin time.Duration
 	// Revision is the message's revision (its stream sequence); 0 when
 	// absent.
 	Revision uint64
@@ -82,8 +132,8 @@ func ReadEntry(ent jetstream.KeyValueEntry) Entry {
 	e := Entry{Key: ent.Key(), Revision: ent.Revision(), Written: ent.Created(), Operation: ent.Operation()}
 	switch {
 	case ent.Operation() == jetstream.KeyValueDelete:
-		if by, ok := strings.CutPrefix(string(ent.Value()), releasePrefix); ok && validateIdentity(by) == nil {
-			e.State, e.ReleasedBy = KeyReleased, by
+		if by, to, within, ok := readRelease(string(ent.Value())); ok {
+			e.State, e.ReleasedBy, e.HandOverTo, e.HandOverWithin = KeyReleased, by, to, within
 		} else {
 			e.State = KeyRemoved
 		}
@@ -105,6 +155,9 @@ func (e Entry) Describe() string {
 	case KeyHeld:
 		return "held by " + e.Leader
 	case KeyReleased:
+		if e.HandOverTo != "" {
+			return "released by " + e.ReleasedBy + ", handed over to " + e.HandOverTo
+		}
 		return "released by " + e.ReleasedBy
 	case KeyRemoved:
 		switch e.Operation {

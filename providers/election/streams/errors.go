@@ -28,6 +28,9 @@ var (
 	ErrAlreadyStarted = errors.New("election: already started")
 	// ErrTermEnded is the cause recorded when a term ends.
 	ErrTermEnded = errors.New("election: term ended")
+	// ErrNotLeader means a call that only a leader may make (HandOver) was
+	// made by a candidate that does not lead.
+	ErrNotLeader = errors.New("election: not leader")
 )
 
 // isMismatch reports whether err is a compare-and-swap failure: the key's

@@ -55,6 +55,9 @@ type machine struct {
 	hold    hold
 	leading bool // a term runs (in leading or doomed)
 	token   uint64
+	// handOver, when to is set, is a hand-over asked for and not yet done:
+	// the term ends, then the release names the candidate.
+	handOver handOver
 
 	watch watchState
 
@@ -80,8 +83,16 @@ type machineConfig struct {
 	random func(n int64) int64
 }
 
+// handOver is a leader's hand-over of the election to candidate to, which
+// has within to take the key before the others do.
+type handOver struct {
+	to     string
+	within time.Duration
+}
+
 // sitOut keeps a deposed leader out of the takeover that follows: a forced
-// stand-down must move leadership.
+// stand-down must move leadership. It also keeps the candidates a
+// hand-over does not name out of the takeover for its window.
 type sitOut struct {
 	until time.Time
 	rev   uint64 // the revision we were deposed at: a later holder ends the sit-out
@@ -154,6 +165,8 @@ type input struct {
 	marked bool
 	// restartable: the watch made can be made again in place (a shared one).
 	restartable bool
+	// handOver: for inHandOver, whom to hand over to, and within what time.
+	handOver handOver
 }
 
 type inputKind int
@@ -172,6 +185,7 @@ const (
 	inWatchEnded
 	inTermLapsed // the driver's term ended by its clock before an extension reached it
 	inAskTTL     // the driver wants the bucket's TTL read now (an observer judging a write)
+	inHandOver   // hand the election over to in.handOver.to (Election.HandOver)
 )
 
 // action is what the driver must do now.
@@ -184,6 +198,8 @@ type action struct {
 	// since: for doReadTTL, a read sent at or after since serves, such as
 	// one the process's other elections made meanwhile. Zero: a new read.
 	since time.Time
+	// handOver: for a marked doRelease, the candidate it hands over to.
+	handOver handOver
 }
 
 type actionKind int
@@ -206,6 +222,7 @@ type note struct {
 	cause   Cause
 	latency time.Duration
 	at      time.Time
+	err     error // noteHandOver: why the hand-over did not happen, or nil
 }
 
 type noteKind int
@@ -221,6 +238,7 @@ const (
 	noteTTLRead      // a read of the bucket's settings was answered
 	noteStopWatch    // stop the watch
 	noteRestartWatch // the watch seems to have missed changes: make it again
+	noteHandOver     // a hand-over asked for is done (err nil) or refused
 )
 
 // output is the machine's answer to one step.
@@ -289,6 +307,8 @@ func (m *machine) step(in input) output {
 			since = in.sent
 		}
 		m.askTTL(now, later(since, m.ttlReadAt.Add(time.Nanosecond)))
+	case inHandOver:
+		m.askHandOver(in.handOver)
 	case inTermLapsed:
 		if m.leading {
 			m.endTerm(CauseDeadline)
@@ -368,6 +388,16 @@ func (m *machine) due(now time.Time) (time.Time, action, func(time.Time)) {
 
 	if m.giveUpRelease {
 		return now, action{kind: doRelease, expect: m.hold.rev, marked: m.releaseMarked(now)}, nil
+	}
+	if m.handOver.to != "" {
+		switch {
+		case m.leading:
+			return now, action{}, func(time.Time) { m.endTerm(CauseHandedOver) }
+		case m.phase.holds() && m.phase != doomed && m.releaseMarked(now):
+			return now, action{kind: doRelease, expect: m.hold.rev, marked: true, handOver: m.handOver}, nil
+		default:
+			return now, action{}, func(time.Time) { m.endHandOver(errors.New("the key was lost before the release")) }
+		}
 	}
 
 	h := &m.hold
@@ -857,6 +887,7 @@ func (m *machine) schedule(now time.Time) {
 		m.nextCampaign = time.Time{} // nobody leads: nothing to check
 	default:
 		m.nextCampaign = now
+		m.sitOutHandOver()
 	}
 }
 
@@ -1003,6 +1034,10 @@ func (m *machine) releaseMarked(now time.Time) bool {
 
 func (m *machine) onRelease(in input) {
 	rev := m.hold.rev
+	if m.handOver.to != "" {
+		m.onHandOverRelease(in)
+		return
+	}
 	m.released = true
 	if m.giveUpRelease {
 		m.giveUpRelease = false
@@ -1018,6 +1053,70 @@ func (m *machine) onRelease(in input) {
 	default:
 		m.log.Debugf("election %s: removed revision %d without a release mark", m.cfg.key, rev)
 	}
+}
+
+// askHandOver takes in a leader's request to hand the election over. Only a
+// leader whose term runs may; the term ends, then the release names the
+// candidate (see due).
+func (m *machine) askHandOver(ho handOver) {
+	switch {
+	case !m.cfg.writes || m.stopping || !m.leading || m.phase != leading:
+		m.note(note{kind: noteHandOver, err: ErrNotLeader})
+	case m.handOver.to != "":
+		m.note(note{kind: noteHandOver, err: fmt.Errorf("%w: a hand-over to %s is under way", ErrNotLeader, m.handOver.to)})
+	default:
+		if ho.within <= 0 {
+			ho.within = clamp(m.tm.ttl/4, 500*time.Millisecond, 5*time.Second)
+		}
+		m.handOver = ho
+		m.log.Infof("election %s: %s handing over to %s", m.cfg.key, m.cfg.identity, ho.to)
+	}
+}
+
+// onHandOverRelease takes in the outcome of a hand-over's release. Either
+// way we are a candidate again that sits the hand-over's window out, and
+// reads the key: a release whose outcome is unknown may not have been
+// stored, and the key then expires in its time.
+func (m *machine) onHandOverRelease(in input) {
+	done := in.now
+	ho, rev := m.handOver, m.hold.rev
+	m.move(candidate)
+	m.hold = hold{}
+	m.sitOut = sitOut{until: done.Add(ho.within), rev: rev}
+	m.view.readAt, m.view.confirmed = time.Time{}, false
+	m.nextCampaign = done
+	if in.err != nil {
+		m.log.Warnf("election %s: could not release revision %d to hand over to %s: %v", m.cfg.key, rev, ho.to, in.err)
+		m.endHandOver(fmt.Errorf("releasing the key: %w", in.err))
+		return
+	}
+	m.log.Infof("election %s: released revision %d, handed over to %s", m.cfg.key, rev, ho.to)
+	m.endHandOver(nil)
+}
+
+// endHandOver tells the driver how the hand-over under way ended.
+func (m *machine) endHandOver(err error) {
+	m.handOver = handOver{}
+	m.note(note{kind: noteHandOver, err: err})
+}
+
+// sitOutHandOver keeps us out of the takeover for a hand-over's window when
+// the view is a release that hands the election to another candidate, and
+// ends any sit-out when it hands the election to us: someone took the key
+// after what we sat out (we may not have seen that write; a read can skip
+// it).
+func (m *machine) sitOutHandOver() {
+	v := m.view
+	if !m.cfg.writes || v.State != KeyReleased || v.HandOverTo == "" {
+		return
+	}
+	if v.HandOverTo == m.cfg.identity {
+		if v.Revision > m.sitOut.rev {
+			m.sitOut = sitOut{}
+		}
+		return
+	}
+	m.sitOut = sitOut{until: later(m.sitOut.until, v.seenAt.Add(v.HandOverWithin)), rev: max(m.sitOut.rev, v.Revision)}
 }
 
 // onTTL takes in a read of the bucket's settings.

@@ -96,6 +96,7 @@ func TestSimulate(t *testing.T) {
 // simTotals sums what the seeds did, to show the faults were exercised.
 type simTotals struct {
 	seeds, terms, faults, overlapsChecked int
+	handOvers, landed                     int
 	byFault                               map[string]int
 }
 
@@ -104,6 +105,8 @@ func (s *simTotals) add(r simResult) {
 	s.terms += r.terms
 	s.faults += r.faults
 	s.overlapsChecked += r.checks
+	s.handOvers += r.handOvers
+	s.landed += r.landed
 	if s.byFault == nil {
 		s.byFault = map[string]int{}
 	}
@@ -117,13 +120,14 @@ func (s simTotals) String() string {
 	for _, k := range simFaultKinds {
 		kinds = append(kinds, fmt.Sprintf("%s %d", k, s.byFault[k]))
 	}
-	return fmt.Sprintf("%d terms, %d faults (%s), %d checks, 0 violations", s.terms, s.faults, strings.Join(kinds, ", "), s.overlapsChecked)
+	return fmt.Sprintf("%d terms, %d faults (%s), %d hand-over releases (%d taken by the named candidate first), %d checks, 0 violations", s.terms, s.faults, strings.Join(kinds, ", "), s.handOvers, s.landed, s.overlapsChecked)
 }
 
 type simResult struct {
 	seed                  uint64
 	err                   error
 	terms, faults, checks int
+	handOvers, landed     int // hand-over releases stored, and those whose named candidate took the key next
 	byFault               map[string]int
 	trace                 []string
 }
@@ -132,7 +136,7 @@ func (r simResult) summary() string {
 	return fmt.Sprintf("seed %d: %d terms, %d faults %v, %d checks", r.seed, r.terms, r.faults, r.byFault, r.checks)
 }
 
-var simFaultKinds = []string{"crash", "stop", "pause", "partition", "oneway", "lag", "stall", "watchend", "standdown", "purge", "vanish", "recreate", "ttl"}
+var simFaultKinds = []string{"crash", "stop", "pause", "partition", "oneway", "lag", "stall", "watchend", "standdown", "purge", "vanish", "recreate", "ttl", "handover"}
 
 // Local clocks run at rates within simMaxDrift of true time and start
 // within simMaxOffset of the broker's clock: over a seed's run they stay
@@ -178,12 +182,20 @@ type simWorld struct {
 	deposed     string      // the holder a forced stand-down removed, until another takes the key
 	deposedAt   time.Time
 	deposedTTL  time.Duration // the TTL at the stand-down: the sit-out lasts one
+	handedOver  simHandOver   // the latest hand-over release, until someone takes the key
 	removed     bool          // the bucket is deleted
 	quietFrom   time.Time     // faults end here
 	ledAfter    bool          // a leader was seen after the faults
 	res         simResult
 	err         error
 	actions     map[[2]int64]int // (node, simulated second) → actions
+}
+
+// simHandOver is a stored release that hands the key over.
+type simHandOver struct {
+	to     string
+	at     time.Time // true time
+	within time.Duration
 }
 
 type simTerm struct {
@@ -665,6 +677,19 @@ func (w *simWorld) apply2(n *simNode, a action) input {
 		}
 		if err == nil && !a.renewal {
 			n.tookAt = w.now
+			if ho := w.handedOver; ho.to != "" {
+				// The first to take a key handed over: the named candidate,
+				// or, after the window (which the others count from when
+				// they learn of the release), anyone.
+				if n.name == ho.to {
+					w.res.landed++
+				} else if w.now.Sub(ho.at) < ho.within*99/100 {
+					w.fail("%s took the key %v after it was handed over to %s, within the hand-over's window of %v", n.name, w.now.Sub(ho.at).Round(time.Millisecond), ho.to, ho.within)
+				}
+			}
+		}
+		if err == nil {
+			w.handedOver = simHandOver{}
 		}
 		switch {
 		case errors.Is(err, simkv.ErrWrongRevision):
@@ -678,10 +703,18 @@ func (w *simWorld) apply2(n *simNode, a action) input {
 		return input{kind: inWrite, rev: rev, expect: a.expect}
 	case doRelease:
 		var payload []byte
-		if a.marked {
+		switch {
+		case a.marked && a.handOver.to != "":
+			payload = handOverPayload(n.name, a.handOver.to, a.handOver.within)
+		case a.marked:
 			payload = releasePayload(n.name)
 		}
 		rev, err := b.Delete(w.now, simKey, a.expect, payload)
+		if err == nil && a.marked && a.handOver.to != "" {
+			w.handedOver = simHandOver{to: a.handOver.to, at: w.now, within: a.handOver.within}
+			w.res.handOvers++
+			w.logf("%s hands over to %s within %v", n.name, a.handOver.to, a.handOver.within)
+		}
 		w.flushWatches()
 		w.remember()
 		switch {
@@ -920,6 +953,30 @@ func (w *simWorld) fault() {
 				w.deliver(n, input{kind: inWatchEnded, err: errors.New("nats: consumer deleted")})
 			}
 		})
+	case "handover":
+		var leader *simNode
+		for _, n := range alive {
+			if n.active && n.obs == nil {
+				leader = n
+			}
+		}
+		if leader == nil {
+			return
+		}
+		to := "ghost" // a candidate that is not running: the others take over after the window
+		if w.rng.IntN(5) != 0 {
+			var others []*simNode
+			for _, n := range alive {
+				if n != leader && n.obs == nil {
+					others = append(others, n)
+				}
+			}
+			if len(others) > 0 {
+				to = others[w.rng.IntN(len(others))].name
+			}
+		}
+		w.logf("FAULT %s is asked to hand over to %s", leader.name, to)
+		w.notify(leader, input{kind: inHandOver, handOver: handOver{to: to}})
 	case "standdown", "purge":
 		if w.removed {
 			return

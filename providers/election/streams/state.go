@@ -44,9 +44,13 @@ const (
 	// CauseDenied means the broker refused a renewal for permissions
 	// (ErrPermissionDenied): the leader stood down at once.
 	CauseDenied
+	// CauseHandedOver means the leader handed the election over to a
+	// named candidate (Election.HandOver).
+	CauseHandedOver
 )
 
-// String returns "released", "deposed", "deadline", "expired", "closed" or "denied".
+// String returns "released", "deposed", "deadline", "expired", "closed",
+// "denied" or "handed over".
 func (c Cause) String() string {
 	switch c {
 	case CauseReleased:
@@ -61,6 +65,8 @@ func (c Cause) String() string {
 		return "closed"
 	case CauseDenied:
 		return "denied"
+	case CauseHandedOver:
+		return "handed over"
 	default:
 		return "unknown"
 	}

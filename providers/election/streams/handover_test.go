@@ -1,0 +1,142 @@
+package streams
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// TestHandOverLandsOnTheNamedCandidate: a leader asked to hand the
+// election over to a named candidate ends its term, and the named one,
+// not any other, leads next, a hundred times in a row among three
+// candidates in three processes.
+func TestHandOverLandsOnTheNamedCandidate(t *testing.T) {
+	const tries = 100
+	ts := newTestServer(t)
+	createBucket(t, connect(t, ts.url()), bucketConfig(3*time.Second))
+	rec := newRecorder()
+	names := []string{"a", "b", "c"}
+	es := map[string]*Election{}
+	for _, name := range names {
+		es[name] = mustElection(t, name, "handover", openBucket(t, connect(t, ts.url())), rec.options(name)...)
+		runElection(t, es[name])
+	}
+	rec.waitFor(t, 10*time.Second, "a leader", func(evs []event) bool { return wins(evs, "") == 1 })
+	var took []time.Duration
+	for i := range tries {
+		evs := rec.snapshot()
+		leader := evs[len(evs)-1].who
+		others := slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == leader })
+		to := others[i%2]
+		before := wins(evs, "")
+		asked := time.Now()
+		if err := es[leader].HandOver(context.Background(), to); err != nil {
+			t.Fatalf("try %d: %s.HandOver(%s): %v", i, leader, to, err)
+		}
+		evs = rec.waitFor(t, 5*time.Second, fmt.Sprintf("try %d: the next leader after %s handed over to %s", i, leader, to),
+			func(evs []event) bool { return wins(evs, "") == before+1 })
+		next := evs[len(evs)-1]
+		if !next.won || next.who != to {
+			t.Fatalf("try %d: %s handed over to %s, but %s leads: %s", i, leader, to, next.who, describe(evs))
+		}
+		took = append(took, time.Since(asked))
+		if ended := evs[len(evs)-2]; ended.who != leader || ended.won || ended.cause != CauseHandedOver {
+			t.Fatalf("try %d: before %s led: %s %v (won %v), want %s's term ended by %v", i, to, ended.who, ended.cause, ended.won, leader, CauseHandedOver)
+		}
+	}
+	checkHistory(t, rec.snapshot())
+	slices.Sort(took)
+	t.Logf("%d hand-overs, each to the named candidate: from the call to its OnWon p50 %v, p99 %v, max %v",
+		tries, took[len(took)/2].Round(10*time.Microsecond), took[len(took)*99/100].Round(10*time.Microsecond), took[len(took)-1].Round(10*time.Microsecond))
+}
+
+// TestHandOverToAnAbsentCandidateFallsBack: a hand-over to a candidate
+// that is not standing leaves the election without a leader for the
+// hand-over's window only; then another candidate leads as after any
+// release.
+func TestHandOverToAnAbsentCandidateFallsBack(t *testing.T) {
+	const ttl = 2 * time.Second
+	window := clamp(ttl/4, 500*time.Millisecond, 5*time.Second)
+	ts := newTestServer(t)
+	kv := createBucket(t, connect(t, ts.url()), bucketConfig(ttl))
+	rec := newRecorder()
+	a := mustElection(t, "a", "fallback", kv, rec.options("a")...)
+	runElection(t, a)
+	rec.waitFor(t, 5*time.Second, "a to lead", func(evs []event) bool { return wins(evs, "a") == 1 })
+	runElection(t, mustElection(t, "b", "fallback", openBucket(t, connect(t, ts.url())), rec.options("b")...))
+	released := time.Now()
+	if err := a.HandOver(context.Background(), "gone-host"); err != nil {
+		t.Fatal(err)
+	}
+	evs := rec.waitFor(t, window+ttl, "someone to lead after the window", func(evs []event) bool { return wins(evs, "") == 2 })
+	next := evs[len(evs)-1]
+	if after := next.at.Sub(released); after < window*9/10 {
+		t.Fatalf("%s led %v after a handed over to an absent candidate, within the %v window", next.who, after, window)
+	} else {
+		t.Logf("%s led %v after the hand-over to an absent candidate (window %v)", next.who, after.Round(time.Millisecond), window)
+	}
+	checkHistory(t, evs)
+}
+
+// TestHandOverIsForLeadersOnly: a candidate that does not lead cannot hand
+// over, nor can a leader to itself or to a name that is not an identity.
+func TestHandOverIsForLeadersOnly(t *testing.T) {
+	ts := newTestServer(t)
+	kv := createBucket(t, connect(t, ts.url()), bucketConfig(3*time.Second))
+	rec := newRecorder()
+	a := mustElection(t, "a", "leaders-only", kv, rec.options("a")...)
+	if err := a.HandOver(context.Background(), "b"); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("HandOver before Start = %v, want ErrNotLeader", err)
+	}
+	runElection(t, a)
+	rec.waitFor(t, 5*time.Second, "a to lead", func(evs []event) bool { return wins(evs, "a") == 1 })
+	b := mustElection(t, "b", "leaders-only", openBucket(t, connect(t, ts.url())), rec.options("b")...)
+	runElection(t, b)
+	eventually(t, 5*time.Second, "b to stand by", func() bool { return b.State() == CandidateState })
+	if err := b.HandOver(context.Background(), "a"); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("a standby's HandOver = %v, want ErrNotLeader", err)
+	}
+	if err := a.HandOver(context.Background(), "a"); !errors.Is(err, ErrInvalidIdentity) {
+		t.Fatalf("HandOver to itself = %v, want ErrInvalidIdentity", err)
+	}
+	if err := a.HandOver(context.Background(), " b"); !errors.Is(err, ErrInvalidIdentity) {
+		t.Fatalf("HandOver to an invalid identity = %v, want ErrInvalidIdentity", err)
+	}
+	if !a.IsLeader() {
+		t.Fatal("a refused hand-over ended a's term")
+	}
+	checkHistory(t, rec.snapshot())
+}
+
+// TestChoriaCandidateSeesAHandOverAsARelease: to Choria's candidates (and
+// nats kv get) a hand-over is a delete marker, which they may take at once
+// as after any release; Conclave's candidates then respect their lead.
+func TestChoriaCandidateSeesAHandOverAsARelease(t *testing.T) {
+	ts := newTestServer(t)
+	kv := createBucket(t, connect(t, ts.url()), bucketConfig(3*time.Second))
+	rec := newRecorder()
+	a := mustElection(t, "a", "mixed", kv, rec.options("a")...)
+	runElection(t, a)
+	rec.waitFor(t, 5*time.Second, "a to lead", func(evs []event) bool { return wins(evs, "a") == 1 })
+	if err := a.HandOver(context.Background(), "b"); err != nil {
+		t.Fatal(err)
+	}
+	choria := openBucket(t, connect(t, ts.url()))
+	if _, err := choria.Get(context.Background(), "mixed"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("Get after a hand-over = %v, want ErrKeyNotFound (a deleted key)", err)
+	}
+	// Choria's candidate campaigns with Create, which a delete marker allows.
+	if _, err := choria.Create(context.Background(), "mixed", []byte("choria.example.net")); err != nil {
+		t.Fatalf("Choria's Create after a hand-over: %v", err)
+	}
+	time.Sleep(time.Second) // a span in which a must not lead again: the key is Choria's
+	if a.IsLeader() {
+		t.Fatal("a leads while Choria's candidate holds the key")
+	}
+	checkHistory(t, rec.snapshot())
+}
