@@ -92,7 +92,9 @@ func (d *driver) loop(ctx context.Context, wake time.Time) {
 		case <-timer.C():
 			wake = d.handle(input{kind: inTick, now: d.clock.Now()})
 		case a := <-d.asks:
-			d.waiting = append(d.waiting, a.done)
+			if a.done != nil {
+				d.waiting = append(d.waiting, a.done)
+			}
 			a.in.now = d.clock.Now()
 			wake = d.handle(a.in)
 		case sent := <-changes:
@@ -373,6 +375,9 @@ func (c *campaigner) notifyCampaign(renewal bool) {
 }
 
 func (c *campaigner) beginTerm(token uint64, until time.Time) {
+	if s := c.e.steward; s != nil {
+		defer s.poke() // a better candidate may stand already
+	}
 	t := newTerm(c.ctx, c.clock, c.e.key, c.e.identity, token, until)
 	c.term = t
 	c.e.setTerm(t)

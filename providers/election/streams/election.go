@@ -46,6 +46,7 @@ type Election struct {
 	lastRenewal time.Time
 	tm          timings     // as the campaign last adopted them
 	campaign    *campaigner // the running campaign, for HandOver
+	steward     *steward    // announces the candidate and moves leadership where it should go
 }
 
 // NewElection returns a candidate named identity for the election key, in
@@ -185,10 +186,49 @@ func (e *Election) Start(ctx context.Context) error {
 	n := newNotifier()
 	defer n.close()
 	c := newCampaigner(e, n, tm)
+	var s *steward
+	if nc := e.js.Conn(); nc != nil {
+		s = newSteward(e, nc, e.bucket.Bucket())
+		if e.opts.minTerm == 0 {
+			e.opts.minTerm = max(2*ttl, 10*time.Second)
+		}
+		if e.opts.healthCheck != nil {
+			// Checked before campaigning: an unhealthy candidate must not
+			// win at start.
+			s.checkHealth(ctx)
+			c.m.unhealthy = !s.self().Healthy
+		}
+	}
 	e.mu.Lock()
-	e.campaign = c
+	e.campaign, e.steward = c, s
 	e.mu.Unlock()
+	if s != nil {
+		sctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			s.run(sctx)
+		}()
+		defer func() {
+			stop()
+			<-done
+		}()
+	}
 	return c.run(ctx, born)
+}
+
+// tell passes in to the running campaign's machine, if any.
+func (e *Election) tell(in input) {
+	e.mu.Lock()
+	c := e.campaign
+	e.mu.Unlock()
+	if c == nil {
+		return
+	}
+	select {
+	case c.asks <- ask{in: in}:
+	case <-c.exited:
+	}
 }
 
 // HandOver hands a running term over to the candidate named to: the term

@@ -51,6 +51,7 @@ type machine struct {
 	ttlReadAt    time.Time // when the latest successful read of it was sent
 	ttlAskedRev  uint64    // the revision whose takeover last made us read it
 	ttlUnusable  error     // the bucket's TTL cannot hold elections: no campaign until it can
+	unhealthy    bool      // the candidate's health check fails: no campaign until it passes
 
 	hold    hold
 	leading bool // a term runs (in leading or doomed)
@@ -167,6 +168,8 @@ type input struct {
 	restartable bool
 	// handOver: for inHandOver, whom to hand over to, and within what time.
 	handOver handOver
+	// healthy: for inHealth, whether the health check passed.
+	healthy bool
 }
 
 type inputKind int
@@ -186,6 +189,7 @@ const (
 	inTermLapsed // the driver's term ended by its clock before an extension reached it
 	inAskTTL     // the driver wants the bucket's TTL read now (an observer judging a write)
 	inHandOver   // hand the election over to in.handOver.to (Election.HandOver)
+	inHealth     // the candidate's health check passed (in.healthy) or failed
 )
 
 // action is what the driver must do now.
@@ -309,6 +313,13 @@ func (m *machine) step(in input) output {
 		m.askTTL(now, later(since, m.ttlReadAt.Add(time.Nanosecond)))
 	case inHandOver:
 		m.askHandOver(in.handOver)
+	case inHealth:
+		if m.unhealthy == in.healthy {
+			m.unhealthy = !in.healthy
+			if in.healthy && !m.phase.holds() {
+				m.nextCampaign = earliest(m.nextCampaign, now) // campaign again at once if the key is free
+			}
+		}
 	case inTermLapsed:
 		if m.leading {
 			m.endTerm(CauseDeadline)

@@ -1,6 +1,7 @@
 package streams
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -44,6 +45,10 @@ type options struct {
 	recorder       Recorder
 	bucket         string // the bucket's name (InBucket)
 	store          store  // tests only: replaces the bucket
+	priority       int
+	healthCheck    func(context.Context) error
+	healthEvery    time.Duration
+	minTerm        time.Duration // 0: twice the TTL, at least 10s
 }
 
 func defaultOptions() options {
@@ -157,6 +162,52 @@ func RequestTimeout(d time.Duration) Option {
 			return fmt.Errorf("%w: RequestTimeout(%v) must be positive", ErrInvalidOption, d)
 		}
 		o.requestTimeout = d
+		return nil
+	}
+}
+
+// WithPriority ranks this candidate among the election's candidates: a
+// leader hands the election over (see Election.HandOver) to a healthy
+// candidate of a higher priority once its term has lasted the minimum
+// term (WithMinTerm). Candidates of equal priority never take the election
+// from one another, so leadership does not go back and forth between them.
+// Default 0; a negative priority makes a candidate one that leads only when
+// no other can (a canary). At most 1<<30.
+func WithPriority(p int) Option {
+	return func(o *options) error {
+		if p > maxPriority || p < -maxPriority {
+			return fmt.Errorf("%w: WithPriority(%d) is out of range (±%d)", ErrInvalidOption, p, maxPriority)
+		}
+		o.priority = p
+		return nil
+	}
+}
+
+// WithHealthCheck gates candidacy on check, run every every (and once
+// before campaigning), each run bounded by every: while it fails the
+// candidate does not campaign, and a leader hands the election over to a
+// healthy candidate if one stands, and otherwise keeps leading (an
+// unhealthy leader beats no leader). A flapping check moves leadership at
+// most once per minimum term (WithMinTerm).
+func WithHealthCheck(check func(ctx context.Context) error, every time.Duration) Option {
+	return func(o *options) error {
+		if check == nil || every <= 0 {
+			return fmt.Errorf("%w: WithHealthCheck needs a check and a positive interval (got every %v)", ErrInvalidOption, every)
+		}
+		o.healthCheck, o.healthEvery = check, every
+		return nil
+	}
+}
+
+// WithMinTerm sets how long a leader leads before it hands over to a better
+// candidate on its own (WithPriority, WithHealthCheck). Default: twice the
+// bucket's TTL, at least 10s. Forced and asked hand-overs do not wait.
+func WithMinTerm(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: WithMinTerm(%v) must be positive", ErrInvalidOption, d)
+		}
+		o.minTerm = d
 		return nil
 	}
 }

@@ -42,8 +42,9 @@ func (m *machine) earlierHoldersGone() (time.Time, bool) {
 
 // Rule 2: a candidate may write to take the key from the returned instant,
 // expecting the returned revision, when its view is trustworthy (see
-// viewFresh), the bucket's TTL can hold elections, and it is not sitting
-// out a stand-down it was forced into.
+// viewFresh), the bucket's TTL can hold elections, its health check (if
+// any) passes, and it is not sitting out a stand-down it was forced into or
+// a hand-over to another candidate.
 //
 //   - Absent: expect no message (revision 0).
 //   - Released or removed: expect the marker's revision.
@@ -54,7 +55,7 @@ func (m *machine) earlierHoldersGone() (time.Time, bool) {
 //
 // A compare-and-swap that finds another revision fails: the view was old.
 func (m *machine) mayTake(now time.Time) (at time.Time, expect uint64, ok bool) {
-	if !m.cfg.writes || m.ttlUnusable != nil || m.nextCampaign.IsZero() {
+	if !m.cfg.writes || m.ttlUnusable != nil || m.unhealthy || m.nextCampaign.IsZero() {
 		return time.Time{}, 0, false
 	}
 	v := m.view
