@@ -162,7 +162,8 @@ func run() error {
 // results are one broker's measurements.
 type results struct {
 	first, handoff []time.Duration
-	steady         [][3]float64 // by cfg.standbys: key writes, messages in, messages out per second
+	named          []time.Duration // named hand-overs: HandOver until the named candidate's OnWon
+	steady         [][3]float64    // by cfg.standbys: key writes, messages in, messages out per second
 	fail, sinceW   [][]time.Duration
 }
 
@@ -291,6 +292,26 @@ func measure(cfg config, runs []*bench) error {
 		h.stop()
 	}
 	hs = nil
+	for _, b := range runs {
+		h, err := b.startHandoffs()
+		if err != nil {
+			return err
+		}
+		hs = append(hs, h)
+	}
+	for round := range rounds {
+		for _, b := range order(round) {
+			ds, err := hs[slices.Index(runs, b)].runNamed(share(cfg.handoffs, round))
+			if err != nil {
+				return err
+			}
+			b.res.named = append(b.res.named, ds...)
+		}
+	}
+	for _, h := range hs {
+		h.stop()
+	}
+	hs = nil
 	for i, n := range cfg.standbys {
 		for _, b := range order(i) {
 			w, in, out, err := b.steady(n)
@@ -339,6 +360,7 @@ func (b *bench) print() {
 	fmt.Println("|---|---|---|---|---|")
 	row("time to first leader", r.first)
 	row("graceful handoff (Stop → next OnWon)", r.handoff)
+	row("named hand-over (HandOver → the named candidate's OnWon)", r.named)
 
 	fmt.Printf("\nSteady state, one election, measured over %v:\n\n", cfg.window)
 	fmt.Println("| standbys | key writes/s | broker messages in/s | broker messages out/s |")
@@ -379,6 +401,7 @@ func printComparison(cfg config, plain, secure *bench) {
 	durRow("time to first leader, p50", pct(p.first, 50), pct(s.first, 50))
 	durRow("graceful handoff, p50", pct(p.handoff, 50), pct(s.handoff, 50))
 	durRow("graceful handoff, p99", pct(p.handoff, 99), pct(s.handoff, 99))
+	durRow("named hand-over, p99", pct(p.named, 99), pct(s.named, 99))
 	for i, ttl := range cfg.failTTLs {
 		durRow(fmt.Sprintf("crash failover max, TTL %v", ttl), slices.Max(p.fail[i]), slices.Max(s.fail[i]))
 	}
@@ -618,6 +641,35 @@ func (h *handoffRun) run(n int) ([]time.Duration, error) {
 		if err := h.join(); err != nil {
 			return nil, err
 		}
+	}
+	return out, nil
+}
+
+// runNamed measures n hand-overs to a named candidate: the leader's
+// HandOver until the named standby's OnWon. Another candidate winning is an
+// error.
+func (h *handoffRun) runNamed(n int) ([]time.Duration, error) {
+	var out []time.Duration
+	for i := range n {
+		time.Sleep(20 * time.Millisecond) // let the standbys settle on the new leader
+		others := without(h.cs, h.leader)
+		to := others[i%len(others)]
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := h.leader.e.HandOver(ctx, to.e.Identity())
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("hand-over %d: %w", i, err)
+		}
+		next, at, err := waitWin(h.cs, 5*time.Second)
+		if err != nil {
+			return nil, fmt.Errorf("hand-over %d to %s: %w", i, to.e.Identity(), err)
+		}
+		if next != to {
+			return nil, fmt.Errorf("hand-over %d: %s handed over to %s, but %s leads", i, h.leader.e.Identity(), to.e.Identity(), next.e.Identity())
+		}
+		out = append(out, at.Sub(start))
+		h.leader = next
 	}
 	return out, nil
 }

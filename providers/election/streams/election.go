@@ -187,7 +187,7 @@ func (e *Election) Start(ctx context.Context) error {
 	defer n.close()
 	c := newCampaigner(e, n, tm)
 	var s *steward
-	if nc := e.js.Conn(); nc != nil {
+	if nc := connOf(e.js); nc != nil && e.bucket != nil {
 		s = newSteward(e, nc, e.bucket.Bucket())
 		if e.opts.minTerm == 0 {
 			e.opts.minTerm = max(2*ttl, 10*time.Second)
@@ -468,4 +468,12 @@ func checkBucket(st jetstream.KeyValueStatus, identity string) (time.Duration, e
 		problems = append(problems, fmt.Errorf("%w: bucket %s: %w", ErrInvalidBucket, st.Bucket(), p))
 	}
 	return st.TTL(), errors.Join(problems...)
+}
+
+// connOf returns the connection behind js, or nil.
+func connOf(js jetstream.JetStream) *nats.Conn {
+	if js == nil {
+		return nil
+	}
+	return js.Conn()
 }

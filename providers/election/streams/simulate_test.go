@@ -136,7 +136,7 @@ func (r simResult) summary() string {
 	return fmt.Sprintf("seed %d: %d terms, %d faults %v, %d checks", r.seed, r.terms, r.faults, r.byFault, r.checks)
 }
 
-var simFaultKinds = []string{"crash", "stop", "pause", "partition", "oneway", "lag", "stall", "watchend", "standdown", "purge", "vanish", "recreate", "ttl", "handover"}
+var simFaultKinds = []string{"crash", "stop", "pause", "partition", "oneway", "lag", "stall", "watchend", "standdown", "purge", "vanish", "recreate", "ttl", "handover", "sick"}
 
 // Local clocks run at rates within simMaxDrift of true time and start
 // within simMaxOffset of the broker's clock: over a seed's run they stay
@@ -951,6 +951,21 @@ func (w *simWorld) fault() {
 		w.at(later(n.lastDlv, w.now), func() {
 			if n.watchGen == gen {
 				w.deliver(n, input{kind: inWatchEnded, err: errors.New("nats: consumer deleted")})
+			}
+		})
+	case "sick":
+		// A failing health check: the candidate stops campaigning (a
+		// leader keeps leading) until it passes again.
+		n := pick()
+		if n == nil || n.obs != nil {
+			return
+		}
+		d := heal()
+		w.logf("FAULT %s's health check fails for %v", n.name, d)
+		w.notify(n, input{kind: inHealth, healthy: false})
+		w.at(w.now.Add(d), func() {
+			if n.alive {
+				w.notify(n, input{kind: inHealth, healthy: true})
 			}
 		})
 	case "handover":
