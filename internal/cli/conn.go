@@ -140,9 +140,11 @@ type target struct {
 	creds, credsSource string
 	// warnings are settings that were ignored, to show the user.
 	warnings []string
-	// cfg is the --config file's configuration, whose TLS and login
-	// settings the connection uses; nil without --config.
-	cfg *config.Config
+	// cfg is the configuration file's configuration (--config, else the
+	// file config.FindUserConfig finds), whose TLS and login settings the
+	// connection uses; nil without one. cfgName names it for messages.
+	cfg     *config.Config
+	cfgName string
 	// login are the options of the NATS CLI's login and TLS flags and
 	// variables, applied last so that they win.
 	login []nats.Option
@@ -177,6 +179,22 @@ func (f *connFlags) resolve() (*target, error) {
 		return nil, err
 	}
 	t := &target{login: login}
+	// The configuration file: --config, else the one programs and brokers
+	// read (config.FindUserConfig: $CONCLAVE_CONFIG, ./conclave.conf, …),
+	// unless --context says where to connect.
+	cfgPath, cfgName := f.config, "--config "+f.config
+	if cfgPath == "" && f.context == "" {
+		lookup := f.lookupEnv
+		if lookup == nil {
+			lookup = os.LookupEnv
+		}
+		if p := config.FindUserConfigWithEnv(lookup); p != "" {
+			cfgPath, cfgName = p, p
+			if v, _ := lookup(config.EnvConfig); v != "" {
+				cfgName = "$" + config.EnvConfig + " " + p
+			}
+		}
+	}
 	dir := natsConfigDir(f.env)
 	var explicit, implicit *natsContext
 	switch {
@@ -187,7 +205,7 @@ func (f *connFlags) resolve() (*target, error) {
 		}
 		c.source = "NATS context " + strconv.Quote(c.name)
 		explicit = c
-	case f.config != "":
+	case cfgPath != "":
 		// A configuration file says where to connect: no context.
 	case f.noContext:
 		// Asked for: no context at all.
@@ -221,14 +239,14 @@ func (f *connFlags) resolve() (*target, error) {
 		t.warnings = append(t.warnings, t.ctx.ignored...)
 	}
 
-	if f.config != "" {
+	if cfgPath != "" {
 		// The file's TLS, login and identity apply even when --server
 		// says where to connect.
-		cfg, err := loadClientConfig(f.config, f.lookupEnv)
+		cfg, err := loadClientConfig(cfgPath, cfgName, f.lookupEnv)
 		if err != nil {
 			return nil, err
 		}
-		t.cfg = cfg
+		t.cfg, t.cfgName = cfg, cfgName
 	}
 
 	const startHint = "start one with `conclave broker run --config FILE`"
@@ -237,12 +255,12 @@ func (f *connFlags) resolve() (*target, error) {
 		t.urls, t.source, t.hint = f.server, "--server", "check the address, or "+startHint
 	case explicit != nil && explicit.URL != "":
 		t.urls, t.source, t.hint = explicit.URL, explicit.source, "check the url in "+explicit.path+", or pass --server"
-	case f.config != "":
-		urls, err := configURLs(t.cfg)
+	case cfgPath != "":
+		urls, err := configURLs(t.cfg, cfgName)
 		if err != nil {
 			return nil, err
 		}
-		t.urls, t.source, t.hint = strings.Join(urls, ","), "--config "+f.config, "check plugin.choria.middleware_hosts in "+f.config+", or pass --server"
+		t.urls, t.source, t.hint = strings.Join(urls, ","), cfgName, "check plugin.choria.middleware_hosts in "+cfgPath+", or pass --server"
 	case f.env(envURL) != "":
 		t.urls, t.source, t.hint = f.env(envURL), "$"+envURL, "check $"+envURL+", or "+startHint
 	case implicit != nil && implicit.URL != "":
@@ -272,7 +290,7 @@ func (t *target) options() ([]nats.Option, error) {
 	if t.cfg != nil {
 		login, err := natsconn.Options(t.cfg)
 		if err != nil {
-			return nil, fmt.Errorf("--config %s: %w", t.cfg.Path, err)
+			return nil, fmt.Errorf("%s: %w", t.cfgName, err)
 		}
 		opts = append(opts, login...)
 	}
@@ -546,17 +564,26 @@ func (t *target) connectError(err error) error {
 // Keys conclave does not know are skipped, so that a Choria client.conf,
 // which sets many, can be used as it is; the keys conclave knows are
 // checked as `conclave broker run` checks them, with their line numbers.
-func loadClientConfig(path string, lookup func(string) (string, bool)) (*config.Config, error) {
+func loadClientConfig(path, name string, lookup func(string) (string, bool)) (*config.Config, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("--config: %w", err)
+		if name == path {
+			name = "configuration file"
+		} else {
+			name, _, _ = strings.Cut(name, " ")
+		}
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	if lookup == nil {
 		lookup = os.LookupEnv
 	}
 	cfg, err := config.ParseWithEnv(bytes.NewReader(knownKeysOnly(raw)), path, lookup)
 	if err != nil {
-		return nil, fmt.Errorf("--config: %w", err)
+		if name != path {
+			name, _, _ = strings.Cut(name, " ")
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		return nil, err
 	}
 	cfg.Path = path
 	return cfg, nil
@@ -565,16 +592,15 @@ func loadClientConfig(path string, lookup func(string) (string, bool)) (*config.
 // configURLs returns the broker URLs of a configuration:
 // plugin.choria.middleware_hosts, or, when it has none, the client address
 // of the broker it configures (plugin.choria.broker_network).
-func configURLs(cfg *config.Config) ([]string, error) {
-	path := cfg.Path
+func configURLs(cfg *config.Config, path string) ([]string, error) {
 	if len(cfg.MiddlewareHosts) > 0 {
 		return cfg.MiddlewareHosts, nil
 	}
 	if !cfg.BrokerNetwork {
-		return nil, fmt.Errorf("--config %s sets no plugin.choria.middleware_hosts: add it (e.g. plugin.choria.middleware_hosts = nats://broker.example.net:4222), or pass --server", path)
+		return nil, fmt.Errorf("%s sets no plugin.choria.middleware_hosts: add it (e.g. plugin.choria.middleware_hosts = nats://broker.example.net:4222), or pass --server", path)
 	}
 	if cfg.ClientPort == config.RandomPort {
-		return nil, fmt.Errorf("--config %s configures a broker on a random client port (plugin.choria.network.client_port = -1), so its address cannot be known: pass --server with the client_url its log shows", path)
+		return nil, fmt.Errorf("%s configures a broker on a random client port (plugin.choria.network.client_port = -1), so its address cannot be known: pass --server with the client_url its log shows", path)
 	}
 	host := cfg.ListenAddress
 	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
