@@ -225,7 +225,7 @@ func TestRunErrors(t *testing.T) {
 		{"a second word is the command", []string{"job", "other", "--", "true"}, 127, `cannot run "other"`},
 		{"NAME after flags and --", []string{"job", "--grace", "1s", "other", "--", "true"}, 1, `only NAME goes before --, got ["job" "other"]`},
 		{"missing NAME", []string{"--", "true"}, 1, "missing NAME before --"},
-		{"invalid name", []string{"a*b", "--", "true"}, 1, "election name: election: invalid key"},
+		{"invalid name", []string{"a*b", "--", "true"}, 1, "election name: invalid key"},
 		{"bucket unfit for elections", []string{"job", "--bucket", "HISTORY5", "--", "true"}, 1, "bucket HISTORY5: the bucket keeps 5 values per key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

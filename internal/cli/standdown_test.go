@@ -110,7 +110,7 @@ func TestStandDownRefuses(t *testing.T) {
 	}{
 		{"unknown election", "nope", `no election "nope" in CHORIA_LEADER_ELECTION (elections: held, idle)`},
 		{"no leader", "idle", `election "idle" has no leader to stand down: its key is removed`},
-		{"invalid name", "a b", `election name: election: invalid key: "a b" contains ' '`},
+		{"invalid name", "a b", `election name: invalid key: "a b" contains ' '`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := conclave(t, "--server", url, "election", "stand-down", tc.election, "--force")
