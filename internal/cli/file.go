@@ -103,7 +103,7 @@ func (e *elections) file(ctx context.Context, name, path, identityFlag string, v
 	if err != nil {
 		return fmt.Errorf("election %s: %w", name, err)
 	}
-	log.event("stopped", map[string]any{"status": 0}, "released %s and removed %s; exiting with status 0", name, path)
+	log.event("stopped", map[string]any{"exit_status": 0}, "released %s and removed %s; exiting with status 0", name, path)
 	return nil
 }
 

@@ -325,6 +325,7 @@ func TestRunJSON(t *testing.T) {
 			Time, Event, Election, Identity, Message string
 			Token                                    uint64
 			Status                                   *int
+			ExitStatus                               *int `json:"exit_status"`
 		}
 		if err := json.Unmarshal([]byte(line), &ev); err != nil {
 			t.Fatalf("stderr line %q is not JSON: %v", line, err)
@@ -335,8 +336,10 @@ func TestRunJSON(t *testing.T) {
 		switch {
 		case ev.Event == "elected" && ev.Token == 0:
 			t.Errorf("elected without a token: %s", line)
-		case (ev.Event == "exited" || ev.Event == "released") && (ev.Status == nil || *ev.Status != 3):
+		case ev.Event == "exited" && (ev.Status == nil || *ev.Status != 3):
 			t.Errorf("%s without status 3: %s", ev.Event, line)
+		case ev.Event == "released" && (ev.ExitStatus == nil || *ev.ExitStatus != 3):
+			t.Errorf("%s without exit_status 3: %s", ev.Event, line)
 		}
 		events = append(events, ev.Event)
 	}

@@ -63,7 +63,7 @@ between is fine, a different leader is not.`,
 	cmd.Flags().BoolVarP(&force, "force", "f", false, "do not ask for confirmation")
 	durationVar(cmd.Flags(), &wait, "wait", 0, "how long to wait for a new leader (default the bucket's TTL plus 5s)")
 	cmd.Flags().BoolVar(&noWait, "no-wait", false, "return once the key is removed, without waiting for a new leader")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the outcome as one JSON object (election, removed_leader, removed_revision, marker_revision, new_leader, token, ttl_seconds)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the outcome as one JSON object (election, removed_leader, removed_revision, marker_revision, new_leader, token, bucket)")
 	return cmd
 }
 
@@ -83,9 +83,9 @@ type standDownJSON struct {
 	// that began its term. Null without NewLeader, and when that write was
 	// overwritten by a renewal before stand-down could read it.
 	Token *uint64 `json:"token"`
-	// TTLSeconds is the bucket's TTL: a new leader acts only that long
-	// after taking a removed key.
-	TTLSeconds float64 `json:"ttl_seconds"`
+	// Bucket is the bucket, with its TTL: a new leader acts only that
+	// long after taking a removed key.
+	Bucket bucketRefJSON `json:"bucket"`
 }
 
 func (e *elections) standDown(ctx context.Context, name string, force bool, wait time.Duration, noWait, asJSON bool) error {
@@ -129,7 +129,7 @@ func (e *elections) standDown(ctx context.Context, name string, force bool, wait
 	if err != nil {
 		return err
 	}
-	out := standDownJSON{Election: name, RemovedLeader: rec.Leader, RemovedRevision: rec.Revision, MarkerRevision: marker, TTLSeconds: seconds(st.TTL())}
+	out := standDownJSON{Election: name, RemovedLeader: rec.Leader, RemovedRevision: rec.Revision, MarkerRevision: marker, Bucket: bucketRefJSON{Name: s.bucket, TTLSeconds: seconds(st.TTL())}}
 	if !asJSON {
 		fmt.Fprintf(e.a.stdout, "Removed %s at revision %d: %s must stand down.\n", name, marker, rec.Leader)
 	}
