@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -75,6 +76,7 @@ func (e *elections) file(ctx context.Context, name, path, identityFlag string, v
 	log := newEventLog(e.a.stderr, asJSON)
 	log.election, log.identity = name, identity
 	lf := &leaderFile{path: path, log: log}
+	var ledAtStop atomic.Bool // the term ended because of the stop
 	if err := lf.remove("left from an earlier run"); err != nil {
 		return err
 	}
@@ -89,7 +91,22 @@ func (e *elections) file(ctx context.Context, name, path, identityFlag string, v
 	el, err := streams.NewElection(identity, name, s.js,
 		streams.InBucket(s.bucket),
 		streams.OnLeading(lf.lead),
-		streams.OnLost(func() { _ = lf.remove("leadership lost") }),
+		streams.OnLost(func() {
+			lf.mu.Lock()
+			t := lf.term
+			lf.mu.Unlock()
+			why := "leadership lost"
+			switch {
+			case ctx.Err() != nil:
+				// Stopping: the term ends because the election is
+				// being released, not because it was lost.
+				why = "stopping: releasing " + name
+				ledAtStop.Store(true)
+			case t != nil:
+				why = "leadership lost: " + t.Cause().String()
+			}
+			_ = lf.remove(why)
+		}),
 		streams.WithLogger(stderrLogger{log: log, verbose: verbose}),
 	)
 	if err != nil {
@@ -103,7 +120,11 @@ func (e *elections) file(ctx context.Context, name, path, identityFlag string, v
 	if err != nil {
 		return fmt.Errorf("election %s: %w", name, err)
 	}
-	log.event("stopped", map[string]any{"exit_status": 0}, "released %s and removed %s; exiting with status 0", name, path)
+	if ledAtStop.Load() {
+		log.event("released", map[string]any{"exit_status": 0}, "released %s; exiting with status 0", name)
+	} else {
+		log.event("stopped_campaigning", map[string]any{"exit_status": 0}, "stopped campaigning in %s (not leading); exiting with status 0", name)
+	}
 	return nil
 }
 
