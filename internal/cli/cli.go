@@ -143,6 +143,9 @@ type app struct {
 	stdout, stderr io.Writer
 	conn           connFlags
 	resolved       *target // conn resolved, once
+	// json: the command was given --json, so what it writes to standard
+	// error is JSON lines too.
+	json bool
 }
 
 func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
@@ -156,6 +159,9 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
   conclave election run my_app ./cron.sh`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		PersistentPreRun: func(cmd *cobra.Command, _ []string) {
+			a.json = wantsJSON(cmd, nil)
+		},
 	}
 	asGroup(root)
 	root.Version = buildinfo.Read().String()

@@ -392,6 +392,10 @@ func (a *app) target() (*target, error) {
 			return nil, err
 		}
 		for _, w := range t.warnings {
+			if a.json {
+				newEventLog(a.stderr, true).event("log", map[string]any{"level": "warning"}, "warning: %s", w)
+				continue
+			}
 			fmt.Fprintln(a.stderr, "conclave: warning:", w)
 		}
 		a.resolved = t
@@ -445,6 +449,9 @@ func (a *app) connect(ctx context.Context, co connectOptions) (*nats.Conn, *targ
 	opts, err := t.dialOptions(co, timeout)
 	if err != nil {
 		return nil, nil, err
+	}
+	if co.log == nil && a.json {
+		co.log = newEventLog(a.stderr, true) // warnings as JSON lines too
 	}
 	opts = append(opts, nats.ErrorHandler(asyncErrorHandler(co, a.stderr)))
 	type result struct {

@@ -2,6 +2,8 @@ package cli_test
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -92,5 +94,31 @@ func TestErrorTexts(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestJSONWarnings: with --json, the warnings a command writes to standard
+// error are JSON lines too (event "log", level "warning").
+func TestJSONWarnings(t *testing.T) {
+	url := startBroker(t, time.Minute)
+	cfgHome := t.TempDir()
+	ctxDir := filepath.Join(cfgHome, "nats", "context")
+	if err := os.MkdirAll(ctxDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ctxDir, "prod.json"), []byte(`{"url": "`+url+`", "nsc": "nsc://x"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := conclaveWith(t, runOpts{env: []string{"XDG_CONFIG_HOME=" + cfgHome}}, "--context", "prod", "election", "list", "--json")
+	mustSucceed(t, r)
+	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+	if len(lines) == 0 || lines[0] == "" {
+		t.Fatal("no warning about nsc")
+	}
+	for _, l := range lines {
+		var ev struct{ Event, Level, Message string }
+		if err := json.Unmarshal([]byte(l), &ev); err != nil || ev.Event != "log" || ev.Level != "warning" || !strings.Contains(ev.Message, "nsc") {
+			t.Errorf("stderr line %q is not a JSON warning about nsc (%v)", l, err)
+		}
 	}
 }
