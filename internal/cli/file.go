@@ -55,6 +55,9 @@ again. Use election run, which stops the command, when that matters.`,
 type leaderFile struct {
 	path string
 	log  *eventLog
+	// stopping, when it returns a reason, is why a term ends while the
+	// command stops: the stop, not a lost leadership.
+	stopping func() (string, bool)
 
 	mu   sync.Mutex
 	term *streams.Term // the term the file is for, nil when absent
@@ -75,8 +78,14 @@ func (e *elections) file(ctx context.Context, name, path, identityFlag string, v
 	}
 	log := newEventLog(e.a.stderr, asJSON)
 	log.election, log.identity = name, identity
-	lf := &leaderFile{path: path, log: log}
 	var ledAtStop atomic.Bool // the term ended because of the stop
+	lf := &leaderFile{path: path, log: log, stopping: func() (string, bool) {
+		if ctx.Err() == nil {
+			return "", false
+		}
+		ledAtStop.Store(true)
+		return "stopping: releasing " + name, true
+	}}
 	if err := lf.remove("left from an earlier run"); err != nil {
 		return err
 	}
@@ -96,13 +105,9 @@ func (e *elections) file(ctx context.Context, name, path, identityFlag string, v
 			t := lf.term
 			lf.mu.Unlock()
 			why := "leadership lost"
-			switch {
-			case ctx.Err() != nil:
-				// Stopping: the term ends because the election is
-				// being released, not because it was lost.
-				why = "stopping: releasing " + name
-				ledAtStop.Store(true)
-			case t != nil:
+			if stop, ok := lf.stopping(); ok {
+				why = stop
+			} else if t != nil {
 				why = "leadership lost: " + t.Cause().String()
 			}
 			_ = lf.remove(why)
@@ -158,7 +163,11 @@ func (lf *leaderFile) lead(t *streams.Term) {
 		mine := lf.term == t
 		lf.mu.Unlock()
 		if mine {
-			_ = lf.remove("term ended")
+			why := "term ended"
+			if stop, ok := lf.stopping(); ok {
+				why = stop
+			}
+			_ = lf.remove(why)
 		}
 	}()
 }
