@@ -255,7 +255,10 @@ func (f *connFlags) resolve() (*target, error) {
 		t.urls, t.source, t.hint = f.server, "--server", "check the address, or "+startHint
 	case explicit != nil && explicit.URL != "":
 		t.urls, t.source, t.hint = explicit.URL, explicit.source, "check the url in "+explicit.path+", or pass --server"
-	case cfgPath != "":
+	case cfgPath != "" && (f.config != "" || len(t.cfg.MiddlewareHosts) > 0 || t.cfg.BrokerNetwork):
+		// A file found rather than given that names no broker says
+		// nothing about where to connect: the later steps decide, as a
+		// program on that file connects to the default.
 		urls, err := configURLs(t.cfg, cfgName)
 		if err != nil {
 			return nil, err

@@ -64,6 +64,14 @@ func TestUserConfigFile(t *testing.T) {
 		}
 		mustContain(t, "stderr", r.stderr, "(from $CONCLAVE_CONFIG ")
 	})
+	t.Run("a found file that names no broker", func(t *testing.T) {
+		// Its identity and TLS settings apply; where to connect comes
+		// from the later steps, here $NATS_URL.
+		only := writeFile(t, "conclave.conf", "identity = me.example.net\n")
+		r := conclaveWith(t, runOpts{env: []string{"CONCLAVE_CONFIG=" + only, "NATS_URL=" + url}}, "election", "list")
+		mustSucceed(t, r)
+		mustContain(t, "stdout", r.stdout, "found_me")
+	})
 	t.Run("missing", func(t *testing.T) {
 		r := conclaveWith(t, runOpts{env: []string{"CONCLAVE_CONFIG=/nonexistent/conclave.conf"}}, "election", "list")
 		if r.code != 1 {
