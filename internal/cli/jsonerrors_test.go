@@ -122,3 +122,24 @@ func TestJSONWarnings(t *testing.T) {
 		}
 	}
 }
+
+// TestRunOnceJSONError: run --once --json that finds another leader logs
+// JSON lines only, the last the error it ends with.
+func TestRunOnceJSONError(t *testing.T) {
+	url := startBroker(t, time.Minute)
+	campaign(t, jetStream(t, url), "other", "busy").waitLeading(t)
+	r := conclave(t, "--server", url, "election", "run", "--once", "--json", "--identity", "r1", "busy", "--", "true")
+	if r.code != 1 {
+		t.Errorf("exit status %d, want 1", r.code)
+	}
+	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+	for i, l := range lines {
+		var ev map[string]any
+		if err := json.Unmarshal([]byte(l), &ev); err != nil {
+			t.Fatalf("stderr line %q is not JSON: %v", l, err)
+		}
+		if i == len(lines)-1 && (ev["event"] != "error" || ev["error"] == "" || ev["exit_status"] != float64(1)) {
+			t.Errorf("last line %s, want the error with exit_status 1", l)
+		}
+	}
+}
