@@ -174,3 +174,22 @@ func TestREADMEAppAListCommand(t *testing.T) {
 	mustSucceed(t, r)
 	mustContain(t, "stdout", r.stdout, "app-a.cron")
 }
+
+// TestRefusedLoginSaysItOnce: a refused login reads "conclave: cannot log
+// in to the broker: …", not "conclave: conclave: cannot log in …".
+func TestRefusedLoginSaysItOnce(t *testing.T) {
+	u := cli.StartUsersBroker(t)
+	raw, err := os.ReadFile(u.Conf["app-a"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := writeFile(t, "nosuch.conf", strings.Replace(string(raw), "plugin.nats.user = app-a", "plugin.nats.user = nosuch", 1))
+	r := conclave(t, "--config", conf, "election", "list", "app-a.>")
+	if r.code != 1 {
+		t.Errorf("exit status %d, want 1", r.code)
+	}
+	mustContain(t, "stderr", r.stderr, "cannot log in to the broker")
+	if strings.Contains(r.stderr, "conclave: conclave:") {
+		t.Errorf("the error stutters:\n%s", r.stderr)
+	}
+}
