@@ -64,8 +64,8 @@ type connFlags struct {
 func (f *connFlags) register(fs *pflag.FlagSet) {
 	fs.StringVarP(&f.server, "server", "s", "", "NATS server `URLS`, comma separated; without it: --context's url, --config's hosts, $"+envURL+", the selected NATS context's url, "+defaultURL)
 	fs.StringVar(&f.creds, "creds", "", "NATS credentials `FILE`; without it: --context's, $"+envCreds+", the selected NATS context's")
-	fs.StringVar(&f.context, "context", "", "`NAME` of the NATS CLI context to connect with; without it and --config: $"+envContext+", else the NATS CLI's selected context")
-	fs.StringVar(&f.config, "config", "", "Conclave or Choria configuration `FILE` (key = value lines): the broker's for broker run; for the other commands, connect to its plugin.choria.middleware_hosts, or to the broker it configures, with its TLS and login settings")
+	fs.StringVar(&f.context, "context", "", "`NAME` of the NATS CLI context to connect with; without it and a configuration file (--config, or one found as --config says): $"+envContext+", else the NATS CLI's selected context")
+	fs.StringVar(&f.config, "config", "", "Conclave or Choria configuration `FILE` (key = value lines): the broker's for broker run; for the other commands, connect to its plugin.choria.middleware_hosts, or to the broker it configures, with its TLS and login settings; without it: $"+config.EnvConfig+", else ./conclave.conf, ~/.config/conclave/conclave.conf, /etc/conclave/conclave.conf (unless a NATS context is named)")
 	durationVar(fs, &f.timeout, "timeout", defaultTimeout, "how long to wait for the broker to connect and to answer each request")
 	fs.StringVar(&f.user, "user", "", "user name to log in with (else $"+envUser+", else the context's)")
 	fs.StringVar(&f.password, "password", "", "password to log in with (else $"+envPassword+", else the context's)")
