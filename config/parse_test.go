@@ -370,6 +370,8 @@ func badCases() []badCase {
 		bad(UserKeyPrefix+"NAME.certificate", "", "is empty"),
 		bad(UserKeyPrefix+"NAME.campaign", "app-a.>.x", `"app-a.>.x" has > before its end`),
 		bad(UserKeyPrefix+"NAME.campaign", "app a", `has the token "app a"`),
+		bad(UserKeyPrefix+"NAME.campaign", "app-a*", `"app-a*" has the token "app-a*": * and > must be whole tokens between dots (* any one token, a final > one or more), as in app-a.*; a pattern cannot match part of a token`),
+		bad(UserKeyPrefix+"NAME.observe", "app-a.b>", `as in app-a.b.>;`),
 		bad(UserKeyPrefix+"NAME.observe", "a,,b", "an election pattern is empty"),
 		bad(UserKeyPrefix+"NAME.admin", "maybe", `"maybe" is not a boolean`),
 		bad(UserKeyPrefix+"a.b.admin", "true", `user name "a.b" may hold only letters`),

@@ -192,11 +192,33 @@ func CheckElectionPattern(p string) error {
 			return invalidf("%q has > before its end: > may only be the last token", p)
 		case t == "":
 			return invalidf("%q has an empty token: remove the extra dot", p)
+		case strings.ContainsAny(t, "*>"):
+			return invalidf("%q has the token %q: * and > must be whole tokens between dots (* any one token, a final > one or more), as in %s; a pattern cannot match part of a token", p, t, wildcardExample(tokens, i))
 		case !electionTokenRE.MatchString(t):
 			return invalidf("%q has the token %q: election names use letters, digits, '-', '/', '_' and '=', with * or > as wildcards", p, t)
 		}
 	}
 	return nil
+}
+
+// wildcardExample is pattern tokens with the wildcard in token i made a
+// token of its own: app-a* becomes app-a.*, my>x becomes my.>.
+func wildcardExample(tokens []string, i int) string {
+	t := tokens[i]
+	w := "*"
+	if strings.Contains(t, ">") {
+		w = ">"
+	}
+	var parts []string
+	parts = append(parts, tokens[:i]...)
+	if rest := strings.Trim(t, "*>"); rest != "" && !strings.ContainsAny(rest, "*>") {
+		parts = append(parts, rest)
+	}
+	parts = append(parts, w)
+	if w == "*" {
+		parts = append(parts, tokens[i+1:]...)
+	}
+	return strings.Join(parts, ".")
 }
 
 // parseCipherSuites accepts Go's names of TLS 1.2 cipher suites (TLS 1.3

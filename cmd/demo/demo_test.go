@@ -375,3 +375,58 @@ func TestDemoBadCommandLine(t *testing.T) {
 		t.Errorf("stderr does not explain the error: %q", stderr.String())
 	}
 }
+
+// TestDemoCrashLogsWhatHappened: a crashed leader's log says its term ended
+// with its connection, not that it released the key (and then could not),
+// and no error is reported for the crash asked for. Every election line
+// names its worker in the message, as the workers share the host identity.
+func TestDemoCrashLogsWhatHappened(t *testing.T) {
+	bin := buildDemo(t)
+	p := startDemo(t, bin, []string{"WORKERS=3", "NOSPLAY=1"}, "--ttl", "2s", "--metrics", "")
+	first := p.next(15*time.Second, "work from a leader", isWork, nil)
+	a := workerOf(first)
+
+	p.send("c")
+	p.next(15*time.Second, "work from another worker", func(l line) bool {
+		return isWork(l) && workerOf(l) != a
+	}, nil)
+	p.next(15*time.Second, "the crashed worker rejoining", is("Worker starting", a), nil)
+	p.send("q")
+	if code := p.waitExit(15 * time.Second); code != 0 {
+		t.Fatalf("exit status %d after q, want 0", code)
+	}
+
+	out := p.output()
+	_, afterCrash, ok := strings.Cut(out, "Leader crashing")
+	if !ok {
+		t.Fatalf("the demo did not log the crash:\n%s", out)
+	}
+	crashed := func(l string) bool { return workerField.FindStringSubmatch(l) != nil && workerOf(line{text: l}) == a }
+	var stopped string
+	for _, l := range strings.Split(afterCrash, "\n") {
+		if !crashed(l) {
+			continue
+		}
+		if stopped == "" && strings.Contains(l, "stopped leading") {
+			stopped = l
+		}
+		if strings.Contains(l, "could not release") || strings.Contains(l, "Cannot campaign") {
+			t.Errorf("the crashed worker %d logged a failure of its own crash: %s", a, l)
+		}
+		if strings.Contains(l, "Worker starting") {
+			break
+		}
+	}
+	switch {
+	case stopped == "":
+		t.Errorf("the crashed worker %d did not log that it stopped leading", a)
+	case strings.Contains(stopped, "(released)"):
+		t.Errorf("the crashed worker %d says it released the key: %s", a, stopped)
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, "component=election") && workerOf(line{text: l}) != 0 &&
+			!strings.Contains(l, fmt.Sprintf(`msg="worker %d: `, workerOf(line{text: l}))) {
+			t.Errorf("an election line does not name its worker in the message: %s", l)
+		}
+	}
+}

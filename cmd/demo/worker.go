@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -72,7 +73,7 @@ func (w *worker) member(ctx context.Context) error {
 			w.mu.Unlock()
 			work.Go(func() { w.work(t) })
 		}),
-		streams.WithLogger(w.fw.Logger("election").WithFields(logrus.Fields{"election": w.key, "worker": w.id})),
+		streams.WithLogger(workerLogger{log: w.fw.Logger("election").WithFields(logrus.Fields{"election": w.key, "worker": w.id}), id: w.id}),
 	)
 	if err != nil {
 		return err
@@ -87,7 +88,34 @@ func (w *worker) member(ctx context.Context) error {
 	}()
 
 	w.log.Info("Worker starting")
-	return e.Start(ctx)
+	err = e.Start(ctx)
+	w.mu.Lock()
+	crashed := w.crashed
+	w.mu.Unlock()
+	if crashed {
+		// The c command closed the connection: the campaign ending
+		// with it is what was asked for, not an error to report.
+		w.log.Info("Crashed: the campaign ended with its connection")
+		return nil
+	}
+	return err
+}
+
+// workerLogger logs an election's lines with the worker's number in the
+// message: every worker campaigns under the host's identity, so "vm
+// became leader" alone does not say which one did.
+type workerLogger struct {
+	log *logrus.Entry
+	id  int
+}
+
+func (l workerLogger) Debugf(format string, args ...any) { l.log.Debugf(l.prefix(format), args...) }
+func (l workerLogger) Infof(format string, args ...any)  { l.log.Infof(l.prefix(format), args...) }
+func (l workerLogger) Warnf(format string, args ...any)  { l.log.Warnf(l.prefix(format), args...) }
+func (l workerLogger) Errorf(format string, args ...any) { l.log.Errorf(l.prefix(format), args...) }
+
+func (l workerLogger) prefix(format string) string {
+	return "worker " + strconv.Itoa(l.id) + ": " + format
 }
 
 func (w *worker) won() { w.log.Info("Became leader") }
@@ -140,8 +168,11 @@ func (w *worker) stepDown() {
 	}
 }
 
-// crash cuts the worker's connection, then stops its election, which can
-// then neither renew nor hand over: the key stays until it expires.
+// crash cuts the worker's connection: its election can then neither renew
+// nor hand over, and ends; the key stays until it expires. The election is
+// not stopped as well: a stop asks for a release, which would end the term
+// as "released" and then fail on the closed connection, where a crashed
+// process releases nothing.
 func (w *worker) crash() {
 	w.mu.Lock()
 	e, conn := w.e, w.conn
@@ -149,9 +180,6 @@ func (w *worker) crash() {
 	w.mu.Unlock()
 	if conn != nil {
 		conn.Close()
-	}
-	if e != nil {
-		e.Stop()
 	}
 }
 

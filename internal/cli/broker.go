@@ -19,7 +19,7 @@ func (a *app) brokerCommand() *cobra.Command {
 		Example: "  conclave --config /etc/conclave/broker.conf broker run",
 	})
 	run := &cobra.Command{
-		Use:   "run --config FILE",
+		Use:   "run [--config FILE]",
 		Short: "Run an embedded NATS broker that provisions the election bucket, until interrupted",
 		Long: `Runs a NATS server with JetStream in the foreground, clustered with the
 configured peers, and creates or updates the CHORIA_LEADER_ELECTION bucket with
@@ -27,14 +27,23 @@ the configured TTL and replicas. Ctrl-C (SIGINT) or SIGTERM stops it cleanly.
 
 The configuration keys are described at ` + docsURL("config.md") + `.
 A file that sets plugin.choria.broker_network = false configures no broker
-(a client's file, in Choria) and is refused; left unset, the broker runs.`,
+(a client's file, in Choria) and is refused; left unset, the broker runs.
+
+Without --config it reads the file programs read: $CONCLAVE_CONFIG, else
+conclave.conf in the working directory, ~/.config/conclave/ or /etc/conclave/.`,
 		Example: `  conclave broker run --config /etc/conclave/broker.conf
   CONCLAVE_PLUGIN_CHORIA_NETWORK_CLIENT_PORT=4333 conclave --config broker.conf broker run`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			path := a.conn.config
 			if path == "" {
-				return fmt.Errorf("no configuration: pass --config FILE (its keys: %s)", docsURL("config.md"))
+				// The file programs read: $CONCLAVE_CONFIG,
+				// ./conclave.conf, ~/.config/conclave/conclave.conf,
+				// /etc/conclave/conclave.conf.
+				path = config.FindUserConfig()
+			}
+			if path == "" {
+				return fmt.Errorf("no configuration: pass --config FILE, or set $%s, or put conclave.conf in the working directory, ~/.config/conclave/ or /etc/conclave/ (its keys: %s)", config.EnvConfig, docsURL("config.md"))
 			}
 			cfg, err := config.Load(path)
 			if err != nil {

@@ -5,10 +5,12 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -26,22 +28,113 @@ func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
 // Main runs the conclave command with args and returns its exit status.
+//
+// Errors go to standard error as "conclave: " and the message; when the
+// command was given --json, as one JSON object instead (see jsonError), so
+// that a script that asked for JSON gets JSON, errors included.
 func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root := newRoot(stdin, stdout, stderr)
 	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return 0
 	}
+	code := 1
 	var ee *exitError
 	if errors.As(err, &ee) {
-		if ee.err != nil {
-			fmt.Fprintln(stderr, "conclave:", ee.err)
-		}
-		return ee.code
+		code, err = ee.code, ee.err
 	}
-	fmt.Fprintln(stderr, "conclave:", err)
-	return 1
+	if err == nil {
+		return code
+	}
+	msg := tidyMessage(err.Error())
+	if wantsJSON(cmd, args) {
+		line, jerr := json.Marshal(jsonError{Time: formatJSONTime(time.Now()), Event: "error", Error: msg, ExitStatus: code})
+		if jerr == nil {
+			fmt.Fprintf(stderr, "%s\n", line)
+			return code
+		}
+	}
+	fmt.Fprintln(stderr, "conclave:", msg)
+	return code
+}
+
+// jsonError is how a command given --json reports the error it ends with:
+// one line on standard error, with the same time and event fields as the
+// lines of run's and file's --json logs.
+type jsonError struct {
+	Time  string `json:"time"`
+	Event string `json:"event"` // always "error"
+	// Error is the message, as the text output prints it after "conclave: ".
+	Error string `json:"error"`
+	// ExitStatus is the status conclave exits with.
+	ExitStatus int `json:"exit_status"`
+}
+
+// wantsJSON reports whether the command was given --json: by its parsed
+// flag, else, when parsing failed before it, by the command line.
+func wantsJSON(cmd *cobra.Command, args []string) bool {
+	if cmd != nil {
+		if f := cmd.Flags().Lookup("json"); f != nil && f.Changed {
+			return f.Value.String() == "true"
+		}
+	}
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "--json", "--json=true":
+			return true
+		}
+	}
+	return false
+}
+
+// tidyMessage removes the stutter that wrapping leaves in an error's text:
+// a leading "conclave: " (Main prints its own), a part repeated right
+// after itself ("election billing: election billing: …"), and a sentinel's
+// "election: " prefix right after a part that names the election already
+// ("election billing: election: permission denied" reads "election
+// billing: permission denied").
+func tidyMessage(msg string) string {
+	first, rest, _ := strings.Cut(msg, "\n")
+	parts := strings.Split(first, ": ")
+	var out []string
+	for i, p := range parts {
+		switch {
+		case i == 0 && p == "conclave" && len(parts) > 1:
+			continue
+		case len(out) > 0 && p == out[len(out)-1]:
+			continue
+		case len(out) > 0 && p == "election" && i < len(parts)-1 && strings.HasPrefix(out[len(out)-1], "election "):
+			continue
+		}
+		out = append(out, p)
+	}
+	tidy := strings.Join(out, ": ")
+	if rest != "" {
+		tidy += "\n" + rest
+	}
+	return tidy
+}
+
+// usageOnArgs makes the argument checks of cmd and its subcommands say,
+// after cobra's "accepts 1 arg(s), received 0", how the command is used.
+func usageOnArgs(cmd *cobra.Command) {
+	for _, c := range cmd.Commands() {
+		usageOnArgs(c)
+	}
+	check := cmd.Args
+	if check == nil || cmd.HasSubCommands() {
+		return
+	}
+	cmd.Args = func(c *cobra.Command, args []string) error {
+		if err := check(c, args); err != nil {
+			path := strings.TrimPrefix(c.CommandPath(), c.Root().Name()+" ")
+			return fmt.Errorf("%s: %w\nUsage: %s\n(`%s --help` shows the flags and examples)", path, err, c.UseLine(), c.CommandPath())
+		}
+		return nil
+	}
 }
 
 // app is what every command shares: its streams and the global flags.
@@ -50,6 +143,9 @@ type app struct {
 	stdout, stderr io.Writer
 	conn           connFlags
 	resolved       *target // conn resolved, once
+	// json: the command was given --json, so what it writes to standard
+	// error is JSON lines too.
+	json bool
 }
 
 func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
@@ -63,6 +159,9 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
   conclave election run my_app ./cron.sh`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		PersistentPreRun: func(cmd *cobra.Command, _ []string) {
+			a.json = wantsJSON(cmd, nil)
+		},
 	}
 	asGroup(root)
 	root.Version = buildinfo.Read().String()
@@ -74,6 +173,7 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(a.hashPasswordCommand())
 	root.AddCommand(a.versionCommand())
 	a.addElectionCommand(root)
+	usageOnArgs(root)
 	return root
 }
 

@@ -64,8 +64,8 @@ type connFlags struct {
 func (f *connFlags) register(fs *pflag.FlagSet) {
 	fs.StringVarP(&f.server, "server", "s", "", "NATS server `URLS`, comma separated; without it: --context's url, --config's hosts, $"+envURL+", the selected NATS context's url, "+defaultURL)
 	fs.StringVar(&f.creds, "creds", "", "NATS credentials `FILE`; without it: --context's, $"+envCreds+", the selected NATS context's")
-	fs.StringVar(&f.context, "context", "", "`NAME` of the NATS CLI context to connect with; without it and --config: $"+envContext+", else the NATS CLI's selected context")
-	fs.StringVar(&f.config, "config", "", "Conclave or Choria configuration `FILE` (key = value lines): the broker's for broker run; for the other commands, connect to its plugin.choria.middleware_hosts, or to the broker it configures, with its TLS and login settings")
+	fs.StringVar(&f.context, "context", "", "`NAME` of the NATS CLI context to connect with; without it and a configuration file (--config, or one found as --config says): $"+envContext+", else the NATS CLI's selected context")
+	fs.StringVar(&f.config, "config", "", "Conclave or Choria configuration `FILE` (key = value lines): the broker's for broker run; for the other commands, connect to its plugin.choria.middleware_hosts, or to the broker it configures, with its TLS and login settings; without it: $"+config.EnvConfig+", else ./conclave.conf, ~/.config/conclave/conclave.conf, /etc/conclave/conclave.conf (unless a NATS context is named)")
 	durationVar(fs, &f.timeout, "timeout", defaultTimeout, "how long to wait for the broker to connect and to answer each request")
 	fs.StringVar(&f.user, "user", "", "user name to log in with (else $"+envUser+", else the context's)")
 	fs.StringVar(&f.password, "password", "", "password to log in with (else $"+envPassword+", else the context's)")
@@ -140,9 +140,11 @@ type target struct {
 	creds, credsSource string
 	// warnings are settings that were ignored, to show the user.
 	warnings []string
-	// cfg is the --config file's configuration, whose TLS and login
-	// settings the connection uses; nil without --config.
-	cfg *config.Config
+	// cfg is the configuration file's configuration (--config, else the
+	// file config.FindUserConfig finds), whose TLS and login settings the
+	// connection uses; nil without one. cfgName names it for messages.
+	cfg     *config.Config
+	cfgName string
 	// login are the options of the NATS CLI's login and TLS flags and
 	// variables, applied last so that they win.
 	login []nats.Option
@@ -177,6 +179,22 @@ func (f *connFlags) resolve() (*target, error) {
 		return nil, err
 	}
 	t := &target{login: login}
+	// The configuration file: --config, else the one programs and brokers
+	// read (config.FindUserConfig: $CONCLAVE_CONFIG, ./conclave.conf, …),
+	// unless --context says where to connect.
+	cfgPath, cfgName := f.config, "--config "+f.config
+	if cfgPath == "" && f.context == "" {
+		lookup := f.lookupEnv
+		if lookup == nil {
+			lookup = os.LookupEnv
+		}
+		if p := config.FindUserConfigWithEnv(lookup); p != "" {
+			cfgPath, cfgName = p, p
+			if v, _ := lookup(config.EnvConfig); v != "" {
+				cfgName = "$" + config.EnvConfig + " " + p
+			}
+		}
+	}
 	dir := natsConfigDir(f.env)
 	var explicit, implicit *natsContext
 	switch {
@@ -187,7 +205,7 @@ func (f *connFlags) resolve() (*target, error) {
 		}
 		c.source = "NATS context " + strconv.Quote(c.name)
 		explicit = c
-	case f.config != "":
+	case cfgPath != "":
 		// A configuration file says where to connect: no context.
 	case f.noContext:
 		// Asked for: no context at all.
@@ -221,14 +239,14 @@ func (f *connFlags) resolve() (*target, error) {
 		t.warnings = append(t.warnings, t.ctx.ignored...)
 	}
 
-	if f.config != "" {
+	if cfgPath != "" {
 		// The file's TLS, login and identity apply even when --server
 		// says where to connect.
-		cfg, err := loadClientConfig(f.config, f.lookupEnv)
+		cfg, err := loadClientConfig(cfgPath, cfgName, f.lookupEnv)
 		if err != nil {
 			return nil, err
 		}
-		t.cfg = cfg
+		t.cfg, t.cfgName = cfg, cfgName
 	}
 
 	const startHint = "start one with `conclave broker run --config FILE`"
@@ -237,12 +255,15 @@ func (f *connFlags) resolve() (*target, error) {
 		t.urls, t.source, t.hint = f.server, "--server", "check the address, or "+startHint
 	case explicit != nil && explicit.URL != "":
 		t.urls, t.source, t.hint = explicit.URL, explicit.source, "check the url in "+explicit.path+", or pass --server"
-	case f.config != "":
-		urls, err := configURLs(t.cfg)
+	case cfgPath != "" && (f.config != "" || len(t.cfg.MiddlewareHosts) > 0 || t.cfg.BrokerNetwork):
+		// A file found rather than given that names no broker says
+		// nothing about where to connect: the later steps decide, as a
+		// program on that file connects to the default.
+		urls, err := configURLs(t.cfg, cfgName)
 		if err != nil {
 			return nil, err
 		}
-		t.urls, t.source, t.hint = strings.Join(urls, ","), "--config "+f.config, "check plugin.choria.middleware_hosts in "+f.config+", or pass --server"
+		t.urls, t.source, t.hint = strings.Join(urls, ","), cfgName, "check plugin.choria.middleware_hosts in "+cfgPath+", or pass --server"
 	case f.env(envURL) != "":
 		t.urls, t.source, t.hint = f.env(envURL), "$"+envURL, "check $"+envURL+", or "+startHint
 	case implicit != nil && implicit.URL != "":
@@ -272,7 +293,7 @@ func (t *target) options() ([]nats.Option, error) {
 	if t.cfg != nil {
 		login, err := natsconn.Options(t.cfg)
 		if err != nil {
-			return nil, fmt.Errorf("--config %s: %w", t.cfg.Path, err)
+			return nil, fmt.Errorf("%s: %w", t.cfgName, err)
 		}
 		opts = append(opts, login...)
 	}
@@ -374,6 +395,10 @@ func (a *app) target() (*target, error) {
 			return nil, err
 		}
 		for _, w := range t.warnings {
+			if a.json {
+				newEventLog(a.stderr, true).event("log", map[string]any{"level": "warning"}, "warning: %s", w)
+				continue
+			}
 			fmt.Fprintln(a.stderr, "conclave: warning:", w)
 		}
 		a.resolved = t
@@ -427,6 +452,9 @@ func (a *app) connect(ctx context.Context, co connectOptions) (*nats.Conn, *targ
 	opts, err := t.dialOptions(co, timeout)
 	if err != nil {
 		return nil, nil, err
+	}
+	if co.log == nil && a.json {
+		co.log = newEventLog(a.stderr, true) // warnings as JSON lines too
 	}
 	opts = append(opts, nats.ErrorHandler(asyncErrorHandler(co, a.stderr)))
 	type result struct {
@@ -546,17 +574,26 @@ func (t *target) connectError(err error) error {
 // Keys conclave does not know are skipped, so that a Choria client.conf,
 // which sets many, can be used as it is; the keys conclave knows are
 // checked as `conclave broker run` checks them, with their line numbers.
-func loadClientConfig(path string, lookup func(string) (string, bool)) (*config.Config, error) {
+func loadClientConfig(path, name string, lookup func(string) (string, bool)) (*config.Config, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("--config: %w", err)
+		if name == path {
+			name = "configuration file"
+		} else {
+			name, _, _ = strings.Cut(name, " ")
+		}
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	if lookup == nil {
 		lookup = os.LookupEnv
 	}
 	cfg, err := config.ParseWithEnv(bytes.NewReader(knownKeysOnly(raw)), path, lookup)
 	if err != nil {
-		return nil, fmt.Errorf("--config: %w", err)
+		if name != path {
+			name, _, _ = strings.Cut(name, " ")
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		return nil, err
 	}
 	cfg.Path = path
 	return cfg, nil
@@ -565,16 +602,15 @@ func loadClientConfig(path string, lookup func(string) (string, bool)) (*config.
 // configURLs returns the broker URLs of a configuration:
 // plugin.choria.middleware_hosts, or, when it has none, the client address
 // of the broker it configures (plugin.choria.broker_network).
-func configURLs(cfg *config.Config) ([]string, error) {
-	path := cfg.Path
+func configURLs(cfg *config.Config, path string) ([]string, error) {
 	if len(cfg.MiddlewareHosts) > 0 {
 		return cfg.MiddlewareHosts, nil
 	}
 	if !cfg.BrokerNetwork {
-		return nil, fmt.Errorf("--config %s sets no plugin.choria.middleware_hosts: add it (e.g. plugin.choria.middleware_hosts = nats://broker.example.net:4222), or pass --server", path)
+		return nil, fmt.Errorf("%s sets no plugin.choria.middleware_hosts: add it (e.g. plugin.choria.middleware_hosts = nats://broker.example.net:4222), or pass --server", path)
 	}
 	if cfg.ClientPort == config.RandomPort {
-		return nil, fmt.Errorf("--config %s configures a broker on a random client port (plugin.choria.network.client_port = -1), so its address cannot be known: pass --server with the client_url its log shows", path)
+		return nil, fmt.Errorf("%s configures a broker on a random client port (plugin.choria.network.client_port = -1), so its address cannot be known: pass --server with the client_url its log shows", path)
 	}
 	host := cfg.ListenAddress
 	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {

@@ -241,7 +241,7 @@ func TestConfigTypoSuggested(t *testing.T) {
 	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err := loadClientConfig(path, envFrom(nil))
+	_, err := loadClientConfig(path, "--config "+path, envFrom(nil))
 	if err == nil || !strings.Contains(err.Error(), path+":3: plugin.choria.middlware_hosts: unknown key: did you mean plugin.choria.middleware_hosts?") {
 		t.Errorf("error %v, want line 3's typo with a suggestion", err)
 	}

@@ -43,6 +43,9 @@ func (l *eventLog) event(event string, attrs map[string]any, format string, args
 	for k, v := range attrs {
 		obj[k] = v
 	}
+	if event == "error" {
+		obj["error"] = msg // as in the error a command ends with
+	}
 	line, err := json.Marshal(obj)
 	if err != nil {
 		fmt.Fprintf(l.w, "%s conclave: %s\n", now.Format(textTime), msg)

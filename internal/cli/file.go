@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -54,6 +55,9 @@ again. Use election run, which stops the command, when that matters.`,
 type leaderFile struct {
 	path string
 	log  *eventLog
+	// stopping, when it returns a reason, is why a term ends while the
+	// command stops: the stop, not a lost leadership.
+	stopping func() (string, bool)
 
 	mu   sync.Mutex
 	term *streams.Term // the term the file is for, nil when absent
@@ -74,7 +78,14 @@ func (e *elections) file(ctx context.Context, name, path, identityFlag string, v
 	}
 	log := newEventLog(e.a.stderr, asJSON)
 	log.election, log.identity = name, identity
-	lf := &leaderFile{path: path, log: log}
+	var ledAtStop atomic.Bool // the term ended because of the stop
+	lf := &leaderFile{path: path, log: log, stopping: func() (string, bool) {
+		if ctx.Err() == nil {
+			return "", false
+		}
+		ledAtStop.Store(true)
+		return "stopping: releasing " + name, true
+	}}
 	if err := lf.remove("left from an earlier run"); err != nil {
 		return err
 	}
@@ -89,7 +100,18 @@ func (e *elections) file(ctx context.Context, name, path, identityFlag string, v
 	el, err := streams.NewElection(identity, name, s.js,
 		streams.InBucket(s.bucket),
 		streams.OnLeading(lf.lead),
-		streams.OnLost(func() { _ = lf.remove("leadership lost") }),
+		streams.OnLost(func() {
+			lf.mu.Lock()
+			t := lf.term
+			lf.mu.Unlock()
+			why := "leadership lost"
+			if stop, ok := lf.stopping(); ok {
+				why = stop
+			} else if t != nil {
+				why = "leadership lost: " + t.Cause().String()
+			}
+			_ = lf.remove(why)
+		}),
 		streams.WithLogger(stderrLogger{log: log, verbose: verbose}),
 	)
 	if err != nil {
@@ -103,7 +125,11 @@ func (e *elections) file(ctx context.Context, name, path, identityFlag string, v
 	if err != nil {
 		return fmt.Errorf("election %s: %w", name, err)
 	}
-	log.event("stopped", map[string]any{"status": 0}, "released %s and removed %s; exiting with status 0", name, path)
+	if ledAtStop.Load() {
+		log.event("released", map[string]any{"exit_status": 0}, "released %s; exiting with status 0", name)
+	} else {
+		log.event("stopped_campaigning", map[string]any{"exit_status": 0}, "stopped campaigning in %s (not leading); exiting with status 0", name)
+	}
 	return nil
 }
 
@@ -137,7 +163,11 @@ func (lf *leaderFile) lead(t *streams.Term) {
 		mine := lf.term == t
 		lf.mu.Unlock()
 		if mine {
-			_ = lf.remove("term ended")
+			why := "term ended"
+			if stop, ok := lf.stopping(); ok {
+				why = stop
+			}
+			_ = lf.remove(why)
 		}
 	}()
 }

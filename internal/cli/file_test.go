@@ -60,11 +60,27 @@ func TestElectionFileExistsOnlyWhileLeading(t *testing.T) {
 	if _, err := os.Stat(pathA); err == nil {
 		t.Error("the leader's file outlived its process")
 	}
+	// Stopping is not losing: the file goes because of the stop, and the
+	// release is said once.
 	all := strings.Split(strings.TrimSpace(a.stderr.String()), "\n")
-	if last := all[len(all)-1]; !strings.Contains(last, "released job and removed") {
+	if last := all[len(all)-1]; !strings.HasSuffix(last, "conclave: released job; exiting with status 0") {
 		t.Errorf("last line %q, want it to say it released", last)
 	}
+	mustContain(t, "stderr", a.stderr.String(), "a.leader (stopping: releasing job)")
+	if strings.Contains(a.stderr.String(), "leadership lost") {
+		t.Errorf("a stop was logged as leadership lost:\n%s", a.stderr)
+	}
 	waitFile(t, pathB, true, 10*time.Second) // a released: fb leads at once
+	// A standby that stops released nothing.
+	pathC := filepath.Join(dir, "c.leader")
+	c := startConclave(t, nil, "--server", url, "election", "file", "--identity", "fc", "job", pathC)
+	c.stderr.waitFor(t, 0, regexp.MustCompile(`fc campaigning in job`))
+	c.signal(syscall.SIGTERM)
+	if code := c.wait(); code != 0 {
+		t.Errorf("standby file exited %d after SIGTERM, want 0", code)
+	}
+	mustContain(t, "standby's stderr", c.stderr.String(), "stopped campaigning in job (not leading); exiting with status 0")
+
 	b.signal(syscall.SIGINT)
 	if code := b.wait(); code != 0 {
 		t.Errorf("file exited %d after SIGINT, want 0", code)

@@ -82,6 +82,14 @@ func writeJSON(w io.Writer, v any) error {
 	return nil
 }
 
+// bucketRefJSON names the bucket in the JSON output of list and
+// stand-down and the log of run: its fields are the first of info's
+// bucketJSON, so that "bucket" is the same object everywhere.
+type bucketRefJSON struct {
+	Name       string  `json:"name"`
+	TTLSeconds float64 `json:"ttl_seconds"`
+}
+
 // electionJSON is one election in the JSON output of list and info.
 type electionJSON struct {
 	// Election is the key.
@@ -95,10 +103,10 @@ type electionJSON struct {
 	ReleasedBy string `json:"released_by"`
 	// Revision is the revision of the key's latest write.
 	Revision uint64 `json:"revision"`
-	// LastWrite is when the broker stored the latest write.
-	LastWrite string `json:"last_write"`
-	// LastWriteAgeSeconds is how long ago that was.
-	LastWriteAgeSeconds float64 `json:"last_write_age_seconds"`
+	// Written is when the broker stored the latest write.
+	Written string `json:"written"`
+	// WrittenAgeSeconds is how long ago that was.
+	WrittenAgeSeconds float64 `json:"written_age_seconds"`
 	// ExpiresAt is when the key expires unless renewed, while held.
 	ExpiresAt *string `json:"expires_at"`
 	// ExpiresInSeconds is how long until then, negative when overdue.
@@ -107,13 +115,13 @@ type electionJSON struct {
 
 func newElectionJSON(r record, ttl time.Duration, now time.Time) electionJSON {
 	j := electionJSON{
-		Election:            r.Key,
-		State:               r.State.String(),
-		Leader:              r.Leader,
-		ReleasedBy:          r.ReleasedBy,
-		Revision:            r.Revision,
-		LastWrite:           formatJSONTime(r.Written),
-		LastWriteAgeSeconds: seconds(now.Sub(r.Written)),
+		Election:          r.Key,
+		State:             r.State.String(),
+		Leader:            r.Leader,
+		ReleasedBy:        r.ReleasedBy,
+		Revision:          r.Revision,
+		Written:           formatJSONTime(r.Written),
+		WrittenAgeSeconds: seconds(now.Sub(r.Written)),
 	}
 	if r.State == streams.KeyHeld && ttl > 0 {
 		exp := r.Written.Add(ttl)

@@ -59,6 +59,7 @@ type result struct {
 type runOpts struct {
 	stdin string
 	env   []string // added to cliEnv
+	dir   string   // the working directory; "" for the test's
 }
 
 // conclave runs the binary with args to completion.
@@ -73,6 +74,7 @@ func conclaveWith(t *testing.T, o runOpts, args ...string) result {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, conclaveBin, args...)
 	cmd.Env = cliEnv(t, o.env...)
+	cmd.Dir = o.dir
 	cmd.Stdin = strings.NewReader(o.stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

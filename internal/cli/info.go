@@ -73,9 +73,11 @@ type bucketJSON struct {
 
 // infoJSON is the JSON output of info.
 type infoJSON struct {
-	Election *electionJSON `json:"election"`
-	Bucket   bucketJSON    `json:"bucket"`
-	Warnings []string      `json:"warnings"`
+	// Elections holds election NAME, as list's elections do; [] without
+	// NAME.
+	Elections []electionJSON `json:"elections"`
+	Bucket    bucketJSON     `json:"bucket"`
+	Warnings  []string       `json:"warnings"`
 }
 
 func (e *elections) info(ctx context.Context, name string, asJSON bool) error {
@@ -133,14 +135,14 @@ func (e *elections) info(ctx context.Context, name string, asJSON bool) error {
 				MaxConsumersSource:    string(use.Limit.Source),
 				MaxConsumersAssumed:   use.Limit.Assumed,
 			},
-			Warnings: warnings,
+			Elections: []electionJSON{},
+			Warnings:  warnings,
 		}
 		if out.Warnings == nil {
 			out.Warnings = []string{}
 		}
 		if rec != nil {
-			j := newElectionJSON(*rec, cfg.MaxAge, now)
-			out.Election = &j
+			out.Elections = append(out.Elections, newElectionJSON(*rec, cfg.MaxAge, now))
 		}
 		return writeJSON(e.a.stdout, out)
 	}

@@ -14,8 +14,8 @@ import (
 
 // infoOutput is info --json's output as a script reads it.
 type infoOutput struct {
-	Election *electionItem `json:"election"`
-	Bucket   struct {
+	Elections []electionItem `json:"elections"`
+	Bucket    struct {
 		Name                  string  `json:"name"`
 		TTLSeconds            float64 `json:"ttl_seconds"`
 		Replicas              int     `json:"replicas"`
@@ -33,6 +33,14 @@ type infoOutput struct {
 		MaxConsumersAssumed   bool    `json:"max_consumers_assumed"`
 	} `json:"bucket"`
 	Warnings []string `json:"warnings"`
+}
+
+// election is the election info NAME shows, nil without NAME.
+func (o infoOutput) election() *electionItem {
+	if len(o.Elections) == 0 {
+		return nil
+	}
+	return &o.Elections[0]
 }
 
 func TestInfo(t *testing.T) {
@@ -57,8 +65,8 @@ func TestInfo(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
 		t.Fatalf("info --json: %v\n%s", err, r.stdout)
 	}
-	if out.Election == nil || out.Election.Election != "alpha" || out.Election.State != "held" || out.Election.Leader != "c1.example.net" || out.Election.ExpiresAt == nil {
-		t.Errorf("election is %+v", out.Election)
+	if out.election() == nil || out.election().Election != "alpha" || out.election().State != "held" || out.election().Leader != "c1.example.net" || out.election().ExpiresAt == nil {
+		t.Errorf("election is %+v", out.election())
 	}
 	b := out.Bucket
 	if b.Name != "CHORIA_LEADER_ELECTION" || b.TTLSeconds != 60 || b.Replicas != 1 || b.History != 1 || b.Storage != "file" || b.LimitMarkers || b.MaxValueSize != 1024 {
@@ -134,8 +142,8 @@ func TestInfoWarnings(t *testing.T) {
 					t.Errorf("JSON warnings %q lack %q", out.Warnings, w)
 				}
 			}
-			if out.Election != nil {
-				t.Errorf("election without NAME: %+v", out.Election)
+			if out.election() != nil {
+				t.Errorf("election without NAME: %+v", out.election())
 			}
 		})
 	}
@@ -191,7 +199,7 @@ func TestInfoReleasedAndRemoved(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
 		t.Fatalf("info --json: %v\n%s", err, r.stdout)
 	}
-	if e := out.Election; e == nil || e.State != "released" || e.ReleasedBy != "b1.example.net" || e.Leader != "" || e.Revision != marker || e.ExpiresAt != nil {
+	if e := out.election(); e == nil || e.State != "released" || e.ReleasedBy != "b1.example.net" || e.Leader != "" || e.Revision != marker || e.ExpiresAt != nil {
 		t.Errorf("election is %+v, want released by b1.example.net at revision %d", e, marker)
 	}
 

@@ -55,9 +55,8 @@ read every election (a broker's plugin.conclave.user.NAME.campaign and
 
 // listJSON is the JSON output of list.
 type listJSON struct {
-	Bucket     string         `json:"bucket"`
-	TTLSeconds float64        `json:"ttl_seconds"`
-	Elections  []electionJSON `json:"elections"`
+	Bucket    bucketRefJSON  `json:"bucket"`
+	Elections []electionJSON `json:"elections"`
 }
 
 // list lists the elections matching pattern, ">" for every one.
@@ -81,7 +80,7 @@ func (e *elections) list(ctx context.Context, pattern string, asJSON bool) error
 	now := time.Now()
 	ttl := st.TTL()
 	if asJSON {
-		out := listJSON{Bucket: s.bucket, TTLSeconds: seconds(ttl), Elections: []electionJSON{}}
+		out := listJSON{Bucket: bucketRefJSON{Name: s.bucket, TTLSeconds: seconds(ttl)}, Elections: []electionJSON{}}
 		for _, r := range recs {
 			out.Elections = append(out.Elections, newElectionJSON(r, ttl, now))
 		}

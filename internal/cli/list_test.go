@@ -14,21 +14,23 @@ import (
 
 // listOutput is list --json's output as a script reads it.
 type listOutput struct {
-	Bucket     string         `json:"bucket"`
-	TTLSeconds float64        `json:"ttl_seconds"`
-	Elections  []electionItem `json:"elections"`
+	Bucket struct {
+		Name       string  `json:"name"`
+		TTLSeconds float64 `json:"ttl_seconds"`
+	} `json:"bucket"`
+	Elections []electionItem `json:"elections"`
 }
 
 type electionItem struct {
-	Election            string   `json:"election"`
-	State               string   `json:"state"`
-	Leader              string   `json:"leader"`
-	ReleasedBy          string   `json:"released_by"`
-	Revision            uint64   `json:"revision"`
-	LastWrite           string   `json:"last_write"`
-	LastWriteAgeSeconds float64  `json:"last_write_age_seconds"`
-	ExpiresAt           *string  `json:"expires_at"`
-	ExpiresInSeconds    *float64 `json:"expires_in_seconds"`
+	Election          string   `json:"election"`
+	State             string   `json:"state"`
+	Leader            string   `json:"leader"`
+	ReleasedBy        string   `json:"released_by"`
+	Revision          uint64   `json:"revision"`
+	Written           string   `json:"written"`
+	WrittenAgeSeconds float64  `json:"written_age_seconds"`
+	ExpiresAt         *string  `json:"expires_at"`
+	ExpiresInSeconds  *float64 `json:"expires_in_seconds"`
 }
 
 // listSetup starts a broker with a one minute TTL, so that nothing expires
@@ -127,8 +129,8 @@ func TestListJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
 		t.Fatalf("list --json is not the documented JSON: %v\n%s", err, r.stdout)
 	}
-	if out.Bucket != "CHORIA_LEADER_ELECTION" || out.TTLSeconds != 60 {
-		t.Errorf("bucket %q, ttl_seconds %v; want CHORIA_LEADER_ELECTION, 60", out.Bucket, out.TTLSeconds)
+	if out.Bucket.Name != "CHORIA_LEADER_ELECTION" || out.Bucket.TTLSeconds != 60 {
+		t.Errorf("bucket %+v; want CHORIA_LEADER_ELECTION, 60", out.Bucket)
 	}
 	if len(out.Elections) != 5 {
 		t.Fatalf("want 5 elections, got %+v", out.Elections)
@@ -147,13 +149,13 @@ func TestListJSON(t *testing.T) {
 		}
 	}
 	for _, e := range out.Elections {
-		written, err := time.Parse(time.RFC3339, e.LastWrite)
+		written, err := time.Parse(time.RFC3339, e.Written)
 		if err != nil {
-			t.Errorf("%s: last_write %q is not RFC 3339: %v", e.Election, e.LastWrite, err)
+			t.Errorf("%s: written %q is not RFC 3339: %v", e.Election, e.Written, err)
 			continue
 		}
-		if written.After(before.Add(time.Second)) || e.LastWriteAgeSeconds < 0 || e.LastWriteAgeSeconds > 60 {
-			t.Errorf("%s: last_write %v, age %vs: not a recent write", e.Election, written, e.LastWriteAgeSeconds)
+		if written.After(before.Add(time.Second)) || e.WrittenAgeSeconds < 0 || e.WrittenAgeSeconds > 60 {
+			t.Errorf("%s: written %v, age %vs: not a recent write", e.Election, written, e.WrittenAgeSeconds)
 		}
 		if held := e.State == "held"; held != (e.ExpiresAt != nil) || held != (e.ExpiresInSeconds != nil) {
 			t.Errorf("%s: expires_at %v, expires_in_seconds %v: want them exactly when held", e.Election, e.ExpiresAt, e.ExpiresInSeconds)
@@ -163,9 +165,9 @@ func TestListJSON(t *testing.T) {
 	if err != nil {
 		t.Fatalf("expires_at %q: %v", *alpha.ExpiresAt, err)
 	}
-	written, _ := time.Parse(time.RFC3339, alpha.LastWrite)
+	written, _ := time.Parse(time.RFC3339, alpha.Written)
 	if got := expires.Sub(written); got != time.Minute {
-		t.Errorf("expires_at - last_write = %v, want the TTL 1m", got)
+		t.Errorf("expires_at - written = %v, want the TTL 1m", got)
 	}
 	if *alpha.ExpiresInSeconds <= 0 || *alpha.ExpiresInSeconds > 60 {
 		t.Errorf("expires_in_seconds %v, want within the TTL", *alpha.ExpiresInSeconds)

@@ -1,6 +1,8 @@
 package cli_test
 
 import (
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -138,5 +140,56 @@ func TestRefusalsDoNotWaitForTheTimeout(t *testing.T) {
 		if took > most {
 			t.Errorf("%s as %s took %v: it waited for --timeout %v instead of seeing the refusal", strings.Join(tc.args, " "), tc.user, took, timeout)
 		}
+	}
+}
+
+// TestREADMEAppAListCommand: the command the README's secure setup gives
+// app-a ("The same file works with the CLI: `…`") works as written, with
+// app-a's configuration file: app-a may not read every election, so the
+// command must name a pattern it may read.
+func TestREADMEAppAListCommand(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("The same file works with the CLI:\\s+`([^`]+)`").FindSubmatch(raw)
+	if m == nil {
+		t.Fatal("README.md no longer says which CLI command works with app-a's file")
+	}
+	u := cli.StartUsersBroker(t)
+	campaign(t, u.JetStream(t, "admin"), "a-1", "app-a.cron").waitLeading(t)
+	args := strings.Fields(string(m[1]))
+	if args[0] != "conclave" {
+		t.Fatalf("README's command %q does not run conclave", m[1])
+	}
+	args = args[1:]
+	for i, a := range args {
+		a = strings.Trim(a, "'")
+		if a == "conclave.conf" {
+			a = u.Conf["app-a"]
+		}
+		args[i] = a
+	}
+	r := conclave(t, args...)
+	mustSucceed(t, r)
+	mustContain(t, "stdout", r.stdout, "app-a.cron")
+}
+
+// TestRefusedLoginSaysItOnce: a refused login reads "conclave: cannot log
+// in to the broker: …", not "conclave: conclave: cannot log in …".
+func TestRefusedLoginSaysItOnce(t *testing.T) {
+	u := cli.StartUsersBroker(t)
+	raw, err := os.ReadFile(u.Conf["app-a"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := writeFile(t, "nosuch.conf", strings.Replace(string(raw), "plugin.nats.user = app-a", "plugin.nats.user = nosuch", 1))
+	r := conclave(t, "--config", conf, "election", "list", "app-a.>")
+	if r.code != 1 {
+		t.Errorf("exit status %d, want 1", r.code)
+	}
+	mustContain(t, "stderr", r.stderr, "cannot log in to the broker")
+	if strings.Contains(r.stderr, "conclave: conclave:") {
+		t.Errorf("the error stutters:\n%s", r.stderr)
 	}
 }

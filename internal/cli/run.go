@@ -200,7 +200,7 @@ func (e *elections) run(ctx context.Context, name string, argv []string, f runFl
 		return fmt.Errorf("no broker to campaign in %s within %v (--lead-timeout): giving up: %w", name, f.timeout, err)
 	}
 	if err != nil && ctx.Err() != nil {
-		log.event("stopped_campaigning", map[string]any{"status": 0}, "interrupted before campaigning in %s; exiting with status 0", name)
+		log.event("stopped_campaigning", map[string]any{"exit_status": 0}, "interrupted before campaigning in %s; exiting with status 0", name)
 		return nil
 	}
 	if err != nil {
@@ -238,7 +238,7 @@ func (e *elections) run(ctx context.Context, name string, argv []string, f runFl
 	if err != nil {
 		return err
 	}
-	r.log.event("campaigning", map[string]any{"ttl_seconds": seconds(st.TTL())}, "%s campaigning in %s (identity from %s; bucket %s on %s, TTL %v); on taking over a key that is absent or expired it waits --grace (%v) before starting %s, so that an old leader's command is surely gone",
+	r.log.event("campaigning", map[string]any{"bucket": bucketRefJSON{Name: s.bucket, TTLSeconds: seconds(st.TTL())}}, "%s campaigning in %s (identity from %s; bucket %s on %s, TTL %v); on taking over a key that is absent or expired it waits --grace (%v) before starting %s, so that an old leader's command is surely gone",
 		identity, name, from, s.bucket, s.url, st.TTL(), f.grace, argv[0])
 	startDone := make(chan error, 1)
 	// The election outlives ctx: the supervisor stops the command before it
@@ -449,11 +449,11 @@ func (r *runner) finish(el *streams.Election, startDone <-chan error, status int
 	}
 	switch {
 	case serr != nil:
-		r.log.event("stopped_campaigning", map[string]any{"status": exitCode(status, err)}, "stopped campaigning in %s; exiting with status %d", r.name, exitCode(status, err))
+		r.log.event("stopped_campaigning", map[string]any{"exit_status": exitCode(status, err)}, "stopped campaigning in %s; exiting with status %d", r.name, exitCode(status, err))
 	case leading:
-		r.log.event("released", map[string]any{"status": exitCode(status, err)}, "released %s; exiting with status %d", r.name, exitCode(status, err))
+		r.log.event("released", map[string]any{"exit_status": exitCode(status, err)}, "released %s; exiting with status %d", r.name, exitCode(status, err))
 	default:
-		r.log.event("stopped_campaigning", map[string]any{"status": exitCode(status, err)}, "stopped campaigning in %s (not leading); exiting with status %d", r.name, exitCode(status, err))
+		r.log.event("stopped_campaigning", map[string]any{"exit_status": exitCode(status, err)}, "stopped campaigning in %s (not leading); exiting with status %d", r.name, exitCode(status, err))
 	}
 	switch {
 	case err != nil && status != 0:

@@ -225,7 +225,7 @@ func TestRunErrors(t *testing.T) {
 		{"a second word is the command", []string{"job", "other", "--", "true"}, 127, `cannot run "other"`},
 		{"NAME after flags and --", []string{"job", "--grace", "1s", "other", "--", "true"}, 1, `only NAME goes before --, got ["job" "other"]`},
 		{"missing NAME", []string{"--", "true"}, 1, "missing NAME before --"},
-		{"invalid name", []string{"a*b", "--", "true"}, 1, "election name: election: invalid key"},
+		{"invalid name", []string{"a*b", "--", "true"}, 1, "election name: invalid key"},
 		{"bucket unfit for elections", []string{"job", "--bucket", "HISTORY5", "--", "true"}, 1, "bucket HISTORY5: the bucket keeps 5 values per key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -325,6 +325,7 @@ func TestRunJSON(t *testing.T) {
 			Time, Event, Election, Identity, Message string
 			Token                                    uint64
 			Status                                   *int
+			ExitStatus                               *int `json:"exit_status"`
 		}
 		if err := json.Unmarshal([]byte(line), &ev); err != nil {
 			t.Fatalf("stderr line %q is not JSON: %v", line, err)
@@ -335,8 +336,10 @@ func TestRunJSON(t *testing.T) {
 		switch {
 		case ev.Event == "elected" && ev.Token == 0:
 			t.Errorf("elected without a token: %s", line)
-		case (ev.Event == "exited" || ev.Event == "released") && (ev.Status == nil || *ev.Status != 3):
+		case ev.Event == "exited" && (ev.Status == nil || *ev.Status != 3):
 			t.Errorf("%s without status 3: %s", ev.Event, line)
+		case ev.Event == "released" && (ev.ExitStatus == nil || *ev.ExitStatus != 3):
+			t.Errorf("%s without exit_status 3: %s", ev.Event, line)
 		}
 		events = append(events, ev.Event)
 	}

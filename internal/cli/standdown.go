@@ -7,14 +7,15 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/conclave-io/conclave/internal/denied"
-	"github.com/conclave-io/conclave/internal/kvwatch"
 	"github.com/conclave-io/conclave/providers/election/streams"
 )
 
@@ -40,8 +41,10 @@ The leader notices the removal and stands down; candidates take the key at
 once but wait a TTL before they act as leader, so that the old leader has
 surely stopped (Choria's own candidates take the key on their next campaign,
 within about a TTL). stand-down then waits up to the TTL plus 5s (--wait) for
-a candidate to take the key and reports it with its fencing token; --no-wait
-returns at once.
+a candidate to take the key and reports it with its fencing token, the
+revision of the write that began its term (or says the token is unknown, when
+a renewal overwrote that write before stand-down read it); --no-wait returns
+once the key is removed.
 
 It refuses when there is no such election or it has no leader, and removes
 the key only if it is still held by the leader it asked about: a renewal in
@@ -60,7 +63,7 @@ between is fine, a different leader is not.`,
 	cmd.Flags().BoolVarP(&force, "force", "f", false, "do not ask for confirmation")
 	durationVar(cmd.Flags(), &wait, "wait", 0, "how long to wait for a new leader (default the bucket's TTL plus 5s)")
 	cmd.Flags().BoolVar(&noWait, "no-wait", false, "return once the key is removed, without waiting for a new leader")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the outcome as one JSON object (election, removed_leader, removed_revision, marker_revision, new_leader, token, ttl_seconds)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the outcome as one JSON object (election, removed_leader, removed_revision, marker_revision, new_leader, token, bucket)")
 	return cmd
 }
 
@@ -71,16 +74,18 @@ type standDownJSON struct {
 	RemovedLeader string `json:"removed_leader"`
 	// RemovedRevision is the revision of its key that was removed.
 	RemovedRevision uint64 `json:"removed_revision"`
-	// MarkerRevision is the revision of the delete marker, null if unseen.
-	MarkerRevision *uint64 `json:"marker_revision"`
+	// MarkerRevision is the revision of the delete marker stand-down wrote.
+	MarkerRevision uint64 `json:"marker_revision"`
 	// NewLeader is who took the key over, null with --no-wait or when
 	// nobody did within the wait.
 	NewLeader *string `json:"new_leader"`
-	// Token is the new leader's fencing token, null with NewLeader.
+	// Token is the new leader's fencing token: the revision of the write
+	// that began its term. Null without NewLeader, and when that write was
+	// overwritten by a renewal before stand-down could read it.
 	Token *uint64 `json:"token"`
-	// TTLSeconds is the bucket's TTL: a new leader acts only that long
-	// after taking a removed key.
-	TTLSeconds float64 `json:"ttl_seconds"`
+	// Bucket is the bucket, with its TTL: a new leader acts only that
+	// long after taking a removed key.
+	Bucket bucketRefJSON `json:"bucket"`
 }
 
 func (e *elections) standDown(ctx context.Context, name string, force bool, wait time.Duration, noWait, asJSON bool) error {
@@ -113,29 +118,20 @@ func (e *elections) standDown(ctx context.Context, name string, force bool, wait
 		}
 	}
 
-	// Watch before removing, so that no takeover is missed.
-	w, err := s.kv.Watch(ctx, name, jetstream.UpdatesOnly())
+	// Read the key's writes from just after the one read, so that no
+	// takeover is missed whenever the consumer starts.
+	feed, err := s.keyFeed(ctx, name, rec.Revision+1)
 	if err != nil {
-		return fmt.Errorf("watching election %s: %w", name, err)
-	}
-	defer kvwatch.Stop(w)
-	if err := s.remove(ctx, &rec); err != nil {
 		return err
 	}
-	marker, err := waitForEntry(ctx, w, s.timeout, func(ent jetstream.KeyValueEntry) bool {
-		return streams.ReadEntry(ent).State != streams.KeyHeld && ent.Revision() > rec.Revision
-	})
-	out := standDownJSON{Election: name, RemovedLeader: rec.Leader, RemovedRevision: rec.Revision, TTLSeconds: seconds(st.TTL())}
-	switch {
-	case asJSON:
-		if err == nil {
-			rev := marker.Revision()
-			out.MarkerRevision = &rev
-		}
-	case err != nil:
-		fmt.Fprintf(e.a.stdout, "Removed %s: %s must stand down.\n", name, rec.Leader)
-	default:
-		fmt.Fprintf(e.a.stdout, "Removed %s at revision %d: %s must stand down.\n", name, marker.Revision(), rec.Leader)
+	defer feed.stop()
+	marker, err := s.remove(ctx, &rec)
+	if err != nil {
+		return err
+	}
+	out := standDownJSON{Election: name, RemovedLeader: rec.Leader, RemovedRevision: rec.Revision, MarkerRevision: marker, Bucket: bucketRefJSON{Name: s.bucket, TTLSeconds: seconds(st.TTL())}}
+	if !asJSON {
+		fmt.Fprintf(e.a.stdout, "Removed %s at revision %d: %s must stand down.\n", name, marker, rec.Leader)
 	}
 	if noWait {
 		if asJSON {
@@ -146,20 +142,16 @@ func (e *elections) standDown(ctx context.Context, name string, force bool, wait
 	if wait <= 0 {
 		wait = st.TTL() + waitSlack
 	}
-	after := rec.Revision
-	if marker != nil {
-		after = marker.Revision()
-	}
-	taken, err := waitForEntry(ctx, w, wait, func(ent jetstream.KeyValueEntry) bool {
-		return streams.ReadEntry(ent).State == streams.KeyHeld && ent.Revision() > after
-	})
+	taken, err := awaitTakeover(ctx, feed.msgs, marker, wait)
 	switch {
 	case ctx.Err() != nil && !asJSON:
 		return nil
 	case asJSON:
 		if err == nil {
-			leader, tok := string(taken.Value()), taken.Revision()
-			out.NewLeader, out.Token = &leader, &tok
+			out.NewLeader = &taken.leader
+			if taken.began {
+				out.Token = &taken.revision
+			}
 		}
 		return writeJSON(e.a.stdout, out)
 	case err != nil:
@@ -167,13 +159,113 @@ func (e *elections) standDown(ctx context.Context, name string, force bool, wait
 		return nil
 	}
 	again := "now"
-	if string(taken.Value()) == rec.Leader {
+	if taken.leader == rec.Leader {
 		again = "again"
 	}
+	if !taken.began {
+		fmt.Fprintf(e.a.stdout, "%s leads %s %s, at revision %d; its token is unknown: the write that began its term was overwritten before stand-down read it (the leader logs its token as it begins).\n",
+			taken.leader, name, again, taken.revision)
+		return nil
+	}
 	fmt.Fprintf(e.a.stdout, "%s leads %s %s, token %d (a leader that takes a removed key waits up to the TTL, %v, before acting, so that %s has surely stopped).\n",
-		taken.Value(), name, again, taken.Revision(), st.TTL(), rec.Leader)
+		taken.leader, name, again, taken.revision, st.TTL(), rec.Leader)
 	return nil
 }
+
+// keyFeed is the stream of one key's writes, markers included, with their
+// headers.
+type keyFeed struct {
+	msgs <-chan jetstream.Msg
+	stop func()
+}
+
+// keyFeed reads the writes of election name from revision from on, with an
+// ordered consumer: unlike a KV watch, it shows each write's headers.
+func (s *session) keyFeed(ctx context.Context, name string, from uint64) (*keyFeed, error) {
+	subject := "$KV." + s.bucket + "." + name
+	rctx, cancel := s.request(ctx)
+	defer cancel()
+	before := denied.Last(s.nc)
+	cons, err := s.js.OrderedConsumer(rctx, "KV_"+s.bucket, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{subject},
+		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:    from,
+	})
+	if err != nil {
+		return nil, s.explainWatch(fmt.Errorf("watching election %s: %w", name, err), before, name)
+	}
+	msgs := make(chan jetstream.Msg, 64)
+	done := make(chan struct{})
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		select {
+		case msgs <- m:
+		case <-done:
+		}
+	})
+	if err != nil {
+		return nil, s.explainWatch(fmt.Errorf("watching election %s: %w", name, err), before, name)
+	}
+	return &keyFeed{msgs: msgs, stop: func() {
+		close(done)
+		cc.Stop()
+		<-cc.Closed()
+	}}, nil
+}
+
+// takeover is the first write that took a key after its removal.
+type takeover struct {
+	leader   string
+	revision uint64
+	// began says whether revision is the write that began the leader's
+	// term, its fencing token: false when that write was overwritten
+	// before it could be read, and revision is a later renewal.
+	began bool
+}
+
+// awaitTakeover returns the first write of msgs after revision marker that
+// holds the key, or an error when wait passes or ctx ends. Removals after
+// marker (the new leader's release, another stand-down) move the marker on.
+//
+// Whether the write began the term is read from its revision check, the
+// Nats-Expected-Last-Subject-Sequence header that every revision-checked
+// write carries: a write that follows the marker or an empty key (at most
+// marker) is the first after it; a renewal follows a write after it. A
+// consumer skips the messages that a newer one replaced before it read
+// them (the bucket keeps one per key), so the first write it shows may be
+// a renewal.
+func awaitTakeover(ctx context.Context, msgs <-chan jetstream.Msg, marker uint64, wait time.Duration) (takeover, error) {
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return takeover{}, ctx.Err()
+		case <-timer.C:
+			return takeover{}, fmt.Errorf("nothing within %v", wait)
+		case m := <-msgs:
+			md, err := m.Metadata()
+			if err != nil || md.Sequence.Stream <= marker {
+				continue
+			}
+			rev := md.Sequence.Stream
+			op := m.Headers().Get(kvOperationHeader)
+			if op != "" || len(m.Data()) == 0 {
+				marker = rev // removed again
+				continue
+			}
+			t := takeover{leader: string(m.Data()), revision: rev}
+			if v := m.Headers().Get(jetstream.ExpectedLastSubjSeqHeader); v != "" {
+				if after, err := strconv.ParseUint(v, 10, 64); err == nil && after <= marker {
+					t.began = true
+				}
+			}
+			return t, nil
+		}
+	}
+}
+
+// kvOperationHeader is the header NATS KV marks deletes and purges with.
+const kvOperationHeader = "KV-Operation"
 
 // confirm asks question on standard error and reads the answer from
 // standard input: yes for "y" or "yes" in any case.
@@ -205,30 +297,35 @@ func isTerminal(r io.Reader) bool {
 }
 
 // remove deletes the key of rec's election, provided it is still held by
-// rec's leader. A renewal in between is retried with the new revision.
-func (s *session) remove(ctx context.Context, rec *record) error {
+// rec's leader, and returns the delete marker's revision. A renewal in
+// between is retried with the new revision. The marker is written as
+// kv.Delete writes it, but directly, for its revision.
+func (s *session) remove(ctx context.Context, rec *record) (uint64, error) {
+	subject := "$KV." + s.bucket + "." + rec.Key
 	for try := 1; ; try++ {
 		rctx, cancel := s.request(ctx)
 		before := denied.Last(s.nc)
-		err := s.kv.Delete(rctx, rec.Key, jetstream.LastRevision(rec.Revision))
+		m := nats.NewMsg(subject)
+		m.Header.Set(kvOperationHeader, "DEL")
+		ack, err := s.js.PublishMsg(rctx, m, jetstream.WithExpectLastSequencePerSubject(rec.Revision))
 		cancel()
 		if err == nil {
-			return nil
+			return ack.Sequence, nil
 		}
-		err = denied.Explain(s.nc, err, before, "standing down election "+rec.Key, "$KV."+s.bucket+"."+rec.Key)
+		err = denied.Explain(s.nc, err, before, "standing down election "+rec.Key, subject)
 		if !isRevisionMismatch(err) {
-			return fmt.Errorf("removing election %s: %w", rec.Key, err)
+			return 0, fmt.Errorf("removing election %s: %w", rec.Key, err)
 		}
 		cur, rerr := s.readElection(ctx, rec.Key)
 		switch {
 		case rerr != nil:
-			return rerr
+			return 0, rerr
 		case cur.State != streams.KeyHeld:
-			return fmt.Errorf("election %q has no leader any more: its key is %s (revision %d): nothing to stand down", rec.Key, stateText(cur), cur.Revision)
+			return 0, fmt.Errorf("election %q has no leader any more: its key is %s (revision %d): nothing to stand down", rec.Key, stateText(cur), cur.Revision)
 		case cur.Leader != rec.Leader:
-			return fmt.Errorf("election %q changed hands meanwhile: %s leads now (revision %d), not %s: run stand-down again to stand %s down", rec.Key, cur.Leader, cur.Revision, rec.Leader, cur.Leader)
+			return 0, fmt.Errorf("election %q changed hands meanwhile: %s leads now (revision %d), not %s: run stand-down again to stand %s down", rec.Key, cur.Leader, cur.Revision, rec.Leader, cur.Leader)
 		case try == removeTries:
-			return fmt.Errorf("removing election %s: %s renewed each of %d times in between: try again", rec.Key, rec.Leader, removeTries)
+			return 0, fmt.Errorf("removing election %s: %s renewed each of %d times in between: try again", rec.Key, rec.Leader, removeTries)
 		}
 		rec.Revision = cur.Revision // renewed by the same leader: remove that
 	}
@@ -243,26 +340,4 @@ func isRevisionMismatch(err error) bool {
 			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
 	}
 	return errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch)
-}
-
-// waitForEntry returns the first entry of w that match accepts, or an error
-// when d passes, ctx ends or the watch closes.
-func waitForEntry(ctx context.Context, w jetstream.KeyWatcher, d time.Duration, match func(jetstream.KeyValueEntry) bool) (jetstream.KeyValueEntry, error) {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-timer.C:
-			return nil, fmt.Errorf("nothing within %v", d)
-		case ent, ok := <-w.Updates():
-			if !ok {
-				return nil, errors.New("the watch ended")
-			}
-			if ent != nil && match(ent) {
-				return ent, nil
-			}
-		}
-	}
 }

@@ -110,7 +110,7 @@ func TestStandDownRefuses(t *testing.T) {
 	}{
 		{"unknown election", "nope", `no election "nope" in CHORIA_LEADER_ELECTION (elections: held, idle)`},
 		{"no leader", "idle", `election "idle" has no leader to stand down: its key is removed`},
-		{"invalid name", "a b", `election name: election: invalid key: "a b" contains ' '`},
+		{"invalid name", "a b", `election name: invalid key: "a b" contains ' '`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := conclave(t, "--server", url, "election", "stand-down", tc.election, "--force")
@@ -141,14 +141,17 @@ func TestStandDownJSON(t *testing.T) {
 		MarkerRevision  *uint64 `json:"marker_revision"`
 		NewLeader       *string `json:"new_leader"`
 		Token           *uint64 `json:"token"`
-		TTLSeconds      float64 `json:"ttl_seconds"`
+		Bucket          struct {
+			Name       string  `json:"name"`
+			TTLSeconds float64 `json:"ttl_seconds"`
+		} `json:"bucket"`
 	}
 	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
 		t.Fatalf("stdout is not one JSON object: %v\n%s", err, r.stdout)
 	}
 	term := c2.waitLeading(t)
 	switch {
-	case out.Election != "my_app", out.RemovedLeader != "n1", out.RemovedRevision == 0, out.TTLSeconds != 2:
+	case out.Election != "my_app", out.RemovedLeader != "n1", out.RemovedRevision == 0, out.Bucket.TTLSeconds != 2, out.Bucket.Name != "CHORIA_LEADER_ELECTION":
 		t.Errorf("stand-down --json: %+v", out)
 	case out.MarkerRevision == nil || *out.MarkerRevision <= out.RemovedRevision:
 		t.Errorf("marker_revision %v, want one above %d", out.MarkerRevision, out.RemovedRevision)

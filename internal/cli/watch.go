@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -64,7 +65,9 @@ func (e *elections) watch(ctx context.Context, name string, asJSON, verbose bool
 	pattern := ">"
 	switch {
 	case name == "":
-	case isPattern(name):
+	case isPattern(name), strings.ContainsAny(name, "*>"):
+		// A wildcard inside a token ("my*") is a pattern mistyped:
+		// checkPattern says how to write it.
 		if err := checkPattern(name); err != nil {
 			return err
 		}

@@ -1,0 +1,108 @@
+package cli
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/conclave-io/conclave/bucket"
+	"github.com/conclave-io/conclave/config"
+	"github.com/conclave-io/conclave/internal/brokertest"
+)
+
+// TestAwaitTakeover: stand-down reports the token of the term that began,
+// the revision of the first write after its removal, even when the
+// consumer never shows the removal (the bucket keeps one message per key,
+// and a takeover right after the marker replaces it before it is read),
+// and says it does not know when that write was itself replaced by a
+// renewal.
+func TestAwaitTakeover(t *testing.T) {
+	b := brokertest.StartSingle(t, func(c *config.Config) { c.LeaderElectionTTL = time.Minute })
+	nc, err := nats.Connect(b.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &session{nc: nc, js: js, bucket: bucket.Name, timeout: 10 * time.Second}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+
+	// write publishes to key over revision after (none for 0) and returns
+	// the new revision; del marks a removal.
+	write := func(key, value string, after uint64, del bool) uint64 {
+		t.Helper()
+		m := nats.NewMsg("$KV." + bucket.Name + "." + key)
+		m.Data = []byte(value)
+		if del {
+			m.Header.Set(kvOperationHeader, "DEL")
+		}
+		ack, err := js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(after))
+		if err != nil {
+			t.Fatalf("writing %s: %v", key, err)
+		}
+		return ack.Sequence
+	}
+
+	for _, tc := range []struct {
+		name string
+		// writes after the leader's key and returns the marker, the
+		// revision the report must give and whether it began the term.
+		writes func(key string, held uint64) (marker, want uint64, began bool)
+		leader string
+	}{
+		{"marker replaced before it is read", func(key string, held uint64) (uint64, uint64, bool) {
+			m := write(key, "", held, true)
+			c := write(key, "n2", m, false)
+			return m, c, true
+		}, "n2"},
+		{"the term's first write replaced by a renewal", func(key string, held uint64) (uint64, uint64, bool) {
+			m := write(key, "", held, true)
+			c := write(key, "n2", m, false)
+			r := write(key, "n2", c, false)
+			return m, r, false
+		}, "n2"},
+		{"released and taken again, unseen", func(key string, held uint64) (uint64, uint64, bool) {
+			m := write(key, "", held, true)
+			c := write(key, "n2", m, false)
+			d := write(key, "released by n2", c, true)
+			e := write(key, "n3", d, false)
+			return m, e, false // E follows a write stand-down never saw
+		}, "n3"},
+		{"a write without a revision check", func(key string, held uint64) (uint64, uint64, bool) {
+			m := write(key, "", held, true)
+			msg := nats.NewMsg("$KV." + bucket.Name + "." + key)
+			msg.Data = []byte("n2")
+			ack, err := js.PublishMsg(ctx, msg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return m, ack.Sequence, false
+		}, "n2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key := "k" + strconv.Itoa(int(time.Now().UnixNano()%1e9))
+			held := write(key, "n1", 0, false)
+			marker, want, began := tc.writes(key, held)
+			feed, err := s.keyFeed(ctx, key, held+1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer feed.stop()
+			got, err := awaitTakeover(ctx, feed.msgs, marker, 30*time.Second)
+			if err != nil {
+				t.Fatalf("no takeover seen: %v", err)
+			}
+			if got.leader != tc.leader || got.revision != want || got.began != began {
+				t.Errorf("takeover %+v, want leader %s at revision %d, began %v", got, tc.leader, want, began)
+			}
+		})
+	}
+}
