@@ -239,8 +239,11 @@ func lowerConsumerLimit(ctx context.Context, js jetstream.JetStream, headroom in
 }
 
 // maxFill bounds how many consumers refuse-consumers creates while looking
-// for the limit: a broker provisioned without one is not filled.
-const maxFill = 20000
+// for the limit it set, fillHeadroom above the consumers in use (more when
+// the killed processes' consumers go): a lowered limit the cluster does not
+// enforce (seen once right after a restart-cluster: 20,000 consumers made,
+// and the run stalled deleting them) skips the fault instead.
+const maxFill = 8 * fillHeadroom
 
 // filler holds consumers on the election stream until the broker refuses
 // more.

@@ -85,7 +85,9 @@
 // Name a service's elections under one prefix to let its processes share.
 // A watch's heartbeats follow the TTL (every half TTL, 1 to 30 seconds; its
 // pull requests last at least 30 seconds), and reads of the bucket's
-// settings that candidates of a process make at once share one request.
+// settings that candidates of a process make at once share one request
+// (one unanswered for 250 ms, as in a Raft failover, is presumed lost: the
+// next is sent without waiting for it).
 // Observers share these watches when given ObserveWithJetStream; without it
 // they share KV watches per key and prefix with nats.go's settings.
 //

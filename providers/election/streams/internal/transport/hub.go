@@ -458,25 +458,34 @@ type statusRead struct {
 // enough, or else the next one. A process whose thousands of elections read
 // the settings (on starting, on a failover, now and then while leading)
 // therefore sends a few requests, not thousands.
+//
+// A read unanswered after statusPatience is presumed lost, as when it was
+// sent while the stream had no leader: no caller joins it any more, and
+// the next read is sent without waiting for it to time out. Otherwise a
+// request sent during a Raft failover held every read of the process,
+// those that begin terms included, until statusTimeout, seconds after the
+// stream had a leader again.
 func (h *watchHub) status(ctx context.Context, maxAge time.Duration) (jetstream.KeyValueStatus, time.Duration, error) {
 	h.statusMu.Lock()
 	now := time.Now()
 	var r *statusRead
+	busy := h.statusBusy
+	waiting := busy != nil && now.Sub(busy.sent) < statusPatience // not presumed lost
 	switch {
 	case maxAge > 0 && h.statusLast != nil && now.Sub(h.statusLast.sent) <= maxAge:
 		r = h.statusLast
-	case maxAge > 0 && h.statusBusy != nil && now.Sub(h.statusBusy.sent) <= maxAge:
-		r = h.statusBusy
+	case maxAge > 0 && waiting && now.Sub(busy.sent) <= maxAge:
+		r = busy
 	case h.statusNext != nil:
 		r = h.statusNext
 	default:
 		r = &statusRead{done: make(chan struct{})}
-		if h.statusBusy != nil {
-			h.statusNext = r // sent when the read under way ends
+		if waiting {
+			// Sent when the read under way ends, or once it is presumed lost.
+			h.statusNext = r
+			time.AfterFunc(statusPatience-now.Sub(busy.sent), h.sendNextStatus)
 		} else {
-			h.statusBusy = r
-			r.sent = now
-			go h.readStatus(r)
+			h.sendStatusLocked(r, now)
 		}
 	}
 	h.statusMu.Unlock()
@@ -488,29 +497,64 @@ func (h *watchHub) status(ctx context.Context, maxAge time.Duration) (jetstream.
 	}
 }
 
-// readStatus makes read r, then the one queued meanwhile, if any.
-func (h *watchHub) readStatus(r *statusRead) {
-	for r != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
-		r.st, r.err = h.kv.Status(ctx)
-		cancel()
-		h.statusMu.Lock()
-		if r.err == nil {
-			h.statusLast = r
-		}
-		close(r.done)
-		r, h.statusNext = h.statusNext, nil
-		h.statusBusy = r
-		if r != nil {
-			r.sent = time.Now()
-		}
-		h.statusMu.Unlock()
+// sendStatusLocked sends read r now: it becomes the read under way.
+func (h *watchHub) sendStatusLocked(r *statusRead, now time.Time) {
+	r.sent = now
+	h.statusBusy = r
+	go h.readStatus(r)
+}
+
+// sendNextStatus sends the queued read, if any, once the read under way is
+// answered or presumed lost.
+func (h *watchHub) sendNextStatus() {
+	h.statusMu.Lock()
+	defer h.statusMu.Unlock()
+	r := h.statusNext
+	if r == nil {
+		return
 	}
+	now := time.Now()
+	if busy := h.statusBusy; busy != nil {
+		if wait := statusPatience - now.Sub(busy.sent); wait > 0 {
+			time.AfterFunc(wait, h.sendNextStatus) // another read was sent meanwhile
+			return
+		}
+	}
+	h.statusNext = nil
+	h.sendStatusLocked(r, now)
+}
+
+// readStatus makes read r and, if it is still the read under way, sends
+// the one queued meanwhile.
+func (h *watchHub) readStatus(r *statusRead) {
+	ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
+	st, err := h.kv.Status(ctx)
+	cancel()
+	h.statusMu.Lock()
+	r.st, r.err = st, err
+	if err == nil && (h.statusLast == nil || r.sent.After(h.statusLast.sent)) {
+		h.statusLast = r
+	}
+	close(r.done)
+	if h.statusBusy == r {
+		h.statusBusy = nil
+		if next := h.statusNext; next != nil {
+			h.statusNext = nil
+			h.sendStatusLocked(next, time.Now())
+		}
+	}
+	h.statusMu.Unlock()
 }
 
 // statusTimeout bounds a shared read of the bucket's settings; each caller
-// also stops waiting when its own context ends.
-const statusTimeout = 5 * time.Second
+// also stops waiting when its own context ends. statusPatience is how long
+// a read may go unanswered before callers stop counting on it: a healthy
+// broker answers in milliseconds, and a process then sends at most one
+// read per statusPatience while its reads go unanswered.
+const (
+	statusTimeout  = 5 * time.Second
+	statusPatience = 250 * time.Millisecond
+)
 
 // settingsChanges returns a channel that receives, each time the bucket's
 // stream announces a change of its settings (an update, or the stream made

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -191,4 +193,82 @@ func TestHubRestartKeepsSubscribersAndDeliversWhatTheyMissed(t *testing.T) {
 		t.Fatal("the change made while the consumer was gone was not delivered after the restart")
 	}
 	eventually(t, 5*time.Second, "one consumer", func() bool { return consumers(t, js) == 1 })
+}
+
+// TestStatusReadAfterALostOneIsSentAtOnce: a read of the bucket's settings
+// sent while nothing answers (as while the stream has no leader, in a Raft
+// failover) is presumed lost after statusPatience: a read asked for once
+// the broker answers again is sent then, not when the lost one times out
+// (statusTimeout), and callers content with an older read do not join the
+// lost one either. Before, both waited out the lost read: a leader elected
+// after a stream-leader kill began its term up to 5 s late.
+func TestStatusReadAfterALostOneIsSentAtOnce(t *testing.T) {
+	url := startServer(t)
+	nc := connect(t, url)
+	createBucket(t, nc, 7*time.Second)
+
+	// The election's connection reaches JetStream through a relay that
+	// drops requests while silent is set, as a cluster without a stream
+	// leader leaves STREAM.INFO unanswered.
+	relay := connect(t, url)
+	var silent atomic.Bool
+	sub, err := relay.Subscribe("relay.API.>", func(m *nats.Msg) {
+		if silent.Load() {
+			return
+		}
+		go func() {
+			fwd := nats.NewMsg("$JS.API." + strings.TrimPrefix(m.Subject, "relay.API."))
+			fwd.Data, fwd.Header = m.Data, m.Header
+			resp, err := relay.RequestMsg(fwd, 5*time.Second)
+			if err == nil {
+				_ = m.Respond(resp.Data)
+			}
+		}()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := relay.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	ec := connect(t, url)
+	js, err := jetstream.NewWithAPIPrefix(ec, "relay.API")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	kv, err := js.KeyValue(ctx, bucketName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := hubFor(kv, js, nopLogger{}, writtenAfter)
+
+	// First a caller content with a read up to 10 s old (a routine check),
+	// then one that needs a read sent after it asks (a term beginning).
+	for _, maxAge := range []time.Duration{10 * time.Second, 0} {
+		silent.Store(true)
+		lost, cancelLost := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		_, _, err := h.status(lost, 0)
+		cancelLost()
+		if err == nil {
+			t.Fatal("a read while the relay drops requests was answered")
+		}
+		silent.Store(false) // the stream has a leader again
+
+		// The lost read times out 5 s after it was sent; the next, sent
+		// within statusPatience, answers in milliseconds.
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		began := time.Now()
+		st, _, err := h.status(ctx, maxAge)
+		cancel()
+		if err != nil {
+			t.Fatalf("maxAge %v: a read asked for after the broker answered again failed after %v: %v (waiting for the lost read?)", maxAge, time.Since(began).Round(time.Millisecond), err)
+		}
+		if st.TTL() != 7*time.Second {
+			t.Fatalf("maxAge %v: TTL %v, want 7s", maxAge, st.TTL())
+		}
+		t.Logf("maxAge %v: answered %v after the lost read", maxAge, time.Since(began).Round(time.Millisecond))
+	}
 }
