@@ -45,13 +45,16 @@ func (b *bench) startProfiles(ctx context.Context, e *env, r *result) func() []s
 				continue
 			}
 			out = append(out, f)
-			top, err := pprofTop(ctx, f, 25)
+			top, err := pprofTop(ctx, f, 25, false)
 			if err != nil {
 				progress("go tool pprof -top %s: %v", f, err)
 				continue
 			}
 			_ = os.WriteFile(f+".top.txt", top, 0o644)
-			progress("broker CPU profile over the window: %s; go tool pprof -top -nodecount=25 says:\n%s", f, top)
+			if cum, err := pprofTop(ctx, f, 40, true); err == nil {
+				_ = os.WriteFile(f+".cum.txt", cum, 0o644)
+			}
+			progress("broker CPU profile over the window: %s (and -cum in %s.cum.txt); go tool pprof -top -nodecount=25 says:\n%s", f, f, top)
 		}
 		return out
 	}
@@ -85,9 +88,14 @@ func fetchProfile(ctx context.Context, base string, secs int, path string) error
 	return f.Close()
 }
 
-// pprofTop runs go tool pprof -top on a profile.
-func pprofTop(ctx context.Context, path string, nodes int) ([]byte, error) {
-	out, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", fmt.Sprintf("-nodecount=%d", nodes), path).CombinedOutput()
+// pprofTop runs go tool pprof -top on a profile, sorted by cumulative
+// time with cum.
+func pprofTop(ctx context.Context, path string, nodes int, cum bool) ([]byte, error) {
+	args := []string{"tool", "pprof", "-top", fmt.Sprintf("-nodecount=%d", nodes)}
+	if cum {
+		args = append(args, "-cum")
+	}
+	out, err := exec.CommandContext(ctx, "go", append(args, path)...).CombinedOutput()
 	if err != nil {
 		return out, fmt.Errorf("%w: %s", err, out)
 	}

@@ -206,7 +206,7 @@ func printDeliveries(w io.Writer, results []*result) {
 		}
 	}
 	if len(profiles) > 0 {
-		fmt.Fprintln(w, "\nBroker CPU profiles over the windows (go tool pprof -top FILE; the top 25 lines are in FILE.top.txt):")
+		fmt.Fprintln(w, "\nBroker CPU profiles over the windows (go tool pprof -top FILE; the top 25 lines are in FILE.top.txt, the top 40 by cumulative time in FILE.cum.txt):")
 		fmt.Fprintln(w)
 		for _, p := range profiles {
 			fmt.Fprintf(w, "- %s\n", p)
