@@ -39,7 +39,7 @@ func printReport(w io.Writer, s settings, results []*result, took time.Duration)
 			continue
 		}
 		fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %s | %.3f | %s | %s | %s | %s | %s | %d | %s; %s |\n",
-			r.lib, num(r.elections), r.nodes, all, dur(r.p50Led), num(st.consumers), st.brokerCores, floats(st.brokerRSS, "%.0f"),
+			r.lib, num(r.elections), r.nodes, all, dur(r.p50Led), consumers(r), st.brokerCores, floats(st.brokerRSS, "%.0f"),
 			num(int(st.inPerSec+0.5)), num(int(st.outPerSec+0.5)), procFloats(st.procCores, "%.3f"), procFloats(st.procRSS, "%.0f"), st.changes, r.loadStart, r.loadEnd)
 	}
 
@@ -57,8 +57,12 @@ func printReport(w io.Writer, s settings, results []*result, took time.Duration)
 		if mean(st.procBase) > 0 {
 			mb = fmt.Sprintf("%.1f", (mean(st.procRSS)-mean(st.procBase))/float64(r.perProc)*1000)
 		}
-		fmt.Fprintf(w, "| %s | %s | %d | %.4f | %.3f | %.3f | %.2f | %.4f | %s |\n", r.lib, num(r.elections), r.nodes,
-			st.brokerCores/n*1000, st.inPerSec/n, st.outPerSec/n, float64(st.consumers)/n, mean(st.procCores)/n*1000, mb)
+		cpe := "–"
+		if st.consumers >= 0 {
+			cpe = fmt.Sprintf("%.2f", float64(st.consumers)/n)
+		}
+		fmt.Fprintf(w, "| %s | %s | %d | %.4f | %.3f | %.3f | %s | %.4f | %s |\n", r.lib, num(r.elections), r.nodes,
+			st.brokerCores/n*1000, st.inPerSec/n, st.outPerSec/n, cpe, mean(st.procCores)/n*1000, mb)
 	}
 
 	printDeliveries(w, results)
@@ -246,7 +250,7 @@ func cores(r *result) string {
 }
 
 func consumers(r *result) string {
-	if r.steady == nil {
+	if r.steady == nil || r.steady.consumers < 0 {
 		return "–"
 	}
 	return num(r.steady.consumers)
