@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -131,6 +132,9 @@ func printReport(w io.Writer, s settings, results []*result, took time.Duration)
 // printSideBySide compares each Conclave result with the Choria one of the
 // same size measured in the same run.
 func printSideBySide(w io.Writer, results []*result) {
+	if !slices.ContainsFunc(results, func(r *result) bool { return r.lib == libChoria }) {
+		return // -choria=false
+	}
 	var rows []string
 	for i, r := range results {
 		if r.lib != libConclave || r.nodes != 1 {
