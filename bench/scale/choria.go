@@ -45,8 +45,7 @@ type choriaStatus struct {
 
 // choriaLine turns a line of a Choria candidate process into a childMsg.
 func choriaLine(line []byte) (childMsg, error) {
-	if rest, ok := bytes.CutPrefix(line, []byte("READY")); ok {
-		_ = rest
+	if bytes.HasPrefix(line, []byte("READY")) {
 		return childMsg{Type: msgReady}, nil
 	}
 	var st choriaStatus
