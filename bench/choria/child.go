@@ -32,6 +32,10 @@ type childArgs struct {
 	PerElection int           `json:"per_election,omitempty"`
 	Prefix      string        `json:"prefix,omitempty"` // scale: the elections' keys are Prefix0, Prefix1, …
 	Proc        int           `json:"proc,omitempty"`   // scale: the process's number, in its identity
+	// KeysFile, when set, names a file of election keys, one a line, that
+	// the scale child campaigns in instead of Prefix0 … (bench/scale runs
+	// Choria's side of its comparison this way).
+	KeysFile string `json:"keys_file,omitempty"`
 }
 
 type brokerReady struct {

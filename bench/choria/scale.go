@@ -465,11 +465,11 @@ func (s *scaler) purge(ctx context.Context) error {
 
 // runScaleChild is a candidate process of the scale scenario: one NATS
 // connection, as a Choria program has, and one Choria election per key
-// Prefix0 … Prefix(Elections-1), all under the identity choria-scale-Proc.
+// Prefix0 … Prefix(Elections-1) (or of KeysFile), all under the identity
+// choria-scale-Proc.
 func runScaleChild(a childArgs) error {
 	var mu sync.Mutex
 	var st scaleStatus
-	leading := make([]bool, a.Elections)
 	fail := func(err error) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -494,10 +494,14 @@ func runScaleChild(a childArgs) error {
 	if err != nil {
 		return fmt.Errorf("bucket %s: %w", bucketName, err)
 	}
+	keys, err := scaleKeys(a)
+	if err != nil {
+		return err
+	}
+	leading := make([]bool, len(keys))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	for i := range a.Elections {
-		key := a.Prefix + strconv.Itoa(i)
+	for i, key := range keys {
 		e, err := choria.NewElection(id, key, kv,
 			choria.OnWon(func() { mu.Lock(); st.Wins++; leading[i] = true; mu.Unlock() }),
 			choria.OnLost(func() { mu.Lock(); st.Losses++; leading[i] = false; mu.Unlock() }))
@@ -526,6 +530,32 @@ func runScaleChild(a childArgs) error {
 	// Exit without stopping the elections, as a process that ends does:
 	// the broker expires the keys.
 	return nil
+}
+
+// scaleKeys is the election keys of a scale child: those of a.KeysFile,
+// or a.Prefix0 … a.Prefix(a.Elections-1).
+func scaleKeys(a childArgs) ([]string, error) {
+	if a.KeysFile == "" {
+		keys := make([]string, a.Elections)
+		for i := range keys {
+			keys[i] = a.Prefix + strconv.Itoa(i)
+		}
+		return keys, nil
+	}
+	b, err := os.ReadFile(a.KeysFile)
+	if err != nil {
+		return nil, fmt.Errorf("election keys: %w", err)
+	}
+	var keys []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			keys = append(keys, line)
+		}
+	}
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("%s: no election keys", a.KeysFile)
+	}
+	return keys, nil
 }
 
 // procRSS returns a process's resident memory in bytes, from

@@ -14,7 +14,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/conclave-io/conclave"
+	"github.com/conclave-io/conclave/bucket"
 	"github.com/conclave-io/conclave/inter"
 	"github.com/conclave-io/conclave/providers/election/streams"
 )
@@ -49,12 +52,15 @@ type childMsg struct {
 	Losses    int64   `json:"losses,omitempty"`
 	Failed    int64   `json:"failed,omitempty"`      // campaigns whose Start returned an error
 	Err       string  `json:"err,omitempty"`         // an error message, or the first failed campaign's
-	Keys      []int   `json:"keys,omitempty"`        // wins: election indexes (0-based)
+	Keys      []int   `json:"keys,omitempty"`        // wins: election indexes (0-based, in the process's own list)
 	At        []int64 `json:"at,omitempty"`          // wins: their last OnWon, Unix nanoseconds
 	Setup     float64 `json:"setup_s,omitempty"`     // ready: seconds spent building the elections
 	BaseRSS   float64 `json:"base_rss_mb,omitempty"` // ready: RSS once connected, before any election
 	Started   int64   `json:"started,omitempty"`     // status: campaigns started
 	Returned  int64   `json:"returned,omitempty"`    // status: campaigns whose Start returned
+	KVMsgs    int64   `json:"kv_msgs,omitempty"`     // status: messages on the bucket's subjects its connection received
+	OwnMsgs   int64   `json:"own_msgs,omitempty"`    // status: those on its own keys
+	InMsgs    uint64  `json:"in_msgs,omitempty"`     // status: every message its connection received
 }
 
 // childRequested reports whether the command line asks for a candidate
@@ -67,9 +73,6 @@ func childRequested(args []string) bool {
 	}
 	return false
 }
-
-// keyName is the election key of index i (0-based): scale.e00001, …
-func keyName(prefix string, i int) string { return fmt.Sprintf("%s%05d", prefix, i+1) }
 
 // member keeps what a candidate process counts about its elections.
 type member struct {
@@ -88,13 +91,16 @@ func runChild(args []string) error {
 	fs := flag.NewFlagSet("scale -child", flag.ContinueOnError)
 	fs.Bool("child", false, "run as a candidate process (internal)")
 	cfgPath := fs.String("child-config", "", "configuration file")
-	n := fs.Int("child-elections", 0, "elections to campaign in")
-	prefix := fs.String("child-prefix", keyPrefix, "election key prefix")
+	keysPath := fs.String("child-keys", "", "file of the election keys to campaign in, one a line")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *cfgPath == "" || *n < 1 {
-		return errors.New("-child needs -child-config and -child-elections")
+	if *cfgPath == "" || *keysPath == "" {
+		return errors.New("-child needs -child-config and -child-keys")
+	}
+	keys, err := readKeys(*keysPath)
+	if err != nil {
+		return err
 	}
 	// Only the command loop prints, one line at a time, flushed at once.
 	bw := bufio.NewWriterSize(os.Stdout, 1<<16)
@@ -103,31 +109,43 @@ func runChild(args []string) error {
 		_ = w.Encode(m)
 		_ = bw.Flush()
 	}
-	if err := campaignAll(*cfgPath, *n, *prefix, emit); err != nil {
+	if err := campaignAll(*cfgPath, keys, emit); err != nil {
 		emit(childMsg{Type: msgError, Err: err.Error()})
 		return err
 	}
 	return nil
 }
 
-// campaignAll builds n elections over one framework, then serves the
-// commands on standard input until it closes.
-func campaignAll(cfgPath string, n int, prefix string, emit func(childMsg)) error {
+// campaignAll builds an election per key over one framework, then serves
+// the commands on standard input until it closes.
+//
+// The framework's one connection is made by the framework's Connect, with
+// the settings of the connection it would make itself, plus a dialer that
+// counts the messages delivered on the bucket's subjects.
+func campaignAll(cfgPath string, keys []string, emit func(childMsg)) error {
 	began := time.Now()
-	fw, err := conclave.New(cfgPath)
+	n := len(keys)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	dialFW, err := conclave.New(cfgPath)
+	if err != nil {
+		return fmt.Errorf("framework: %w", err)
+	}
+	counter := newDeliveryCounter(bucket.Name, keys)
+	cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
+	nc, err := dialFW.Connect(cctx, nats.SetCustomDialer(newCountingDialer(counter)))
+	ccancel()
+	_ = dialFW.Close()
+	if err != nil {
+		return fmt.Errorf("connecting: %w", err)
+	}
+	defer nc.Close()
+	fw, err := conclave.New(cfgPath, conclave.WithConnection(nc))
 	if err != nil {
 		return fmt.Errorf("framework: %w", err)
 	}
 	defer fw.Close()
-
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
-	_, err = fw.Connection(cctx)
-	ccancel()
-	if err != nil {
-		return fmt.Errorf("connecting: %w", err)
-	}
 	base, err := rssMB(os.Getpid())
 	if err != nil {
 		return err
@@ -135,7 +153,7 @@ func campaignAll(cfgPath string, n int, prefix string, emit func(childMsg)) erro
 
 	m := &member{lastWin: make([]atomic.Int64, n)}
 	elections := make([]inter.Election, n)
-	if err := buildElections(ctx, fw, prefix, m, elections); err != nil {
+	if err := buildElections(ctx, fw, keys, m, elections); err != nil {
 		return err
 	}
 	emit(childMsg{Type: msgReady, Elections: n, Setup: time.Since(began).Seconds(), BaseRSS: base})
@@ -164,7 +182,8 @@ func campaignAll(cfgPath string, n int, prefix string, emit func(childMsg)) erro
 			}
 		case "status":
 			st := childMsg{Type: msgStatus, Elections: n, Leading: m.leading.Load(), Wins: m.wins.Load(), Losses: m.losses.Load(),
-				Failed: m.failed.Load(), Started: m.started.Load(), Returned: m.returned.Load()}
+				Failed: m.failed.Load(), Started: m.started.Load(), Returned: m.returned.Load(),
+				KVMsgs: counter.kv.Load(), OwnMsgs: counter.mine.Load(), InMsgs: nc.Stats().InMsgs}
 			if p := m.firstErr.Load(); p != nil {
 				st.Err = *p
 			}
@@ -201,7 +220,7 @@ func campaignAll(cfgPath string, n int, prefix string, emit func(childMsg)) erro
 
 // buildElections creates the elections with fw.NewElection, a few at a
 // time, each counting its wins and losses into m.
-func buildElections(ctx context.Context, fw *conclave.Framework, prefix string, m *member, elections []inter.Election) error {
+func buildElections(ctx context.Context, fw *conclave.Framework, keys []string, m *member, elections []inter.Election) error {
 	const workers = 8
 	var (
 		next    atomic.Int64
@@ -216,7 +235,7 @@ func buildElections(ctx context.Context, fw *conclave.Framework, prefix string, 
 				if i >= len(elections) {
 					return
 				}
-				key := keyName(prefix, i)
+				key := keys[i]
 				e, err := fw.NewElection(ctx, nil, key,
 					streams.OnWon(func() {
 						m.lastWin[i].Store(time.Now().UnixNano())

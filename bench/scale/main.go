@@ -1,38 +1,62 @@
 // Command scale measures Conclave at fleet scale with every part a separate
 // OS process: a `conclave broker run` as provisioned (or three of them in a
-// cluster), candidate processes that each campaign in every one of N
-// elections through the framework as apps do (conclave.New, fw.NewElection),
-// and this program, which follows every election from outside through one
-// watch over the whole bucket. It prints tables:
+// cluster), candidate processes that campaign in elections through the
+// framework as apps do (conclave.New, fw.NewElection), and this program,
+// which follows every election from outside through one watch over the
+// whole bucket. At every size it also runs Choria's candidates (go-choria
+// v0.30.2's election, in processes of bench/choria's binary, its own
+// module) on a broker of their own with the same settings, so that the
+// ratios Conclave/Choria come from one run.
 //
-//   - N elections x P processes: time until every election has a leader;
-//     then at steady state the broker's CPU and RSS, messages in and out per
-//     second at the broker (/varz), consumers on the stream, and each
-//     candidate process's CPU and RSS; and the cost per election, to show
-//     whether it stays flat as N grows.
-//   - SIGKILL of the process leading the most elections: time from the kill
-//     until each of its elections has a new leader's write on the watch
-//     (p50, p99, worst) against TTL + 1 s, and the same up to the new
-//     leader's OnWon as the candidates report it.
-//   - A 3-node cluster (bucket R3): the same steady-state figures, then
-//     SIGKILL of the stream's leader node, and the time until every election
-//     is written again, with leader changes and possible overlaps.
+// What users have:
+//
+//   - -names: flat (svc42), dotted (svc.42) or mixed (svc1, svc.2,
+//     team2.svc3, …) election names;
+//   - -shape one: -procs processes (3) each campaigning in every election;
+//     -shape many: -procs processes (200) each campaigning in -keys (5) of
+//     the elections, one connection each.
+//
+// It prints tables:
+//
+//   - side by side: time until every election has a leader, broker CPU
+//     (cores, from /proc of the broker process) and consumers on the
+//     bucket's stream, for Conclave and Choria, and their ratios;
+//   - N elections x P processes: the same with the broker's RSS, messages in
+//     and out per second at the broker (/varz), each candidate process's CPU
+//     and RSS; and the cost per election, to show whether it stays flat as
+//     N grows;
+//   - per Conclave process: the messages on the bucket's subjects its
+//     connection received (its watches' deliveries) against the writes to
+//     its own keys (target ≤ 2×);
+//   - SIGKILL of the Conclave process leading the most elections: time from
+//     the kill until each of its elections has a new leader's write on the
+//     watch (p50, p99, worst) against TTL + 1 s, and the same up to the new
+//     leader's OnWon as the candidates report it;
+//   - a 3-node cluster (bucket R3, Conclave only): the same steady-state
+//     figures, then SIGKILL of the stream's leader node, and the time until
+//     every election is written again, with leader changes and possible
+//     overlaps.
+//
+// With -profile DIR the brokers are bench/scale/pprofbroker (the CLI plus
+// net/http/pprof on loopback) and a CPU profile of each over every
+// steady-state window is written to DIR, with its `go tool pprof -top`.
 //
 // Usage (from the module root; the full run takes a long while):
 //
-//	go run ./bench/scale                                 # 1,000, 3,000, 10,000 elections, then the cluster at 2,000
-//	go run ./bench/scale -sizes 1000,3000 -cluster 0     # some sizes, no cluster
+//	go run ./bench/scale                                 # 1,000, 3,000, 10,000 flat elections x 3, Choria beside; then the cluster at 2,000
+//	go run ./bench/scale -sizes 10000 -cluster 0 -names dotted
+//	go run ./bench/scale -shape many -sizes 1000 -cluster 0          # 200 processes x 5 keys of 1,000
+//	go run ./bench/scale -sizes 1500 -cluster 0 -choria=false -profile /tmp/prof
 //	go run ./bench/scale -sizes 0 -cluster 2000          # only the cluster
-//	go run ./bench/scale -sizes 300 -cluster 300 -ttl 10s -window 20s   # a small trial
-//	go run ./bench/scale -smoke                          # CI: 30 elections x 3, TTL 2 s, one kill
+//	go run ./bench/scale -smoke                          # CI: 30 elections x 3, TTL 2 s, one kill, no Choria
 //
 // It builds the CLI once (go build ./cmd/conclave, in the module root) unless
-// -conclave names a binary, and runs everything in a temporary directory
-// that it removes. Progress goes to standard error, tables to standard
-// output. It exits non-zero when an election has no leader at a deadline
-// or at the end, when a takeover looks like an overlap, or, with
-// -max-failover (set by -smoke), when a failover takes longer. It needs
-// Linux: it reads CPU and memory from /proc.
+// -conclave names a binary, and bench/choria's binary for Choria's side,
+// and runs everything in a temporary directory that it removes. Progress
+// goes to standard error, tables to standard output. It exits non-zero when
+// an election has no leader at a deadline or at the end, when a takeover
+// looks like an overlap, or, with -max-failover (set by -smoke), when a
+// failover takes longer. It needs Linux: it reads CPU and memory from /proc.
 package main
 
 import (
@@ -42,14 +66,12 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 )
-
-// keyPrefix starts every election key the benchmark uses: scale.e00001, …
-const keyPrefix = "scale.e"
 
 // settings are the benchmark's flags.
 type settings struct {
@@ -65,6 +87,26 @@ type settings struct {
 	kill          bool          // kill the busiest candidate process in each size
 	conclave      string        // a prebuilt conclave binary, or "" to build one
 	smoke         bool
+
+	names   string // election names: namesFlat, namesDotted or namesMixed
+	shape   string // shapeOne or shapeMany
+	keys    int    // shapeMany: elections each candidate process campaigns in
+	choria  bool   // run Choria's candidates side by side at every size
+	profile string // a directory to write the brokers' CPU profiles over the window to, or ""
+}
+
+// Shapes of the fleet.
+const (
+	shapeOne  = "one"  // every candidate process campaigns in every election (-procs processes, 3 by default)
+	shapeMany = "many" // -procs processes (200 by default) each campaign in -keys of the elections (5 by default)
+)
+
+// perProc is how many of n elections each candidate process campaigns in.
+func (s settings) perProc(n int) int {
+	if s.shape == shapeMany {
+		return s.keys
+	}
+	return n
 }
 
 func main() {
@@ -91,7 +133,12 @@ func parseFlags(args []string) (settings, error) {
 	var s settings
 	sizes := fs.String("sizes", "1000,3000,10000", "comma-separated election counts, one single-broker scenario each; 0 for none")
 	fs.IntVar(&s.cluster, "cluster", 2000, "elections on the 3-node cluster (R3); 0 skips the cluster")
-	fs.IntVar(&s.procs, "procs", 3, "candidate processes, each campaigning in every election")
+	fs.IntVar(&s.procs, "procs", 3, "candidate processes: each campaigns in every election (-shape one), or in -keys of them (-shape many: default 200)")
+	fs.StringVar(&s.names, "names", namesFlat, "election names: flat (svc42), dotted (svc.42) or mixed (svc1, svc.2, team2.svc3, …)")
+	fs.StringVar(&s.shape, "shape", shapeOne, "one: every process in every election; many: -procs processes with -keys elections each, spread over the -sizes elections")
+	fs.IntVar(&s.keys, "keys", 5, "with -shape many: elections each candidate process campaigns in")
+	fs.BoolVar(&s.choria, "choria", true, "also run Choria's candidates (go-choria v0.30.2, built from bench/choria) at every size, on a broker of their own, after Conclave's; needs TTL >= 4s")
+	fs.StringVar(&s.profile, "profile", "", "write CPU profiles of the brokers over each steady-state window to this directory (runs bench/scale/pprofbroker, the CLI plus net/http/pprof on loopback)")
 	fs.DurationVar(&s.ttl, "ttl", 30*time.Second, "election bucket TTL (plugin.choria.network.stream.leader_election_ttl)")
 	fs.DurationVar(&s.window, "window", time.Minute, "steady-state measuring window")
 	fs.DurationVar(&s.settle, "settle", 5*time.Second, "pause after every election has a leader, before the window")
@@ -103,6 +150,11 @@ func parseFlags(args []string) (settings, error) {
 	fs.BoolVar(&s.smoke, "smoke", false, "CI run: 30 elections x 3 processes, TTL 2 s, 3 s window, one kill, no cluster; fails beyond TTL + 3 s")
 	if err := fs.Parse(args); err != nil {
 		return s, err
+	}
+	procsSet := false
+	fs.Visit(func(f *flag.Flag) { procsSet = procsSet || f.Name == "procs" })
+	if s.shape == shapeMany && !procsSet {
+		s.procs = 200
 	}
 	if fs.NArg() > 0 {
 		return s, fmt.Errorf("unexpected arguments %q", fs.Args())
@@ -117,6 +169,7 @@ func parseFlags(args []string) (settings, error) {
 			}
 		}
 		def("sizes", func() { *sizes = "30" })
+		def("choria", func() { s.choria = false })
 		def("cluster", func() { s.cluster = 0 })
 		def("ttl", func() { s.ttl = 2 * time.Second })
 		def("window", func() { s.window = 3 * time.Second })
@@ -139,8 +192,18 @@ func parseFlags(args []string) (settings, error) {
 		}
 	}
 	switch {
-	case s.procs < 2:
+	case !slices.Contains(nameModes, s.names):
+		return s, fmt.Errorf("-names %q: one of %s", s.names, strings.Join(nameModes, ", "))
+	case s.shape != shapeOne && s.shape != shapeMany:
+		return s, fmt.Errorf("-shape %q: one or many", s.shape)
+	case s.shape == shapeOne && s.procs < 2:
 		return s, fmt.Errorf("-procs %d: at least 2, so that a killed leader has a successor", s.procs)
+	case s.shape == shapeMany && (s.procs < 1 || s.keys < 1):
+		return s, fmt.Errorf("-shape many: -procs %d and -keys %d must be at least 1", s.procs, s.keys)
+	case s.shape == shapeMany && s.cluster > 0:
+		return s, errors.New("-shape many: the cluster scenario runs the one shape only; add -cluster 0")
+	case s.choria && s.ttl < 4*time.Second:
+		return s, fmt.Errorf("-ttl %v: Choria's election needs at least 4s; give -choria=false for a shorter TTL", s.ttl)
 	case s.cluster < 0 || s.cluster > 99999:
 		return s, fmt.Errorf("-cluster %d: from 0 to 99999", s.cluster)
 	case s.ttl < time.Second || s.ttl%time.Second != 0:
@@ -149,6 +212,11 @@ func parseFlags(args []string) (settings, error) {
 		return s, fmt.Errorf("-window %v: must be positive", s.window)
 	case len(s.sizes) == 0 && s.cluster == 0:
 		return s, errors.New("nothing to run: -sizes and -cluster are both 0")
+	}
+	for _, n := range s.sizes {
+		if s.shape == shapeMany && (s.keys > n || s.procs*s.keys < n) {
+			return s, fmt.Errorf("-shape many: %d processes x %d keys cannot cover %d elections, each at most once per process (need keys <= elections <= procs x keys)", s.procs, s.keys, n)
+		}
 	}
 	if s.electDeadline <= 0 {
 		s.electDeadline = 2*s.ttl + time.Minute
@@ -194,17 +262,35 @@ func run() (bool, error) {
 		return false, fmt.Errorf("finding this program to run its children: %w", err)
 	}
 	b := &bench{set: s, dir: dir, cli: bin, self: self}
+	if s.choria {
+		if b.choriaBin, err = buildChoria(ctx, dir); err != nil {
+			return false, err
+		}
+	}
+	if s.profile != "" {
+		if err := os.MkdirAll(s.profile, 0o755); err != nil {
+			return false, fmt.Errorf("-profile: %w", err)
+		}
+		if b.pprofBin, err = buildProfilingBroker(ctx, dir); err != nil {
+			return false, err
+		}
+	}
 
 	var results []*result
 	for _, n := range s.sizes {
-		res := b.scenario(ctx, n, 1)
-		results = append(results, res)
+		results = append(results, b.scenario(ctx, libConclave, n, 1))
 		if ctx.Err() != nil {
 			break
 		}
+		if s.choria {
+			results = append(results, b.scenario(ctx, libChoria, n, 1))
+			if ctx.Err() != nil {
+				break
+			}
+		}
 	}
 	if s.cluster > 0 && ctx.Err() == nil {
-		results = append(results, b.scenario(ctx, s.cluster, 3))
+		results = append(results, b.scenario(ctx, libConclave, s.cluster, 3))
 	}
 	printReport(os.Stdout, s, results, time.Since(started))
 	ok := true

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -18,11 +19,13 @@ import (
 // this host, so they share its clock), which makes them independent of how
 // late the watch delivers.
 type observer struct {
-	ttl time.Duration
+	ttl   time.Duration
+	names []string // the elections, in order
 
 	mu      sync.Mutex
 	keys    map[string]*keyState
-	seen    int64 // messages delivered by the watch
+	writes  map[string]int64 // messages per key, puts and deletes
+	seen    int64            // messages delivered by the watch
 	last    time.Time
 	changes int      // a key written by a different leader than its previous writer
 	overlap []string // takeovers that may have overlapped the previous leader
@@ -48,9 +51,17 @@ type failover struct {
 	changes int                      // leader changes at the start
 }
 
-// newObserver returns an observer for a bucket with this TTL.
-func newObserver(ttl time.Duration) *observer {
-	return &observer{ttl: ttl, keys: map[string]*keyState{}}
+// newObserver returns an observer for the elections names of a bucket
+// with this TTL.
+func newObserver(ttl time.Duration, names []string) *observer {
+	return &observer{ttl: ttl, names: names, keys: map[string]*keyState{}, writes: map[string]int64{}}
+}
+
+// writeCounts returns how many messages the watch delivered per key so far.
+func (o *observer) writeCounts() map[string]int64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return maps.Clone(o.writes)
 }
 
 // watch follows the bucket until ctx ends, with one watch on every key.
@@ -92,6 +103,7 @@ func (o *observer) apply(ent jetstream.KeyValueEntry) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.seen++
+	o.writes[e.Key]++
 	o.last = time.Now()
 	ks := o.keys[e.Key]
 	if ks == nil {
@@ -136,7 +148,7 @@ func (o *observer) firsts(n int) (int, []time.Time) {
 	defer o.mu.Unlock()
 	var ts []time.Time
 	for i := range n {
-		if ks := o.keys[keyName(keyPrefix, i)]; ks != nil && !ks.first.IsZero() {
+		if ks := o.keys[o.names[i]]; ks != nil && !ks.first.IsZero() {
 			ts = append(ts, ks.first)
 		}
 	}
@@ -179,7 +191,7 @@ func (o *observer) startFailover(at time.Time, victim string, n int) int {
 	defer o.mu.Unlock()
 	f := &failover{at: at, victim: victim, pending: map[string]bool{}, took: map[string]time.Duration{}, changes: o.changes}
 	for i := range n {
-		k := keyName(keyPrefix, i)
+		k := o.names[i]
 		if ks := o.keys[k]; victim == "" || (ks != nil && ks.leader == victim) {
 			f.pending[k] = true
 		}
@@ -223,7 +235,7 @@ func (o *observer) leaderless(n int, live map[string]bool, now time.Time) []stri
 	defer o.mu.Unlock()
 	var out []string
 	for i := range n {
-		k := keyName(keyPrefix, i)
+		k := o.names[i]
 		ks := o.keys[k]
 		switch {
 		case ks == nil:

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,14 +14,21 @@ import (
 // printReport prints the tables of every scenario that ran.
 func printReport(w io.Writer, s settings, results []*result, took time.Duration) {
 	fmt.Fprintf(w, "\nConclave at fleet scale: `conclave broker run` (nats-server %s) as provisioned, loopback, %d CPUs;\n", server.VERSION, runtime.NumCPU())
-	fmt.Fprintf(w, "%d candidate processes each campaigning in every election; TTL %v; steady state over %v after %v; run took %v.\n",
-		s.procs, s.ttl, s.window, s.settle, took.Round(time.Second))
-	fmt.Fprintf(w, "The observer is this program: one watch over the whole bucket (one consumer, counted below).\n\n")
+	shape := fmt.Sprintf("%d candidate processes each campaigning in every election", s.procs)
+	if s.shape == shapeMany {
+		shape = fmt.Sprintf("%d candidate processes each campaigning in %d of the elections (one connection each)", s.procs, s.keys)
+	}
+	fmt.Fprintf(w, "%s; %s names (e.g. %s, %s, %s); TTL %v; steady state over %v after %v; run took %v.\n",
+		shape, s.names, keyName(s.names, 0), keyName(s.names, 1), keyName(s.names, 2), s.ttl, s.window, s.settle, took.Round(time.Second))
+	fmt.Fprintf(w, "Each library's candidates run on a broker of their own, one after the other. The observer is this program: one watch over the whole bucket (one consumer, counted below).\n")
+	fmt.Fprintf(w, "\"All led after\": Conclave from telling the processes to campaign (elections already built) to the last first leader's write; Choria from starting its processes to the last first OnWon (its splay, then 0.75×TTL + 200 ms after its write).\n\n")
+
+	printSideBySide(w, results)
 
 	fmt.Fprintln(w, "Election and steady state:")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| elections | brokers | all led after | p50 first leader | consumers | broker CPU (cores) | broker RSS (MB) | msgs in/s | msgs out/s | candidate CPU (cores, each) | candidate RSS (MB, each) | leader changes in window |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| library | elections | brokers | all led after | p50 first leader | consumers | broker CPU (cores) | broker RSS (MB) | msgs in/s | msgs out/s | candidate CPU (cores, each) | candidate RSS (MB, each) | leader changes in window | load average at start, end |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range results {
 		all := dur(r.allLed)
 		if r.led < r.elections {
@@ -28,27 +36,37 @@ func printReport(w io.Writer, s settings, results []*result, took time.Duration)
 		}
 		st := r.steady
 		if st == nil {
-			fmt.Fprintf(w, "| %s | %d | %s | %s | – | – | – | – | – | – | – | – |\n", num(r.elections), r.nodes, all, dur(r.p50Led))
+			fmt.Fprintf(w, "| %s | %s | %d | %s | %s | – | – | – | – | – | – | – | – | %s; %s |\n", r.lib, num(r.elections), r.nodes, all, dur(r.p50Led), r.loadStart, r.loadEnd)
 			continue
 		}
-		fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %.3f | %s | %s | %s | %s | %s | %d |\n",
-			num(r.elections), r.nodes, all, dur(r.p50Led), num(st.consumers), st.brokerCores, floats(st.brokerRSS, "%.0f"),
-			num(int(st.inPerSec+0.5)), num(int(st.outPerSec+0.5)), floats(st.procCores, "%.3f"), floats(st.procRSS, "%.0f"), st.changes)
+		fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %s | %.3f | %s | %s | %s | %s | %s | %d | %s; %s |\n",
+			r.lib, num(r.elections), r.nodes, all, dur(r.p50Led), consumers(r), st.brokerCores, floats(st.brokerRSS, "%.0f"),
+			num(int(st.inPerSec+0.5)), num(int(st.outPerSec+0.5)), procFloats(st.procCores, "%.3f"), procFloats(st.procRSS, "%.0f"), st.changes, r.loadStart, r.loadEnd)
 	}
 
 	fmt.Fprintln(w, "\nCost per election (flat across sizes means cost follows elections):")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| elections | brokers | broker cores per 1,000 elections | msgs in/s per election | msgs out/s per election | consumers per election | candidate cores per 1,000 elections (each, mean) | candidate MB per 1,000 elections (each, mean, above its RSS before any election) |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| library | elections | brokers | broker cores per 1,000 elections | msgs in/s per election | msgs out/s per election | consumers per election | candidate cores per 1,000 elections (each, mean) | candidate MB per 1,000 of its elections (each, mean, above its RSS before any election) |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
 	for _, r := range results {
 		st := r.steady
 		if st == nil {
 			continue
 		}
 		n := float64(r.elections)
-		fmt.Fprintf(w, "| %s | %d | %.4f | %.3f | %.3f | %.2f | %.4f | %.1f |\n", num(r.elections), r.nodes,
-			st.brokerCores/n*1000, st.inPerSec/n, st.outPerSec/n, float64(st.consumers)/n, mean(st.procCores)/n*1000, (mean(st.procRSS)-mean(st.procBase))/n*1000)
+		mb := "–" // Choria's processes do not say their memory before any election
+		if mean(st.procBase) > 0 {
+			mb = fmt.Sprintf("%.1f", (mean(st.procRSS)-mean(st.procBase))/float64(r.perProc)*1000)
+		}
+		cpe := "–"
+		if st.consumers >= 0 {
+			cpe = fmt.Sprintf("%.2f", float64(st.consumers)/n)
+		}
+		fmt.Fprintf(w, "| %s | %s | %d | %.4f | %.3f | %.3f | %s | %.4f | %s |\n", r.lib, num(r.elections), r.nodes,
+			st.brokerCores/n*1000, st.inPerSec/n, st.outPerSec/n, cpe, mean(st.procCores)/n*1000, mb)
 	}
+
+	printDeliveries(w, results)
 
 	if hasKill(results) {
 		fmt.Fprintf(w, "\nSIGKILL of the candidate process leading the most elections (target: every one re-led within TTL + 1 s = %v):\n\n", s.ttl+time.Second)
@@ -103,12 +121,164 @@ func printReport(w io.Writer, s settings, results []*result, took time.Duration)
 				fmt.Fprintln(w, "FAILURES:")
 				failed = true
 			}
-			fmt.Fprintf(w, "- %s elections, %d broker(s): %s\n", num(r.elections), r.nodes, f)
+			fmt.Fprintf(w, "- %s, %s elections, %d broker(s): %s\n", r.lib, num(r.elections), r.nodes, f)
 		}
 	}
 	if !failed {
 		fmt.Fprintln(w, "No failures: every election had a leader by each deadline and at the end, and no takeover came early.")
 	}
+}
+
+// printSideBySide compares each Conclave result with the Choria one of the
+// same size measured in the same run.
+func printSideBySide(w io.Writer, results []*result) {
+	if !slices.ContainsFunc(results, func(r *result) bool { return r.lib == libChoria }) {
+		return // -choria=false
+	}
+	var rows []string
+	for i, r := range results {
+		if r.lib != libConclave || r.nodes != 1 {
+			continue
+		}
+		var c *result
+		for _, o := range results[i+1:] {
+			if o.lib == libChoria && o.elections == r.elections {
+				c = o
+				break
+			}
+		}
+		line := fmt.Sprintf("| %s × %s | %s | %s | %s | %s | %s", num(r.elections), candidatesPer(r), r.names, r.shapeDesc(),
+			allLed(r), cores(r), consumers(r))
+		if c == nil {
+			line += " | – | – | – | – | – |"
+		} else {
+			line += fmt.Sprintf(" | %s | %s | %s | %s | %s |", allLed(c), cores(c), consumers(c), ratio(r, c, func(x *result) float64 { return x.allLed.Seconds() }),
+				ratio(r, c, func(x *result) float64 {
+					if x.steady == nil {
+						return 0
+					}
+					return x.steady.brokerCores
+				}))
+		}
+		rows = append(rows, line)
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "Side by side (same run, same broker settings, each library on a broker of its own):")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| elections × candidates | names | processes | Conclave: all led after | broker cores | consumers | Choria: all led after | broker cores | consumers | all led Conclave/Choria | broker cores Conclave/Choria |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
+	for _, l := range rows {
+		fmt.Fprintln(w, l)
+	}
+	fmt.Fprintln(w, "\nConsumers are the stream's at the end of the window, the observer's one included.")
+	fmt.Fprintln(w)
+}
+
+// printDeliveries prints, for Conclave, what each candidate process's
+// connection received on the bucket's subjects against the writes to its
+// own keys.
+func printDeliveries(w io.Writer, results []*result) {
+	header := false
+	for _, r := range results {
+		st := r.steady
+		if st == nil || len(st.deliveries) == 0 {
+			continue
+		}
+		if !header {
+			header = true
+			fmt.Fprintln(w, "\nDeliveries per Conclave candidate process over the window (target ≤ 2× the writes to its own keys):")
+			fmt.Fprintln(w)
+			fmt.Fprintln(w, "| elections | processes × keys | names | writes to its own keys (mean) | bucket messages it received (mean) | of its own keys (mean) | all messages it received (mean) | received / own writes: p50 | worst | processes over 2× |")
+			fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
+		}
+		ratios := deliveryRatios(st)
+		over := 0
+		for _, x := range ratios {
+			if x > 2 {
+				over++
+			}
+		}
+		fmt.Fprintf(w, "| %s | %d × %s | %s | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f | %d of %d |\n", num(r.elections), r.procs, num(r.perProc), r.names,
+			mean(st.ownWrites), mean(st.deliveries), mean(st.ownDeliv), mean(st.inMsgs), pctF(ratios, 50), pctF(ratios, 100), over, len(ratios))
+	}
+	if header {
+		fmt.Fprintln(w, "\nBucket messages are the MSG/HMSG frames on $KV.<bucket>.<key> subjects its connection read (watch deliveries, counted by a dialer")
+		fmt.Fprintln(w, "wrapping the connection); own writes are the writes to its keys as the observer's watch saw them; all messages include replies and heartbeats.")
+	}
+	var profiles []string
+	for _, r := range results {
+		if r.steady != nil {
+			profiles = append(profiles, r.steady.profiles...)
+		}
+	}
+	if len(profiles) > 0 {
+		fmt.Fprintln(w, "\nBroker CPU profiles over the windows (go tool pprof -top FILE; the top 25 lines are in FILE.top.txt, the top 40 by cumulative time in FILE.cum.txt):")
+		fmt.Fprintln(w)
+		for _, p := range profiles {
+			fmt.Fprintf(w, "- %s\n", p)
+		}
+	}
+}
+
+// shapeDesc says how the candidates were spread over processes.
+func (r *result) shapeDesc() string {
+	if r.shape == shapeMany {
+		return fmt.Sprintf("%d × %d keys", r.procs, r.perProc)
+	}
+	return fmt.Sprintf("%d × all", r.procs)
+}
+
+// candidatesPer is the candidates per election, e.g. "3".
+func candidatesPer(r *result) string {
+	c := float64(r.procs*r.perProc) / float64(r.elections)
+	if c == float64(int(c)) {
+		return fmt.Sprint(int(c))
+	}
+	return fmt.Sprintf("%.1f", c)
+}
+
+func allLed(r *result) string {
+	if r.led < r.elections || r.allLed <= 0 {
+		return fmt.Sprintf("**%d of %d led**", r.led, r.elections)
+	}
+	return dur(r.allLed)
+}
+
+func cores(r *result) string {
+	if r.steady == nil {
+		return "–"
+	}
+	return fmt.Sprintf("%.3f", r.steady.brokerCores)
+}
+
+func consumers(r *result) string {
+	if r.steady == nil || r.steady.consumers < 0 {
+		return "–"
+	}
+	return num(r.steady.consumers)
+}
+
+// ratio is f(a)/f(b), formatted, or "–".
+func ratio(a, b *result, f func(*result) float64) string {
+	x, y := f(a), f(b)
+	if x <= 0 || y <= 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f×", x/y)
+}
+
+// procFloats is floats for a few processes, and min / mean / max for many.
+func procFloats(vs []float64, format string) string {
+	if len(vs) <= 4 {
+		return floats(vs, format)
+	}
+	lo, hi := vs[0], vs[0]
+	for _, v := range vs {
+		lo, hi = min(lo, v), max(hi, v)
+	}
+	return "min " + fmt.Sprintf(format, lo) + ", mean " + fmt.Sprintf(format, mean(vs)) + ", max " + fmt.Sprintf(format, hi)
 }
 
 func hasKill(rs []*result) bool {

@@ -34,8 +34,8 @@ func put(key, who string, at time.Time) entry {
 func TestObserverTakeovers(t *testing.T) {
 	ttl := 10 * time.Second
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	k1, k2, k3 := keyName(keyPrefix, 0), keyName(keyPrefix, 1), keyName(keyPrefix, 2)
-	o := newObserver(ttl)
+	k1, k2, k3 := keyName(namesDotted, 0), keyName(namesDotted, 1), keyName(namesDotted, 2)
+	o := newObserver(ttl, keyNames(namesDotted, 4))
 
 	// k1: p1 leads and renews; p2 takes over after the key expired.
 	o.apply(put(k1, "p1", t0))
@@ -77,21 +77,21 @@ func TestObserverTakeovers(t *testing.T) {
 func TestObserverFailover(t *testing.T) {
 	ttl := 10 * time.Second
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	o := newObserver(ttl)
+	o := newObserver(ttl, keyNames(namesFlat, 4))
 	for i := range 4 {
 		who := "p1"
 		if i == 3 {
 			who = "p2"
 		}
-		o.apply(put(keyName(keyPrefix, i), who, t0))
+		o.apply(put(keyName(namesFlat, i), who, t0))
 	}
 	kill := t0.Add(time.Second)
 	if n := o.startFailover(kill, "p1", 4); n != 3 {
 		t.Fatalf("startFailover: %d elections pending, want the 3 p1 leads", n)
 	}
-	o.apply(put(keyName(keyPrefix, 0), "p1", t0.Add(900*time.Millisecond))) // late delivery of p1's own write
-	o.apply(put(keyName(keyPrefix, 0), "p2", t0.Add(ttl+time.Second)))
-	o.apply(put(keyName(keyPrefix, 1), "p3", t0.Add(ttl+300*time.Millisecond)))
+	o.apply(put(keyName(namesFlat, 0), "p1", t0.Add(900*time.Millisecond))) // late delivery of p1's own write
+	o.apply(put(keyName(namesFlat, 0), "p2", t0.Add(ttl+time.Second)))
+	o.apply(put(keyName(namesFlat, 1), "p3", t0.Add(ttl+300*time.Millisecond)))
 	took, pending := o.failoverState()
 	if len(took) != 2 || pending != 1 {
 		t.Fatalf("failover: %v resolved, %d pending; want 2, 1", took, pending)
@@ -112,7 +112,7 @@ func TestObserverFailover(t *testing.T) {
 		t.Fatalf("node failover: %d pending, want 4", n)
 	}
 	for i := range 4 {
-		o.apply(put(keyName(keyPrefix, i), "p2", at.Add(time.Duration(i+1)*time.Second)))
+		o.apply(put(keyName(namesFlat, i), "p2", at.Add(time.Duration(i+1)*time.Second)))
 	}
 	if took, pending := o.failoverState(); len(took) != 4 || pending != 0 || took[0] <= 0 {
 		t.Fatalf("node failover: %v, %d pending", took, pending)
@@ -147,7 +147,19 @@ func TestFlags(t *testing.T) {
 	if len(s.sizes) != 2 || s.sizes[0] != 1000 || s.ttl != 3*time.Second || s.maxFailover != 6*time.Second {
 		t.Fatalf("smoke with overrides: %+v", s)
 	}
-	for _, bad := range [][]string{{"-ttl", "1500ms"}, {"-procs", "1"}, {"-sizes", "x"}, {"-sizes", "0", "-cluster", "0"}} {
+	if s.choria || s.names != namesFlat || s.shape != shapeOne {
+		t.Fatalf("smoke: Choria %v, names %s, shape %s; want no Choria (TTL 2s), flat, one", s.choria, s.names, s.shape)
+	}
+	s, err = parseFlags([]string{"-shape", "many", "-sizes", "1000", "-cluster", "0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.procs != 200 || s.keys != 5 || s.perProc(1000) != 5 || !s.choria {
+		t.Fatalf("many: %+v", s)
+	}
+	for _, bad := range [][]string{{"-ttl", "1500ms"}, {"-procs", "1"}, {"-sizes", "x"}, {"-sizes", "0", "-cluster", "0"},
+		{"-ttl", "2s"}, {"-names", "odd"}, {"-shape", "few"}, {"-shape", "many", "-sizes", "2000", "-cluster", "0"},
+		{"-shape", "many", "-sizes", "1000"}} {
 		if _, err := parseFlags(bad); err == nil {
 			t.Errorf("parseFlags(%q) accepted", bad)
 		}
@@ -167,7 +179,13 @@ func TestFormats(t *testing.T) {
 	if pct(ds, 50) != 5 || pct(ds, 99) != 10 || pct(nil, 50) != 0 {
 		t.Errorf("pct: %v %v", pct(ds, 50), pct(ds, 99))
 	}
-	if keyName(keyPrefix, 0) != "scale.e00001" {
-		t.Errorf("keyName: %s", keyName(keyPrefix, 0))
+	for _, c := range []struct {
+		mode string
+		i    int
+		want string
+	}{{namesFlat, 0, "svc1"}, {namesFlat, 41, "svc42"}, {namesDotted, 41, "svc.42"}, {namesMixed, 0, "svc1"}, {namesMixed, 1, "svc.2"}, {namesMixed, 2, "team2.svc3"}, {namesMixed, 53, "team3.svc54"}} {
+		if got := keyName(c.mode, c.i); got != c.want {
+			t.Errorf("keyName(%s, %d) = %q, want %q", c.mode, c.i, got, c.want)
+		}
 	}
 }

@@ -29,11 +29,19 @@ type bench struct {
 	cli  string // the conclave binary
 	self string // this program, re-executed for candidate processes
 	runs int
+
+	choriaBin string // bench/choria's binary, for Choria's candidates; "" without -choria
+	pprofBin  string // the profiling broker (bench/scale/pprofbroker), with -profile
 }
 
 // result is what one scenario measured. Zero fields were not measured.
 type result struct {
+	lib                     string // libConclave or libChoria
+	names, shape            string // the -names and -shape it ran with
 	elections, nodes, procs int
+	perProc                 int    // elections each candidate process campaigns in
+	loadStart               string // load averages when it started and ended
+	loadEnd                 string
 
 	// Election from scratch.
 	led      int           // elections that had a leader by the deadline
@@ -65,6 +73,14 @@ type steady struct {
 	leading     int64     // candidates leading, by their own count, at the end
 	changes     int       // leader changes during the window
 	watchMsgs   float64
+
+	// Per Conclave candidate process, over the window: messages its
+	// connection received on the bucket's subjects (deliveries of its
+	// watches), those of its own keys, the writes to its own keys (as the
+	// observer saw them), and every message it received.
+	deliveries, ownDeliv, ownWrites, inMsgs []float64
+
+	profiles []string // CPU profiles of the brokers over the window (-profile)
 }
 
 // killResult is the SIGKILL of the candidate process leading the most.
@@ -126,24 +142,33 @@ func (e *env) close() {
 	wg.Wait()
 }
 
-// scenario runs n elections on nodes brokers (1, or 3 for the cluster):
-// election from scratch, steady state, then a kill. Whatever fails is
-// recorded in the result; everything started is stopped before it returns.
-func (b *bench) scenario(ctx context.Context, n, nodes int) *result {
-	r := &result{elections: n, nodes: nodes, procs: b.set.procs}
+// The libraries whose candidates a scenario runs.
+const (
+	libConclave = "Conclave"
+	libChoria   = "Choria"
+)
+
+// scenario runs n elections of lib's candidates on nodes brokers (1, or 3
+// for the cluster): election from scratch, steady state, then (Conclave
+// only) a kill. Whatever fails is recorded in the result; everything
+// started is stopped before it returns.
+func (b *bench) scenario(ctx context.Context, lib string, n, nodes int) *result {
+	s := b.set
+	r := &result{lib: lib, names: s.names, shape: s.shape, elections: n, nodes: nodes, procs: s.procs, perProc: s.perProc(n)}
 	b.runs++
 	dir := filepath.Join(b.dir, fmt.Sprintf("run%d", b.runs))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		r.fail("%v", err)
 		return r
 	}
-	what := fmt.Sprintf("%d elections x %d processes, TTL %v, ", n, b.set.procs, b.set.ttl)
+	what := fmt.Sprintf("%s: %d elections (%s names), %d processes x %d keys, TTL %v, ", lib, n, s.names, s.procs, r.perProc, s.ttl)
 	if nodes == 1 {
 		what += "one broker"
 	} else {
 		what += fmt.Sprintf("%d-node cluster", nodes)
 	}
-	progress("=== %s", what)
+	progress("=== %s; load average %s", what, loadavg())
+	r.loadStart = loadavg()
 
 	ctx, cancel := context.WithCancel(ctx)
 	e := &env{cancel: cancel}
@@ -151,13 +176,14 @@ func (b *bench) scenario(ctx context.Context, n, nodes int) *result {
 	if err := b.run(ctx, e, dir, r); err != nil {
 		r.fail("%v", err)
 	}
+	r.loadEnd = loadavg()
 	return r
 }
 
 // run is scenario's body.
 func (b *bench) run(ctx context.Context, e *env, dir string, r *result) error {
 	n, s := r.elections, b.set
-	brokers, err := startBrokers(dir, b.cli, r.nodes, s.ttl)
+	brokers, err := startBrokers(dir, b.brokerBin(), r.nodes, s.ttl, s.profile != "")
 	e.brokers = brokers
 	if err != nil {
 		return err
@@ -170,7 +196,8 @@ func (b *bench) run(ctx context.Context, e *env, dir string, r *result) error {
 		return err
 	}
 
-	obs := newObserver(s.ttl)
+	names := keyNames(s.names, n)
+	obs := newObserver(s.ttl, names)
 	kv, err := e.js.KeyValue(ctx, bucket.Name)
 	if err != nil {
 		return fmt.Errorf("opening %s: %w", bucket.Name, err)
@@ -179,44 +206,27 @@ func (b *bench) run(ctx context.Context, e *env, dir string, r *result) error {
 		return err
 	}
 
-	// Candidate processes: build every election, then campaign at once.
-	for i := range s.procs {
-		c, err := startCandidate(dir, b.self, fmt.Sprintf("p%d", i+1), urls, n)
-		if err != nil {
-			return err
-		}
-		e.candidates = append(e.candidates, c)
-	}
-	for _, c := range e.candidates {
-		m, err := c.await(ctx, msgReady, setupDeadline)
-		if err != nil {
-			return fmt.Errorf("waiting for candidate processes to build their elections: %w", err)
-		}
-		r.setupMax = max(r.setupMax, time.Duration(m.Setup*float64(time.Second)))
-		c.baseRSS = m.BaseRSS
-	}
-	progress("%d candidate processes built %d elections each (slowest in %v); campaigning", s.procs, n, r.setupMax.Round(time.Millisecond))
-	goAt := time.Now()
-	for _, c := range e.candidates {
-		if err := c.send("go"); err != nil {
-			return err
+	assigned := assignKeys(names, s.procs, r.perProc)
+	var ok bool
+	var goAt time.Time
+	var firsts []time.Time
+	if r.lib == libChoria {
+		goAt = time.Now()
+		ok, firsts, err = b.startChoria(ctx, e, dir, urls[0], assigned, n)
+	} else {
+		goAt, err = b.startConclave(ctx, e, dir, urls, assigned, r)
+		if err == nil {
+			ok = b.awaitFirstLeaders(ctx, obs, goAt, n)
+			_, firsts = obs.firsts(n)
 		}
 	}
-	deadline := goAt.Add(s.electDeadline)
-	lastReport := time.Now()
-	ok := waitUntil(ctx, deadline, func() bool {
-		led, _ := obs.firsts(n)
-		if time.Since(lastReport) > 10*time.Second {
-			lastReport = time.Now()
-			progress("  %d of %d elections have had a leader", led, n)
-		}
-		return led == n
-	})
+	if err != nil {
+		return err
+	}
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	led, firsts := obs.firsts(n)
-	r.led = led
+	r.led = len(firsts)
 	if len(firsts) > 0 {
 		ds := make([]time.Duration, len(firsts))
 		for i, t := range firsts {
@@ -230,7 +240,7 @@ func (b *bench) run(ctx context.Context, e *env, dir string, r *result) error {
 	}
 	if !ok {
 		r.fail("%d of %d elections had no leader %v after the candidates started (first ones: %s)",
-			n-led, n, s.electDeadline, strings.Join(first(obs.leaderless(n, b.liveSet(e), time.Now()), 5), "; "))
+			n-r.led, n, s.electDeadline, strings.Join(first(obs.leaderless(n, b.liveSet(e), time.Now()), 5), "; "))
 		b.reportCandidates(ctx, e)
 	} else {
 		progress("all %d elections have a leader, the last %v after the start", n, r.allLed.Round(time.Millisecond))
@@ -239,7 +249,7 @@ func (b *bench) run(ctx context.Context, e *env, dir string, r *result) error {
 	if err := sleepCtx(ctx, s.settle); err != nil {
 		return err
 	}
-	st, err := b.measure(ctx, e, obs, n)
+	st, err := b.measure(ctx, e, obs, r)
 	if err != nil {
 		return err
 	}
@@ -250,7 +260,7 @@ func (b *bench) run(ctx context.Context, e *env, dir string, r *result) error {
 		r.fail("the candidate processes count %d leaders for %d elections (more than one leader in some)", st.leading, n)
 	}
 
-	if r.nodes == 1 && s.kill {
+	if r.nodes == 1 && s.kill && r.lib == libConclave && s.procs*r.perProc >= 2*n {
 		if err := b.killBusiest(ctx, e, obs, r); err != nil {
 			return err
 		}
@@ -402,18 +412,34 @@ func (b *bench) take(ctx context.Context, e *env, obs *observer) (sample, error)
 	return s, nil
 }
 
-// measure reads the steady state over the window.
-func (b *bench) measure(ctx context.Context, e *env, obs *observer, n int) (*steady, error) {
+// measure reads the steady state over the window: the brokers' CPU and
+// messages, each candidate process's CPU and memory, and for Conclave's
+// each process's deliveries on the bucket's subjects against the writes to
+// its own keys. With -profile it also reads a CPU profile of each broker
+// over the window.
+func (b *bench) measure(ctx context.Context, e *env, obs *observer, r *result) (*steady, error) {
+	n := r.elections
 	progress("steady state: measuring over %v", b.set.window)
 	changes0, _ := obs.counts()
+	st0, err := b.statusAll(ctx, e)
+	if err != nil {
+		return nil, err
+	}
+	w0 := obs.writeCounts()
 	s0, err := b.take(ctx, e, obs)
 	if err != nil {
 		return nil, err
 	}
+	profiles := b.startProfiles(ctx, e, r)
 	if err := sleepCtx(ctx, b.set.window); err != nil {
 		return nil, err
 	}
 	s1, err := b.take(ctx, e, obs)
+	if err != nil {
+		return nil, err
+	}
+	w1 := obs.writeCounts()
+	st1, err := b.statusAll(ctx, e)
 	if err != nil {
 		return nil, err
 	}
@@ -437,23 +463,36 @@ func (b *bench) measure(ctx context.Context, e *env, obs *observer, n int) (*ste
 		}
 		st.procRSS = append(st.procRSS, rss)
 		st.procBase = append(st.procBase, c.baseRSS)
-	}
-	info, err := b.streamInfo(ctx, e)
-	if err != nil {
-		return nil, err
-	}
-	st.consumers = info.State.Consumers
-	for _, c := range e.candidates {
-		m, err := c.request(ctx, "status", msgStatus)
-		if err != nil {
-			return nil, err
+		st.leading += st1[i].Leading
+		if c.choria {
+			continue
 		}
-		st.leading += m.Leading
+		var own int64
+		for _, k := range c.keys {
+			own += w1[k] - w0[k]
+		}
+		st.deliveries = append(st.deliveries, float64(st1[i].KVMsgs-st0[i].KVMsgs))
+		st.ownDeliv = append(st.ownDeliv, float64(st1[i].OwnMsgs-st0[i].OwnMsgs))
+		st.ownWrites = append(st.ownWrites, float64(own))
+		st.inMsgs = append(st.inMsgs, float64(st1[i].InMsgs-st0[i].InMsgs))
+	}
+	st.profiles = profiles()
+	// An overloaded broker may answer late: the window's figures stand
+	// without the consumer count.
+	if info, err := b.streamInfoWithin(ctx, e, 30*time.Second); err == nil {
+		st.consumers = info.State.Consumers
+	} else {
+		st.consumers = -1
+		r.fail("consumers not counted: %v", err)
 	}
 	changes1, _ := obs.counts()
 	st.changes = changes1 - changes0
 	progress("steady: broker %.3f cores, %.0f msgs in/s, %.0f out/s, %d consumers, the observer's watch %.0f msgs/s; candidates count %d leaders for %d elections",
 		st.brokerCores, st.inPerSec, st.outPerSec, st.consumers, st.watchMsgs, st.leading, n)
+	if len(st.deliveries) > 0 {
+		ratios := deliveryRatios(st)
+		progress("deliveries per process / writes to its own keys: p50 %.2f, worst %.2f", pctF(ratios, 50), pctF(ratios, 100))
+	}
 	return st, nil
 }
 
@@ -493,7 +532,7 @@ func (b *bench) killBusiest(ctx context.Context, e *env, obs *observer, r *resul
 	k.changes = changes1 - changes0
 
 	// The candidates' view: when each new leader's OnWon ran.
-	won := map[int]int64{}
+	won := map[string]int64{}
 	for _, c := range e.candidates {
 		if c == victim {
 			continue
@@ -502,7 +541,8 @@ func (b *bench) killBusiest(ctx context.Context, e *env, obs *observer, r *resul
 		if err != nil {
 			return err
 		}
-		for j, key := range m.Keys {
+		for j, i := range m.Keys {
+			key := c.keys[i]
 			if prev, ok := won[key]; !ok || m.At[j] < prev {
 				won[key] = m.At[j]
 			}
