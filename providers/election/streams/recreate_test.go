@@ -66,7 +66,15 @@ func mustPut(t *testing.T, kv jetstream.KeyValue, key, val string) uint64 {
 // subscription joining afterwards gets the new bucket's state (or, for a
 // key the new bucket has no message of, the old bucket's). The hub judges
 // with the election's comparator, as it does for campaigns.
+//
+// It runs twice: with set feeds, and with the per-key and prefix consumers a
+// user gets whose permissions refuse consumers with several filters.
 func TestHubFollowsARecreatedBucket(t *testing.T) {
+	t.Run("set feeds", func(t *testing.T) { testHubFollowsARecreatedBucket(t, false) })
+	t.Run("prefix feeds", func(t *testing.T) { testHubFollowsARecreatedBucket(t, true) })
+}
+
+func testHubFollowsARecreatedBucket(t *testing.T, byPrefix bool) {
 	const ttl = 10 * time.Second
 	ts := newTestServer(t)
 	nc := connect(t, ts.url())
@@ -74,6 +82,9 @@ func TestHubFollowsARecreatedBucket(t *testing.T) {
 	jsv, _ := jsOf.Load(kv)
 	js := jsv.(jetstream.JetStream)
 	h := newStore(kv, js, testLogger{t: t})
+	if byPrefix {
+		h.(*transport.Store).ShareByPrefix()
+	}
 	ctx := context.Background()
 	if _, _, err := h.Status(ctx, 0); err != nil { // the TTL the watches are tuned to, as a campaign reads it first
 		t.Fatal(err)
@@ -95,12 +106,20 @@ func TestHubFollowsARecreatedBucket(t *testing.T) {
 		}
 		ws[key] = w
 	}
-	// The first MaxKeyFeeds keys have a consumer each, the next ones up to
-	// p.s6 share a set feed, and p.s7 follows the prefix's shared feed.
-	if n := consumers(t, js); n != transport.MaxKeyFeeds+2 {
-		t.Fatalf("%d consumers, want %d: a consumer for each of the first keys, a set feed and the prefix's", n, transport.MaxKeyFeeds+2)
+	// With set feeds, the first MaxKeyFeeds keys have a consumer each and
+	// the others share a set feed; by prefix, each key before p.s7 has a
+	// consumer, and p.s7 follows the prefix's shared feed.
+	want := transport.MaxKeyFeeds + 1
+	if byPrefix {
+		want = transport.FoldAt + 1
 	}
-	followed := []string{"solo", fmt.Sprintf("p.s%d", transport.FoldAt-2), fmt.Sprintf("p.s%d", transport.FoldAt-1)}
+	if n := consumers(t, js); n != want {
+		t.Fatalf("%d consumers, want %d", n, want)
+	}
+	followed := []string{"solo", fmt.Sprintf("p.s%d", transport.FoldAt-1)}
+	if !byPrefix {
+		followed = append(followed, fmt.Sprintf("p.s%d", transport.FoldAt-2))
+	}
 	// The old bucket: the followed keys are held at revisions far above
 	// the ones the new bucket will reach.
 	for i := range 20 {
@@ -118,8 +137,10 @@ func TestHubFollowsARecreatedBucket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prefixKey := followed[2] // the key that follows the prefix's feed, which sees p.other
-	wantUpdate(t, ws[prefixKey], "a mark after p.other", mustPut(t, kv, prefixKey, "old"), jetstream.KeyValuePut, "old")
+	if byPrefix {
+		prefixKey := followed[1] // the key that follows the prefix's feed, which sees p.other
+		wantUpdate(t, ws[prefixKey], "a mark after p.other", mustPut(t, kv, prefixKey, "old"), jetstream.KeyValuePut, "old")
+	}
 
 	kv = recreateBucket(t, js, ttl)
 	for _, key := range followed {
@@ -151,21 +172,23 @@ func TestHubFollowsARecreatedBucket(t *testing.T) {
 	// The shared feed follows the new bucket now, but a subscription to a
 	// key the new bucket has no message of gets the old bucket's: its
 	// leader's lease may still hold, and a candidate must not take the key
-	// for free before it ends.
-	other, err := h.Watch(ctx, "p.other")
-	if err != nil {
-		t.Fatal(err)
+	// for free before it ends. (Only a prefix's feed saw p.other.)
+	if byPrefix {
+		other, err := h.Watch(ctx, "p.other")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer other.Stop()
+		wantUpdate(t, other, "p.other: the old bucket's last message", held, jetstream.KeyValuePut, "old")
+		if ent, _ := nextUpdate(t, other, "p.other: end of initial values"); ent != nil {
+			t.Fatalf("p.other: got %v, want the end of the initial values", ent)
+		}
+		rev, err := kv.Create(ctx, "p.other", []byte("new"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantUpdate(t, other, "p.other: the new bucket's first write", rev, jetstream.KeyValuePut, "new")
 	}
-	defer other.Stop()
-	wantUpdate(t, other, "p.other: the old bucket's last message", held, jetstream.KeyValuePut, "old")
-	if ent, _ := nextUpdate(t, other, "p.other: end of initial values"); ent != nil {
-		t.Fatalf("p.other: got %v, want the end of the initial values", ent)
-	}
-	rev, err := kv.Create(ctx, "p.other", []byte("new"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantUpdate(t, other, "p.other: the new bucket's first write", rev, jetstream.KeyValuePut, "new")
 
 	// A revision of the new bucket that reaches the old one's is the new
 	// bucket's message, not a replay.

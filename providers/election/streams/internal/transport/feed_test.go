@@ -109,6 +109,7 @@ func TestPrefixFeedForgetsKeysNobodyFollowsOnceGone(t *testing.T) {
 	nc := connect(t, startServer(t))
 	kv, js := createBucket(t, nc, ttl)
 	h := hubFor(kv, js, nopLogger{}, writtenAfter)
+	h.noSet = time.Now().Add(time.Hour) // prefix feeds, as for a user refused set feeds
 	ctx := context.Background()
 	for i := range FoldAt + 1 {
 		w, err := h.subscribe(ctx, fmt.Sprintf("p.s%d", i), ttl)
@@ -264,6 +265,7 @@ func TestHubRestartDoesNotReplayWhatSubscribersSaw(t *testing.T) {
 	nc := connect(t, startServer(t))
 	kv, js := createBucket(t, nc, 10*time.Second)
 	h := hubFor(kv, js, nopLogger{}, writtenAfter)
+	h.noSet = time.Now().Add(time.Hour) // prefix feeds, as for a user refused set feeds
 	ctx := context.Background()
 	var ws []jetstream.KeyWatcher
 	for i := range FoldAt {

@@ -22,22 +22,23 @@ import (
 //
 //   - its first few keys (MaxKeyFeeds) get a consumer each, filtered on the
 //     key, which NATS permissions can scope;
-//   - when it follows FoldAt or more keys under one prefix (the key's first
-//     dot-separated token, as in "app-a.scheduler"), the keys it starts
-//     following after that share one consumer filtered on the prefix
-//     ("$KV.<bucket>.app-a.>"), for up to maxPrefixFeeds prefixes: a single
-//     filter, which permissions can scope too;
 //   - every other key joins a set feed: one consumer with a filter for each
 //     of its keys (up to setKeys of them, in up to maxSetFeeds feeds),
-//     made again with the new keys when keys join. Permissions cannot
-//     scope a consumer with several filters: when the broker refuses one,
-//     the hub falls back to a consumer per key (or prefix) for noFoldFor.
+//     made again with the new keys when keys join.
 //
-// A process therefore has at most MaxKeyFeeds + maxPrefixFeeds +
-// maxSetFeeds consumers on the bucket whatever its keys' names, and a
-// consumer delivers only the keys the process follows (or, for a prefix
-// feed, other keys under the prefix; a set feed filters on at most twice
-// the keys followed).
+// Permissions cannot scope a consumer with several filters: when the
+// broker refuses one, the hub falls back for noFoldFor to a consumer per
+// key, except that when the process follows FoldAt or more keys under one
+// prefix (the key's first dot-separated token, as in "app-a.scheduler"),
+// the keys it starts following after that share one consumer filtered on
+// the prefix ("$KV.<bucket>.app-a.>"), for up to maxPrefixFeeds prefixes:
+// a single filter, which permissions can scope too, but one that delivers
+// the prefix's other keys as well.
+//
+// With set feeds, a process has at most MaxKeyFeeds + maxSetFeeds
+// consumers on the bucket whatever its keys' names, each delivering only
+// keys the process follows (a set feed filters on at most twice the keys
+// followed).
 //
 // A hub is kept alive by the stores that use it and dropped by the garbage
 // collector once none does.
@@ -219,7 +220,8 @@ func (h *watchHub) feedForLocked(key string) *feed {
 		return f
 	}
 	prefix := prefixOf(key)
-	if prefix != "" {
+	setsRefused := h.js == nil || time.Now().Before(h.noSet)
+	if prefix != "" && (setsRefused || h.groupFeeds[prefix] != nil) {
 		if f := h.groupFeeds[prefix]; f != nil {
 			return f
 		}
@@ -233,7 +235,7 @@ func (h *watchHub) feedForLocked(key string) *feed {
 			return f
 		}
 	}
-	if len(h.keyFeeds) < MaxKeyFeeds || h.js == nil || time.Now().Before(h.noSet) {
+	if len(h.keyFeeds) < MaxKeyFeeds || setsRefused {
 		f := h.newFeedLocked(key, "", key)
 		h.keyFeeds[key] = f
 		return f

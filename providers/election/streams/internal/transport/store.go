@@ -110,6 +110,15 @@ func (s *Store) Status(ctx context.Context, maxAge time.Duration) (jetstream.Key
 	return st, age, nil
 }
 
+// ShareByPrefix makes the store's hub follow keys through per-key and
+// prefix consumers only, as it does for a user whose permissions refuse
+// consumers with several filters. For tests of that path.
+func (s *Store) ShareByPrefix() {
+	s.hub.mu.Lock()
+	defer s.hub.mu.Unlock()
+	s.hub.noSet = time.Now().Add(24 * time.Hour)
+}
+
 // SettingsChanges returns a channel that receives, when the bucket's
 // settings change, when a read of them made since was sent (see
 // watchHub.settingsChanges), and a function that stops it.
