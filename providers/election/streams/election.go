@@ -42,6 +42,7 @@ type Election struct {
 	running     bool
 	stopped     bool
 	cancel      context.CancelFunc
+	done        <-chan struct{} // closed when the campaign stops; set by Start
 	term        *Term
 	lastRenewal time.Time
 	tm          timings // as the campaign last adopted them
@@ -159,6 +160,7 @@ func (e *Election) Start(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	e.cancel = cancel
+	e.done = ctx.Done()
 	e.running = true
 	e.mu.Unlock()
 	defer func() {
@@ -331,7 +333,8 @@ func (e *Election) readBucket(ctx context.Context) (jetstream.KeyValueStatus, er
 			return nil, err
 		}
 		e.mu.Lock()
-		e.bucket, e.store = kv, newStore(kv, e.js, e.opts.log)
+		st := newRefusingStore(newStore(kv, e.js, e.opts.log), e.js, e.opts.bucket, e.done)
+		e.bucket, e.store = kv, st
 		e.mu.Unlock()
 	}
 	return e.store.Status(ctx)
