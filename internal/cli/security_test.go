@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/conclave-io/conclave/config"
+	"github.com/conclave-io/conclave/internal/cli"
 	"github.com/conclave-io/conclave/internal/brokertest"
 	"github.com/conclave-io/conclave/internal/testpki"
 )
@@ -65,4 +66,25 @@ func TestReadOnlyUserListsAndWatchesButCannotStandDown(t *testing.T) {
 	r = conclave(t, "--config", dashConf, "election", "list")
 	mustSucceed(t, r)
 	mustContain(t, "list after the refused stand-down", r.stdout, "app-a.cron", "ago   in ")
+}
+
+// TestRunRefusedFailsAtOnce: `election run` in an election the user may not
+// campaign in fails with the permission error as soon as the broker
+// refuses it, not after the request timeouts of its watch and read (issue
+// 20: "watch not set up within 5s" at 5 s, permission denied at 10 s).
+func TestRunRefusedFailsAtOnce(t *testing.T) {
+	u := cli.StartUsersBroker(t) // TTL 10s: requests time out after 2s
+	began := time.Now()
+	r := conclave(t, "--config", u.Conf["app-a"], "election", "run", "billing", "--", "sleep", "60")
+	took := time.Since(began)
+	if r.code != 1 {
+		t.Errorf("run exited %d, want 1", r.code)
+	}
+	mustContain(t, "run's error", r.stderr, "permission denied", "billing")
+	if strings.Contains(r.stderr, "watch not set up") {
+		t.Errorf("run waited for the watch's timeout before failing:\n%s", r.stderr)
+	}
+	if took > 3*time.Second {
+		t.Errorf("run took %v to fail; the broker refused at once (requests time out after 2s)", took)
+	}
 }
