@@ -89,7 +89,11 @@ func refusalSince(nc *nats.Conn, before error, what string, covers func(string) 
 		return fmt.Errorf("%w: %s: the broker refused %s to this connection's user (%v): ask the broker's operator to allow it (a user's plugin.conclave.user.NAME.campaign or .observe keys), or connect as a user who may", ErrPermissionDenied, what, refused, after)
 	}
 	if inbox := InboxPrefix(nc); strings.Contains(msg, `Subscription to "`+inbox) {
-		return fmt.Errorf("%w: %s: the broker refused replies on this connection's inbox %s.> (%v): a broker with users gives each its own inbox prefix; connect with nats.CustomInboxPrefix(\"_INBOX.<user>\") (Conclave's framework and CLI do so when plugin.nats.user is set; the NATS CLI needs --inbox-prefix _INBOX.<user>)", ErrPermissionDenied, what, inbox, after)
+		want := "_INBOX.<user>"
+		if nc.Opts.User != "" {
+			want = "_INBOX." + nc.Opts.User
+		}
+		return fmt.Errorf("%w: %s: the broker refused replies on this connection's inbox %s.> (%v): a broker with users lets each receive replies only under its own inbox prefix, %s: connect with nats.CustomInboxPrefix(%q) (Conclave's framework and CLI do so for plugin.nats.user and --user), or with the NATS CLI's --inbox-prefix %s (inbox_prefix in a NATS context)", ErrPermissionDenied, what, inbox, after, want, want, want)
 	}
 	return nil
 }
