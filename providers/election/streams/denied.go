@@ -107,7 +107,20 @@ func (s *refusingStore) request(ctx context.Context, what string, wait time.Dura
 		// ending the campaign.
 		return fmt.Errorf("%w (%v)", err, cause)
 	}
+	if s.stopping() && ctx.Err() == nil && actx.Err() != nil {
+		return fmt.Errorf("%w: cut short, as the campaign is stopping", err)
+	}
 	return err
+}
+
+// stopping reports whether the campaign stops.
+func (s *refusingStore) stopping() bool {
+	select {
+	case <-s.stop:
+		return true
+	default:
+		return false
+	}
 }
 
 func (s *refusingStore) streamInfo() string { return s.api + "STREAM.INFO.KV_" + s.bucket }
