@@ -26,12 +26,14 @@ import (
 // ObserveWithJetStream (as the framework passes).
 var ErrPermissionDenied = denied.ErrPermissionDenied
 
-// writeGrace is how long a write or release in flight when the campaign
-// stops may still take before it is given up. On a broker that answers, a
-// leader's last renewal and its release (the handover) take milliseconds
-// and are kept; on one that does not, Stop (and Ctrl-C in the CLI) does not
-// wait for their request timeout. A write given up has an unknown outcome,
-// as one that timed out: a key it wrote expires with the TTL.
+// writeGrace is how long a write (a claim or a renewal) in flight when the
+// campaign stops may still take before it is given up. On a broker that
+// answers it takes milliseconds and is kept, so that the release that
+// follows finds the revision it expects; on one that does not, Stop (and
+// Ctrl-C in the CLI) does not wait for its request timeout. A write given
+// up has an unknown outcome, as one that timed out: a key it wrote expires
+// with the TTL. The release itself keeps its request timeout: it is the
+// handover that a stopping leader owes.
 const writeGrace = time.Second
 
 // refusingStore is the store of a campaign on a real connection. Each
@@ -41,8 +43,8 @@ const writeGrace = time.Second
 // permission would fail after several timeouts instead of at once), with
 // the refusal explained as ErrPermissionDenied. Reads, the bucket's
 // settings and a watch being set up also end as soon as the campaign stops
-// (stop is closed), writes and releases writeGrace later: nothing a
-// campaign asks delays Stop by a request timeout.
+// (stop is closed), and claims and renewals writeGrace later: only a
+// leader's release can delay Stop by a request timeout.
 type refusingStore struct {
 	store
 	nc     *nats.Conn
@@ -153,7 +155,9 @@ func (s *refusingStore) Write(ctx context.Context, key string, value []byte, rev
 }
 
 func (s *refusingStore) Delete(ctx context.Context, key string, rev uint64, payload []byte) (marked bool, err error) {
-	err = s.request(ctx, "releasing election "+key, writeGrace, denied.Naming(s.put+s.keySubject(key)), nil, func(ctx context.Context) error {
+	// A release is what a stopping leader does: it keeps its whole
+	// request timeout.
+	err = s.request(ctx, "releasing election "+key, -1, denied.Naming(s.put+s.keySubject(key)), nil, func(ctx context.Context) error {
 		marked, err = s.store.Delete(ctx, key, rev, payload)
 		return err
 	})
