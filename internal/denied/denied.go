@@ -103,12 +103,18 @@ func refusalSince(nc *nats.Conn, before error, what string, covers func(string) 
 // reading the last error leaves it alone.
 const pollEvery = 10 * time.Millisecond
 
+// ErrRefused is the cause of a context that Abort ended: the broker refused
+// the request for permissions. It does not match ErrPermissionDenied, as a
+// refusal need not be for good (a shared consumer refused, say, is then
+// made for one key alone); callers say so with Explain or ExplainFunc.
+var ErrRefused = errors.New("the broker refused the request for permissions")
+
 // Abort returns a context that ends with ctx, or as soon as nc reports a
 // refusal that Explain would name for the request (a permissions violation
 // after before, of a subject covers reports or of nc's inbox): NATS answers
 // a refused request with silence, and waiting for its timeout only delays
-// the same answer. Its cause is then the explained refusal. stop releases
-// it; call it once the request returned.
+// the same answer. Its cause then wraps ErrRefused and says what was
+// refused. stop releases it; call it once the request returned.
 func Abort(ctx context.Context, nc *nats.Conn, before error, what string, covers func(refused string) bool) (context.Context, context.CancelFunc) {
 	if nc == nil {
 		return context.WithCancel(ctx)
@@ -126,7 +132,7 @@ func Abort(ctx context.Context, nc *nats.Conn, before error, what string, covers
 				return
 			case <-t.C:
 				if refusal := refusalSince(nc, before, what, covers); refusal != nil {
-					cancel(refusal)
+					cancel(fmt.Errorf("%w: %v", ErrRefused, refusal))
 					return
 				}
 			}

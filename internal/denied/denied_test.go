@@ -123,7 +123,7 @@ func TestInboxRefusalNamesThePrefixToUse(t *testing.T) {
 	if took := time.Since(began); took > 2*time.Second {
 		t.Errorf("the refused request took %v: Abort did not end it when the refusal was reported", took)
 	}
-	if !errors.Is(context.Cause(actx), denied.ErrPermissionDenied) {
+	if cause := context.Cause(actx); !errors.Is(cause, denied.ErrRefused) || errors.Is(cause, denied.ErrPermissionDenied) {
 		t.Errorf("the request's context ended with %v, want the refusal", context.Cause(actx))
 	}
 	err = denied.Explain(nc, reqErr, before, "asking svc", "svc")

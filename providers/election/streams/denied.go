@@ -66,12 +66,8 @@ func newRefusingStore(st store, js jetstream.JetStream, bucket string, stop <-ch
 
 // request runs call under a context that ends on a refusal covers reports,
 // or wait after stop closes (never, for a negative wait), and explains its
-// error as ErrPermissionDenied when fatal reports the refused subject too
-// (nil: covers).
-func (s *refusingStore) request(ctx context.Context, what string, wait time.Duration, covers, fatal func(string) bool, call func(context.Context) error) error {
-	if fatal == nil {
-		fatal = covers
-	}
+// error as ErrPermissionDenied when it was refused.
+func (s *refusingStore) request(ctx context.Context, what string, wait time.Duration, covers func(string) bool, call func(context.Context) error) error {
 	before := denied.Last(s.nc)
 	actx, release := denied.Abort(ctx, s.nc, before, what, covers)
 	defer release()
@@ -100,14 +96,8 @@ func (s *refusingStore) request(ctx context.Context, what string, wait time.Dura
 	if err == nil || errors.Is(err, ErrPermissionDenied) {
 		return err
 	}
-	if explained := denied.ExplainFunc(s.nc, err, before, what, fatal); errors.Is(explained, ErrPermissionDenied) {
+	if explained := denied.ExplainFunc(s.nc, err, before, what, covers); errors.Is(explained, ErrPermissionDenied) {
 		return explained
-	}
-	if cause := context.Cause(actx); errors.Is(cause, ErrPermissionDenied) {
-		// Refused, but not for good (a shared consumer, which the
-		// store's watches replace with one per key): say why, without
-		// ending the campaign.
-		return fmt.Errorf("%w (%v)", err, cause)
 	}
 	if s.stopping() && ctx.Err() == nil && actx.Err() != nil {
 		return fmt.Errorf("%w: cut short, as the campaign is stopping", err)
@@ -130,7 +120,7 @@ func (s *refusingStore) streamInfo() string { return s.api + "STREAM.INFO.KV_" +
 func (s *refusingStore) keySubject(key string) string { return "$KV." + s.bucket + "." + key }
 
 func (s *refusingStore) Status(ctx context.Context) (st jetstream.KeyValueStatus, err error) {
-	err = s.request(ctx, "reading the settings of bucket "+s.bucket, 0, denied.Naming(s.streamInfo()), nil, func(ctx context.Context) error {
+	err = s.request(ctx, "reading the settings of bucket "+s.bucket, 0, denied.Naming(s.streamInfo()), func(ctx context.Context) error {
 		st, err = s.store.Status(ctx)
 		return err
 	})
@@ -139,7 +129,7 @@ func (s *refusingStore) Status(ctx context.Context) (st jetstream.KeyValueStatus
 
 func (s *refusingStore) Latest(ctx context.Context, key string) (ent jetstream.KeyValueEntry, err error) {
 	covers := denied.Naming(s.streamInfo(), s.api+"DIRECT.GET.KV_"+s.bucket+"."+s.keySubject(key), s.api+"STREAM.MSG.GET.KV_"+s.bucket)
-	err = s.request(ctx, "reading election "+key, 0, covers, nil, func(ctx context.Context) error {
+	err = s.request(ctx, "reading election "+key, 0, covers, func(ctx context.Context) error {
 		ent, err = s.store.Latest(ctx, key)
 		return err
 	})
@@ -147,7 +137,7 @@ func (s *refusingStore) Latest(ctx context.Context, key string) (ent jetstream.K
 }
 
 func (s *refusingStore) Write(ctx context.Context, key string, value []byte, rev uint64) (n uint64, err error) {
-	err = s.request(ctx, "writing election "+key, writeGrace, denied.Naming(s.put+s.keySubject(key)), nil, func(ctx context.Context) error {
+	err = s.request(ctx, "writing election "+key, writeGrace, denied.Naming(s.put+s.keySubject(key)), func(ctx context.Context) error {
 		n, err = s.store.Write(ctx, key, value, rev)
 		return err
 	})
@@ -157,7 +147,7 @@ func (s *refusingStore) Write(ctx context.Context, key string, value []byte, rev
 func (s *refusingStore) Delete(ctx context.Context, key string, rev uint64, payload []byte) (marked bool, err error) {
 	// A release is what a stopping leader does: it keeps its whole
 	// request timeout.
-	err = s.request(ctx, "releasing election "+key, -1, denied.Naming(s.put+s.keySubject(key)), nil, func(ctx context.Context) error {
+	err = s.request(ctx, "releasing election "+key, -1, denied.Naming(s.put+s.keySubject(key)), func(ctx context.Context) error {
 		marked, err = s.store.Delete(ctx, key, rev, payload)
 		return err
 	})
@@ -171,7 +161,7 @@ func (s *refusingStore) Watch(ctx context.Context, key string) (w jetstream.KeyW
 	// The watch lives as long as wctx, beyond the request's context: that
 	// one ends it only while it is being set up.
 	wctx, cancel := context.WithCancel(ctx)
-	err = s.request(ctx, "watching election "+key, 0, s.coversWatch(key, false), s.coversWatch(key, true), func(actx context.Context) error {
+	err = s.request(ctx, "watching election "+key, 0, s.coversWatch(key), func(actx context.Context) error {
 		settingUp := context.AfterFunc(actx, cancel)
 		w, err = s.store.Watch(wctx, key)
 		if !settingUp() && err == nil {
@@ -188,12 +178,14 @@ func (s *refusingStore) Watch(ctx context.Context, key string) (w jetstream.KeyW
 	return w, nil
 }
 
-// coversWatch reports whether a refused subject is that of a watch of key:
-// the creation of a consumer of the bucket's stream whose filter covers the
-// key (the key's subject, or a wildcard over its group's), or the pulls of
-// one. With only, a shared consumer's filter does not count: its refusal
-// is not for good, as the store then makes a consumer for the key alone.
-func (s *refusingStore) coversWatch(key string, only bool) func(string) bool {
+// coversWatch reports whether a refused subject is that of a watch of key
+// alone: the creation of a consumer of the bucket's stream filtered on the
+// key's subject, or the pulls of a consumer of the stream. A consumer
+// shared by a group of keys (filtered on a wildcard) does not count: its
+// refusal is not for good, as the store then makes a consumer for each key
+// alone, and it may be another campaign's request, made while this one
+// makes its own consumer.
+func (s *refusingStore) coversWatch(key string) func(string) bool {
 	create := s.api + "CONSUMER.CREATE.KV_" + s.bucket + "."
 	next := denied.Naming(s.api + "CONSUMER.MSG.NEXT.KV_" + s.bucket + ".*")
 	return func(refused string) bool {
@@ -205,9 +197,6 @@ func (s *refusingStore) coversWatch(key string, only bool) func(string) bool {
 			return false
 		}
 		_, filter, ok := strings.Cut(rest, ".") // after the consumer's name
-		if only {
-			return ok && filter == s.keySubject(key)
-		}
-		return ok && denied.Naming(filter)(s.keySubject(key))
+		return ok && filter == s.keySubject(key)
 	}
 }
