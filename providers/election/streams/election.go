@@ -144,9 +144,13 @@ func (e *Election) Key() string { return e.key }
 // settings, retrying with backoff while the broker is unreachable or the
 // bucket does not exist (and logging why, once for each cause), and returns
 // an error wrapping ErrInvalidBucket if they cannot hold elections safely.
-// A leader that stops gets OnLost and, unless ReleaseOnStop(false), hands
-// its key over with a release mark; Start returns after that. An Election campaigns once: a second Start returns
-// ErrAlreadyStarted.
+// A refusal is recognised as soon as the connection reports it, not at the
+// refused request's timeout. A leader that stops gets OnLost and, unless
+// ReleaseOnStop(false), hands its key over with a release mark; Start
+// returns after that. A read or a watch in flight when the campaign stops
+// is given up at once, a claim or renewal a second later: only the
+// release waits its request timeout. An Election campaigns once: a second
+// Start returns ErrAlreadyStarted.
 func (e *Election) Start(ctx context.Context) error {
 	e.mu.Lock()
 	if e.started {
