@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -26,14 +27,12 @@ import (
 // ObserveWithJetStream (as the framework passes).
 var ErrPermissionDenied = denied.ErrPermissionDenied
 
-// writeGrace is how long a write (a claim or a renewal) in flight when the
-// campaign stops may still take before it is given up. On a broker that
-// answers it takes milliseconds and is kept, so that the release that
-// follows finds the revision it expects; on one that does not, Stop (and
-// Ctrl-C in the CLI) does not wait for its request timeout. A write given
-// up has an unknown outcome, as one that timed out: a key it wrote expires
-// with the TTL. The release itself keeps its request timeout: it is the
-// handover that a stopping leader owes.
+// writeGrace is how long a claim in flight when a campaign that never held
+// its key stops may still take before it is given up: on a broker that
+// answers it takes milliseconds and is kept (a claim that wins is then
+// released); on one that does not, Stop (and Ctrl-C in the CLI) does not
+// wait for its request timeout. A claim given up has an unknown outcome,
+// as one that timed out: a key it wrote expires with the TTL.
 const writeGrace = time.Second
 
 // refusingStore is the store of a campaign on a real connection. Each
@@ -41,10 +40,14 @@ const writeGrace = time.Second
 // it for permissions (NATS answers a refused request with silence, so it
 // would otherwise end only at its timeout, and a campaign without
 // permission would fail after several timeouts instead of at once), with
-// the refusal explained as ErrPermissionDenied. Reads, the bucket's
-// settings and a watch being set up also end as soon as the campaign stops
-// (stop is closed), and claims and renewals writeGrace later: only a
-// leader's release can delay Stop by a request timeout.
+// the refusal explained as ErrPermissionDenied.
+//
+// Until the campaign has written its key, its requests also end when it
+// stops (stop is closed): reads, the bucket's settings and a watch being
+// set up at once, a claim writeGrace later. A campaign that wrote its key
+// may hold it, and its release is marked only with what those requests
+// tell (that earlier holders are gone): its requests keep their timeouts,
+// as its release does.
 type refusingStore struct {
 	store
 	nc     *nats.Conn
@@ -52,6 +55,7 @@ type refusingStore struct {
 	api    string // the JetStream API prefix, "$JS.API." by default
 	put    string // what a key's subject is prefixed with when written
 	stop   <-chan struct{}
+	wrote  atomic.Bool // a write of the key succeeded: the campaign may hold it
 }
 
 // newRefusingStore wraps st, the store of bucket over js, to end its
@@ -65,13 +69,14 @@ func newRefusingStore(st store, js jetstream.JetStream, bucket string, stop <-ch
 }
 
 // request runs call under a context that ends on a refusal covers reports,
-// or wait after stop closes (never, for a negative wait), and explains its
-// error as ErrPermissionDenied when it was refused.
+// or, until the campaign wrote its key, wait after stop closes (never, for
+// a negative wait), and explains its error as ErrPermissionDenied when it
+// was refused.
 func (s *refusingStore) request(ctx context.Context, what string, wait time.Duration, covers func(string) bool, call func(context.Context) error) error {
 	before := denied.Last(s.nc)
 	actx, release := denied.Abort(ctx, s.nc, before, what, covers)
 	defer release()
-	if wait >= 0 && s.stop != nil {
+	if wait >= 0 && s.stop != nil && !s.wrote.Load() {
 		stopped := make(chan struct{})
 		defer close(stopped)
 		go func() {
@@ -139,13 +144,16 @@ func (s *refusingStore) Latest(ctx context.Context, key string) (ent jetstream.K
 func (s *refusingStore) Write(ctx context.Context, key string, value []byte, rev uint64) (n uint64, err error) {
 	err = s.request(ctx, "writing election "+key, writeGrace, denied.Naming(s.put+s.keySubject(key)), func(ctx context.Context) error {
 		n, err = s.store.Write(ctx, key, value, rev)
+		if err == nil {
+			s.wrote.Store(true)
+		}
 		return err
 	})
 	return n, err
 }
 
 func (s *refusingStore) Delete(ctx context.Context, key string, rev uint64, payload []byte) (marked bool, err error) {
-	// A release is what a stopping leader does: it keeps its whole
+	// A release is the handover a stopping leader owes: it keeps its
 	// request timeout.
 	err = s.request(ctx, "releasing election "+key, -1, denied.Naming(s.put+s.keySubject(key)), func(ctx context.Context) error {
 		marked, err = s.store.Delete(ctx, key, rev, payload)

@@ -147,10 +147,10 @@ func (e *Election) Key() string { return e.key }
 // A refusal is recognised as soon as the connection reports it, not at the
 // refused request's timeout. A leader that stops gets OnLost and, unless
 // ReleaseOnStop(false), hands its key over with a release mark; Start
-// returns after that. A read or a watch in flight when the campaign stops
-// is given up at once, a claim or renewal a second later: only the
-// release waits its request timeout. An Election campaigns once: a second
-// Start returns ErrAlreadyStarted.
+// returns after that. A candidate that never wrote its key stops at once:
+// a read or a watch in flight is given up, a claim a second later; one that
+// did may lead, and its requests and release keep their timeouts. An
+// Election campaigns once: a second Start returns ErrAlreadyStarted.
 func (e *Election) Start(ctx context.Context) error {
 	e.mu.Lock()
 	if e.started {
