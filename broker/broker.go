@@ -311,6 +311,7 @@ func (b *Broker) provision(ctx context.Context, js jetstream.JetStream) (Provisi
 		report ProvisionReport
 		final  error
 	)
+	began := time.Now()
 	err := provisionPolicy.For(ctx, func(try int) error {
 		tctx, cancel := context.WithTimeout(ctx, min(time.Duration(try+1)*time.Second, maxTryTimeout))
 		defer cancel()
@@ -338,6 +339,15 @@ func (b *Broker) provision(ctx context.Context, js jetstream.JetStream) (Provisi
 		return ProvisionReport{}, final
 	case err != nil:
 		return ProvisionReport{}, fmt.Errorf("broker: election bucket %s not provisioned: %w", bucket.Name, err)
+	}
+	if !report.Created && report.BucketCreated.After(began) {
+		// On a fresh cluster the create that succeeds is often one whose
+		// answer came after its try's deadline, this broker's or a
+		// peer's: the bucket is new all the same, and operators look for
+		// that line.
+		report.CreatedMeanwhile = true
+		b.log.Infof("Election bucket %s was created during start-up, by this broker or a peer, at %s: TTL %v, %d replicas, history %d, revisions from %d",
+			bucket.Name, report.BucketCreated.UTC().Format(time.RFC3339Nano), report.Config.MaxAge, report.Config.Replicas, report.Config.MaxMsgsPerSubject, report.Config.FirstSeq)
 	}
 	return report, nil
 }

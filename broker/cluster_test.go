@@ -342,3 +342,31 @@ func plainRoute(t *testing.T, addr string) (string, error) {
 	got, err := io.ReadAll(conn)
 	return string(got), err
 }
+
+// TestFreshClusterSaysItCreatedTheBucket: on a fresh cluster every broker
+// says the bucket was created, though the create that succeeds is often one
+// whose answer came after its try's deadline, so that no broker saw its own
+// create succeed (issue 20: each logged "election bucket unchanged").
+func TestFreshClusterSaysItCreatedTheBucket(t *testing.T) {
+	c := brokertest.StartCluster(t, 3, nil)
+	for i, b := range c.Brokers() {
+		r := b.ProvisionReport()
+		if !r.Created && !r.CreatedMeanwhile {
+			t.Errorf("node %d: report %q: the bucket was created while the cluster started, yet it does not say so", i, r)
+		}
+		if !strings.HasPrefix(r.String(), "created") {
+			t.Errorf("node %d: the ready line says the bucket is %q, want created", i, r)
+		}
+		if r.BucketCreated.IsZero() {
+			t.Errorf("node %d: the report has no creation time", i)
+		}
+	}
+	// Started again on the same stores, they find it unchanged.
+	c.Stop(0, 1, 2)
+	c.Restart(0, 1, 2)
+	for i, b := range c.Brokers() {
+		if r := b.ProvisionReport(); r.Created || r.CreatedMeanwhile {
+			t.Errorf("node %d restarted: report %q, want the bucket found, not created", i, r)
+		}
+	}
+}

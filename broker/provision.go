@@ -145,6 +145,15 @@ type ProvisionReport struct {
 	// does and the others provision it as an existing bucket (unless their
 	// requests carry the same first revision: then the server accepts each).
 	Created bool
+	// CreatedMeanwhile is true when the bucket was created while this
+	// broker was starting, but not (as far as it knows) by this call: by a
+	// peer of the cluster, or by an earlier try of this broker whose
+	// answer came too late. A Broker fills it in (it knows when it
+	// started); ProvisionElectionBucket leaves it false.
+	CreatedMeanwhile bool
+	// BucketCreated is when the bucket's stream was created, as the
+	// server says.
+	BucketCreated time.Time
 	// Changes lists the settings of an existing bucket that were updated, or
 	// for a created bucket those set after creating it. Empty when the bucket
 	// already had the wanted settings.
@@ -164,13 +173,17 @@ type ProvisionReport struct {
 }
 
 // Changed reports whether the bucket was created or updated.
-func (r ProvisionReport) Changed() bool { return r.Created || len(r.Changes) > 0 }
+func (r ProvisionReport) Changed() bool { return r.Created || r.CreatedMeanwhile || len(r.Changes) > 0 }
 
-// String summarises the report: "created", "unchanged" or the changes.
+// String summarises the report: "created", "created during start-up (…)",
+// "unchanged" or the changes.
 func (r ProvisionReport) String() string {
 	var parts []string
-	if r.Created {
+	switch {
+	case r.Created:
 		parts = append(parts, "created")
+	case r.CreatedMeanwhile:
+		parts = append(parts, "created during start-up (by this broker or a peer)")
 	}
 	for _, c := range r.Changes {
 		parts = append(parts, c.String())
@@ -224,6 +237,7 @@ func ProvisionElectionBucket(ctx context.Context, js jetstream.JetStream, spec B
 		return ProvisionReport{}, fmt.Errorf("broker: reading election bucket %s: %w", bucket.Name, err)
 	}
 
+	report.BucketCreated = stream.CachedInfo().Created
 	current := stream.CachedInfo().Config
 	if err := checkUnchangeable(current); err != nil {
 		return ProvisionReport{}, err

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/pflag"
 
+	"github.com/conclave-io/conclave/acl"
 	"github.com/conclave-io/conclave/config"
 	"github.com/conclave-io/conclave/internal/natsconn"
 	"github.com/conclave-io/conclave/internal/suggest"
@@ -86,8 +87,14 @@ func (f *connFlags) pick(flag, env string) string {
 }
 
 // loginOptions returns the options of the NATS CLI's login and TLS flags
-// and variables, and checks they make sense together.
-func (f *connFlags) loginOptions() ([]nats.Option, error) {
+// and variables, and checks they make sense together. It also returns the
+// user they log in as, if any, and whether they give a client certificate.
+func (f *connFlags) loginOptions() (opts []nats.Option, user string, cert bool, err error) {
+	opts, err = f.loginOptionsOnly()
+	return opts, f.pick(f.user, envUser), f.pick(f.tlsCert, envCert) != "", err
+}
+
+func (f *connFlags) loginOptionsOnly() ([]nats.Option, error) {
 	var opts []nats.Option
 	user, password := f.pick(f.user, envUser), f.pick(f.password, envPassword)
 	switch {
@@ -148,6 +155,10 @@ type target struct {
 	// login are the options of the NATS CLI's login and TLS flags and
 	// variables, applied last so that they win.
 	login []nats.Option
+	// user is the user --user or $NATS_USER logs in as; clientCert tells
+	// whether --tlscert or $NATS_CERT gives a client certificate.
+	user       string
+	clientCert bool
 }
 
 // resolve works out the target. Explicit flags win over environment
@@ -174,11 +185,11 @@ func (f *connFlags) resolve() (*target, error) {
 	if f.context != "" && f.noContext {
 		return nil, fmt.Errorf("--context %q and --no-context contradict each other: pass one of them", f.context)
 	}
-	login, err := f.loginOptions()
+	login, user, cert, err := f.loginOptions()
 	if err != nil {
 		return nil, err
 	}
-	t := &target{login: login}
+	t := &target{login: login, user: user, clientCert: cert}
 	// The configuration file: --config, else the one programs and brokers
 	// read (config.FindUserConfig: $CONCLAVE_CONFIG, ./conclave.conf, …),
 	// unless --context says where to connect.
@@ -303,7 +314,13 @@ func (t *target) options() ([]nats.Option, error) {
 	if t.ctx != nil {
 		opts = append(opts, t.ctx.options()...)
 	}
-	return append(opts, t.login...), nil
+	opts = append(opts, t.login...)
+	if t.user != "" && (t.ctx == nil || t.ctx.InboxPrefix == "") {
+		// As with plugin.nats.user: a broker with users lets each receive
+		// replies only on its own inbox prefix, _INBOX.<user>.
+		opts = append(opts, nats.CustomInboxPrefix(acl.InboxPrefix(t.user)))
+	}
+	return opts, nil
 }
 
 // displayURLs is the server list for messages, with any password removed.
@@ -552,6 +569,9 @@ func (t *target) connectError(err error) error {
 	}
 	var netErr net.Error
 	switch {
+	case t.refusedWithoutCertificate(err):
+		return fmt.Errorf("%w: the broker at %s (from %s) refused this client: it requires a client certificate its CA signed (plugin.choria.network.client_tls_force_required, on by default) and none was given: pass --tlscert FILE and --tlskey FILE with --tlsca FILE, or --config FILE with plugin.security.file.certificate, .key and .ca: %w",
+			natsconn.ErrLogin, urls, t.source, err)
 	case errors.Is(err, nats.ErrNoServers), errors.Is(err, nats.ErrTimeout), errors.As(err, &netErr):
 		return fmt.Errorf("no broker at %s (from %s): %s: %w", urls, t.source, t.hint, err)
 	case errors.Is(err, nats.ErrAuthorization), errors.Is(err, nats.ErrAuthExpired), errors.Is(err, nats.ErrAuthRevoked):
@@ -566,6 +586,19 @@ func (t *target) connectError(err error) error {
 		return fmt.Errorf("connecting to %s: a credentials or key file is missing: %w", urls, err)
 	}
 	return fmt.Errorf("connecting to %s (from %s): %w", urls, t.source, err)
+}
+
+// refusedWithoutCertificate reports whether err is a broker ending the TLS
+// connection of a client that gave no certificate: the broker asks for one
+// and, given none, closes the connection once the handshake is over, so
+// the client sees its next write fail ("broken pipe") rather than a reason.
+func (t *target) refusedWithoutCertificate(err error) bool {
+	if t.clientCert || (t.ctx != nil && t.ctx.Cert != "") || (t.cfg != nil && t.cfg.TLSCertificate != "") {
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "connection closed by remote after TLS handshake") ||
+		strings.Contains(msg, "tls: certificate required") || strings.Contains(msg, "client didn't provide a certificate")
 }
 
 // loadClientConfig reads a Conclave or Choria configuration file with the

@@ -106,11 +106,14 @@ func (e *elections) info(ctx context.Context, name string, asJSON bool) error {
 	cfg := st.StreamInfo().Config
 	use := consumerUse{In: st.StreamInfo().State.Consumers, Limit: broker.EffectiveConsumerLimit(cfg, s.accountInfo(ctx), 0)}
 	cluster := ""
-	if ci := st.StreamInfo().Cluster; ci != nil {
+	ci := st.StreamInfo().Cluster
+	if ci != nil {
 		cluster = ci.Name
 	}
 	clustered := s.nc.ConnectedClusterName() != "" && len(s.nc.Servers()) > 1
 	warnings := bucketWarnings(s.bucket, cfg, clustered)
+	health := replicaHealth(ci, cfg.Replicas)
+	warnings = append(warnings, health.warnings...)
 	if w := use.warning(s.bucket); w != "" {
 		warnings = append(warnings, w)
 	}
@@ -145,6 +148,9 @@ func (e *elections) info(ctx context.Context, name string, asJSON bool) error {
 			out.Elections = append(out.Elections, newElectionJSON(*rec, cfg.MaxAge, now))
 		}
 		return writeJSON(e.a.stdout, out)
+	}
+	if health.summary != "" {
+		cluster += "; " + health.summary
 	}
 	return writeInfo(e.a.stdout, s.bucket, rec, cfg, cluster, st.Values(), use, warnings, now)
 }
@@ -195,7 +201,7 @@ func writeInfo(w io.Writer, bucket string, rec *record, cfg jetstream.StreamConf
 		return err
 	}
 	if len(warnings) == 0 {
-		_, err := fmt.Fprintln(w, "\nNo problems found with the bucket's settings.")
+		_, err := fmt.Fprintln(w, "\nNo problems found with the bucket's settings or its replicas.")
 		return err
 	}
 	fmt.Fprintln(w, "\nWARNINGS:")
@@ -274,4 +280,65 @@ func (u consumerUse) warning(name string) string {
 	}
 	return fmt.Sprintf("%d consumers in use of a limit of %s: each watch (candidates, observers, `conclave election watch`) is a consumer, and the server refuses new ones past the limit; %s%s",
 		u.In, u.Limit, raise, fix)
+}
+
+// replicas is what the bucket's stream says of its replicas: a summary
+// for the Replicas line ("leader node-0, node-2 offline"), and a warning
+// for each replica that is not in step with the leader.
+type replicas struct {
+	summary  string
+	warnings []string
+}
+
+// replicaHealth judges the bucket's replicas from the stream's cluster
+// information: the leader, and each other replica current, behind the
+// leader, or offline. A stream of one replica, or a broker that is not
+// clustered, has nothing to report.
+func replicaHealth(ci *jetstream.ClusterInfo, want int) replicas {
+	if ci == nil || want <= 1 {
+		return replicas{}
+	}
+	var r replicas
+	quorum := want/2 + 1
+	up := 0
+	var parts []string
+	if ci.Leader == "" {
+		parts = append(parts, "no leader")
+		r.warnings = append(r.warnings, fmt.Sprintf("the bucket's replicas have no leader: elections cannot be written or read until a majority (%d of %d) of them is up and has elected one", quorum, want))
+	} else {
+		up++
+		parts = append(parts, "leader "+ci.Leader)
+	}
+	for _, p := range ci.Replicas {
+		switch {
+		case p.Offline:
+			parts = append(parts, p.Name+" offline")
+			r.warnings = append(r.warnings, fmt.Sprintf("replica %s of the bucket is offline (last seen %s ago)", p.Name, p.Active.Round(time.Millisecond)))
+		case !p.Current:
+			what := "not current"
+			if p.Lag > 0 {
+				what = fmt.Sprintf("behind by %d operations", p.Lag)
+			}
+			parts = append(parts, p.Name+" "+what)
+			r.warnings = append(r.warnings, fmt.Sprintf("replica %s of the bucket is %s (last seen %s ago): it is offline or catching up", p.Name, what, p.Active.Round(time.Millisecond)))
+		default:
+			up++
+			parts = append(parts, p.Name+" current")
+		}
+	}
+	if missing := want - 1 - len(ci.Replicas); ci.Leader != "" && missing > 0 {
+		parts = append(parts, fmt.Sprintf("%d not placed", missing))
+		r.warnings = append(r.warnings, fmt.Sprintf("%d of the bucket's %d replicas are not placed on any broker: the cluster has fewer brokers than replicas, or some never joined", missing, want))
+	}
+	if len(r.warnings) > 0 && ci.Leader != "" {
+		lose := up - quorum
+		switch {
+		case lose < 0:
+			r.warnings = append(r.warnings, fmt.Sprintf("only %d of %d replicas are in step, fewer than a majority (%d): writes (campaigns, renewals) wait until more are back", up, want, quorum))
+		case lose == 0:
+			r.warnings = append(r.warnings, fmt.Sprintf("%d of %d replicas are in step, just a majority: elections go on, but losing one more broker stops them", up, want))
+		}
+	}
+	r.summary = strings.Join(parts, ", ")
+	return r
 }

@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -208,5 +209,50 @@ func TestInfoReleasedAndRemoved(t *testing.T) {
 	mustContain(t, "info blank", r.stdout, "none: removed (emptied) by someone other than the leader", "a forced stand-down")
 	if strings.Contains(r.stdout, "released") {
 		t.Errorf("an empty value reported as a release:\n%s", r.stdout)
+	}
+}
+
+// TestInfoShowsAReplicaOffline: with one of three brokers stopped, info
+// names the replica that is not in step and warns that the cluster can
+// lose no more, instead of "Replicas: 3" and no problems (issue 20).
+func TestInfoShowsAReplicaOffline(t *testing.T) {
+	c := brokertest.StartCluster(t, 3, nil)
+	url := c.ClientURLs()[0]
+	r := conclave(t, "--server", url, "election", "info")
+	mustSucceed(t, r)
+	mustContain(t, "info of a whole cluster", r.stdout, "leader node-", "No problems found")
+
+	// A replica that does not lead the bucket: the bucket keeps its
+	// leader, and info answers at once.
+	stopped := (c.BucketLeader() + 1) % 3
+	if stopped == 0 {
+		stopped = (stopped + 1) % 3 // keep the node info connects to
+	}
+	name := fmt.Sprintf("node-%d", stopped)
+	c.Stop(stopped)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r = conclave(t, "--server", url, "election", "info")
+		mustSucceed(t, r)
+		if strings.Contains(r.stdout, name+" offline") || strings.Contains(r.stdout, name+" behind") || strings.Contains(r.stdout, name+" not current") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("info never showed %s out of step, 30s after it stopped:\n%s", name, r.stdout)
+		}
+		time.Sleep(200 * time.Millisecond) // polling the broker's view, which changes on its own clock
+	}
+	mustContain(t, "info with a replica stopped", r.stdout, "WARNINGS:", "replica "+name+" of the bucket is", "just a majority")
+	if strings.Contains(r.stdout, "No problems found") {
+		t.Errorf("info says no problems with a replica stopped:\n%s", r.stdout)
+	}
+	r = conclave(t, "--server", url, "election", "info", "--json")
+	mustSucceed(t, r)
+	var out infoOutput
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(out.Warnings, "\n"), "replica "+name) {
+		t.Errorf("info --json does not warn of %s: %v", name, out.Warnings)
 	}
 }

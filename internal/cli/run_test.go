@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/conclave-io/conclave/config"
@@ -384,5 +385,67 @@ func TestRunTimeoutAndOnce(t *testing.T) {
 	mustSucceed(t, r)
 	if strings.Count(r.stdout, "ran\n") != 1 {
 		t.Errorf("--once ran the command %d times, want 1:\n%s", strings.Count(r.stdout, "ran\n"), r.stdout)
+	}
+}
+
+// TestRunInterruptedWhileTheBrokerIsSilent: Ctrl-C stops run at once even
+// while its campaign waits for requests the broker never answers (here a
+// NATS context's JetStream API prefix whose reads and watches are dropped),
+// instead of after their request timeouts (issue 20: SIGINT ignored for
+// seconds).
+func TestRunInterruptedWhileTheBrokerIsSilent(t *testing.T) {
+	url := startBroker(t, time.Minute) // requests time out after 5s
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	dropped := make(chan string, 100)
+	// "silent.X" forwards to "$JS.API.X", but for the requests of reads,
+	// watches and writes, which are never answered.
+	_, err = nc.Subscribe("silent.>", func(m *nats.Msg) {
+		rest := strings.TrimPrefix(m.Subject, "silent.")
+		if strings.HasPrefix(rest, "CONSUMER.") || strings.HasPrefix(rest, "DIRECT.GET.") ||
+			strings.HasPrefix(rest, "STREAM.MSG.GET.") || strings.HasPrefix(rest, "$KV.") {
+			select {
+			case dropped <- rest:
+			default:
+			}
+			return
+		}
+		reply, err := nc.Request("$JS.API."+rest, m.Data, 5*time.Second)
+		if err == nil {
+			_ = m.Respond(reply.Data)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	xdg := t.TempDir()
+	dir := filepath.Join(xdg, "nats", "context")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "silent.json"), []byte(`{"url": "`+url+`", "jetstream_api_prefix": "silent"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	p := startConclave(t, []string{"XDG_CONFIG_HOME=" + xdg}, "--context", "silent", "election", "run", "job", "--identity", "r1", "--", "sleep", "60")
+	select {
+	case subj := <-dropped:
+		t.Logf("in flight, never to be answered: %s", subj)
+	case <-time.After(eventTimeout):
+		t.Fatal("run made no request to the silent broker")
+	}
+	interrupted := time.Now()
+	p.signal(syscall.SIGINT)
+	if code := p.wait(); code != 0 {
+		t.Errorf("exit status %d after SIGINT, want 0", code)
+	}
+	if took := time.Since(interrupted); took > 2*time.Second {
+		t.Errorf("run took %v to stop after SIGINT: it waited for requests the broker never answers (timeout 5s)", took)
 	}
 }

@@ -6,8 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/bcrypt"
+
 	"github.com/conclave-io/conclave/config"
 	"github.com/conclave-io/conclave/internal/brokertest"
+	"github.com/conclave-io/conclave/internal/cli"
 	"github.com/conclave-io/conclave/internal/testpki"
 )
 
@@ -65,4 +68,58 @@ func TestReadOnlyUserListsAndWatchesButCannotStandDown(t *testing.T) {
 	r = conclave(t, "--config", dashConf, "election", "list")
 	mustSucceed(t, r)
 	mustContain(t, "list after the refused stand-down", r.stdout, "app-a.cron", "ago   in ")
+}
+
+// TestRunRefusedFailsAtOnce: `election run` in an election the user may not
+// campaign in fails with the permission error as soon as the broker
+// refuses it, not after the request timeouts of its watch and read (issue
+// 20: "watch not set up within 5s" at 5 s, permission denied at 10 s).
+func TestRunRefusedFailsAtOnce(t *testing.T) {
+	u := cli.StartUsersBroker(t) // TTL 10s: requests time out after 2s
+	began := time.Now()
+	r := conclave(t, "--config", u.Conf["app-a"], "election", "run", "billing", "--", "sleep", "60")
+	took := time.Since(began)
+	if r.code != 1 {
+		t.Errorf("run exited %d, want 1", r.code)
+	}
+	mustContain(t, "run's error", r.stderr, "permission denied", "billing")
+	if strings.Contains(r.stderr, "watch not set up") {
+		t.Errorf("run waited for the watch's timeout before failing:\n%s", r.stderr)
+	}
+	if took > 3*time.Second {
+		t.Errorf("run took %v to fail; the broker refused at once (requests time out after 2s)", took)
+	}
+}
+
+// TestOperatorLogsInWithPasswordAndCertificate: on a broker that requires
+// client certificates (client_tls_force_required, on by default), the
+// operator ops, who logs in with a password, connects with its password and
+// a certificate the CA signed; without a certificate the error says that
+// the broker refused the client for lack of one (issue 20: "no broker at
+// tls://… broken pipe" while the broker ran).
+func TestOperatorLogsInWithPasswordAndCertificate(t *testing.T) {
+	ca := testpki.NewCA(t, "ca")
+	node, ops := ca.Issue(t, "broker"), ca.Issue(t, "ops")
+	hash, err := bcrypt.GenerateFromPassword([]byte("ops-secret"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := brokertest.StartSingle(t, func(c *config.Config) {
+		c.TLSCertificate, c.TLSKey, c.TLSCA = node.CertFile, node.KeyFile, node.CAFile
+		c.ClientTLSForceRequired = true
+		c.Users = map[string]*config.User{"ops": {Name: "ops", PasswordHash: string(hash), Admin: true}}
+	})
+	login := []string{"--server", b.ClientURL(), "--tlsca", ops.CAFile, "--user", "ops", "--password", "ops-secret", "--timeout", "5s"}
+
+	r := conclave(t, append(login, "election", "list")...)
+	if r.code == 0 {
+		t.Fatal("ops connected without a client certificate to a broker that requires one")
+	}
+	mustContain(t, "the error without a certificate", r.stderr, "certificate", "--tlscert")
+	if strings.Contains(r.stderr, "no broker at") {
+		t.Errorf("the error says there is no broker, while the broker refused the client:\n%s", r.stderr)
+	}
+
+	r = conclave(t, append(login, "--tlscert", ops.CertFile, "--tlskey", ops.KeyFile, "election", "list")...)
+	mustSucceed(t, r)
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
@@ -90,6 +91,7 @@ func (e *elections) watch(ctx context.Context, name string, asJSON, verbose bool
 		errs:    make(chan error, 1),
 	}
 	defer w.wg.Wait()
+	w.out.followConnection(s.nc)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if name != "" {
@@ -411,4 +413,75 @@ func (p *watchPrinter) print(ev watchEvent) {
 		return
 	}
 	fmt.Fprintf(p.w, "%s  %-8s  %s: %s\n", ev.at.Local().Format(textTime), ev.event, ev.key, ev.text())
+}
+
+// followConnection prints a line when the connection to the broker is lost
+// and when it is back: the observers resume on their own and say nothing
+// meanwhile, so without these lines a watch of a broker that went away
+// looks like a quiet election. The handlers run on nats.go's callback
+// goroutine.
+func (p *watchPrinter) followConnection(nc *nats.Conn) {
+	var mu sync.Mutex
+	server := nc.ConnectedUrlRedacted() // the one in use, or last used
+	nc.SetDisconnectErrHandler(func(nc *nats.Conn, err error) {
+		if nc.IsClosed() {
+			return // the watch is ending
+		}
+		mu.Lock()
+		lost := server
+		mu.Unlock()
+		p.connection(connDisconnected, lost, err)
+	})
+	nc.SetReconnectHandler(func(nc *nats.Conn) {
+		mu.Lock()
+		server = nc.ConnectedUrlRedacted()
+		now := server
+		mu.Unlock()
+		p.connection(connReconnected, now, nil)
+	})
+}
+
+// The events of watch's connection lines.
+const (
+	connDisconnected = "disconnected"
+	connReconnected  = "reconnected"
+)
+
+// connectionJSON is a connection line of watch's JSON output: it has no
+// election, and "event" is disconnected or reconnected.
+type connectionJSON struct {
+	Time   string `json:"time"`
+	Event  string `json:"event"`
+	Server string `json:"server"`
+	Error  string `json:"error,omitempty"`
+}
+
+// connection prints a connection line: event is connDisconnected (with the
+// server lost and why) or connReconnected (with the server now used).
+func (p *watchPrinter) connection(event, server string, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := time.Now()
+	if p.json {
+		j := connectionJSON{Time: formatJSONTime(now), Event: event, Server: server}
+		if err != nil {
+			j.Error = err.Error()
+		}
+		line, merr := json.Marshal(j)
+		if merr != nil {
+			line = []byte(fmt.Sprintf(`{"error":%q}`, merr))
+		}
+		_, _ = p.w.Write(append(line, '\n'))
+		return
+	}
+	var text string
+	switch {
+	case event == connReconnected:
+		text = fmt.Sprintf("connected to %s: the watch resumes", server)
+	case err != nil:
+		text = fmt.Sprintf("lost the connection to %s (%v): reconnecting", server, err)
+	default:
+		text = fmt.Sprintf("lost the connection to %s: reconnecting", server)
+	}
+	fmt.Fprintf(p.w, "%s  %-8s  %s\n", now.Local().Format(textTime), event, text)
 }

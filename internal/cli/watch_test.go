@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conclave-io/conclave/config"
+	"github.com/conclave-io/conclave/internal/brokertest"
 	"github.com/conclave-io/conclave/providers/election/streams"
 )
 
@@ -151,4 +153,43 @@ func TestWatch(t *testing.T) {
 			t.Errorf("expires_at - written = %v, want the TTL 2s", expires.Sub(written))
 		}
 	}
+}
+
+// TestWatchSaysWhenTheBrokerGoesAway: with the broker stopped, watch prints
+// a disconnected line, and a reconnected line once it is back, in text and
+// in JSON, and then goes on reporting changes (issue 20: 35 s of only
+// "consumer not active" warnings).
+func TestWatchSaysWhenTheBrokerGoesAway(t *testing.T) {
+	c := brokertest.StartCluster(t, 1, func(_ int, cfg *config.Config) { cfg.LeaderElectionTTL = 2 * time.Second })
+	url := c.ClientURLs()[0]
+	text := startConclave(t, nil, "--server", url, "election", "watch", "job")
+	asJSON := startConclave(t, nil, "--server", url, "election", "watch", "job", "--json")
+	text.stderr.waitFor(t, 0, regexp.MustCompile(`waiting for it to begin`))
+	asJSON.stderr.waitFor(t, 0, regexp.MustCompile(`waiting for it to begin`))
+
+	c.Stop(0)
+	text.stdout.waitFor(t, 0, regexp.MustCompile(`  disconnected  lost the connection to nats://127\.0\.0\.1:\d+.*: reconnecting$`))
+	_, m := asJSON.stdout.waitFor(t, 0, regexp.MustCompile(`^(\{.*"event":"disconnected".*\})$`))
+	var line struct{ Time, Event, Server string }
+	if err := json.Unmarshal([]byte(m[1]), &line); err != nil || line.Time == "" || line.Server != url {
+		t.Errorf("disconnected line %s: %v; want its time and the server %s", m[1], err, url)
+	}
+
+	c.Restart(0)
+	text.stdout.waitFor(t, 0, regexp.MustCompile(`  reconnected  connected to nats://127\.0\.0\.1:\d+: the watch resumes$`))
+	asJSON.stdout.waitFor(t, 0, regexp.MustCompile(`"event":"reconnected","server":"`+regexp.QuoteMeta(url)+`"`))
+
+	// And it still follows the election: a leader that began while the
+	// watch was still resuming is reported as current, as after any
+	// restart of the watch.
+	candidate := campaign(t, jetStream(t, url), "w1", "job")
+	candidate.waitLeading(t)
+	text.stdout.waitFor(t, 0, regexp.MustCompile(`  (elected|current)\s+job: w1 leads, `))
+	asJSON.stdout.waitFor(t, 0, regexp.MustCompile(`"event":"(elected|current)".*"leader":"w1"`))
+	text.signal(syscall.SIGINT)
+	asJSON.signal(syscall.SIGINT)
+	if code := text.wait(); code != 0 {
+		t.Errorf("watch exited %d after Ctrl-C, want 0", code)
+	}
+	asJSON.wait()
 }

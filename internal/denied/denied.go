@@ -5,9 +5,12 @@
 package denied
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -40,6 +43,13 @@ func Last(nc *nats.Conn) error {
 // token and a last > one or more. A refused subject's own * and > tokens
 // are matched as any others.
 func Explain(nc *nats.Conn, err, before error, what string, subjects ...string) error {
+	return ExplainFunc(nc, err, before, what, Naming(subjects...))
+}
+
+// ExplainFunc is Explain for a request whose refused subject covers tells
+// apart, where a list of patterns cannot: a watch's consumer, whose filter
+// may be the key's subject or a wildcard over a group of keys.
+func ExplainFunc(nc *nats.Conn, err, before error, what string, covers func(refused string) bool) error {
 	if err == nil || nc == nil {
 		return err
 	}
@@ -47,22 +57,92 @@ func Explain(nc *nats.Conn, err, before error, what string, subjects ...string) 
 	if errors.As(err, &apiErr) {
 		return err // the broker answered: not a refusal
 	}
-	after := nc.LastError()
-	if after == nil || after == before || !errors.Is(after, nats.ErrPermissionViolation) {
-		return err
-	}
-	msg := after.Error()
-	if refused, ok := refusedSubject(msg); ok {
-		for _, subj := range subjects {
-			if matches(subj, refused) {
-				return fmt.Errorf("%w: %s: the broker refused %s to this connection's user (%v): ask the broker's operator to allow it (a user's plugin.conclave.user.NAME.campaign or .observe keys), or connect as a user who may", ErrPermissionDenied, what, refused, after)
-			}
-		}
-	}
-	if inbox := InboxPrefix(nc); strings.Contains(msg, `Subscription to "`+inbox) {
-		return fmt.Errorf("%w: %s: the broker refused replies on this connection's inbox %s.> (%v): a broker with users gives each its own inbox prefix; connect with nats.CustomInboxPrefix(\"_INBOX.<user>\") (Conclave's framework and CLI do so when plugin.nats.user is set)", ErrPermissionDenied, what, inbox, after)
+	if refusal := refusalSince(nc, before, what, covers); refusal != nil {
+		return refusal
 	}
 	return err
+}
+
+// Naming returns a covers function for ExplainFunc and Abort that matches
+// the refused subject against subjects, as Explain does.
+func Naming(subjects ...string) func(refused string) bool {
+	return func(refused string) bool {
+		for _, subj := range subjects {
+			if matches(subj, refused) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// refusalSince returns the error explaining a refusal when nc's
+// asynchronous error changed since before to a permissions violation of a
+// subject covers reports, or of nc's inbox; otherwise nil.
+func refusalSince(nc *nats.Conn, before error, what string, covers func(string) bool) error {
+	after := nc.LastError()
+	if after == nil || after == before || !errors.Is(after, nats.ErrPermissionViolation) {
+		return nil
+	}
+	msg := after.Error()
+	if refused, ok := refusedSubject(msg); ok && covers(refused) {
+		return fmt.Errorf("%w: %s: the broker refused %s to this connection's user (%v): ask the broker's operator to allow it (a user's plugin.conclave.user.NAME.campaign or .observe keys), or connect as a user who may", ErrPermissionDenied, what, refused, after)
+	}
+	if inbox := InboxPrefix(nc); strings.Contains(msg, `Subscription to "`+inbox) {
+		want := "_INBOX.<user>"
+		if nc.Opts.User != "" {
+			want = "_INBOX." + nc.Opts.User
+		}
+		return fmt.Errorf("%w: %s: the broker refused replies on this connection's inbox %s.> (%v): a broker with users lets each receive replies only under its own inbox prefix, %s: connect with nats.CustomInboxPrefix(%q) (Conclave's framework and CLI do so for plugin.nats.user and --user), or with the NATS CLI's --inbox-prefix %s (inbox_prefix in a NATS context)", ErrPermissionDenied, what, inbox, after, want, want, want)
+	}
+	return nil
+}
+
+// pollEvery is how often Abort looks at the connection's asynchronous
+// error. nats.go has one error handler per connection, the application's:
+// reading the last error leaves it alone.
+const pollEvery = 10 * time.Millisecond
+
+// ErrRefused is the cause of a context that Abort ended: the broker refused
+// the request for permissions. It does not match ErrPermissionDenied, as a
+// refusal need not be for good (a shared consumer refused, say, is then
+// made for one key alone); callers say so with Explain or ExplainFunc.
+var ErrRefused = errors.New("the broker refused the request for permissions")
+
+// Abort returns a context that ends with ctx, or as soon as nc reports a
+// refusal that Explain would name for the request (a permissions violation
+// after before, of a subject covers reports or of nc's inbox): NATS answers
+// a refused request with silence, and waiting for its timeout only delays
+// the same answer. Its cause then wraps ErrRefused and says what was
+// refused. stop releases it; call it once the request returned.
+func Abort(ctx context.Context, nc *nats.Conn, before error, what string, covers func(refused string) bool) (context.Context, context.CancelFunc) {
+	if nc == nil {
+		return context.WithCancel(ctx)
+	}
+	actx, cancel := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(pollEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-actx.Done():
+				return
+			case <-t.C:
+				if refusal := refusalSince(nc, before, what, covers); refusal != nil {
+					cancel(fmt.Errorf("%w: %v", ErrRefused, refusal))
+					return
+				}
+			}
+		}
+	}()
+	var once sync.Once
+	return actx, func() {
+		once.Do(func() { close(done) })
+		cancel(context.Canceled)
+	}
 }
 
 // InboxPrefix returns the prefix of nc's inboxes.

@@ -98,3 +98,41 @@ func TestExplainMatchesWildcards(t *testing.T) {
 		}
 	}
 }
+
+// TestInboxRefusalNamesThePrefixToUse: a client of a broker with users that
+// keeps nats.go's default inbox has every request refused; the error says
+// which prefix its user must use, in Go and with the NATS CLI, and Abort
+// ends the request as soon as the refusal is reported.
+func TestInboxRefusalNamesThePrefixToUse(t *testing.T) {
+	srv := natstest.Start(t, &server.Options{Users: []*server.User{{Username: "u", Password: "u", Permissions: &server.Permissions{
+		Publish:   &server.SubjectPermission{Allow: []string{"svc"}},
+		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.u.>"}},
+	}}}})
+	nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo("u", "u"), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	before := denied.Last(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	actx, stop := denied.Abort(ctx, nc, before, "asking svc", denied.Naming("svc"))
+	defer stop()
+	began := time.Now()
+	_, reqErr := nc.RequestWithContext(actx, "svc", nil)
+	if took := time.Since(began); took > 2*time.Second {
+		t.Errorf("the refused request took %v: Abort did not end it when the refusal was reported", took)
+	}
+	if cause := context.Cause(actx); !errors.Is(cause, denied.ErrRefused) || errors.Is(cause, denied.ErrPermissionDenied) {
+		t.Errorf("the request's context ended with %v, want the refusal", context.Cause(actx))
+	}
+	err = denied.Explain(nc, reqErr, before, "asking svc", "svc")
+	if !errors.Is(err, denied.ErrPermissionDenied) {
+		t.Fatalf("request on the default inbox: %v, want ErrPermissionDenied", err)
+	}
+	for _, want := range []string{`nats.CustomInboxPrefix("_INBOX.u")`, "--inbox-prefix _INBOX.u"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not say %s: %v", want, err)
+		}
+	}
+}

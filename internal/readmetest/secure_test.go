@@ -25,6 +25,20 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// natsCLI returns the path of the NATS CLI: $NATS_CLI (.ci/run builds it
+// and sets it), else `nats` on the PATH; without one the test is skipped.
+func natsCLI(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("NATS_CLI"); p != "" {
+		return p
+	}
+	p, err := exec.LookPath("nats")
+	if err != nil {
+		t.Skip("no NATS CLI: set NATS_CLI to its path (.ci/run builds it)")
+	}
+	return p
+}
+
 // readme returns README.md.
 func readme(t *testing.T) string {
 	t.Helper()
@@ -93,7 +107,9 @@ func freePortOnAll(t *testing.T) int {
 // its OpenSSL commands make the certificates, its broker file (with
 // 10.0.0.N as 127.0.0.N and free ports) starts three brokers that cluster
 // over TLS, and its program file campaigns as app-a: it wins an app-a.*
-// election and is refused billing with ErrPermissionDenied.
+// election and is refused billing with ErrPermissionDenied. Its operator's
+// block then runs as written, with ops.conf: the CLI as ops, and the NATS
+// CLI as ops with its inbox prefix.
 func TestREADMESecureThreeNodeSetup(t *testing.T) {
 	if _, err := exec.LookPath("openssl"); err != nil {
 		t.Fatal("the README's setup needs openssl: install it (apt-get install openssl); .ci/run does")
@@ -203,6 +219,50 @@ func TestREADMESecureThreeNodeSetup(t *testing.T) {
 	if !e.IsLeader() {
 		t.Error("app-a.cron lost its leader when billing was refused")
 	}
+
+	t.Run("operator", func(t *testing.T) {
+		// The operator's block, as written: the CLI with ops.conf and the
+		// NATS CLI as ops, its password typed at the prompt.
+		nats := natsCLI(t)
+		bin := t.TempDir()
+		build := exec.Command("go", "build", "-o", bin+"/conclave", "github.com/conclave-io/conclave/cmd/conclave")
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("building conclave: %v\n%s", err, out)
+		}
+		if err := os.Symlink(nats, bin+"/nats"); err != nil {
+			t.Fatal(err)
+		}
+		work := t.TempDir()
+		if err := os.WriteFile(work+"/ops.conf", []byte(local(iniBlock(t, text, "ops.conf"))), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		script := between(t, text, "<!-- BEGIN secure-setup operator -->\n```sh\n", "```\n<!-- END secure-setup operator -->")
+		sh := exec.CommandContext(ctx, "bash", "-euc", local(script))
+		sh.Dir = work
+		sh.Stdin = strings.NewReader("ops-secret\n")
+		sh.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "HOME="+work, "XDG_CONFIG_HOME="+work,
+			"NATS_CONTEXT=", "NATS_URL=", "CONCLAVE_CONFIG=")
+		out, err := sh.CombinedOutput()
+		t.Logf("the operator's block:\n%s", out)
+		if err != nil {
+			t.Fatalf("the README's operator block failed: %v", err)
+		}
+		for _, want := range []string{"app-a.cron", "app-a-1.example.net", "CHORIA_LEADER_ELECTION"} {
+			if !strings.Contains(string(out), want) {
+				t.Errorf("the operator's block does not show %q", want)
+			}
+		}
+
+		// Without --inbox-prefix the NATS CLI fails as the README says.
+		plain := exec.CommandContext(ctx, nats, "--server", "tls://127.0.0.1:"+strconv.Itoa(clientPort), "--tlscert", tlsDir+"/ops.pem",
+			"--tlskey", tlsDir+"/ops-key.pem", "--tlsca", tlsDir+"/ca.pem", "--user", "ops", "--password", "ops-secret", "--timeout", "2s",
+			"kv", "info", "CHORIA_LEADER_ELECTION")
+		plain.Env = sh.Env
+		out, err = plain.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), `Permissions Violation for Subscription to "_INBOX.`) {
+			t.Errorf("the NATS CLI as ops without --inbox-prefix: %v\n%s\nthe README says it fails with a permissions violation on its inbox", err, out)
+		}
+	})
 	e.Stop()
 	if err := <-done; err != nil {
 		t.Errorf("Start returned %v", err)

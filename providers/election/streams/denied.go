@@ -1,6 +1,21 @@
 package streams
 
-import "github.com/conclave-io/conclave/internal/denied"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/conclave-io/conclave/internal/denied"
+	"github.com/conclave-io/conclave/internal/jsapi"
+	"github.com/conclave-io/conclave/internal/kvwatch"
+)
 
 // ErrPermissionDenied means the broker refused one of the election's
 // requests because the connection's user may not make it: it may not
@@ -11,3 +26,194 @@ import "github.com/conclave-io/conclave/internal/denied"
 // change. Candidates always recognise it; observers only with
 // ObserveWithJetStream (as the framework passes).
 var ErrPermissionDenied = denied.ErrPermissionDenied
+
+// writeGrace is how long a claim in flight when a campaign that never held
+// its key stops may still take before it is given up: on a broker that
+// answers it takes milliseconds and is kept (a claim that wins is then
+// released); on one that does not, Stop (and Ctrl-C in the CLI) does not
+// wait for its request timeout. A claim given up has an unknown outcome,
+// as one that timed out: a key it wrote expires with the TTL.
+const writeGrace = time.Second
+
+// refusingStore is the store of a campaign on a real connection. Each
+// request ends as soon as the connection reports that the broker refused
+// it for permissions (NATS answers a refused request with silence, so it
+// would otherwise end only at its timeout, and a campaign without
+// permission would fail after several timeouts instead of at once), with
+// the refusal explained as ErrPermissionDenied.
+//
+// Until the campaign has written its key, its requests also end when it
+// stops (stop is closed): reads, the bucket's settings and a watch being
+// set up at once, a claim writeGrace later. A campaign that wrote its key
+// may hold it, and its release is marked only with what those requests
+// tell (that earlier holders are gone): its requests keep their timeouts,
+// as its release does.
+type refusingStore struct {
+	store
+	nc     *nats.Conn
+	bucket string
+	api    string // the JetStream API prefix, "$JS.API." by default
+	put    string // what a key's subject is prefixed with when written
+	stop   <-chan struct{}
+	wrote  atomic.Bool // a write of the key succeeded: the campaign may hold it
+}
+
+// newRefusingStore wraps st, the store of bucket over js, to end its
+// requests on a refusal reported by js's connection or when stop closes.
+func newRefusingStore(st store, js jetstream.JetStream, bucket string, stop <-chan struct{}) *refusingStore {
+	api, put := jsapi.Prefix(js), ""
+	if api != jetstream.DefaultAPIPrefix {
+		put = api
+	}
+	return &refusingStore{store: st, nc: js.Conn(), bucket: bucket, api: api, put: put, stop: stop}
+}
+
+// request runs call under a context that ends on a refusal covers reports,
+// or, until the campaign wrote its key, wait after stop closes (never, for
+// a negative wait), and explains its error as ErrPermissionDenied when it
+// was refused.
+func (s *refusingStore) request(ctx context.Context, what string, wait time.Duration, covers func(string) bool, call func(context.Context) error) error {
+	before := denied.Last(s.nc)
+	actx, release := denied.Abort(ctx, s.nc, before, what, covers)
+	defer release()
+	if wait >= 0 && s.stop != nil && !s.wrote.Load() {
+		stopped := make(chan struct{})
+		defer close(stopped)
+		go func() {
+			select {
+			case <-stopped:
+				return
+			case <-s.stop:
+			}
+			if wait > 0 {
+				t := time.NewTimer(wait)
+				defer t.Stop()
+				select {
+				case <-stopped:
+					return
+				case <-t.C:
+				}
+			}
+			release()
+		}()
+	}
+	err := call(actx)
+	if err == nil || errors.Is(err, ErrPermissionDenied) {
+		return err
+	}
+	if explained := denied.ExplainFunc(s.nc, err, before, what, covers); errors.Is(explained, ErrPermissionDenied) {
+		return explained
+	}
+	if s.stopping() && ctx.Err() == nil && actx.Err() != nil {
+		return fmt.Errorf("%w: cut short, as the campaign is stopping", err)
+	}
+	return err
+}
+
+// stopping reports whether the campaign stops.
+func (s *refusingStore) stopping() bool {
+	select {
+	case <-s.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+func (s *refusingStore) streamInfo() string { return s.api + "STREAM.INFO.KV_" + s.bucket }
+
+func (s *refusingStore) keySubject(key string) string { return "$KV." + s.bucket + "." + key }
+
+func (s *refusingStore) Status(ctx context.Context, maxAge time.Duration) (st jetstream.KeyValueStatus, age time.Duration, err error) {
+	err = s.request(ctx, "reading the settings of bucket "+s.bucket, 0, denied.Naming(s.streamInfo()), func(ctx context.Context) error {
+		st, age, err = s.store.Status(ctx, maxAge)
+		return err
+	})
+	return st, age, err
+}
+
+// SettingsChanges passes on the wrapped store's notices of changes of the
+// bucket's settings (see transport.Store.SettingsChanges).
+func (s *refusingStore) SettingsChanges() (<-chan time.Time, func()) {
+	if sc, ok := s.store.(settingsNotifier); ok {
+		return sc.SettingsChanges()
+	}
+	return nil, func() {}
+}
+
+func (s *refusingStore) Latest(ctx context.Context, key string) (ent jetstream.KeyValueEntry, err error) {
+	covers := denied.Naming(s.streamInfo(), s.api+"DIRECT.GET.KV_"+s.bucket+"."+s.keySubject(key), s.api+"STREAM.MSG.GET.KV_"+s.bucket)
+	err = s.request(ctx, "reading election "+key, 0, covers, func(ctx context.Context) error {
+		ent, err = s.store.Latest(ctx, key)
+		return err
+	})
+	return ent, err
+}
+
+func (s *refusingStore) Write(ctx context.Context, key string, value []byte, rev uint64) (n uint64, err error) {
+	err = s.request(ctx, "writing election "+key, writeGrace, denied.Naming(s.put+s.keySubject(key)), func(ctx context.Context) error {
+		n, err = s.store.Write(ctx, key, value, rev)
+		if err == nil {
+			s.wrote.Store(true)
+		}
+		return err
+	})
+	return n, err
+}
+
+func (s *refusingStore) Delete(ctx context.Context, key string, rev uint64, payload []byte) (marked bool, err error) {
+	// A release is the handover a stopping leader owes: it keeps its
+	// request timeout.
+	err = s.request(ctx, "releasing election "+key, -1, denied.Naming(s.put+s.keySubject(key)), func(ctx context.Context) error {
+		marked, err = s.store.Delete(ctx, key, rev, payload)
+		return err
+	})
+	return marked, err
+}
+
+// Watch sets the watch up under a context that ends on a refusal of its
+// consumer or when the campaign stops; once set up, the watch lives as
+// long as ctx, as the store's.
+func (s *refusingStore) Watch(ctx context.Context, key string) (w jetstream.KeyWatcher, err error) {
+	// The watch lives as long as wctx, beyond the request's context: that
+	// one ends it only while it is being set up.
+	wctx, cancel := context.WithCancel(ctx)
+	err = s.request(ctx, "watching election "+key, 0, s.coversWatch(key), func(actx context.Context) error {
+		settingUp := context.AfterFunc(actx, cancel)
+		w, err = s.store.Watch(wctx, key)
+		if !settingUp() && err == nil {
+			// The request ended as the watch came up: it ends with wctx.
+			kvwatch.StopInBackground(w, new(sync.WaitGroup))
+			err = context.Cause(actx)
+		}
+		return err
+	})
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	return w, nil
+}
+
+// coversWatch reports whether a refused subject is that of a watch of key
+// alone: the creation of a consumer of the bucket's stream filtered on the
+// key's subject, or the pulls of a consumer of the stream. A consumer
+// shared by a group of keys (filtered on a wildcard) does not count: its
+// refusal is not for good, as the store then makes a consumer for each key
+// alone, and it may be another campaign's request, made while this one
+// makes its own consumer.
+func (s *refusingStore) coversWatch(key string) func(string) bool {
+	create := s.api + "CONSUMER.CREATE.KV_" + s.bucket + "."
+	next := denied.Naming(s.api + "CONSUMER.MSG.NEXT.KV_" + s.bucket + ".*")
+	return func(refused string) bool {
+		if next(refused) {
+			return true
+		}
+		rest, ok := strings.CutPrefix(refused, create)
+		if !ok {
+			return false
+		}
+		_, filter, ok := strings.Cut(rest, ".") // after the consumer's name
+		return ok && filter == s.keySubject(key)
+	}
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/conclave-io/conclave/internal/natstest"
 )
@@ -136,5 +137,91 @@ func TestLeaderWhoseWritesAreRevokedStandsDown(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Start did not return")
+	}
+}
+
+// TestStartFailsAtOnceWhenRefused: the broker answers a refused request
+// with silence and reports the refusal on the connection at once; Start
+// returns ErrPermissionDenied then, not after the request timeouts of the
+// watch and the read (issue 20: 10 s with the default timeout).
+func TestStartFailsAtOnceWhenRefused(t *testing.T) {
+	srv, _, _ := permissionServer(t, appPermissions(true))
+	kv := openBucket(t, appConn(t, srv))
+	e := mustElection(t, "a", "billing", kv, RequestTimeout(2500*time.Millisecond))
+	began := time.Now()
+	select {
+	case err := <-startAsync(e):
+		if !errors.Is(err, ErrPermissionDenied) {
+			t.Fatalf("Start returned %v, want ErrPermissionDenied", err)
+		}
+		if took := time.Since(began); took > time.Second {
+			t.Errorf("Start took %v to return ErrPermissionDenied (the request timeout is 2.5s); the refusal was reported at once", took)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("Start in a forbidden election did not return")
+	}
+}
+
+// TestStopDoesNotWaitForASilentBroker: a campaign whose requests go
+// unanswered (here a JetStream API prefix whose requests are dropped, but
+// for the bucket's settings) stops as soon as it is told to, not after the
+// request in flight times out.
+func TestStopDoesNotWaitForASilentBroker(t *testing.T) {
+	srv, _, adminNC := permissionServer(t, appPermissions(true))
+	nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo("admin", "admin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	dropped := make(chan string, 100)
+	// "silent.X" forwards the bucket's settings to "$JS.API.X" and drops
+	// every other request: reads, watches and writes are never answered.
+	_, err = adminNC.Subscribe("silent.>", func(m *nats.Msg) {
+		rest := strings.TrimPrefix(m.Subject, "silent.")
+		if !strings.HasPrefix(rest, "STREAM.INFO.") {
+			select {
+			case dropped <- m.Subject:
+			default:
+			}
+			return
+		}
+		reply, err := adminNC.Request("$JS.API."+rest, m.Data, 5*time.Second)
+		if err == nil {
+			_ = m.Respond(reply.Data)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := adminNC.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.NewWithAPIPrefix(nc, "silent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := NewElection("a", "app.mine", js, InBucket(bucketName), RequestTimeout(2500*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := startAsync(e)
+	select {
+	case subj := <-dropped:
+		t.Logf("in flight, never to be answered: %s", subj)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the campaign made no request")
+	}
+	stopped := time.Now()
+	e.Stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Start returned %v after Stop, want nil", err)
+		}
+		if took := time.Since(stopped); took > time.Second {
+			t.Errorf("Start returned %v after Stop: it waited for a request the broker never answers", took)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Start did not return after Stop")
 	}
 }

@@ -42,6 +42,7 @@ type Election struct {
 	running     bool
 	stopped     bool
 	cancel      context.CancelFunc
+	done        <-chan struct{} // closed when the campaign stops; set by Start
 	term        *Term
 	lastRenewal time.Time
 	tm          timings     // as the campaign last adopted them
@@ -145,9 +146,13 @@ func (e *Election) Key() string { return e.key }
 // settings, retrying with backoff while the broker is unreachable or the
 // bucket does not exist (and logging why, once for each cause), and returns
 // an error wrapping ErrInvalidBucket if they cannot hold elections safely.
-// A leader that stops gets OnLost and, unless ReleaseOnStop(false), hands
-// its key over with a release mark; Start returns after that. An Election campaigns once: a second Start returns
-// ErrAlreadyStarted.
+// A refusal is recognised as soon as the connection reports it, not at the
+// refused request's timeout. A leader that stops gets OnLost and, unless
+// ReleaseOnStop(false), hands its key over with a release mark; Start
+// returns after that. A candidate that never wrote its key stops at once:
+// a read or a watch in flight is given up, a claim a second later; one that
+// did may lead, and its requests and release keep their timeouts. An
+// Election campaigns once: a second Start returns ErrAlreadyStarted.
 func (e *Election) Start(ctx context.Context) error {
 	e.mu.Lock()
 	if e.started {
@@ -161,6 +166,7 @@ func (e *Election) Start(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	e.cancel = cancel
+	e.done = ctx.Done()
 	e.running = true
 	e.mu.Unlock()
 	defer func() {
@@ -418,7 +424,8 @@ func (e *Election) readBucket(ctx context.Context) (jetstream.KeyValueStatus, er
 			return nil, err
 		}
 		e.mu.Lock()
-		e.bucket, e.store = kv, newStore(kv, e.js, e.opts.log)
+		st := newRefusingStore(newStore(kv, e.js, e.opts.log), e.js, e.opts.bucket, e.done)
+		e.bucket, e.store = kv, st
 		e.mu.Unlock()
 	}
 	st, _, err := e.store.Status(ctx, 0)
