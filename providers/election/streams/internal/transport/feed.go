@@ -41,6 +41,7 @@ type feed struct {
 	prefix string // set for a prefix's shared feed
 	key    string // set for one key's feed
 	set    bool   // a set feed: one consumer with a filter for each of its keys
+	all    bool   // the feed of the whole bucket
 
 	// under hub.mu
 	subs     map[string]map[*hubWatch]struct{}
@@ -217,6 +218,10 @@ func (f *feed) detachLocked() bool {
 			if h.setOf[key] == f {
 				delete(h.setOf, key)
 			}
+		}
+	case f.all:
+		if h.allFeed == f {
+			h.allFeed = nil
 		}
 	case f.prefix != "":
 		if h.groupFeeds[f.prefix] == f {

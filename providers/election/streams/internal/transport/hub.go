@@ -22,9 +22,11 @@ import (
 //
 //   - its first few keys (MaxKeyFeeds) get a consumer each, filtered on the
 //     key, which NATS permissions can scope;
-//   - every other key joins a set feed: one consumer with a filter for each
+//   - the next ones join a set feed: one consumer with a filter for each
 //     of its keys (up to setKeys of them, in up to maxSetFeeds feeds),
-//     made again with the new keys when keys join.
+//     made again with the new keys when keys join;
+//   - the rest share one consumer on the whole bucket (a process that
+//     follows that many keys usually follows most of the bucket).
 //
 // Permissions cannot scope a consumer with several filters: when the
 // broker refuses one, the hub falls back for noFoldFor to a consumer per
@@ -35,10 +37,11 @@ import (
 // a single filter, which permissions can scope too, but one that delivers
 // the prefix's other keys as well.
 //
-// With set feeds, a process has at most MaxKeyFeeds + maxSetFeeds
-// consumers on the bucket whatever its keys' names, each delivering only
-// keys the process follows (a set feed filters on at most twice the keys
-// followed).
+// With set feeds, a process has at most MaxKeyFeeds + maxSetFeeds + 1
+// consumers on the bucket whatever its keys' names. Up to MaxKeyFeeds +
+// maxSetFeeds*setKeys keys, each delivers only keys the process follows (a
+// set feed filters on at most twice the keys followed); past that, the
+// process receives the whole bucket's changes.
 //
 // A hub is kept alive by the stores that use it and dropped by the garbage
 // collector once none does.
@@ -53,6 +56,7 @@ type watchHub struct {
 	keyFeeds   map[string]*feed     // one key's own feed
 	groupFeeds map[string]*feed     // a prefix's shared feed
 	setFeeds   []*feed              // feeds of sets of keys
+	allFeed    *feed                // the feed of the whole bucket, for keys past the set feeds
 	setOf      map[string]*feed     // the set feed each key in one belongs to
 	noSet      time.Time            // set feeds failed (refused by permissions): none until then
 	following  map[string]int       // subscriptions per key
@@ -89,16 +93,17 @@ type watchHub struct {
 const FoldAt = 8
 
 // The bounds on a hub's consumers (see watchHub): MaxKeyFeeds keys get a
-// consumer each, maxPrefixFeeds prefixes one each, and the other keys share
-// maxSetFeeds set feeds of setKeys keys. setKeys keeps the
-// request that makes a set feed's consumer to about 150 KB, well within
-// the broker's 1 MB payload limit; the set feeds take more keys each once
-// all of them are full.
+// consumer each, the next ones share maxSetFeeds set feeds of setKeys keys,
+// and the rest one feed of the whole bucket; where set feeds are refused,
+// maxPrefixFeeds prefixes get one each. setKeys is small because the
+// broker checks a new consumer's filters against each other, in time that
+// grows with the square of their number: at 4,096 filters, remaking set
+// feeds took most of a broker's CPU at 10,000 elections.
 const (
 	MaxKeyFeeds    = 5
 	maxPrefixFeeds = 4
 	maxSetFeeds    = 6
-	setKeys        = 4096
+	setKeys        = 256
 )
 
 // noFoldFor is how long a prefix whose shared consumer could not be made
@@ -219,6 +224,9 @@ func (h *watchHub) feedForLocked(key string) *feed {
 	if f := h.setOf[key]; f != nil {
 		return f
 	}
+	if h.allFeed != nil {
+		return h.allFeed
+	}
 	prefix := prefixOf(key)
 	setsRefused := h.js == nil || time.Now().Before(h.noSet)
 	if prefix != "" && (setsRefused || h.groupFeeds[prefix] != nil) {
@@ -246,7 +254,12 @@ func (h *watchHub) feedForLocked(key string) *feed {
 			f = sf
 		}
 	}
-	if f == nil || len(f.keys) >= setKeys && len(h.setFeeds) < maxSetFeeds {
+	if f == nil || len(f.keys) >= setKeys {
+		if len(h.setFeeds) >= maxSetFeeds {
+			h.allFeed = h.newFeedLocked(">", "", "")
+			h.allFeed.all = true
+			return h.allFeed
+		}
 		f = h.newFeedLocked("", "", "")
 		f.set, f.keys, f.filter = true, map[string]bool{}, "a set of keys"
 		h.setFeeds = append(h.setFeeds, f)
@@ -325,9 +338,9 @@ func (h *watchHub) end(f *feed, err error) {
 	// A prefix feed is refused when its consumer is first made; a set
 	// feed's may be refused when made again with several keys.
 	made := !errors.Is(err, nats.ErrConnectionClosed) && !errors.Is(err, jetstream.ErrMaximumConsumersLimit)
-	denied := (f.prefix != "" && !f.ready || f.set && made) && h.consumerDenied(f)
+	denied := ((f.prefix != "" || f.all) && !f.ready || f.set && made) && h.consumerDenied(f)
 	switch {
-	case denied && f.set:
+	case denied && (f.set || f.all):
 		h.noSet = time.Now().Add(noFoldFor)
 	case denied:
 		h.noFold[f.prefix] = time.Now().Add(noFoldFor)
@@ -336,7 +349,7 @@ func (h *watchHub) end(f *feed, err error) {
 	// Logged out of the lock: a logger may block, or call back into the
 	// process's elections.
 	switch {
-	case denied && f.set:
+	case denied && (f.set || f.all):
 		h.log.Warnf("election bucket %s: permissions refuse a consumer with several filters: the elections beyond the first %d use a consumer each (or one per prefix) for %v; allow $JS.API.CONSUMER.CREATE.KV_%s.* to share a few", h.kv.Bucket(), MaxKeyFeeds, noFoldFor, h.kv.Bucket())
 	case denied:
 		h.log.Warnf("election bucket %s: permissions refuse a consumer on %s: the elections under %q use a consumer each for %v", h.kv.Bucket(), h.subject(f.filter), f.prefix, noFoldFor)

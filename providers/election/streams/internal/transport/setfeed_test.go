@@ -128,8 +128,8 @@ func TestFlatNamesShareAFewConsumers(t *testing.T) {
 		return true
 	}
 	eventually(t, 10*time.Second, "the set feed's consumer made with every key", settled)
-	if n := consumers(t, js); n > MaxKeyFeeds+1 {
-		t.Fatalf("%d consumers for %d keys, want at most %d", n, followed, MaxKeyFeeds+1)
+	if n, want := consumers(t, js), MaxKeyFeeds+(followed-MaxKeyFeeds+setKeys-1)/setKeys; n != want {
+		t.Fatalf("%d consumers for %d keys, want %d", n, followed, want)
 	}
 
 	// One write to each key, followed or not: each subscriber gets its
@@ -178,4 +178,69 @@ func TestFlatNamesShareAFewConsumers(t *testing.T) {
 		ws[i] = nil
 	}
 	eventually(t, 5*time.Second, "every consumer deleted", func() bool { return consumers(t, js) == 0 })
+}
+
+// TestKeysPastTheSetFeedsShareTheWholeBucket: a process that follows more
+// keys than its set feeds hold follows the rest through one consumer on the
+// whole bucket, so its consumers stay few however many keys it follows, and
+// each subscription still gets its key's state and changes.
+func TestKeysPastTheSetFeedsShareTheWholeBucket(t *testing.T) {
+	n := MaxKeyFeeds + maxSetFeeds*setKeys + 100
+	nc := connect(t, startServer(t))
+	kv, js := createBucket(t, nc, 30*time.Second)
+	ctx := context.Background()
+	h := hubFor(kv, js, nopLogger{}, writtenAfter)
+	revs := make([]uint64, n)
+	for i := range n {
+		if i%2 == 0 {
+			rev, err := kv.Put(ctx, fmt.Sprintf("k%d", i), []byte("leader"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			revs[i] = rev
+		}
+	}
+	ws := make([]jetstream.KeyWatcher, n)
+	for i := range n {
+		w, err := h.subscribe(ctx, fmt.Sprintf("k%d", i), 30*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+		ws[i] = w
+	}
+	next := func(i int) jetstream.KeyValueEntry {
+		t.Helper()
+		select {
+		case ent, ok := <-ws[i].Updates():
+			if !ok {
+				t.Fatalf("k%d: the watch ended", i)
+			}
+			return ent
+		case <-time.After(10 * time.Second):
+			t.Fatalf("k%d: nothing delivered in 10s", i)
+		}
+		return nil
+	}
+	for i := range n {
+		if revs[i] != 0 {
+			if ent := next(i); ent == nil || ent.Revision() != revs[i] {
+				t.Fatalf("k%d: initial value %v, want revision %d", i, ent, revs[i])
+			}
+		}
+		if ent := next(i); ent != nil {
+			t.Fatalf("k%d: got %v, want the end of the initial values", i, ent)
+		}
+	}
+	if got, want := consumers(t, js), MaxKeyFeeds+maxSetFeeds+1; got != want {
+		t.Fatalf("%d consumers for %d keys, want %d", got, n, want)
+	}
+	last := n - 1 // followed through the whole bucket's feed
+	rev, err := kv.Put(ctx, fmt.Sprintf("k%d", last), []byte("next"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ent := next(last); ent == nil || ent.Revision() != rev {
+		t.Fatalf("k%d: change %v, want revision %d", last, ent, rev)
+	}
 }
