@@ -120,28 +120,104 @@ func Abort(ctx context.Context, nc *nats.Conn, before error, what string, covers
 		return context.WithCancel(ctx)
 	}
 	actx, cancel := context.WithCancelCause(ctx)
-	done := make(chan struct{})
-	go func() {
-		t := time.NewTicker(pollEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-actx.Done():
-				return
-			case <-t.C:
-				if refusal := refusalSince(nc, before, what, covers); refusal != nil {
-					cancel(fmt.Errorf("%w: %v", ErrRefused, refusal))
-					return
+	w := &waiter{before: before, what: what, covers: covers, cancel: cancel}
+	p := pollerFor(nc)
+	p.add(w)
+	var once sync.Once
+	return actx, func() {
+		once.Do(func() { p.remove(w) })
+		cancel(context.Canceled)
+	}
+}
+
+// A poller watches one connection's last error for the requests waiting on
+// it: one goroutine per connection while any request waits, whatever their
+// number, and a look at each request's subjects only when the error
+// changed. A process with thousands of elections in flight on one
+// connection (starting, or on a slow broker) must not run a timer each.
+type poller struct {
+	nc      *nats.Conn
+	mu      sync.Mutex
+	waiters map[*waiter]struct{}
+	running bool
+}
+
+type waiter struct {
+	before error
+	what   string
+	covers func(string) bool
+	cancel context.CancelCauseFunc
+}
+
+// pollers holds the poller of each connection while requests wait on it.
+var pollers = struct {
+	mu sync.Mutex
+	m  map[*nats.Conn]*poller
+}{m: map[*nats.Conn]*poller{}}
+
+func pollerFor(nc *nats.Conn) *poller {
+	pollers.mu.Lock()
+	defer pollers.mu.Unlock()
+	p := pollers.m[nc]
+	if p == nil {
+		p = &poller{nc: nc, waiters: map[*waiter]struct{}{}}
+		pollers.m[nc] = p
+	}
+	return p
+}
+
+func (p *poller) add(w *waiter) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.waiters[w] = struct{}{}
+	if !p.running {
+		p.running = true
+		go p.run()
+	}
+}
+
+func (p *poller) remove(w *waiter) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.waiters, w)
+}
+
+// run looks at the connection's last error every pollEvery until no
+// request waits, and ends the requests it refuses.
+func (p *poller) run() {
+	t := time.NewTicker(pollEvery)
+	defer t.Stop()
+	var seen error
+	for range t.C {
+		err := p.nc.LastError()
+		p.mu.Lock()
+		if len(p.waiters) == 0 {
+			p.running = false
+			p.mu.Unlock()
+			pollers.mu.Lock()
+			p.mu.Lock()
+			if !p.running && len(p.waiters) == 0 && pollers.m[p.nc] == p {
+				delete(pollers.m, p.nc)
+			}
+			p.mu.Unlock()
+			pollers.mu.Unlock()
+			return
+		}
+		var refused []*waiter
+		var why []error
+		if err != nil && err != seen {
+			for w := range p.waiters {
+				if refusal := refusalSince(p.nc, w.before, w.what, w.covers); refusal != nil {
+					refused, why = append(refused, w), append(why, refusal)
+					delete(p.waiters, w)
 				}
 			}
 		}
-	}()
-	var once sync.Once
-	return actx, func() {
-		once.Do(func() { close(done) })
-		cancel(context.Canceled)
+		seen = err
+		p.mu.Unlock()
+		for i, w := range refused {
+			w.cancel(fmt.Errorf("%w: %v", ErrRefused, why[i]))
+		}
 	}
 }
 
