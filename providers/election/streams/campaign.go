@@ -353,6 +353,10 @@ func (c *campaigner) apply(notes []note) (next input, ok bool) {
 			}
 		case noteTimings:
 			c.e.setTimings(c.m.tm)
+		case noteViewChanged:
+			if s := c.e.steward; s != nil {
+				s.start() // the key can be read: announce the candidate
+			}
 		case noteHandOver:
 			if len(c.waiting) > 0 {
 				c.waiting[0] <- n.err

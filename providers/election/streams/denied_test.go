@@ -25,12 +25,16 @@ func appPermissions(writeKeys bool) *server.Permissions {
 		"$JS.API.CONSUMER.MSG.NEXT." + stream + ".*",
 		"$JS.API.CONSUMER.DELETE." + stream + ".*", "$JS.API.CONSUMER.INFO." + stream + ".*",
 	}
+	sub := []string{"_INBOX.app.>"}
 	if writeKeys {
-		allow = append(allow, "$KV."+bucketName+".app.>")
+		// Campaigning, and who is standing, as a Conclave broker grants them.
+		standing := []string{"conclave.candidates." + bucketName + ".app.>", "conclave.handover." + bucketName + ".app.>"}
+		allow = append(append(allow, "$KV."+bucketName+".app.>"), standing...)
+		sub = append(sub, standing...)
 	}
 	return &server.Permissions{
 		Publish:   &server.SubjectPermission{Allow: allow},
-		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.app.>"}},
+		Subscribe: &server.SubjectPermission{Allow: sub},
 	}
 }
 

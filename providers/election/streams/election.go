@@ -209,16 +209,8 @@ func (e *Election) Start(ctx context.Context) error {
 	e.campaign, e.steward = c, s
 	e.mu.Unlock()
 	if s != nil {
-		sctx, stop := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			s.run(sctx)
-		}()
-		defer func() {
-			stop()
-			<-done
-		}()
+		s.ctx = ctx
+		defer s.stop()
 	}
 	return c.run(ctx, born)
 }

@@ -261,9 +261,11 @@ func TestPrefixConsumerRefusedByPermissionsFallsBackToOnePerKey(t *testing.T) {
 		// ">" of a prefix's filter.
 		allow = append(allow, fmt.Sprintf("$JS.API.CONSUMER.CREATE.%s.*.$KV.%s.app.e%02d", stream, bucketName, i))
 	}
+	// Who is standing, as a Conclave broker grants it for app.>.
+	standing := []string{"conclave.candidates." + bucketName + ".app.>", "conclave.handover." + bucketName + ".app.>"}
 	srv, _, adminNC := permissionServer(t, &server.Permissions{
-		Publish:   &server.SubjectPermission{Allow: allow},
-		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>"}},
+		Publish:   &server.SubjectPermission{Allow: append(allow, standing...)},
+		Subscribe: &server.SubjectPermission{Allow: append([]string{"_INBOX.>"}, standing...)},
 	})
 	admin := jetStream(t, adminNC)
 	nc := appConn(t, srv)
@@ -331,7 +333,7 @@ func TestPrefixConsumerRefusedByPermissionsFallsBackToOnePerKey(t *testing.T) {
 	// The per-key watches work: an outside change reaches the leader at
 	// once, and it stands down.
 	for i := range n {
-		recs[i].waitFor(t, 5*time.Second, "a to lead", func(evs []event) bool { return wins(evs, "a") == 1 })
+		recs[i].waitFor(t, 5*time.Second, fmt.Sprintf("a to lead app.e%02d", i), func(evs []event) bool { return leader(evs) == "a" })
 	}
 	adminKV := openBucket(t, adminNC)
 	if _, err := adminKV.PutString(context.Background(), "app.e09", "someone-else"); err != nil {

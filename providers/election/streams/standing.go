@@ -149,6 +149,14 @@ type steward struct {
 	bucket string
 	since  time.Time
 
+	// The steward starts once the campaign has read its key: a candidate
+	// that may not read it would only add refusals of its subscriptions
+	// to the refusal Start reports.
+	ctx      context.Context
+	once     sync.Once
+	cancel   context.CancelFunc
+	finished chan struct{}
+
 	mu      sync.Mutex
 	healthy bool
 	known   map[string]Candidate // the other candidates as they last announced themselves or answered
@@ -158,6 +166,32 @@ type steward struct {
 
 func newSteward(e *Election, nc *nats.Conn, bucket string) *steward {
 	return &steward{e: e, nc: nc, bucket: bucket, since: time.Now(), healthy: true, known: map[string]Candidate{}, wake: make(chan struct{}, 1)}
+}
+
+// start starts serving, once, until stop.
+func (s *steward) start() {
+	s.once.Do(func() {
+		ctx, cancel := context.WithCancel(s.ctx)
+		s.mu.Lock()
+		s.cancel, s.finished = cancel, make(chan struct{})
+		s.mu.Unlock()
+		go func() {
+			defer close(s.finished)
+			s.run(ctx)
+		}()
+	})
+}
+
+// stop ends serving, if it started, and waits for it.
+func (s *steward) stop() {
+	s.once.Do(func() {}) // never starts after this
+	s.mu.Lock()
+	cancel, finished := s.cancel, s.finished
+	s.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-finished
+	}
 }
 
 // run serves until ctx ends.
