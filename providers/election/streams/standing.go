@@ -211,8 +211,12 @@ func (s *steward) run(ctx context.Context) {
 		s.subs = append(s.subs, handOver)
 	}
 	s.announce(false)
-	if standing, err := Standing(ctx, s.nc, s.bucket, e.key, 0); err == nil {
-		s.learn(standing...) // those who stood before us
+	if s.ranked() {
+		// Those who stood before us: a candidate of a set priority or
+		// health may have to move leadership for them.
+		if standing, err := Standing(ctx, s.nc, s.bucket, e.key, 0); err == nil {
+			s.learn(standing...)
+		}
 	}
 	defer func() {
 		for _, sub := range s.subs {
@@ -276,12 +280,25 @@ func (s *steward) onCandidates(m *nats.Msg) {
 	}
 	var c Candidate
 	if json.Unmarshal(m.Data, &c) == nil && c.Identity != "" && c.Identity != s.e.identity {
+		s.mu.Lock()
+		_, known := s.known[c.Identity]
+		s.mu.Unlock()
 		s.learn(c)
+		if !known && !c.Leaving && s.ranked() {
+			s.announce(false) // so that a newcomer that leads learns of us
+		}
 		if s.e.IsLeader() {
 			s.poke()
 		}
 	}
 }
+
+// ranked reports whether the candidate has a priority or a health check
+// set: only such candidates ask who stands as they start, and announce
+// themselves again to newcomers. Candidates of the default rank never
+// move leadership among themselves, so a fleet of them costs one
+// announcement each as it starts, and nothing more.
+func (s *steward) ranked() bool { return s.e.opts.priority != 0 || s.e.opts.healthCheck != nil }
 
 // learn notes what other candidates said of themselves.
 func (s *steward) learn(cs ...Candidate) {
