@@ -150,8 +150,10 @@ func (f *feed) leaveLocked(key string) {
 	}
 }
 
-// remakeLocked makes the set feed's consumer again with its keys now, or
-// once the one being made is up.
+// remakeLocked makes the set feed's consumer again with its keys: at once,
+// or once the one being made is up, and at most once a second, so that
+// keys joining and leaving on a slow broker cost it one consumer a second,
+// not one each.
 func (f *feed) remakeLocked() {
 	if f.ended {
 		return
@@ -161,6 +163,10 @@ func (f *feed) remakeLocked() {
 		return
 	}
 	f.remaking = true
+	if wait := time.Second - time.Since(f.restarts); wait > 0 && !f.restarts.IsZero() {
+		time.AfterFunc(wait, f.remake)
+		return
+	}
 	go f.remake()
 }
 
@@ -588,7 +594,10 @@ func (f *feed) startConsumer(ctx context.Context) (feedSource, error) {
 	// consumer's info must.
 	go func() {
 		defer close(src.done)
-		t := time.NewTicker(time.Second)
+		// Every second, then less often: a fleet of feeds waiting on a
+		// slow broker must not add a request each per second.
+		wait := time.Second
+		t := time.NewTimer(wait)
 		defer t.Stop()
 		for !f.caughtUp(gen) {
 			select {
@@ -596,6 +605,8 @@ func (f *feed) startConsumer(ctx context.Context) (feedSource, error) {
 				return
 			case <-t.C:
 			}
+			wait = min(2*wait, 10*time.Second)
+			t.Reset(wait)
 			ictx, cancel := context.WithTimeout(cctx, time.Second)
 			info, err := cons.Info(ictx)
 			cancel()

@@ -76,6 +76,7 @@ type watchHub struct {
 	statusBusy *statusRead // the read of the bucket's settings under way
 	statusNext *statusRead // the read that starts when it ends
 	statusLast *statusRead // the latest answered read
+	statusLost int         // reads in a row presumed lost (see patienceLocked)
 
 	// Listeners to changes of the bucket's settings, which the stream's
 	// advisories announce (see settingsChanges).
@@ -485,7 +486,7 @@ func (h *watchHub) status(ctx context.Context, maxAge time.Duration) (jetstream.
 	now := time.Now()
 	var r *statusRead
 	busy := h.statusBusy
-	waiting := busy != nil && now.Sub(busy.sent) < statusPatience // not presumed lost
+	waiting := busy != nil && now.Sub(busy.sent) < h.patienceLocked() // not presumed lost
 	switch {
 	case maxAge > 0 && h.statusLast != nil && now.Sub(h.statusLast.sent) <= maxAge:
 		r = h.statusLast
@@ -498,7 +499,7 @@ func (h *watchHub) status(ctx context.Context, maxAge time.Duration) (jetstream.
 		if waiting {
 			// Sent when the read under way ends, or once it is presumed lost.
 			h.statusNext = r
-			time.AfterFunc(statusPatience-now.Sub(busy.sent), h.sendNextStatus)
+			time.AfterFunc(h.patienceLocked()-now.Sub(busy.sent), h.sendNextStatus)
 		} else {
 			h.sendStatusLocked(r, now)
 		}
@@ -512,8 +513,20 @@ func (h *watchHub) status(ctx context.Context, maxAge time.Duration) (jetstream.
 	}
 }
 
+// patienceLocked is how long a read goes unanswered before it is presumed
+// lost: statusPatience, doubling with each read in a row presumed lost, up
+// to 8 times that. A broker that is slow rather than leaderless (a fleet
+// starting at once) must not be sent a read every statusPatience by every
+// process: unanswered reads would pile up in its API queue.
+func (h *watchHub) patienceLocked() time.Duration {
+	return statusPatience << min(h.statusLost, 3)
+}
+
 // sendStatusLocked sends read r now: it becomes the read under way.
 func (h *watchHub) sendStatusLocked(r *statusRead, now time.Time) {
+	if h.statusBusy != nil {
+		h.statusLost++ // the read under way is presumed lost
+	}
 	r.sent = now
 	h.statusBusy = r
 	go h.readStatus(r)
@@ -530,7 +543,7 @@ func (h *watchHub) sendNextStatus() {
 	}
 	now := time.Now()
 	if busy := h.statusBusy; busy != nil {
-		if wait := statusPatience - now.Sub(busy.sent); wait > 0 {
+		if wait := h.patienceLocked() - now.Sub(busy.sent); wait > 0 {
 			time.AfterFunc(wait, h.sendNextStatus) // another read was sent meanwhile
 			return
 		}
@@ -547,6 +560,9 @@ func (h *watchHub) readStatus(r *statusRead) {
 	cancel()
 	h.statusMu.Lock()
 	r.st, r.err = st, err
+	if err == nil {
+		h.statusLost = 0
+	}
 	if err == nil && (h.statusLast == nil || r.sent.After(h.statusLast.sent)) {
 		h.statusLast = r
 	}
