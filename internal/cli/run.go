@@ -136,10 +136,10 @@ otherwise keeps leading.`,
 	// flag of run's own would shadow.
 	durationVar(cmd.Flags(), &f.timeout, "lead-timeout", 0, "give up with status 1 unless leading within this long (waiting for the broker included), as consul lock -timeout; 0 waits forever")
 	cmd.Flags().BoolVar(&f.once, "once", false, "lead at most once: exit with status 1 at once if another candidate leads, or if not leading within a TTL and --grace; once leading, exit when the command exits or leadership is lost, without campaigning again")
-	cmd.Flags().IntVar(&f.priority, "priority", 0, "rank among the candidates: the leader hands over to a healthy candidate of a higher priority after --min-term")
+	cmd.Flags().IntVar(&f.priority, "priority", 0, "rank among the candidates: the leader hands over to a healthy candidate of a higher priority after --min-term (default: plugin.conclave.election.priority of --config or the environment, else 0)")
 	cmd.Flags().StringVar(&f.healthCmd, "health-cmd", "", "a shell command run every --health-every: while it exits non-zero, do not campaign, and hand over to a healthy candidate if leading")
 	durationVar(cmd.Flags(), &f.healthEvery, "health-every", 5*time.Second, "how often to run --health-cmd, and how long each run may take")
-	durationVar(cmd.Flags(), &f.minTerm, "min-term", 0, "how long a term lasts before the leader hands over to a better candidate on its own (default twice the TTL, at least 10s)")
+	durationVar(cmd.Flags(), &f.minTerm, "min-term", 0, "how long a term lasts before the leader hands over to a better candidate on its own (default: plugin.conclave.election.min_term of --config or the environment, else twice the TTL, at least 10s)")
 	cmd.Flags().BoolVar(&f.json, "json", false, "log to standard error as JSON, one object per line (time, event, election, identity, token, status, message)")
 	return cmd
 }
@@ -203,6 +203,11 @@ func (e *elections) run(ctx context.Context, name string, argv []string, f runFl
 	if err != nil {
 		return err
 	}
+	fromConfig, err := e.a.electionDefaults(f)
+	if err != nil {
+		return err
+	}
+	standOpts = append(fromConfig, standOpts...)
 	var deadline time.Time
 	if f.timeout > 0 {
 		deadline = time.Now().Add(f.timeout)

@@ -117,3 +117,15 @@ func TestRunStandingFlagErrors(t *testing.T) {
 		mustContain(t, "stderr", r.stderr, tc.want)
 	}
 }
+
+// TestRunPriorityFromConfig: without --priority, run takes the priority
+// from the configuration (here its environment override), as the
+// framework does; --priority overrides it.
+func TestRunPriorityFromConfig(t *testing.T) {
+	url := startBroker(t, time.Second)
+	env := []string{"CONCLAVE_PLUGIN_CONCLAVE_ELECTION_PRIORITY=7"}
+	startConclave(t, env, "--server", url, "election", "run", "--identity", "r1", "job", "sleep", "600")
+	startConclave(t, env, "--server", url, "election", "run", "--identity", "r2", "--priority", "2", "job", "sleep", "600")
+	waitCandidate(t, url, "job", "r1", func(c streams.Candidate) bool { return c.Priority == 7 })
+	waitCandidate(t, url, "job", "r2", func(c streams.Candidate) bool { return c.Priority == 2 })
+}

@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"time"
 
+	"github.com/conclave-io/conclave/config"
 	"github.com/conclave-io/conclave/providers/election/streams"
 )
 
@@ -93,6 +95,35 @@ func (f runFlags) standingOptions() ([]streams.Option, error) {
 			return nil, fmt.Errorf("--min-term %v is not positive: give how long a term lasts before the leader hands over to a better candidate, such as 30s", f.minTerm)
 		}
 		opts = append(opts, streams.WithMinTerm(f.minTerm))
+	}
+	return opts, nil
+}
+
+// electionDefaults are the options of the configuration's
+// plugin.conclave.election.priority and .min_term, as the framework applies
+// them (the --config file, the environment overriding it), for those of
+// --priority and --min-term that were not given.
+func (a *app) electionDefaults(f runFlags) ([]streams.Option, error) {
+	t, err := a.target()
+	if err != nil {
+		return nil, err
+	}
+	cfg := t.cfg
+	if cfg == nil {
+		lookup := a.conn.lookupEnv
+		if lookup == nil {
+			lookup = os.LookupEnv
+		}
+		if cfg, err = config.FromEnv(lookup); err != nil {
+			return nil, err
+		}
+	}
+	var opts []streams.Option
+	if !f.set["priority"] && cfg.ElectionPriority != 0 {
+		opts = append(opts, streams.WithPriority(cfg.ElectionPriority))
+	}
+	if !f.set["min-term"] && cfg.ElectionMinTerm > 0 {
+		opts = append(opts, streams.WithMinTerm(cfg.ElectionMinTerm))
 	}
 	return opts, nil
 }
