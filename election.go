@@ -32,8 +32,10 @@ func (fw *Framework) NewElection(ctx context.Context, conn *nats.Conn, name stri
 // It campaigns over the connection's JetStream context, so a leader's
 // release is marked and the next candidate leads at once. Before opts it
 // adds streams.WithLogger with fw.Logger("election") marked with the
-// election's name, and, with WithRegisterer, the framework's metrics
-// recorder; options in opts override them. ctx bounds connecting and
+// election's name; with WithRegisterer, the framework's metrics recorder;
+// streams.WithPriority and streams.WithMinTerm of the configuration's
+// plugin.conclave.election.priority and .min_term when set; and
+// WithHealthCheck's check. Options in opts override them. ctx bounds connecting and
 // opening the bucket, not the campaign.
 //
 // It returns an error wrapping ErrNoBroker when the shared connection cannot
@@ -52,6 +54,15 @@ func (fw *Framework) NewCampaign(ctx context.Context, conn *nats.Conn, name stri
 	all := []streams.Option{streams.WithLogger(fw.Logger("election").WithField("election", name))}
 	if fw.recorder != nil {
 		all = append(all, streams.WithRecorder(fw.recorder))
+	}
+	if fw.cfg.ElectionPriority != 0 {
+		all = append(all, streams.WithPriority(fw.cfg.ElectionPriority))
+	}
+	if fw.cfg.ElectionMinTerm > 0 {
+		all = append(all, streams.WithMinTerm(fw.cfg.ElectionMinTerm))
+	}
+	if fw.health != nil {
+		all = append(all, streams.WithHealthCheck(fw.health, fw.healthEvery))
 	}
 	all = append(all, opts...)
 	return streams.NewElection(fw.Identity(), name, js, all...)

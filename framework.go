@@ -1,10 +1,12 @@
 package conclave
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -25,6 +27,9 @@ type Framework struct {
 	log      *logrus.Logger
 	closeLog func() error
 	recorder *metrics.Recorder // nil without WithRegisterer
+	// health is WithHealthCheck's check, nil without it.
+	health      func(context.Context) error
+	healthEvery time.Duration
 
 	mu      sync.Mutex
 	conn    *nats.Conn  // the shared connection, once made or given
@@ -85,7 +90,7 @@ func NewWithConfig(cfg *config.Config, opts ...Option) (*Framework, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("conclave: %w", err)
 	}
-	fw := &Framework{cfg: cloneConfig(cfg), conn: o.conn, closeLog: func() error { return nil }}
+	fw := &Framework{cfg: cloneConfig(cfg), conn: o.conn, closeLog: func() error { return nil }, health: o.health, healthEvery: o.healthEvery}
 
 	switch {
 	case o.log != nil && o.slog != nil:

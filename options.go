@@ -1,8 +1,10 @@
 package conclave
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,6 +21,9 @@ type options struct {
 	log  *logrus.Logger
 	slog *slog.Logger
 	conn *nats.Conn
+
+	health      func(context.Context) error
+	healthEvery time.Duration
 }
 
 // WithRegisterer makes every election of the framework record Prometheus
@@ -77,6 +82,22 @@ func WithConnection(nc *nats.Conn) Option {
 			return fmt.Errorf("%w: WithConnection(nil): pass a connection, or leave the option out to let the framework connect", ErrInvalidOption)
 		}
 		o.conn = nc
+		return nil
+	}
+}
+
+// WithHealthCheck gates every election of the framework on check, run
+// every every (and once before campaigning), each run bounded by every, as
+// streams.WithHealthCheck does: while check fails the node does not
+// campaign, and a leader hands over to a healthy candidate if one stands,
+// and otherwise keeps leading. To gate one election only, pass
+// streams.WithHealthCheck to NewElection instead; it overrides this one.
+func WithHealthCheck(check func(ctx context.Context) error, every time.Duration) Option {
+	return func(o *options) error {
+		if check == nil || every <= 0 {
+			return fmt.Errorf("%w: WithHealthCheck needs a check and a positive interval (got every %v): pass, say, WithHealthCheck(ping, 5*time.Second)", ErrInvalidOption, every)
+		}
+		o.health, o.healthEvery = check, every
 		return nil
 	}
 }

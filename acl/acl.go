@@ -36,7 +36,21 @@ type Permissions struct {
 	Publish []string `json:"publish"`
 	// Subscribe lists the subjects the user may subscribe to.
 	Subscribe []string `json:"subscribe"`
+	// AllowResponses lets the user answer requests it receives (NATS
+	// allow_responses: one reply to each request's reply subject, which is
+	// another user's inbox): candidates answer who is standing and requests
+	// to hand over. Set for users who may campaign.
+	AllowResponses bool `json:"allow_responses"`
 }
+
+// CandidatesSubject and HandOverSubject are the subjects on which the
+// candidates of election key in bucket answer who is standing and their
+// leader takes requests to hand over (streams.CandidatesSubject and
+// streams.HandOverSubject; this package does not import streams).
+func CandidatesSubject(bucket, key string) string { return "conclave.candidates." + bucket + "." + key }
+
+// HandOverSubject: see CandidatesSubject.
+func HandOverSubject(bucket, key string) string { return "conclave.handover." + bucket + "." + key }
 
 // streamName is the JetStream stream behind a KV bucket.
 func streamName(bucket string) string { return "KV_" + bucket }
@@ -46,7 +60,15 @@ func streamName(bucket string) string { return "KV_" + bucket }
 // lists (not nil), which NATS reads as "nothing".
 //
 // For each election pattern P the user may campaign in:
-//   - publish $KV.<bucket>.P: campaign, renew, release, stand down.
+//   - publish $KV.<bucket>.P: campaign, renew, release, stand down;
+//   - publish and subscribe conclave.candidates.<bucket>.P: stand, announce
+//     itself and answer who is standing (issue 19);
+//   - publish and subscribe conclave.handover.<bucket>.P: ask the leader to
+//     hand over to a named candidate, and take such requests as leader;
+//   - answer requests (AllowResponses): the answers go to the asker's inbox.
+//
+// For each P the user may observe:
+//   - publish conclave.candidates.<bucket>.P: ask who is standing.
 //
 // For each P the user may campaign in or observe:
 //   - publish $JS.API.DIRECT.GET.KV_<bucket>.$KV.<bucket>.P: read the key;
@@ -83,8 +105,13 @@ func Compile(bucket, user string, g Grant) Permissions {
 		campaign = append(slices.Clone(campaign), ">")
 		pub = append(pub, "$JS.API.INFO")
 	}
+	sub := []string{}
 	for _, p := range campaign {
-		pub = append(pub, kv+p)
+		pub = append(pub, kv+p, CandidatesSubject(bucket, p), HandOverSubject(bucket, p))
+		sub = append(sub, CandidatesSubject(bucket, p), HandOverSubject(bucket, p))
+	}
+	for _, p := range observe {
+		pub = append(pub, CandidatesSubject(bucket, p))
 	}
 	for _, p := range append(slices.Clone(campaign), observe...) {
 		if p == ">" {
@@ -106,6 +133,7 @@ func Compile(bucket, user string, g Grant) Permissions {
 		"$JS.API.CONSUMER.INFO."+stream+".*",
 		"$JS.API.CONSUMER.DELETE."+stream+".*")
 	slices.Sort(pub)
-	sub := []string{"$JS.EVENT.ADVISORY.STREAM.*." + stream, InboxPrefix(user) + ".>"}
-	return Permissions{Publish: slices.Compact(pub), Subscribe: sub}
+	sub = append(sub, "$JS.EVENT.ADVISORY.STREAM.*."+stream, InboxPrefix(user)+".>")
+	slices.Sort(sub)
+	return Permissions{Publish: slices.Compact(pub), Subscribe: slices.Compact(sub), AllowResponses: len(campaign) > 0}
 }

@@ -62,7 +62,8 @@ func TestCompileGolden(t *testing.T) {
 
 // TestCompileMakesAllowListsOnly: every list is sorted and duplicate-free,
 // every subscription is under the user's own inbox (or the stream's
-// announcements), only users who read every election may make consumers
+// announcements, or the candidates' and hand-over subjects of its
+// elections), only users who read every election may make consumers
 // with several filters, and no subject lets
 // anyone purge, delete or change the bucket's stream.
 func TestCompileMakesAllowListsOnly(t *testing.T) {
@@ -74,11 +75,38 @@ func TestCompileMakesAllowListsOnly(t *testing.T) {
 		if !slices.IsSorted(p.Publish) || len(slices.Compact(slices.Clone(p.Publish))) != len(p.Publish) {
 			t.Errorf("%s: publish list not sorted and unique: %v", ex.user, p.Publish)
 		}
-		for _, s := range p.Subscribe {
-			// Its inbox, and the announcements of the bucket's stream.
-			if s != InboxPrefix(ex.user)+".>" && s != "$JS.EVENT.ADVISORY.STREAM.*.KV_"+bucket {
-				t.Errorf("%s may subscribe to %s, outside its inbox", ex.user, s)
+		campaign := slices.Clone(ex.grant.Campaign)
+		if ex.grant.Admin {
+			campaign = append(campaign, ">")
+		}
+		// Its inbox, the announcements of the bucket's stream, and for each
+		// election it campaigns in the candidates' and hand-over subjects.
+		allowedSub := []string{InboxPrefix(ex.user) + ".>", "$JS.EVENT.ADVISORY.STREAM.*.KV_" + bucket}
+		for _, c := range campaign {
+			allowedSub = append(allowedSub, CandidatesSubject(bucket, c), HandOverSubject(bucket, c))
+			for _, want := range []string{CandidatesSubject(bucket, c), HandOverSubject(bucket, c)} {
+				if !slices.Contains(p.Publish, want) || !slices.Contains(p.Subscribe, want) {
+					t.Errorf("%s campaigns in %s but may not publish and subscribe %s", ex.user, c, want)
+				}
 			}
+		}
+		for _, s := range p.Subscribe {
+			if !slices.Contains(allowedSub, s) {
+				t.Errorf("%s may subscribe to %s, outside its inbox and its elections", ex.user, s)
+			}
+		}
+		// Observers ask who stands, and take no hand-over requests.
+		for _, o := range ex.grant.Observe {
+			if !slices.Contains(p.Publish, CandidatesSubject(bucket, o)) {
+				t.Errorf("%s observes %s but may not ask who stands there", ex.user, o)
+			}
+			if !slices.Contains(campaign, o) && slices.Contains(p.Publish, HandOverSubject(bucket, o)) {
+				t.Errorf("%s only observes %s but may ask for a hand-over there", ex.user, o)
+			}
+		}
+		// Only candidates answer requests.
+		if p.AllowResponses != (len(campaign) > 0) {
+			t.Errorf("%s: allow_responses %v, want %v", ex.user, p.AllowResponses, len(campaign) > 0)
 		}
 		// A consumer with several filters reads any key: only for those
 		// who may read every election.

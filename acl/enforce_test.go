@@ -48,10 +48,7 @@ func newFixture(t *testing.T) *fixture {
 	opts := &server.Options{JetStream: true, Users: []*server.User{{Username: "root", Password: "root"}}}
 	for name, g := range users {
 		p := acl.Compile(bucket, name, g)
-		opts.Users = append(opts.Users, &server.User{Username: name, Password: name, Permissions: &server.Permissions{
-			Publish:   &server.SubjectPermission{Allow: p.Publish},
-			Subscribe: &server.SubjectPermission{Allow: p.Subscribe},
-		}})
+		opts.Users = append(opts.Users, &server.User{Username: name, Password: name, Permissions: broker.ServerPermissions(p)})
 	}
 	srv := natstest.Start(t, opts)
 	f := &fixture{srv: srv}

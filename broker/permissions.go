@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"time"
+
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/conclave-io/conclave/acl"
@@ -13,8 +15,19 @@ import (
 // one everything.
 func userPermissions(u *config.User) *server.Permissions {
 	p := acl.Compile(bucket.Name, u.Name, acl.Grant{Campaign: u.Campaign, Observe: u.Observe, Admin: u.Admin})
-	return &server.Permissions{
+	return ServerPermissions(p)
+}
+
+// ServerPermissions converts allow lists of package acl into nats-server's
+// permissions: the lists never nil, and with AllowResponses one answer to
+// each request received, within a minute (nats-server's allow_responses).
+func ServerPermissions(p acl.Permissions) *server.Permissions {
+	sp := &server.Permissions{
 		Publish:   &server.SubjectPermission{Allow: append([]string{}, p.Publish...)},
 		Subscribe: &server.SubjectPermission{Allow: append([]string{}, p.Subscribe...)},
 	}
+	if p.AllowResponses {
+		sp.Response = &server.ResponsePermission{MaxMsgs: 1, Expires: time.Minute}
+	}
+	return sp
 }

@@ -80,6 +80,16 @@ type Config struct {
 	// (plugin.choria.network.stream.leader_election_replicas); -1 means the cluster size.
 	LeaderElectionReplicas int
 
+	// ElectionPriority ranks this node's candidates in every election the
+	// framework campaigns in (plugin.conclave.election.priority; see
+	// streams.WithPriority); default 0.
+	ElectionPriority int
+	// ElectionMinTerm is how long a term of this node's lasts before it
+	// hands over to a better candidate on its own
+	// (plugin.conclave.election.min_term; see streams.WithMinTerm); 0, the
+	// default, means twice the bucket's TTL, at least 10s.
+	ElectionMinTerm time.Duration
+
 	// StatsAddress is where the broker serves monitoring and /metrics
 	// (plugin.choria.stats_address); default 127.0.0.1.
 	StatsAddress string

@@ -128,6 +128,16 @@ func Keys() []Key {
 			set:         setter(parseReplicas, func(c *Config) *int { return &c.LeaderElectionReplicas }),
 		},
 		{
+			Name: "plugin.conclave.election.priority", Type: "integer", Default: "0",
+			Description: "This node's priority in the elections its programs campaign in (`fw.NewElection`): a leader hands over to a healthy candidate of a higher priority once its term has lasted `plugin.conclave.election.min_term`; equal priorities never move. -1073741824 to 1073741824; negative for a node that should lead only when no other can (a canary).",
+			set:         setter(parsePriority, func(c *Config) *int { return &c.ElectionPriority }),
+		},
+		{
+			Name: "plugin.conclave.election.min_term", Type: "duration", Default: "0",
+			Description: "How long a term of this node's lasts before it hands over to a better candidate on its own (priority or health): a Go duration or whole seconds; 0 means twice the bucket's TTL, at least 10s.",
+			set:         setter(parseMinTerm, func(c *Config) *time.Duration { return &c.ElectionMinTerm }),
+		},
+		{
 			Name: "plugin.choria.stats_address", Type: "host", Default: "127.0.0.1",
 			Description: "IP address or host name the broker's monitoring and `/metrics` HTTP server listens on; beyond loopback the broker warns, as it has no login.",
 			set: setter(func(v string) (string, error) { return parseHost(v, "plugin.choria.stats_port") },

@@ -120,6 +120,10 @@ func validCases() []validCase {
 		"2h", 2*time.Hour)
 	add("plugin.choria.network.stream.leader_election_replicas", replicas,
 		"-1", ClusterSizeReplicas, "1", 1, "3", 3, "5", 5)
+	add("plugin.conclave.election.priority", func(c *Config) any { return c.ElectionPriority },
+		"0", 0, "10", 10, "-5", -5, "1073741824", 1<<30, "-1073741824", -(1 << 30))
+	add("plugin.conclave.election.min_term", func(c *Config) any { return c.ElectionMinTerm },
+		"0", time.Duration(0), "30", 30*time.Second, "1m", time.Minute, "500ms", 500*time.Millisecond)
 	add("plugin.choria.stats_address", statsAddress,
 		"0.0.0.0", "0.0.0.0", "monitor.local", "monitor.local")
 	add("plugin.choria.stats_port", statsPort,
@@ -356,6 +360,11 @@ func badCases() []badCase {
 		bad("plugin.choria.network.stream.leader_election_replicas", "6", "6 is out of range"),
 		bad("plugin.choria.network.stream.leader_election_replicas", "-2", "-2 is out of range"),
 		bad("plugin.choria.network.stream.leader_election_replicas", "three", `"three" is not a number`),
+		bad("plugin.conclave.election.priority", "1073741825", "1073741825 is out of range: use a whole number from -1073741824 to 1073741824"),
+		bad("plugin.conclave.election.priority", "-1073741825", "-1073741825 is out of range"),
+		bad("plugin.conclave.election.priority", "high", `"high" is not a number`),
+		bad("plugin.conclave.election.min_term", "-1s", "-1s is negative"),
+		bad("plugin.conclave.election.min_term", "soon", `"soon" is not a duration`),
 		bad("plugin.choria.stats_address", "1.2.3.4:80", "the port in plugin.choria.stats_port"),
 		bad("plugin.choria.stats_port", "65536", "65536 is out of range: use 1 to 65535, 0 to turn monitoring off"),
 		bad("plugin.choria.stats_port", "x", `"x" is not a port number`),

@@ -60,6 +60,8 @@ func (v *validator) fields(c *Config) {
 	v.fieldErr("plugin.choria.network.peers", checkURLs(c.Peers, peersRule()))
 	v.fieldErr("plugin.choria.network.stream.leader_election_ttl", checkTTL(c.LeaderElectionTTL))
 	v.fieldErr("plugin.choria.network.stream.leader_election_replicas", checkReplicas(c.LeaderElectionReplicas))
+	v.fieldErr("plugin.conclave.election.priority", checkPriority(c.ElectionPriority))
+	v.fieldErr("plugin.conclave.election.min_term", checkMinTerm(c.ElectionMinTerm))
 	if c.StatsAddress != "" || c.StatsPort != 0 {
 		v.fieldErr("plugin.choria.stats_address", checkHost(c.StatsAddress, "plugin.choria.stats_port"))
 	}

@@ -331,3 +331,49 @@ func (r urlRule) use() string {
 	}
 	return "use " + strings.Join(forms[:len(forms)-1], ", ") + " or " + forms[len(forms)-1]
 }
+
+// MaxElectionPriority bounds plugin.conclave.election.priority either way,
+// as streams.WithPriority does.
+const MaxElectionPriority = 1 << 30
+
+const priorityRange = "use a whole number from -1073741824 to 1073741824; higher is preferred"
+
+// parsePriority reads plugin.conclave.election.priority.
+func parsePriority(v string) (int, error) {
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, invalidf("%q is not a number: %s", v, priorityRange)
+	}
+	if err := checkPriority(n); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// checkPriority requires ±MaxElectionPriority.
+func checkPriority(n int) error {
+	if n > MaxElectionPriority || n < -MaxElectionPriority {
+		return invalidf("%d is out of range: %s", n, priorityRange)
+	}
+	return nil
+}
+
+// parseMinTerm reads plugin.conclave.election.min_term: 0 or positive.
+func parseMinTerm(v string) (time.Duration, error) {
+	d, err := ParseDuration(v)
+	if err != nil {
+		return 0, err
+	}
+	if err := checkMinTerm(d); err != nil {
+		return 0, err
+	}
+	return d, nil
+}
+
+// checkMinTerm refuses a negative minimum term.
+func checkMinTerm(d time.Duration) error {
+	if d < 0 {
+		return invalidf("%v is negative: use a duration such as 30s, or 0 for twice the bucket's TTL (at least 10s)", d)
+	}
+	return nil
+}

@@ -10,7 +10,7 @@
 //	conclave_election_leader                    candidates of this process leading (0 or 1), 0 from a candidate's start
 //	conclave_election_campaigns_total           attempts to win (state="candidate") and renewals (state="leader")
 //	conclave_election_wins_total                terms begun
-//	conclave_election_losses_total              terms ended, by cause: released, deposed, deadline, expired, closed
+//	conclave_election_losses_total              terms ended, by cause: released, deposed, deadline, expired, closed, denied, handed over
 //	conclave_election_renew_duration_seconds    histogram of successful renewals' request time
 //	conclave_election_last_renewal_age_seconds  time since the last successful write, while leading
 package metrics
@@ -65,7 +65,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Recorder, error) {
 			Name: "conclave_election_wins_total", Help: "Terms this process's candidates began.",
 		}, label),
 		losses: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "conclave_election_losses_total", Help: "Terms this process's candidates ended, by cause: released, deposed, deadline, expired, closed.",
+			Name: "conclave_election_losses_total", Help: "Terms this process's candidates ended, by cause: released, deposed, deadline, expired, closed, denied, handed over.",
 		}, []string{"election", "cause"}),
 		renew: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "conclave_election_renew_duration_seconds", Help: "Time taken by successful renewals.",

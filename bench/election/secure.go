@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/conclave-io/conclave/acl"
+	"github.com/conclave-io/conclave/broker"
 	"github.com/conclave-io/conclave/bucket"
 	conclaveconfig "github.com/conclave-io/conclave/config"
 	"github.com/conclave-io/conclave/security"
@@ -51,10 +52,7 @@ func secureBroker(dir string, opts *server.Options) (admin, candidates []nats.Op
 	pw := rand.Text()
 	opts.Users = []*server.User{
 		{Username: "admin", Password: pw},
-		{Username: benchUser, Password: pw, Permissions: &server.Permissions{
-			Publish:   &server.SubjectPermission{Allow: append([]string{}, p.Publish...)},
-			Subscribe: &server.SubjectPermission{Allow: append([]string{}, p.Subscribe...)},
-		}},
+		{Username: benchUser, Password: pw, Permissions: broker.ServerPermissions(p)},
 	}
 	tls := nats.Secure(files.Client())
 	return []nats.Option{tls, nats.UserInfo("admin", pw)},

@@ -76,8 +76,20 @@ type infoJSON struct {
 	// Elections holds election NAME, as list's elections do; [] without
 	// NAME.
 	Elections []electionJSON `json:"elections"`
-	Bucket    bucketJSON     `json:"bucket"`
-	Warnings  []string       `json:"warnings"`
+	// Candidates are those that answered who is standing in election
+	// NAME, best priority first; [] when none did, null without NAME.
+	Candidates []candidateJSON `json:"candidates"`
+	Bucket     bucketJSON      `json:"bucket"`
+	Warnings   []string        `json:"warnings"`
+}
+
+// candidateJSON is one candidate standing, in info's JSON output.
+type candidateJSON struct {
+	Identity string    `json:"identity"`
+	Priority int       `json:"priority"`
+	Healthy  bool      `json:"healthy"`
+	Leading  bool      `json:"leading"`
+	Since    time.Time `json:"since"`
 }
 
 func (e *elections) info(ctx context.Context, name string, asJSON bool) error {
@@ -102,6 +114,17 @@ func (e *elections) info(ctx context.Context, name string, asJSON bool) error {
 			return err
 		}
 		rec = &r
+	}
+	var standing []streams.Candidate
+	if name != "" {
+		// Only Conclave's candidates answer (not Choria's, nor older
+		// Conclave's), within the wait: the list may be incomplete.
+		rctx, cancel := s.request(ctx)
+		standing, err = streams.Standing(rctx, s.nc, s.bucket, name, 0)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("asking who stands in %s: %w", name, err)
+		}
 	}
 	cfg := st.StreamInfo().Config
 	use := consumerUse{In: st.StreamInfo().State.Consumers, Limit: broker.EffectiveConsumerLimit(cfg, s.accountInfo(ctx), 0)}
@@ -146,16 +169,20 @@ func (e *elections) info(ctx context.Context, name string, asJSON bool) error {
 		}
 		if rec != nil {
 			out.Elections = append(out.Elections, newElectionJSON(*rec, cfg.MaxAge, now))
+			out.Candidates = []candidateJSON{}
+			for _, c := range standing {
+				out.Candidates = append(out.Candidates, candidateJSON{Identity: c.Identity, Priority: c.Priority, Healthy: c.Healthy, Leading: c.Leader, Since: c.Since.UTC()})
+			}
 		}
 		return writeJSON(e.a.stdout, out)
 	}
 	if health.summary != "" {
 		cluster += "; " + health.summary
 	}
-	return writeInfo(e.a.stdout, s.bucket, rec, cfg, cluster, st.Values(), use, warnings, now)
+	return writeInfo(e.a.stdout, s.bucket, rec, standing, cfg, cluster, st.Values(), use, warnings, now)
 }
 
-func writeInfo(w io.Writer, bucket string, rec *record, cfg jetstream.StreamConfig, cluster string, values uint64, use consumerUse, warnings []string, now time.Time) error {
+func writeInfo(w io.Writer, bucket string, rec *record, standing []streams.Candidate, cfg jetstream.StreamConfig, cluster string, values uint64, use consumerUse, warnings []string, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
 	if rec != nil {
 		fmt.Fprintf(tw, "Election:\t%s\n", rec.Key)
@@ -172,6 +199,18 @@ func writeInfo(w io.Writer, bucket string, rec *record, cfg jetstream.StreamConf
 		if rec.State == streams.KeyHeld && cfg.MaxAge > 0 {
 			exp := rec.Written.Add(cfg.MaxAge)
 			fmt.Fprintf(tw, "Expires:\t%s (%s) unless renewed\n", exp.Local().Format(textTime), until(exp, now))
+		}
+		fmt.Fprintf(tw, "Candidates that answer:\t%d (Choria's and older Conclave's do not)\n", len(standing))
+		for _, c := range standing {
+			health := "healthy"
+			if !c.Healthy {
+				health = "unhealthy"
+			}
+			lead := ""
+			if c.Leader {
+				lead = ", leader"
+			}
+			fmt.Fprintf(tw, "  %s\tpriority %d, %s%s, since %s (%s)\n", c.Identity, c.Priority, health, lead, c.Since.Local().Format(textTime), ago(c.Since, now))
 		}
 		fmt.Fprintln(tw)
 	}

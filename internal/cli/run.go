@@ -47,6 +47,13 @@ type runFlags struct {
 	json     bool
 	timeout  time.Duration
 	once     bool
+
+	// Issue 19: where leadership should go.
+	priority    int
+	healthCmd   string
+	healthEvery time.Duration
+	minTerm     time.Duration
+	set         map[string]bool // which of these were given
 }
 
 func (e *elections) runCommand() *cobra.Command {
@@ -92,15 +99,28 @@ A candidate that takes a key that is absent or expired (a new election, or
 one whose leader vanished without releasing) waits --grace before it starts
 its command, so that an old leader's command has been killed by then; give
 every candidate of an election the same --grace. A key removed by stand-down
-is taken over after a TTL, a released one at once.`,
+is taken over after a TTL, a released one at once.
+
+--priority ranks candidates: a leader hands the election over to a healthy
+candidate of a higher priority once its term has lasted --min-term (default
+twice the TTL, at least 10s); equal priorities never move. --health-cmd runs
+a command through the shell every --health-every (default 5s), each run
+bounded by that interval: while it exits non-zero the candidate does not
+campaign, and as leader hands over to a healthy candidate if one stands, and
+otherwise keeps leading.`,
 		Example: `  conclave election run my_app ./cron.sh --verbose
   conclave --config /etc/conclave/client.conf election run --grace 30s reports -- ./report.sh -l
-  conclave election run --identity "$(hostname -f)" --restart --json my_app ./worker`,
+  conclave election run --identity "$(hostname -f)" --restart --json my_app ./worker
+  conclave election run --priority 10 --health-cmd 'curl -fs localhost:8080/healthz' my_app ./worker`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name, argv, err := splitRunArgs(cmd, args)
 			if err != nil || name == "" {
 				return err
+			}
+			f.set = map[string]bool{}
+			for _, n := range []string{"priority", "health-cmd", "health-every", "min-term"} {
+				f.set[n] = cmd.Flags().Changed(n)
 			}
 			return e.run(cmd.Context(), name, argv, f)
 		},
@@ -116,6 +136,10 @@ is taken over after a TTL, a released one at once.`,
 	// flag of run's own would shadow.
 	durationVar(cmd.Flags(), &f.timeout, "lead-timeout", 0, "give up with status 1 unless leading within this long (waiting for the broker included), as consul lock -timeout; 0 waits forever")
 	cmd.Flags().BoolVar(&f.once, "once", false, "lead at most once: exit with status 1 at once if another candidate leads, or if not leading within a TTL and --grace; once leading, exit when the command exits or leadership is lost, without campaigning again")
+	cmd.Flags().IntVar(&f.priority, "priority", 0, "rank among the candidates: the leader hands over to a healthy candidate of a higher priority after --min-term (default: plugin.conclave.election.priority of --config or the environment, else 0)")
+	cmd.Flags().StringVar(&f.healthCmd, "health-cmd", "", "a shell command run every --health-every: while it exits non-zero, do not campaign, and hand over to a healthy candidate if leading")
+	durationVar(cmd.Flags(), &f.healthEvery, "health-every", 5*time.Second, "how often to run --health-cmd, and how long each run may take")
+	durationVar(cmd.Flags(), &f.minTerm, "min-term", 0, "how long a term lasts before the leader hands over to a better candidate on its own (default: plugin.conclave.election.min_term of --config or the environment, else twice the TTL, at least 10s)")
 	cmd.Flags().BoolVar(&f.json, "json", false, "log to standard error as JSON, one object per line (time, event, election, identity, token, status, message)")
 	return cmd
 }
@@ -175,6 +199,15 @@ func (e *elections) run(ctx context.Context, name string, argv []string, f runFl
 	if f.once && f.restart {
 		return errors.New("--once and --restart contradict each other: pass one of them")
 	}
+	standOpts, err := f.standingOptions()
+	if err != nil {
+		return err
+	}
+	fromConfig, err := e.a.electionDefaults(f)
+	if err != nil {
+		return err
+	}
+	standOpts = append(fromConfig, standOpts...)
 	var deadline time.Time
 	if f.timeout > 0 {
 		deadline = time.Now().Add(f.timeout)
@@ -228,13 +261,13 @@ func (e *elections) run(ctx context.Context, name string, argv []string, f runFl
 		e: e, name: name, identity: identity, argv: argv, path: path, flags: f,
 		terms: make(chan *lead, 1), quit: make(chan struct{}), log: log,
 	}
-	el, err := streams.NewElection(identity, name, s.js,
+	el, err := streams.NewElection(identity, name, s.js, append([]streams.Option{
 		streams.InBucket(s.bucket),
 		streams.OnLeading(r.onLeading),
 		streams.OnLost(r.onLost),
 		streams.Grace(f.grace),
 		streams.WithLogger(stderrLogger{log: log, verbose: f.verbose}),
-	)
+	}, standOpts...)...)
 	if err != nil {
 		return err
 	}

@@ -30,6 +30,7 @@ const removeTries = 5
 func (e *elections) standDownCommand() *cobra.Command {
 	var force, noWait, asJSON bool
 	var wait time.Duration
+	var to string
 	cmd := &cobra.Command{
 		Use:   "stand-down NAME",
 		Short: "Force the leader of an election to stand down, and report who takes over",
@@ -48,14 +49,26 @@ once the key is removed.
 
 It refuses when there is no such election or it has no leader, and removes
 the key only if it is still held by the leader it asked about: a renewal in
-between is fine, a different leader is not.`,
+between is fine, a different leader is not.
+
+With --to ID it asks the leader instead, over NATS, to hand the election over
+to candidate ID: the leader releases the key naming ID, which takes it at once;
+if ID does not take it within a short window (a quarter TTL, 0.5s to 5s) the
+election falls back to its normal rules. stand-down then reports who took the
+key and the token of the term that began. Only Conclave's candidates answer
+such a request: for Choria's leader, or an older Conclave's, it says so, and a
+plain stand-down is the way.`,
 		Example: `  conclave election stand-down my_app
   conclave election stand-down my_app --force --no-wait
-  conclave election stand-down my_app --force --wait 90 --json`,
+  conclave election stand-down my_app --force --wait 90 --json
+  conclave election stand-down --to node2 --force my_app`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if noWait && cmd.Flags().Changed("wait") {
 				return errors.New("--wait and --no-wait contradict each other: pass one of them")
+			}
+			if cmd.Flags().Changed("to") {
+				return e.handOver(cmd.Context(), args[0], to, force, wait, noWait, asJSON)
 			}
 			return e.standDown(cmd.Context(), args[0], force, wait, noWait, asJSON)
 		},
@@ -64,6 +77,7 @@ between is fine, a different leader is not.`,
 	durationVar(cmd.Flags(), &wait, "wait", 0, "how long to wait for a new leader (default the bucket's TTL plus 5s)")
 	cmd.Flags().BoolVar(&noWait, "no-wait", false, "return once the key is removed, without waiting for a new leader")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the outcome as one JSON object (election, removed_leader, removed_revision, marker_revision, new_leader, token, bucket)")
+	cmd.Flags().StringVar(&to, "to", "", "ask the leader to hand over to this candidate instead of removing its key (JSON: election, from, to, marker_revision, new_leader, token, handed_over, bucket)")
 	return cmd
 }
 

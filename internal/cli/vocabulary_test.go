@@ -21,7 +21,7 @@ func TestJSONVocabulary(t *testing.T) {
 	url := startBroker(t, 2*time.Second)
 	js := jetStream(t, url)
 	campaign(t, js, "n1", "vocab").waitLeading(t)
-	campaign(t, js, "n2", "vocab")
+	c2 := campaign(t, js, "n2", "vocab")
 
 	outputs := map[string][]string{} // command → its JSON objects
 	one := func(name string, r result, stream string) {
@@ -49,6 +49,10 @@ func TestJSONVocabulary(t *testing.T) {
 	mustSucceed(t, r)
 	one("stand-down", r, "stdout")
 	w.stdout.waitFor(t, 0, regexp.MustCompile(`"event":"elected"`))
+	c2.waitLeading(t) // the term begins a TTL after the forced stand-down
+	r = conclave(t, "--server", url, "election", "stand-down", "--to", "n1", "--force", "--wait", "20s", "--json", "vocab")
+	mustSucceed(t, r)
+	one("stand-down --to", r, "stdout")
 	w.signal(syscall.SIGINT)
 	if code := w.wait(); code != 0 {
 		t.Errorf("watch exited %d after SIGINT, want 0", code)
@@ -62,12 +66,13 @@ func TestJSONVocabulary(t *testing.T) {
 
 	// Each command's top-level fields, as documented.
 	top := map[string][]string{
-		"list":       {"bucket", "elections"},
-		"info":       {"bucket", "elections", "warnings"},
-		"stand-down": {"bucket", "election", "marker_revision", "new_leader", "removed_leader", "removed_revision", "token"},
-		"watch":      {"election", "event", "expires_at", "leader", "previous_leader", "released_by", "revision", "state", "time", "token", "written"},
-		"run":        {"bucket", "election", "event", "exit_status", "identity", "message", "status", "time", "token"},
-		"error":      {"error", "event", "exit_status", "time"},
+		"list":            {"bucket", "elections"},
+		"info":            {"bucket", "candidates", "elections", "warnings"},
+		"stand-down":      {"bucket", "election", "marker_revision", "new_leader", "removed_leader", "removed_revision", "token"},
+		"stand-down --to": {"bucket", "election", "from", "handed_over", "marker_revision", "new_leader", "to", "token"},
+		"watch":           {"election", "event", "expires_at", "leader", "previous_leader", "released_by", "revision", "state", "time", "token", "written"},
+		"run":             {"bucket", "election", "event", "exit_status", "identity", "message", "status", "time", "token"},
+		"error":           {"error", "event", "exit_status", "time"},
 	}
 	documented := jsonFieldsTable(t)
 	kinds := map[string]map[string]bool{} // field → the JSON types it has

@@ -1,0 +1,129 @@
+package acl_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/conclave-io/conclave/acl"
+	"github.com/conclave-io/conclave/providers/election/streams"
+)
+
+// stand runs a candidate named identity in election key as user, until the
+// test ends, and returns it once it leads (lead) or stands.
+func (f *fixture) stand(t *testing.T, user, identity, key string, lead bool) *streams.Election {
+	t.Helper()
+	_, js := f.kv(t, user)
+	won := make(chan struct{}, 1)
+	e, err := streams.NewElection(identity, key, js, streams.OnWon(func() {
+		select {
+		case won <- struct{}{}:
+		default:
+		}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- e.Start(context.Background()) }()
+	t.Cleanup(func() {
+		e.Stop()
+		if err := <-done; err != nil {
+			t.Errorf("%s in %s: %v", identity, key, err)
+		}
+	})
+	if lead {
+		select {
+		case <-won:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s did not win %s", identity, key)
+		}
+	}
+	return e
+}
+
+// standing asks, as nc's user, who stands in key.
+func standing(t *testing.T, nc *nats.Conn, key string) []string {
+	t.Helper()
+	cs, err := streams.Standing(context.Background(), nc, bucket, key, 500*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, c := range cs {
+		ids = append(ids, c.Identity)
+	}
+	return ids
+}
+
+// waitStanding asks as nc's user until want stand in key.
+func waitStanding(t *testing.T, nc *nats.Conn, key string, want int) []string {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ids := standing(t, nc, key)
+		if len(ids) >= want {
+			return ids
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d candidates answer in %s, want %d: %v", len(ids), key, want, ids)
+		}
+	}
+}
+
+// TestWhoStandsIsScopedByElection: a user of app-a.> can ask who stands in
+// app-a.x, and its candidates can answer (allow_responses), also to an
+// observer; it cannot ask in billing.x, nor ask billing.x's leader to hand
+// over; an observer cannot ask for a hand-over.
+func TestWhoStandsIsScopedByElection(t *testing.T) {
+	f := newFixture(t)
+	f.stand(t, "app-a", "a1", "app-a.x", true)
+	f.stand(t, "app-a", "a2", "app-a.x", false)
+	f.stand(t, "ops", "o1", "billing.x", true)
+
+	// The candidates of app-a.x answer app-a and dash (another user: the
+	// answers go to dash's inbox, allowed as responses).
+	ncA := f.conn(t, "app-a")
+	if ids := waitStanding(t, ncA, "app-a.x", 2); len(ids) != 2 {
+		t.Errorf("app-a sees %v standing in app-a.x, want a1 and a2", ids)
+	}
+	ncD := f.conn(t, "dash")
+	if ids := waitStanding(t, ncD, "app-a.x", 2); len(ids) != 2 {
+		t.Errorf("dash sees %v standing in app-a.x, want a1 and a2", ids)
+	}
+	if ids := waitStanding(t, ncD, "billing.x", 1); len(ids) != 1 {
+		t.Errorf("dash sees %v standing in billing.x, want o1", ids)
+	}
+
+	// app-a may not ask in billing.x: refused, and nobody answers.
+	if ids := standing(t, ncA, "billing.x"); len(ids) != 0 {
+		t.Errorf("app-a sees %v standing in billing.x", ids)
+	}
+	refused(t, "app-a asking who stands in billing.x", ncA, errors.New("no answer"), acl.CandidatesSubject(bucket, "billing.x"))
+
+	// Nor ask billing.x's leader to hand over.
+	ctx, cancel := short()
+	defer cancel()
+	_, err := streams.RequestHandOver(ctx, ncA, bucket, "billing.x", "a1")
+	if !errors.Is(err, streams.ErrNoLeaderAnswered) {
+		t.Errorf("app-a's hand-over request in billing.x: %v, want no answer", err)
+	}
+	refused(t, "app-a asking billing.x to hand over", ncA, err, acl.HandOverSubject(bucket, "billing.x"))
+
+	// An observer may ask who stands, not for a hand-over.
+	ctx, cancel = short()
+	defer cancel()
+	ncD2 := f.conn(t, "dash")
+	_, err = streams.RequestHandOver(ctx, ncD2, bucket, "app-a.x", "a2")
+	refused(t, "dash asking app-a.x to hand over", ncD2, err, acl.HandOverSubject(bucket, "app-a.x"))
+
+	// app-a may: a1 hands over to a2.
+	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if from, err := streams.RequestHandOver(ctx, ncA, bucket, "app-a.x", "a2"); err != nil || from != "a1" {
+		t.Errorf("app-a's hand-over request in app-a.x: from %q, %v; want a1 to hand over", from, err)
+	}
+}

@@ -1,0 +1,218 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/conclave-io/conclave/providers/election/streams"
+)
+
+// handOverJSON is the JSON output of stand-down --to.
+type handOverJSON struct {
+	Election string `json:"election"`
+	// From is the leader that was asked to hand over.
+	From string `json:"from"`
+	// To is the candidate it was asked to hand over to.
+	To string `json:"to"`
+	// MarkerRevision is the revision of the leader's release, null if
+	// unseen.
+	MarkerRevision *uint64 `json:"marker_revision"`
+	// NewLeader is who took the key, null with --no-wait or when nobody did
+	// within the wait.
+	NewLeader *string `json:"new_leader"`
+	// Token is the new leader's fencing token (the revision of the write
+	// that began its term); null without NewLeader, and when that write was
+	// overwritten before stand-down could read it.
+	Token *uint64 `json:"token"`
+	// HandedOver is true when the named candidate took the key.
+	HandedOver bool `json:"handed_over"`
+	// Bucket is the bucket, with its TTL.
+	Bucket bucketRefJSON `json:"bucket"`
+}
+
+// handOver asks the leader of election name to hand over to the candidate
+// to, and waits for to (or, if it does not take the key in time, anyone)
+// to take the key.
+func (e *elections) handOver(ctx context.Context, name, to string, force bool, wait time.Duration, noWait, asJSON bool) error {
+	if err := validateElectionName(name); err != nil {
+		return err
+	}
+	if to == "" || strings.TrimSpace(to) != to || strings.ContainsFunc(to, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+		return fmt.Errorf("--to %q is not a candidate's identity: give the identity a candidate runs as (`conclave election info %s` lists them)", to, name)
+	}
+	s, err := e.open(ctx, connectOptions{name: "conclave election stand-down --to"})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	rec, err := s.readElection(ctx, name)
+	if err != nil {
+		return err
+	}
+	if rec.State != streams.KeyHeld {
+		return fmt.Errorf("election %q has no leader to hand over: its key is %s (revision %d, %s)", name, stateText(rec), rec.Revision, ago(rec.Written, time.Now()))
+	}
+	if rec.Leader == to {
+		return fmt.Errorf("%s already leads %s: nothing to hand over (name another candidate with --to)", to, name)
+	}
+	rctx, cancel := s.request(ctx)
+	standing, err := streams.Standing(rctx, s.nc, s.bucket, name, 0)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("asking who stands in %s: %w", name, err)
+	}
+	found, leaderStands := false, false
+	var names []string
+	for _, c := range standing {
+		names = append(names, c.Identity)
+		found = found || c.Identity == to
+		leaderStands = leaderStands || c.Identity == rec.Leader
+	}
+	if !found {
+		others := "none answers"
+		if len(names) > 0 {
+			others = "those that answer: " + strings.Join(names, ", ")
+		}
+		return fmt.Errorf("%s is not standing in %s (%s): name a candidate that stands, or check its identity with `conclave election info %s`", to, name, others, name)
+	}
+	if !force {
+		ok, err := e.confirm(fmt.Sprintf("Really have %s hand %s over to %s? [y/N] ", rec.Leader, name, to))
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("not confirmed: %s still leads %s (pass --force to skip the question)", rec.Leader, name)
+		}
+	}
+	st, err := s.status(ctx)
+	if err != nil {
+		return err
+	}
+
+	// Read the key's writes from just after the one read, so that neither
+	// the release nor the takeover is missed.
+	feed, err := s.keyFeed(ctx, name, rec.Revision+1)
+	if err != nil {
+		return err
+	}
+	defer feed.stop()
+	rctx, cancel = s.request(ctx)
+	from, err := streams.RequestHandOver(rctx, s.nc, s.bucket, name, to)
+	cancel()
+	switch {
+	case errors.Is(err, streams.ErrNoLeaderAnswered) && leaderStands:
+		return fmt.Errorf("%s holds %s but did not take the request to hand over within %v: it does not lead yet (after a forced stand-down or an expiry the new holder waits up to a TTL, %v, before it acts) or has just stopped leading; try again in a moment, `conclave election watch %s` shows when a term begins: %w", rec.Leader, name, s.timeout, st.TTL(), name, err)
+	case errors.Is(err, streams.ErrNoLeaderAnswered):
+		return fmt.Errorf("%s leads %s but did not answer the request to hand over within %v: it is Choria's candidate or an older Conclave's, which cannot hand over to a named candidate; `conclave election stand-down %s` makes it stand down, and any candidate may then take over: %w", rec.Leader, name, s.timeout, name, err)
+	case err != nil:
+		return fmt.Errorf("handing %s over to %s: %w", name, to, err)
+	}
+	if from == "" {
+		from = rec.Leader
+	}
+	out := handOverJSON{Election: name, From: from, To: to, Bucket: bucketRefJSON{Name: s.bucket, TTLSeconds: seconds(st.TTL())}}
+	if noWait {
+		if asJSON {
+			return writeJSON(e.a.stdout, out)
+		}
+		fmt.Fprintf(e.a.stdout, "%s released %s, handing it over to %s.\n", from, name, to)
+		return nil
+	}
+	if wait <= 0 {
+		wait = st.TTL() + waitSlack
+	}
+	hw, err := awaitHandOver(ctx, feed.msgs, rec.Revision, from, wait)
+	if hw.marker != 0 {
+		out.MarkerRevision = &hw.marker
+		if !asJSON {
+			fmt.Fprintf(e.a.stdout, "%s released %s at revision %d, handing it over to %s.\n", from, name, hw.marker, to)
+		}
+	} else if !asJSON {
+		fmt.Fprintf(e.a.stdout, "%s released %s, handing it over to %s.\n", from, name, to)
+	}
+	if err == nil {
+		out.NewLeader, out.HandedOver = &hw.taken.leader, hw.taken.leader == to
+		if hw.taken.began {
+			out.Token = &hw.taken.revision
+		}
+	}
+	switch {
+	case ctx.Err() != nil && !asJSON:
+		return nil
+	case asJSON:
+		return writeJSON(e.a.stdout, out)
+	case err != nil:
+		fmt.Fprintf(e.a.stdout, "Nobody took over %s within %v. `conclave election watch %s` shows when a candidate does.\n", name, wait, name)
+	case !hw.taken.began:
+		fmt.Fprintf(e.a.stdout, "%s leads %s now, at revision %d; its token is unknown: the write that began its term was overwritten before stand-down read it (the leader logs its token as it begins).\n", hw.taken.leader, name, hw.taken.revision)
+	case out.HandedOver:
+		fmt.Fprintf(e.a.stdout, "%s leads %s now, token %d.\n", to, name, *out.Token)
+	default:
+		fmt.Fprintf(e.a.stdout, "%s did not take %s in time: %s leads it now, token %d, by the election's normal rules.\n", to, name, *out.NewLeader, *out.Token)
+	}
+	return nil
+}
+
+// handOverWrites is what a hand-over wrote to the key: the leader's
+// release and the takeover after it.
+type handOverWrites struct {
+	marker uint64 // the release's revision, 0 if unseen
+	taken  takeover
+}
+
+// awaitHandOver reads the key's writes after revision read until one takes
+// the key after the hand-over of leader from, or wait passes, or ctx ends.
+// Writes of from before its release are its renewals. A takeover began its
+// term when its revision check names a write that was not its own: the
+// release, or the other writes the feed showed. The feed skips messages
+// that a newer one replaced before it read them (the bucket keeps one per
+// key); when the write a takeover follows is unseen, whether it began the
+// term is unknown.
+func awaitHandOver(ctx context.Context, msgs <-chan jetstream.Msg, read uint64, from string, wait time.Duration) (handOverWrites, error) {
+	var hw handOverWrites
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	writer := map[uint64]string{read: from} // revision → who wrote it, "" for a removal
+	for {
+		select {
+		case <-ctx.Done():
+			return hw, ctx.Err()
+		case <-timer.C:
+			return hw, fmt.Errorf("nothing within %v", wait)
+		case m := <-msgs:
+			md, err := m.Metadata()
+			if err != nil || md.Sequence.Stream <= read {
+				continue
+			}
+			rev := md.Sequence.Stream
+			if m.Headers().Get(kvOperationHeader) != "" || len(m.Data()) == 0 {
+				writer[rev] = ""
+				if hw.marker == 0 {
+					hw.marker = rev
+				}
+				continue
+			}
+			leader := string(m.Data())
+			if leader == from && hw.marker == 0 {
+				writer[rev] = from // a renewal before the release
+				continue
+			}
+			t := takeover{leader: leader, revision: rev}
+			if v := m.Headers().Get(jetstream.ExpectedLastSubjSeqHeader); v != "" {
+				if after, err := strconv.ParseUint(v, 10, 64); err == nil {
+					if w, seen := writer[after]; seen && w != leader {
+						t.began = true
+					}
+				}
+			}
+			hw.taken = t
+			return hw, nil
+		}
+	}
+}
