@@ -266,52 +266,24 @@ func measure(cfg config, runs []*bench) error {
 			b.res.first = append(b.res.first, ds...)
 		}
 	}
-	var hs []*handoffRun
-	defer func() {
-		for _, h := range hs {
-			h.stop()
-		}
-	}()
-	for _, b := range runs {
-		h, err := b.startHandoffs()
-		if err != nil {
+	// Graceful handoffs, then hand-overs to a named candidate, each phase
+	// on fresh elections, interleaved by round as above.
+	phases := []struct {
+		run  func(*handoffRun, int) ([]time.Duration, error)
+		into func(*results) *[]time.Duration
+	}{
+		{(*handoffRun).run, func(r *results) *[]time.Duration { return &r.handoff }},
+		{(*handoffRun).runNamed, func(r *results) *[]time.Duration { return &r.named }},
+	}
+	for _, ph := range phases {
+		if err := handoffPhase(runs, order, rounds, func(b *bench, h *handoffRun, round int) error {
+			ds, err := ph.run(h, share(cfg.handoffs, round))
+			*ph.into(&b.res) = append(*ph.into(&b.res), ds...)
+			return err
+		}); err != nil {
 			return err
 		}
-		hs = append(hs, h)
 	}
-	for round := range rounds {
-		for _, b := range order(round) {
-			ds, err := hs[slices.Index(runs, b)].run(share(cfg.handoffs, round))
-			if err != nil {
-				return err
-			}
-			b.res.handoff = append(b.res.handoff, ds...)
-		}
-	}
-	for _, h := range hs {
-		h.stop()
-	}
-	hs = nil
-	for _, b := range runs {
-		h, err := b.startHandoffs()
-		if err != nil {
-			return err
-		}
-		hs = append(hs, h)
-	}
-	for round := range rounds {
-		for _, b := range order(round) {
-			ds, err := hs[slices.Index(runs, b)].runNamed(share(cfg.handoffs, round))
-			if err != nil {
-				return err
-			}
-			b.res.named = append(b.res.named, ds...)
-		}
-	}
-	for _, h := range hs {
-		h.stop()
-	}
-	hs = nil
 	for i, n := range cfg.standbys {
 		for _, b := range order(i) {
 			w, in, out, err := b.steady(n)
@@ -339,6 +311,32 @@ func measure(cfg config, runs []*bench) error {
 		b.mu.Unlock()
 		if n > 0 {
 			return fmt.Errorf("%d permission violations on the candidates' connections, the first: %w", n, first)
+		}
+	}
+	return nil
+}
+
+// handoffPhase starts a handoff election per run, measures each round in
+// the round's order with measure, and stops the elections.
+func handoffPhase(runs []*bench, order func(int) []*bench, rounds int, measure func(b *bench, h *handoffRun, round int) error) error {
+	hs := make([]*handoffRun, 0, len(runs))
+	defer func() {
+		for _, h := range hs {
+			h.stop()
+		}
+	}()
+	for _, b := range runs {
+		h, err := b.startHandoffs()
+		if err != nil {
+			return err
+		}
+		hs = append(hs, h)
+	}
+	for round := range rounds {
+		for _, b := range order(round) {
+			if err := measure(b, hs[slices.Index(runs, b)], round); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
