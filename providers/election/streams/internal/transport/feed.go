@@ -31,6 +31,9 @@ import (
 // A feed outlives its consumer: one the broker deletes or stops answering
 // for is made again from each key's last message, and while the bucket's
 // stream is missing the feed waits for it with its subscribers attached.
+// The stream's advisories of its deletion and creation tell every feed at
+// once (the broker tells a consumer only through a pull request it holds;
+// missing heartbeats are the backstop).
 // A bucket deleted and made again (its revisions start again at 1) shows
 // as a message at or below the revisions seen that the hub's comparator
 // finds news (written after them); the feed then follows the new bucket's
@@ -67,9 +70,12 @@ type feed struct {
 	genKeys map[string]bool // the keys the current consumer was made with
 	dirty   bool
 
-	srcMu sync.Mutex
-	src   feedSource
-	ttl   time.Duration
+	retry *time.Timer // the next try to make the consumer on a missing stream (under hub.mu)
+
+	srcMu    sync.Mutex
+	src      feedSource
+	ttl      time.Duration
+	unadvise func() // stops the hub's advisories for this feed (see watchHub.followAdvisories)
 }
 
 // lastMsg is the latest message of a key, and when the feed got it.
@@ -280,17 +286,55 @@ func (f *feed) start(ctx context.Context, ttl time.Duration) error {
 		return nil
 	}
 	f.src = src
+	if f.unadvise == nil && f.hub.js != nil {
+		f.unadvise = f.hub.followAdvisories()
+	}
 	return nil
 }
 
+// stopSource stops the feed's consumer for good, once the feed has ended.
 func (f *feed) stopSource() {
 	f.srcMu.Lock()
-	src := f.src
-	f.src = nil
+	src, unadvise := f.src, f.unadvise
+	f.src, f.unadvise = nil, nil
 	f.srcMu.Unlock()
+	if unadvise != nil {
+		unadvise()
+	}
 	if src != nil {
 		src.stop()
 	}
+}
+
+// streamReplaced makes the consumer again after the stream's advisory
+// says the bucket's stream was deleted or made again (event): at once
+// when it waits for a missing stream to be made again, after the one
+// being made when one is, and otherwise as for a lost consumer.
+func (f *feed) streamReplaced(event string) {
+	h := f.hub
+	h.mu.Lock()
+	switch {
+	case f.ended:
+	case f.retry != nil:
+		if f.retry.Stop() {
+			f.retry = nil
+			go f.remake()
+		}
+	case f.remaking:
+		// The consumer being made may be on the stream just deleted.
+		f.dirty = true
+	default:
+		h.mu.Unlock()
+		f.lost(f.genNow(), fmt.Errorf("the bucket's stream was %s", strings.ToLower(event)))
+		return
+	}
+	h.mu.Unlock()
+}
+
+func (f *feed) genNow() uint64 {
+	f.hub.mu.Lock()
+	defer f.hub.mu.Unlock()
+	return f.gen
 }
 
 // restart makes the consumer again, at most once a second, for a
@@ -346,7 +390,7 @@ func (f *feed) remake() {
 		h.mu.Unlock()
 		return
 	}
-	f.restarts = time.Now()
+	f.restarts, f.retry = time.Now(), nil
 	h.mu.Unlock()
 	f.srcMu.Lock()
 	ttl := f.ttl
@@ -358,9 +402,9 @@ func (f *feed) remake() {
 	if err != nil && errors.Is(err, jetstream.ErrStreamNotFound) && !f.ended {
 		f.tries++
 		wait := remakeRetry(ttl, f.tries)
+		f.retry = time.AfterFunc(wait, f.remake)
 		h.mu.Unlock()
 		h.log.Debugf("election bucket %s: watch of %s: the bucket's stream is missing, trying again in %v", h.kv.Bucket(), f.filter, wait)
-		time.AfterFunc(wait, f.remake)
 		return
 	}
 	f.remaking, f.tries = false, 0

@@ -333,3 +333,79 @@ func TestHubRestartDoesNotReplayWhatSubscribersSaw(t *testing.T) {
 		t.Fatalf("after the restart the first change delivered was %v, want the new term at revision %d", ent, again)
 	}
 }
+
+// TestFeedsFollowABucketMadeAgainByItsAdvisory: when the bucket is deleted
+// and made again, a feed whose consumer is not told (the broker tells a
+// consumer only through a pull request it holds, and otherwise its
+// heartbeats stop two heartbeats later) makes its consumer again on the
+// stream's advisory, and delivers the new bucket's first write: a key's
+// own feed and a set feed alike. Here the consumers' errors never reach
+// the feeds, so only the advisory can tell them. The hub's subscription to
+// the advisories ends with its last feed.
+func TestFeedsFollowABucketMadeAgainByItsAdvisory(t *testing.T) {
+	nc := connect(t, startServer(t))
+	const ttl = 10 * time.Second
+	kv, js := createBucket(t, nc, ttl)
+	subsBefore := nc.NumSubscriptions()
+	h := hubFor(kv, js, nopLogger{}, writtenAfter)
+	h.consume = func(cons jetstream.Consumer, handler jetstream.MessageHandler, opts ...jetstream.PullConsumeOpt) (jetstream.ConsumeContext, error) {
+		deaf := jetstream.ConsumeErrHandler(func(jetstream.ConsumeContext, error) {})
+		return cons.Consume(handler, append(opts, deaf)...)
+	}
+	ctx := context.Background()
+	var keys []string
+	ws := map[string]jetstream.KeyWatcher{}
+	for i := range MaxKeyFeeds + 1 {
+		key := fmt.Sprintf("k%d", i)
+		keys = append(keys, key)
+		w, err := h.subscribe(ctx, key, ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+		if ent, _ := nextUpdate(t, w, key+": initial values"); ent != nil {
+			t.Fatalf("%s: want the end of the (empty) initial values, got %v", key, ent)
+		}
+		ws[key] = w
+	}
+	h.mu.Lock()
+	sets := len(h.setFeeds)
+	h.mu.Unlock()
+	if sets != 1 {
+		t.Fatalf("%d set feeds, want the last key in one", sets)
+	}
+	followed := []string{keys[0], keys[MaxKeyFeeds]} // a key's own feed, and the set feed
+	for i := range 5 {
+		for _, key := range followed {
+			rev, err := kv.Put(ctx, key, []byte("old"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ent, _ := nextUpdate(t, ws[key], fmt.Sprintf("%s: old write %d", key, i)); ent == nil || ent.Revision() != rev {
+				t.Fatalf("%s: got %v, want the old write at revision %d", key, ent, rev)
+			}
+		}
+	}
+
+	if err := js.DeleteKeyValue(ctx, bucketName); err != nil {
+		t.Fatal(err)
+	}
+	kv, _ = createBucket(t, nc, ttl)
+	for _, key := range followed {
+		rev, err := kv.Create(ctx, key, []byte("new"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ent, _ := nextUpdate(t, ws[key], key+": the new bucket's first write")
+		if ent == nil || ent.Revision() != rev || string(ent.Value()) != "new" {
+			t.Fatalf("%s: got %v, want the new bucket's write at revision %d", key, ent, rev)
+		}
+	}
+
+	for _, w := range ws {
+		w.Stop()
+	}
+	eventually(t, 5*time.Second, "the advisory subscription to end with the feeds", func() bool {
+		return nc.NumSubscriptions() <= subsBefore
+	})
+}

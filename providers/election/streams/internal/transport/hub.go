@@ -79,9 +79,12 @@ type watchHub struct {
 	statusLost int         // reads in a row presumed lost (see patienceLocked)
 
 	// Listeners to changes of the bucket's settings, which the stream's
-	// advisories announce (see settingsChanges).
+	// advisories announce (see settingsChanges), and feeds with a consumer,
+	// which the advisories of the stream deleted or made again tell to make
+	// theirs again (see followAdvisories).
 	changesMu sync.Mutex
 	listeners map[chan time.Time]struct{}
+	feedsLive int // feeds with a consumer
 	advisory  *nats.Subscription
 	rereading bool // a read after an advisory is under way
 	reread    bool // another advisory came meanwhile
@@ -606,25 +609,94 @@ func (h *watchHub) settingsChanges() (<-chan time.Time, func()) {
 		h.listeners = map[chan time.Time]struct{}{}
 	}
 	h.listeners[c] = struct{}{}
-	if h.advisory == nil && h.js != nil && h.js.Conn() != nil && h.key.api == "" {
-		// Advisories are published in the account the stream is in; a
-		// stream reached through a domain or another account's API prefix
-		// announces its changes elsewhere.
-		sub, err := h.js.Conn().Subscribe(advisorySubject(h.kv.Bucket()), func(*nats.Msg) { h.settingsChanged() })
-		if err == nil {
-			h.advisory = sub
-		} else {
-			h.log.Debugf("election bucket %s: cannot follow the stream's advisories (%v): TTL changes are noticed by the elections' routine reads", h.kv.Bucket(), err)
-		}
-	}
+	h.adviseLocked()
 	return c, func() {
 		h.changesMu.Lock()
 		defer h.changesMu.Unlock()
 		delete(h.listeners, c)
-		if len(h.listeners) == 0 && h.advisory != nil {
-			_ = h.advisory.Unsubscribe()
-			h.advisory = nil
+		h.adviseLocked()
+	}
+}
+
+// followAdvisories keeps the hub subscribed to the stream's advisories
+// while a feed's consumer runs, and returns the function that says it
+// stopped: a consumer of a stream deleted, or deleted and made again, is
+// gone, and the broker says so to the consumer only if a pull request of
+// it was waiting (otherwise its missing heartbeats tell, two heartbeats
+// later). The advisory tells every feed at once.
+func (h *watchHub) followAdvisories() func() {
+	h.changesMu.Lock()
+	defer h.changesMu.Unlock()
+	h.feedsLive++
+	h.adviseLocked()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			h.changesMu.Lock()
+			defer h.changesMu.Unlock()
+			h.feedsLive--
+			h.adviseLocked()
+		})
+	}
+}
+
+// adviseLocked subscribes to the stream's advisories while the hub has
+// listeners or feeds, and unsubscribes once it has neither.
+func (h *watchHub) adviseLocked() {
+	want := len(h.listeners) > 0 || h.feedsLive > 0
+	switch {
+	case !want && h.advisory != nil:
+		_ = h.advisory.Unsubscribe()
+		h.advisory = nil
+	case want && h.advisory == nil && h.js != nil && h.js.Conn() != nil && h.key.api == "":
+		// Advisories are published in the account the stream is in; a
+		// stream reached through a domain or another account's API prefix
+		// announces its changes elsewhere.
+		sub, err := h.js.Conn().Subscribe(advisorySubject(h.kv.Bucket()), h.advised)
+		if err == nil {
+			h.advisory = sub
+		} else {
+			h.log.Debugf("election bucket %s: cannot follow the stream's advisories (%v): TTL changes are noticed by the elections' routine reads, and a bucket made again by the watches' heartbeats", h.kv.Bucket(), err)
 		}
+	}
+}
+
+// advised takes in one of the stream's advisories: the feeds make their
+// consumers again when the stream was deleted or made again, and the
+// listeners hear of a change of the settings.
+func (h *watchHub) advised(m *nats.Msg) {
+	event := strings.TrimPrefix(m.Subject, "$JS.EVENT.ADVISORY.STREAM.")
+	event, _, _ = strings.Cut(event, ".")
+	if event == "CREATED" || event == "DELETED" {
+		h.streamReplaced(event)
+	}
+	h.changesMu.Lock()
+	listening := len(h.listeners) > 0
+	h.changesMu.Unlock()
+	if listening {
+		h.settingsChanged()
+	}
+}
+
+// streamReplaced tells every feed that the bucket's stream was deleted or
+// made again (event): its consumer is gone, or belongs to a stream that
+// no longer exists.
+func (h *watchHub) streamReplaced(event string) {
+	h.mu.Lock()
+	feeds := make([]*feed, 0, len(h.keyFeeds)+len(h.groupFeeds)+len(h.setFeeds)+1)
+	for _, f := range h.keyFeeds {
+		feeds = append(feeds, f)
+	}
+	for _, f := range h.groupFeeds {
+		feeds = append(feeds, f)
+	}
+	feeds = append(feeds, h.setFeeds...)
+	if h.allFeed != nil {
+		feeds = append(feeds, h.allFeed)
+	}
+	h.mu.Unlock()
+	for _, f := range feeds {
+		f.streamReplaced(event)
 	}
 }
 
