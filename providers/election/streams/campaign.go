@@ -218,6 +218,9 @@ func (d *driver) perform(a action) input {
 	sent := d.clock.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), a.timeout)
 	defer cancel()
+	if a.renewal {
+		ctx = transport.WithPriority(ctx, transport.Urgent) // before the process's campaigns and reads
+	}
 	switch a.kind {
 	case doRead:
 		ent, err := d.store.Latest(ctx, d.key)
@@ -248,6 +251,7 @@ func (d *driver) perform(a action) input {
 		}
 		rctx, rcancel := context.WithTimeout(context.Background(), d.m.tm.request)
 		defer rcancel()
+		rctx = transport.WithPriority(rctx, transport.Urgent)
 		marked, err := d.store.Delete(rctx, d.key, a.expect, payload)
 		return input{kind: inRelease, sent: sent, now: d.clock.Now(), marked: marked, err: err}
 	case doReadTTL:

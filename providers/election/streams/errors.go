@@ -7,6 +7,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/conclave-io/conclave/providers/election/streams/internal/transport"
 )
 
 var (
@@ -41,7 +43,8 @@ func isMismatch(err error) bool {
 
 // mayHaveApplied reports whether a write that failed with err may still have
 // been stored. Only an answer from JetStream, or the certainty that no
-// JetStream server received the request, rules it out: a timeout or a
+// JetStream server received the request (nobody listening, or the request
+// never sent: transport.ErrNotSent), rules it out: a timeout or a
 // connection lost mid-request leaves the outcome unknown.
 func mayHaveApplied(err error) bool {
 	var apiErr *jetstream.APIError
@@ -49,6 +52,7 @@ func mayHaveApplied(err error) bool {
 	case err == nil:
 		return true
 	case errors.As(err, &apiErr),
+		errors.Is(err, transport.ErrNotSent),
 		errors.Is(err, jetstream.ErrNoStreamResponse),
 		errors.Is(err, nats.ErrNoResponders),
 		errors.Is(err, jetstream.ErrInvalidKey):

@@ -501,10 +501,10 @@ func TestStandbysStayQuietAfterABrokerRestart(t *testing.T) {
 	nc := connect(t, ts.url())
 	kv := createBucket(t, nc, bucketConfig(ttl))
 	rec := newRecorder()
-	runElection(t, mustElection(t, "a", "quiet", kv, rec.options("a")...))
+	runElection(t, mustElection(t, "a", "quiet", kv, append(rec.options("a"), WithLogger(testLogger{t, "a: "}))...))
 	rec.waitFor(t, 5*time.Second, "a to win", func(evs []event) bool { return wins(evs, "a") == 1 })
 	standby := &countingKV{KeyValue: openBucket(t, connect(t, ts.url()))}
-	runElection(t, mustElection(t, "b", "quiet", standby, rec.options("b")...))
+	runElection(t, mustElection(t, "b", "quiet", standby, append(rec.options("b"), WithLogger(testLogger{t, "b: "}))...))
 	time.Sleep(200 * time.Millisecond)
 
 	ts.restart()

@@ -625,8 +625,13 @@ func (w *simWorld) send(n *simNode, a action) {
 	l1, l2 := lat(), lat()
 	cut := w.now.Before(n.cut)
 	if cut || w.rng.IntN(200) == 0 {
-		// Lost on the way: never applied.
-		w.at(giveUp, func() { w.answer(n, a, input{sent: sent, err: context.DeadlineExceeded}) })
+		// Lost on the way, or never sent (it waited out its time for a
+		// turn in the process's gate): never applied.
+		err := context.DeadlineExceeded
+		if w.rng.IntN(4) == 0 {
+			err = fmt.Errorf("%w: %w", transport.ErrNotSent, context.DeadlineExceeded)
+		}
+		w.at(giveUp, func() { w.answer(n, a, input{sent: sent, err: err}) })
 		return
 	}
 	replyLost := w.now.Before(n.oneway) || w.rng.IntN(200) == 0

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -609,6 +610,11 @@ func (f *feed) startConsumer(ctx context.Context) (feedSource, error) {
 	if consume == nil {
 		consume = jetstream.Consumer.Consume
 	}
+	// taken is the consumer sequence of the latest message the feed has
+	// taken in: the broker counts a message delivered once it sent it,
+	// which may be long before a busy process takes it in (see the
+	// readiness poll).
+	var taken atomic.Uint64
 	cc, err := consume(cons, func(m jetstream.Msg) {
 		md, err := m.Metadata()
 		if err != nil {
@@ -617,6 +623,7 @@ func (f *feed) startConsumer(ctx context.Context) (feedSource, error) {
 		key := strings.TrimPrefix(m.Subject(), prefix)
 		ent := entryOf(h.kv.Bucket(), key, m.Data(), m.Headers(), md.Sequence.Stream, md.Timestamp)
 		f.deliver(gen, ent, md.NumPending == 0)
+		taken.Store(md.Sequence.Consumer) // delivered in order
 	},
 		jetstream.PullHeartbeat(hb), jetstream.PullExpiry(pullExpiry(hb)),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) { f.consumeError(gen, err) }),
@@ -635,7 +642,11 @@ func (f *feed) startConsumer(ctx context.Context) (feedSource, error) {
 	}
 	// The last message of the initial state may expire before it is
 	// delivered: then no message says the state is complete, and the
-	// consumer's info must.
+	// consumer's info must, once the feed has taken in every message the
+	// broker sent. (Nothing pending at the broker is not enough: the
+	// messages it sent may still wait in the connection's buffers, and a
+	// subscriber told the state is complete without them would take its
+	// held key as gone.)
 	go func() {
 		defer close(src.done)
 		// Every second, then less often: a fleet of feeds waiting on a
@@ -654,7 +665,7 @@ func (f *feed) startConsumer(ctx context.Context) (feedSource, error) {
 			ictx, cancel := context.WithTimeout(cctx, time.Second)
 			info, err := cons.Info(ictx)
 			cancel()
-			if err == nil && info.NumPending == 0 {
+			if err == nil && info.NumPending == 0 && info.Delivered.Consumer <= taken.Load() {
 				f.deliver(gen, nil, true)
 			}
 		}

@@ -409,3 +409,56 @@ func TestFeedsFollowABucketMadeAgainByItsAdvisory(t *testing.T) {
 		return nc.NumSubscriptions() <= subsBefore
 	})
 }
+
+// TestFeedIsNotReadyBeforeItTookInWhatTheBrokerSent: a feed whose process
+// is slow to take in the messages its consumer sent (here: the first one
+// held back for longer than the readiness poll waits) does not tell its
+// subscriber that the key's state is complete before it has that message.
+// The broker then has nothing pending, and a feed trusting that alone told
+// the subscriber the key was absent, which a candidate that had read the
+// key held takes as a removal and waits a TTL.
+func TestFeedIsNotReadyBeforeItTookInWhatTheBrokerSent(t *testing.T) {
+	nc := connect(t, startServer(t))
+	kv, js := createBucket(t, nc, 10*time.Second)
+	ctx := context.Background()
+	rev, err := kv.Put(ctx, "k", []byte("leader"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := hubFor(kv, js, nopLogger{}, writtenAfter)
+	release := make(chan struct{})
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	}()
+	var held atomic.Bool
+	h.consume = func(cons jetstream.Consumer, handler jetstream.MessageHandler, opts ...jetstream.PullConsumeOpt) (jetstream.ConsumeContext, error) {
+		return cons.Consume(func(m jetstream.Msg) {
+			if held.CompareAndSwap(false, true) {
+				<-release // the process is busy: the message waits in its buffers
+			}
+			handler(m)
+		}, opts...)
+	}
+	w, err := h.subscribe(ctx, "k", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	select {
+	case ent := <-w.Updates():
+		t.Fatalf("got %v while the key's message was not taken in, want nothing yet", ent)
+	case <-time.After(2500 * time.Millisecond): // past the readiness poll's first look, 1 s after the consumer was made
+	}
+	close(release)
+	ent, _ := nextUpdate(t, w, "the key's message")
+	if ent == nil || ent.Revision() != rev {
+		t.Fatalf("got %v, want the key's message at revision %d", ent, rev)
+	}
+	if ent, _ := nextUpdate(t, w, "the end of the initial values"); ent != nil {
+		t.Fatalf("got %v, want the end of the initial values", ent)
+	}
+}

@@ -72,6 +72,10 @@ type watchHub struct {
 	// Tests set it to make Consume fail.
 	consume func(cons jetstream.Consumer, handler jetstream.MessageHandler, opts ...jetstream.PullConsumeOpt) (jetstream.ConsumeContext, error)
 
+	// gate admits the process's writes and key reads to the broker (see
+	// maxInFlight).
+	gate gate
+
 	statusMu   sync.Mutex
 	statusBusy *statusRead // the read of the bucket's settings under way
 	statusNext *statusRead // the read that starts when it ends
@@ -145,7 +149,8 @@ func hubFor(kv jetstream.KeyValue, js jetstream.JetStream, log Logger, isNews Co
 	}
 	h := &watchHub{key: k, kv: kv, js: js, log: log, isNews: isNews,
 		keyFeeds: map[string]*feed{}, groupFeeds: map[string]*feed{}, setOf: map[string]*feed{},
-		following: map[string]int{}, groupKeys: map[string]int{}, noFold: map[string]time.Time{}}
+		following: map[string]int{}, groupKeys: map[string]int{}, noFold: map[string]time.Time{},
+		gate: gate{limit: maxInFlight}}
 	wp := weak.Make(h)
 	hubs.m[k] = wp
 	runtime.AddCleanup(h, func(k hubKey) {

@@ -139,6 +139,11 @@ func (s *Store) Write(ctx context.Context, key string, value []byte, rev uint64)
 	s.mu.Lock()
 	ttl := s.msgTTL
 	s.mu.Unlock()
+	leave, err := s.hub.gate.enter(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer leave()
 	before := s.lastErr()
 	if ttl == 0 {
 		n, err := s.kv.Update(ctx, key, value, rev)
@@ -187,31 +192,54 @@ func (s *Store) putSubject(key string) string { return s.putPrefix + s.subject(k
 // context and a payload, a raw one carrying the payload (a release mark);
 // otherwise the KV API's, without. It reports whether the payload went.
 func (s *Store) Delete(ctx context.Context, key string, rev uint64, payload []byte) (bool, error) {
+	leave, err := s.hub.gate.enter(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer leave()
 	before := s.lastErr()
 	if s.js == nil || len(payload) == 0 {
-		err := s.kv.Delete(ctx, key, jetstream.LastRevision(rev))
+		err = s.kv.Delete(ctx, key, jetstream.LastRevision(rev))
 		return false, s.denied(err, before, "releasing election "+key, s.putSubject(key))
 	}
 	m := nats.NewMsg(s.putSubject(key))
 	m.Header.Set(kvOperationHeader, "DEL")
 	m.Data = payload
-	_, err := s.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(rev))
+	_, err = s.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(rev))
 	return true, s.denied(err, before, "releasing election "+key, s.putSubject(key))
 }
 
 // kvOperationHeader is the header NATS KV marks deletes and purges with.
 const kvOperationHeader = "KV-Operation"
 
-// Latest returns the key's latest message, nil when it has none: with a
-// JetStream context read from the stream, markers included; otherwise
-// through the KV API, which shows no markers.
+// Latest returns the key's latest message, markers included, nil when it
+// has none: with a JetStream context read from the stream; otherwise
+// through the KV API (its Get, and for a key Get finds absent, its
+// History, which shows markers).
 func (s *Store) Latest(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
+	leave, err := s.hub.gate.enter(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer leave()
 	if s.js == nil {
 		ent, err := s.kv.Get(ctx, key)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
+		if !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return ent, err
+		}
+		// Get hides delete markers; the key's history (one message, as
+		// election buckets keep) shows them. Without it, a campaign that
+		// found the key "absent" would expect no message, fail on the
+		// marker's revision, and read "absent" again until its watch
+		// told it of the marker.
+		hist, err := s.kv.History(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) || err == nil && len(hist) == 0 {
 			return nil, nil
 		}
-		return ent, err
+		if err != nil {
+			return nil, err
+		}
+		return hist[len(hist)-1], nil
 	}
 	before := s.lastErr()
 	st, err := s.hub.openStream(ctx)
