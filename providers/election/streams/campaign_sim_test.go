@@ -249,7 +249,7 @@ func TestSimStuckWatchIsMadeAgain(t *testing.T) {
 	st := newFakeStore(clk, 5*time.Second)
 	st.stuckWatch = true
 	s := newSim(t, st, "a")
-	s.run(10 * time.Millisecond)
+	s.run(initialWait(s.c.m.tm) + 10*time.Millisecond) // it waits that long for the watch, then reads
 	if !s.leading() {
 		t.Fatal("a candidate whose watch is stuck does not lead an empty key")
 	}

@@ -52,15 +52,15 @@ type refusingStore struct {
 	store
 	nc     *nats.Conn
 	bucket string
-	api    string // the JetStream API prefix, "$JS.API." by default
-	put    string // what a key's subject is prefixed with when written
-	stop   <-chan struct{}
-	wrote  atomic.Bool // a write of the key succeeded: the campaign may hold it
+	api    string          // the JetStream API prefix, "$JS.API." by default
+	put    string          // what a key's subject is prefixed with when written
+	stop   context.Context // ends when the campaign stops
+	wrote  atomic.Bool     // a write of the key succeeded: the campaign may hold it
 }
 
 // newRefusingStore wraps st, the store of bucket over js, to end its
-// requests on a refusal reported by js's connection or when stop closes.
-func newRefusingStore(st store, js jetstream.JetStream, bucket string, stop <-chan struct{}) *refusingStore {
+// requests on a refusal reported by js's connection or when stop ends.
+func newRefusingStore(st store, js jetstream.JetStream, bucket string, stop context.Context) *refusingStore {
 	api, put := jsapi.Prefix(js), ""
 	if api != jetstream.DefaultAPIPrefix {
 		put = api
@@ -77,24 +77,31 @@ func (s *refusingStore) request(ctx context.Context, what string, wait time.Dura
 	actx, release := denied.Abort(ctx, s.nc, before, what, covers)
 	defer release()
 	if wait >= 0 && s.stop != nil && !s.wrote.Load() {
-		stopped := make(chan struct{})
-		defer close(stopped)
-		go func() {
-			select {
-			case <-stopped:
+		// No goroutine per request: thousands of campaigns start at once.
+		var (
+			mu       sync.Mutex
+			finished bool
+			grace    *time.Timer
+		)
+		unwatch := context.AfterFunc(s.stop, func() {
+			if wait == 0 {
+				release()
 				return
-			case <-s.stop:
 			}
-			if wait > 0 {
-				t := time.NewTimer(wait)
-				defer t.Stop()
-				select {
-				case <-stopped:
-					return
-				case <-t.C:
-				}
+			mu.Lock()
+			defer mu.Unlock()
+			if !finished {
+				grace = time.AfterFunc(wait, func() { release() })
 			}
-			release()
+		})
+		defer func() {
+			unwatch()
+			mu.Lock()
+			finished = true
+			if grace != nil {
+				grace.Stop()
+			}
+			mu.Unlock()
 		}()
 	}
 	err := call(actx)
@@ -112,12 +119,7 @@ func (s *refusingStore) request(ctx context.Context, what string, wait time.Dura
 
 // stopping reports whether the campaign stops.
 func (s *refusingStore) stopping() bool {
-	select {
-	case <-s.stop:
-		return true
-	default:
-		return false
-	}
+	return s.stop != nil && s.stop.Err() != nil
 }
 
 func (s *refusingStore) streamInfo() string { return s.api + "STREAM.INFO.KV_" + s.bucket }

@@ -43,6 +43,7 @@ type Election struct {
 	stopped     bool
 	cancel      context.CancelFunc
 	done        <-chan struct{} // closed when the campaign stops; set by Start
+	stopCtx     context.Context // ends when the campaign stops (done is its Done); set by Start
 	term        *Term
 	lastRenewal time.Time
 	tm          timings     // as the campaign last adopted them
@@ -166,7 +167,7 @@ func (e *Election) Start(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	e.cancel = cancel
-	e.done = ctx.Done()
+	e.done, e.stopCtx = ctx.Done(), ctx
 	e.running = true
 	e.mu.Unlock()
 	defer func() {
@@ -416,7 +417,7 @@ func (e *Election) readBucket(ctx context.Context) (jetstream.KeyValueStatus, er
 			return nil, err
 		}
 		e.mu.Lock()
-		st := newRefusingStore(newStore(kv, e.js, e.opts.log), e.js, e.opts.bucket, e.done)
+		st := newRefusingStore(newStore(kv, e.js, e.opts.log), e.js, e.opts.bucket, e.stopCtx)
 		e.bucket, e.store = kv, st
 		e.mu.Unlock()
 	}
@@ -430,7 +431,7 @@ func (e *Election) readBucket(ctx context.Context) (jetstream.KeyValueStatus, er
 func (e *Election) openBucket(ctx context.Context) (jetstream.KeyValue, error) {
 	name, nc := e.opts.bucket, e.js.Conn()
 	before := denied.Last(nc)
-	kv, err := e.js.KeyValue(ctx, name)
+	kv, err := transport.OpenBucket(ctx, e.js, name)
 	if err == nil {
 		return kv, nil
 	}

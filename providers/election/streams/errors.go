@@ -77,3 +77,7 @@ func mismatchRevision(err error) (uint64, bool) {
 	rev, perr := strconv.ParseUint(strings.TrimSpace(num), 10, 64)
 	return rev, perr == nil
 }
+
+// notSent reports whether a request failed without being sent: it waited
+// out its time for a turn in the process (see transport.ErrNotSent).
+func notSent(err error) bool { return errors.Is(err, transport.ErrNotSent) }

@@ -42,6 +42,7 @@ type machine struct {
 
 	// candidate
 	nextCampaign time.Time // zero: nothing scheduled until the view changes
+	confirmRead  bool      // read the key now: the watch began with it absent while we knew it held
 	tries        int       // consecutive failed campaign attempts or reads
 	sitOut       sitOut
 
@@ -458,8 +459,16 @@ func (m *machine) due(now time.Time) (time.Time, action, func(time.Time)) {
 	}
 
 	consider(m.nextTTLCheck, action{kind: doReadTTL, since: m.ttlSince}, nil)
+	if m.confirmRead {
+		consider(now, action{kind: doRead}, nil)
+	}
 	if at, expect, ok := m.mayTake(now); ok {
 		switch {
+		case !m.viewFresh(now) && !m.view.known && m.watch.up && m.watch.initial:
+			// A campaign starting: the watch's initial values will say
+			// what a read would; read only if they are late. Thousands of
+			// elections starting at once each save a read.
+			consider(later(at, m.watch.lastEvent.Add(initialWait(m.tm))), action{kind: doRead}, nil)
 		case !m.viewFresh(now):
 			consider(at, action{kind: doRead}, nil)
 		case m.takeoverNeedsTTL(now):
@@ -597,6 +606,7 @@ const staleAfter = time.Second
 // onRead takes in a read of the key.
 func (m *machine) onRead(in input) {
 	done := in.now
+	m.confirmRead = false
 	if in.err != nil {
 		if m.failed(in.err) {
 			return
@@ -708,9 +718,14 @@ func (m *machine) onCampaign(in input) {
 	default:
 		m.tries++
 		m.nextCampaign = done.Add(m.tm.standby.Duration(m.tries))
-		if mayHaveApplied(err) {
+		switch {
+		case notSent(err):
+			// The process's requests are backed up (thousands of elections
+			// starting at once): routine, and retried with backoff.
+			m.log.Debugf("election %s: campaign failed: %v", m.cfg.key, err)
+		case mayHaveApplied(err):
 			m.log.Warnf("election %s: campaign failed with an unknown outcome (%v): if it was stored, the key holds %s's name and is left to expire, because it cannot be told apart from another candidate's with the same identity", m.cfg.key, err, m.cfg.identity)
-		} else {
+		default:
 			m.log.Warnf("election %s: campaign failed: %v", m.cfg.key, err)
 		}
 	}
@@ -1268,6 +1283,10 @@ func (m *machine) giveUp() {
 // nothing by then is stuck and is made again.
 func initTimeout(tm timings) time.Duration { return max(2*tm.request, time.Second) }
 
+// initialWait is how long a campaign starting waits for its new watch's
+// initial values before it reads the key instead.
+func initialWait(tm timings) time.Duration { return clamp(tm.ttl/20, 50*time.Millisecond, time.Second) }
+
 // watchRetry is how long to wait before try n+1 at making a watch: doubling
 // from 100ms to the TTL (at least 2s, at most 30s), with jitter. A broker
 // that refuses consumers is refusing them to a fleet.
@@ -1351,7 +1370,17 @@ func (m *machine) onWatchEntry(in input) {
 func (m *machine) onWatchInitialDone(in input) {
 	w := &m.watch
 	w.lastEvent = in.now
-	if w.initial && !w.sawInitial {
+	switch {
+	case !w.initial || w.sawInitial:
+	case m.view.known && m.view.State == KeyHeld && !m.phase.holds():
+		// The key's state as of when the watch's consumer was made, which
+		// may be before the write we know of (a campaign that lost names
+		// the revision, which the watch then delivers as a change). Read
+		// the key now: if it is gone, it vanished (see vanishedUnderLease).
+		m.view.readAt, m.view.confirmed = time.Time{}, false
+		m.confirmRead = true
+		m.log.Debugf("election %s: the watch began with the key absent, but it was held at revision %d: reading it", m.cfg.key, m.view.Revision)
+	default:
 		m.observe(in.now, keyView{known: true, Entry: Entry{Key: m.cfg.key}, seenAt: in.now, readAt: in.now, confirmed: true})
 	}
 	w.initial = false

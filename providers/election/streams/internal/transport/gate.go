@@ -17,12 +17,18 @@ var ErrNotSent = errors.New("not sent: the process's requests to the broker were
 type Priority int
 
 const (
-	// Routine requests are campaigns and reads.
+	// Routine requests are reads of keys.
 	Routine Priority = iota
+	// Writes are campaigns: they go before reads, so that an election
+	// that read its key campaigns before the next ones read theirs.
+	Writes
 	// Urgent requests keep or hand on a lease a candidate holds: renewals
-	// and releases. They go before every routine one waiting.
+	// and releases. They go before every other one waiting.
 	Urgent
 )
+
+// priorities are the classes of requests in the order they are served.
+var priorities = [...]Priority{Urgent, Writes, Routine}
 
 type priorityKey struct{}
 
@@ -31,9 +37,12 @@ func WithPriority(ctx context.Context, p Priority) context.Context {
 	return context.WithValue(ctx, priorityKey{}, p)
 }
 
-func priorityOf(ctx context.Context) Priority {
-	p, _ := ctx.Value(priorityKey{}).(Priority)
-	return p
+// priorityOf returns the priority ctx marks, or else byDefault.
+func priorityOf(ctx context.Context, byDefault Priority) Priority {
+	if p, ok := ctx.Value(priorityKey{}).(Priority); ok {
+		return p
+	}
+	return byDefault
 }
 
 // maxInFlight is how many requests (writes, deletes and key reads) one
@@ -52,38 +61,46 @@ const maxInFlight = 64
 
 // gate admits a process's requests to the broker, at most limit at a time,
 // urgent ones first, each class in the order it came. A request whose turn
-// comes with less time left than about twice what requests take at the
-// broker now is not sent (ErrNotSent): sent, it would likely time out
-// there, its outcome unknown.
+// comes with less than a quarter of its time left, or less than twice what
+// requests take at the broker now, is not sent (ErrNotSent): sent, it
+// could time out there with its outcome unknown, and many requests that
+// waited together would.
 type gate struct {
 	limit int
 
 	mu       sync.Mutex
 	inFlight int
-	waiting  [2][]*turn    // by priority: Routine, Urgent
-	took     time.Duration // a moving average of how long requests took at the broker
+	waiting  [len(priorities)][]*turn // by priority
+	took     time.Duration            // a moving average of how long requests took at the broker
 }
 
 // turn is one request waiting at the gate.
 type turn struct {
-	deadline time.Time // when its time runs out (zero: never)
+	deadline time.Time     // when its time runs out (zero: never)
+	minLeft  time.Duration // the least time left it is sent with
 	granted  chan struct{}
 	done     bool // granted, refused or given up (under gate.mu)
 	refused  bool // its turn came too late to be sent
 }
 
-// enter waits for a turn of ctx's priority and returns the function that
-// ends it; it fails with ErrNotSent (and ctx's error) when ctx ends first.
-func (g *gate) enter(ctx context.Context) (func(), error) {
+// enter waits for a turn of ctx's priority (byDefault if it marks none)
+// and returns the function that ends it; it fails with ErrNotSent (and
+// ctx's error) when ctx ends first.
+func (g *gate) enter(ctx context.Context, byDefault Priority) (func(), error) {
 	g.mu.Lock()
-	p := priorityOf(ctx)
-	if g.inFlight < g.limit && len(g.waiting[Urgent]) == 0 && (p == Urgent || len(g.waiting[Routine]) == 0) {
+	p := priorityOf(ctx, byDefault)
+	ahead := 0
+	for q := p; q < Priority(len(priorities)); q++ {
+		ahead += len(g.waiting[q])
+	}
+	if g.inFlight < g.limit && ahead == 0 {
 		g.inFlight++
 		g.mu.Unlock()
 		return g.leaveFunc(), nil
 	}
 	t := &turn{granted: make(chan struct{})}
 	t.deadline, _ = ctx.Deadline()
+	t.minLeft = time.Until(t.deadline) / 4
 	g.waiting[p] = append(g.waiting[p], t)
 	g.mu.Unlock()
 	select {
@@ -122,7 +139,7 @@ func (g *gate) leaveFunc() func() {
 func (g *gate) grantLocked() {
 	for g.inFlight < g.limit {
 		var t *turn
-		for _, p := range []Priority{Urgent, Routine} {
+		for _, p := range priorities {
 			for len(g.waiting[p]) > 0 && t == nil {
 				t = g.waiting[p][0]
 				g.waiting[p][0] = nil
@@ -139,7 +156,7 @@ func (g *gate) grantLocked() {
 			return
 		}
 		t.done = true
-		if !t.deadline.IsZero() && time.Until(t.deadline) < 2*g.took {
+		if !t.deadline.IsZero() && time.Until(t.deadline) < max(t.minLeft, 2*g.took) {
 			t.refused = true
 			close(t.granted)
 			continue

@@ -15,7 +15,7 @@ func enterAsync(t *testing.T, ctx context.Context, g *gate, p Priority) <-chan f
 	t.Helper()
 	c := make(chan func(), 1)
 	go func() {
-		leave, err := g.enter(WithPriority(ctx, p))
+		leave, err := g.enter(WithPriority(ctx, p), Routine)
 		if err != nil {
 			leave = nil
 		}
@@ -48,13 +48,13 @@ func granted(c <-chan func()) (func(), bool) {
 
 // TestGateAdmitsAtMostItsLimitUrgentFirst: a gate lets limit requests in
 // at once; the next wait, and as turns end the urgent ones waiting go
-// first, each class in the order it came.
+// first, then writes, then reads, each class in the order it came.
 func TestGateAdmitsAtMostItsLimitUrgentFirst(t *testing.T) {
 	g := &gate{limit: 2}
 	ctx := context.Background()
 	var leaves []func()
 	for range 2 {
-		leave, err := g.enter(ctx)
+		leave, err := g.enter(ctx, Routine)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -68,17 +68,19 @@ func TestGateAdmitsAtMostItsLimitUrgentFirst(t *testing.T) {
 	eventually(t, 5*time.Second, "the urgent request to wait", func() bool { return waiters(g, Urgent) == 1 })
 	u2 := enterAsync(t, ctx, g, Urgent)
 	eventually(t, 5*time.Second, "the second urgent request to wait", func() bool { return waiters(g, Urgent) == 2 })
-	for _, c := range []<-chan func(){r1, r2, u1, u2} {
+	w1 := enterAsync(t, ctx, g, Writes)
+	eventually(t, 5*time.Second, "the write to wait", func() bool { return waiters(g, Writes) == 1 })
+	for _, c := range []<-chan func(){r1, r2, u1, u2, w1} {
 		if _, ok := granted(c); ok {
 			t.Fatal("a request was let in past the limit")
 		}
 	}
 
-	// Each turn that ends lets in exactly the next one: u1, u2, r1, r2.
+	// Each turn that ends lets in exactly the next one: u1, u2, w1, r1, r2.
 	order := []struct {
 		name string
 		c    <-chan func()
-	}{{"u1", u1}, {"u2", u2}, {"r1", r1}, {"r2", r2}}
+	}{{"u1", u1}, {"u2", u2}, {"w1", w1}, {"r1", r1}, {"r2", r2}}
 	for i, next := range order {
 		leaves[0]()
 		leaves = leaves[1:]
@@ -111,13 +113,13 @@ func TestGateAdmitsAtMostItsLimitUrgentFirst(t *testing.T) {
 // held, and a later request gets the turn.
 func TestGateRequestGivesUpUnsent(t *testing.T) {
 	g := &gate{limit: 1}
-	leave, err := g.enter(context.Background())
+	leave, err := g.enter(context.Background(), Routine)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	_, err = g.enter(WithPriority(ctx, Urgent))
+	_, err = g.enter(WithPriority(ctx, Urgent), Routine)
 	if !errors.Is(err, ErrNotSent) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("got %v, want ErrNotSent and the deadline", err)
 	}
@@ -152,7 +154,7 @@ func TestGateUnderRaces(t *testing.T) {
 			if i%3 == 0 {
 				ctx = WithPriority(ctx, Urgent)
 			}
-			leave, err := g.enter(ctx)
+			leave, err := g.enter(ctx, Routine)
 			if err != nil {
 				if !errors.Is(err, ErrNotSent) {
 					done <- fmt.Errorf("request %d: %w", i, err)
@@ -192,7 +194,7 @@ func TestGateUnderRaces(t *testing.T) {
 // broker with its outcome unknown; the turn goes to the next one.
 func TestGateRefusesATurnThatCameTooLate(t *testing.T) {
 	g := &gate{limit: 1}
-	leave, err := g.enter(context.Background())
+	leave, err := g.enter(context.Background(), Routine)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +206,7 @@ func TestGateRefusesATurnThatCameTooLate(t *testing.T) {
 	defer cancel()
 	late := make(chan error, 1)
 	go func() {
-		l, err := g.enter(ctx)
+		l, err := g.enter(ctx, Routine)
 		if err == nil {
 			l()
 		}

@@ -139,7 +139,7 @@ func (s *Store) Write(ctx context.Context, key string, value []byte, rev uint64)
 	s.mu.Lock()
 	ttl := s.msgTTL
 	s.mu.Unlock()
-	leave, err := s.hub.gate.enter(ctx)
+	leave, err := s.hub.gate.enter(ctx, Writes)
 	if err != nil {
 		return 0, err
 	}
@@ -192,7 +192,7 @@ func (s *Store) putSubject(key string) string { return s.putPrefix + s.subject(k
 // context and a payload, a raw one carrying the payload (a release mark);
 // otherwise the KV API's, without. It reports whether the payload went.
 func (s *Store) Delete(ctx context.Context, key string, rev uint64, payload []byte) (bool, error) {
-	leave, err := s.hub.gate.enter(ctx)
+	leave, err := s.hub.gate.enter(ctx, Writes)
 	if err != nil {
 		return false, err
 	}
@@ -217,7 +217,7 @@ const kvOperationHeader = "KV-Operation"
 // through the KV API (its Get, and for a key Get finds absent, its
 // History, which shows markers).
 func (s *Store) Latest(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
-	leave, err := s.hub.gate.enter(ctx)
+	leave, err := s.hub.gate.enter(ctx, Routine)
 	if err != nil {
 		return nil, err
 	}
