@@ -2,8 +2,11 @@ package streams
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // newTestMachine returns a candidate's machine with the default timings at
@@ -129,5 +132,105 @@ func TestMachineObserverWithoutAWatchReadsEveryHalfTTL(t *testing.T) {
 	}
 	if m.view.State != KeyHeld || m.view.Leader != "l" {
 		t.Fatalf("the observer's view is %s, want held by l", m.view.describe())
+	}
+}
+
+// wrongLastSequence is the broker's answer to a campaign whose key is at
+// revision rev.
+func wrongLastSequence(rev uint64) error {
+	apiErr := &jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeStreamWrongLastSequence, Description: fmt.Sprintf("wrong last sequence: %d", rev)}
+	return fmt.Errorf("%w: %w", apiErr, jetstream.ErrKeyRevisionMismatch)
+}
+
+// startWatching starts m, answers its reads of the settings, and makes its
+// watch; it returns the first action due after that, and the instant.
+func startWatching(t *testing.T, m *machine, now time.Time) (output, time.Time) {
+	t.Helper()
+	out := m.step(input{kind: inStart, now: now, born: now.Add(-time.Hour)})
+	for range 10 {
+		switch out.do.kind {
+		case doReadTTL:
+			out = m.step(input{kind: inTTL, now: now, sent: now, ttl: 3 * time.Second, born: now.Add(-time.Hour)})
+		case doWatch:
+			return m.step(input{kind: inWatchMade, now: now, sent: now}), now
+		default:
+			t.Fatalf("starting: action %v before the watch", out.do.kind)
+		}
+	}
+	t.Fatal("no watch made")
+	return out, now
+}
+
+// TestMachineStartingCampaignWaitsForItsWatchNotARead: a campaign starting
+// takes the key's state from its new watch's initial values, not from a
+// read of its own (thousands of elections starting at once each save
+// one), and reads only once the watch is late by initialWait.
+func TestMachineStartingCampaignWaitsForItsWatchNotARead(t *testing.T) {
+	m, t0 := newTestMachine(t)
+	out, now := startWatching(t, m, t0)
+	if out.do.kind == doRead {
+		t.Fatal("read the key with the watch's initial values on their way")
+	}
+	if want := now.Add(initialWait(m.tm)); out.wake.After(want) {
+		t.Fatalf("wakes at %v, want by %v to read if the watch is late", out.wake.Sub(now), want.Sub(now))
+	}
+	out = m.step(input{kind: inWatchInitialDone, now: now.Add(time.Millisecond)})
+	if out.do.kind != doWrite || out.do.expect != 0 {
+		t.Fatalf("after the watch said the key is absent: action %v expect %d, want a campaign on no message", out.do.kind, out.do.expect)
+	}
+
+	// A watch that stays silent: the campaign reads the key after initialWait.
+	m, t0 = newTestMachine(t)
+	out, now = startWatching(t, m, t0)
+	for out.do.kind == doNothing && out.wake.Before(now.Add(time.Second)) {
+		now = out.wake
+		out = m.step(input{kind: inTick, now: now})
+	}
+	if out.do.kind != doRead || now.Sub(t0) < initialWait(m.tm) {
+		t.Fatalf("silent watch: action %v after %v, want a read after %v", out.do.kind, now.Sub(t0), initialWait(m.tm))
+	}
+}
+
+// TestMachineWatchBeginningAbsentAfterALostCampaignIsNoRemoval: a
+// campaign lost to another candidate's write, whose watch then begins with
+// the key absent (its consumer was made before that write), reads the key
+// at once and follows the winner; before, it took the key as removed under
+// a live lease and, winning it later, waited a whole TTL to lead.
+func TestMachineWatchBeginningAbsentAfterALostCampaignIsNoRemoval(t *testing.T) {
+	m, t0 := newTestMachine(t)
+	out, now := startWatching(t, m, t0)
+	for out.do.kind == doNothing {
+		now = out.wake
+		out = m.step(input{kind: inTick, now: now})
+	}
+	if out.do.kind == doRead {
+		out = m.step(input{kind: inRead, now: now, sent: now}) // absent
+	}
+	if out.do.kind != doWrite {
+		t.Fatalf("action %v, want a campaign", out.do.kind)
+	}
+	out = m.step(input{kind: inWrite, now: now.Add(time.Millisecond), sent: now, expect: 0, err: wrongLastSequence(7)})
+	now = now.Add(2 * time.Millisecond)
+	out = m.step(input{kind: inWatchInitialDone, now: now})
+	if m.view.State != KeyHeld || m.view.Revision != 7 {
+		t.Fatalf("view %s at revision %d after the watch began empty, want held at revision 7", m.view.describe(), m.view.Revision)
+	}
+	for out.do.kind == doReadTTL { // the lost campaign also reads the TTL (perhaps raised)
+		out = m.step(input{kind: inTTL, now: now, sent: now, ttl: 3 * time.Second, born: t0.Add(-time.Hour)})
+	}
+	if out.do.kind != doRead {
+		t.Fatalf("action %v, want a read of the key now", out.do.kind)
+	}
+	if m.view.State != KeyHeld {
+		t.Fatalf("view %s, want still held", m.view.describe())
+	}
+	won := time.Now()
+	out = m.step(input{kind: inRead, now: now.Add(time.Millisecond), sent: now,
+		entry: &Entry{Key: "k", State: KeyHeld, Leader: "b", Revision: 7, Written: won}})
+	if m.view.State != KeyHeld || m.view.Leader != "b" {
+		t.Fatalf("view %s after the read, want held by b", m.view.describe())
+	}
+	if out.do.kind == doWrite {
+		t.Fatalf("campaigns against b's live lease (expect %d)", out.do.expect)
 	}
 }
