@@ -167,7 +167,7 @@ func Check(h *History, p Params) *Report {
 	c.measureMoves()
 	c.countCampaigns()
 	c.checkOverlaps()
-	c.checkHandOvers()
+	c.checkHandOvers(p)
 	c.checkTokens()
 	c.checkGaps(p)
 	c.checkWrites()

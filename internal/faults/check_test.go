@@ -453,6 +453,13 @@ func TestCheckAccountsForHandOvers(t *testing.T) {
 				term("h3.1.w0", 7, 2760, 6000).stop(6000),
 			HandOverResult{Kind: HandOver, To: "host-2", Took: 770 * time.Millisecond, Gap: 760 * time.Millisecond}, "",
 			HandOverStats{N: 1, Missed: 1}, 0},
+		{"named hand-over just after a cluster restart: interfered",
+			threeHosts().ev(HarnessEvent{Ev: HvFaultBegin, Kind: string(RestartCluster), Target: "all nodes"}, 500).
+				ev(HarnessEvent{Ev: HvFaultEnd, Kind: string(RestartCluster), Target: "all nodes"}, 1540).
+				handedOver("h1.1.w0", 5, 10, 2000).ask(HandOver, "host-2", "host-1", 1990, 2003).
+				term("h3.1.w0", 7, 2760, 6000).stop(6000),
+			HandOverResult{Kind: HandOver, To: "host-2", Took: 770 * time.Millisecond, Gap: 760 * time.Millisecond, Interfered: "restart-cluster ended at +1.540s, 450ms before"}, "",
+			HandOverStats{N: 1, Interfered: 1}, 0},
 		{"named hand-over that overlaps is flagged",
 			threeHosts().handedOver("h1.1.w0", 5, 10, 2000).ask(HandOver, "host-2", "host-1", 1890, 2003).
 				term("h2.1.w0", 7, 1900, 6000).stop(6000),

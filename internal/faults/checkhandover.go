@@ -98,7 +98,7 @@ type handOverAsk struct {
 // where it was meant to. A leader that answered a named hand-over must have
 // a term that ended by handing over: anything else breaks
 // Election.HandOver's contract.
-func (c *checker) checkHandOvers() {
+func (c *checker) checkHandOvers(p Params) {
 	var asks []*handOverAsk
 	var begin HarnessEvent
 	for _, e := range c.events {
@@ -152,7 +152,7 @@ func (c *checker) checkHandOvers() {
 			if res.Asked != 0 {
 				from = res.Asked
 			}
-			res.Interfered = c.interference(res.Kind, from, until, hostOf[res.To])
+			res.Interfered = c.interference(res.Kind, from, until, hostOf[res.To], p.AllowedGap())
 		}
 		c.r.HandOvers = append(c.r.HandOvers, res)
 	}
@@ -167,8 +167,9 @@ func (c *checker) checkHandOvers() {
 // interference says what happened from from to to that may have kept a
 // hand-over of kind k from landing: a harness action on host target (any
 // host, when target is ""), the brokers going down, or another fault under
-// way. "" when nothing did.
-func (c *checker) interference(k Kind, from, to int64, target string) string {
+// way or ended less than settle before from (watches it broke may not be
+// back). "" when nothing did.
+func (c *checker) interference(k Kind, from, to int64, target string, settle time.Duration) string {
 	for _, e := range c.events {
 		if e.At < from-int64(SchedulingSlack) || e.At > to {
 			continue
@@ -183,9 +184,13 @@ func (c *checker) interference(k Kind, from, to int64, target string) string {
 		}
 	}
 	for _, f := range c.faultSpans() {
-		if f.from < to && f.to > from && f.kind != k && f.kind != PriorityMove && f.from != from {
-			return fmt.Sprintf("%s under way from %s", f.kind, c.at(f.from))
+		if f.from >= to || f.to <= from-int64(settle) || f.kind == k || f.kind == PriorityMove || f.from == from {
+			continue
 		}
+		if f.to <= from {
+			return fmt.Sprintf("%s ended at %s, %v before", f.kind, c.at(f.to), time.Duration(from-f.to).Round(time.Millisecond))
+		}
+		return fmt.Sprintf("%s under way from %s", f.kind, c.at(f.from))
 	}
 	return ""
 }
