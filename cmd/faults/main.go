@@ -42,6 +42,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	duration := fs.Duration("duration", 2*time.Minute, "how long to inject random faults, per mode (ignored with -short)")
 	mode := fs.String("mode", "both", "brokers: single, cluster or both")
 	ttl := fs.Duration("ttl", faults.DefaultTTL, "election bucket TTL")
+	minTerm := fs.Duration("min-term", 0, "how long a leader leads before it hands over to a better-ranked candidate (0: twice the TTL)")
 	hosts := fs.Int("hosts", 4, "candidate processes")
 	workers := fs.Int("workers", 3, "candidates per process, sharing its identity")
 	seed := fs.Uint64("seed", 0, "seed for the choice and timing of faults (0: from the clock)")
@@ -124,7 +125,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			continue // none of the kinds applies to this mode
 		}
 		res, err := faults.Run(ctx, faults.Config{
-			Mode: m, TTL: *ttl, Short: *short, Duration: *duration, Kinds: mine, Settle: *settle, Hosts: *hosts, Workers: *workers,
+			Mode: m, TTL: *ttl, Short: *short, Duration: *duration, Kinds: mine, Settle: *settle, Hosts: *hosts, Workers: *workers, MinTerm: *minTerm,
 			Seed: *seed, Dir: runDir, Bin: bin, Progress: progress,
 		})
 		if err != nil {

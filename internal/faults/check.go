@@ -129,7 +129,17 @@ type Report struct {
 	// candidate-seconds with more than StormRate attempts. Not failures:
 	// they measure how hard standbys press on the broker.
 	Campaigns, PeakCampaigns, StormSeconds int
-	Violations                             []string
+	// HandOvers are the terms that ended by handing the election over, by
+	// request (hand-over, hand-over-cut) or for a better-ranked candidate
+	// (priority moves: after a priority-move fault, or when such a
+	// candidate's process was restarted); see HandOverStats.
+	HandOvers []HandOverResult
+	// PromotedLed counts the priority-move faults after which a candidate
+	// of the promoted host led before the next fault began.
+	PromotedLed int
+	Violations  []string
+
+	start int64 // run-start, CLOCK_MONOTONIC
 }
 
 // StormRate is the number of campaign attempts in a second above which a
@@ -157,6 +167,7 @@ func Check(h *History, p Params) *Report {
 	c.measureMoves()
 	c.countCampaigns()
 	c.checkOverlaps()
+	c.checkHandOvers(p)
 	c.checkTokens()
 	c.checkGaps(p)
 	c.checkWrites()
@@ -212,6 +223,7 @@ func newChecker(h *History, r *Report) *checker {
 		c.stop = c.events[len(c.events)-1].At
 	}
 	r.Observed = time.Duration(c.stop - c.start)
+	r.start = c.start
 	for _, w := range h.Writes {
 		c.writesBy[fenceKey{w.Cand, w.Seq}] = w
 	}

@@ -408,3 +408,123 @@ func TestCheckRejectsAMalformedTTLEvent(t *testing.T) {
 		t.Fatal("a TTL event without a duration passed")
 	}
 }
+
+// handedOver records a term of cand from from to to that ended by handing
+// the election over.
+func (b *hist) handedOver(cand string, token uint64, from, to int) *hist {
+	return b.won(cand, token, from, to).lost(cand, token, to, to, causeHandedOver)
+}
+
+// ask records a named hand-over of kind k to identity to, begun at ms and
+// answered by leader at answered.
+func (b *hist) ask(k Kind, to, leader string, ms, answered int) *hist {
+	b.ev(HarnessEvent{Ev: HvFaultBegin, Kind: string(k), Target: to}, ms)
+	return b.ev(HarnessEvent{Ev: HvHandOver, Target: to, Detail: leader}, answered)
+}
+
+func threeHosts() *hist { return newHist().proc("h1.1", 0).proc("h2.1", 0).proc("h3.1", 0) }
+
+func TestCheckAccountsForHandOvers(t *testing.T) {
+	tests := []struct {
+		name        string
+		h           *hist
+		want        HandOverResult // Kind, To, Landed, Took, Gap, Overlap; Interfered as a substring
+		violation   string
+		stats       HandOverStats // N, Landed, Interfered, Missed of the result's kind
+		promotedLed int
+	}{
+		{"named hand-over lands",
+			threeHosts().handedOver("h1.1.w0", 5, 10, 2000).ask(HandOver, "host-2", "host-1", 1990, 2003).
+				term("h2.1.w1", 7, 2002, 6000).ev(HarnessEvent{Ev: HvFaultEnd, Kind: string(HandOver), Target: "host-2"}, 2100).stop(6000),
+			HandOverResult{Kind: HandOver, To: "host-2", Landed: true, Took: 12 * time.Millisecond, Gap: 2 * time.Millisecond}, "",
+			HandOverStats{N: 1, Landed: 1}, 0},
+		{"named host cut off: falls back, interfered",
+			threeHosts().handedOver("h1.1.w0", 5, 10, 2000).
+				ev(HarnessEvent{Ev: HvFaultBegin, Kind: string(HandOverCut), Target: "host-2"}, 1990).
+				ev(HarnessEvent{Ev: HvLinkCut, Target: "h2", Host: "h2"}, 1991).
+				ev(HarnessEvent{Ev: HvHandOver, Target: "host-2", Detail: "host-1"}, 2003).
+				term("h3.1.w0", 7, 2760, 6000).
+				ev(HarnessEvent{Ev: HvLinkHeal, Target: "h2", Host: "h2"}, 5000).
+				ev(HarnessEvent{Ev: HvFaultEnd, Kind: string(HandOverCut), Target: "host-2"}, 5000).stop(6000),
+			HandOverResult{Kind: HandOverCut, To: "host-2", Took: 770 * time.Millisecond, Gap: 760 * time.Millisecond, Interfered: "link-cut h2"}, "",
+			HandOverStats{N: 1, Interfered: 1}, 0},
+		{"named hand-over falls back with nothing else under way",
+			threeHosts().handedOver("h1.1.w0", 5, 10, 2000).ask(HandOver, "host-2", "host-1", 1990, 2003).
+				term("h3.1.w0", 7, 2760, 6000).stop(6000),
+			HandOverResult{Kind: HandOver, To: "host-2", Took: 770 * time.Millisecond, Gap: 760 * time.Millisecond}, "",
+			HandOverStats{N: 1, Missed: 1}, 0},
+		{"named hand-over just after a cluster restart: interfered",
+			threeHosts().ev(HarnessEvent{Ev: HvFaultBegin, Kind: string(RestartCluster), Target: "all nodes"}, 500).
+				ev(HarnessEvent{Ev: HvFaultEnd, Kind: string(RestartCluster), Target: "all nodes"}, 1540).
+				handedOver("h1.1.w0", 5, 10, 2000).ask(HandOver, "host-2", "host-1", 1990, 2003).
+				term("h3.1.w0", 7, 2760, 6000).stop(6000),
+			HandOverResult{Kind: HandOver, To: "host-2", Took: 770 * time.Millisecond, Gap: 760 * time.Millisecond, Interfered: "restart-cluster ended at +1.540s, 450ms before"}, "",
+			HandOverStats{N: 1, Interfered: 1}, 0},
+		{"named hand-over that overlaps is flagged",
+			threeHosts().handedOver("h1.1.w0", 5, 10, 2000).ask(HandOver, "host-2", "host-1", 1890, 2003).
+				term("h2.1.w0", 7, 1900, 6000).stop(6000),
+			HandOverResult{Kind: HandOver, To: "host-2", Landed: true, Took: 10 * time.Millisecond, Overlap: true}, "overlap of 100ms",
+			HandOverStats{N: 1, Landed: 1}, 0},
+		{"priority move to the promoted host",
+			threeHosts().ev(HarnessEvent{Ev: HvFaultBegin, Kind: string(PriorityMove), Target: "host-4"}, 500).
+				rec(CandidateRecord{Ev: EvStart, Proc: "h4.1", Identity: "host-4", Priority: 1}, 600).
+				ev(HarnessEvent{Ev: HvProcStart, Target: "h4.1", Host: "h4"}, 600).
+				handedOver("h1.1.w0", 5, 10, 6010).term("h4.1.w2", 7, 6012, 9000).
+				ev(HarnessEvent{Ev: HvFaultEnd, Kind: string(PriorityMove), Target: "host-4"}, 6100).stop(9000),
+			HandOverResult{Kind: PriorityMove, Landed: true, Took: 2 * time.Millisecond, Gap: 2 * time.Millisecond}, "",
+			HandOverStats{N: 1, Landed: 1}, 1},
+		{"a leader that answered but did not hand over",
+			threeHosts().term("h1.1.w0", 5, 10, 2000).ask(HandOver, "host-2", "host-1", 1990, 2003).
+				term("h2.1.w0", 7, 2002, 6000).stop(6000),
+			HandOverResult{}, "host-1 answered at +2.003s that it handed over to host-2, but none of its terms ended by handing over",
+			HandOverStats{}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := Check(&tt.h.h, testParams)
+			switch {
+			case tt.violation == "" && !r.OK():
+				t.Fatalf("violations: %q", r.Violations)
+			case tt.violation != "" && (len(r.Violations) != 1 || !strings.Contains(r.Violations[0], tt.violation)):
+				t.Fatalf("violations %q, want one with %q", r.Violations, tt.violation)
+			}
+			if r.PromotedLed != tt.promotedLed {
+				t.Errorf("promoted host led after %d priority-move faults, want %d", r.PromotedLed, tt.promotedLed)
+			}
+			if tt.want.Kind == "" {
+				if len(r.HandOvers) != 0 {
+					t.Fatalf("hand-overs %+v, want none", r.HandOvers)
+				}
+				return
+			}
+			if len(r.HandOvers) != 1 {
+				t.Fatalf("hand-overs %+v, want one", r.HandOvers)
+			}
+			got := r.HandOvers[0]
+			if got.Kind != tt.want.Kind || got.To != tt.want.To || got.Landed != tt.want.Landed || got.Took != tt.want.Took ||
+				got.Gap != tt.want.Gap || got.Overlap != tt.want.Overlap || !strings.Contains(got.Interfered, tt.want.Interfered) ||
+				(tt.want.Interfered == "") != (got.Interfered == "") {
+				t.Errorf("hand-over %+v, want %+v", got, tt.want)
+			}
+			s := r.HandOverStats(tt.want.Kind)
+			if s.N != tt.stats.N || s.Landed != tt.stats.Landed || s.Interfered != tt.stats.Interfered || s.Missed != tt.stats.Missed {
+				t.Errorf("stats %+v, want %+v", s, tt.stats)
+			}
+		})
+	}
+}
+
+func TestQuantile(t *testing.T) {
+	d := []time.Duration{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	for _, tt := range []struct {
+		q    float64
+		want time.Duration
+	}{{0, 1}, {0.5, 5}, {0.99, 10}, {1, 10}} {
+		if got := Quantile(d, tt.q); got != tt.want {
+			t.Errorf("Quantile(%v) = %v, want %v", tt.q, got, tt.want)
+		}
+	}
+	if Quantile(nil, 0.5) != 0 {
+		t.Error("Quantile of none is not 0")
+	}
+}

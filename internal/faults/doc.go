@@ -9,7 +9,9 @@
 // every 50–100ms with their term's token), Run injects faults at random
 // times: SIGKILL and SIGSTOP of the leader (including a stop between its
 // validity check and its write), cut, delayed and flapping links, forced
-// stand-downs through the CLI, and SIGKILLs of the broker, of any cluster
+// stand-downs through the CLI, hand-overs to a named candidate (the
+// library path of `conclave election stand-down --to`), a better-ranked
+// candidate joining (a priority move), and SIGKILLs of the broker, of any cluster
 // node and of the whole cluster; and what operators do: the bucket's TTL
 // lowered and raised, every candidate process restarted at once (SIGTERM or
 // SIGKILL), the stream's consumer limit filled so that no watch can be

@@ -30,6 +30,10 @@ func (h *harness) fault(ctx context.Context, k Kind) error {
 		return h.flapLink(ctx)
 	case StandDown:
 		return h.standDown(ctx)
+	case HandOver, HandOverCut:
+		return h.handOver(ctx, k)
+	case PriorityMove:
+		return h.priorityMove(ctx)
 	case RestartBroker, RestartCluster:
 		return h.restartBrokers(ctx, k)
 	case KillStreamLeader, KillFollower:

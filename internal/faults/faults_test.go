@@ -13,12 +13,14 @@ import (
 // TestFaultsShort is the harness's CI mode: it builds the conclave command
 // and the candidate program, then injects every fault kind once against a
 // single broker and once against a three-node cluster, and fails on anything
-// the checker finds. It takes about three minutes; -short skips it.
+// the checker finds, and on named hand-overs and priority moves that did
+// not land where nothing else interfered. It takes about four minutes;
+// -short skips it.
 //
 //	go test ./internal/faults -run TestFaultsShort -v
 func TestFaultsShort(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts brokers and candidates as processes for about three minutes")
+		t.Skip("starts brokers and candidates as processes for about four minutes")
 	}
 	began := time.Now()
 	dir, err := os.MkdirTemp("", "conclave-faults-test-")
@@ -60,6 +62,7 @@ func TestFaultsShort(t *testing.T) {
 		if res.Report.PausedRejected < 1 {
 			t.Errorf("%s run: no paused leader's stale write was rejected", mode)
 		}
+		checkHandOvers(t, mode, res.Report)
 		for _, v := range res.Report.Violations {
 			t.Errorf("%s: %s", mode, v)
 		}
@@ -67,6 +70,31 @@ func TestFaultsShort(t *testing.T) {
 	var summary bytes.Buffer
 	WriteSummary(&summary, results)
 	t.Logf("all done in %v\n%s", time.Since(began).Round(time.Second), summary.String())
+}
+
+// checkHandOvers fails a short run whose named hand-overs did not land on
+// the named host with nothing else under way, whose hand-over to a host cut
+// off did not fall back, or whose priority-move fault did not bring the
+// promoted host to lead.
+func checkHandOvers(t *testing.T, mode Mode, r *Report) {
+	t.Helper()
+	for _, ho := range r.HandOvers {
+		if !ho.Landed && ho.Interfered == "" {
+			t.Errorf("%s run: %s", mode, describeHandOver(r, ho))
+		}
+	}
+	if s := r.HandOverStats(HandOver); s.Landed < 1 {
+		t.Errorf("%s run: no named hand-over landed: %+v", mode, s)
+	}
+	if s := r.HandOverStats(HandOverCut); s.N < 1 || s.Landed > 0 {
+		t.Errorf("%s run: want a hand-over to a host cut off that fell back: %+v", mode, s)
+	}
+	if s := r.HandOverStats(PriorityMove); s.Landed < 1 {
+		t.Errorf("%s run: no priority move landed on a higher priority: %+v", mode, s)
+	}
+	if n := r.Faults[PriorityMove]; r.PromotedLed < n {
+		t.Errorf("%s run: the promoted host led after %d of %d priority-move faults", mode, r.PromotedLed, n)
+	}
 }
 
 // logWriter sends progress lines to t.Log.

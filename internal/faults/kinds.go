@@ -29,6 +29,20 @@ const (
 	// StandDown forces the leader to stand down from outside, with
 	// `conclave election stand-down NAME --force --no-wait`.
 	StandDown Kind = "stand-down"
+	// HandOver asks the leader, as `conclave election stand-down --to ID`
+	// does (streams.RequestHandOver), to hand the election over to another
+	// host's identity, and waits until a candidate of that host leads.
+	HandOver Kind = "hand-over"
+	// HandOverCut asks the leader to hand over to a host whose links it
+	// has just blackholed, for longer than the TTL: the named candidate
+	// cannot take the key, and the election falls back to the normal rules
+	// once the hand-over's window has passed.
+	HandOverCut Kind = "hand-over-cut"
+	// PriorityMove restarts a standby host's process (SIGTERM) with a
+	// priority above every other host's, which it keeps from then on
+	// (its replacements too): the leader hands over to it once its term
+	// has lasted the minimum term.
+	PriorityMove Kind = "priority-move"
 	// RestartBroker sends SIGKILL to the single broker and restarts it.
 	RestartBroker Kind = "restart-broker"
 	// KillStreamLeader sends SIGKILL to the cluster node that leads the
@@ -65,7 +79,7 @@ const (
 	Double Kind = "double"
 )
 
-var candidateKinds = []Kind{KillLeader, PauseLeader, PauseMidWrite, CutCandidate, DelayLink, FlapLink, StandDown}
+var candidateKinds = []Kind{KillLeader, PauseLeader, PauseMidWrite, CutCandidate, DelayLink, FlapLink, StandDown, HandOver, HandOverCut, PriorityMove}
 
 // operationKinds are what operators do to a running election, in both modes.
 var operationKinds = []Kind{TTLLower, TTLRaise, RestartAll, KillAll, RefuseConsumers, Purge, Double}
@@ -104,6 +118,12 @@ func (k Kind) Describe() string {
 		return "cut or stall the leader's links for 0.1–0.7s, heal, 6–10 times"
 	case StandDown:
 		return "force a stand-down: conclave election stand-down --force --no-wait"
+	case HandOver:
+		return "ask the leader to hand over to another host (stand-down --to), wait until it leads"
+	case HandOverCut:
+		return "ask the leader to hand over to a host whose links were just cut for TTL+: the election falls back"
+	case PriorityMove:
+		return "restart a standby host with the highest priority: the leader hands over after its min term"
 	case RestartBroker:
 		return "SIGKILL the broker, restart it after 0.2s–2 TTLs"
 	case KillStreamLeader:

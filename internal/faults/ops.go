@@ -469,6 +469,7 @@ var doublePairs = []struct {
 }{
 	{DelayLink, StandDown, []Mode{Single, Cluster}}, // a forced stand-down while the leader's link is slow
 	{DelayLink, Purge, []Mode{Single, Cluster}},     // a purge while the leader's link is slow
+	{DelayLink, HandOver, []Mode{Single, Cluster}},  // a named hand-over while the leader's link is slow
 	{TTLRaise, KillLeader, []Mode{Single, Cluster}}, // a crash while the TTL is raised
 	{TTLLower, RestartBroker, []Mode{Single}},       // a TTL change during a broker restart
 	{TTLLower, KillStreamLeader, []Mode{Cluster}},   // a TTL change during a Raft failover

@@ -35,6 +35,7 @@ type CandidateRecord struct {
 	Cand       string `json:"cand,omitempty"`        // process and worker, "h1.2.w0"
 	Identity   string `json:"identity,omitempty"`    // the election identity (shared by a host's workers)
 	PID        int    `json:"pid,omitempty"`         // for EvStart
+	Priority   int    `json:"priority,omitempty"`    // for EvStart: the candidates' streams.WithPriority
 	Token      uint64 `json:"token,omitempty"`       // the term's fencing token
 	Started    int64  `json:"started,omitempty"`     // Term.Started
 	ValidUntil int64  `json:"valid_until,omitempty"` // Term.ValidUntil when recorded
@@ -85,6 +86,7 @@ const (
 	HvDown        = "brokers-down" // the brokers cannot serve the election (no quorum)
 	HvUp          = "brokers-up"   // they can again: the stream has a leader
 	HvStandDown   = "stand-down"   // conclave election stand-down succeeded
+	HvHandOver    = "hand-over"    // the leader Detail answered that it released the key to Target (an identity)
 	HvProcTerm    = "proc-term"    // SIGTERM sent to Target: a graceful stop
 	HvTTL         = "ttl"          // the bucket's TTL (the stream's MaxAge) is now Detail, a Go duration
 	HvPurge       = "purge"        // the election key was purged (a KV purge marker)

@@ -78,6 +78,10 @@ type Config struct {
 	// Hosts is the number of candidate processes, Workers the number of
 	// candidates in each, sharing its identity. Defaults 4 and 3.
 	Hosts, Workers int
+	// MinTerm is how long a leader leads before it hands over to a better
+	// ranked candidate (streams.WithMinTerm; see PriorityMove). Default
+	// twice the TTL.
+	MinTerm time.Duration
 	// Seed seeds the choice and timing of faults. 0 picks one.
 	Seed uint64
 	// Dir is the run directory: broker configurations and stores, logs and
@@ -108,6 +112,9 @@ func (c *Config) setDefaults() error {
 	if c.Workers == 0 {
 		c.Workers = 3
 	}
+	if c.MinTerm == 0 {
+		c.MinTerm = 2 * c.TTL
+	}
 	if c.Seed == 0 {
 		c.Seed = uint64(time.Now().UnixNano())
 	}
@@ -118,6 +125,8 @@ func (c *Config) setDefaults() error {
 		return fmt.Errorf("faults: TTL %v is below the election's 1s minimum", c.TTL)
 	case c.Hosts < 3:
 		return fmt.Errorf("faults: %d hosts: need at least 3, so that two remain while one is faulty", c.Hosts)
+	case c.MinTerm < 0:
+		return fmt.Errorf("faults: min term %v: need a positive duration (0 for twice the TTL)", c.MinTerm)
 	case c.Workers < 1:
 		return fmt.Errorf("faults: %d workers per host: need at least 1", c.Workers)
 	case !c.Short && c.Duration <= 0:
@@ -190,6 +199,7 @@ type host struct {
 	identity string // host-1
 	proxies  []*Proxy
 	inc      int
+	priority int // of its processes' candidates; raised by PriorityMove
 	proc     *process
 	procName string // h1.2: name and incarnation
 }
@@ -281,7 +291,8 @@ func (h *harness) run(ctx context.Context) error {
 		}
 		h.hosts = append(h.hosts, hs)
 	}
-	h.event(HarnessEvent{Ev: HvRunStart, Detail: fmt.Sprintf("mode %s, ttl %v, %d hosts x %d workers, seed %d", h.cfg.Mode, h.cfg.TTL, h.cfg.Hosts, h.cfg.Workers, h.cfg.Seed)})
+	h.event(HarnessEvent{Ev: HvRunStart, Detail: fmt.Sprintf("mode %s, ttl %v, min term %v, %d hosts x %d workers, seed %d",
+		h.cfg.Mode, h.cfg.TTL, h.cfg.MinTerm, h.cfg.Hosts, h.cfg.Workers, h.cfg.Seed)})
 	for _, hs := range h.hosts {
 		if err := h.startHost(hs); err != nil {
 			return err
@@ -341,6 +352,13 @@ func (h *harness) inject(ctx context.Context) error {
 		since := max(healed, Mono()-int64(250*time.Millisecond))
 		if _, ok := h.awaitLeaderSince(ctx, h.params.AllowedGap()+5*time.Second, since); !ok {
 			h.note("no leader before fault %d (%s)", i+1, k)
+		}
+		if k == HandOver || k == HandOverCut {
+			// The named host takes the key at once only if its watch
+			// delivers the release, and a fault that restarted brokers or
+			// processes leaves watches to be made again: ask it of an
+			// election settled for the allowed gap since the last fault.
+			sleep(ctx, time.Duration(healed+int64(h.params.AllowedGap())-Mono()))
 		}
 		quiet := 500*time.Millisecond + h.jitter(3500*time.Millisecond)
 		if h.cfg.Short {
@@ -434,6 +452,7 @@ type runConfig struct {
 	Duration time.Duration `json:"duration"`
 	Hosts    int           `json:"hosts"`
 	Workers  int           `json:"workers"`
+	MinTerm  time.Duration `json:"min_term,omitempty"`
 	Seed     uint64        `json:"seed"`
 	Kinds    []Kind        `json:"kinds,omitempty"`
 	Settle   time.Duration `json:"settle,omitempty"`
@@ -442,7 +461,7 @@ type runConfig struct {
 
 func writeRunConfig(cfg Config) error {
 	b, err := json.MarshalIndent(runConfig{Mode: cfg.Mode, TTL: cfg.TTL, Short: cfg.Short, Duration: cfg.Duration,
-		Hosts: cfg.Hosts, Workers: cfg.Workers, Seed: cfg.Seed, Kinds: cfg.Kinds, Settle: cfg.Settle, Tree: cfg.Bin.Tree}, "", "  ")
+		Hosts: cfg.Hosts, Workers: cfg.Workers, MinTerm: cfg.MinTerm, Seed: cfg.Seed, Kinds: cfg.Kinds, Settle: cfg.Settle, Tree: cfg.Bin.Tree}, "", "  ")
 	if err != nil {
 		return err
 	}
@@ -461,7 +480,7 @@ func Reload(dir string) (*Result, error) {
 		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "run.json"), err)
 	}
 	cfg := Config{Mode: rc.Mode, TTL: rc.TTL, Short: rc.Short, Duration: rc.Duration, Hosts: rc.Hosts, Workers: rc.Workers,
-		Seed: rc.Seed, Kinds: rc.Kinds, Settle: rc.Settle, Dir: dir, Bin: Binaries{Tree: rc.Tree}}
+		MinTerm: rc.MinTerm, Seed: rc.Seed, Kinds: rc.Kinds, Settle: rc.Settle, Dir: dir, Bin: Binaries{Tree: rc.Tree}}
 	hist, err := LoadHistory(dir)
 	if err != nil {
 		return nil, err
@@ -501,7 +520,7 @@ func (h *harness) startHost(hs *host) error {
 	args := []string{
 		"-proc", hs.procName, "-identity", hs.identity, "-workers", fmt.Sprint(h.cfg.Workers),
 		"-servers", strings.Join(servers, ","), "-key", "faults", "-fence", h.fence.URL(),
-		"-records", base + ".jsonl",
+		"-records", base + ".jsonl", "-priority", fmt.Sprint(hs.priority), "-min-term", h.cfg.MinTerm.String(),
 	}
 	p, err := startProcess(hs.procName, h.cfg.Bin.Candidate, args, base+".log")
 	if err != nil {

@@ -113,6 +113,8 @@ func WriteSummary(w io.Writer, results []*Result) {
 	writeMoves(w, results)
 	fmt.Fprintln(w)
 	writeGaps(w, results)
+	fmt.Fprintln(w)
+	writeHandOvers(w, results)
 	for _, res := range results {
 		var extra []string
 		if res.Report.WorstGap.Counted > 0 {
@@ -121,6 +123,11 @@ func WriteSummary(w io.Writer, results []*Result) {
 				g.Counted.Round(time.Millisecond), time.Duration(g.To-g.From).Round(time.Millisecond), orNone(g.After), g.Next))
 		}
 		extra = append(extra, fmt.Sprintf("seed %d, records in %s", res.Config.Seed, res.Config.Dir))
+		for _, ho := range res.Report.HandOvers {
+			if ho.Kind != PriorityMove || !ho.Landed {
+				extra = append(extra, describeHandOver(res.Report, ho))
+			}
+		}
 		for _, v := range res.Report.Violations {
 			extra = append(extra, "VIOLATION: "+v)
 		}
@@ -202,4 +209,77 @@ func writeGaps(w io.Writer, results []*Result) {
 			fmt.Fprintln(w, line)
 		}
 	}
+}
+
+// writeHandOvers prints, per run, the named hand-overs and the priority
+// moves: how many, how many landed where they were meant to, how many fell
+// back (while another fault interfered, or with none), and how long the
+// landed ones took.
+func writeHandOvers(w io.Writer, results []*Result) {
+	head, rule := "| hand-overs |", "|---|"
+	for _, res := range results {
+		head += " " + string(res.Config.Mode) + " |"
+		rule += "---:|"
+	}
+	fmt.Fprintln(w, head)
+	fmt.Fprintln(w, rule)
+	rows := []struct {
+		name string
+		val  func(*Report) string
+	}{
+		{"named (hand-over): landed on the named host / asked", func(r *Report) string { return landed(r.HandOverStats(HandOver)) }},
+		{"named to a host cut off (hand-over-cut): landed / asked", func(r *Report) string { return landed(r.HandOverStats(HandOverCut)) }},
+		{"named, landed: request → named host leads, p50 / p99 / max", func(r *Report) string { return quantiles(r.HandOverStats(HandOver, HandOverCut).Took) }},
+		{"named, landed: release → named host leads, p50 / p99 / max", func(r *Report) string { return quantiles(r.HandOverStats(HandOver, HandOverCut).Gap) }},
+		{"priority moves: to a higher priority / moves", func(r *Report) string { return landed(r.HandOverStats(PriorityMove)) }},
+		{"priority moves: release → next leader, p50 / p99 / max", func(r *Report) string { return quantiles(r.HandOverStats(PriorityMove).Gap) }},
+		{"priority-move faults after which the promoted host led", func(r *Report) string {
+			return fmt.Sprintf("%d of %d", r.PromotedLed, r.Faults[PriorityMove])
+		}},
+	}
+	for _, row := range rows {
+		line := "| " + row.name + " |"
+		for _, res := range results {
+			line += " " + row.val(res.Report) + " |"
+		}
+		fmt.Fprintln(w, line)
+	}
+}
+
+// landed formats "landed / n", with the fall-backs.
+func landed(s HandOverStats) string {
+	out := fmt.Sprintf("%d / %d", s.Landed, s.N)
+	if s.Interfered > 0 {
+		out += fmt.Sprintf(", %d fell back while interfered with", s.Interfered)
+	}
+	if s.Missed > 0 {
+		out += fmt.Sprintf(", **%d fell back with nothing else under way**", s.Missed)
+	}
+	return out
+}
+
+func quantiles(d []time.Duration) string {
+	if len(d) == 0 {
+		return "—"
+	}
+	r := func(d time.Duration) time.Duration { return d.Round(100 * time.Microsecond) }
+	return fmt.Sprintf("%v / %v / %v", r(Quantile(d, 0.5)), r(Quantile(d, 0.99)), r(d[len(d)-1]))
+}
+
+// describeHandOver says in a line where a hand-over went.
+func describeHandOver(r *Report, ho HandOverResult) string {
+	at := func(t int64) string { return fmt.Sprintf("+%.3fs", float64(t-r.start)/1e9) }
+	what := fmt.Sprintf("%s at %s: %s → %s", ho.Kind, at(ho.From.End), ho.From.Identity, orNone(ho.To))
+	if ho.To == "" {
+		what = fmt.Sprintf("%s at %s: %s → a higher priority", ho.Kind, at(ho.From.End), ho.From.Identity)
+	}
+	switch {
+	case ho.Next.Cand == "":
+		return what + ": no leader before the run stopped"
+	case ho.Landed:
+		return fmt.Sprintf("%s: landed on %s in %v (%v after the release)", what, ho.Next.Cand, ho.Took.Round(100*time.Microsecond), ho.Gap.Round(100*time.Microsecond))
+	case ho.Interfered != "":
+		return fmt.Sprintf("%s: fell back to %s after %v; interfered: %s", what, ho.Next.Cand, ho.Gap.Round(time.Millisecond), ho.Interfered)
+	}
+	return fmt.Sprintf("%s: fell back to %s after %v with nothing else under way", what, ho.Next.Cand, ho.Gap.Round(time.Millisecond))
 }

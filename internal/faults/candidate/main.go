@@ -5,6 +5,10 @@
 // term is valid, and the process records every OnWon, OnLeading, renewal,
 // OnLost and write, stamped with CLOCK_MONOTONIC, to a JSON-lines file.
 //
+// -priority ranks the process's candidates (streams.WithPriority) and
+// -min-term sets how long a leader leads before it hands over to a better
+// ranked one (streams.WithMinTerm).
+//
 // SIGUSR1 arms a pause: the next write, right after its term was found
 // valid, stops the whole process with SIGSTOP, which the harness ends with
 // SIGCONT once another leader has taken over. SIGUSR2 disarms it. SIGTERM
@@ -50,8 +54,8 @@ func main() {
 
 type settings struct {
 	proc, identity, servers, bucket, key, fence, records string
-	workers                                              int
-	minEvery, maxEvery                                   time.Duration
+	workers, priority                                    int
+	minEvery, maxEvery, minTerm                          time.Duration
 }
 
 func parse(args []string) (settings, error) {
@@ -65,6 +69,8 @@ func parse(args []string) (settings, error) {
 	fs.StringVar(&s.key, "key", "faults", "election key")
 	fs.StringVar(&s.fence, "fence", "", "base URL of the fencing resource")
 	fs.StringVar(&s.records, "records", "", "JSON-lines record file to create")
+	fs.IntVar(&s.priority, "priority", 0, "rank of the candidates (streams.WithPriority)")
+	fs.DurationVar(&s.minTerm, "min-term", 0, "how long a leader leads before it hands over to a better ranked candidate (0: the election's default)")
 	fs.DurationVar(&s.minEvery, "min-every", 50*time.Millisecond, "shortest pause between a leader's writes")
 	fs.DurationVar(&s.maxEvery, "max-every", 100*time.Millisecond, "longest pause between a leader's writes")
 	if err := fs.Parse(args); err != nil {
@@ -75,6 +81,8 @@ func parse(args []string) (settings, error) {
 		return s, errors.New("-proc, -identity, -servers, -fence and -records are required")
 	case s.workers < 1:
 		return s, fmt.Errorf("-workers %d: need at least 1", s.workers)
+	case s.minTerm < 0:
+		return s, fmt.Errorf("-min-term %v: need 0 (the default) or more", s.minTerm)
 	case s.minEvery <= 0 || s.maxEvery < s.minEvery:
 		return s, fmt.Errorf("-min-every %v, -max-every %v: need 0 < min <= max", s.minEvery, s.maxEvery)
 	}
@@ -108,7 +116,7 @@ func run(ctx context.Context, args []string) error {
 		set: set, cal: faults.Calibrate(), rec: rec, log: log,
 		http: &http.Client{Timeout: 2 * time.Second},
 	}
-	p.record(faults.CandidateRecord{Ev: faults.EvStart, PID: os.Getpid(), Identity: set.identity,
+	p.record(faults.CandidateRecord{Ev: faults.EvStart, PID: os.Getpid(), Identity: set.identity, Priority: set.priority,
 		Detail: fmt.Sprintf("calibration ±%v", p.cal.Uncertainty())})
 
 	arm := make(chan os.Signal, 4)
@@ -140,11 +148,17 @@ func run(ctx context.Context, args []string) error {
 		w := &worker{p: p, name: fmt.Sprintf("%s.w%d", set.proc, i)}
 		// A leader marks its release (through js), so that after a full
 		// restart the first new candidate leads at once.
-		e, err := streams.NewElection(set.identity, set.key, js,
+		opts := []streams.Option{
 			streams.InBucket(set.bucket),
 			streams.OnWon(w.won), streams.OnLeading(w.leading), streams.OnLost(w.lost),
 			streams.OnCampaign(w.campaigning),
-			streams.WithLogger(log.WithField("cand", w.name)))
+			streams.WithLogger(log.WithField("cand", w.name)),
+			streams.WithPriority(set.priority),
+		}
+		if set.minTerm > 0 {
+			opts = append(opts, streams.WithMinTerm(set.minTerm))
+		}
+		e, err := streams.NewElection(set.identity, set.key, js, opts...)
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,142 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/conclave-io/conclave/providers/election/streams"
+)
+
+// The moves of leadership an operator or a ranking asks for: a hand-over to
+// a named candidate (hand-over, hand-over-cut) and a better-ranked candidate
+// joining (priority-move).
+
+// handOverWindow is how long the other candidates leave a released key to
+// the named one: a quarter TTL, between 0.5s and 5s (Election.HandOver).
+func handOverWindow(ttl time.Duration) time.Duration {
+	return min(max(ttl/4, 500*time.Millisecond), 5*time.Second)
+}
+
+// standby returns a random live host other than leader.
+func (h *harness) standby(leader *host) *host {
+	var others []*host
+	for _, o := range h.hosts {
+		if o != leader && o.proc.alive() {
+			others = append(others, o)
+		}
+	}
+	if len(others) == 0 {
+		return nil
+	}
+	return others[h.intn(len(others))]
+}
+
+// handOver asks the leader to hand the election over to another host's
+// identity through its hand-over subject, as `conclave election stand-down
+// --to ID` does, and waits until a candidate leads: the named host's at
+// once, or, for hand-over-cut (the named host's links blackholed just
+// before), any other once the window has passed.
+func (h *harness) handOver(ctx context.Context, k Kind) error {
+	hs, last, ok := h.leader(ctx)
+	to := h.standby(hs)
+	if !ok || to == nil {
+		target := "(none)"
+		if to != nil {
+			target = to.identity
+		}
+		h.begin(k, target, "")
+		h.skip(k, target, "no leader writing, or no other host alive")
+		return nil
+	}
+	h.begin(k, to.identity, fmt.Sprintf("from %s (%s), token %d", hs.identity, hs.procName, last.Token))
+	if k == HandOverCut {
+		h.setLinks(to, LinkCut)
+	}
+	healAt := time.Now().Add(h.cfg.TTL + h.between(500*time.Millisecond, h.cfg.TTL))
+	heal := func() {
+		if k == HandOverCut {
+			sleep(ctx, time.Until(healAt))
+			h.healLinks(to, false)
+		}
+	}
+	asked := Mono()
+	leader, err := h.requestHandOver(ctx, to.identity)
+	if err != nil {
+		heal()
+		h.skip(k, to.identity, "%v", err)
+		return nil
+	}
+	h.event(HarnessEvent{Ev: HvHandOver, Target: to.identity, Detail: leader})
+	wctx, cancel := context.WithTimeout(ctx, handOverWindow(h.cfg.TTL)+h.params.AllowedGap()+5*time.Second)
+	next, took := h.fence.AwaitAccepted(wctx, asked, func(w WriteRecord) bool { return w.Token > last.Token })
+	cancel()
+	heal()
+	switch {
+	case !took:
+		h.end(k, to.identity, "%s released; no new leader wrote within %v", leader, handOverWindow(h.cfg.TTL)+h.params.AllowedGap()+5*time.Second)
+	case HostOf(next.Cand) == to.name:
+		h.end(k, to.identity, "%s released; %s wrote %v after the request", leader, next.Cand, time.Duration(next.At-asked).Round(time.Millisecond))
+	default:
+		h.end(k, to.identity, "%s released; fell back to %s, which wrote %v after the request", leader, next.Cand, time.Duration(next.At-asked).Round(time.Millisecond))
+	}
+	return nil
+}
+
+// requestHandOver asks the election's leader, over a connection of the
+// harness to any live broker, to hand over to identity to, and returns the
+// identity of the leader that answered.
+func (h *harness) requestHandOver(ctx context.Context, to string) (string, error) {
+	nc, _, err := h.br.connect()
+	if err != nil {
+		return "", err
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return streams.RequestHandOver(ctx, nc, Bucket, electionKey, to)
+}
+
+// priorityMove gives a standby host a priority above every other host's
+// and restarts its process with it (SIGTERM, then a new incarnation), then
+// waits until one of its candidates leads: the leader hands over once its
+// term has lasted the minimum term.
+func (h *harness) priorityMove(ctx context.Context) error {
+	hs, last, ok := h.leader(ctx)
+	to := h.standby(hs)
+	if !ok || to == nil {
+		target := "(none)"
+		if to != nil {
+			target = to.identity
+		}
+		h.begin(PriorityMove, target, "")
+		h.skip(PriorityMove, target, "no leader writing, or no other host alive")
+		return nil
+	}
+	top := 0
+	for _, o := range h.hosts {
+		top = max(top, o.priority)
+	}
+	to.priority = top + 1
+	h.begin(PriorityMove, to.identity, fmt.Sprintf("priority %d; %s (priority %d) leads, token %d", to.priority, hs.identity, hs.priority, last.Token))
+	p := to.proc
+	p.expected.Store(true)
+	h.event(HarnessEvent{Ev: HvProcTerm, Target: to.procName, Host: to.name})
+	if !p.terminate(15 * time.Second) {
+		h.note("%s did not exit cleanly after SIGTERM", p.name)
+	}
+	began := Mono()
+	if err := h.startHost(to); err != nil {
+		return err
+	}
+	within := h.cfg.MinTerm + h.params.AllowedGap() + 10*time.Second
+	wctx, cancel := context.WithTimeout(ctx, within)
+	next, took := h.fence.AwaitAccepted(wctx, began, func(w WriteRecord) bool { return w.Token > last.Token && HostOf(w.Cand) == to.name })
+	cancel()
+	if !took {
+		h.end(PriorityMove, to.identity, "%s (priority %d) started; none of its candidates wrote within %v", to.procName, to.priority, within)
+		return nil
+	}
+	h.end(PriorityMove, to.identity, "%s (priority %d) started; %s wrote %v later", to.procName, to.priority, next.Cand, time.Duration(next.At-began).Round(time.Millisecond))
+	return nil
+}
