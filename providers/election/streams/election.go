@@ -345,6 +345,13 @@ func (e *Election) setTimings(tm timings) {
 	e.mu.Unlock()
 }
 
+// ttl is the bucket's TTL in force, as the campaign last read it.
+func (e *Election) ttl() time.Duration {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.tm.ttl
+}
+
 func (e *Election) setRenewed(at time.Time) {
 	e.mu.Lock()
 	e.lastRenewal = at
