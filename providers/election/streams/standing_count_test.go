@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/conclave-io/conclave/internal/nostanding"
 )
 
 // countRecorder is a StandingRecorder that keeps each reporter's latest
@@ -140,5 +142,26 @@ func TestCandidatesAreCounted(t *testing.T) {
 	}
 	if _, ok := rec.count(observer); ok {
 		t.Error("the observer, stopped, still reports a count")
+	}
+}
+
+// TestNoStandingSwitchesWhoIsStandingOff: the benchmarks' switch
+// (internal/nostanding) makes a candidate that campaigns but neither
+// answers who is standing nor is counted.
+func TestNoStandingSwitchesWhoIsStandingOff(t *testing.T) {
+	ts := newTestServer(t)
+	kv := createBucket(t, connect(t, ts.url()), bucketConfig(time.Second))
+	rec := newRecorder()
+	e := mustElection(t, "quiet", "unannounced", kv, rec.options("quiet")...)
+	done := make(chan error, 1)
+	go func() { done <- e.Start(nostanding.Context(context.Background())) }()
+	t.Cleanup(func() {
+		e.Stop()
+		<-done
+	})
+	rec.waitFor(t, 5*time.Second, "quiet to lead", func(evs []event) bool { return wins(evs, "quiet") == 1 })
+	got, err := Standing(context.Background(), connect(t, ts.url()), bucketName, "unannounced", 300*time.Millisecond)
+	if err != nil || len(got) != 0 {
+		t.Fatalf("a candidate started without who is standing answers: %+v, %v", got, err)
 	}
 }
