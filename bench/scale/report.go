@@ -407,7 +407,7 @@ func printAnnouncementCost(w io.Writer, s settings, results []*result) {
 	}
 	if header {
 		every := min(max(s.ttl, time.Second), time.Minute)
-		fmt.Fprintf(w, "\nEach candidate announces itself once per %v (the TTL, between 1 s and 1 min, ±10%%): candidates/%v messages in a second,\n", every, every.Round(time.Second))
+		fmt.Fprintf(w, "\nEach candidate announces itself once per %v (the TTL, between 1 s and 1 min; a process's candidates together): candidates/%v messages in a second,\n", every, every.Round(time.Second))
 		fmt.Fprintln(w, "each delivered to every candidate of its election, itself included. The two windows come from two fleets on two")
 		fmt.Fprintln(w, "brokers, one after the other: compare them knowing this machine's noise (the load averages say how busy it was).")
 	}

@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
+	"hash/fnv"
 	"slices"
 	"sync"
 	"time"
@@ -38,7 +38,8 @@ type Candidate struct {
 // Candidate, and publishes it there when it starts, when its health
 // changes, as it stops, and again once per announcement interval (the
 // bucket's TTL, between 1s and 1 min), so that those who hear it can count
-// it and forget it when its process dies without a word. Nothing of it is
+// it and forget it when its process dies without a word. The candidates of
+// a process announce themselves together (see nextAnnouncement). Nothing of it is
 // in the election bucket, which Choria's tools list; it needs no
 // JetStream, and dies with the process: a candidate that does not answer is
 // not standing, and one not heard from within the announcement expiry is
@@ -56,11 +57,23 @@ func announceEvery(ttl time.Duration) time.Duration { return clamp(ttl, time.Sec
 // announcement does not drop it.
 func announceExpiry(ttl time.Duration) time.Duration { return announceEvery(ttl) * 5 / 2 }
 
-// announceJitter spreads a candidate's announcements by up to a tenth of
-// the interval either way, so that candidates started together do not
-// announce together for ever.
-func announceJitter(every time.Duration) time.Duration {
-	return every - every/10 + rand.N(every/5+1)
+// nextAnnouncement is when a candidate named identity announces itself
+// again after now: on the boundaries of the interval every (counted from
+// the zero time, so the same in every process), shifted by an offset that
+// identity sets. The candidates of a process, which share its identity,
+// thus announce at one instant: its connection sends their announcements
+// in a few writes, and the broker reads them and delivers them to each
+// listening connection in a few system calls rather than some for each
+// announcement, which is most of what a message costs it. Processes of
+// other identities announce at other instants.
+func nextAnnouncement(now time.Time, every time.Duration, identity string) time.Time {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(identity))
+	next := now.Truncate(every).Add(time.Duration(h.Sum64() % uint64(every)))
+	for !next.After(now) {
+		next = next.Add(every)
+	}
+	return next
 }
 
 // heard is a candidate as it last announced itself or answered, and when.
@@ -366,7 +379,7 @@ func (s *steward) run(ctx context.Context) {
 	}
 	// One timer announces the candidate again; another forgets candidates
 	// once silent for the expiry. Neither asks the broker anything.
-	reannounce := time.NewTimer(announceJitter(announceEvery(e.ttl())))
+	reannounce := time.NewTimer(time.Until(nextAnnouncement(time.Now(), announceEvery(e.ttl()), e.identity)))
 	defer reannounce.Stop()
 	expire := time.NewTimer(time.Hour)
 	expire.Stop()
@@ -384,7 +397,7 @@ func (s *steward) run(ctx context.Context) {
 			s.checkHealth(ctx)
 		case <-reannounce.C:
 			s.announce(false)
-			reannounce.Reset(announceJitter(announceEvery(e.ttl())))
+			reannounce.Reset(time.Until(nextAnnouncement(time.Now(), announceEvery(e.ttl()), e.identity)))
 		case <-expire.C:
 		case <-s.wake:
 		case <-moveAt:
