@@ -21,8 +21,9 @@
 // candidates stands in the election, or while an observer given
 // streams.ObserveStanding and streams.ObserveWithRecorder follows it. A
 // candidate that stops leaves the count at once; one whose process dies,
-// within two and a half announcement intervals (the bucket's TTL each,
-// between 1 s and 1 min). See streams.StandingRecorder.
+// within two and a half announcement intervals (two bucket TTLs each,
+// between 2 s and 2 min): 2.5 min at a TTL of 30 s. See
+// streams.StandingRecorder.
 package metrics
 
 import (

@@ -272,7 +272,7 @@ func awaitCandidates(t *testing.T, reg *prometheus.Registry, who string, healthy
 // TestCandidatesGaugeFollowsTheCandidates: conclave_election_candidates
 // counts the candidates of every process by health, in a process with a
 // candidate and in one that only observes: joining, turning unhealthy,
-// dying without a word (within the announcement expiry, 2.5 s at TTL 1 s),
+// dying without a word (within the announcement expiry, 5 s at TTL 1 s),
 // stopping; it is gone from a process whose last candidate stopped.
 func TestCandidatesGaugeFollowsTheCandidates(t *testing.T) {
 	_, js1, _ := bucket(t, time.Second)

@@ -406,8 +406,8 @@ func printAnnouncementCost(w io.Writer, s settings, results []*result) {
 			floats(a.brokerRSS, "%.0f"), floats(b.brokerRSS, "%.0f"), a.changes, b.changes, off.loadStart, off.loadEnd, on.loadStart, on.loadEnd)
 	}
 	if header {
-		every := min(max(s.ttl, time.Second), time.Minute)
-		fmt.Fprintf(w, "\nEach candidate announces itself once per %v (the TTL, between 1 s and 1 min; a process's candidates together): candidates/%v messages in a second,\n", every, every.Round(time.Second))
+		every := min(max(2*s.ttl, 2*time.Second), 2*time.Minute)
+		fmt.Fprintf(w, "\nEach candidate announces itself once per %v (two TTLs, between 2 s and 2 min; a process's candidates together): candidates/%v messages in a second,\n", every, every.Round(time.Second))
 		fmt.Fprintln(w, "each delivered to every candidate of its election, itself included. The two windows come from two fleets on two")
 		fmt.Fprintln(w, "brokers, one after the other: compare them knowing this machine's noise (the load averages say how busy it was).")
 	}

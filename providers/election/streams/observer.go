@@ -120,8 +120,8 @@ func ObserveWithJetStream(js jetstream.JetStream) ObserverOption {
 // ObserveStanding makes the observer follow who stands in the election
 // too, over nc (the bucket's connection, or any to the same broker): it
 // asks once as Run starts, then hears the candidates' announcements, and
-// forgets a candidate silent for two and a half announcement intervals (a
-// TTL each, between 1s and 1 min). Candidates then lists them. It costs
+// forgets a candidate silent for two and a half announcement intervals
+// (two TTLs each, between 2s and 2 min). Candidates then lists them. It costs
 // one subscription and one question per Run, and nothing at rest.
 func ObserveStanding(nc *nats.Conn) ObserverOption {
 	return func(o *observerOptions) error {

@@ -33,7 +33,8 @@ type StartRecorder interface {
 // announcements (see Candidate): healthy and unhealthy, the candidate
 // itself included. It costs no request: the candidate counts the
 // announcements it hears anyway, and forgets a candidate silent for two
-// and a half announcement intervals (a TTL each, between 1s and 1 min).
+// and a half announcement intervals (two TTLs each, between 2s and 2
+// min).
 // A newcomer of the default rank hears of the candidates that stood
 // before it within one interval.
 //

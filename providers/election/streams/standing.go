@@ -36,8 +36,8 @@ type Candidate struct {
 // Who is standing costs the broker little: each candidate subscribes to
 // its election's candidates subject, answers requests there with its
 // Candidate, and publishes it there when it starts, when its health
-// changes, as it stops, and again once per announcement interval (the
-// bucket's TTL, between 1s and 1 min), so that those who hear it can count
+// changes, as it stops, and again once per announcement interval (two
+// bucket TTLs, between 2s and 2 min), so that those who hear it can count
 // it and forget it when its process dies without a word. The candidates of
 // a process announce themselves together (see nextAnnouncement). Nothing of it is
 // in the election bucket, which Choria's tools list; it needs no
@@ -46,11 +46,15 @@ type Candidate struct {
 // no longer counted.
 
 // announceEvery is how often a running candidate announces itself again,
-// for a bucket TTL ttl: once a TTL, between 1s and 1 min. A steady fleet
-// sends one announcement per candidate per interval, a third of what its
-// leaders' renewals send, and core NATS messages, which the broker neither
-// stores nor syncs.
-func announceEvery(ttl time.Duration) time.Duration { return clamp(ttl, time.Second, time.Minute) }
+// for a bucket TTL ttl: every two TTLs, between 2s and 2 min. A steady
+// fleet of three candidates per election then sends 1.5 announcements per
+// election per TTL, half the renewals its leaders write, as core NATS
+// messages, which the broker neither stores nor syncs: at 10,000
+// elections x 3 at TTL 30s, once a TTL cost the broker about 10% more CPU
+// than the election alone (BENCHMARKS.md).
+func announceEvery(ttl time.Duration) time.Duration {
+	return clamp(2*ttl, 2*time.Second, 2*time.Minute)
+}
 
 // announceExpiry is how long a candidate not heard from is still counted:
 // two and a half announcement intervals, so that one lost or late

@@ -61,7 +61,7 @@ func (r *countRecorder) await(t *testing.T, within time.Duration, reporter strin
 // a process gone without a word (within the announcement expiry, not at
 // once); a stopped reporter withdraws its count.
 func TestCandidatesAreCounted(t *testing.T) {
-	const ttl = time.Second // announcements every 1s, expiry 2.5s
+	const ttl = time.Second // announcements every 2s, expiry 5s
 	ts := newTestServer(t)
 	kv := createBucket(t, connect(t, ts.url()), bucketConfig(ttl))
 	rec := newCountRecorder()
@@ -81,7 +81,7 @@ func TestCandidatesAreCounted(t *testing.T) {
 	rec.await(t, 5*time.Second, "a", standingCount{3, 0})
 	// c, of the default rank, started last: it hears of a and b from
 	// their next announcements, within one interval.
-	rec.await(t, 3*ttl, "c", standingCount{3, 0})
+	rec.await(t, announceEvery(ttl)+2*time.Second, "c", standingCount{3, 0})
 
 	obsConn := connect(t, ts.url())
 	obs, err := NewObserver("counted", openBucket(t, obsConn), ObserveStanding(obsConn), ObserveWithRecorder(rec))
@@ -112,7 +112,7 @@ func TestCandidatesAreCounted(t *testing.T) {
 	gone := time.Now()
 	time.Sleep(ttl / 2)
 	if n, _ := rec.count("a"); n != (standingCount{2, 1}) {
-		t.Fatalf("a counts %+v half a second after c's process died; want it to wait for the expiry (2.5s)", n)
+		t.Fatalf("a counts %+v half a second after c's process died; want it to wait for the expiry (%v)", n, announceExpiry(ttl))
 	}
 	rec.await(t, announceExpiry(ttl)+2*time.Second, "a", standingCount{1, 1})
 	rec.await(t, 2*time.Second, observer, standingCount{1, 1})
