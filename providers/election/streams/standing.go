@@ -38,12 +38,12 @@ type Candidate struct {
 // Candidate, and publishes it there when it starts, when its health
 // changes, as it stops, and again once per announcement interval (two
 // bucket TTLs, between 2s and 2 min), so that those who hear it can count
-// it and forget it when its process dies without a word. The candidates of
-// a process announce themselves together (see nextAnnouncement). Nothing of it is
-// in the election bucket, which Choria's tools list; it needs no
-// JetStream, and dies with the process: a candidate that does not answer is
-// not standing, and one not heard from within the announcement expiry is
-// no longer counted.
+// it and forget it when its process dies without a word. The candidates
+// of a process announce themselves together (see nextAnnouncement).
+// Nothing of it is in the election bucket, which Choria's tools list; it
+// needs no JetStream, and dies with the process: a candidate that does not
+// answer is not standing, and one not heard from within the announcement
+// expiry is no longer counted.
 
 // announceEvery is how often a running candidate announces itself again,
 // for a bucket TTL ttl: every two TTLs, between 2s and 2 min. A steady
@@ -112,14 +112,6 @@ func (r *roll) learn(now time.Time, cs ...Candidate) (newcomer bool) {
 		r.heard[c.Identity] = heard{Candidate: c, at: now}
 	}
 	return newcomer
-}
-
-// has reports whether identity is on the roll.
-func (r *roll) has(identity string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	_, ok := r.heard[identity]
-	return ok
 }
 
 // reset forgets every candidate.

@@ -165,3 +165,25 @@ func TestNoStandingSwitchesWhoIsStandingOff(t *testing.T) {
 		t.Fatalf("a candidate started without who is standing answers: %+v, %v", got, err)
 	}
 }
+
+// TestAnnouncementsOfAProcessComeTogether: candidates of one identity
+// announce at the same instants, whenever each started, within one
+// interval; other identities at other instants.
+func TestAnnouncementsOfAProcessComeTogether(t *testing.T) {
+	every := announceEvery(30 * time.Second)
+	start := time.Date(2026, 11, 26, 2, 0, 0, 0, time.UTC)
+	first := nextAnnouncement(start, every, "p1")
+	for _, late := range []time.Duration{time.Millisecond, 7 * time.Second, every / 2} {
+		now := start.Add(late)
+		next := nextAnnouncement(now, every, "p1")
+		if !next.After(now) || next.Sub(now) > every {
+			t.Fatalf("next announcement %v after %v: not within one interval (%v)", next, now, every)
+		}
+		if d := next.Sub(first); d%every != 0 {
+			t.Errorf("a candidate of p1 started %v later announces %v off p1's instants", late, d%every)
+		}
+	}
+	if nextAnnouncement(start, every, "p2").Equal(first) && nextAnnouncement(start, every, "p3").Equal(first) {
+		t.Error("p1, p2 and p3 announce at the same instants")
+	}
+}
