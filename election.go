@@ -70,9 +70,11 @@ func (fw *Framework) NewCampaign(ctx context.Context, conn *nats.Conn, name stri
 
 // NewObserver returns an observer of election name over conn, or over the
 // shared connection when conn is nil: it follows who leads without
-// campaigning. Run it with its Run method. It logs through
-// fw.Logger("observer") unless opts set another logger. Errors are as for
-// NewCampaign.
+// campaigning, and who stands (streams.ObserveStanding: its Candidates).
+// Run it with its Run method. With WithRegisterer it tells the framework's
+// metrics how many candidates stand (conclave_election_candidates). It
+// logs through fw.Logger("observer") unless opts set another logger.
+// Errors are as for NewCampaign.
 func (fw *Framework) NewObserver(ctx context.Context, conn *nats.Conn, name string, opts ...streams.ObserverOption) (*streams.Observer, error) {
 	if err := streams.ValidateKey(name); err != nil {
 		return nil, err
@@ -81,7 +83,14 @@ func (fw *Framework) NewObserver(ctx context.Context, conn *nats.Conn, name stri
 	if err != nil {
 		return nil, err
 	}
-	all := append([]streams.ObserverOption{streams.ObserveWithJetStream(js), streams.ObserverLogger(fw.Logger("observer").WithField("election", name))}, opts...)
+	all := []streams.ObserverOption{streams.ObserveWithJetStream(js), streams.ObserverLogger(fw.Logger("observer").WithField("election", name))}
+	if nc := js.Conn(); nc != nil {
+		all = append(all, streams.ObserveStanding(nc))
+	}
+	if fw.recorder != nil {
+		all = append(all, streams.ObserveWithRecorder(fw.recorder))
+	}
+	all = append(all, opts...)
 	return streams.NewObserver(name, kv, all...)
 }
 

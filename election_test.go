@@ -313,3 +313,56 @@ func TestMetricsAfterWin(t *testing.T) {
 		t.Errorf("conclave_election_leader = %v after stop, want 0", got)
 	}
 }
+
+// TestObserverCountsTheCandidates: fw.NewObserver follows who stands, and
+// with WithRegisterer the framework's conclave_election_candidates counts
+// them, in a process that only observes.
+func TestObserverCountsTheCandidates(t *testing.T) {
+	b := startBroker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	reg := prometheus.NewRegistry()
+	fw := newFramework(t, testConfig("watcher", b.ClientURL()), conclave.WithRegisterer(reg))
+	obs, err := fw.NewObserver(ctx, nil, "counted_app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := make(chan error, 1)
+	go func() { ran <- obs.Run(ctx) }()
+	for _, id := range []string{"n1", "n2"} {
+		c := newCandidate()
+		e, err := newFramework(t, testConfig(id, b.ClientURL())).NewElection(ctx, nil, "counted_app", c.callbacks()...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.start(t, e)
+	}
+	healthy := func() float64 {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			for _, m := range mf.GetMetric() {
+				if mf.GetName() == "conclave_election_candidates" && labelIs(m, "election", "counted_app") && labelIs(m, "health", "healthy") {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+		return -1
+	}
+	deadline := time.Now().Add(wait)
+	for healthy() != 2 || len(obs.Candidates()) != 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("conclave_election_candidates{health=healthy} = %v and the observer lists %+v, want 2 of each", healthy(), obs.Candidates())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if cs := obs.Candidates(); cs[0].Identity != "n1" || cs[1].Identity != "n2" {
+		t.Fatalf("the observer lists %+v, want n1 and n2", cs)
+	}
+	cancel()
+	if err := <-ran; err != nil {
+		t.Fatalf("observer Run: %v", err)
+	}
+}

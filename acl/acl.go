@@ -68,7 +68,10 @@ func streamName(bucket string) string { return "KV_" + bucket }
 //   - answer requests (AllowResponses): the answers go to the asker's inbox.
 //
 // For each P the user may observe:
-//   - publish conclave.candidates.<bucket>.P: ask who is standing.
+//   - publish conclave.candidates.<bucket>.P: ask who is standing;
+//   - subscribe conclave.candidates.<bucket>.P: hear the candidates'
+//     announcements, which an observer counts (streams.ObserveStanding);
+//     they say nothing that asking does not.
 //
 // For each P the user may campaign in or observe:
 //   - publish $JS.API.DIRECT.GET.KV_<bucket>.$KV.<bucket>.P: read the key;
@@ -112,6 +115,7 @@ func Compile(bucket, user string, g Grant) Permissions {
 	}
 	for _, p := range observe {
 		pub = append(pub, CandidatesSubject(bucket, p))
+		sub = append(sub, CandidatesSubject(bucket, p))
 	}
 	for _, p := range append(slices.Clone(campaign), observe...) {
 		if p == ">" {

@@ -82,6 +82,9 @@ func TestCompileMakesAllowListsOnly(t *testing.T) {
 		// Its inbox, the announcements of the bucket's stream, and for each
 		// election it campaigns in the candidates' and hand-over subjects.
 		allowedSub := []string{InboxPrefix(ex.user) + ".>", "$JS.EVENT.ADVISORY.STREAM.*.KV_" + bucket}
+		for _, o := range ex.grant.Observe {
+			allowedSub = append(allowedSub, CandidatesSubject(bucket, o))
+		}
 		for _, c := range campaign {
 			allowedSub = append(allowedSub, CandidatesSubject(bucket, c), HandOverSubject(bucket, c))
 			for _, want := range []string{CandidatesSubject(bucket, c), HandOverSubject(bucket, c)} {
@@ -95,10 +98,11 @@ func TestCompileMakesAllowListsOnly(t *testing.T) {
 				t.Errorf("%s may subscribe to %s, outside its inbox and its elections", ex.user, s)
 			}
 		}
-		// Observers ask who stands, and take no hand-over requests.
+		// Observers ask who stands and hear the announcements, and take
+		// no hand-over requests.
 		for _, o := range ex.grant.Observe {
-			if !slices.Contains(p.Publish, CandidatesSubject(bucket, o)) {
-				t.Errorf("%s observes %s but may not ask who stands there", ex.user, o)
+			if !slices.Contains(p.Publish, CandidatesSubject(bucket, o)) || !slices.Contains(p.Subscribe, CandidatesSubject(bucket, o)) {
+				t.Errorf("%s observes %s but may not ask who stands there, or hear the announcements", ex.user, o)
 			}
 			if !slices.Contains(campaign, o) && slices.Contains(p.Publish, HandOverSubject(bucket, o)) {
 				t.Errorf("%s only observes %s but may ask for a hand-over there", ex.user, o)

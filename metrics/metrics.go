@@ -13,6 +13,17 @@
 //	conclave_election_losses_total              terms ended, by cause: released, deposed, deadline, expired, closed, denied, handed over
 //	conclave_election_renew_duration_seconds    histogram of successful renewals' request time
 //	conclave_election_last_renewal_age_seconds  time since the last successful write, while leading
+//	conclave_election_candidates                candidates standing, by health="healthy" or "unhealthy", as this process hears their announcements
+//
+// conclave_election_candidates counts every candidate of the election, in
+// any process, this one's included: each process reports the same count,
+// so aggregate with max, not sum. A process reports it while one of its
+// candidates stands in the election, or while an observer given
+// streams.ObserveStanding and streams.ObserveWithRecorder follows it. A
+// candidate that stops leaves the count at once; one whose process dies,
+// within two and a half announcement intervals (two bucket TTLs each,
+// between 2 s and 2 min): 2.5 min at a TTL of 30 s. See
+// streams.StandingRecorder.
 package metrics
 
 import (
@@ -35,13 +46,18 @@ type Recorder struct {
 	losses    *prometheus.CounterVec
 	renew     *prometheus.HistogramVec
 	age       *prometheus.Desc
+	standing  *prometheus.Desc
 
 	mu      sync.Mutex
 	leading map[string]int
 	renewed map[string]time.Time
+	counts  map[string]map[string][2]int // election → reporter → healthy, unhealthy candidates
 }
 
-var _ streams.StartRecorder = (*Recorder)(nil)
+var (
+	_ streams.StartRecorder    = (*Recorder)(nil)
+	_ streams.StandingRecorder = (*Recorder)(nil)
+)
 
 // Option configures a Recorder.
 type Option func(*Recorder)
@@ -73,13 +89,16 @@ func New(reg prometheus.Registerer, opts ...Option) (*Recorder, error) {
 		}, label),
 		age: prometheus.NewDesc("conclave_election_last_renewal_age_seconds",
 			"Seconds since the leader's last successful write, while this process leads.", label, nil),
+		standing: prometheus.NewDesc("conclave_election_candidates",
+			"Candidates standing in the election, in any process, as this process hears their announcements, by health.", []string{"election", "health"}, nil),
 		leading: map[string]int{},
 		renewed: map[string]time.Time{},
+		counts:  map[string]map[string][2]int{},
 	}
 	for _, opt := range opts {
 		opt(r)
 	}
-	for _, c := range []prometheus.Collector{r.leader, r.campaigns, r.wins, r.losses, r.renew, ageCollector{r}} {
+	for _, c := range []prometheus.Collector{r.leader, r.campaigns, r.wins, r.losses, r.renew, ageCollector{r}, standingCollector{r}} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -149,5 +168,54 @@ func (c ageCollector) Collect(ch chan<- prometheus.Metric) {
 			continue
 		}
 		ch <- prometheus.MustNewConstMetric(r.age, prometheus.GaugeValue, now.Sub(r.renewed[key]).Seconds(), key)
+	}
+}
+
+// Standing records how many candidates reporter, a candidate or an
+// observer of this process, counts in election key.
+func (r *Recorder) Standing(key, reporter string, healthy, unhealthy int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.counts[key] == nil {
+		r.counts[key] = map[string][2]int{}
+	}
+	r.counts[key][reporter] = [2]int{healthy, unhealthy}
+}
+
+// StandingWithdrawn forgets reporter's count: once no reporter of the
+// process counts election key, its conclave_election_candidates series
+// are gone.
+func (r *Recorder) StandingWithdrawn(key, reporter string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.counts[key], reporter)
+	if len(r.counts[key]) == 0 {
+		delete(r.counts, key)
+	}
+}
+
+// standingCollector reports the candidates standing at scrape time: per
+// election, the count of the reporter that hears the most candidates
+// (every reporter of the process hears the same announcements; one that
+// joined lately may not have heard them all yet).
+type standingCollector struct{ r *Recorder }
+
+func (c standingCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.r.standing }
+
+func (c standingCollector) Collect(ch chan<- prometheus.Metric) {
+	r := c.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for key, byReporter := range r.counts {
+		var best [2]int
+		bestName, found := "", false
+		for name, n := range byReporter {
+			total, bestTotal := n[0]+n[1], best[0]+best[1]
+			if !found || total > bestTotal || (total == bestTotal && name < bestName) {
+				best, bestName, found = n, name, true
+			}
+		}
+		ch <- prometheus.MustNewConstMetric(r.standing, prometheus.GaugeValue, float64(best[0]), key, "healthy")
+		ch <- prometheus.MustNewConstMetric(r.standing, prometheus.GaugeValue, float64(best[1]), key, "unhealthy")
 	}
 }

@@ -2,10 +2,13 @@ package metrics_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -246,4 +249,115 @@ func lossCount(t *testing.T, reg *prometheus.Registry, cause string) float64 {
 	t.Helper()
 	v, _ := series(t, reg, "conclave_election_losses_total", map[string]string{"cause": cause})
 	return v
+}
+
+// candidates returns conclave_election_candidates of election app for
+// health, and whether the series exists.
+func candidates(t *testing.T, reg *prometheus.Registry, health string) (float64, bool) {
+	t.Helper()
+	return series(t, reg, "conclave_election_candidates", map[string]string{"election": "app", "health": health})
+}
+
+// awaitCandidates waits until reg reports healthy and unhealthy candidates
+// of election app.
+func awaitCandidates(t *testing.T, reg *prometheus.Registry, who string, healthy, unhealthy float64) {
+	t.Helper()
+	waitUntil(t, fmt.Sprintf("%s to report %v healthy and %v unhealthy candidates", who, healthy, unhealthy), func() bool {
+		h, okH := candidates(t, reg, "healthy")
+		u, okU := candidates(t, reg, "unhealthy")
+		return okH && okU && h == healthy && u == unhealthy
+	})
+}
+
+// TestCandidatesGaugeFollowsTheCandidates: conclave_election_candidates
+// counts the candidates of every process by health, in a process with a
+// candidate and in one that only observes: joining, turning unhealthy,
+// dying without a word (within the announcement expiry, 5 s at TTL 1 s),
+// stopping; it is gone from a process whose last candidate stopped.
+func TestCandidatesGaugeFollowsTheCandidates(t *testing.T) {
+	_, js1, _ := bucket(t, time.Second)
+	url := js1.Conn().ConnectedUrl()
+	connJS := func() jetstream.JetStream {
+		nc, err := nats.Connect(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		js, _ := jetstream.New(nc)
+		return js
+	}
+	reg1, reg2, reg3 := prometheus.NewRegistry(), prometheus.NewRegistry(), prometheus.NewRegistry()
+	rec1, _ := metrics.New(reg1)
+	rec2, _ := metrics.New(reg2)
+	rec3, _ := metrics.New(reg3)
+	if _, ok := candidates(t, reg1, "healthy"); ok {
+		t.Fatal("a candidates gauge before any candidate")
+	}
+
+	e1, _ := streams.NewElection("n1", "app", js1, streams.WithRecorder(rec1))
+	stop1 := start(t, e1)
+	awaitCandidates(t, reg1, "n1's process", 1, 0)
+	var sick atomic.Bool
+	check := func(context.Context) error {
+		if sick.Load() {
+			return errors.New("sick")
+		}
+		return nil
+	}
+	e2, _ := streams.NewElection("n2", "app", connJS(), streams.WithRecorder(rec2), streams.WithHealthCheck(check, 50*time.Millisecond))
+	stop2 := start(t, e2)
+	js3 := connJS()
+	e3, _ := streams.NewElection("n3", "app", js3)
+	done3 := make(chan error, 1)
+	go func() { done3 <- e3.Start(context.Background()) }()
+	awaitCandidates(t, reg1, "n1's process", 3, 0)
+
+	// A process that only observes.
+	js4 := connJS()
+	kv4, err := js4.KeyValue(context.Background(), "CHORIA_LEADER_ELECTION")
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs, err := streams.NewObserver("app", kv4, streams.ObserveStanding(js4.Conn()), streams.ObserveWithRecorder(rec3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- obs.Run(ctx) }()
+	awaitCandidates(t, reg3, "the observing process", 3, 0)
+
+	sick.Store(true)
+	awaitCandidates(t, reg1, "n1's process", 2, 1)
+	awaitCandidates(t, reg2, "n2's process", 2, 1)
+	awaitCandidates(t, reg3, "the observing process", 2, 1)
+
+	// n3's process dies: its connection closes without a word.
+	js3.Conn().Close()
+	if err := <-done3; err == nil {
+		t.Fatal("n3's Start returned nil after its connection closed")
+	}
+	if h, _ := candidates(t, reg1, "healthy"); h != 2 {
+		t.Fatalf("n1's process counts %v healthy at once after n3 died; want 2 until the announcements expire", h)
+	}
+	awaitCandidates(t, reg1, "n1's process", 1, 1)
+	awaitCandidates(t, reg3, "the observing process", 1, 1)
+
+	stop2()
+	awaitCandidates(t, reg1, "n1's process", 1, 0)
+	if _, ok := candidates(t, reg2, "healthy"); ok {
+		t.Fatal("n2's process reports candidates after its only candidate stopped")
+	}
+	stop1()
+	if _, ok := candidates(t, reg1, "healthy"); ok {
+		t.Fatal("n1's process reports candidates after its only candidate stopped")
+	}
+	awaitCandidates(t, reg3, "the observing process", 0, 0)
+	cancel()
+	if err := <-ran; err != nil {
+		t.Fatalf("observer Run: %v", err)
+	}
+	if _, ok := candidates(t, reg3, "healthy"); ok {
+		t.Fatal("the observing process reports candidates after its observer stopped")
+	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/conclave-io/conclave"
 	"github.com/conclave-io/conclave/bucket"
 	"github.com/conclave-io/conclave/inter"
+	"github.com/conclave-io/conclave/internal/nostanding"
 	"github.com/conclave-io/conclave/providers/election/streams"
 )
 
@@ -92,6 +93,7 @@ func runChild(args []string) error {
 	fs.Bool("child", false, "run as a candidate process (internal)")
 	cfgPath := fs.String("child-config", "", "configuration file")
 	keysPath := fs.String("child-keys", "", "file of the election keys to campaign in, one a line")
+	announce := fs.Bool("child-announce", true, "announce who is standing; false: no announcements, answers or subscriptions (internal/nostanding)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -109,7 +111,7 @@ func runChild(args []string) error {
 		_ = w.Encode(m)
 		_ = bw.Flush()
 	}
-	if err := campaignAll(*cfgPath, keys, emit); err != nil {
+	if err := campaignAll(*cfgPath, keys, *announce, emit); err != nil {
 		emit(childMsg{Type: msgError, Err: err.Error()})
 		return err
 	}
@@ -122,11 +124,15 @@ func runChild(args []string) error {
 // The framework's one connection is made by the framework's Connect, with
 // the settings of the connection it would make itself, plus a dialer that
 // counts the messages delivered on the bucket's subjects.
-func campaignAll(cfgPath string, keys []string, emit func(childMsg)) error {
+func campaignAll(cfgPath string, keys []string, announce bool, emit func(childMsg)) error {
 	began := time.Now()
 	n := len(keys)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	campaignCtx := ctx
+	if !announce {
+		campaignCtx = nostanding.Context(ctx)
+	}
 
 	dialFW, err := conclave.New(cfgPath)
 	if err != nil {
@@ -173,7 +179,7 @@ func campaignAll(cfgPath string, keys []string, emit func(childMsg)) error {
 				m.started.Add(1)
 				wg.Go(func() {
 					defer m.returned.Add(1)
-					if err := e.Start(ctx); err != nil {
+					if err := e.Start(campaignCtx); err != nil {
 						m.failed.Add(1)
 						msg := err.Error()
 						m.firstErr.CompareAndSwap(nil, &msg)

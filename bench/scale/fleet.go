@@ -23,7 +23,7 @@ func (b *bench) brokerBin() string {
 // them all to campaign. It returns when it told them.
 func (b *bench) startConclave(ctx context.Context, e *env, dir string, urls []string, assigned [][]string, r *result) (time.Time, error) {
 	for i, keys := range assigned {
-		c, err := startCandidate(dir, b.self, fmt.Sprintf("p%d", i+1), urls, keys)
+		c, err := startCandidate(dir, b.self, fmt.Sprintf("p%d", i+1), urls, keys, r.announce)
 		if err != nil {
 			return time.Time{}, err
 		}

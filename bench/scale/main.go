@@ -32,6 +32,10 @@
 //     the kill until each of its elections has a new leader's write on the
 //     watch (p50, p99, worst) against TTL + 1 s, and the same up to the new
 //     leader's OnWon as the candidates report it;
+//   - with -announce both, what Conclave's announcements of who is standing
+//     cost: the same size run without them (internal/nostanding: no
+//     announcements, answers or subscriptions), then with them, and the
+//     broker's CPU, messages and bytes of the two windows side by side;
 //   - a 3-node cluster (bucket R3, Conclave only): the same steady-state
 //     figures, then SIGKILL of the stream's leader node, and the time until
 //     every election is written again, with leader changes and possible
@@ -48,7 +52,8 @@
 //	go run ./bench/scale -shape many -sizes 1000 -cluster 0          # 200 processes x 5 keys of 1,000
 //	go run ./bench/scale -sizes 1500 -cluster 0 -choria=false -profile /tmp/prof
 //	go run ./bench/scale -sizes 0 -cluster 2000          # only the cluster
-//	go run ./bench/scale -smoke                          # CI: 30 elections x 3, TTL 2 s, one kill, no Choria
+//	go run ./bench/scale -sizes 10000 -cluster 0 -choria=false -kill=false -announce both   # what candidate announcements cost the broker
+//	go run ./bench/scale -smoke                          # CI: 30 elections x 3, TTL 2 s, one kill, no Choria, announcements off then on
 //
 // It builds the CLI once (go build ./cmd/conclave, in the module root) unless
 // -conclave names a binary, and bench/choria's binary for Choria's side,
@@ -93,6 +98,11 @@ type settings struct {
 	keys    int    // shapeMany: elections each candidate process campaigns in
 	choria  bool   // run Choria's candidates side by side at every size
 	profile string // a directory to write the brokers' CPU profiles over the window to, or ""
+
+	// announce: Conclave's candidates with their announcements of who is
+	// standing (announceOn), without (announceOff: internal/nostanding),
+	// or both, one after the other, to measure what they cost.
+	announce string
 }
 
 // Shapes of the fleet.
@@ -100,6 +110,26 @@ const (
 	shapeOne  = "one"  // every candidate process campaigns in every election (-procs processes, 3 by default)
 	shapeMany = "many" // -procs processes (200 by default) each campaign in -keys of the elections (5 by default)
 )
+
+// Values of -announce.
+const (
+	announceOn   = "on"
+	announceOff  = "off"
+	announceBoth = "both"
+)
+
+// announceModes are the -announce runs of Conclave at each size, in order:
+// off before on, so that the run with announcements is not the one that
+// starts on a cooler machine.
+func (s settings) announceModes() []bool {
+	switch s.announce {
+	case announceOff:
+		return []bool{false}
+	case announceBoth:
+		return []bool{false, true}
+	}
+	return []bool{true}
+}
 
 // perProc is how many of n elections each candidate process campaigns in.
 func (s settings) perProc(n int) int {
@@ -138,6 +168,7 @@ func parseFlags(args []string) (settings, error) {
 	fs.StringVar(&s.shape, "shape", shapeOne, "one: every process in every election; many: -procs processes with -keys elections each, spread over the -sizes elections")
 	fs.IntVar(&s.keys, "keys", 5, "with -shape many: elections each candidate process campaigns in")
 	fs.BoolVar(&s.choria, "choria", true, "also run Choria's candidates (go-choria v0.30.2, built from bench/choria) at every size, on a broker of their own, after Conclave's; needs TTL >= 4s")
+	fs.StringVar(&s.announce, "announce", announceOn, "Conclave's candidates announce who is standing (on), do not (off: no announcements, answers or subscriptions), or both: each size runs off then on, and a table gives what the announcements cost the broker")
 	fs.StringVar(&s.profile, "profile", "", "write CPU profiles of the brokers over each steady-state window to this directory (runs bench/scale/pprofbroker, the CLI plus net/http/pprof on loopback)")
 	fs.DurationVar(&s.ttl, "ttl", 30*time.Second, "election bucket TTL (plugin.choria.network.stream.leader_election_ttl)")
 	fs.DurationVar(&s.window, "window", time.Minute, "steady-state measuring window")
@@ -147,7 +178,7 @@ func parseFlags(args []string) (settings, error) {
 	fs.DurationVar(&s.maxFailover, "max-failover", 0, "fail the run when a failover takes longer than this (0: report only)")
 	fs.BoolVar(&s.kill, "kill", true, "SIGKILL the candidate process leading the most elections, in each size")
 	fs.StringVar(&s.conclave, "conclave", "", "path of a built conclave CLI (default: go build ./cmd/conclave)")
-	fs.BoolVar(&s.smoke, "smoke", false, "CI run: 30 elections x 3 processes, TTL 2 s, 3 s window, one kill, no cluster; fails beyond TTL + 3 s")
+	fs.BoolVar(&s.smoke, "smoke", false, "CI run: 30 elections x 3 processes, TTL 2 s, 3 s window, one kill, no cluster, announcements off then on; fails beyond TTL + 3 s")
 	if err := fs.Parse(args); err != nil {
 		return s, err
 	}
@@ -170,6 +201,7 @@ func parseFlags(args []string) (settings, error) {
 		}
 		def("sizes", func() { *sizes = "30" })
 		def("choria", func() { s.choria = false })
+		def("announce", func() { s.announce = announceBoth })
 		def("cluster", func() { s.cluster = 0 })
 		def("ttl", func() { s.ttl = 2 * time.Second })
 		def("window", func() { s.window = 3 * time.Second })
@@ -194,6 +226,8 @@ func parseFlags(args []string) (settings, error) {
 	switch {
 	case !slices.Contains(nameModes, s.names):
 		return s, fmt.Errorf("-names %q: one of %s", s.names, strings.Join(nameModes, ", "))
+	case s.announce != announceOn && s.announce != announceOff && s.announce != announceBoth:
+		return s, fmt.Errorf("-announce %q: on, off or both", s.announce)
 	case s.shape != shapeOne && s.shape != shapeMany:
 		return s, fmt.Errorf("-shape %q: one or many", s.shape)
 	case s.shape == shapeOne && s.procs < 2:
@@ -278,19 +312,24 @@ func run() (bool, error) {
 
 	var results []*result
 	for _, n := range s.sizes {
-		results = append(results, b.scenario(ctx, libConclave, n, 1))
+		for _, announce := range s.announceModes() {
+			results = append(results, b.scenario(ctx, libConclave, n, 1, announce))
+			if ctx.Err() != nil {
+				break
+			}
+		}
 		if ctx.Err() != nil {
 			break
 		}
 		if s.choria {
-			results = append(results, b.scenario(ctx, libChoria, n, 1))
+			results = append(results, b.scenario(ctx, libChoria, n, 1, true))
 			if ctx.Err() != nil {
 				break
 			}
 		}
 	}
 	if s.cluster > 0 && ctx.Err() == nil {
-		results = append(results, b.scenario(ctx, libConclave, s.cluster, 3))
+		results = append(results, b.scenario(ctx, libConclave, s.cluster, 3, s.announce != announceOff))
 	}
 	printReport(os.Stdout, s, results, time.Since(started))
 	ok := true

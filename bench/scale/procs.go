@@ -270,8 +270,10 @@ func startBrokers(dir, cli string, n int, ttl time.Duration, pprof bool) ([]*bro
 
 // varz is what the benchmark reads from a broker's /varz.
 type varz struct {
-	InMsgs  int64 `json:"in_msgs"`
-	OutMsgs int64 `json:"out_msgs"`
+	InMsgs   int64 `json:"in_msgs"`
+	OutMsgs  int64 `json:"out_msgs"`
+	InBytes  int64 `json:"in_bytes"`
+	OutBytes int64 `json:"out_bytes"`
 }
 
 // readVarz reads the broker's message counters from its monitoring port.
@@ -355,8 +357,9 @@ type candidate struct {
 }
 
 // startCandidate starts candidate process identity for the elections keys
-// with its files under dir. It does not wait for it to build them.
-func startCandidate(dir, self, identity string, urls []string, keys []string) (*candidate, error) {
+// with its files under dir, announcing who is standing unless announce is
+// false. It does not wait for it to build them.
+func startCandidate(dir, self, identity string, urls []string, keys []string, announce bool) (*candidate, error) {
 	keysFile := filepath.Join(dir, identity+".keys")
 	if err := writeKeys(keysFile, keys); err != nil {
 		return nil, err
@@ -367,7 +370,7 @@ func startCandidate(dir, self, identity string, urls []string, keys []string) (*
 	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
 		return nil, fmt.Errorf("candidate %s: %w", identity, err)
 	}
-	cmd := exec.Command(self, "-child", "-child-config", cfg, "-child-keys", keysFile)
+	cmd := exec.Command(self, "-child", "-child-config", cfg, "-child-keys", keysFile, fmt.Sprintf("-child-announce=%v", announce))
 	return runCandidate(dir, identity, keys, cmd, false)
 }
 

@@ -27,7 +27,7 @@ func (b *bench) startProfiles(ctx context.Context, e *env, r *result) func() []s
 		if br.pprofURL == "" {
 			continue
 		}
-		name := fmt.Sprintf("broker-%s-%s-%s-%dx%d-%s.pprof", r.lib, r.shape, r.names, r.elections, r.procs, br.identity)
+		name := fmt.Sprintf("broker-%s-%s-%s-%dx%d-%s.pprof", r.fileLabel(), r.shape, r.names, r.elections, r.procs, br.identity)
 		path := filepath.Join(b.set.profile, name)
 		wg.Go(func() {
 			if err := fetchProfile(ctx, br.pprofURL, secs, path); err != nil {

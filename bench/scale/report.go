@@ -36,11 +36,11 @@ func printReport(w io.Writer, s settings, results []*result, took time.Duration)
 		}
 		st := r.steady
 		if st == nil {
-			fmt.Fprintf(w, "| %s | %s | %d | %s | %s | – | – | – | – | – | – | – | – | %s; %s |\n", r.lib, num(r.elections), r.nodes, all, dur(r.p50Led), r.loadStart, r.loadEnd)
+			fmt.Fprintf(w, "| %s | %s | %d | %s | %s | – | – | – | – | – | – | – | – | %s; %s |\n", r.label(), num(r.elections), r.nodes, all, dur(r.p50Led), r.loadStart, r.loadEnd)
 			continue
 		}
 		fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %s | %.3f | %s | %s | %s | %s | %s | %d | %s; %s |\n",
-			r.lib, num(r.elections), r.nodes, all, dur(r.p50Led), consumers(r), st.brokerCores, floats(st.brokerRSS, "%.0f"),
+			r.label(), num(r.elections), r.nodes, all, dur(r.p50Led), consumers(r), st.brokerCores, floats(st.brokerRSS, "%.0f"),
 			num(int(st.inPerSec+0.5)), num(int(st.outPerSec+0.5)), procFloats(st.procCores, "%.3f"), procFloats(st.procRSS, "%.0f"), st.changes, r.loadStart, r.loadEnd)
 	}
 
@@ -62,11 +62,12 @@ func printReport(w io.Writer, s settings, results []*result, took time.Duration)
 		if st.consumers >= 0 {
 			cpe = fmt.Sprintf("%.2f", float64(st.consumers)/n)
 		}
-		fmt.Fprintf(w, "| %s | %s | %d | %.4f | %.3f | %.3f | %s | %.4f | %s |\n", r.lib, num(r.elections), r.nodes,
+		fmt.Fprintf(w, "| %s | %s | %d | %.4f | %.3f | %.3f | %s | %.4f | %s |\n", r.label(), num(r.elections), r.nodes,
 			st.brokerCores/n*1000, st.inPerSec/n, st.outPerSec/n, cpe, mean(st.procCores)/n*1000, mb)
 	}
 
 	printDeliveries(w, results)
+	printAnnouncementCost(w, s, results)
 
 	if hasKill(results) {
 		fmt.Fprintf(w, "\nSIGKILL of the candidate process leading the most elections (target: every one re-led within TTL + 1 s = %v):\n\n", s.ttl+time.Second)
@@ -121,7 +122,7 @@ func printReport(w io.Writer, s settings, results []*result, took time.Duration)
 				fmt.Fprintln(w, "FAILURES:")
 				failed = true
 			}
-			fmt.Fprintf(w, "- %s, %s elections, %d broker(s): %s\n", r.lib, num(r.elections), r.nodes, f)
+			fmt.Fprintf(w, "- %s, %s elections, %d broker(s): %s\n", r.label(), num(r.elections), r.nodes, f)
 		}
 	}
 	if !failed {
@@ -137,7 +138,7 @@ func printSideBySide(w io.Writer, results []*result) {
 	}
 	var rows []string
 	for i, r := range results {
-		if r.lib != libConclave || r.nodes != 1 {
+		if r.lib != libConclave || r.nodes != 1 || !r.announce {
 			continue
 		}
 		var c *result
@@ -374,4 +375,40 @@ func orDash(s string) string {
 		return "–"
 	}
 	return s
+}
+
+// printAnnouncementCost compares, for each size run with -announce both,
+// the window without announcements of who is standing with the one with
+// them: what the announcements cost the broker, against the election's
+// own cost.
+func printAnnouncementCost(w io.Writer, s settings, results []*result) {
+	header := false
+	for i, on := range results {
+		if on.lib != libConclave || !on.announce || on.steady == nil || i == 0 {
+			continue
+		}
+		off := results[i-1]
+		if off.lib != libConclave || off.announce || off.elections != on.elections || off.nodes != on.nodes || off.steady == nil {
+			continue
+		}
+		if !header {
+			header = true
+			fmt.Fprintln(w, "\nCandidate announcements of who is standing: the same size without them (no announcements, answers or subscriptions), then with them; target: the announcements cost at most 10% of the election's own broker CPU:")
+			fmt.Fprintln(w)
+			fmt.Fprintln(w, "| elections × candidates | broker CPU off → on (cores) | on/off − 1 | msgs in/s off → on | msgs out/s off → on | KB in/s off → on | KB out/s off → on | broker RSS off → on (MB) | leader changes in window off, on | load average at start, end: off; on |")
+			fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
+		}
+		a, b := off.steady, on.steady
+		fmt.Fprintf(w, "| %s × %s | %.3f → %.3f | %+.1f%% | %s → %s | %s → %s | %.1f → %.1f | %.1f → %.1f | %s → %s | %d, %d | %s, %s; %s, %s |\n",
+			num(on.elections), candidatesPer(on), a.brokerCores, b.brokerCores, (b.brokerCores/a.brokerCores-1)*100,
+			num(int(a.inPerSec+0.5)), num(int(b.inPerSec+0.5)), num(int(a.outPerSec+0.5)), num(int(b.outPerSec+0.5)),
+			a.inBytes/1000, b.inBytes/1000, a.outBytes/1000, b.outBytes/1000,
+			floats(a.brokerRSS, "%.0f"), floats(b.brokerRSS, "%.0f"), a.changes, b.changes, off.loadStart, off.loadEnd, on.loadStart, on.loadEnd)
+	}
+	if header {
+		every := min(max(2*s.ttl, 2*time.Second), 2*time.Minute)
+		fmt.Fprintf(w, "\nEach candidate announces itself once per %v (two TTLs, between 2 s and 2 min; a process's candidates together): candidates/%v messages in a second,\n", every, every.Round(time.Second))
+		fmt.Fprintln(w, "each delivered to every candidate of its election, itself included. The two windows come from two fleets on two")
+		fmt.Fprintln(w, "brokers, one after the other: compare them knowing this machine's noise (the load averages say how busy it was).")
+	}
 }

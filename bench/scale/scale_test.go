@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -150,6 +151,15 @@ func TestFlags(t *testing.T) {
 	if s.choria || s.names != namesFlat || s.shape != shapeOne {
 		t.Fatalf("smoke: Choria %v, names %s, shape %s; want no Choria (TTL 2s), flat, one", s.choria, s.names, s.shape)
 	}
+	if got := s.announceModes(); len(got) != 2 || got[0] || !got[1] {
+		t.Fatalf("smoke: announcements %v, want off then on", got)
+	}
+	for flag, want := range map[string][]bool{"on": {true}, "off": {false}, "both": {false, true}} {
+		s, err := parseFlags([]string{"-announce", flag, "-choria=false", "-ttl", "2s"})
+		if err != nil || !slices.Equal(s.announceModes(), want) {
+			t.Fatalf("-announce %s: %v, %v; want %v", flag, s.announceModes(), err, want)
+		}
+	}
 	s, err = parseFlags([]string{"-shape", "many", "-sizes", "1000", "-cluster", "0"})
 	if err != nil {
 		t.Fatal(err)
@@ -159,7 +169,7 @@ func TestFlags(t *testing.T) {
 	}
 	for _, bad := range [][]string{{"-ttl", "1500ms"}, {"-procs", "1"}, {"-sizes", "x"}, {"-sizes", "0", "-cluster", "0"},
 		{"-ttl", "2s"}, {"-names", "odd"}, {"-shape", "few"}, {"-shape", "many", "-sizes", "2000", "-cluster", "0"},
-		{"-shape", "many", "-sizes", "1000"}} {
+		{"-shape", "many", "-sizes", "1000"}, {"-announce", "maybe"}} {
 		if _, err := parseFlags(bad); err == nil {
 			t.Errorf("parseFlags(%q) accepted", bad)
 		}

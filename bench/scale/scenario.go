@@ -37,6 +37,7 @@ type bench struct {
 // result is what one scenario measured. Zero fields were not measured.
 type result struct {
 	lib                     string // libConclave or libChoria
+	announce                bool   // Conclave's candidates announce who is standing
 	names, shape            string // the -names and -shape it ran with
 	elections, nodes, procs int
 	perProc                 int    // elections each candidate process campaigns in
@@ -66,6 +67,8 @@ type steady struct {
 	brokerRSS   []float64
 	inPerSec    float64 // summed over the brokers
 	outPerSec   float64
+	inBytes     float64 // per second, summed over the brokers
+	outBytes    float64
 	consumers   int
 	procCores   []float64 // per candidate process
 	procRSS     []float64
@@ -103,6 +106,23 @@ type nodeResult struct {
 	unresolved   int
 	changes      int   // leader changes, kill → end
 	losses       int64 // OnLost in the candidates, kill → end
+}
+
+// label names the library, and for Conclave without announcements says
+// so.
+func (r *result) label() string {
+	if r.lib == libConclave && !r.announce {
+		return libConclave + " (no announcements)"
+	}
+	return r.lib
+}
+
+// fileLabel is label for file names.
+func (r *result) fileLabel() string {
+	if r.lib == libConclave && !r.announce {
+		return libConclave + "-noannounce"
+	}
+	return r.lib
 }
 
 // fail records a failure of the scenario and says it at once.
@@ -152,16 +172,16 @@ const (
 // for the cluster): election from scratch, steady state, then (Conclave
 // only) a kill. Whatever fails is recorded in the result; everything
 // started is stopped before it returns.
-func (b *bench) scenario(ctx context.Context, lib string, n, nodes int) *result {
+func (b *bench) scenario(ctx context.Context, lib string, n, nodes int, announce bool) *result {
 	s := b.set
-	r := &result{lib: lib, names: s.names, shape: s.shape, elections: n, nodes: nodes, procs: s.procs, perProc: s.perProc(n)}
+	r := &result{lib: lib, announce: announce, names: s.names, shape: s.shape, elections: n, nodes: nodes, procs: s.procs, perProc: s.perProc(n)}
 	b.runs++
 	dir := filepath.Join(b.dir, fmt.Sprintf("run%d", b.runs))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		r.fail("%v", err)
 		return r
 	}
-	what := fmt.Sprintf("%s: %d elections (%s names), %d processes x %d keys, TTL %v, ", lib, n, s.names, s.procs, r.perProc, s.ttl)
+	what := fmt.Sprintf("%s: %d elections (%s names), %d processes x %d keys, TTL %v, ", r.label(), n, s.names, s.procs, r.perProc, s.ttl)
 	if nodes == 1 {
 		what += "one broker"
 	} else {
@@ -382,6 +402,7 @@ type sample struct {
 	brokerTicks []uint64
 	procTicks   []uint64
 	in, out     int64
+	inB, outB   int64 // bytes
 	watch       int64
 }
 
@@ -400,6 +421,8 @@ func (b *bench) take(ctx context.Context, e *env, obs *observer) (sample, error)
 		s.brokerTicks = append(s.brokerTicks, t)
 		s.in += v.InMsgs
 		s.out += v.OutMsgs
+		s.inB += v.InBytes
+		s.outB += v.OutBytes
 	}
 	for _, c := range e.candidates {
 		t, err := cpuTicks(c.pid())
@@ -446,6 +469,7 @@ func (b *bench) measure(ctx context.Context, e *env, obs *observer, r *result) (
 	secs := s1.at.Sub(s0.at).Seconds()
 	cores := func(a, b uint64) float64 { return float64(b-a) / clockTicks / secs }
 	st := &steady{window: s1.at.Sub(s0.at), inPerSec: float64(s1.in-s0.in) / secs, outPerSec: float64(s1.out-s0.out) / secs,
+		inBytes: float64(s1.inB-s0.inB) / secs, outBytes: float64(s1.outB-s0.outB) / secs,
 		watchMsgs: float64(s1.watch-s0.watch) / secs}
 	for i := range s0.brokerTicks {
 		st.brokerCores += cores(s0.brokerTicks[i], s1.brokerTicks[i])

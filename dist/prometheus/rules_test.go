@@ -183,6 +183,7 @@ func electionMetrics(t *testing.T) exported {
 	rec.Campaign(key, streams.LeaderState)
 	rec.Renewed(key, time.Millisecond)
 	rec.Lost(key, streams.CauseDeadline)
+	rec.Standing(key, "n1", 2, 1)
 
 	families, err := reg.Gather()
 	if err != nil {
@@ -208,7 +209,7 @@ func electionMetrics(t *testing.T) exported {
 			out[name+"_bucket"] = withLE
 		}
 	}
-	for _, want := range []string{"conclave_election_leader", "conclave_election_last_renewal_age_seconds"} {
+	for _, want := range []string{"conclave_election_leader", "conclave_election_last_renewal_age_seconds", "conclave_election_candidates"} {
 		if _, ok := out[want]; !ok {
 			t.Fatalf("the metrics package gathered no %s: record more in this test (got %s)", want, strings.Join(sortedKeys(out), ", "))
 		}

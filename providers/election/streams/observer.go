@@ -2,6 +2,7 @@ package streams
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -97,6 +98,8 @@ type observerOptions struct {
 	js       jetstream.JetStream
 	clock    clock.Clock
 	store    store // tests: a store instead of the bucket's
+	standing *nats.Conn
+	recorder StandingRecorder
 }
 
 // ObserveWithJetStream gives the observer the JetStream context of its
@@ -110,6 +113,35 @@ func ObserveWithJetStream(js jetstream.JetStream) ObserverOption {
 			return fmt.Errorf("%w: ObserveWithJetStream: the JetStream context is nil", ErrInvalidOption)
 		}
 		o.js = js
+		return nil
+	}
+}
+
+// ObserveStanding makes the observer follow who stands in the election
+// too, over nc (the bucket's connection, or any to the same broker): it
+// asks once as Run starts, then hears the candidates' announcements, and
+// forgets a candidate silent for two and a half announcement intervals
+// (two TTLs each, between 2s and 2 min). Candidates then lists them. It costs
+// one subscription and one question per Run, and nothing at rest.
+func ObserveStanding(nc *nats.Conn) ObserverOption {
+	return func(o *observerOptions) error {
+		if nc == nil {
+			return fmt.Errorf("%w: ObserveStanding: the connection is nil", ErrInvalidOption)
+		}
+		o.standing = nc
+		return nil
+	}
+}
+
+// ObserveWithRecorder makes an observer given ObserveStanding tell r how
+// many candidates stand, as they change (see StandingRecorder), so that a
+// process that only observes an election can export the count.
+func ObserveWithRecorder(r StandingRecorder) ObserverOption {
+	return func(o *observerOptions) error {
+		if r == nil {
+			return fmt.Errorf("%w: ObserveWithRecorder(nil)", ErrInvalidOption)
+		}
+		o.recorder = r
 		return nil
 	}
 }
@@ -153,6 +185,8 @@ type Observer struct {
 	current Leadership
 	ttl     time.Duration
 
+	standing *roll // with ObserveStanding: who stands
+
 	// The rest is used only by Run's goroutine.
 	driver driver
 	// last is the latest held write judged, and when it was seen: a
@@ -186,7 +220,22 @@ func NewObserver(key string, bucket jetstream.KeyValue, opts ...ObserverOption) 
 	if st == nil {
 		st = newStore(bucket, o.js, o.log)
 	}
-	return &Observer{key: key, bucket: bucket, store: st, opts: o, current: Leadership{Key: key}}, nil
+	ob := &Observer{key: key, bucket: bucket, store: st, opts: o, current: Leadership{Key: key}}
+	if o.standing != nil {
+		ob.standing = newRoll()
+	}
+	return ob, nil
+}
+
+// Candidates returns who stands in the election as the observer last
+// heard, best priority first, then by identity: each candidate's latest
+// announcement or answer, Leaving ones excepted. It is nil without
+// ObserveStanding, and empty until Run has asked.
+func (o *Observer) Candidates() []Candidate {
+	if o.standing == nil {
+		return nil
+	}
+	return o.standing.list()
 }
 
 // Leadership returns the latest state the observer knows.
@@ -241,6 +290,18 @@ func (o *Observer) Run(ctx context.Context) error {
 	}
 	tm, _ := observerTimings(st.TTL())
 	o.setTTL(tm.ttl)
+	if o.standing != nil {
+		sctx, stop := context.WithCancel(ctx)
+		followed := make(chan struct{})
+		go func() {
+			defer close(followed)
+			o.followStanding(sctx)
+		}()
+		defer func() {
+			stop()
+			<-followed
+		}()
+	}
 	cfg := machineConfig{key: o.key, timings: observerTimings}
 	o.driver = driver{key: o.key, store: o.store, clock: o.opts.clock, m: newMachine(cfg, tm, o.opts.log), apply: o.apply}
 	wake := o.driver.handle(input{kind: inStart, now: o.opts.clock.Now(), born: transport.StreamCreated(st)})
@@ -277,6 +338,67 @@ func (o *Observer) fatalError(err error) error {
 		return fmt.Errorf("observer %s: %w", o.key, err)
 	}
 	return fmt.Errorf("observer %s: %w: the connection to the broker was closed; observe again with a new Observer on an open connection", o.key, err)
+}
+
+func (o *Observer) getTTL() time.Duration {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.ttl
+}
+
+// followStanding keeps the roll of who stands until ctx ends: the
+// candidates' announcements, one question as it starts, and their expiry.
+// Only its goroutine tells the recorder, so counts arrive in order.
+func (o *Observer) followStanding(ctx context.Context) {
+	nc, bucket := o.opts.standing, o.bucket.Bucket()
+	wake := make(chan struct{}, 1)
+	sub, err := nc.Subscribe(CandidatesSubject(bucket, o.key), func(m *nats.Msg) {
+		var c Candidate
+		if m.Reply != "" || json.Unmarshal(m.Data, &c) != nil || c.Identity == "" {
+			return // a question, or not an announcement
+		}
+		o.standing.learn(time.Now(), c)
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	})
+	if err != nil {
+		o.opts.log.Warnf("observer %s: cannot follow who is standing: %v", o.key, err)
+		return
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if cs, err := Standing(ctx, nc, bucket, o.key, 0); err == nil {
+		o.standing.learn(time.Now(), cs...)
+	}
+	reporter := fmt.Sprintf("observer %p", o)
+	var reported standingCount
+	counted := false
+	expire := time.NewTimer(time.Hour)
+	expire.Stop()
+	defer expire.Stop()
+	for {
+		if next := o.standing.expire(time.Now(), announceExpiry(o.getTTL())); !next.IsZero() {
+			expire.Reset(time.Until(next))
+		}
+		if r := o.opts.recorder; r != nil {
+			var n standingCount
+			n.healthy, n.unhealthy = o.standing.count()
+			if !counted || n != reported {
+				counted, reported = true, n
+				r.Standing(o.key, reporter, n.healthy, n.unhealthy)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			if counted {
+				o.opts.recorder.StandingWithdrawn(o.key, reporter)
+			}
+			return
+		case <-wake:
+		case <-expire.C:
+		}
+	}
 }
 
 func (o *Observer) setTTL(ttl time.Duration) {

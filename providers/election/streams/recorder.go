@@ -28,6 +28,33 @@ type StartRecorder interface {
 	Started(key string)
 }
 
+// StandingRecorder is a Recorder that is also told how many candidates
+// stand in the election, as a candidate or an observer hears their
+// announcements (see Candidate): healthy and unhealthy, the candidate
+// itself included. It costs no request: the candidate counts the
+// announcements it hears anyway, and forgets a candidate silent for two
+// and a half announcement intervals (two TTLs each, between 2s and 2
+// min).
+// A newcomer of the default rank hears of the candidates that stood
+// before it within one interval.
+//
+// reporter names who counts: the candidate's identity, or "observer" and
+// a number unique in the process for an Observer given
+// ObserveWithRecorder. Standing is called when the count changes, and
+// StandingWithdrawn once as the reporter stops; both from the reporter's
+// own goroutine, never under a lock of the election's; they must not
+// block.
+type StandingRecorder interface {
+	Recorder
+	// Standing says that reporter counts healthy and unhealthy candidates
+	// standing in election key. A candidate counts itself, so its total
+	// is at least 1; an observer's may be 0.
+	Standing(key, reporter string, healthy, unhealthy int)
+	// StandingWithdrawn says that reporter no longer counts the
+	// candidates of election key: it stopped.
+	StandingWithdrawn(key, reporter string)
+}
+
 type nopRecorder struct{}
 
 func (nopRecorder) Campaign(string, State)        {}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"sync"
 	"time"
@@ -32,12 +33,147 @@ type Candidate struct {
 	Leaving bool `json:"leaving,omitempty"`
 }
 
-// Who is standing costs the broker nothing at rest: each candidate
-// subscribes to its election's candidates subject, answers requests there
-// with its Candidate, and publishes it there when it starts, when its
-// health or leadership changes, and as it stops. Nothing of it is in the
-// election bucket, which Choria's tools list; it needs no JetStream, and
-// dies with the process: a candidate that does not answer is not standing.
+// Who is standing costs the broker little: each candidate subscribes to
+// its election's candidates subject, answers requests there with its
+// Candidate, and publishes it there when it starts, when its health
+// changes, as it stops, and again once per announcement interval (two
+// bucket TTLs, between 2s and 2 min), so that those who hear it can count
+// it and forget it when its process dies without a word. The candidates
+// of a process announce themselves together (see nextAnnouncement).
+// Nothing of it is in the election bucket, which Choria's tools list; it
+// needs no JetStream, and dies with the process: a candidate that does not
+// answer is not standing, and one not heard from within the announcement
+// expiry is no longer counted.
+
+// announceEvery is how often a running candidate announces itself again,
+// for a bucket TTL ttl: every two TTLs, between 2s and 2 min. A steady
+// fleet of three candidates per election then sends 1.5 announcements per
+// election per TTL, half the renewals its leaders write, as core NATS
+// messages, which the broker neither stores nor syncs: at 10,000
+// elections x 3 at TTL 30s, once a TTL cost the broker about 10% more CPU
+// than the election alone (BENCHMARKS.md).
+func announceEvery(ttl time.Duration) time.Duration {
+	return clamp(2*ttl, 2*time.Second, 2*time.Minute)
+}
+
+// announceExpiry is how long a candidate not heard from is still counted:
+// two and a half announcement intervals, so that one lost or late
+// announcement does not drop it.
+func announceExpiry(ttl time.Duration) time.Duration { return announceEvery(ttl) * 5 / 2 }
+
+// nextAnnouncement is when a candidate named identity announces itself
+// again after now: on the boundaries of the interval every (counted from
+// the zero time, so the same in every process), shifted by an offset that
+// identity sets. The candidates of a process, which share its identity,
+// thus announce at one instant: its connection sends their announcements
+// in a few writes, and the broker reads them and delivers them to each
+// listening connection in a few system calls rather than some for each
+// announcement, which is most of what a message costs it. Processes of
+// other identities announce at other instants.
+func nextAnnouncement(now time.Time, every time.Duration, identity string) time.Time {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(identity))
+	next := now.Truncate(every).Add(time.Duration(h.Sum64() % uint64(every)))
+	for !next.After(now) {
+		next = next.Add(every)
+	}
+	return next
+}
+
+// heard is a candidate as it last announced itself or answered, and when.
+type heard struct {
+	Candidate
+	at time.Time
+}
+
+// roll is who stands in an election, as announcements and answers tell:
+// each candidate's latest word, forgotten when it leaves or once it has
+// been silent for the announcement expiry. It is safe for concurrent use.
+type roll struct {
+	mu    sync.Mutex
+	heard map[string]heard
+}
+
+func newRoll() *roll { return &roll{heard: map[string]heard{}} }
+
+// learn notes what candidates said of themselves at now, and reports
+// whether one of them was not on the roll.
+func (r *roll) learn(now time.Time, cs ...Candidate) (newcomer bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range cs {
+		if c.Leaving {
+			delete(r.heard, c.Identity)
+			continue
+		}
+		if _, ok := r.heard[c.Identity]; !ok {
+			newcomer = true
+		}
+		r.heard[c.Identity] = heard{Candidate: c, at: now}
+	}
+	return newcomer
+}
+
+// reset forgets every candidate.
+func (r *roll) reset() {
+	r.mu.Lock()
+	clear(r.heard)
+	r.mu.Unlock()
+}
+
+// expire forgets the candidates not heard from since now minus expiry, and
+// returns when the next one expires unless heard from (zero: none left).
+func (r *roll) expire(now time.Time, expiry time.Duration) (next time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id, h := range r.heard {
+		ends := h.at.Add(expiry)
+		if !ends.After(now) {
+			delete(r.heard, id)
+			continue
+		}
+		if next.IsZero() || ends.Before(next) {
+			next = ends
+		}
+	}
+	return next
+}
+
+// list returns the candidates on the roll, best priority first, then by
+// identity.
+func (r *roll) list() []Candidate {
+	r.mu.Lock()
+	out := make([]Candidate, 0, len(r.heard))
+	for _, h := range r.heard {
+		out = append(out, h.Candidate)
+	}
+	r.mu.Unlock()
+	sortCandidates(out)
+	return out
+}
+
+// count returns how many candidates on the roll are healthy and unhealthy.
+func (r *roll) count() (healthy, unhealthy int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, h := range r.heard {
+		if h.Healthy {
+			healthy++
+		} else {
+			unhealthy++
+		}
+	}
+	return healthy, unhealthy
+}
+
+func sortCandidates(cs []Candidate) {
+	slices.SortFunc(cs, func(a, b Candidate) int {
+		return cmp.Or(cmp.Compare(b.Priority, a.Priority), cmp.Compare(a.Identity, b.Identity))
+	})
+}
+
+// standingCount is what a StandingRecorder was last told.
+type standingCount struct{ healthy, unhealthy int }
 
 // CandidatesSubject is the subject on which the candidates of election key
 // in bucket announce themselves and answer who is standing.
@@ -84,9 +220,7 @@ func Standing(ctx context.Context, nc *nats.Conn, bucket, key string, wait time.
 	for _, c := range seen {
 		out = append(out, c)
 	}
-	slices.SortFunc(out, func(a, b Candidate) int {
-		return cmp.Or(cmp.Compare(b.Priority, a.Priority), cmp.Compare(a.Identity, b.Identity))
-	})
+	sortCandidates(out)
 	return out, nil
 }
 
@@ -157,15 +291,20 @@ type steward struct {
 	cancel   context.CancelFunc
 	finished chan struct{}
 
+	known *roll         // the other candidates, as they last announced themselves or answered
+	wake  chan struct{} // something changed that may call for a move or a new count
+
 	mu      sync.Mutex
 	healthy bool
-	known   map[string]Candidate // the other candidates as they last announced themselves or answered
 	subs    []*nats.Subscription
-	wake    chan struct{} // something changed that may call for a move
+
+	// Only run's goroutine uses these.
+	counted  bool          // a StandingRecorder has been told a count
+	reported standingCount // what it was told last
 }
 
 func newSteward(e *Election, nc *nats.Conn, bucket string) *steward {
-	return &steward{e: e, nc: nc, bucket: bucket, since: time.Now(), healthy: true, known: map[string]Candidate{}, wake: make(chan struct{}, 1)}
+	return &steward{e: e, nc: nc, bucket: bucket, since: time.Now(), healthy: true, known: newRoll(), wake: make(chan struct{}, 1)}
 }
 
 // start starts serving, once, until stop.
@@ -223,6 +362,9 @@ func (s *steward) run(ctx context.Context) {
 			_ = sub.Unsubscribe()
 		}
 		s.announce(true)
+		if s.counted {
+			s.e.opts.recorder.(StandingRecorder).StandingWithdrawn(e.key, e.identity)
+		}
 	}()
 
 	var health <-chan time.Time
@@ -231,13 +373,28 @@ func (s *steward) run(ctx context.Context) {
 		defer t.Stop()
 		health = t.C
 	}
+	// One timer announces the candidate again; another forgets candidates
+	// once silent for the expiry. Neither asks the broker anything.
+	reannounce := time.NewTimer(time.Until(nextAnnouncement(time.Now(), announceEvery(e.ttl()), e.identity)))
+	defer reannounce.Stop()
+	expire := time.NewTimer(time.Hour)
+	expire.Stop()
+	defer expire.Stop()
 	var moveAt <-chan time.Time
 	for {
+		if next := s.known.expire(time.Now(), announceExpiry(e.ttl())); !next.IsZero() {
+			expire.Reset(time.Until(next))
+		}
+		s.report()
 		select {
 		case <-ctx.Done():
 			return
 		case <-health:
 			s.checkHealth(ctx)
+		case <-reannounce.C:
+			s.announce(false)
+			reannounce.Reset(time.Until(nextAnnouncement(time.Now(), announceEvery(e.ttl()), e.identity)))
+		case <-expire.C:
 		case <-s.wake:
 		case <-moveAt:
 		}
@@ -246,6 +403,27 @@ func (s *steward) run(ctx context.Context) {
 			moveAt = time.After(wait)
 		}
 	}
+}
+
+// report tells a StandingRecorder how many candidates stand, this one
+// included, when that changed. It runs on run's goroutine only, holding
+// no lock, so that counts reach the recorder in order.
+func (s *steward) report() {
+	if _, ok := s.e.opts.recorder.(StandingRecorder); !ok {
+		return
+	}
+	var n standingCount
+	n.healthy, n.unhealthy = s.known.count()
+	if s.self().Healthy {
+		n.healthy++
+	} else {
+		n.unhealthy++
+	}
+	if s.counted && n == s.reported {
+		return
+	}
+	s.counted, s.reported = true, n
+	s.e.opts.recorder.(StandingRecorder).Standing(s.e.key, s.e.identity, n.healthy, n.unhealthy)
 }
 
 // poke asks the steward to reconsider.
@@ -280,16 +458,10 @@ func (s *steward) onCandidates(m *nats.Msg) {
 	}
 	var c Candidate
 	if json.Unmarshal(m.Data, &c) == nil && c.Identity != "" && c.Identity != s.e.identity {
-		s.mu.Lock()
-		_, known := s.known[c.Identity]
-		s.mu.Unlock()
-		s.learn(c)
-		if !known && !c.Leaving && s.ranked() {
+		if s.learn(c) && s.ranked() {
 			s.announce(false) // so that a newcomer that leads learns of us
 		}
-		if s.e.IsLeader() {
-			s.poke()
-		}
+		s.poke() // a new count, and for a leader maybe a move
 	}
 }
 
@@ -300,28 +472,18 @@ func (s *steward) onCandidates(m *nats.Msg) {
 // announcement each as it starts, and nothing more.
 func (s *steward) ranked() bool { return s.e.opts.priority != 0 || s.e.opts.healthCheck != nil }
 
-// learn notes what other candidates said of themselves.
-func (s *steward) learn(cs ...Candidate) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, c := range cs {
-		switch {
-		case c.Identity == s.e.identity:
-		case c.Leaving:
-			delete(s.known, c.Identity)
-		default:
-			s.known[c.Identity] = c
-		}
-	}
+// learn notes what other candidates said of themselves, and reports
+// whether one of them is new to this candidate.
+func (s *steward) learn(cs ...Candidate) (newcomer bool) {
+	others := slices.DeleteFunc(slices.Clone(cs), func(c Candidate) bool { return c.Identity == s.e.identity })
+	return s.known.learn(time.Now(), others...)
 }
 
 // betterKnown reports whether a candidate self should hand over to may be
 // standing, as far as announcements tell: a healthy one of a higher
 // priority, or, while self is unhealthy, any healthy one.
 func (s *steward) betterKnown(self Candidate) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, c := range s.known {
+	for _, c := range s.known.list() {
 		if c.Healthy && (!self.Healthy || c.Priority > self.Priority) {
 			return true
 		}
@@ -395,9 +557,7 @@ func (s *steward) considerMove(ctx context.Context) time.Duration {
 	if err != nil || !term.Valid() {
 		return 0
 	}
-	s.mu.Lock()
-	clear(s.known)
-	s.mu.Unlock()
+	s.known.reset()
 	s.learn(standing...)
 	var best *Candidate
 	for i, c := range standing {
