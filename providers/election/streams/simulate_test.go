@@ -1151,7 +1151,9 @@ func (w *simWorld) checkObserver(n *simNode) {
 			// vanished without a marker looks like a renewal to anyone (the
 			// README's "not promised"): the check skips those.
 			unseen := !w.lastVanish.IsZero() && c.since.Sub(w.lastVanish) < 2*w.maxTTL()
-			if c.name == l.Leader && c.valid(w.now) && l.Token < c.holdToken && w.now.Sub(c.since) > w.observerTokenBound() && !unseen && w.otherLedBetween(l.Leader, l.Token, c.holdToken) {
+			// A paused observer reports nothing new: its bound runs from
+			// when it resumed, as for the holder above.
+			if c.name == l.Leader && c.valid(w.now) && l.Token < c.holdToken && !w.now.Before(n.paused) && w.now.Sub(later(c.since, n.paused)) > w.observerTokenBound() && !unseen && w.otherLedBetween(l.Leader, l.Token, c.holdToken) {
 				w.fail("observer %s reports %s's term with token %d, but the write that took the key has revision %d", n.name, l.Leader, l.Token, c.holdToken)
 			}
 		}
