@@ -925,8 +925,12 @@ func (m *machine) won(sent, done time.Time, rev, expect uint64) {
 		// was gone before it could expire (see vanishedUnderLease).
 		from = KeyAbsent
 		if expect == 0 && sent.Before(m.heldUntil(m.view).Add(-m.tm.margin)) {
+			// Judged from done, not sent: the holder's last write was
+			// stored before the removal, and the removal before ours,
+			// which may have waited most of its timeout at the
+			// transport's gate before it went (sent is stamped before).
 			m.log.Warnf("election %s: the key %s held was gone before it could expire: taking it as a forced removal", m.cfg.key, m.view.Leader)
-			from, fromSeenAt = KeyRemoved, sent
+			from, fromSeenAt = KeyRemoved, done
 		}
 	}
 	m.move(winning)
@@ -1177,7 +1181,7 @@ func (m *machine) onTTL(in input) {
 		m.hold.ttlRead = true
 		if m.vanishedByRaisedTTL(in.ttl) {
 			m.log.Warnf("election %s: the key %s took was gone before it could expire by the raised TTL %v: taking it as a forced removal", m.cfg.key, m.cfg.identity, in.ttl)
-			m.hold.from, m.hold.fromSeenAt = KeyRemoved, m.hold.sent
+			m.hold.from, m.hold.fromSeenAt = KeyRemoved, later(m.hold.sent, m.hold.wonAt) // gone before our write was confirmed (see won)
 		}
 		if m.hold.from == KeyRemoved {
 			m.hold.fromTTL = max(m.hold.fromTTL, known)

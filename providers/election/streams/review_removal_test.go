@@ -1,0 +1,66 @@
+package streams
+
+import (
+	"testing"
+	"time"
+)
+
+// TestMachineRemovalFoundByAWriteCountsFromItsConfirmation: a campaign
+// expecting no message that takes a key its view shows held, well before
+// the holder's write could expire, finds the key removed under a live lease
+// (a stream purge). The holder's last write was stored before the removal,
+// and the removal before our write was stored, which is at most when its
+// success came back (done): so the holder may count on its lease until
+// done + TTL - margin, and no term of ours may begin before that.
+//
+// The write's sent time is stamped before the transport's gate, where a
+// request may wait up to three quarters of its timeout (0.15 TTL by
+// default, more than the margin, 0.1 TTL): judging the removal from sent
+// lets a term begin while the removed holder still leads, if it renewed
+// while our write waited at the gate and then could not reach the broker.
+func TestMachineRemovalFoundByAWriteCountsFromItsConfirmation(t *testing.T) {
+	m, t0 := newTestMachine(t)
+	out, now := startWatching(t, m, t0)
+	// The watch shows b holding the key, freshly written.
+	out = m.step(input{kind: inWatchEntry, now: now, entry: &Entry{Key: "k", State: KeyHeld, Leader: "b", Revision: 7, Written: now}})
+	out = m.step(input{kind: inWatchInitialDone, now: now})
+	if m.view.State != KeyHeld {
+		t.Fatalf("view %s, want held by b", m.view.describe())
+	}
+	// Half a TTL later the candidate's health check passes again: it
+	// campaigns at once, expecting no message (the broker's expiry path).
+	now = now.Add(m.tm.ttl / 2)
+	m.step(input{kind: inHealth, now: now, healthy: false})
+	out = m.step(input{kind: inHealth, now: now, healthy: true})
+	for out.do.kind == doReadTTL {
+		out = m.step(input{kind: inTTL, now: now, sent: now, ttl: m.tm.ttl, born: t0.Add(-time.Hour)})
+	}
+	if out.do.kind != doWrite || out.do.expect != 0 {
+		t.Fatalf("action %v expect %d, want a campaign expecting no message", out.do.kind, out.do.expect)
+	}
+	// The write waits at the gate (up to 3/4 of its timeout), meanwhile b
+	// renews, the stream is purged, and our write lands on the empty key.
+	sent := now
+	done := sent.Add(m.tm.request * 3 / 4)
+	out = m.step(input{kind: inWrite, now: done, sent: sent, rev: 9, expect: 0})
+	if m.phase != winning || m.hold.from != KeyRemoved {
+		t.Fatalf("phase %s, taken from %s: want winning a removed key", m.phase, m.hold.from)
+	}
+	// Read the TTL since winning (rule 1 needs it).
+	for i := 0; i < 10 && !m.hold.ttlRead; i++ {
+		if out.do.kind == doReadTTL {
+			out = m.step(input{kind: inTTL, now: done, sent: done, ttl: m.tm.ttl, born: t0.Add(-time.Hour)})
+			continue
+		}
+		out = m.step(input{kind: inTick, now: done})
+	}
+	at, ok := m.earlierHoldersGone()
+	if !ok {
+		t.Fatal("earlier holders' end unknown after the TTL read")
+	}
+	// b renewed at most just before our write was stored (<= done).
+	if latest := done.Add(m.tm.ttl - m.tm.margin); at.Before(latest) {
+		t.Fatalf("a term may begin %v after our write was confirmed, but b, removed under a lease it renewed while our write waited, may lead until %v after it",
+			at.Sub(done), latest.Sub(done))
+	}
+}
