@@ -43,6 +43,7 @@ type machine struct {
 	// candidate
 	nextCampaign time.Time // zero: nothing scheduled until the view changes
 	confirmRead  bool      // read the key now: the watch began with it absent while we knew it held
+	confirmFrom  time.Time // when it did: a read confirming the absence judges it from then
 	tries        int       // consecutive failed campaign attempts or reads
 	sitOut       sitOut
 
@@ -627,7 +628,9 @@ func (m *machine) onRead(in input) {
 	v.readAt = done
 	m.log.Debugf("election %s: read the key: %s", m.cfg.key, v.describe())
 	before := m.view
-	if !m.observe(done, v) {
+	fresh := m.observe(done, v)
+	m.confirmFrom = time.Time{}
+	if !fresh {
 		// Older than what we know: a stale replica's answer, or a bucket
 		// made again, whose revisions start lower. Do not read again at
 		// once; check when the bucket was created, which tells them apart,
@@ -773,7 +776,13 @@ func (m *machine) observe(now time.Time, v keyView) bool {
 	}
 	m.seenRev = max(m.seenRev, v.Revision)
 	m.seenWritten = later(m.seenWritten, v.Written)
-	if !m.phase.holds() && m.vanishedUnderLease(now, v) {
+	judgedAt := now
+	if !m.confirmFrom.IsZero() && v.State == KeyAbsent {
+		// A read confirming what the watch began with: judged from when
+		// the watch said so, as the watch's own word was before.
+		judgedAt = earliest(now, m.confirmFrom)
+	}
+	if !m.phase.holds() && m.vanishedUnderLease(judgedAt, v) {
 		m.log.Warnf("election %s: the key %s held vanished without a marker %v before it could expire (the bucket deleted and made again, or purged): taking it as a forced removal, so a term begun on it waits a TTL, until %s has surely stood down", m.cfg.key, m.view.Leader, m.view.expiresBy.Sub(now).Round(time.Millisecond), m.view.Leader)
 		v.State, v.Operation = KeyRemoved, jetstream.KeyValuePurge // gone without a marker, as by a purge
 	}
@@ -1361,6 +1370,7 @@ func (m *machine) onWatchEnded(in input) {
 
 // onWatchEntry takes in a message the watch delivered.
 func (m *machine) onWatchEntry(in input) {
+	m.confirmFrom = time.Time{} // the watch has news since it began empty
 	w := &m.watch
 	w.lastEvent = in.now
 	initial := w.initial
@@ -1382,7 +1392,7 @@ func (m *machine) onWatchInitialDone(in input) {
 		// the revision, which the watch then delivers as a change). Read
 		// the key now: if it is gone, it vanished (see vanishedUnderLease).
 		m.view.readAt, m.view.confirmed = time.Time{}, false
-		m.confirmRead = true
+		m.confirmRead, m.confirmFrom = true, in.now
 		m.log.Debugf("election %s: the watch began with the key absent, but it was held at revision %d: reading it", m.cfg.key, m.view.Revision)
 	default:
 		m.observe(in.now, keyView{known: true, Entry: Entry{Key: m.cfg.key}, seenAt: in.now, readAt: in.now, confirmed: true})

@@ -234,3 +234,38 @@ func TestMachineWatchBeginningAbsentAfterALostCampaignIsNoRemoval(t *testing.T) 
 		t.Fatalf("campaigns against b's live lease (expect %d)", out.do.expect)
 	}
 }
+
+// TestMachineAbsenceConfirmedLateIsJudgedFromTheWatch: a watch that begins
+// with the key absent while the view holds it makes the candidate read the
+// key; when that read fails and a later one, past the key's predicted
+// expiry, finds it absent, the absence is judged from when the watch said
+// so: the key vanished under a live lease (a removal, whose holder may
+// still count on its lease), not an expiry.
+func TestMachineAbsenceConfirmedLateIsJudgedFromTheWatch(t *testing.T) {
+	m, t0 := newTestMachine(t)
+	out, now := startWatching(t, m, t0)
+	out = m.step(input{kind: inWatchEntry, now: now, entry: &Entry{Key: "k", State: KeyHeld, Leader: "b", Revision: 7, Written: now}})
+	out = m.step(input{kind: inWatchInitialDone, now: now})
+	// The watch is made again (a broker restart) and begins empty.
+	now = now.Add(500 * time.Millisecond)
+	out = m.step(input{kind: inWatchEnded, now: now, err: errTest})
+	for range 20 {
+		if out.do.kind == doWatch {
+			break
+		}
+		now = later(now, out.wake)
+		out = m.step(input{kind: inTick, now: now})
+	}
+	out = m.step(input{kind: inWatchMade, now: now, sent: now})
+	out = m.step(input{kind: inWatchInitialDone, now: now})
+	if out.do.kind != doRead {
+		t.Fatalf("action %v, want a read of the key", out.do.kind)
+	}
+	out = m.step(input{kind: inRead, now: now.Add(time.Millisecond), sent: now, err: errTest})
+	// The next read succeeds only past the predicted expiry: absent.
+	late := t0.Add(m.tm.ttl + time.Second)
+	m.step(input{kind: inRead, now: late, sent: late})
+	if m.view.State != KeyRemoved {
+		t.Fatalf("view %s after the late read, want removed (it vanished when the watch began empty)", m.view.describe())
+	}
+}

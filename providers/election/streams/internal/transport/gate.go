@@ -61,10 +61,9 @@ const maxInFlight = 64
 
 // gate admits a process's requests to the broker, at most limit at a time,
 // urgent ones first, each class in the order it came. A request whose turn
-// comes with less than a quarter of its time left, or less than twice what
-// requests take at the broker now, is not sent (ErrNotSent): sent, it
-// could time out there with its outcome unknown, and many requests that
-// waited together would.
+// comes with too little of its time left (see turn.leastLeft) is not sent
+// (ErrNotSent): sent, it could time out there with its outcome unknown,
+// and many requests that waited together would.
 type gate struct {
 	limit int
 
@@ -77,7 +76,7 @@ type gate struct {
 // turn is one request waiting at the gate.
 type turn struct {
 	deadline time.Time     // when its time runs out (zero: never)
-	minLeft  time.Duration // the least time left it is sent with
+	budget   time.Duration // its time left when it began to wait
 	granted  chan struct{}
 	done     bool // granted, refused or given up (under gate.mu)
 	refused  bool // its turn came too late to be sent
@@ -100,7 +99,7 @@ func (g *gate) enter(ctx context.Context, byDefault Priority) (func(), error) {
 	}
 	t := &turn{granted: make(chan struct{})}
 	t.deadline, _ = ctx.Deadline()
-	t.minLeft = time.Until(t.deadline) / 4
+	t.budget = time.Until(t.deadline)
 	g.waiting[p] = append(g.waiting[p], t)
 	g.mu.Unlock()
 	select {
@@ -120,6 +119,15 @@ func (g *gate) enter(ctx context.Context, byDefault Priority) (func(), error) {
 		}
 		return nil, fmt.Errorf("%w: %w", ErrNotSent, ctx.Err())
 	}
+}
+
+// leastLeft is the least time left a turn is sent with: a quarter of its
+// budget, or twice what requests took lately (took) but never more than
+// half its budget, so that a slow broker (or requests that timed out
+// there, which count in took) does not make the gate refuse every request
+// that had to wait, renewals included.
+func (t *turn) leastLeft(took time.Duration) time.Duration {
+	return max(t.budget/4, min(2*took, t.budget/2))
 }
 
 // leaveFunc returns the function that ends a turn granted now: it notes
@@ -156,7 +164,7 @@ func (g *gate) grantLocked() {
 			return
 		}
 		t.done = true
-		if !t.deadline.IsZero() && time.Until(t.deadline) < max(t.minLeft, 2*g.took) {
+		if !t.deadline.IsZero() && time.Until(t.deadline) < t.leastLeft(g.took) {
 			t.refused = true
 			close(t.granted)
 			continue

@@ -189,19 +189,16 @@ func TestGateUnderRaces(t *testing.T) {
 }
 
 // TestGateRefusesATurnThatCameTooLate: a request whose turn comes with
-// less time left than about twice what requests take at the broker now is
-// not sent, and fails at once with ErrNotSent rather than time out at the
-// broker with its outcome unknown; the turn goes to the next one.
+// less than a quarter of the time it had when it began to wait is not
+// sent, and fails at once with ErrNotSent rather than time out at the
+// broker with its outcome unknown; the turn goes to the next one. (Here
+// the request is made to look as if it had waited 8.5 s of 10.)
 func TestGateRefusesATurnThatCameTooLate(t *testing.T) {
 	g := &gate{limit: 1}
 	leave, err := g.enter(context.Background(), Routine)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.mu.Lock()
-	g.took = time.Second // requests take a second at the broker now
-	g.mu.Unlock()
-
 	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel()
 	late := make(chan error, 1)
@@ -213,9 +210,12 @@ func TestGateRefusesATurnThatCameTooLate(t *testing.T) {
 		late <- err
 	}()
 	eventually(t, 5*time.Second, "the request to wait", func() bool { return waiters(g, Routine) == 1 })
+	g.mu.Lock()
+	g.waiting[Routine][0].budget = 10 * time.Second
+	g.mu.Unlock()
 	next := enterAsync(t, context.Background(), g, Routine)
 	eventually(t, 5*time.Second, "the next request to wait", func() bool { return waiters(g, Routine) == 2 })
-	leave() // 1.5 s less a moment left: under 2 s
+	leave() // 1.5 s less a moment left: under a quarter of 10 s
 	select {
 	case err := <-late:
 		if !errors.Is(err, ErrNotSent) {
@@ -239,4 +239,59 @@ func TestGateRefusesATurnThatCameTooLate(t *testing.T) {
 	if g.inFlight != 0 {
 		t.Fatalf("%d in flight after every turn ended", g.inFlight)
 	}
+}
+
+// TestGateLeastLeft: the least time left a turn is sent with is a quarter
+// of its budget, or twice what requests took lately, but never more than
+// half its budget: a slow broker does not make the gate refuse everything.
+func TestGateLeastLeft(t *testing.T) {
+	for _, c := range []struct{ budget, took, want time.Duration }{
+		{4 * time.Second, 0, time.Second},
+		{4 * time.Second, 700 * time.Millisecond, 1400 * time.Millisecond},
+		{4 * time.Second, 3 * time.Second, 2 * time.Second},
+		{200 * time.Millisecond, time.Second, 100 * time.Millisecond},
+	} {
+		if got := (&turn{budget: c.budget}).leastLeft(c.took); got != c.want {
+			t.Errorf("budget %v, took %v: %v, want %v", c.budget, c.took, got, c.want)
+		}
+	}
+}
+
+// TestGateSlowBrokerStillServesUrgentFirst: once the moving average of
+// request times passes half a request's timeout (a broker slowed down, or
+// requests that timed out there), every request that has to wait for a
+// turn is refused at its turn, with most of its time left, urgent ones
+// included, while one that finds a free slot goes at once whatever its
+// class. A leader's renewal queued behind 64 reads is refused, and the read
+// arriving just after it takes the slot its refusal left.
+// Before leastLeft capped the bar at half a turn's budget, the renewal
+// was refused.
+func TestGateSlowBrokerStillServesUrgentFirst(t *testing.T) {
+	g := &gate{limit: 1}
+	timeout := time.Second
+	g.took = timeout * 6 / 10 // requests took 0.6 of a timeout lately
+	leave, err := g.enter(context.Background(), Routine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	u := enterAsync(t, ctx, g, Urgent)
+	eventually(t, 5*time.Second, "the renewal to wait", func() bool { return waiters(g, Urgent) == 1 })
+	leave() // a slot frees at once: the renewal has nearly all its time left
+	var urgent func()
+	select {
+	case urgent = <-u:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the renewal got no answer")
+	}
+	if urgent == nil {
+		// And a routine read now takes the free slot at once.
+		rl, rerr := g.enter(context.Background(), Routine)
+		if rerr == nil {
+			rl()
+		}
+		t.Fatalf("the renewal was refused with ~%v of its %v left (moving average %v); a read that came after it was let in: %v", timeout, timeout, g.took, rerr == nil)
+	}
+	urgent()
 }
