@@ -37,6 +37,21 @@ func waiters(g *gate, p Priority) int {
 	return n
 }
 
+// takeTurn waits for the turn c is granted and ends it, failing with
+// what if none comes.
+func takeTurn(t *testing.T, c <-chan func(), what string) {
+	t.Helper()
+	select {
+	case leave := <-c:
+		if leave == nil {
+			t.Fatalf("%s: the request failed", what)
+		}
+		leave()
+	case <-time.After(5 * time.Second):
+		t.Fatal(what)
+	}
+}
+
 func granted(c <-chan func()) (func(), bool) {
 	select {
 	case leave := <-c:
@@ -126,15 +141,7 @@ func TestGateRequestGivesUpUnsent(t *testing.T) {
 	next := enterAsync(t, context.Background(), g, Routine)
 	eventually(t, 5*time.Second, "the next request to wait", func() bool { return waiters(g, Routine) == 1 })
 	leave()
-	select {
-	case l := <-next:
-		if l == nil {
-			t.Fatal("the next request failed")
-		}
-		l()
-	case <-time.After(5 * time.Second):
-		t.Fatal("the turn given up was not handed on")
-	}
+	takeTurn(t, next, "the turn given up was not handed on")
 	if g.inFlight != 0 {
 		t.Fatalf("%d in flight after every turn ended", g.inFlight)
 	}
@@ -227,15 +234,7 @@ func TestGateRefusesATurnThatCameTooLate(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the late request was neither refused nor granted")
 	}
-	select {
-	case l := <-next:
-		if l == nil {
-			t.Fatal("the next request failed")
-		}
-		l()
-	case <-time.After(5 * time.Second):
-		t.Fatal("the refused turn was not handed on")
-	}
+	takeTurn(t, next, "the refused turn was not handed on")
 	if g.inFlight != 0 {
 		t.Fatalf("%d in flight after every turn ended", g.inFlight)
 	}
