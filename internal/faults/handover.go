@@ -38,15 +38,8 @@ func (h *harness) standby(leader *host) *host {
 // once, or, for hand-over-cut (the named host's links blackholed just
 // before), any other once the window has passed.
 func (h *harness) handOver(ctx context.Context, k Kind) error {
-	hs, last, ok := h.leader(ctx)
-	to := h.standby(hs)
-	if !ok || to == nil {
-		target := "(none)"
-		if to != nil {
-			target = to.identity
-		}
-		h.begin(k, target, "")
-		h.skip(k, target, "no leader writing, or no other host alive")
+	hs, last, to, ok := h.leaderAndStandby(ctx, k)
+	if !ok {
 		return nil
 	}
 	h.begin(k, to.identity, fmt.Sprintf("from %s (%s), token %d", hs.identity, hs.procName, last.Token))
@@ -68,19 +61,38 @@ func (h *harness) handOver(ctx context.Context, k Kind) error {
 		return nil
 	}
 	h.event(HarnessEvent{Ev: HvHandOver, Target: to.identity, Detail: leader})
-	wctx, cancel := context.WithTimeout(ctx, handOverWindow(h.cfg.TTL)+h.params.AllowedGap()+5*time.Second)
+	within := handOverWindow(h.cfg.TTL) + h.params.AllowedGap() + 5*time.Second
+	wctx, cancel := context.WithTimeout(ctx, within)
 	next, took := h.fence.AwaitAccepted(wctx, asked, func(w WriteRecord) bool { return w.Token > last.Token })
 	cancel()
 	heal()
 	switch {
 	case !took:
-		h.end(k, to.identity, "%s released; no new leader wrote within %v", leader, handOverWindow(h.cfg.TTL)+h.params.AllowedGap()+5*time.Second)
+		h.end(k, to.identity, "%s released; no new leader wrote within %v", leader, within)
 	case HostOf(next.Cand) == to.name:
 		h.end(k, to.identity, "%s released; %s wrote %v after the request", leader, next.Cand, time.Duration(next.At-asked).Round(time.Millisecond))
 	default:
 		h.end(k, to.identity, "%s released; fell back to %s, which wrote %v after the request", leader, next.Cand, time.Duration(next.At-asked).Round(time.Millisecond))
 	}
 	return nil
+}
+
+// leaderAndStandby returns the host leading (and its last write) and
+// another live host to move leadership to, for fault k; when there is no
+// such pair it records k as begun and skipped, and reports false.
+func (h *harness) leaderAndStandby(ctx context.Context, k Kind) (*host, WriteRecord, *host, bool) {
+	hs, last, ok := h.leader(ctx)
+	to := h.standby(hs)
+	if !ok || to == nil {
+		target := "(none)"
+		if to != nil {
+			target = to.identity
+		}
+		h.begin(k, target, "")
+		h.skip(k, target, "no leader writing, or no other host alive")
+		return nil, WriteRecord{}, nil, false
+	}
+	return hs, last, to, true
 }
 
 // requestHandOver asks the election's leader, over a connection of the
@@ -102,15 +114,8 @@ func (h *harness) requestHandOver(ctx context.Context, to string) (string, error
 // waits until one of its candidates leads: the leader hands over once its
 // term has lasted the minimum term.
 func (h *harness) priorityMove(ctx context.Context) error {
-	hs, last, ok := h.leader(ctx)
-	to := h.standby(hs)
-	if !ok || to == nil {
-		target := "(none)"
-		if to != nil {
-			target = to.identity
-		}
-		h.begin(PriorityMove, target, "")
-		h.skip(PriorityMove, target, "no leader writing, or no other host alive")
+	hs, last, to, ok := h.leaderAndStandby(ctx, PriorityMove)
+	if !ok {
 		return nil
 	}
 	top := 0
