@@ -46,18 +46,11 @@ func (e *elections) handOver(ctx context.Context, name, to string, force bool, w
 	if to == "" || strings.TrimSpace(to) != to || strings.ContainsFunc(to, func(r rune) bool { return r < ' ' || r == 0x7f }) {
 		return fmt.Errorf("--to %q is not a candidate's identity: give the identity a candidate runs as (`conclave election info %s` lists them)", to, name)
 	}
-	s, err := e.open(ctx, connectOptions{name: "conclave election stand-down --to"})
+	s, rec, err := e.openLed(ctx, "conclave election stand-down --to", name, "hand over")
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	rec, err := s.readElection(ctx, name)
-	if err != nil {
-		return err
-	}
-	if rec.State != streams.KeyHeld {
-		return fmt.Errorf("election %q has no leader to hand over: its key is %s (revision %d, %s)", name, stateText(rec), rec.Revision, ago(rec.Written, time.Now()))
-	}
 	if rec.Leader == to {
 		return fmt.Errorf("%s already leads %s: nothing to hand over (name another candidate with --to)", to, name)
 	}

@@ -102,22 +102,34 @@ type standDownJSON struct {
 	Bucket bucketRefJSON `json:"bucket"`
 }
 
+// openLed connects as command and reads election name, which must have a
+// leader to act on (what: "stand down", "hand over"); the caller closes
+// the session.
+func (e *elections) openLed(ctx context.Context, command, name, what string) (*session, record, error) {
+	s, err := e.open(ctx, connectOptions{name: command})
+	if err != nil {
+		return nil, record{}, err
+	}
+	rec, err := s.readElection(ctx, name)
+	if err == nil && rec.State != streams.KeyHeld {
+		err = fmt.Errorf("election %q has no leader to %s: its key is %s (revision %d, %s)", name, what, stateText(rec), rec.Revision, ago(rec.Written, time.Now()))
+	}
+	if err != nil {
+		s.Close()
+		return nil, record{}, err
+	}
+	return s, rec, nil
+}
+
 func (e *elections) standDown(ctx context.Context, name string, force bool, wait time.Duration, noWait, asJSON bool) error {
 	if err := validateElectionName(name); err != nil {
 		return err
 	}
-	s, err := e.open(ctx, connectOptions{name: "conclave election stand-down"})
+	s, rec, err := e.openLed(ctx, "conclave election stand-down", name, "stand down")
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	rec, err := s.readElection(ctx, name)
-	if err != nil {
-		return err
-	}
-	if rec.State != streams.KeyHeld {
-		return fmt.Errorf("election %q has no leader to stand down: its key is %s (revision %d, %s)", name, stateText(rec), rec.Revision, ago(rec.Written, time.Now()))
-	}
 	st, err := s.status(ctx)
 	if err != nil {
 		return err
