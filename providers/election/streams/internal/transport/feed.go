@@ -325,17 +325,12 @@ func (f *feed) streamReplaced(event string) {
 		// The consumer being made may be on the stream just deleted.
 		f.dirty = true
 	default:
+		gen := f.gen
 		h.mu.Unlock()
-		f.lost(f.genNow(), fmt.Errorf("the bucket's stream was %s", strings.ToLower(event)))
+		f.lost(gen, fmt.Errorf("the bucket's stream was %s", strings.ToLower(event)))
 		return
 	}
 	h.mu.Unlock()
-}
-
-func (f *feed) genNow() uint64 {
-	f.hub.mu.Lock()
-	defer f.hub.mu.Unlock()
-	return f.gen
 }
 
 // restart makes the consumer again, at most once a second, for a
