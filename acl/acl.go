@@ -43,11 +43,15 @@ type Permissions struct {
 	AllowResponses bool `json:"allow_responses"`
 }
 
-// CandidatesSubject and HandOverSubject are the subjects on which the
-// candidates of election key in bucket answer who is standing and their
-// leader takes requests to hand over (streams.CandidatesSubject and
+// CandidatesSubject, AnnounceSubject and HandOverSubject are the subjects on
+// which the candidates of election key in bucket answer who is standing,
+// announce themselves, and their leader takes requests to hand over
+// (streams.CandidatesSubject, streams.AnnounceSubject and
 // streams.HandOverSubject; this package does not import streams).
 func CandidatesSubject(bucket, key string) string { return "conclave.candidates." + bucket + "." + key }
+
+// AnnounceSubject: see CandidatesSubject.
+func AnnounceSubject(bucket, key string) string { return "conclave.announce." + bucket + "." + key }
 
 // HandOverSubject: see CandidatesSubject.
 func HandOverSubject(bucket, key string) string { return "conclave.handover." + bucket + "." + key }
@@ -61,15 +65,17 @@ func streamName(bucket string) string { return "KV_" + bucket }
 //
 // For each election pattern P the user may campaign in:
 //   - publish $KV.<bucket>.P: campaign, renew, release, stand down;
-//   - publish and subscribe conclave.candidates.<bucket>.P: stand, announce
-//     itself and answer who is standing (issue 19);
+//   - publish and subscribe conclave.candidates.<bucket>.P: ask who is
+//     standing (as a candidate wins) and answer it;
+//   - publish and subscribe conclave.announce.<bucket>.P: announce itself,
+//     and hear the others' announcements as leader;
 //   - publish and subscribe conclave.handover.<bucket>.P: ask the leader to
 //     hand over to a named candidate, and take such requests as leader;
 //   - answer requests (AllowResponses): the answers go to the asker's inbox.
 //
 // For each P the user may observe:
 //   - publish conclave.candidates.<bucket>.P: ask who is standing;
-//   - subscribe conclave.candidates.<bucket>.P: hear the candidates'
+//   - subscribe conclave.announce.<bucket>.P: hear the candidates'
 //     announcements, which an observer counts (streams.ObserveStanding);
 //     they say nothing that asking does not.
 //
@@ -110,12 +116,12 @@ func Compile(bucket, user string, g Grant) Permissions {
 	}
 	sub := []string{}
 	for _, p := range campaign {
-		pub = append(pub, kv+p, CandidatesSubject(bucket, p), HandOverSubject(bucket, p))
-		sub = append(sub, CandidatesSubject(bucket, p), HandOverSubject(bucket, p))
+		pub = append(pub, kv+p, CandidatesSubject(bucket, p), AnnounceSubject(bucket, p), HandOverSubject(bucket, p))
+		sub = append(sub, CandidatesSubject(bucket, p), AnnounceSubject(bucket, p), HandOverSubject(bucket, p))
 	}
 	for _, p := range observe {
 		pub = append(pub, CandidatesSubject(bucket, p))
-		sub = append(sub, CandidatesSubject(bucket, p))
+		sub = append(sub, AnnounceSubject(bucket, p))
 	}
 	for _, p := range append(slices.Clone(campaign), observe...) {
 		if p == ">" {

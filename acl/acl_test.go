@@ -79,15 +79,18 @@ func TestCompileMakesAllowListsOnly(t *testing.T) {
 		if ex.grant.Admin {
 			campaign = append(campaign, ">")
 		}
-		// Its inbox, the announcements of the bucket's stream, and for each
-		// election it campaigns in the candidates' and hand-over subjects.
+		// Its inbox, the announcements of the bucket's stream, for each
+		// election it observes the candidates' announcements, and for each
+		// it campaigns in the candidates', announcement and hand-over
+		// subjects.
 		allowedSub := []string{InboxPrefix(ex.user) + ".>", "$JS.EVENT.ADVISORY.STREAM.*.KV_" + bucket}
 		for _, o := range ex.grant.Observe {
-			allowedSub = append(allowedSub, CandidatesSubject(bucket, o))
+			allowedSub = append(allowedSub, AnnounceSubject(bucket, o))
 		}
 		for _, c := range campaign {
-			allowedSub = append(allowedSub, CandidatesSubject(bucket, c), HandOverSubject(bucket, c))
-			for _, want := range []string{CandidatesSubject(bucket, c), HandOverSubject(bucket, c)} {
+			standing := []string{CandidatesSubject(bucket, c), AnnounceSubject(bucket, c), HandOverSubject(bucket, c)}
+			allowedSub = append(allowedSub, standing...)
+			for _, want := range standing {
 				if !slices.Contains(p.Publish, want) || !slices.Contains(p.Subscribe, want) {
 					t.Errorf("%s campaigns in %s but may not publish and subscribe %s", ex.user, c, want)
 				}
@@ -101,7 +104,7 @@ func TestCompileMakesAllowListsOnly(t *testing.T) {
 		// Observers ask who stands and hear the announcements, and take
 		// no hand-over requests.
 		for _, o := range ex.grant.Observe {
-			if !slices.Contains(p.Publish, CandidatesSubject(bucket, o)) || !slices.Contains(p.Subscribe, CandidatesSubject(bucket, o)) {
+			if !slices.Contains(p.Publish, CandidatesSubject(bucket, o)) || !slices.Contains(p.Subscribe, AnnounceSubject(bucket, o)) {
 				t.Errorf("%s observes %s but may not ask who stands there, or hear the announcements", ex.user, o)
 			}
 			if !slices.Contains(campaign, o) && slices.Contains(p.Publish, HandOverSubject(bucket, o)) {

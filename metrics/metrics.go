@@ -15,15 +15,17 @@
 //	conclave_election_last_renewal_age_seconds  time since the last successful write, while leading
 //	conclave_election_candidates                candidates standing, by health="healthy" or "unhealthy", as this process hears their announcements
 //
-// conclave_election_candidates counts every candidate of the election, in
-// any process, this one's included: each process reports the same count,
-// so aggregate with max, not sum. A process reports it while one of its
-// candidates stands in the election, or while an observer given
-// streams.ObserveStanding and streams.ObserveWithRecorder follows it. A
-// candidate that stops leaves the count at once; one whose process dies,
-// within two and a half announcement intervals (two bucket TTLs each,
-// between 2 s and 2 min): 2.5 min at a TTL of 30 s. See
-// streams.StandingRecorder.
+// conclave_election_candidates counts candidates of the election, in any
+// process, this one's included, as this process hears them: the leader's
+// process and an observer given streams.ObserveStanding and
+// streams.ObserveWithRecorder hear every candidate's announcements; a
+// process whose candidate is a standby counts that candidate alone. So
+// aggregate with max, not sum: the max is the election's count. A process
+// reports it while one of its candidates stands in the election, or while
+// such an observer follows it. A candidate that stops leaves the count at
+// once; one whose process dies, within two and a half announcement
+// intervals (two bucket TTLs each, between 2 s and 2 min): 2.5 min at a
+// TTL of 30 s. See streams.StandingRecorder.
 package metrics
 
 import (
@@ -195,9 +197,8 @@ func (r *Recorder) StandingWithdrawn(key, reporter string) {
 }
 
 // standingCollector reports the candidates standing at scrape time: per
-// election, the count of the reporter that hears the most candidates
-// (every reporter of the process hears the same announcements; one that
-// joined lately may not have heard them all yet).
+// election, the count of the reporter that hears the most candidates (a
+// leader or an observer hears them all, a standby counts itself).
 type standingCollector struct{ r *Recorder }
 
 func (c standingCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.r.standing }

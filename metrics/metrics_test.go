@@ -270,8 +270,9 @@ func awaitCandidates(t *testing.T, reg *prometheus.Registry, who string, healthy
 }
 
 // TestCandidatesGaugeFollowsTheCandidates: conclave_election_candidates
-// counts the candidates of every process by health, in a process with a
-// candidate and in one that only observes: joining, turning unhealthy,
+// counts the candidates of every process by health, in the leader's
+// process and in one that only observes (a standby's process counts its
+// own candidate): joining, turning unhealthy,
 // dying without a word (within the announcement expiry, 5 s at TTL 1 s),
 // stopping; it is gone from a process whose last candidate stopped.
 func TestCandidatesGaugeFollowsTheCandidates(t *testing.T) {
@@ -327,9 +328,12 @@ func TestCandidatesGaugeFollowsTheCandidates(t *testing.T) {
 	go func() { ran <- obs.Run(ctx) }()
 	awaitCandidates(t, reg3, "the observing process", 3, 0)
 
+	// n2's process, of a standby, counts n2 alone.
+	awaitCandidates(t, reg2, "n2's process", 1, 0)
+
 	sick.Store(true)
 	awaitCandidates(t, reg1, "n1's process", 2, 1)
-	awaitCandidates(t, reg2, "n2's process", 2, 1)
+	awaitCandidates(t, reg2, "n2's process", 0, 1)
 	awaitCandidates(t, reg3, "the observing process", 2, 1)
 
 	// n3's process dies: its connection closes without a word.

@@ -64,6 +64,8 @@ type config struct {
 	lanes     int // crash failovers measured at once, each on a key of its own
 	window    time.Duration
 	standbys  []int
+	fleet     int           // elections of the announcement-cost fleet, each with three candidates
+	fleetTTL  time.Duration // its bucket TTL
 }
 
 // durations is a flag.Value holding a comma-separated list of durations.
@@ -104,6 +106,8 @@ func run() error {
 	flag.IntVar(&cfg.failovers, "failovers", 20, "crash failovers per TTL")
 	flag.IntVar(&cfg.lanes, "lanes", 4, "crash failovers measured at once, each in an election of its own")
 	flag.DurationVar(&cfg.window, "window", 10*time.Second, "steady-state measuring window")
+	flag.IntVar(&cfg.fleet, "fleet", 10000, "elections, of three candidates each, over which the cost of who is standing's announcements is measured (0: skip)")
+	flag.DurationVar(&cfg.fleetTTL, "fleet-ttl", 30*time.Second, "bucket TTL of the announcement-cost fleet")
 	secure := flag.Bool("secure", false, "measure on a broker with mutual TLS and per-user permissions, as Conclave's broker configures a secure one")
 	compare := flag.Bool("compare", false, "measure a plain and a secure broker (-secure) interleaved, and print the ratios secure/plain")
 	flag.Parse()
@@ -120,6 +124,8 @@ func run() error {
 		quickly("failovers", func() { cfg.failovers = 5 })
 		quickly("window", func() { cfg.window = 3 * time.Second })
 		quickly("failover-ttls", func() { failTTLs = durations{time.Second} })
+		quickly("fleet", func() { cfg.fleet = 200 })
+		quickly("fleet-ttl", func() { cfg.fleetTTL = 3 * time.Second })
 	}
 	cfg.failTTLs = failTTLs
 	if cfg.ttl < bucket.MinTTL {
@@ -127,6 +133,9 @@ func run() error {
 	}
 	if cfg.firsts < 1 || cfg.handoffs < 1 || cfg.failovers < 1 || cfg.lanes < 1 || len(cfg.failTTLs) == 0 {
 		return errors.New("-firsts, -handoffs, -failovers and -lanes must be at least 1, and -failover-ttls not empty")
+	}
+	if cfg.fleet < 0 || cfg.fleetTTL < bucket.MinTTL {
+		return fmt.Errorf("-fleet must be 0 or more and -fleet-ttl at least the broker's minimum, %v", bucket.MinTTL)
 	}
 
 	modes := []bool{*secure}
@@ -164,6 +173,7 @@ type results struct {
 	first, handoff []time.Duration
 	named          []time.Duration // named hand-overs: HandOver until the named candidate's OnWon
 	steady         [][3]float64    // by cfg.standbys: key writes, messages in, messages out per second
+	fleet          [2]fleetCost    // the fleet without, then with, who is standing
 	fail, sinceW   [][]time.Duration
 }
 
@@ -248,7 +258,7 @@ func (b *bench) close() {
 // them phase by phase, and splits time to first leader and handoffs into
 // rounds in the order ABBA, so that drift in the machine's speed falls on
 // both alike.
-func measure(cfg config, runs []*bench) error {
+func measure(cfg config, runs []*bench) (err error) {
 	const rounds = 4
 	order := func(round int) []*bench {
 		if len(runs) == 2 && (round%4 == 1 || round%4 == 2) {
@@ -291,6 +301,15 @@ func measure(cfg config, runs []*bench) error {
 				return err
 			}
 			b.res.steady = append(b.res.steady, [3]float64{w, in, out})
+		}
+	}
+	if cfg.fleet > 0 {
+		for i, standing := range []bool{false, true} {
+			for _, b := range order(i) {
+				if b.res.fleet[i], err = b.fleetCost(standing); err != nil {
+					return fmt.Errorf("announcement cost (%s): %w", b.mode, err)
+				}
+			}
 		}
 	}
 	for i, ttl := range cfg.failTTLs {
@@ -365,6 +384,10 @@ func (b *bench) print() {
 	fmt.Println("|---|---|---|---|")
 	for i, n := range cfg.standbys {
 		fmt.Printf("| %d | %.2f | %.2f | %.2f |\n", n, r.steady[i][0], r.steady[i][1], r.steady[i][2])
+	}
+
+	if cfg.fleet > 0 {
+		b.printFleet()
 	}
 
 	fmt.Printf("\nCrash failover (the leader's connection closed without a release → a standby's OnWon), %d per TTL, %d at a time; target: max within TTL + %v:\n\n",

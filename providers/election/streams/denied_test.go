@@ -28,7 +28,7 @@ func appPermissions(writeKeys bool) *server.Permissions {
 	sub := []string{"_INBOX.app.>"}
 	if writeKeys {
 		// Campaigning, and who is standing, as a Conclave broker grants them.
-		standing := []string{"conclave.candidates." + bucketName + ".app.>", "conclave.handover." + bucketName + ".app.>"}
+		standing := []string{"conclave.candidates." + bucketName + ".app.>", "conclave.announce." + bucketName + ".app.>", "conclave.handover." + bucketName + ".app.>"}
 		allow = append(append(allow, "$KV."+bucketName+".app.>"), standing...)
 		sub = append(sub, standing...)
 	}

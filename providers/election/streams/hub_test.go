@@ -262,7 +262,7 @@ func TestPrefixConsumerRefusedByPermissionsFallsBackToOnePerKey(t *testing.T) {
 		allow = append(allow, fmt.Sprintf("$JS.API.CONSUMER.CREATE.%s.*.$KV.%s.app.e%02d", stream, bucketName, i))
 	}
 	// Who is standing, as a Conclave broker grants it for app.>.
-	standing := []string{"conclave.candidates." + bucketName + ".app.>", "conclave.handover." + bucketName + ".app.>"}
+	standing := []string{"conclave.candidates." + bucketName + ".app.>", "conclave.announce." + bucketName + ".app.>", "conclave.handover." + bucketName + ".app.>"}
 	srv, _, adminNC := permissionServer(t, &server.Permissions{
 		Publish:   &server.SubjectPermission{Allow: append(allow, standing...)},
 		Subscribe: &server.SubjectPermission{Allow: append([]string{"_INBOX.>"}, standing...)},

@@ -352,10 +352,10 @@ func (o *Observer) getTTL() time.Duration {
 func (o *Observer) followStanding(ctx context.Context) {
 	nc, bucket := o.opts.standing, o.bucket.Bucket()
 	wake := make(chan struct{}, 1)
-	sub, err := nc.Subscribe(CandidatesSubject(bucket, o.key), func(m *nats.Msg) {
+	sub, err := nc.Subscribe(AnnounceSubject(bucket, o.key), func(m *nats.Msg) {
 		var c Candidate
-		if m.Reply != "" || json.Unmarshal(m.Data, &c) != nil || c.Identity == "" {
-			return // a question, or not an announcement
+		if json.Unmarshal(m.Data, &c) != nil || c.Identity == "" {
+			return // not an announcement
 		}
 		o.standing.learn(time.Now(), c)
 		select {

@@ -29,14 +29,14 @@ type StartRecorder interface {
 }
 
 // StandingRecorder is a Recorder that is also told how many candidates
-// stand in the election, as a candidate or an observer hears their
+// stand in the election, as a leader or an observer hears their
 // announcements (see Candidate): healthy and unhealthy, the candidate
-// itself included. It costs no request: the candidate counts the
-// announcements it hears anyway, and forgets a candidate silent for two
-// and a half announcement intervals (two TTLs each, between 2s and 2
-// min).
-// A newcomer of the default rank hears of the candidates that stood
-// before it within one interval.
+// itself included. Only the leader hears the others, so a standby counts
+// itself alone: the most any reporter counts is the election's count. It
+// costs no request but the one a candidate makes as it wins: the leader
+// counts the announcements it hears anyway, and forgets a candidate
+// silent for two and a half announcement intervals (two TTLs each,
+// between 2s and 2 min).
 //
 // reporter names who counts: the candidate's identity, or "observer" and
 // a number unique in the process for an Observer given

@@ -33,28 +33,38 @@ type Candidate struct {
 	Leaving bool `json:"leaving,omitempty"`
 }
 
-// Who is standing costs the broker little: each candidate subscribes to
-// its election's candidates subject, answers requests there with its
-// Candidate, and publishes it there when it starts, when its health
-// changes, as it stops, and again once per announcement interval (two
-// bucket TTLs, between 2s and 2 min), so that those who hear it can count
-// it and forget it when its process dies without a word. The candidates
-// of a process announce themselves together (see nextAnnouncement).
-// Nothing of it is in the election bucket, which Choria's tools list; it
-// needs no JetStream, and dies with the process: a candidate that does not
-// answer is not standing, and one not heard from within the announcement
-// expiry is no longer counted.
+// Who is standing costs the broker little, and grows with the candidates
+// of an election, not with their square. Each candidate subscribes to its
+// election's candidates subject and answers the requests there (Standing)
+// with its Candidate. It announces itself on the announcement subject when
+// it starts, when its health changes, as it stops, and again once per
+// announcement interval (two bucket TTLs, between 2s and 2 min), so that
+// those who hear it can count it and forget it when its process dies
+// without a word. Only the leader listens there, with the observers that
+// count candidates: a leader is the one that moves leadership, and a
+// standby has nothing to do with who stands. A candidate that wins asks
+// who is standing once, since the others' next announcements may be an
+// interval away. The leader alone also takes hand-over requests. The
+// candidates of a process announce themselves together (see
+// nextAnnouncement). Nothing of it is in the election bucket, which
+// Choria's tools list; it needs no JetStream, and dies with the process: a
+// candidate that does not answer is not standing, and one not heard from
+// within the announcement expiry is no longer counted.
 
 // announceEvery is how often a running candidate announces itself again,
 // for a bucket TTL ttl: every two TTLs, between 2s and 2 min. A steady
 // fleet of three candidates per election then sends 1.5 announcements per
 // election per TTL, half the renewals its leaders write, as core NATS
-// messages, which the broker neither stores nor syncs: at 10,000
-// elections x 3 at TTL 30s, once a TTL cost the broker about 10% more CPU
-// than the election alone (BENCHMARKS.md).
+// messages, which the broker neither stores nor syncs and delivers to the
+// leader alone (BENCHMARKS.md gives their cost).
 func announceEvery(ttl time.Duration) time.Duration {
 	return clamp(2*ttl, 2*time.Second, 2*time.Minute)
 }
+
+// AnnouncementInterval is how often a running candidate announces itself
+// to its election's leader and observers, for a bucket TTL ttl: every two
+// TTLs, between 2s and 2 min.
+func AnnouncementInterval(ttl time.Duration) time.Duration { return announceEvery(ttl) }
 
 // announceExpiry is how long a candidate not heard from is still counted:
 // two and a half announcement intervals, so that one lost or late
@@ -96,9 +106,8 @@ type roll struct {
 
 func newRoll() *roll { return &roll{heard: map[string]heard{}} }
 
-// learn notes what candidates said of themselves at now, and reports
-// whether one of them was not on the roll.
-func (r *roll) learn(now time.Time, cs ...Candidate) (newcomer bool) {
+// learn notes what candidates said of themselves at now.
+func (r *roll) learn(now time.Time, cs ...Candidate) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, c := range cs {
@@ -106,12 +115,8 @@ func (r *roll) learn(now time.Time, cs ...Candidate) (newcomer bool) {
 			delete(r.heard, c.Identity)
 			continue
 		}
-		if _, ok := r.heard[c.Identity]; !ok {
-			newcomer = true
-		}
 		r.heard[c.Identity] = heard{Candidate: c, at: now}
 	}
-	return newcomer
 }
 
 // reset forgets every candidate.
@@ -176,8 +181,12 @@ func sortCandidates(cs []Candidate) {
 type standingCount struct{ healthy, unhealthy int }
 
 // CandidatesSubject is the subject on which the candidates of election key
-// in bucket announce themselves and answer who is standing.
+// in bucket answer who is standing.
 func CandidatesSubject(bucket, key string) string { return "conclave.candidates." + bucket + "." + key }
+
+// AnnounceSubject is the subject on which the candidates of election key in
+// bucket announce themselves, to its leader and to observers.
+func AnnounceSubject(bucket, key string) string { return "conclave.announce." + bucket + "." + key }
 
 // HandOverSubject is the subject on which the leader of election key in
 // bucket takes requests to hand over (see RequestHandOver).
@@ -271,8 +280,9 @@ func RequestHandOver(ctx context.Context, nc *nats.Conn, bucket, key, to string)
 	return ans.Leader, nil
 }
 
-// steward announces a running candidate, answers who is standing and
-// hand-over requests, runs its health check, and moves leadership where it
+// steward announces a running candidate, answers who is standing, runs
+// its health check, and, while the candidate leads, hears the others'
+// announcements, takes hand-over requests and moves leadership where it
 // should go: a leader hands over to a healthy candidate of a higher
 // priority, or, while unhealthy itself, to any healthy candidate, once its
 // term has lasted the minimum term. Equal priorities never move, so
@@ -291,16 +301,18 @@ type steward struct {
 	cancel   context.CancelFunc
 	finished chan struct{}
 
-	known *roll         // the other candidates, as they last announced themselves or answered
+	known *roll         // while leading: the other candidates, as they last announced themselves or answered
 	wake  chan struct{} // something changed that may call for a move or a new count
 
 	mu      sync.Mutex
 	healthy bool
-	subs    []*nats.Subscription
+	hearing *Term // the term whose announcements the roll takes in; nil while a standby
 
 	// Only run's goroutine uses these.
-	counted  bool          // a StandingRecorder has been told a count
-	reported standingCount // what it was told last
+	leading    *Term                // the term the leader's subscriptions serve; nil while a standby
+	leaderSubs []*nats.Subscription // announcements and hand-over requests, while leading
+	counted    bool                 // a StandingRecorder has been told a count
+	reported   standingCount        // what it was told last
 }
 
 func newSteward(e *Election, nc *nats.Conn, bucket string) *steward {
@@ -337,30 +349,16 @@ func (s *steward) stop() {
 func (s *steward) run(ctx context.Context) {
 	e := s.e
 	log := e.opts.log
-	candidates, err := s.nc.Subscribe(CandidatesSubject(s.bucket, e.key), s.onCandidates)
+	candidates, err := s.nc.Subscribe(CandidatesSubject(s.bucket, e.key), s.onQuestion)
 	if err != nil {
 		log.Warnf("election %s: cannot answer who is standing: %v", e.key, err)
-	} else {
-		s.subs = append(s.subs, candidates)
-	}
-	handOver, err := s.nc.Subscribe(HandOverSubject(s.bucket, e.key), func(m *nats.Msg) { go s.onHandOver(ctx, m) })
-	if err != nil {
-		log.Warnf("election %s: cannot take hand-over requests: %v", e.key, err)
-	} else {
-		s.subs = append(s.subs, handOver)
 	}
 	s.announce(false)
-	if s.ranked() {
-		// Those who stood before us: a candidate of a set priority or
-		// health may have to move leadership for them.
-		if standing, err := Standing(ctx, s.nc, s.bucket, e.key, 0); err == nil {
-			s.learn(standing...)
-		}
-	}
 	defer func() {
-		for _, sub := range s.subs {
-			_ = sub.Unsubscribe()
+		if candidates != nil {
+			_ = candidates.Unsubscribe()
 		}
+		s.follow(ctx, nil)
 		s.announce(true)
 		if s.counted {
 			s.e.opts.recorder.(StandingRecorder).StandingWithdrawn(e.key, e.identity)
@@ -382,10 +380,18 @@ func (s *steward) run(ctx context.Context) {
 	defer expire.Stop()
 	var moveAt <-chan time.Time
 	for {
+		s.follow(ctx, e.Term())
+		if wait := s.considerMove(ctx); wait > 0 {
+			moveAt = time.After(wait)
+		}
 		if next := s.known.expire(time.Now(), announceExpiry(e.ttl())); !next.IsZero() {
 			expire.Reset(time.Until(next))
 		}
 		s.report()
+		var ended <-chan struct{}
+		if s.leading != nil {
+			ended = s.leading.Done()
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -397,16 +403,53 @@ func (s *steward) run(ctx context.Context) {
 		case <-expire.C:
 		case <-s.wake:
 		case <-moveAt:
-		}
-		moveAt = nil
-		if wait := s.considerMove(ctx); wait > 0 {
-			moveAt = time.After(wait)
+			moveAt = nil
+		case <-ended:
 		}
 	}
 }
 
+// follow holds the leader's subscriptions while term is valid, and drops
+// them, with what they told, once it is not: the announcements of the
+// other candidates and the hand-over requests. A new term asks who is
+// standing, as the others' next announcements may be an interval away.
+func (s *steward) follow(ctx context.Context, term *Term) {
+	if term != nil && !term.Valid() {
+		term = nil
+	}
+	if term == s.leading {
+		return
+	}
+	for _, sub := range s.leaderSubs {
+		_ = sub.Unsubscribe()
+	}
+	s.leaderSubs, s.leading = nil, term
+	s.mu.Lock()
+	s.hearing = term // a late announcement of a past term is not taken in
+	s.known.reset()
+	s.mu.Unlock()
+	if term == nil || ctx.Err() != nil {
+		return
+	}
+	e := s.e
+	if sub, err := s.nc.Subscribe(AnnounceSubject(s.bucket, e.key), func(m *nats.Msg) { s.onAnnouncement(term, m) }); err != nil {
+		e.opts.log.Warnf("election %s: cannot hear the candidates' announcements: %v", e.key, err)
+	} else {
+		s.leaderSubs = append(s.leaderSubs, sub)
+	}
+	if sub, err := s.nc.Subscribe(HandOverSubject(s.bucket, e.key), func(m *nats.Msg) { go s.onHandOver(ctx, m) }); err != nil {
+		e.opts.log.Warnf("election %s: cannot take hand-over requests: %v", e.key, err)
+	} else {
+		s.leaderSubs = append(s.leaderSubs, sub)
+	}
+	if standing, err := Standing(ctx, s.nc, s.bucket, e.key, 0); err == nil {
+		s.learn(standing...)
+	}
+}
+
 // report tells a StandingRecorder how many candidates stand, this one
-// included, when that changed. It runs on run's goroutine only, holding
+// included, when that changed: a leader counts every candidate it hears
+// of, a standby itself alone. It runs on run's goroutine only, holding
 // no lock, so that counts reach the recorder in order.
 func (s *steward) report() {
 	if _, ok := s.e.opts.recorder.(StandingRecorder); !ok {
@@ -445,38 +488,37 @@ func (s *steward) announce(leaving bool) {
 	c := s.self()
 	c.Leaving = leaving
 	body, _ := json.Marshal(c)
-	_ = s.nc.Publish(CandidatesSubject(s.bucket, s.e.key), body)
+	_ = s.nc.Publish(AnnounceSubject(s.bucket, s.e.key), body)
 }
 
-// onCandidates answers who is standing, and takes in other candidates'
-// announcements: one of a higher priority may call for a move.
-func (s *steward) onCandidates(m *nats.Msg) {
-	if m.Reply != "" {
-		body, _ := json.Marshal(s.self())
-		_ = m.Respond(body)
+// onQuestion answers who is standing.
+func (s *steward) onQuestion(m *nats.Msg) {
+	if m.Reply == "" {
 		return
 	}
-	var c Candidate
-	if json.Unmarshal(m.Data, &c) == nil && c.Identity != "" && c.Identity != s.e.identity {
-		if s.learn(c) && s.ranked() {
-			s.announce(false) // so that a newcomer that leads learns of us
-		}
-		s.poke() // a new count, and for a leader maybe a move
-	}
+	body, _ := json.Marshal(s.self())
+	_ = m.Respond(body)
 }
 
-// ranked reports whether the candidate has a priority or a health check
-// set: only such candidates ask who stands as they start, and announce
-// themselves again to newcomers. Candidates of the default rank never
-// move leadership among themselves, so a fleet of them costs one
-// announcement each as it starts, and nothing more.
-func (s *steward) ranked() bool { return s.e.opts.priority != 0 || s.e.opts.healthCheck != nil }
+// onAnnouncement takes in another candidate's announcement heard during
+// term: a new count, and maybe a move.
+func (s *steward) onAnnouncement(term *Term, m *nats.Msg) {
+	var c Candidate
+	if json.Unmarshal(m.Data, &c) != nil || c.Identity == "" || c.Identity == s.e.identity {
+		return
+	}
+	s.mu.Lock()
+	if s.hearing == term {
+		s.known.learn(time.Now(), c)
+	}
+	s.mu.Unlock()
+	s.poke()
+}
 
-// learn notes what other candidates said of themselves, and reports
-// whether one of them is new to this candidate.
-func (s *steward) learn(cs ...Candidate) (newcomer bool) {
+// learn notes what other candidates said of themselves.
+func (s *steward) learn(cs ...Candidate) {
 	others := slices.DeleteFunc(slices.Clone(cs), func(c Candidate) bool { return c.Identity == s.e.identity })
-	return s.known.learn(time.Now(), others...)
+	s.known.learn(time.Now(), others...)
 }
 
 // betterKnown reports whether a candidate self should hand over to may be

@@ -55,11 +55,12 @@ func (r *countRecorder) await(t *testing.T, within time.Duration, reporter strin
 	})
 }
 
-// TestCandidatesAreCounted: a candidate's StandingRecorder and an observer
+// TestCandidatesAreCounted: the leader's StandingRecorder and an observer
 // given ObserveStanding count the candidates standing, by health, from
 // their announcements: joining, turning unhealthy, stopping (at once), and
 // a process gone without a word (within the announcement expiry, not at
-// once); a stopped reporter withdraws its count.
+// once); a standby counts itself alone; a stopped reporter withdraws its
+// count.
 func TestCandidatesAreCounted(t *testing.T) {
 	const ttl = time.Second // announcements every 2s, expiry 5s
 	ts := newTestServer(t)
@@ -79,9 +80,10 @@ func TestCandidatesAreCounted(t *testing.T) {
 	cConn := connect(t, ts.url())
 	runElectionAllowing(t, mustElection(t, "c", "counted", openBucket(t, cConn), WithRecorder(rec)), nats.ErrConnectionClosed)
 	rec.await(t, 5*time.Second, "a", standingCount{3, 0})
-	// c, of the default rank, started last: it hears of a and b from
-	// their next announcements, within one interval.
-	rec.await(t, announceEvery(ttl)+2*time.Second, "c", standingCount{3, 0})
+	// Standbys hear no announcements: each counts itself alone, so the
+	// most any reporter counts is the election's count.
+	rec.await(t, 5*time.Second, "b", standingCount{1, 0})
+	rec.await(t, 5*time.Second, "c", standingCount{1, 0})
 
 	obsConn := connect(t, ts.url())
 	obs, err := NewObserver("counted", openBucket(t, obsConn), ObserveStanding(obsConn), ObserveWithRecorder(rec))
@@ -99,6 +101,7 @@ func TestCandidatesAreCounted(t *testing.T) {
 
 	bSick.Store(true)
 	rec.await(t, 5*time.Second, "a", standingCount{2, 1})
+	rec.await(t, 5*time.Second, "b", standingCount{0, 1})
 	rec.await(t, 5*time.Second, observer, standingCount{2, 1})
 	cs := obs.Candidates()
 	if len(cs) != 3 || cs[0].Identity != "a" || cs[1].Identity != "b" || cs[1].Healthy || cs[2].Identity != "c" {

@@ -3,9 +3,13 @@ package streams
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // TestWhoIsStanding: each running candidate answers who is standing with
@@ -137,4 +141,101 @@ func TestRequestHandOverReachesTheLeader(t *testing.T) {
 	if _, err := RequestHandOver(ctx, nc, bucketName, "nobody-runs-this", "c"); !errors.Is(err, ErrNoLeaderAnswered) {
 		t.Fatalf("RequestHandOver to an election without a leader = %v, want ErrNoLeaderAnswered", err)
 	}
+}
+
+// subscribers returns how many subscriptions on ts's broker match subject.
+func subscribers(t *testing.T, ts *testServer, subject string) int {
+	t.Helper()
+	ts.mu.Lock()
+	srv := ts.srv
+	ts.mu.Unlock()
+	sz, err := srv.Subsz(&server.SubszOptions{Subscriptions: true, Test: subject, Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sz.Total
+}
+
+// TestOnlyTheLeaderHearsAnnouncements: of five candidates, each on a
+// connection of its own, all answer who is standing, and only the leader
+// subscribes to the announcements and the hand-over requests, so that an
+// announcement costs one delivery, not one per candidate; the next leader
+// takes the subscriptions over as the first stops.
+func TestOnlyTheLeaderHearsAnnouncements(t *testing.T) {
+	ts := newTestServer(t)
+	kv := createBucket(t, connect(t, ts.url()), bucketConfig(3*time.Second))
+	rec := newRecorder()
+	stop := map[string]func(){}
+	for i := range 5 {
+		id := fmt.Sprintf("c%d", i)
+		stop[id] = runElection(t, mustElection(t, id, "heard", openBucketOrFirst(t, ts, kv, i), rec.options(id)...))
+		if i == 0 {
+			rec.waitFor(t, 5*time.Second, "c0 to lead", func(evs []event) bool { return wins(evs, "c0") == 1 })
+		}
+	}
+	expect := func(when string, standing int) {
+		t.Helper()
+		eventually(t, 5*time.Second, fmt.Sprintf("%s: %d answering, one hearing announcements and hand-over requests", when, standing), func() bool {
+			return subscribers(t, ts, CandidatesSubject(bucketName, "heard")) == standing &&
+				subscribers(t, ts, AnnounceSubject(bucketName, "heard")) == 1 &&
+				subscribers(t, ts, HandOverSubject(bucketName, "heard")) == 1
+		})
+		// And it stays so: standbys do not subscribe later.
+		time.Sleep(300 * time.Millisecond)
+		if n := subscribers(t, ts, AnnounceSubject(bucketName, "heard")); n != 1 {
+			t.Fatalf("%s: %d subscriptions hear the announcements, want the leader's alone", when, n)
+		}
+	}
+	expect("c0 leading", 5)
+	stop["c0"]()
+	rec.waitFor(t, 5*time.Second, "another to lead", func(evs []event) bool { return wins(evs, "") == 2 })
+	expect("after c0 stopped", 4)
+	checkHistory(t, rec.snapshot())
+}
+
+// openBucketOrFirst returns kv for the first candidate and the bucket on
+// a connection of its own for the others.
+func openBucketOrFirst(t *testing.T, ts *testServer, kv jetstream.KeyValue, i int) jetstream.KeyValue {
+	t.Helper()
+	if i == 0 {
+		return kv
+	}
+	return openBucket(t, connect(t, ts.url()))
+}
+
+// TestANewLeaderLearnsWhoStandsAtOnce: a candidate that wins asks who is
+// standing, rather than wait up to an announcement interval for the
+// others' next announcements, so that a better-ranked candidate that
+// stood through the previous term is handed the election within the
+// new leader's minimum term, well within one interval (20s here).
+func TestANewLeaderLearnsWhoStandsAtOnce(t *testing.T) {
+	const ttl = 10 * time.Second
+	ts := newTestServer(t)
+	kv := createBucket(t, connect(t, ts.url()), bucketConfig(ttl))
+	rec := newRecorder()
+	// a leads and never moves of itself: its minimum term outlasts the test.
+	a := mustElection(t, "a", "relearn", kv, append(rec.options("a"), WithMinTerm(time.Hour))...)
+	runElection(t, a)
+	rec.waitFor(t, 5*time.Second, "a to lead", func(evs []event) bool { return wins(evs, "a") == 1 })
+	// b, of a short minimum term, and c, preferred, join; c's announcement
+	// reaches a alone.
+	runElection(t, mustElection(t, "b", "relearn", openBucket(t, connect(t, ts.url())), append(rec.options("b"), WithMinTerm(200*time.Millisecond))...))
+	runElection(t, mustElection(t, "c", "relearn", openBucket(t, connect(t, ts.url())), append(rec.options("c"), WithPriority(5))...))
+	asker := connect(t, ts.url())
+	eventually(t, 5*time.Second, "b and c to stand", func() bool {
+		got, err := Standing(context.Background(), asker, bucketName, "relearn", 0)
+		return err == nil && len(got) == 3
+	})
+	// a hands over to b by name; b, having asked who stands as it won,
+	// hands over to c once its minimum term has passed.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := a.HandOver(ctx, "b"); err != nil {
+		t.Fatalf("a's hand-over to b: %v", err)
+	}
+	rec.waitFor(t, 5*time.Second, "b to lead", func(evs []event) bool { return wins(evs, "b") == 1 })
+	bWon := time.Now()
+	rec.waitFor(t, 3*time.Second, "c, preferred, to lead within 3s of b's win (an announcement interval is 20s)", func(evs []event) bool { return wins(evs, "c") == 1 })
+	t.Logf("c led %v after b won", time.Since(bWon).Round(time.Millisecond))
+	checkHistory(t, rec.snapshot())
 }
