@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -43,8 +44,8 @@ type Candidate struct {
 // without a word. Only the leader listens there, with the observers that
 // count candidates: a leader is the one that moves leadership, and a
 // standby has nothing to do with who stands. A candidate that wins asks
-// who is standing once, since the others' next announcements may be an
-// interval away. The leader alone also takes hand-over requests. The
+// who is standing once, within half its minimum term (askDelay), since
+// the others' next announcements may be an interval away. The leader alone also takes hand-over requests. The
 // candidates of a process announce themselves together (see
 // nextAnnouncement). Nothing of it is in the election bucket, which
 // Choria's tools list; it needs no JetStream, and dies with the process: a
@@ -195,6 +196,10 @@ func HandOverSubject(bucket, key string) string { return "conclave.handover." + 
 // standingWait is how long Standing collects answers by default.
 const standingWait = 250 * time.Millisecond
 
+// standingAnswers is how many answers to one question may wait to be
+// read; more at once are dropped by the connection (a slow consumer).
+const standingAnswers = 1024
+
 // Standing asks who is standing in election key of bucket over nc: the
 // candidates that answer within wait (0: 250ms), sorted by priority, best
 // first, then by identity. Candidates of older versions, and Choria's, do
@@ -203,8 +208,13 @@ func Standing(ctx context.Context, nc *nats.Conn, bucket, key string, wait time.
 	if wait <= 0 {
 		wait = standingWait
 	}
+	// Answers arrive on a channel of our own: a synchronous subscription
+	// would allocate one of nats.go's default length (65,536 slots, 512
+	// KB) per question, which thousands of winners asking at once made a
+	// storm of garbage.
 	inbox := nc.NewRespInbox()
-	sub, err := nc.SubscribeSync(inbox)
+	answers := make(chan *nats.Msg, standingAnswers)
+	sub, err := nc.ChanSubscribe(inbox, answers)
 	if err != nil {
 		return nil, fmt.Errorf("election %s: asking who is standing: %w", key, err)
 	}
@@ -212,17 +222,20 @@ func Standing(ctx context.Context, nc *nats.Conn, bucket, key string, wait time.
 	if err := nc.PublishRequest(CandidatesSubject(bucket, key), inbox, nil); err != nil {
 		return nil, fmt.Errorf("election %s: asking who is standing: %w", key, err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
 	seen := map[string]Candidate{}
-	for {
-		msg, err := sub.NextMsgWithContext(ctx)
-		if err != nil {
-			break
-		}
-		var c Candidate
-		if json.Unmarshal(msg.Data, &c) == nil && c.Identity != "" {
-			seen[c.Identity] = c
+	for collecting := true; collecting; {
+		select {
+		case msg := <-answers:
+			var c Candidate
+			if json.Unmarshal(msg.Data, &c) == nil && c.Identity != "" {
+				seen[c.Identity] = c
+			}
+		case <-timer.C:
+			collecting = false
+		case <-ctx.Done():
+			collecting = false
 		}
 	}
 	out := make([]Candidate, 0, len(seen))
@@ -378,9 +391,13 @@ func (s *steward) run(ctx context.Context) {
 	expire := time.NewTimer(time.Hour)
 	expire.Stop()
 	defer expire.Stop()
-	var moveAt <-chan time.Time
+	var moveAt, ask <-chan time.Time
 	for {
-		s.follow(ctx, e.Term())
+		if s.follow(ctx, e.Term()) {
+			ask = time.After(askDelay(e.opts.minTerm))
+		} else if s.leading == nil {
+			ask = nil
+		}
 		if wait := s.considerMove(ctx); wait > 0 {
 			moveAt = time.After(wait)
 		}
@@ -404,21 +421,54 @@ func (s *steward) run(ctx context.Context) {
 		case <-s.wake:
 		case <-moveAt:
 			moveAt = nil
+		case <-ask:
+			ask = nil
+			s.askWhoStands(ctx)
 		case <-ended:
 		}
 	}
 }
 
+// askDelay is how long a new leader waits before it asks who is standing:
+// a random time up to half its minimum term, before which it moves
+// leadership nowhere, so that the winners of a fleet's start do not all
+// ask at once.
+func askDelay(minTerm time.Duration) time.Duration {
+	if minTerm <= 0 {
+		return 0
+	}
+	return rand.N(minTerm/2 + 1)
+}
+
+// askWhoStands asks who is standing, as the leader, and takes the answers
+// in: the others' next announcements may be an interval away.
+func (s *steward) askWhoStands(ctx context.Context) {
+	term := s.leading
+	if term == nil {
+		return
+	}
+	standing, err := Standing(ctx, s.nc, s.bucket, s.e.key, 0)
+	if err != nil {
+		return
+	}
+	others := slices.DeleteFunc(standing, func(c Candidate) bool { return c.Identity == s.e.identity })
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.hearing == term {
+		s.known.learn(time.Now(), others...)
+	}
+}
+
 // follow holds the leader's subscriptions while term is valid, and drops
 // them, with what they told, once it is not: the announcements of the
-// other candidates and the hand-over requests. A new term asks who is
-// standing, as the others' next announcements may be an interval away.
-func (s *steward) follow(ctx context.Context, term *Term) {
+// other candidates and the hand-over requests. It reports whether a new
+// term began, which is to ask who is standing (askDelay).
+func (s *steward) follow(ctx context.Context, term *Term) (began bool) {
 	if term != nil && !term.Valid() {
 		term = nil
 	}
 	if term == s.leading {
-		return
+		return false
 	}
 	for _, sub := range s.leaderSubs {
 		_ = sub.Unsubscribe()
@@ -429,7 +479,7 @@ func (s *steward) follow(ctx context.Context, term *Term) {
 	s.known.reset()
 	s.mu.Unlock()
 	if term == nil || ctx.Err() != nil {
-		return
+		return false
 	}
 	e := s.e
 	if sub, err := s.nc.Subscribe(AnnounceSubject(s.bucket, e.key), func(m *nats.Msg) { s.onAnnouncement(term, m) }); err != nil {
@@ -442,9 +492,7 @@ func (s *steward) follow(ctx context.Context, term *Term) {
 	} else {
 		s.leaderSubs = append(s.leaderSubs, sub)
 	}
-	if standing, err := Standing(ctx, s.nc, s.bucket, e.key, 0); err == nil {
-		s.learn(standing...)
-	}
+	return true
 }
 
 // report tells a StandingRecorder how many candidates stand, this one
