@@ -1,6 +1,8 @@
 // Command election measures the election provider on an in-process broker
-// and prints tables: time to first leader, graceful handoff, the load one
-// election puts on the broker with 1, 10 and 100 standbys, and crash
+// and prints tables: time to first leader, graceful handoff, named
+// hand-over, the load one election puts on the broker with 1, 10 and 100
+// standbys, what who is standing's announcements cost a fleet (10,000
+// elections x 3 candidates at TTL 30s by default, -fleet), and crash
 // failover at several TTLs (1s, 3s and 10s by default) against the target
 // of TTL + 0.1s.
 //
@@ -19,6 +21,7 @@
 //	go run ./bench/election                        # the numbers in BENCHMARKS.md
 //	go run ./bench/election -quick                 # a smaller run (CI): failover at TTL 1s only
 //	go run ./bench/election -failover-ttls 1s,2s   # crash failover at other TTLs
+//	go run ./bench/election -fleet 0               # without the announcement-cost fleet
 //	go run ./bench/election -secure                # on a broker with mutual TLS and per-user permissions
 //	go run ./bench/election -compare               # plain and secure interleaved, and the ratios secure/plain
 package main

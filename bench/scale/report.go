@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/conclave-io/conclave/providers/election/streams"
 )
 
 // printReport prints the tables of every scenario that ran.
@@ -406,9 +408,11 @@ func printAnnouncementCost(w io.Writer, s settings, results []*result) {
 			floats(a.brokerRSS, "%.0f"), floats(b.brokerRSS, "%.0f"), a.changes, b.changes, off.loadStart, off.loadEnd, on.loadStart, on.loadEnd)
 	}
 	if header {
-		every := min(max(2*s.ttl, 2*time.Second), 2*time.Minute)
+		every := streams.AnnouncementInterval(s.ttl)
 		fmt.Fprintf(w, "\nEach candidate announces itself once per %v (two TTLs, between 2 s and 2 min; a process's candidates together): candidates/%v messages in a second,\n", every, every.Round(time.Second))
-		fmt.Fprintln(w, "each delivered to every candidate of its election, itself included. The two windows come from two fleets on two")
-		fmt.Fprintln(w, "brokers, one after the other: compare them knowing this machine's noise (the load averages say how busy it was).")
+		fmt.Fprintln(w, "each delivered to its election's leader. A new leader also asks who stands once, within half its minimum term (a TTL at the")
+		fmt.Fprintln(w, "default minimum term of two TTLs): a window that begins sooner after the start (-settle) counts those questions and answers too.")
+		fmt.Fprintln(w, "The two windows come from two fleets on two brokers, one after the other: compare them knowing this machine's noise")
+		fmt.Fprintln(w, "(the load averages say how busy it was).")
 	}
 }
