@@ -251,6 +251,10 @@ func Standing(ctx context.Context, nc *nats.Conn, bucket, key string, wait time.
 // that does not take such requests.
 var ErrNoLeaderAnswered = errors.New("election: no leader answered the hand-over request")
 
+// handOverRetry is how long RequestHandOver waits before it asks again
+// when no leader takes hand-over requests.
+const handOverRetry = 50 * time.Millisecond
+
 // handOverRequest and handOverAnswer are the messages of RequestHandOver.
 type handOverRequest struct {
 	To string `json:"to"`
@@ -265,7 +269,9 @@ type handOverAnswer struct {
 // hand the election over to the candidate to (see Election.HandOver), and
 // returns the leader's identity once it has released the key. It returns
 // ErrNoLeaderAnswered when no leader answers within ctx's deadline (5s if
-// it has none), and the leader's refusal otherwise.
+// it has none), and the leader's refusal otherwise. Only a leader takes
+// such requests, from just after it wins: while nobody does, the request
+// is sent again every handOverRetry until the deadline.
 func RequestHandOver(ctx context.Context, nc *nats.Conn, bucket, key, to string) (leader string, err error) {
 	if err := validateIdentity(to); err != nil {
 		return "", fmt.Errorf("election %s: hand over: %w", key, err)
@@ -276,7 +282,19 @@ func RequestHandOver(ctx context.Context, nc *nats.Conn, bucket, key, to string)
 		defer cancel()
 	}
 	body, _ := json.Marshal(handOverRequest{To: to})
-	msg, err := nc.RequestWithContext(ctx, HandOverSubject(bucket, key), body)
+	var msg *nats.Msg
+	for {
+		msg, err = nc.RequestWithContext(ctx, HandOverSubject(bucket, key), body)
+		if !errors.Is(err, nats.ErrNoResponders) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(handOverRetry):
+			continue
+		}
+		break
+	}
 	switch {
 	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
 		return "", fmt.Errorf("election %s: %w", key, ErrNoLeaderAnswered)

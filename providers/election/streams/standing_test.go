@@ -239,3 +239,40 @@ func TestANewLeaderLearnsWhoStandsAtOnce(t *testing.T) {
 	t.Logf("c led %v after b won", time.Since(bWon).Round(time.Millisecond))
 	checkHistory(t, rec.snapshot())
 }
+
+// TestRequestHandOverWaitsForALeaderToTakeIt: a hand-over asked before any
+// candidate leads (only a leader takes such requests) reaches the leader
+// that wins within the request's deadline, rather than failing at once.
+func TestRequestHandOverWaitsForALeaderToTakeIt(t *testing.T) {
+	ts := newTestServer(t)
+	kv := createBucket(t, connect(t, ts.url()), bucketConfig(3*time.Second))
+	rec := newRecorder()
+	nc := connect(t, ts.url())
+	type result struct {
+		leader string
+		err    error
+	}
+	asked := make(chan result, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		leader, err := RequestHandOver(ctx, nc, bucketName, "late", "elsewhere")
+		asked <- result{leader, err}
+	}()
+	// The request has found nobody to take it before a starts.
+	eventually(t, 5*time.Second, "the request to be under way", func() bool {
+		return subscribers(t, ts, HandOverSubject(bucketName, "late")) == 0 && nc.Stats().OutMsgs > 0
+	})
+	runElection(t, mustElection(t, "a", "late", kv, rec.options("a")...))
+	select {
+	case r := <-asked:
+		if r.err != nil || r.leader != "a" {
+			t.Fatalf("RequestHandOver = %q, %v; want a to take it once it leads", r.leader, r.err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("RequestHandOver did not return")
+	}
+	rec.waitFor(t, 5*time.Second, "a to hand over", func(evs []event) bool {
+		return len(evs) >= 2 && evs[1].who == "a" && !evs[1].won && evs[1].cause == CauseHandedOver
+	})
+}
