@@ -20,7 +20,11 @@
 // process and an observer given streams.ObserveStanding and
 // streams.ObserveWithRecorder hear every candidate's announcements; a
 // process whose candidate is a standby counts that candidate alone. So
-// aggregate with max, not sum: the max is the election's count. A process
+// aggregate with max, not sum: the max is the election's count once the
+// leader has asked who stands (within half its minimum term of winning)
+// or heard an interval of announcements; run an observer (fw.NewObserver)
+// for a count that does not dip as leadership moves, or while the leader
+// is Choria's or its process exports no metrics. A process
 // reports it while one of its candidates stands in the election, or while
 // such an observer follows it. A candidate that stops leaves the count at
 // once; one whose process dies, within two and a half announcement

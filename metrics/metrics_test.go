@@ -297,6 +297,7 @@ func TestCandidatesGaugeFollowsTheCandidates(t *testing.T) {
 
 	e1, _ := streams.NewElection("n1", "app", js1, streams.WithRecorder(rec1))
 	stop1 := start(t, e1)
+	waitUntil(t, "n1 to lead", e1.IsLeader)
 	awaitCandidates(t, reg1, "n1's process", 1, 0)
 	var sick atomic.Bool
 	check := func(context.Context) error {

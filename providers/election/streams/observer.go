@@ -122,7 +122,8 @@ func ObserveWithJetStream(js jetstream.JetStream) ObserverOption {
 // asks once as Run starts, then hears the candidates' announcements, and
 // forgets a candidate silent for two and a half announcement intervals
 // (two TTLs each, between 2s and 2 min). Candidates then lists them. It costs
-// one subscription and one question per Run, and nothing at rest.
+// one subscription and one question per Run, and a delivery per
+// announcement (one per candidate every two TTLs).
 func ObserveStanding(nc *nats.Conn) ObserverOption {
 	return func(o *observerOptions) error {
 		if nc == nil {

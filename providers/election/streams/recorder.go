@@ -32,8 +32,11 @@ type StartRecorder interface {
 // stand in the election, as a leader or an observer hears their
 // announcements (see Candidate): healthy and unhealthy, the candidate
 // itself included. Only the leader hears the others, so a standby counts
-// itself alone: the most any reporter counts is the election's count. It
-// costs no request but the one a candidate makes as it wins: the leader
+// itself alone, and the most any reporter counts is the election's count
+// once a Conclave leader whose process reports has asked who stands
+// (within half its minimum term of winning) or heard an interval of
+// announcements, or an observer follows the election. It costs no
+// request but the one a candidate makes as it wins: the leader
 // counts the announcements it hears anyway, and forgets a candidate
 // silent for two and a half announcement intervals (two TTLs each,
 // between 2s and 2 min).

@@ -45,9 +45,10 @@ type Candidate struct {
 // count candidates: a leader is the one that moves leadership, and a
 // standby has nothing to do with who stands. A candidate that wins asks
 // who is standing once, within half its minimum term (askDelay), since
-// the others' next announcements may be an interval away. The leader alone also takes hand-over requests. The
-// candidates of a process announce themselves together (see
-// nextAnnouncement). Nothing of it is in the election bucket, which
+// the others' next announcements may be an interval away. Every candidate
+// also subscribes to the hand-over subject, which carries nothing at
+// rest, and only the leader acts on what arrives there. The candidates of
+// a process announce themselves together (see nextAnnouncement). Nothing of it is in the election bucket, which
 // Choria's tools list; it needs no JetStream, and dies with the process: a
 // candidate that does not answer is not standing, and one not heard from
 // within the announcement expiry is no longer counted.
@@ -252,7 +253,7 @@ func Standing(ctx context.Context, nc *nats.Conn, bucket, key string, wait time.
 var ErrNoLeaderAnswered = errors.New("election: no leader answered the hand-over request")
 
 // handOverRetry is how long RequestHandOver waits before it asks again
-// when no leader takes hand-over requests.
+// when no candidate takes hand-over requests.
 const handOverRetry = 50 * time.Millisecond
 
 // handOverRequest and handOverAnswer are the messages of RequestHandOver.
@@ -269,9 +270,9 @@ type handOverAnswer struct {
 // hand the election over to the candidate to (see Election.HandOver), and
 // returns the leader's identity once it has released the key. It returns
 // ErrNoLeaderAnswered when no leader answers within ctx's deadline (5s if
-// it has none), and the leader's refusal otherwise. Only a leader takes
-// such requests, from just after it wins: while nobody does, the request
-// is sent again every handOverRetry until the deadline.
+// it has none), and the leader's refusal otherwise. While no candidate
+// of the election runs, the request is sent again every handOverRetry
+// until the deadline.
 func RequestHandOver(ctx context.Context, nc *nats.Conn, bucket, key, to string) (leader string, err error) {
 	if err := validateIdentity(to); err != nil {
 		return "", fmt.Errorf("election %s: hand over: %w", key, err)
@@ -341,7 +342,7 @@ type steward struct {
 
 	// Only run's goroutine uses these.
 	leading    *Term                // the term the leader's subscriptions serve; nil while a standby
-	leaderSubs []*nats.Subscription // announcements and hand-over requests, while leading
+	leaderSubs []*nats.Subscription // the announcements, while leading
 	counted    bool                 // a StandingRecorder has been told a count
 	reported   standingCount        // what it was told last
 }
@@ -380,14 +381,26 @@ func (s *steward) stop() {
 func (s *steward) run(ctx context.Context) {
 	e := s.e
 	log := e.opts.log
+	var subs []*nats.Subscription
 	candidates, err := s.nc.Subscribe(CandidatesSubject(s.bucket, e.key), s.onQuestion)
 	if err != nil {
 		log.Warnf("election %s: cannot answer who is standing: %v", e.key, err)
+	} else {
+		subs = append(subs, candidates)
+	}
+	// Hand-over requests reach every candidate, which costs nothing at
+	// rest, so that a leader takes them from its first moment, even while
+	// this goroutine runs a health check; only a leader acts on them.
+	handOver, err := s.nc.Subscribe(HandOverSubject(s.bucket, e.key), func(m *nats.Msg) { go s.onHandOver(ctx, m) })
+	if err != nil {
+		log.Warnf("election %s: cannot take hand-over requests: %v", e.key, err)
+	} else {
+		subs = append(subs, handOver)
 	}
 	s.announce(false)
 	defer func() {
-		if candidates != nil {
-			_ = candidates.Unsubscribe()
+		for _, sub := range subs {
+			_ = sub.Unsubscribe()
 		}
 		s.follow(ctx, nil)
 		s.announce(true)
@@ -441,7 +454,9 @@ func (s *steward) run(ctx context.Context) {
 			moveAt = nil
 		case <-ask:
 			ask = nil
-			s.askWhoStands(ctx)
+			if !s.askWhoStands(ctx) && ctx.Err() == nil {
+				ask = time.After(askRetry)
+			}
 		case <-ended:
 		}
 	}
@@ -458,16 +473,22 @@ func askDelay(minTerm time.Duration) time.Duration {
 	return rand.N(minTerm/2 + 1)
 }
 
+// askRetry is how soon a leader whose question could not be sent asks
+// again.
+const askRetry = time.Second
+
 // askWhoStands asks who is standing, as the leader, and takes the answers
-// in: the others' next announcements may be an interval away.
-func (s *steward) askWhoStands(ctx context.Context) {
+// in: the others' next announcements may be an interval away. It reports
+// false when the question could not be sent.
+func (s *steward) askWhoStands(ctx context.Context) bool {
 	term := s.leading
 	if term == nil {
-		return
+		return true
 	}
 	standing, err := Standing(ctx, s.nc, s.bucket, s.e.key, 0)
 	if err != nil {
-		return
+		s.e.opts.log.Debugf("election %s: cannot ask who is standing: %v", s.e.key, err)
+		return false
 	}
 	others := slices.DeleteFunc(standing, func(c Candidate) bool { return c.Identity == s.e.identity })
 	s.mu.Lock()
@@ -475,12 +496,13 @@ func (s *steward) askWhoStands(ctx context.Context) {
 	if s.hearing == term {
 		s.known.learn(time.Now(), others...)
 	}
+	return true
 }
 
-// follow holds the leader's subscriptions while term is valid, and drops
-// them, with what they told, once it is not: the announcements of the
-// other candidates and the hand-over requests. It reports whether a new
-// term began, which is to ask who is standing (askDelay).
+// follow holds the leader's subscription to the other candidates'
+// announcements while term is valid, and drops it, with what it told,
+// once it is not. It reports whether a new term began, which is to ask who
+// is standing (askDelay).
 func (s *steward) follow(ctx context.Context, term *Term) (began bool) {
 	if term != nil && !term.Valid() {
 		term = nil
@@ -502,11 +524,6 @@ func (s *steward) follow(ctx context.Context, term *Term) (began bool) {
 	e := s.e
 	if sub, err := s.nc.Subscribe(AnnounceSubject(s.bucket, e.key), func(m *nats.Msg) { s.onAnnouncement(term, m) }); err != nil {
 		e.opts.log.Warnf("election %s: cannot hear the candidates' announcements: %v", e.key, err)
-	} else {
-		s.leaderSubs = append(s.leaderSubs, sub)
-	}
-	if sub, err := s.nc.Subscribe(HandOverSubject(s.bucket, e.key), func(m *nats.Msg) { go s.onHandOver(ctx, m) }); err != nil {
-		e.opts.log.Warnf("election %s: cannot take hand-over requests: %v", e.key, err)
 	} else {
 		s.leaderSubs = append(s.leaderSubs, sub)
 	}

@@ -74,7 +74,9 @@ func TestCandidatesAreCounted(t *testing.T) {
 		return nil
 	}
 
-	stopA := runElection(t, mustElection(t, "a", "counted", kv, WithRecorder(rec)))
+	a := mustElection(t, "a", "counted", kv, WithRecorder(rec))
+	stopA := runElection(t, a)
+	eventually(t, 5*time.Second, "a to lead", a.IsLeader)
 	rec.await(t, 5*time.Second, "a", standingCount{1, 0})
 	stopB := runElection(t, mustElection(t, "b", "counted", openBucket(t, connect(t, ts.url())), WithRecorder(rec), WithHealthCheck(check, 50*time.Millisecond)))
 	cConn := connect(t, ts.url())

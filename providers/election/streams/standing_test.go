@@ -2,6 +2,7 @@ package streams
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -157,10 +159,11 @@ func subscribers(t *testing.T, ts *testServer, subject string) int {
 }
 
 // TestOnlyTheLeaderHearsAnnouncements: of five candidates, each on a
-// connection of its own, all answer who is standing, and only the leader
-// subscribes to the announcements and the hand-over requests, so that an
-// announcement costs one delivery, not one per candidate; the next leader
-// takes the subscriptions over as the first stops.
+// connection of its own, all answer who is standing and take hand-over
+// requests (which carry nothing at rest), and only the leader subscribes
+// to the announcements, so that an announcement costs one delivery, not
+// one per candidate; the next leader takes the subscription over as the
+// first stops.
 func TestOnlyTheLeaderHearsAnnouncements(t *testing.T) {
 	ts := newTestServer(t)
 	kv := createBucket(t, connect(t, ts.url()), bucketConfig(3*time.Second))
@@ -175,10 +178,10 @@ func TestOnlyTheLeaderHearsAnnouncements(t *testing.T) {
 	}
 	expect := func(when string, standing int) {
 		t.Helper()
-		eventually(t, 5*time.Second, fmt.Sprintf("%s: %d answering, one hearing announcements and hand-over requests", when, standing), func() bool {
+		eventually(t, 5*time.Second, fmt.Sprintf("%s: %d answering and taking hand-over requests, one hearing announcements", when, standing), func() bool {
 			return subscribers(t, ts, CandidatesSubject(bucketName, "heard")) == standing &&
-				subscribers(t, ts, AnnounceSubject(bucketName, "heard")) == 1 &&
-				subscribers(t, ts, HandOverSubject(bucketName, "heard")) == 1
+				subscribers(t, ts, HandOverSubject(bucketName, "heard")) == standing &&
+				subscribers(t, ts, AnnounceSubject(bucketName, "heard")) == 1
 		})
 		// And it stays so: standbys do not subscribe later.
 		time.Sleep(300 * time.Millisecond)
@@ -203,12 +206,13 @@ func openBucketOrFirst(t *testing.T, ts *testServer, kv jetstream.KeyValue, i in
 	return openBucket(t, connect(t, ts.url()))
 }
 
-// TestANewLeaderLearnsWhoStandsAtOnce: a candidate that wins asks who is
-// standing, rather than wait up to an announcement interval for the
-// others' next announcements, so that a better-ranked candidate that
-// stood through the previous term is handed the election within the
-// new leader's minimum term, well within one interval (20s here).
-func TestANewLeaderLearnsWhoStandsAtOnce(t *testing.T) {
+// TestANewLeaderAsksWhoStands: a candidate that wins asks who is
+// standing, within half its minimum term, rather than wait up to an
+// announcement interval for the others' next announcements, so that a
+// better-ranked candidate that stood through the previous term is handed
+// the election within the new leader's minimum term, well within one
+// interval (20s here).
+func TestANewLeaderAsksWhoStands(t *testing.T) {
 	const ttl = 10 * time.Second
 	ts := newTestServer(t)
 	kv := createBucket(t, connect(t, ts.url()), bucketConfig(ttl))
@@ -226,8 +230,22 @@ func TestANewLeaderLearnsWhoStandsAtOnce(t *testing.T) {
 		got, err := Standing(context.Background(), asker, bucketName, "relearn", 0)
 		return err == nil && len(got) == 3
 	})
-	// a hands over to b by name; b, having asked who stands as it won,
-	// hands over to c once its minimum term has passed.
+	// a hands over to b by name; b, having asked who stands, hands over to
+	// c once its minimum term has passed.
+	// A listener that counts the questions asked from now on, and answers
+	// none of them.
+	spy := connect(t, ts.url())
+	var questions atomic.Int64
+	if _, err := spy.Subscribe(CandidatesSubject(bucketName, "relearn"), func(m *nats.Msg) {
+		if m.Reply != "" {
+			questions.Add(1)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := spy.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := a.HandOver(ctx, "b"); err != nil {
@@ -235,18 +253,22 @@ func TestANewLeaderLearnsWhoStandsAtOnce(t *testing.T) {
 	}
 	rec.waitFor(t, 5*time.Second, "b to lead", func(evs []event) bool { return wins(evs, "b") == 1 })
 	bWon := time.Now()
+	eventually(t, 2*time.Second, "b, the new leader, to ask who is standing", func() bool { return questions.Load() >= 1 })
+	if evs := rec.snapshot(); wins(evs, "c") != 0 {
+		t.Fatalf("the first question came after c led, so it was c's, not b's: %s", describe(evs))
+	}
 	rec.waitFor(t, 3*time.Second, "c, preferred, to lead within 3s of b's win (an announcement interval is 20s)", func(evs []event) bool { return wins(evs, "c") == 1 })
 	t.Logf("c led %v after b won", time.Since(bWon).Round(time.Millisecond))
 	checkHistory(t, rec.snapshot())
 }
 
-// TestRequestHandOverWaitsForALeaderToTakeIt: a hand-over asked before any
-// candidate leads (only a leader takes such requests) reaches the leader
-// that wins within the request's deadline, rather than failing at once.
+// TestRequestHandOverWaitsForALeaderToTakeIt: a hand-over asked while no
+// candidate of the election runs (nobody subscribes to its hand-over
+// subject) is asked again until one does and answers, within the
+// request's deadline, rather than failing at once. The one that answers
+// here is a plain subscriber standing in for a leader that starts late.
 func TestRequestHandOverWaitsForALeaderToTakeIt(t *testing.T) {
 	ts := newTestServer(t)
-	kv := createBucket(t, connect(t, ts.url()), bucketConfig(3*time.Second))
-	rec := newRecorder()
 	nc := connect(t, ts.url())
 	type result struct {
 		leader string
@@ -259,20 +281,95 @@ func TestRequestHandOverWaitsForALeaderToTakeIt(t *testing.T) {
 		leader, err := RequestHandOver(ctx, nc, bucketName, "late", "elsewhere")
 		asked <- result{leader, err}
 	}()
-	// The request has found nobody to take it before a starts.
-	eventually(t, 5*time.Second, "the request to be under way", func() bool {
-		return subscribers(t, ts, HandOverSubject(bucketName, "late")) == 0 && nc.Stats().OutMsgs > 0
-	})
-	runElection(t, mustElection(t, "a", "late", kv, rec.options("a")...))
+	// The request has found nobody to take it at least once.
+	eventually(t, 5*time.Second, "the request to be under way", func() bool { return nc.Stats().OutMsgs > 0 })
+	time.Sleep(3 * handOverRetry) // a span in which it must keep asking
 	select {
 	case r := <-asked:
-		if r.err != nil || r.leader != "a" {
-			t.Fatalf("RequestHandOver = %q, %v; want a to take it once it leads", r.leader, r.err)
+		t.Fatalf("RequestHandOver returned %q, %v with nobody to take it, well before its deadline", r.leader, r.err)
+	default:
+	}
+	late := connect(t, ts.url())
+	if _, err := late.Subscribe(HandOverSubject(bucketName, "late"), func(m *nats.Msg) {
+		body, _ := json.Marshal(handOverAnswer{Leader: "late-leader"})
+		_ = m.Respond(body)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-asked:
+		if r.err != nil || r.leader != "late-leader" {
+			t.Fatalf("RequestHandOver = %q, %v; want the late leader to take it", r.leader, r.err)
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("RequestHandOver did not return")
 	}
-	rec.waitFor(t, 5*time.Second, "a to hand over", func(evs []event) bool {
-		return len(evs) >= 2 && evs[1].who == "a" && !evs[1].won && evs[1].cause == CauseHandedOver
+}
+
+// TestHandOverRequestReachesALeaderWhoseStewardIsBusy: a candidate that
+// wins while its steward's goroutine is inside a health check (one that
+// takes its interval, as a check of a slow dependency does) takes a
+// hand-over request at once: the hand-over subscription is held from the
+// candidate's start, not made by the steward as the term begins.
+func TestHandOverRequestReachesALeaderWhoseStewardIsBusy(t *testing.T) {
+	const key = "busy"
+	ts := newTestServer(t)
+	kv := createBucket(t, connect(t, ts.url()), bucketConfig(3*time.Second))
+	rec := newRecorder()
+	a := mustElection(t, "a", key, kv, append(rec.options("a"), WithMinTerm(time.Hour))...)
+	runElection(t, a)
+	rec.waitFor(t, 5*time.Second, "a to lead", func(evs []event) bool { return wins(evs, "a") == 1 })
+
+	var slow atomic.Bool
+	entered := make(chan struct{}, 1)
+	release := make(chan struct{})
+	check := func(ctx context.Context) error {
+		if slow.Load() {
+			select {
+			case entered <- struct{}{}:
+			default:
+			}
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+		return nil
+	}
+	b := mustElection(t, "b", key, openBucket(t, connect(t, ts.url())), append(rec.options("b"), WithHealthCheck(check, 3*time.Second), WithMinTerm(time.Hour))...)
+	runElection(t, b)
+	t.Cleanup(func() { close(release) }) // runs before b's stop (LIFO)
+
+	asker := connect(t, ts.url())
+	eventually(t, 5*time.Second, "b to stand", func() bool {
+		got, err := Standing(context.Background(), asker, bucketName, key, 0)
+		return err == nil && len(got) == 2
 	})
+	slow.Store(true)
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("b's health check did not run")
+	}
+	// b's steward is inside its health check for up to 3s from here.
+	hctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := a.HandOver(hctx, "b"); err != nil {
+		t.Fatalf("a's hand-over to b: %v", err)
+	}
+	rec.waitFor(t, 2*time.Second, "b to lead", func(evs []event) bool { return wins(evs, "b") == 1 })
+	if !b.IsLeader() {
+		t.Fatal("b won but does not lead")
+	}
+	rctx, rcancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer rcancel()
+	start := time.Now()
+	from, err := RequestHandOver(rctx, asker, bucketName, key, "a")
+	if err != nil {
+		t.Fatalf("b leads (IsLeader %v), but RequestHandOver to a = %q, %v after %v; subscriptions on the hand-over subject: %d",
+			b.IsLeader(), from, err, time.Since(start).Round(time.Millisecond), subscribers(t, ts, HandOverSubject(bucketName, key)))
+	}
+	if from != "b" {
+		t.Fatalf("RequestHandOver answered by %q, want b", from)
+	}
 }
