@@ -112,27 +112,20 @@ func (b *bench) fleetCost(standing bool) (fleetCost, error) {
 	time.Sleep(b.cfg.fleetTTL) // past the start's announcements and first renewals
 
 	cost.window = streams.AnnouncementInterval(b.cfg.fleetTTL)
-	seq0, err := lastSeq(context.Background(), b.adminKV)
+	c0, err := b.counts()
 	if err != nil {
 		return cost, err
-	}
-	v0, err := b.srv.Varz(nil)
-	if err != nil {
-		return cost, fmt.Errorf("varz: %w", err)
 	}
 	cpu0 := cpuTime()
 	time.Sleep(cost.window)
 	cpu1 := cpuTime()
-	seq1, err := lastSeq(context.Background(), b.adminKV)
+	c1, err := b.counts()
 	if err != nil {
 		return cost, err
 	}
-	v1, err := b.srv.Varz(nil)
-	if err != nil {
-		return cost, fmt.Errorf("varz: %w", err)
-	}
+	v0, v1 := c0.varz, c1.varz
 	secs := cost.window.Seconds()
-	cost.writes = float64(seq1-seq0) / secs
+	cost.writes = float64(c1.seq-c0.seq) / secs
 	cost.in, cost.out = float64(v1.InMsgs-v0.InMsgs)/secs, float64(v1.OutMsgs-v0.OutMsgs)/secs
 	cost.bin, cost.bou = float64(v1.InBytes-v0.InBytes)/secs, float64(v1.OutBytes-v0.OutBytes)/secs
 	cost.cpu = (cpu1 - cpu0).Seconds() / secs

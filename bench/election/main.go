@@ -801,26 +801,36 @@ func (b *bench) steady(n int) (writes, in, out float64, err error) {
 		return 0, 0, 0, err
 	}
 	time.Sleep(b.cfg.ttl) // let every standby's watch settle
-	ctx := context.Background()
-	seq0, err := lastSeq(ctx, b.adminKV)
+	c0, err := b.counts()
 	if err != nil {
 		return 0, 0, 0, err
-	}
-	v0, err := b.srv.Varz(nil)
-	if err != nil {
-		return 0, 0, 0, fmt.Errorf("varz: %w", err)
 	}
 	time.Sleep(b.cfg.window)
-	seq1, err := lastSeq(ctx, b.adminKV)
+	c1, err := b.counts()
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	v1, err := b.srv.Varz(nil)
-	if err != nil {
-		return 0, 0, 0, fmt.Errorf("varz: %w", err)
-	}
 	secs := b.cfg.window.Seconds()
-	return float64(seq1-seq0) / secs, float64(v1.InMsgs-v0.InMsgs) / secs, float64(v1.OutMsgs-v0.OutMsgs) / secs, nil
+	return float64(c1.seq-c0.seq) / secs, float64(c1.varz.InMsgs-c0.varz.InMsgs) / secs, float64(c1.varz.OutMsgs-c0.varz.OutMsgs) / secs, nil
+}
+
+// brokerCounts is what the broker had counted at one moment: the
+// bucket's last sequence (one more per write) and its message totals.
+type brokerCounts struct {
+	seq  uint64
+	varz *server.Varz
+}
+
+func (b *bench) counts() (brokerCounts, error) {
+	seq, err := lastSeq(context.Background(), b.adminKV)
+	if err != nil {
+		return brokerCounts{}, err
+	}
+	v, err := b.srv.Varz(nil)
+	if err != nil {
+		return brokerCounts{}, fmt.Errorf("varz: %w", err)
+	}
+	return brokerCounts{seq, v}, nil
 }
 
 // lastSeq is the bucket's stream's last sequence: one more per write.
