@@ -241,8 +241,10 @@ func (e *Election) tell(in input) {
 // release, then campaign as after any release; Choria's candidates see an
 // ordinary release. It returns once the key is released, or with an error
 // wrapping ErrNotLeader when this candidate does not lead (or stops
-// meanwhile), ErrInvalidIdentity for a bad name, or the release's error
-// (the term has ended then; the key expires in its time).
+// meanwhile), ErrHandOverTooSoon while a leader deposed before this term
+// may still count on the key (the term goes on; ask again later),
+// ErrInvalidIdentity for a bad name, or the release's error (the term has
+// ended then; the key expires in its time).
 func (e *Election) HandOver(ctx context.Context, to string) error {
 	if err := validateIdentity(to); err != nil {
 		return fmt.Errorf("election %s: hand over: %w", e.key, err)

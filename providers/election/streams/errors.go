@@ -33,6 +33,12 @@ var (
 	// ErrNotLeader means a call that only a leader may make (HandOver) was
 	// made by a candidate that does not lead.
 	ErrNotLeader = errors.New("election: not leader")
+	// ErrHandOverTooSoon means a leader cannot hand over yet: its release
+	// may not let another candidate lead at once while a leader deposed
+	// before its term may still count on the key (at most a TTL after
+	// the term began over a removal, or after the bucket's TTL was
+	// raised). The leader keeps leading; ask again later.
+	ErrHandOverTooSoon = errors.New("election: too soon to hand over")
 )
 
 // isMismatch reports whether err is a compare-and-swap failure: the key's

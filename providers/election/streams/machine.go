@@ -314,7 +314,7 @@ func (m *machine) step(in input) output {
 		}
 		m.askTTL(now, later(since, m.ttlReadAt.Add(time.Nanosecond)))
 	case inHandOver:
-		m.askHandOver(in.handOver)
+		m.askHandOver(in.now, in.handOver)
 	case inHealth:
 		if m.unhealthy == in.healthy {
 			m.unhealthy = !in.healthy
@@ -408,6 +408,18 @@ func (m *machine) due(now time.Time) (time.Time, action, func(time.Time)) {
 			return now, action{}, func(time.Time) { m.endTerm(CauseHandedOver) }
 		case m.phase.holds() && m.phase != doomed && m.releaseMarked(now):
 			return now, action{kind: doRelease, expect: m.hold.rev, marked: true, handOver: m.handOver}, nil
+		case m.phase.holds() && m.phase != doomed:
+			// The term ended, but the release may not name a successor
+			// yet (askHandOver refuses this; only a change since the
+			// ask leads here). The key is still ours: give the hand-over
+			// up and lead again from the next renewal, rather than keep
+			// the key renewed with nobody leading.
+			return now, action{}, func(now time.Time) {
+				m.endHandOver(m.handOverTooSoon(now))
+				if m.phase == leading {
+					m.move(winning)
+				}
+			}
 		default:
 			return now, action{}, func(time.Time) { m.endHandOver(errors.New("the key was lost before the release")) }
 		}
@@ -1097,12 +1109,14 @@ func (m *machine) onRelease(in input) {
 // askHandOver takes in a leader's request to hand the election over. Only a
 // leader whose term runs may; the term ends, then the release names the
 // candidate (see due).
-func (m *machine) askHandOver(ho handOver) {
+func (m *machine) askHandOver(now time.Time, ho handOver) {
 	switch {
 	case !m.cfg.writes || m.stopping || !m.leading || m.phase != leading:
 		m.note(note{kind: noteHandOver, err: ErrNotLeader})
 	case m.handOver.to != "":
 		m.note(note{kind: noteHandOver, err: fmt.Errorf("%w: a hand-over to %s is under way", ErrNotLeader, m.handOver.to)})
+	case !m.releaseMarked(now):
+		m.note(note{kind: noteHandOver, err: m.handOverTooSoon(now)})
 	default:
 		if ho.within <= 0 {
 			ho.within = clamp(m.tm.ttl/4, 500*time.Millisecond, 5*time.Second)
@@ -1110,6 +1124,15 @@ func (m *machine) askHandOver(ho handOver) {
 		m.handOver = ho
 		m.log.Infof("election %s: %s handing over to %s", m.cfg.key, m.cfg.identity, ho.to)
 	}
+}
+
+// handOverTooSoon is the refusal of a hand-over asked at now, while our
+// release may not name a successor yet.
+func (m *machine) handOverTooSoon(now time.Time) error {
+	if at, ok := m.earlierHoldersGone(); ok {
+		return fmt.Errorf("%w: a leader deposed before this term may count on the key for %v more; ask again then", ErrHandOverTooSoon, at.Sub(now).Round(time.Millisecond))
+	}
+	return fmt.Errorf("%w: the bucket's TTL is being read again; ask again in a moment", ErrHandOverTooSoon)
 }
 
 // onHandOverRelease takes in the outcome of a hand-over's release. Either

@@ -1,6 +1,7 @@
 package streams
 
 import (
+	"errors"
 	"testing"
 	"time"
 )
@@ -62,5 +63,87 @@ func TestMachineRemovalFoundByAWriteCountsFromItsConfirmation(t *testing.T) {
 	if latest := done.Add(m.tm.ttl - m.tm.margin); at.Before(latest) {
 		t.Fatalf("a term may begin %v after our write was confirmed, but b, removed under a lease it renewed while our write waited, may lead until %v after it",
 			at.Sub(done), latest.Sub(done))
+	}
+}
+
+// TestMachineHandOverTooSoonKeepsTheTerm: a leader whose term began over a
+// removed key may not name a successor while the deposed holder may still
+// count on the key (rule 1), and a raised TTL lengthens that wait. A
+// hand-over asked then is refused with ErrHandOverTooSoon and the term
+// goes on, renewed as before; asked once the wait is over, it ends the
+// term and releases the key naming the successor. (It used to end the
+// term, find the release not allowed, and keep renewing the key with
+// nobody leading: simulator seed 314015.)
+func TestMachineHandOverTooSoonKeepsTheTerm(t *testing.T) {
+	m, t0 := newTestMachine(t)
+	out, now := startWatching(t, m, t0)
+	out = m.step(input{kind: inWatchEntry, now: now, entry: &Entry{Key: "k", State: KeyHeld, Leader: "b", Revision: 7, Written: now}})
+	out = m.step(input{kind: inWatchInitialDone, now: now})
+	// The stream is purged under b's lease: the watch shows the key gone.
+	now = now.Add(m.tm.ttl / 4)
+	out = m.step(input{kind: inWatchEntry, now: now, entry: &Entry{Key: "k", State: KeyRemoved, Revision: 8, Written: now}})
+	readTTL := func() {
+		for i := 0; i < 10 && out.do.kind == doReadTTL; i++ {
+			out = m.step(input{kind: inTTL, now: now, sent: now, ttl: m.tm.ttl, born: t0.Add(-time.Hour)})
+		}
+	}
+	readTTL()
+	if out.do.kind != doWrite || out.do.expect != 8 {
+		t.Fatalf("action %v expect %d, want a campaign over the removal marker", out.do.kind, out.do.expect)
+	}
+	out = m.step(input{kind: inWrite, now: now, sent: now, rev: 9, expect: 8})
+	readTTL()
+	// The term begins once b has surely stood down.
+	for i := 0; i < 50 && !m.leading; i++ {
+		now = now.Add(m.tm.ttl / 10)
+		out = m.step(input{kind: inTick, now: now})
+		readTTL()
+		if out.do.kind == doWrite {
+			out = m.step(input{kind: inWrite, now: now, sent: now, rev: m.hold.rev + 1, expect: m.hold.rev})
+		}
+	}
+	if !m.leading {
+		t.Fatal("no term began over the removed key")
+	}
+	// The bucket's TTL is raised: b, had it learned of it, could count on
+	// the key for longer.
+	raised := 3 * m.tm.ttl
+	out = m.step(input{kind: inTTL, now: now, sent: now, ttl: raised, born: t0.Add(-time.Hour)})
+	at, ok := m.earlierHoldersGone()
+	if !ok || !now.Before(at) {
+		t.Fatalf("after the raise, earlier holders gone at %v (known %v), want after now", at.Sub(now), ok)
+	}
+	out = m.step(input{kind: inHandOver, now: now, handOver: handOver{to: "c"}})
+	var refused error
+	for _, n := range out.notes {
+		if n.kind == noteHandOver {
+			refused = n.err
+		}
+		if n.kind == noteEnded {
+			t.Fatalf("the term ended on a hand-over that could not be made: %+v", n)
+		}
+	}
+	if !errors.Is(refused, ErrHandOverTooSoon) || !m.leading {
+		t.Fatalf("hand-over asked too soon: %v, leading %v; want ErrHandOverTooSoon and the term kept", refused, m.leading)
+	}
+	// Past the wait the hand-over is made: the term ends and the release
+	// names c.
+	for i := 0; i < 200 && now.Before(at); i++ {
+		now = now.Add(m.tm.ttl / 10)
+		out = m.step(input{kind: inTick, now: now})
+		readTTL()
+		if out.do.kind == doWrite {
+			out = m.step(input{kind: inWrite, now: now, sent: now, rev: m.hold.rev + 1, expect: m.hold.rev})
+		}
+	}
+	if !m.leading {
+		t.Fatal("the term did not go on until the wait was over")
+	}
+	out = m.step(input{kind: inHandOver, now: now, handOver: handOver{to: "c"}})
+	for i := 0; i < 5 && out.do.kind != doRelease; i++ {
+		out = m.step(input{kind: inTick, now: now})
+	}
+	if m.leading || out.do.kind != doRelease || !out.do.marked || out.do.handOver.to != "c" {
+		t.Fatalf("leading %v, action %v marked %v to %q: want the term ended and a release naming c", m.leading, out.do.kind, out.do.marked, out.do.handOver.to)
 	}
 }

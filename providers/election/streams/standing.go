@@ -703,7 +703,12 @@ func (s *steward) considerMove(ctx context.Context) time.Duration {
 		why = fmt.Sprintf("%s is unhealthy and %s is healthy", e.identity, best.Identity)
 	}
 	e.opts.log.Infof("election %s: handing over to %s: %s", e.key, best.Identity, why)
-	if err := e.HandOver(ctx, best.Identity); err != nil && ctx.Err() == nil {
+	switch err := e.HandOver(ctx, best.Identity); {
+	case err == nil || ctx.Err() != nil:
+	case errors.Is(err, ErrHandOverTooSoon):
+		e.opts.log.Infof("election %s: not handing over to %s yet: %v", e.key, best.Identity, err)
+		return e.ttl() / 2 // look again; it is at most a TTL away
+	default:
 		e.opts.log.Warnf("election %s: could not hand over to %s: %v", e.key, best.Identity, err)
 	}
 	return 0
