@@ -283,18 +283,14 @@ func RequestHandOver(ctx context.Context, nc *nats.Conn, bucket, key, to string)
 		defer cancel()
 	}
 	body, _ := json.Marshal(handOverRequest{To: to})
-	var msg *nats.Msg
-	for {
-		msg, err = nc.RequestWithContext(ctx, HandOverSubject(bucket, key), body)
-		if !errors.Is(err, nats.ErrNoResponders) {
-			break
-		}
+	subject := HandOverSubject(bucket, key)
+	msg, err := nc.RequestWithContext(ctx, subject, body)
+	for errors.Is(err, nats.ErrNoResponders) && ctx.Err() == nil {
 		select {
 		case <-ctx.Done():
 		case <-time.After(handOverRetry):
-			continue
+			msg, err = nc.RequestWithContext(ctx, subject, body)
 		}
-		break
 	}
 	switch {
 	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
@@ -341,10 +337,10 @@ type steward struct {
 	hearing *Term // the term whose announcements the roll takes in; nil while a standby
 
 	// Only run's goroutine uses these.
-	leading    *Term                // the term the leader's subscriptions serve; nil while a standby
-	leaderSubs []*nats.Subscription // the announcements, while leading
-	counted    bool                 // a StandingRecorder has been told a count
-	reported   standingCount        // what it was told last
+	leading       *Term              // the term the announcements serve; nil while a standby
+	announcements *nats.Subscription // while leading
+	counted       bool               // a StandingRecorder has been told a count
+	reported      standingCount      // what it was told last
 }
 
 func newSteward(e *Election, nc *nats.Conn, bucket string) *steward {
@@ -490,11 +486,10 @@ func (s *steward) askWhoStands(ctx context.Context) bool {
 		s.e.opts.log.Debugf("election %s: cannot ask who is standing: %v", s.e.key, err)
 		return false
 	}
-	others := slices.DeleteFunc(standing, func(c Candidate) bool { return c.Identity == s.e.identity })
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.hearing == term {
-		s.known.learn(time.Now(), others...)
+		s.learn(standing...)
 	}
 	return true
 }
@@ -510,10 +505,10 @@ func (s *steward) follow(ctx context.Context, term *Term) (began bool) {
 	if term == s.leading {
 		return false
 	}
-	for _, sub := range s.leaderSubs {
-		_ = sub.Unsubscribe()
+	if s.announcements != nil {
+		_ = s.announcements.Unsubscribe()
 	}
-	s.leaderSubs, s.leading = nil, term
+	s.announcements, s.leading = nil, term
 	s.mu.Lock()
 	s.hearing = term // a late announcement of a past term is not taken in
 	s.known.reset()
@@ -521,12 +516,11 @@ func (s *steward) follow(ctx context.Context, term *Term) (began bool) {
 	if term == nil || ctx.Err() != nil {
 		return false
 	}
-	e := s.e
-	if sub, err := s.nc.Subscribe(AnnounceSubject(s.bucket, e.key), func(m *nats.Msg) { s.onAnnouncement(term, m) }); err != nil {
-		e.opts.log.Warnf("election %s: cannot hear the candidates' announcements: %v", e.key, err)
-	} else {
-		s.leaderSubs = append(s.leaderSubs, sub)
+	sub, err := s.nc.Subscribe(AnnounceSubject(s.bucket, s.e.key), func(m *nats.Msg) { s.onAnnouncement(term, m) })
+	if err != nil {
+		s.e.opts.log.Warnf("election %s: cannot hear the candidates' announcements: %v", s.e.key, err)
 	}
+	s.announcements = sub
 	return true
 }
 
