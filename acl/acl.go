@@ -70,7 +70,8 @@ func streamName(bucket string) string { return "KV_" + bucket }
 //   - publish and subscribe conclave.announce.<bucket>.P: announce itself,
 //     and hear the others' announcements as leader;
 //   - publish and subscribe conclave.handover.<bucket>.P: ask the leader to
-//     hand over to a named candidate, and take such requests as leader;
+//     hand over to a named candidate, take such requests as leader, offer
+//     the key to the named candidate, and take such an offer up;
 //   - answer requests (AllowResponses): the answers go to the asker's inbox.
 //
 // For each P the user may observe:

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/conclave-io/conclave/acl"
 	"github.com/conclave-io/conclave/providers/election/streams"
@@ -81,7 +82,7 @@ func waitStanding(t *testing.T, nc *nats.Conn, key string, want int) []string {
 func TestWhoStandsIsScopedByElection(t *testing.T) {
 	f := newFixture(t)
 	f.stand(t, "app-a", "a1", "app-a.x", true)
-	f.stand(t, "app-a", "a2", "app-a.x", false)
+	a2 := f.stand(t, "app-a", "a2", "app-a.x", false)
 	f.stand(t, "ops", "o1", "billing.x", true)
 
 	// The candidates of app-a.x answer app-a and dash (another user: the
@@ -120,10 +121,47 @@ func TestWhoStandsIsScopedByElection(t *testing.T) {
 	_, err = streams.RequestHandOver(ctx, ncD2, bucket, "app-a.x", "a2")
 	refused(t, "dash asking app-a.x to hand over", ncD2, err, acl.HandOverSubject(bucket, "app-a.x"))
 
-	// app-a may: a1 hands over to a2.
+	// app-a may: a1 hands over to a2, by offering a2 the key, which a2
+	// takes with its own write (its answer goes to a1's inbox): the key
+	// goes from a1 to a2 with no release between.
 	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	kvA, _ := f.kv(t, "app-a")
+	w, err := kvA.Watch(ctx, "app-a.x", jetstream.UpdatesOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
 	if from, err := streams.RequestHandOver(ctx, ncA, bucket, "app-a.x", "a2"); err != nil || from != "a1" {
 		t.Errorf("app-a's hand-over request in app-a.x: from %q, %v; want a1 to hand over", from, err)
+	}
+	took := false
+	for e := range w.Updates() {
+		if e == nil {
+			continue
+		}
+		if e.Operation() != jetstream.KeyValuePut {
+			t.Fatalf("the hand-over stored a %v at revision %d: a2 did not take up a1's offer of the key", e.Operation(), e.Revision())
+		}
+		if string(e.Value()) == "a2" {
+			took = true
+			break
+		}
+	}
+	if !took {
+		t.Fatal("the watch ended before a2's write")
+	}
+	eventuallyLeads(t, a2)
+}
+
+// eventuallyLeads waits for e to lead.
+func eventuallyLeads(t *testing.T, e *streams.Election) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !e.IsLeader() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s does not lead", e.Identity())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -20,8 +20,9 @@ type handOverJSON struct {
 	From string `json:"from"`
 	// To is the candidate it was asked to hand over to.
 	To string `json:"to"`
-	// MarkerRevision is the revision of the leader's release, null if
-	// unseen.
+	// MarkerRevision is the revision of the leader's release, null when
+	// there was none (the named candidate took up the leader's offer of
+	// the key, with one write over the leader's) or it was unseen.
 	MarkerRevision *uint64 `json:"marker_revision"`
 	// NewLeader is who took the key, null with --no-wait or when nobody did
 	// within the wait.
@@ -114,7 +115,7 @@ func (e *elections) handOver(ctx context.Context, name, to string, force bool, w
 		if asJSON {
 			return writeJSON(e.a.stdout, out)
 		}
-		fmt.Fprintf(e.a.stdout, "%s released %s, handing it over to %s.\n", from, name, to)
+		fmt.Fprintf(e.a.stdout, "%s handed %s over to %s.\n", from, name, to)
 		return nil
 	}
 	if wait <= 0 {
@@ -127,7 +128,7 @@ func (e *elections) handOver(ctx context.Context, name, to string, force bool, w
 			fmt.Fprintf(e.a.stdout, "%s released %s at revision %d, handing it over to %s.\n", from, name, hw.marker, to)
 		}
 	} else if !asJSON {
-		fmt.Fprintf(e.a.stdout, "%s released %s, handing it over to %s.\n", from, name, to)
+		fmt.Fprintf(e.a.stdout, "%s handed %s over to %s.\n", from, name, to)
 	}
 	if err == nil {
 		out.NewLeader, out.HandedOver = &hw.taken.leader, hw.taken.leader == to
@@ -152,8 +153,9 @@ func (e *elections) handOver(ctx context.Context, name, to string, force bool, w
 	return nil
 }
 
-// handOverWrites is what a hand-over wrote to the key: the leader's
-// release and the takeover after it.
+// handOverWrites is what a hand-over wrote to the key: the takeover, and
+// the leader's release before it when the named candidate did not take up
+// the leader's offer of the key.
 type handOverWrites struct {
 	marker uint64 // the release's revision, 0 if unseen
 	taken  takeover

@@ -28,27 +28,43 @@ type driver struct {
 	apply func([]note) (input, bool)
 	// before is called before each write with whether it renews.
 	before func(renewal bool)
-	// lastLost, when set, is waited for before a release.
+	// lastLost, when set, is waited for before a release or an offer.
 	lastLost func() <-chan struct{}
+	// offer, when set, offers the key, held at rev in the bucket created at
+	// epoch, to the candidate to, and returns nil once to took it (doOffer).
+	offer func(ctx context.Context, to string, rev uint64, epoch time.Time) error
 
 	w      jetstream.KeyWatcher // the watch, or nil
 	cancel context.CancelFunc   // ends the watch's context
 	drains sync.WaitGroup       // stopped watches still being drained
 	done   bool
 
-	// asks are requests to the machine from other goroutines (HandOver),
-	// answered in order as the machine notes their outcome; exited closes
-	// when the loop has ended, and the asks not answered then get
-	// ErrNotLeader.
+	// asks are requests to the machine from other goroutines (HandOver,
+	// an offer of the key), answered in order, each by the first note of
+	// its kind; exited closes when the loop has ended, and the asks not
+	// answered then get ErrNotLeader.
 	asks    chan ask
 	exited  chan struct{}
-	waiting []chan<- error
+	waiting []ask
 }
 
-// ask is a request to the machine, and where its outcome goes.
+// ask is a request to the machine, and where its outcome goes: the error of
+// the first note of kind answer the machine takes after it.
 type ask struct {
-	in   input
-	done chan<- error
+	in     input
+	answer noteKind
+	done   chan<- error
+}
+
+// answer hands err to the oldest ask waiting for a note of kind k.
+func (d *driver) answer(k noteKind, err error) {
+	for i, a := range d.waiting {
+		if a.answer == k {
+			a.done <- err
+			d.waiting = append(d.waiting[:i:i], d.waiting[i+1:]...)
+			return
+		}
+	}
 }
 
 // loop steps the machine until it finishes: with inStop once ctx ends, with
@@ -66,8 +82,8 @@ func (d *driver) loop(ctx context.Context, wake time.Time) {
 		if d.exited != nil {
 			close(d.exited)
 		}
-		for _, w := range d.waiting {
-			w <- ErrNotLeader
+		for _, a := range d.waiting {
+			a.done <- ErrNotLeader
 		}
 		d.waiting = nil
 	}()
@@ -93,7 +109,7 @@ func (d *driver) loop(ctx context.Context, wake time.Time) {
 			wake = d.handle(input{kind: inTick, now: d.clock.Now()})
 		case a := <-d.asks:
 			if a.done != nil {
-				d.waiting = append(d.waiting, a.done)
+				d.waiting = append(d.waiting, a)
 			}
 			a.in.now = d.clock.Now()
 			wake = d.handle(a.in)
@@ -254,6 +270,19 @@ func (d *driver) perform(a action) input {
 		rctx = transport.WithPriority(rctx, transport.Urgent)
 		marked, err := d.store.Delete(rctx, d.key, a.expect, payload)
 		return input{kind: inRelease, sent: sent, now: d.clock.Now(), marked: marked, err: err}
+	case doOffer:
+		if d.lastLost != nil {
+			if lost := d.lastLost(); lost != nil {
+				<-lost // the next leader's OnWon comes after our OnLost
+			}
+		}
+		err := errors.New("this candidate cannot offer the key")
+		if d.offer != nil {
+			octx, ocancel := context.WithTimeout(context.Background(), a.timeout) // counted from now, after OnLost
+			err = d.offer(octx, a.handOver.to, a.expect, a.epoch)
+			ocancel()
+		}
+		return input{kind: inOffer, sent: sent, now: d.clock.Now(), err: err}
 	case doReadTTL:
 		var maxAge time.Duration
 		if !a.since.IsZero() {
@@ -361,11 +390,8 @@ func (c *campaigner) apply(notes []note) (next input, ok bool) {
 			if s := c.e.steward; s != nil {
 				s.start() // the key can be read: announce the candidate
 			}
-		case noteHandOver:
-			if len(c.waiting) > 0 {
-				c.waiting[0] <- n.err
-				c.waiting = c.waiting[1:]
-			}
+		case noteHandOver, noteTakeOver:
+			c.answer(n.kind, n.err)
 		}
 	}
 	return next, ok

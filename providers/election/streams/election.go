@@ -209,6 +209,9 @@ func (e *Election) Start(ctx context.Context) error {
 			c.m.unhealthy = !s.self().Healthy
 		}
 	}
+	if s != nil {
+		c.offer, c.m.cfg.offers = s.offer, true
+	}
 	e.mu.Lock()
 	e.campaign, e.steward = c, s
 	e.mu.Unlock()
@@ -234,17 +237,23 @@ func (e *Election) tell(in input) {
 }
 
 // HandOver hands a running term over to the candidate named to: the term
-// ends (OnLost with CauseHandedOver), and the leader releases the key with
-// a mark that names to, which may take it at once. The election's other
-// Conclave candidates, this one included, leave the key to to for a short
-// window (a quarter TTL, between 0.5s and 5s) from when they learn of the
-// release, then campaign as after any release; Choria's candidates see an
-// ordinary release. It returns once the key is released, or with an error
-// wrapping ErrNotLeader when this candidate does not lead (or stops
-// meanwhile), ErrHandOverTooSoon while a leader deposed before this term
-// may still count on the key (the term goes on; ask again later),
-// ErrInvalidIdentity for a bad name, or the release's error (the term has
-// ended then; the key expires in its time).
+// ends (OnLost with CauseHandedOver), then the leader offers the key to to,
+// over core NATS, and to takes it with one write over the leader's last
+// revision, its term beginning as after a release. Choria's candidates
+// see the key change holder, as after any takeover. If to does not take
+// the offer up within the offer timeout (twice the request timeout, at
+// most the window below: to is not running, is Choria's, or runs no
+// steward), the leader releases the key with a mark that names to, which
+// may take it at once; the election's other Conclave candidates, this one
+// included, leave the key to to for a short window (a quarter TTL, between
+// 0.5s and 5s) from when they learn of the release, then campaign as after
+// any release; Choria's candidates see an ordinary release. It returns
+// once to took the key or the key is released, or with an error wrapping
+// ErrNotLeader when this candidate does not lead (or stops meanwhile),
+// ErrHandOverTooSoon while a leader deposed before this term may still
+// count on the key (the term goes on; ask again later), ErrInvalidIdentity
+// for a bad name, or the release's error (the term has ended then; the key
+// expires in its time).
 func (e *Election) HandOver(ctx context.Context, to string) error {
 	if err := validateIdentity(to); err != nil {
 		return fmt.Errorf("election %s: hand over: %w", e.key, err)
@@ -260,7 +269,7 @@ func (e *Election) HandOver(ctx context.Context, to string) error {
 	}
 	done := make(chan error, 1)
 	select {
-	case c.asks <- ask{in: input{kind: inHandOver, handOver: handOver{to: to}}, done: done}:
+	case c.asks <- ask{in: input{kind: inHandOver, handOver: handOver{to: to}}, answer: noteHandOver, done: done}:
 	case <-c.exited:
 		return fmt.Errorf("election %s: hand over: %w: the campaign has stopped", e.key, ErrNotLeader)
 	case <-ctx.Done():
@@ -272,6 +281,33 @@ func (e *Election) HandOver(ctx context.Context, to string) error {
 			return fmt.Errorf("election %s: hand over to %s: %w", e.key, to, err)
 		}
 		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// takeOver takes up a leader's offer of the key (see handOverRequest): it
+// returns nil once this candidate's write holds the key, and why not
+// otherwise.
+func (e *Election) takeOver(ctx context.Context, req handOverRequest) error {
+	e.mu.Lock()
+	c := e.campaign
+	e.mu.Unlock()
+	if c == nil {
+		return errors.New("the candidate is not campaigning")
+	}
+	done := make(chan error, 1)
+	in := input{kind: inOffered, from: req.From, expect: req.Revision, born: req.Epoch}
+	select {
+	case c.asks <- ask{in: in, answer: noteTakeOver, done: done}:
+	case <-c.exited:
+		return errors.New("the candidate has stopped")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-done:
+		return err
 	case <-ctx.Done():
 		return ctx.Err()
 	}

@@ -113,9 +113,92 @@ func TestHandOverIsForLeadersOnly(t *testing.T) {
 	checkHistory(t, rec.snapshot())
 }
 
-// TestChoriaCandidateSeesAHandOverAsARelease: to Choria's candidates (and
-// nats kv get) a hand-over is a delete marker, which they may take at once
-// as after any release; Conclave's candidates then respect their lead.
+// TestHandOverIsOneWriteChoriaSeesANewHolder: a hand-over to a running
+// Conclave candidate stores one message, the named candidate's write over
+// the leader's last revision, with no release between. A Choria candidate
+// watching the key sees the holder change, as after any takeover, and its
+// Create fails while the new leader holds the key.
+func TestHandOverIsOneWriteChoriaSeesANewHolder(t *testing.T) {
+	ts := newTestServer(t)
+	kv := createBucket(t, connect(t, ts.url()), bucketConfig(3*time.Second))
+	rec := newRecorder()
+	a := mustElection(t, "a", "one-write", kv, rec.options("a")...)
+	runElection(t, a)
+	rec.waitFor(t, 5*time.Second, "a to lead", func(evs []event) bool { return wins(evs, "a") == 1 })
+	b := mustElection(t, "b", "one-write", openBucket(t, connect(t, ts.url())), rec.options("b")...)
+	runElection(t, b)
+	eventually(t, 5*time.Second, "b to stand by", func() bool { return b.State() == CandidateState })
+
+	choria := openBucket(t, connect(t, ts.url()))
+	w, err := choria.Watch(context.Background(), "one-write")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	seen := make(chan jetstream.KeyValueEntry, 100)
+	go func() {
+		for e := range w.Updates() {
+			if e != nil {
+				seen <- e
+			}
+		}
+	}()
+	// The hand-over may have to wait for b's steward to start (it then
+	// falls back to a release): try until one lands as a single write.
+	for try := 0; ; try++ {
+		if try == 5 {
+			t.Fatal("no hand-over in 5 tries was a single write by the named candidate")
+		}
+		from, to := a, b
+		if b.IsLeader() {
+			from, to = b, a
+		}
+		before := wins(rec.snapshot(), to.identity)
+		last, err := choria.Get(context.Background(), "one-write")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := from.HandOver(context.Background(), to.identity); err != nil {
+			t.Fatalf("%s.HandOver(%s): %v", from.identity, to.identity, err)
+		}
+		rec.waitFor(t, 5*time.Second, to.identity+" to lead", func(evs []event) bool { return wins(evs, to.identity) == before+1 })
+		var after []jetstream.KeyValueEntry
+	drain:
+		for {
+			select {
+			case e := <-seen:
+				if e.Revision() > last.Revision() {
+					after = append(after, e)
+				}
+			case <-time.After(100 * time.Millisecond):
+				break drain
+			}
+		}
+		if len(after) == 0 {
+			t.Fatalf("try %d: the watch saw nothing after revision %d", try, last.Revision())
+		}
+		first := after[0]
+		if first.Operation() != jetstream.KeyValuePut {
+			t.Logf("try %d: the hand-over began with %v at revision %d (a release): again", try, first.Operation(), first.Revision())
+			continue
+		}
+		if string(first.Value()) != to.identity || first.Revision() != last.Revision()+1 {
+			t.Fatalf("try %d: after %s's revision %d the key holds %q at %d; want %s's write at %d",
+				try, from.identity, last.Revision(), first.Value(), first.Revision(), to.identity, last.Revision()+1)
+		}
+		if _, err := choria.Create(context.Background(), "one-write", []byte("choria.example.net")); !errors.Is(err, jetstream.ErrKeyExists) {
+			t.Fatalf("Choria's Create while %s leads: %v, want ErrKeyExists", to.identity, err)
+		}
+		break
+	}
+	checkHistory(t, rec.snapshot())
+}
+
+// TestChoriaCandidateSeesAHandOverAsARelease: when the named candidate does
+// not take up the offer of the key (here none of that name runs), the
+// hand-over is a release naming it: to Choria's candidates (and nats kv
+// get) a delete marker, which they may take at once as after any release;
+// Conclave's candidates then respect their lead.
 func TestChoriaCandidateSeesAHandOverAsARelease(t *testing.T) {
 	ts := newTestServer(t)
 	kv := createBucket(t, connect(t, ts.url()), bucketConfig(3*time.Second))

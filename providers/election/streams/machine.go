@@ -59,8 +59,12 @@ type machine struct {
 	leading bool // a term runs (in leading or doomed)
 	token   uint64
 	// handOver, when to is set, is a hand-over asked for and not yet done:
-	// the term ends, then the release names the candidate.
+	// the term ends, then we offer the key to the candidate, and if it
+	// does not take it, the release names it.
 	handOver handOver
+	// taking, when rev is set, is an offer of the key we took up: the
+	// write over rev that takes the key is due or under way.
+	taking takeOver
 
 	watch watchState
 
@@ -80,6 +84,7 @@ type machineConfig struct {
 	writes        bool // false for an observer: it never writes
 	grace         time.Duration
 	releaseOnStop bool
+	offers        bool // the driver can offer the key to a candidate (doOffer)
 	timings       func(ttl time.Duration) (timings, error)
 	// random returns a number in [0, n): the source of the machine's
 	// jitter, so that a simulation can replay it.
@@ -91,6 +96,16 @@ type machineConfig struct {
 type handOver struct {
 	to     string
 	within time.Duration
+	// offered: the offer of the key was made and not taken up; the
+	// release names the candidate instead.
+	offered bool
+}
+
+// takeOver is an offer of the key a leader made us after its term ended:
+// write over rev, which from holds, and the term may begin at once (rule 1).
+type takeOver struct {
+	from string
+	rev  uint64
 }
 
 // sitOut keeps a deposed leader out of the takeover that follows: a forced
@@ -172,6 +187,9 @@ type input struct {
 	handOver handOver
 	// healthy: for inHealth, whether the health check passed.
 	healthy bool
+	// from: for inOffered, the leader offering the key; in.expect is its
+	// revision and in.born the bucket's creation time it knows.
+	from string
 }
 
 type inputKind int
@@ -192,6 +210,8 @@ const (
 	inAskTTL     // the driver wants the bucket's TTL read now (an observer judging a write)
 	inHandOver   // hand the election over to in.handOver.to (Election.HandOver)
 	inHealth     // the candidate's health check passed (in.healthy) or failed
+	inOffered    // in.from, which ended its term, offers us the key over in.expect
+	inOffer      // the outcome of doOffer: nil when the candidate took the key
 )
 
 // action is what the driver must do now.
@@ -204,8 +224,11 @@ type action struct {
 	// since: for doReadTTL, a read sent at or after since serves, such as
 	// one the process's other elections made meanwhile. Zero: a new read.
 	since time.Time
-	// handOver: for a marked doRelease, the candidate it hands over to.
+	// handOver: for a marked doRelease, the candidate it hands over to;
+	// for doOffer, the candidate offered the key.
 	handOver handOver
+	// epoch: for doOffer, the bucket's creation time as we know it.
+	epoch time.Time
 }
 
 type actionKind int
@@ -217,6 +240,9 @@ const (
 	doRelease
 	doReadTTL
 	doWatch
+	// doOffer offers the key, held at expect, to handOver.to, which
+	// answers once it took it (or did not): a request over core NATS.
+	doOffer
 )
 
 // note tells the driver of a change it must pass on: to the term, the
@@ -228,7 +254,7 @@ type note struct {
 	cause   Cause
 	latency time.Duration
 	at      time.Time
-	err     error // noteHandOver: why the hand-over did not happen, or nil
+	err     error // noteHandOver, noteTakeOver: why it did not happen, or nil
 }
 
 type noteKind int
@@ -245,6 +271,7 @@ const (
 	noteStopWatch    // stop the watch
 	noteRestartWatch // the watch seems to have missed changes: make it again
 	noteHandOver     // a hand-over asked for is done (err nil) or refused
+	noteTakeOver     // an offer of the key was taken up (err nil) or not
 )
 
 // output is the machine's answer to one step.
@@ -315,6 +342,10 @@ func (m *machine) step(in input) output {
 		m.askTTL(now, later(since, m.ttlReadAt.Add(time.Nanosecond)))
 	case inHandOver:
 		m.askHandOver(in.now, in.handOver)
+	case inOffer:
+		m.onOffer(in)
+	case inOffered:
+		m.askTakeOver(in)
 	case inHealth:
 		if m.unhealthy == in.healthy {
 			m.unhealthy = !in.healthy
@@ -349,7 +380,9 @@ func (m *machine) plan(now time.Time) (action, time.Time) {
 			continue
 		}
 		if act.kind != doNothing && !at.After(now) {
-			act.timeout = m.requestTimeout(now)
+			if act.timeout == 0 {
+				act.timeout = m.requestTimeout(now)
+			}
 			return act, time.Time{}
 		}
 		if m.stopping && act.kind == doNothing && move == nil && !m.finished {
@@ -384,6 +417,9 @@ func (m *machine) due(now time.Time) (time.Time, action, func(time.Time)) {
 		}
 		return false
 	}
+	if m.taking.rev != 0 && (m.stopping || m.phase.holds()) {
+		return now, action{}, func(time.Time) { m.endTakeOver(errors.New("the candidate is stopping")) }
+	}
 	if m.stopping {
 		switch {
 		case m.leading:
@@ -406,6 +442,10 @@ func (m *machine) due(now time.Time) (time.Time, action, func(time.Time)) {
 		switch {
 		case m.leading:
 			return now, action{}, func(time.Time) { m.endTerm(CauseHandedOver) }
+		case m.phase.holds() && m.phase != doomed && m.releaseMarked(now) && m.cfg.offers && !m.handOver.offered:
+			// One synced write moves the key: the candidate's own, over
+			// ours, once our term has ended (rule 1: at once).
+			return now, action{kind: doOffer, expect: m.hold.rev, handOver: m.handOver, epoch: m.epoch, timeout: m.offerTimeout(now)}, nil
 		case m.phase.holds() && m.phase != doomed && m.releaseMarked(now):
 			return now, action{kind: doRelease, expect: m.hold.rev, marked: true, handOver: m.handOver}, nil
 		case m.phase.holds() && m.phase != doomed:
@@ -423,6 +463,10 @@ func (m *machine) due(now time.Time) (time.Time, action, func(time.Time)) {
 		default:
 			return now, action{}, func(time.Time) { m.endHandOver(errors.New("the key was lost before the release")) }
 		}
+	}
+
+	if m.taking.rev != 0 {
+		return now, action{kind: doWrite, expect: m.taking.rev}, nil
 	}
 
 	h := &m.hold
@@ -701,6 +745,9 @@ func (m *machine) checkAt(now time.Time) time.Time {
 // onCampaign takes in the outcome of a write to take the key.
 func (m *machine) onCampaign(in input) {
 	sent, done, err := in.sent, in.now, in.err
+	if m.taking.rev != 0 {
+		defer m.endTakeOver(err) // after won, which tells the write taken up
+	}
 	switch {
 	case err == nil:
 		m.won(sent, done, in.rev, in.expect)
@@ -941,7 +988,12 @@ func (m *machine) schedule(now time.Time) {
 // won records a successful campaign write. The term begins by rule 3.
 func (m *machine) won(sent, done time.Time, rev, expect uint64) {
 	from, fromSeenAt := m.view.State, m.view.seenAt
-	if from == KeyHeld {
+	if m.taking.rev != 0 && expect == m.taking.rev {
+		// Taken up from a leader whose term ended before it offered the
+		// key, and whose own predecessors were gone (it offers only when
+		// its release may be marked): as after a marked release.
+		from, fromSeenAt = KeyReleased, done
+	} else if from == KeyHeld {
 		// Taken over a lapsed lease, or found gone: expired, unless it
 		// was gone before it could expire (see vanishedUnderLease).
 		from = KeyAbsent
@@ -1147,7 +1199,14 @@ func (m *machine) onHandOverRelease(in input) {
 	m.sitOut = sitOut{until: done.Add(ho.within), rev: rev}
 	m.view.readAt, m.view.confirmed = time.Time{}, false
 	m.nextCampaign = done
-	if in.err != nil {
+	switch {
+	case in.err != nil && ho.offered && isMismatch(in.err):
+		// The answer to our offer was lost or late, and the key moved on:
+		// most likely the candidate's write took it.
+		m.log.Infof("election %s: revision %d moved on before the release: %s may have taken up the offer", m.cfg.key, rev, ho.to)
+		m.endHandOver(fmt.Errorf("%s did not answer the offer of the key in time, and the key moved on before the release (it may have taken the key; see who leads): %w", ho.to, in.err))
+		return
+	case in.err != nil:
 		m.log.Warnf("election %s: could not release revision %d to hand over to %s: %v", m.cfg.key, rev, ho.to, in.err)
 		m.endHandOver(fmt.Errorf("releasing the key: %w", in.err))
 		return
@@ -1160,6 +1219,83 @@ func (m *machine) onHandOverRelease(in input) {
 func (m *machine) endHandOver(err error) {
 	m.handOver = handOver{}
 	m.note(note{kind: noteHandOver, err: err})
+}
+
+// offerTimeout is how long the candidate a hand-over names has to take up
+// our offer of the key: its write, and the way there and back; at most the
+// hand-over's window, and never past our lease (the key expires after it).
+func (m *machine) offerTimeout(now time.Time) time.Duration {
+	d := min(m.handOver.within, 2*m.tm.request)
+	if m.hold.lease.After(now) {
+		d = min(d, m.hold.lease.Sub(now))
+	}
+	return max(d, time.Millisecond)
+}
+
+// onOffer takes in the answer to our offer of the key. Taken up: the key
+// is the candidate's, and we are a candidate again that sits the window out
+// until we see its write. Otherwise the release names the candidate (see
+// due), which covers an answer lost after the write was stored: the
+// release then fails, as the key moved on.
+func (m *machine) onOffer(in input) {
+	done := in.now
+	ho, rev := m.handOver, m.hold.rev
+	if in.err != nil {
+		m.log.Infof("election %s: %s did not take up the offer of revision %d (%v): releasing the key to it", m.cfg.key, ho.to, rev, in.err)
+		m.handOver.offered = true
+		return
+	}
+	m.move(candidate)
+	m.hold = hold{}
+	m.sitOut = sitOut{until: done.Add(ho.within), rev: rev}
+	m.view.readAt, m.view.confirmed = time.Time{}, false
+	m.nextCampaign = done
+	m.log.Infof("election %s: %s took the key over revision %d: handed over", m.cfg.key, ho.to, rev)
+	m.endHandOver(nil)
+}
+
+// askTakeOver takes in a leader's offer of the key over its revision, made
+// after its term ended. We take it up, with a write over that revision,
+// unless we cannot campaign or our view shows the offer is stale; the
+// compare-and-swap settles the rest: it fails if anyone wrote since.
+func (m *machine) askTakeOver(in input) {
+	from, rev, v := in.from, in.expect, m.view
+	var err error
+	switch {
+	case !m.cfg.writes:
+		err = errors.New("an observer does not campaign")
+	case m.stopping:
+		err = errors.New("the candidate is stopping")
+	case m.unhealthy:
+		err = errors.New("the candidate is unhealthy")
+	case m.ttlUnusable != nil:
+		err = m.ttlUnusable
+	case m.phase.holds() || m.taking.rev != 0:
+		err = errors.New("the candidate already holds or is taking the key")
+	case rev == 0:
+		err = errors.New("the offer names no revision")
+	case !in.born.IsZero() && !m.epoch.IsZero() && !in.born.Equal(m.epoch):
+		err = errors.New("the offer is of a bucket made again since")
+	case v.known && v.Revision > rev:
+		err = fmt.Errorf("the key moved on to revision %d since", v.Revision)
+	case v.known && v.Revision == rev && (v.State != KeyHeld || v.Leader != from):
+		err = fmt.Errorf("revision %d is not %s's", rev, from)
+	}
+	if err != nil {
+		m.note(note{kind: noteTakeOver, err: err})
+		return
+	}
+	m.taking = takeOver{from: from, rev: rev}
+	m.log.Infof("election %s: %s takes the key over from %s at revision %d", m.cfg.key, m.cfg.identity, from, rev)
+}
+
+// endTakeOver answers the offer taken up: err is why the key was not taken.
+func (m *machine) endTakeOver(err error) {
+	if err != nil {
+		m.log.Infof("election %s: could not take the key over from %s: %v", m.cfg.key, m.taking.from, err)
+	}
+	m.taking = takeOver{}
+	m.note(note{kind: noteTakeOver, err: err})
 }
 
 // sitOutHandOver keeps us out of the takeover for a hand-over's window when

@@ -17,6 +17,9 @@ import "time"
 // on a TTL older than itself.
 //
 //   - Released: its holder marked it free as it stopped: at once.
+//   - Handed over: its holder offered us the key after its term ended, and
+//     only when it could have marked a release (see askTakeOver): at once,
+//     as after a release.
 //   - Absent (expired, or held and predicted expired): the broker expired
 //     the previous holder's message, which it does only after that
 //     holder's lease ended; Grace adds time for holders on slow clocks.
@@ -54,6 +57,10 @@ func (m *machine) earlierHoldersGone() (time.Time, bool) {
 //     expiry can run hundreds of milliseconds late.
 //
 // A compare-and-swap that finds another revision fails: the view was old.
+// Besides, a candidate offered the key by its holder writes over the
+// holder's revision at once (due, askTakeOver): the holder's term has ended
+// and it never leads on that revision again, so of the taker's write and
+// the holder's next one, one lands.
 func (m *machine) mayTake(now time.Time) (at time.Time, expect uint64, ok bool) {
 	if !m.cfg.writes || m.ttlUnusable != nil || m.unhealthy || m.nextCampaign.IsZero() {
 		return time.Time{}, 0, false

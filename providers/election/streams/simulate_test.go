@@ -97,6 +97,7 @@ func TestSimulate(t *testing.T) {
 type simTotals struct {
 	seeds, terms, faults, overlapsChecked int
 	handOvers, landed                     int
+	offers, taken                         int
 	byFault                               map[string]int
 }
 
@@ -107,6 +108,8 @@ func (s *simTotals) add(r simResult) {
 	s.overlapsChecked += r.checks
 	s.handOvers += r.handOvers
 	s.landed += r.landed
+	s.offers += r.offers
+	s.taken += r.taken
 	if s.byFault == nil {
 		s.byFault = map[string]int{}
 	}
@@ -120,7 +123,8 @@ func (s simTotals) String() string {
 	for _, k := range simFaultKinds {
 		kinds = append(kinds, fmt.Sprintf("%s %d", k, s.byFault[k]))
 	}
-	return fmt.Sprintf("%d terms, %d faults (%s), %d hand-over releases (%d taken by the named candidate first), %d checks, 0 violations", s.terms, s.faults, strings.Join(kinds, ", "), s.handOvers, s.landed, s.overlapsChecked)
+	return fmt.Sprintf("%d terms, %d faults (%s), %d offers of the key (%d taken up), %d hand-over releases (%d taken by the named candidate first), %d checks, 0 violations",
+		s.terms, s.faults, strings.Join(kinds, ", "), s.offers, s.taken, s.handOvers, s.landed, s.overlapsChecked)
 }
 
 type simResult struct {
@@ -128,6 +132,7 @@ type simResult struct {
 	err                   error
 	terms, faults, checks int
 	handOvers, landed     int // hand-over releases stored, and those whose named candidate took the key next
+	offers, taken         int // offers of the key sent, and those the named candidate took up
 	byFault               map[string]int
 	trace                 []string
 }
@@ -241,6 +246,9 @@ type simNode struct {
 	// settings (its sent time local), which the process's other elections
 	// may have made: it serves a read whose since it meets.
 	ttlRead *input
+	// takingUp answers, in order, the offers of the key the machine took
+	// in: each sends the answer back to the leader that offered.
+	takingUp []func(err error)
 }
 
 func (n *simNode) local(t time.Time) time.Time {
@@ -421,7 +429,8 @@ func (w *simWorld) start(id int, after time.Duration) {
 		name := fmt.Sprintf("c%d", id)
 		rng := rand.New(rand.NewPCG(w.rng.Uint64(), w.rng.Uint64()))
 		cfg := machineConfig{identity: name, key: simKey, writes: true, releaseOnStop: true,
-			timings: simTimings(rng), random: rng.Int64N}
+			timings: simTimings(rng), random: rng.Int64N,
+			offers: id%5 != 4} // one in five cannot offer: it releases to the candidate it names
 		tm, _ := cfg.timings(w.ttlRead())
 		n := &simNode{w: w, id: id, name: name, drift: (w.rng.Float64()*2 - 1) * simMaxDrift, base: w.now.Add(w.dur(-simMaxOffset, simMaxOffset)), baseTrue: w.now, alive: true, started: w.now}
 		var log Logger = nopLogger{}
@@ -561,6 +570,14 @@ func (w *simWorld) apply(n *simNode, notes []note) (input, bool) {
 			w.logf("%s stops leading (%s)", n.name, nt.cause)
 		case noteStopWatch:
 			w.stopWatch(n)
+		case noteTakeOver:
+			if len(n.takingUp) == 0 {
+				w.fail("%s answered an offer of the key it was not made", n.name)
+				continue
+			}
+			reply := n.takingUp[0]
+			n.takingUp = n.takingUp[1:]
+			reply(nt.err)
 		}
 	}
 	return next, ok
@@ -595,9 +612,57 @@ func (w *simWorld) countAction(n *simNode) {
 // remade from 100 ms (at most 26 a second, measured over 2,000 seeds).
 const simMaxActionsPerSecond = 60
 
+// offer carries n's offer of the key to the candidate it names, a core NATS
+// request: the candidate's process, if it runs, takes it in and answers
+// once its machine has, unless either way is lost; n hears the answer, or
+// gives up at its timeout.
+func (w *simWorld) offer(n *simNode, a action) {
+	sent := n.local(w.now)
+	answered := false
+	reply := func(in input) {
+		if !answered {
+			answered = true
+			in.kind, in.sent = inOffer, sent
+			w.answer(n, a, in)
+		}
+	}
+	w.at(w.now.Add(time.Duration(float64(a.timeout)/(1+n.drift))), func() { reply(input{err: context.DeadlineExceeded}) })
+	w.res.offers++
+	lost := func(from, to *simNode) bool {
+		return w.now.Before(from.cut) || w.now.Before(to.cut) || w.rng.IntN(100) == 0
+	}
+	w.at(w.now.Add(w.dur(100*time.Microsecond, 3*time.Millisecond)), func() {
+		var to *simNode
+		for _, c := range w.nodes {
+			if c != nil && c.alive && c.obs == nil && c.name == a.handOver.to {
+				to = c
+			}
+		}
+		if to == nil || lost(n, to) {
+			w.logf("%s's offer of revision %d to %s reaches nobody", n.name, a.expect, a.handOver.to)
+			return
+		}
+		to.takingUp = append(to.takingUp, func(err error) {
+			if err == nil {
+				w.res.taken++
+			}
+			if w.now.Before(to.oneway) || lost(to, n) {
+				return
+			}
+			w.at(w.now.Add(w.dur(100*time.Microsecond, 3*time.Millisecond)), func() { reply(input{err: err}) })
+		})
+		w.notify(to, input{kind: inOffered, from: n.name, expect: a.expect, born: a.epoch})
+	})
+}
+
 // send carries a request over the simulated network.
 func (w *simWorld) send(n *simNode, a action) {
 	w.countAction(n)
+	if a.kind == doOffer {
+		n.busy = true
+		w.offer(n, a)
+		return
+	}
 	if w.verbose {
 		w.logf("%s sends action %d expect %d (view %s rev %d seen %.3f expires %.3f, ttl %v)", n.name, a.kind, a.expect, n.m.view.describe(), n.m.view.Revision,
 			n.trueAt(n.m.view.seenAt).Sub(w.t0).Seconds(), n.trueAt(n.m.view.expiresBy).Sub(w.t0).Seconds(), n.m.tm.ttl)
@@ -756,7 +821,7 @@ func (w *simWorld) answer(n *simNode, a action, in input) {
 	}
 	in.expect = a.expect
 	if in.kind == 0 && in.err != nil {
-		in.kind = map[actionKind]inputKind{doRead: inRead, doWrite: inWrite, doRelease: inRelease, doReadTTL: inTTL, doWatch: inWatchMade}[a.kind]
+		in.kind = map[actionKind]inputKind{doRead: inRead, doWrite: inWrite, doRelease: inRelease, doReadTTL: inTTL, doWatch: inWatchMade, doOffer: inOffer}[a.kind]
 		if a.kind == doWatch {
 			w.stopWatch(n) // a watch made after its request timed out is dropped
 		}

@@ -257,8 +257,16 @@ var ErrNoLeaderAnswered = errors.New("election: no leader answered the hand-over
 const handOverRetry = 50 * time.Millisecond
 
 // handOverRequest and handOverAnswer are the messages of RequestHandOver.
+// handOverRequest is a request on the hand-over subject. Without a
+// revision it asks the leader to hand over to To (RequestHandOver). With
+// one it is the leader From's offer of the key, held at Revision in the
+// bucket created at Epoch, to the candidate To, made after From's term
+// ended: To takes the key with a write over Revision and answers.
 type handOverRequest struct {
-	To string `json:"to"`
+	To       string    `json:"to"`
+	From     string    `json:"from,omitempty"`
+	Revision uint64    `json:"revision,omitempty"`
+	Epoch    time.Time `json:"epoch,omitzero"`
 }
 
 type handOverAnswer struct {
@@ -611,14 +619,31 @@ func (s *steward) betterKnown(self Candidate) bool {
 }
 
 // onHandOver takes a hand-over request: the leader hands over and
-// answers; other candidates stay silent.
+// answers; other candidates stay silent. An offer of the key is taken up
+// by the candidate it names alone, which answers once it took the key or
+// could not.
 func (s *steward) onHandOver(ctx context.Context, m *nats.Msg) {
-	if !s.e.IsLeader() || m.Reply == "" {
+	if m.Reply == "" {
 		return
 	}
 	var req handOverRequest
+	err := json.Unmarshal(m.Data, &req)
+	if err == nil && req.Revision != 0 {
+		if req.To == s.e.identity {
+			ans := handOverAnswer{Leader: req.From}
+			if err := s.e.takeOver(ctx, req); err != nil {
+				ans.Error = err.Error()
+			}
+			body, _ := json.Marshal(ans)
+			_ = m.Respond(body)
+		}
+		return
+	}
+	if !s.e.IsLeader() {
+		return
+	}
 	ans := handOverAnswer{Leader: s.e.identity}
-	if err := json.Unmarshal(m.Data, &req); err != nil {
+	if err != nil {
 		ans.Error = fmt.Sprintf("unreadable request %q: %v", m.Data, err)
 	} else if err := s.e.HandOver(ctx, req.To); err != nil {
 		ans.Error = err.Error()
@@ -627,6 +652,24 @@ func (s *steward) onHandOver(ctx context.Context, m *nats.Msg) {
 	}
 	body, _ := json.Marshal(ans)
 	_ = m.Respond(body)
+}
+
+// offer offers the key, held at rev in the bucket created at epoch, to the
+// candidate to, and returns nil once to answers that it took the key.
+func (s *steward) offer(ctx context.Context, to string, rev uint64, epoch time.Time) error {
+	body, _ := json.Marshal(handOverRequest{To: to, From: s.e.identity, Revision: rev, Epoch: epoch})
+	msg, err := s.nc.RequestWithContext(ctx, HandOverSubject(s.bucket, s.e.key), body)
+	if err != nil {
+		return err
+	}
+	var ans handOverAnswer
+	if err := json.Unmarshal(msg.Data, &ans); err != nil {
+		return fmt.Errorf("unreadable answer %q: %w", msg.Data, err)
+	}
+	if ans.Error != "" {
+		return errors.New(ans.Error)
+	}
+	return nil
 }
 
 // checkHealth runs the health check once and passes a change on.
