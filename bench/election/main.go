@@ -175,9 +175,12 @@ func run() error {
 type results struct {
 	first, handoff []time.Duration
 	named          []time.Duration // named hand-overs: HandOver until the named candidate's OnWon
-	steady         [][3]float64    // by cfg.standbys: key writes, messages in, messages out per second
-	fleet          [2]fleetCost    // the fleet without, then with, who is standing
-	fail, sinceW   [][]time.Duration
+	// floor: one synced write from the candidates' connection after the
+	// idle the named hand-overs start from, of which a hand-over makes one.
+	floor        []time.Duration
+	steady       [][3]float64 // by cfg.standbys: key writes, messages in, messages out per second
+	fleet        [2]fleetCost // the fleet without, then with, who is standing
+	fail, sinceW [][]time.Duration
 }
 
 // newBench starts a broker, plain or secure, connects the admin and the
@@ -287,6 +290,7 @@ func measure(cfg config, runs []*bench) (err error) {
 	}{
 		{(*handoffRun).run, func(r *results) *[]time.Duration { return &r.handoff }},
 		{(*handoffRun).runNamed, func(r *results) *[]time.Duration { return &r.named }},
+		{(*handoffRun).runFloor, func(r *results) *[]time.Duration { return &r.floor }},
 	}
 	for _, ph := range phases {
 		if err := handoffPhase(runs, order, rounds, func(b *bench, h *handoffRun, round int) error {
@@ -381,6 +385,11 @@ func (b *bench) print() {
 	row("time to first leader", r.first)
 	row("graceful handoff (Stop → next OnWon)", r.handoff)
 	row("named hand-over (HandOver → the named candidate's OnWon)", r.named)
+	row("floor: one synced kv.Put after the same idle", r.floor)
+	if len(r.named) > 0 && len(r.floor) > 0 {
+		fmt.Printf("\nA named hand-over is one synced write, one stream info request and one core NATS message on the critical path: its p99 is %.2f× the floor's p99 in this run (p50 %.2f×).\n",
+			ratio(pct(r.named, 99), pct(r.floor, 99)), ratio(pct(r.named, 50), pct(r.floor, 50)))
+	}
 
 	fmt.Printf("\nSteady state, one election, measured over %v:\n\n", cfg.window)
 	fmt.Println("| standbys | key writes/s | broker messages in/s | broker messages out/s |")
@@ -694,6 +703,31 @@ func (h *handoffRun) runNamed(n int) ([]time.Duration, error) {
 		}
 		out = append(out, at.Sub(start))
 		h.leader = next
+	}
+	return out, nil
+}
+
+// runFloor measures n synced writes from the candidates' connection, each
+// after the idle a named hand-over starts from: the machine's own cost of
+// the one write a hand-over makes, in the same run.
+func (h *handoffRun) runFloor(n int) ([]time.Duration, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	kv, err := h.b.js.KeyValue(ctx, bucket.Name)
+	if err != nil {
+		return nil, fmt.Errorf("floor: %w", err)
+	}
+	var out []time.Duration
+	for i := range n {
+		time.Sleep(20 * time.Millisecond) // as before each named hand-over
+		start := time.Now()
+		wctx, wcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := kv.Put(wctx, "floor-"+h.key, []byte("floor"))
+		wcancel()
+		if err != nil {
+			return nil, fmt.Errorf("floor write %d: %w", i, err)
+		}
+		out = append(out, time.Since(start))
 	}
 	return out, nil
 }

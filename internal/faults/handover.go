@@ -68,11 +68,11 @@ func (h *harness) handOver(ctx context.Context, k Kind) error {
 	heal()
 	switch {
 	case !took:
-		h.end(k, to.identity, "%s released; no new leader wrote within %v", leader, within)
+		h.end(k, to.identity, "%s handed over; no new leader wrote within %v", leader, within)
 	case HostOf(next.Cand) == to.name:
-		h.end(k, to.identity, "%s released; %s wrote %v after the request", leader, next.Cand, time.Duration(next.At-asked).Round(time.Millisecond))
+		h.end(k, to.identity, "%s handed over; %s wrote %v after the request", leader, next.Cand, time.Duration(next.At-asked).Round(time.Millisecond))
 	default:
-		h.end(k, to.identity, "%s released; fell back to %s, which wrote %v after the request", leader, next.Cand, time.Duration(next.At-asked).Round(time.Millisecond))
+		h.end(k, to.identity, "%s handed over; fell back to %s, which wrote %v after the request", leader, next.Cand, time.Duration(next.At-asked).Round(time.Millisecond))
 	}
 	return nil
 }
