@@ -223,3 +223,44 @@ func TestChoriaCandidateSeesAHandOverAsARelease(t *testing.T) {
 	}
 	checkHistory(t, rec.snapshot())
 }
+
+// TestHandOverToAnIdentitySeveralCandidatesShare: a host may run several
+// candidates under one identity. All of them take up the leader's offer
+// of the key, one write lands, and the hand-over succeeds every time, not
+// failing on whichever refusal (the losers' compare-and-swap) answers
+// first.
+func TestHandOverToAnIdentitySeveralCandidatesShare(t *testing.T) {
+	const tries = 20
+	ts := newTestServer(t)
+	createBucket(t, connect(t, ts.url()), bucketConfig(3*time.Second))
+	rec := newRecorder()
+	a := mustElection(t, "a", "shared", openBucket(t, connect(t, ts.url())), rec.options("a")...)
+	runElection(t, a)
+	rec.waitFor(t, 5*time.Second, "a to lead", func(evs []event) bool { return wins(evs, "a") == 1 })
+	var bs []*Election
+	for range 3 {
+		b := mustElection(t, "b", "shared", openBucket(t, connect(t, ts.url())), rec.options("b")...)
+		runElection(t, b)
+		bs = append(bs, b)
+	}
+	for _, b := range bs {
+		eventually(t, 5*time.Second, "the b candidates to stand by", func() bool { return b.State() == CandidateState })
+	}
+	eventually(t, 5*time.Second, "all four candidates to take hand-over offers", func() bool {
+		return subscribers(t, ts, HandOverSubject(bucketName, "shared")) == 4
+	})
+	for i := range tries {
+		leader, to := a, "b"
+		for _, b := range bs {
+			if b.IsLeader() {
+				leader, to = b, "a"
+			}
+		}
+		before := wins(rec.snapshot(), to)
+		if err := leader.HandOver(context.Background(), to); err != nil {
+			t.Fatalf("try %d: %s.HandOver(%s): %v", i, leader.identity, to, err)
+		}
+		rec.waitFor(t, 5*time.Second, fmt.Sprintf("try %d: %s to lead", i, to), func(evs []event) bool { return wins(evs, to) == before+1 })
+	}
+	checkHistory(t, rec.snapshot())
+}

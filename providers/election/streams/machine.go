@@ -96,9 +96,10 @@ type machineConfig struct {
 type handOver struct {
 	to     string
 	within time.Duration
-	// offered: the offer of the key was made and not taken up; the
-	// release names the candidate instead.
-	offered bool
+	// offered: the offer of the key was made and not taken up (why:
+	// declined); the release names the candidate instead.
+	offered  bool
+	declined error
 }
 
 // takeOver is an offer of the key a leader made us after its term ended:
@@ -1204,7 +1205,7 @@ func (m *machine) onHandOverRelease(in input) {
 		// The answer to our offer was lost or late, and the key moved on:
 		// most likely the candidate's write took it.
 		m.log.Infof("election %s: revision %d moved on before the release: %s may have taken up the offer", m.cfg.key, rev, ho.to)
-		m.endHandOver(fmt.Errorf("%s did not answer the offer of the key in time, and the key moved on before the release (it may have taken the key; see who leads): %w", ho.to, in.err))
+		m.endHandOver(fmt.Errorf("%s did not take up the offer of the key (%v), and the key moved on before the release (it may have taken the key; see who leads): %w", ho.to, ho.declined, in.err))
 		return
 	case in.err != nil:
 		m.log.Warnf("election %s: could not release revision %d to hand over to %s: %v", m.cfg.key, rev, ho.to, in.err)
@@ -1242,7 +1243,7 @@ func (m *machine) onOffer(in input) {
 	ho, rev := m.handOver, m.hold.rev
 	if in.err != nil {
 		m.log.Infof("election %s: %s did not take up the offer of revision %d (%v): releasing the key to it", m.cfg.key, ho.to, rev, in.err)
-		m.handOver.offered = true
+		m.handOver.offered, m.handOver.declined = true, in.err
 		return
 	}
 	m.move(candidate)

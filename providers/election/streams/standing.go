@@ -655,22 +655,63 @@ func (s *steward) onHandOver(ctx context.Context, m *nats.Msg) {
 }
 
 // offer offers the key, held at rev in the bucket created at epoch, to the
-// candidate to, and returns nil once to answers that it took the key.
+// candidate to, and returns nil once to answers that it took the key. Every
+// candidate of that identity takes the offer up (a host may run several),
+// and one write lands: a refusal is returned only once no other answer
+// taking the key came within offerSettle of it, or ctx ended.
 func (s *steward) offer(ctx context.Context, to string, rev uint64, epoch time.Time) error {
 	body, _ := json.Marshal(handOverRequest{To: to, From: s.e.identity, Revision: rev, Epoch: epoch})
-	msg, err := s.nc.RequestWithContext(ctx, HandOverSubject(s.bucket, s.e.key), body)
+	inbox := s.nc.NewRespInbox()
+	answers := make(chan *nats.Msg, offerAnswers)
+	sub, err := s.nc.ChanSubscribe(inbox, answers)
 	if err != nil {
 		return err
 	}
-	var ans handOverAnswer
-	if err := json.Unmarshal(msg.Data, &ans); err != nil {
-		return fmt.Errorf("unreadable answer %q: %w", msg.Data, err)
+	defer sub.Unsubscribe()
+	if err := s.nc.PublishRequest(HandOverSubject(s.bucket, s.e.key), inbox, body); err != nil {
+		return err
 	}
-	if ans.Error != "" {
-		return errors.New(ans.Error)
+	var refused error
+	var settle <-chan time.Time
+	for {
+		select {
+		case msg := <-answers:
+			if msg.Header.Get("Status") == "503" {
+				return nats.ErrNoResponders
+			}
+			var ans handOverAnswer
+			switch err := json.Unmarshal(msg.Data, &ans); {
+			case err != nil:
+				refused = fmt.Errorf("unreadable answer %q: %w", msg.Data, err)
+			case ans.Error == "":
+				return nil
+			default:
+				refused = errors.New(ans.Error)
+			}
+			if settle == nil {
+				timer := time.NewTimer(offerSettle)
+				defer timer.Stop()
+				settle = timer.C
+			}
+		case <-settle:
+			return refused
+		case <-ctx.Done():
+			if refused != nil {
+				return refused
+			}
+			return ctx.Err()
+		}
 	}
-	return nil
 }
+
+// offerSettle is how long an offer's refusal waits for another candidate of
+// the same identity to answer that it took the key: their writes race, and
+// their answers come within milliseconds of each other. offerAnswers bounds
+// the answers kept meanwhile.
+const (
+	offerSettle  = 50 * time.Millisecond
+	offerAnswers = 16
+)
 
 // checkHealth runs the health check once and passes a change on.
 func (s *steward) checkHealth(ctx context.Context) {
