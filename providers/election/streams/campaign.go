@@ -234,7 +234,7 @@ func (d *driver) perform(a action) input {
 	sent := d.clock.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), a.timeout)
 	defer cancel()
-	if a.renewal {
+	if a.renewal || a.urgent {
 		ctx = transport.WithPriority(ctx, transport.Urgent) // before the process's campaigns and reads
 	}
 	switch a.kind {

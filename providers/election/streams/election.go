@@ -241,9 +241,9 @@ func (e *Election) tell(in input) {
 // over core NATS, and to takes it with one write over the leader's last
 // revision, its term beginning as after a release. Choria's candidates
 // see the key change holder, as after any takeover. If to does not take
-// the offer up within the offer timeout (twice the request timeout, at
-// most the window below: to is not running, is Choria's, or runs no
-// steward), the leader releases the key with a mark that names to, which
+// the offer up within the offer timeout (the request timeout, at most the
+// window below and 1s: to is not running, is Choria's, or runs no
+// steward), or refuses it, the leader releases the key with a mark that names to, which
 // may take it at once; the election's other Conclave candidates, this one
 // included, leave the key to to for a short window (a quarter TTL, between
 // 0.5s and 5s) from when they learn of the release, then campaign as after

@@ -264,3 +264,27 @@ func TestHandOverToAnIdentitySeveralCandidatesShare(t *testing.T) {
 	}
 	checkHistory(t, rec.snapshot())
 }
+
+// TestRequestHandOverOutlastsAnOfferNotTakenUp: at a TTL of 20 s, a named
+// candidate that does not take up the offer of the key (none of that name
+// runs) costs the offer's timeout, at most a second, before the release
+// naming it: RequestHandOver, with its default deadline of 5 s, hears the
+// leader's answer rather than giving up first.
+func TestRequestHandOverOutlastsAnOfferNotTakenUp(t *testing.T) {
+	const ttl = 20 * time.Second
+	ts := newTestServer(t)
+	kv := createBucket(t, connect(t, ts.url()), bucketConfig(ttl))
+	rec := newRecorder()
+	a := mustElection(t, "a", "slow-offer", kv, rec.options("a")...)
+	runElection(t, a)
+	rec.waitFor(t, 10*time.Second, "a to lead", func(evs []event) bool { return wins(evs, "a") == 1 })
+	asked := time.Now()
+	from, err := RequestHandOver(context.Background(), connect(t, ts.url()), bucketName, "slow-offer", "old-b")
+	if err != nil || from != "a" {
+		t.Fatalf("RequestHandOver after %v: from %q, %v; want a's answer", time.Since(asked).Round(time.Millisecond), from, err)
+	}
+	e, err := kv.Get(context.Background(), "slow-offer")
+	if !errors.Is(err, jetstream.ErrKeyNotFound) && (err != nil || e.Operation() == jetstream.KeyValuePut) {
+		t.Fatalf("after the hand-over the key is %v (%v), want the release naming old-b", e, err)
+	}
+}

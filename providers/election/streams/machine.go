@@ -1,6 +1,7 @@
 package streams
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -220,6 +221,7 @@ type action struct {
 	kind    actionKind
 	expect  uint64        // doWrite, doRelease: the revision the key must be at
 	renewal bool          // doWrite: a renewal rather than a campaign
+	urgent  bool          // doWrite: goes before the process's routine requests, as renewals do
 	marked  bool          // doRelease: carry the release mark
 	timeout time.Duration // bound on the request
 	// since: for doReadTTL, a read sent at or after since serves, such as
@@ -445,7 +447,9 @@ func (m *machine) due(now time.Time) (time.Time, action, func(time.Time)) {
 			return now, action{}, func(time.Time) { m.endTerm(CauseHandedOver) }
 		case m.phase.holds() && m.phase != doomed && m.releaseMarked(now) && m.cfg.offers && !m.handOver.offered:
 			// One synced write moves the key: the candidate's own, over
-			// ours, once our term has ended (rule 1: at once).
+			// ours, once our term has ended. Offered only when a release
+			// could be marked, so that the taker's term may begin at once
+			// (rule 1).
 			return now, action{kind: doOffer, expect: m.hold.rev, handOver: m.handOver, epoch: m.epoch, timeout: m.offerTimeout(now)}, nil
 		case m.phase.holds() && m.phase != doomed && m.releaseMarked(now):
 			return now, action{kind: doRelease, expect: m.hold.rev, marked: true, handOver: m.handOver}, nil
@@ -467,7 +471,7 @@ func (m *machine) due(now time.Time) (time.Time, action, func(time.Time)) {
 	}
 
 	if m.taking.rev != 0 {
-		return now, action{kind: doWrite, expect: m.taking.rev}, nil
+		return now, action{kind: doWrite, expect: m.taking.rev, urgent: true}, nil
 	}
 
 	h := &m.hold
@@ -1204,8 +1208,13 @@ func (m *machine) onHandOverRelease(in input) {
 	case in.err != nil && ho.offered && isMismatch(in.err):
 		// The answer to our offer was lost or late, and the key moved on:
 		// most likely the candidate's write took it.
-		m.log.Infof("election %s: revision %d moved on before the release: %s may have taken up the offer", m.cfg.key, rev, ho.to)
-		m.endHandOver(fmt.Errorf("%s did not take up the offer of the key (%v), and the key moved on before the release (it may have taken the key; see who leads): %w", ho.to, ho.declined, in.err))
+		if unanswered(ho.declined) {
+			m.log.Infof("election %s: revision %d moved on before the release: %s may have taken up the offer", m.cfg.key, rev, ho.to)
+			m.endHandOver(fmt.Errorf("%s did not answer the offer of the key (%v), and the key moved on before the release (it may have taken the key; see who leads): %w", ho.to, ho.declined, in.err))
+			return
+		}
+		m.log.Warnf("election %s: %s refused the offer of revision %d (%v), and the key moved on before the release: %v", m.cfg.key, ho.to, rev, ho.declined, in.err)
+		m.endHandOver(fmt.Errorf("%s refused the offer of the key (%v), and the key moved on before the release: %w", ho.to, ho.declined, in.err))
 		return
 	case in.err != nil:
 		m.log.Warnf("election %s: could not release revision %d to hand over to %s: %v", m.cfg.key, rev, ho.to, in.err)
@@ -1216,6 +1225,12 @@ func (m *machine) onHandOverRelease(in input) {
 	m.endHandOver(nil)
 }
 
+// unanswered reports whether an offer failed for want of an answer (rather
+// than by a refusal): the candidate may have taken the key meanwhile.
+func unanswered(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders)
+}
+
 // endHandOver tells the driver how the hand-over under way ended.
 func (m *machine) endHandOver(err error) {
 	m.handOver = handOver{}
@@ -1223,15 +1238,21 @@ func (m *machine) endHandOver(err error) {
 }
 
 // offerTimeout is how long the candidate a hand-over names has to take up
-// our offer of the key: its write, and the way there and back; at most the
-// hand-over's window, and never past our lease (the key expires after it).
+// our offer of the key: one write and the way there and back, so the
+// request timeout, at most the hand-over's window and maxOfferTimeout (a
+// requester of the hand-over waits for the release that may follow), and
+// at most what is left of our lease when it is asked.
 func (m *machine) offerTimeout(now time.Time) time.Duration {
-	d := min(m.handOver.within, 2*m.tm.request)
+	d := min(m.handOver.within, m.tm.request, maxOfferTimeout)
 	if m.hold.lease.After(now) {
 		d = min(d, m.hold.lease.Sub(now))
 	}
 	return max(d, time.Millisecond)
 }
+
+// maxOfferTimeout bounds the wait for an offer of the key to be taken up,
+// well inside RequestHandOver's default deadline and the CLI's --timeout.
+const maxOfferTimeout = time.Second
 
 // onOffer takes in the answer to our offer of the key. Taken up: the key
 // is the candidate's, and we are a candidate again that sits the window out

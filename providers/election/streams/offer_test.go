@@ -2,7 +2,9 @@ package streams
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -172,5 +174,33 @@ func TestMachineRefusesAnOfferItCannotTakeUp(t *testing.T) {
 			}
 			t.Logf("refused: %v", err)
 		})
+	}
+}
+
+// TestMachineRefusedOfferIsReportedAsRefused: the named candidate refuses
+// the offer at once (its view shows the key moved on: the leader's own
+// renewal of unknown outcome was stored), and the fallback release fails
+// on the revision: the hand-over's error says the candidate refused, not
+// that it did not answer and may have taken the key.
+func TestMachineRefusedOfferIsReportedAsRefused(t *testing.T) {
+	m, _, now := leadingMachine(t, true)
+	rev := m.hold.rev
+	out := m.step(input{kind: inHandOver, now: now, handOver: handOver{to: "c"}})
+	if out.do.kind != doOffer {
+		t.Fatalf("action %v, want an offer", out.do.kind)
+	}
+	now = now.Add(time.Millisecond)
+	out = m.step(input{kind: inOffer, now: now, sent: now, err: errors.New("the key moved on to revision 99 since")})
+	if out.do.kind != doRelease {
+		t.Fatalf("action %v, want the fallback release", out.do.kind)
+	}
+	now = now.Add(time.Millisecond)
+	out = m.step(input{kind: inRelease, now: now, sent: now, err: wrongLastSequence(99), expect: rev})
+	err, ok := handOverNote(out, noteHandOver)
+	if !ok || err == nil {
+		t.Fatalf("hand-over outcome %v (noted %v), want an error", err, ok)
+	}
+	if !strings.Contains(err.Error(), "refused") || strings.Contains(err.Error(), "may have taken") {
+		t.Fatalf("a refused offer reported as %q", err)
 	}
 }

@@ -18,8 +18,8 @@ import "time"
 //
 //   - Released: its holder marked it free as it stopped: at once.
 //   - Handed over: its holder offered us the key after its term ended, and
-//     only when it could have marked a release (see askTakeOver): at once,
-//     as after a release.
+//     only when it could have marked a release (the holder checks this in
+//     due before it offers): at once, as after a release.
 //   - Absent (expired, or held and predicted expired): the broker expired
 //     the previous holder's message, which it does only after that
 //     holder's lease ended; Grace adds time for holders on slow clocks.

@@ -430,7 +430,7 @@ func (w *simWorld) start(id int, after time.Duration) {
 		rng := rand.New(rand.NewPCG(w.rng.Uint64(), w.rng.Uint64()))
 		cfg := machineConfig{identity: name, key: simKey, writes: true, releaseOnStop: true,
 			timings: simTimings(rng), random: rng.Int64N,
-			offers: id%5 != 4} // one in five cannot offer: it releases to the candidate it names
+			offers: id%5 != 4} // one in five runs no steward: it neither offers (it releases to the candidate it names) nor takes offers
 		tm, _ := cfg.timings(w.ttlRead())
 		n := &simNode{w: w, id: id, name: name, drift: (w.rng.Float64()*2 - 1) * simMaxDrift, base: w.now.Add(w.dur(-simMaxOffset, simMaxOffset)), baseTrue: w.now, alive: true, started: w.now}
 		var log Logger = nopLogger{}
@@ -613,9 +613,10 @@ func (w *simWorld) countAction(n *simNode) {
 const simMaxActionsPerSecond = 60
 
 // offer carries n's offer of the key to the candidate it names, a core NATS
-// request: the candidate's process, if it runs, takes it in and answers
-// once its machine has, unless either way is lost; n hears the answer, or
-// gives up at its timeout.
+// request: the candidate's process, if it runs and takes offers, takes it
+// in and answers once its machine has, unless either way is lost; n hears
+// the answer, or gives up at its timeout. One offer in twenty arrives up
+// to three TTLs late, and one in twenty twice.
 func (w *simWorld) offer(n *simNode, a action) {
 	sent := n.local(w.now)
 	answered := false
@@ -631,10 +632,10 @@ func (w *simWorld) offer(n *simNode, a action) {
 	lost := func(from, to *simNode) bool {
 		return w.now.Before(from.cut) || w.now.Before(to.cut) || w.rng.IntN(100) == 0
 	}
-	w.at(w.now.Add(w.dur(100*time.Microsecond, 3*time.Millisecond)), func() {
+	deliver := func() {
 		var to *simNode
 		for _, c := range w.nodes {
-			if c != nil && c.alive && c.obs == nil && c.name == a.handOver.to {
+			if c != nil && c.alive && c.obs == nil && c.m.cfg.offers && c.name == a.handOver.to {
 				to = c
 			}
 		}
@@ -652,7 +653,15 @@ func (w *simWorld) offer(n *simNode, a action) {
 			w.at(w.now.Add(w.dur(100*time.Microsecond, 3*time.Millisecond)), func() { reply(input{err: err}) })
 		})
 		w.notify(to, input{kind: inOffered, from: n.name, expect: a.expect, born: a.epoch})
-	})
+	}
+	delay := w.dur(100*time.Microsecond, 3*time.Millisecond)
+	if w.rng.IntN(20) == 0 {
+		delay = w.dur(0, 3*w.ttl)
+	}
+	w.at(w.now.Add(delay), deliver)
+	if w.rng.IntN(20) == 0 {
+		w.at(w.now.Add(w.dur(0, 3*w.ttl)), deliver)
+	}
 }
 
 // send carries a request over the simulated network.

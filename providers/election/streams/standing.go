@@ -47,7 +47,8 @@ type Candidate struct {
 // who is standing once, within half its minimum term (askDelay), since
 // the others' next announcements may be an interval away. Every candidate
 // also subscribes to the hand-over subject, which carries nothing at
-// rest, and only the leader acts on what arrives there. The candidates of
+// rest: the leader acts on requests to hand over, and the candidate a
+// leader offers the key to takes the offer up. The candidates of
 // a process announce themselves together (see nextAnnouncement). Nothing of it is in the election bucket, which
 // Choria's tools list; it needs no JetStream, and dies with the process: a
 // candidate that does not answer is not standing, and one not heard from
@@ -191,7 +192,8 @@ func CandidatesSubject(bucket, key string) string { return "conclave.candidates.
 func AnnounceSubject(bucket, key string) string { return "conclave.announce." + bucket + "." + key }
 
 // HandOverSubject is the subject on which the leader of election key in
-// bucket takes requests to hand over (see RequestHandOver).
+// bucket takes requests to hand over (see RequestHandOver), and on which it
+// then offers the key to the candidate named (see Election.HandOver).
 func HandOverSubject(bucket, key string) string { return "conclave.handover." + bucket + "." + key }
 
 // standingWait is how long Standing collects answers by default.
@@ -276,7 +278,8 @@ type handOverAnswer struct {
 
 // RequestHandOver asks the leader of election key in bucket, over nc, to
 // hand the election over to the candidate to (see Election.HandOver), and
-// returns the leader's identity once it has released the key. It returns
+// returns the leader's identity once to took the key or the key was
+// released naming to (within a second or so of the request). It returns
 // ErrNoLeaderAnswered when no leader answers within ctx's deadline (5s if
 // it has none), and the leader's refusal otherwise. While no candidate
 // of the election runs, the request is sent again every handOverRetry
@@ -394,7 +397,8 @@ func (s *steward) run(ctx context.Context) {
 	}
 	// Hand-over requests reach every candidate, which costs nothing at
 	// rest, so that a leader takes them from its first moment, even while
-	// this goroutine runs a health check; only a leader acts on them.
+	// this goroutine runs a health check; only a leader acts on them, and
+	// only the candidate named on a leader's offer of the key.
 	handOver, err := s.nc.Subscribe(HandOverSubject(s.bucket, e.key), func(m *nats.Msg) { go s.onHandOver(ctx, m) })
 	if err != nil {
 		log.Warnf("election %s: cannot take hand-over requests: %v", e.key, err)
