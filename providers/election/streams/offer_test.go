@@ -39,6 +39,18 @@ func leadingMachine(t *testing.T, offers bool) (*machine, output, time.Time) {
 	return m, out, now
 }
 
+// offering returns a leading machine asked to hand over to c, which has
+// ended its term and offers c the key, with the offer and the instant.
+func offering(t *testing.T) (*machine, output, time.Time) {
+	t.Helper()
+	m, _, now := leadingMachine(t, true)
+	out := m.step(input{kind: inHandOver, now: now, handOver: handOver{to: "c"}})
+	if out.do.kind != doOffer || out.do.handOver.to != "c" {
+		t.Fatalf("action %v to %q, want an offer to c", out.do.kind, out.do.handOver.to)
+	}
+	return m, out, now
+}
+
 // handOverNote returns the outcome of a hand-over out notes, if any.
 func handOverNote(out output, kind noteKind) (err error, ok bool) {
 	for _, n := range out.notes {
@@ -80,12 +92,8 @@ func TestMachineLeaderOffersTheKeyAfterItsTerm(t *testing.T) {
 // candidate does not take up (it runs no steward, is Choria's, or is
 // gone) falls back to the release that names it.
 func TestMachineOfferNotTakenUpReleasesToTheNamed(t *testing.T) {
-	m, _, now := leadingMachine(t, true)
+	m, out, now := offering(t)
 	rev := m.hold.rev
-	out := m.step(input{kind: inHandOver, now: now, handOver: handOver{to: "c"}})
-	if out.do.kind != doOffer {
-		t.Fatalf("action %v, want an offer", out.do.kind)
-	}
 	now = now.Add(out.do.timeout)
 	out = m.step(input{kind: inOffer, now: now, sent: now.Add(-out.do.timeout), err: context.DeadlineExceeded})
 	if _, ok := handOverNote(out, noteHandOver); ok {
@@ -183,12 +191,8 @@ func TestMachineRefusesAnOfferItCannotTakeUp(t *testing.T) {
 // on the revision: the hand-over's error says the candidate refused, not
 // that it did not answer and may have taken the key.
 func TestMachineRefusedOfferIsReportedAsRefused(t *testing.T) {
-	m, _, now := leadingMachine(t, true)
+	m, out, now := offering(t)
 	rev := m.hold.rev
-	out := m.step(input{kind: inHandOver, now: now, handOver: handOver{to: "c"}})
-	if out.do.kind != doOffer {
-		t.Fatalf("action %v, want an offer", out.do.kind)
-	}
 	now = now.Add(time.Millisecond)
 	out = m.step(input{kind: inOffer, now: now, sent: now, err: errors.New("the key moved on to revision 99 since")})
 	if out.do.kind != doRelease {
