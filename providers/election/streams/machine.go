@@ -36,6 +36,10 @@ type machine struct {
 	seenWritten time.Time
 	// gone is the held view the key was last found gone from, as expired.
 	gone keyView
+	// displaced is the view a failed campaign replaced with the revision
+	// its error named (see onCampaign), until the next view: a removal at
+	// that revision removed what displaced showed.
+	displaced keyView
 	// followsNew: a message showed the bucket was made again before its
 	// creation time was read.
 	followsNew bool
@@ -765,6 +769,7 @@ func (m *machine) onCampaign(in input) {
 			// writer may count on it for up to a TTL from now. Should the
 			// key then vanish, that is a removal (see vanishedUnderLease).
 			m.seenRev = rev
+			m.displaced = m.view
 			m.view = keyView{known: true, Entry: Entry{Key: m.cfg.key, State: KeyHeld, Revision: rev},
 				seenAt: done, expiresBy: done.Add(m.tm.ttl), ttl: m.tm.ttl}
 			m.note(note{kind: noteViewChanged, at: done})
@@ -850,7 +855,13 @@ func (m *machine) observe(now time.Time, v keyView) bool {
 		m.log.Warnf("election %s: the key %s held vanished without a marker %v before it could expire (the bucket deleted and made again, or purged): taking it as a forced removal, so a term begun on it waits a TTL, until %s has surely stood down", m.cfg.key, m.view.Leader, m.view.expiresBy.Sub(now).Round(time.Millisecond), m.view.Leader)
 		v.State, v.Operation = KeyRemoved, jetstream.KeyValuePurge // gone without a marker, as by a purge
 	}
-	prev := m.view
+	prev, named := m.view, m.view
+	if prev.State == KeyHeld && prev.Leader == "" && prev.Revision == v.Revision && m.displaced.known {
+		// The view only told a revision a failed campaign ran into, and
+		// this is that message: a removal removed what we knew before.
+		named = m.displaced
+	}
+	m.displaced = keyView{}
 	m.view = v
 	switch {
 	case prev.State == KeyHeld && v.State == KeyAbsent:
@@ -870,7 +881,7 @@ func (m *machine) observe(now time.Time, v keyView) bool {
 		m.dropHold(now, true)
 		return true
 	}
-	if v.State == KeyRemoved && prev.State == KeyHeld && prev.Leader == m.cfg.identity && m.cfg.writes {
+	if v.State == KeyRemoved && named.State == KeyHeld && named.Leader == m.cfg.identity && m.cfg.writes {
 		// Someone removed a key in our name that we no longer held (a
 		// write of ours whose outcome was unknown): the stand-down is
 		// meant for us too.

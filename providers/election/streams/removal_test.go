@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // TestMachineRemovalFoundByAWriteCountsFromItsConfirmation: a campaign
@@ -145,5 +147,67 @@ func TestMachineHandOverTooSoonKeepsTheTerm(t *testing.T) {
 	}
 	if m.leading || out.do.kind != doRelease || !out.do.marked || out.do.handOver.to != "c" {
 		t.Fatalf("leading %v, action %v marked %v to %q: want the term ended and a release naming c", m.leading, out.do.kind, out.do.marked, out.do.handOver.to)
+	}
+}
+
+// TestMachineRemovalFoundByAFailedCampaignStillSitsOut: a candidate whose
+// view shows the key held in its own name (a write it gave up, here one
+// it found after a restart) campaigns over it once its lease has lapsed;
+// the compare-and-swap fails on a later revision, which a read then shows
+// is a forced removal. The removal was meant for the message in our name,
+// so we sit the takeover out as a deposed leader does. (The failed
+// campaign's view, which names no holder, used to hide that: simulator
+// seed 1088174.)
+func TestMachineRemovalFoundByAFailedCampaignStillSitsOut(t *testing.T) {
+	m, t0 := newTestMachine(t)
+	born := t0.Add(-time.Hour)
+	out, now := startWatching(t, m, t0)
+	out = m.step(input{kind: inWatchEntry, now: now, entry: &Entry{Key: "k", State: KeyHeld, Leader: "a", Revision: 1, Written: now, Operation: jetstream.KeyValuePut}})
+	out = m.step(input{kind: inWatchInitialDone, now: now})
+	for i := 0; i < 200 && !(out.do.kind == doWrite && out.do.expect == 1); i++ {
+		switch out.do.kind {
+		case doReadTTL:
+			out = m.step(input{kind: inTTL, now: now, sent: now, ttl: m.tm.ttl, born: born})
+		case doRead:
+			out = m.step(input{kind: inRead, now: now, sent: now, entry: &Entry{Key: "k", State: KeyHeld, Leader: "a", Revision: 1, Written: t0, Operation: jetstream.KeyValuePut}})
+		default:
+			now = now.Add(m.tm.ttl / 20)
+			out = m.step(input{kind: inTick, now: now})
+		}
+	}
+	if out.do.kind != doWrite || out.do.expect != 1 {
+		t.Fatalf("action %v expect %d: want a campaign over the lapsed revision 1", out.do.kind, out.do.expect)
+	}
+	out = m.step(input{kind: inWrite, now: now, sent: now, expect: 1, err: wrongLastSequence(2)})
+	for i := 0; i < 10 && out.do.kind != doRead; i++ {
+		if out.do.kind == doReadTTL {
+			out = m.step(input{kind: inTTL, now: now, sent: now, ttl: m.tm.ttl, born: born})
+			continue
+		}
+		now = now.Add(10 * time.Millisecond)
+		out = m.step(input{kind: inTick, now: now})
+	}
+	if out.do.kind != doRead {
+		t.Fatalf("action %v: want a read after the failed campaign", out.do.kind)
+	}
+	removedAt := now
+	out = m.step(input{kind: inRead, now: now, sent: now, entry: &Entry{Key: "k", State: KeyRemoved, Revision: 2, Written: now, Operation: jetstream.KeyValuePurge}})
+	if !m.sitOut.until.After(removedAt) {
+		t.Fatalf("sit-out until %v: want past the removal at %v", m.sitOut.until.Sub(removedAt), removedAt)
+	}
+	// Nothing takes the key before the sit-out ends.
+	for now.Before(m.sitOut.until.Add(-m.tm.ttl / 20)) {
+		if out.do.kind == doWrite {
+			t.Fatalf("campaign %v after the removal, within the sit-out of %v", now.Sub(removedAt), m.tm.ttl)
+		}
+		switch out.do.kind {
+		case doReadTTL:
+			out = m.step(input{kind: inTTL, now: now, sent: now, ttl: m.tm.ttl, born: born})
+		case doRead:
+			out = m.step(input{kind: inRead, now: now, sent: now, entry: &Entry{Key: "k", State: KeyRemoved, Revision: 2, Written: removedAt, Operation: jetstream.KeyValuePurge}})
+		default:
+			now = now.Add(m.tm.ttl / 20)
+			out = m.step(input{kind: inTick, now: now})
+		}
 	}
 }

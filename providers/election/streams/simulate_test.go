@@ -1084,7 +1084,7 @@ func (w *simWorld) fault() {
 		w.deposed, w.deposedAt, w.deposedTTL = string(msg.Value), w.now, w.ttl
 		for _, n := range w.nodes {
 			if n != nil && n.alive && n.name == w.deposed {
-				w.deposedTTL = n.m.tm.ttl // it sits out a TTL as it knows it
+				w.deposedTTL = min(w.ttl, n.m.tm.ttl) // it sits out a TTL as it knows it (see setTTL)
 			}
 		}
 		if kind == "purge" {
@@ -1169,10 +1169,7 @@ func (w *simWorld) fault() {
 			}
 		}
 		w.logf("FAULT the TTL changes from %v to %v", old, next)
-		w.ttl = next
-		w.lastTTLAt = w.now
-		w.b.SetTTL(w.now, next)
-		w.advise()
+		w.setTTL(next)
 	}
 	w.res.faults++
 	w.res.byFault[kind]++
@@ -1327,9 +1324,7 @@ func (w *simWorld) lowerTTL() bool {
 		}
 	}
 	w.logf("FAULT the TTL is lowered from %v to %v", old, next)
-	w.ttl, w.lastTTLAt = next, w.now
-	w.b.SetTTL(w.now, next)
-	w.advise()
+	w.setTTL(next)
 	if w.rng.IntN(4) != 0 && w.now.Add(old).Before(w.quietFrom) {
 		w.at(w.now.Add(old+w.dur(0, old/2)), func() {
 			if !w.lowerTTL() {
@@ -1372,6 +1367,18 @@ func (w *simWorld) advise() {
 			})
 		})
 	}
+}
+
+// setTTL changes the bucket's TTL and advises the candidates of it. A
+// deposed holder sits out a TTL as it knows it when it learns of the
+// stand-down, which a TTL lowered meanwhile shortens.
+func (w *simWorld) setTTL(ttl time.Duration) {
+	w.ttl, w.lastTTLAt = ttl, w.now
+	if w.deposed != "" {
+		w.deposedTTL = min(w.deposedTTL, ttl)
+	}
+	w.b.SetTTL(w.now, ttl)
+	w.advise()
 }
 
 // notify steps n with in, or queues it while n is busy or paused.
