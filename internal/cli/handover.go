@@ -122,6 +122,11 @@ func (e *elections) handOver(ctx context.Context, name, to string, force bool, w
 		wait = st.TTL() + waitSlack
 	}
 	hw, err := awaitHandOver(ctx, feed.msgs, rec.Revision, from, wait)
+	if err == nil && !hw.taken.began {
+		// The write the takeover followed was overwritten before the feed
+		// read it: the new leader says its token when asked who stands.
+		hw.taken.began = e.askToken(ctx, s, name, rec.Revision, &hw.taken)
+	}
 	if hw.marker != 0 {
 		out.MarkerRevision = &hw.marker
 		if !asJSON {
@@ -151,6 +156,25 @@ func (e *elections) handOver(ctx context.Context, name, to string, force bool, w
 		fmt.Fprintf(e.a.stdout, "%s did not take %s in time: %s leads it now, token %d, by the election's normal rules.\n", to, name, *out.NewLeader, *out.Token)
 	}
 	return nil
+}
+
+// askToken asks who stands in election name for the token of the term t's
+// leader leads, and sets t's revision to it when it names a write after
+// read and at or before t's: it reports whether it did.
+func (e *elections) askToken(ctx context.Context, s *session, name string, read uint64, t *takeover) bool {
+	rctx, cancel := s.request(ctx)
+	defer cancel()
+	standing, err := streams.Standing(rctx, s.nc, s.bucket, name, 0)
+	if err != nil {
+		return false
+	}
+	for _, c := range standing {
+		if c.Identity == t.leader && c.Leader && c.Token > read && c.Token <= t.revision {
+			t.revision = c.Token
+			return true
+		}
+	}
+	return false
 }
 
 // handOverWrites is what a hand-over wrote to the key: the takeover, and

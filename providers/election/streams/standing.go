@@ -28,6 +28,8 @@ type Candidate struct {
 	Healthy bool `json:"healthy"`
 	// Leader is true for the candidate that leads, as it knows.
 	Leader bool `json:"leader"`
+	// Token is, while Leader, the fencing token of the term it leads.
+	Token uint64 `json:"token,omitempty"`
 	// Since is when the candidate started campaigning.
 	Since time.Time `json:"since"`
 	// Leaving is set in the announcement a candidate makes as it stops.
@@ -570,7 +572,11 @@ func (s *steward) poke() {
 func (s *steward) self() Candidate {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Candidate{Identity: s.e.identity, Priority: s.e.opts.priority, Healthy: s.healthy, Leader: s.e.IsLeader(), Since: s.since}
+	c := Candidate{Identity: s.e.identity, Priority: s.e.opts.priority, Healthy: s.healthy, Since: s.since}
+	if t := s.e.Term(); t != nil && t.Valid() {
+		c.Leader, c.Token = true, t.Token()
+	}
+	return c
 }
 
 func (s *steward) announce(leaving bool) {

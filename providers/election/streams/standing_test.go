@@ -22,7 +22,8 @@ func TestWhoIsStanding(t *testing.T) {
 	kv := createBucket(t, connect(t, ts.url()), bucketConfig(3*time.Second))
 	rec := newRecorder()
 	failing := func(context.Context) error { return errors.New("disk full") }
-	stopA := runElection(t, mustElection(t, "a", "standing", kv, append(rec.options("a"), WithPriority(5))...))
+	a := mustElection(t, "a", "standing", kv, append(rec.options("a"), WithPriority(5))...)
+	stopA := runElection(t, a)
 	rec.waitFor(t, 5*time.Second, "a to lead", func(evs []event) bool { return wins(evs, "a") == 1 })
 	runElection(t, mustElection(t, "b", "standing", openBucket(t, connect(t, ts.url())), append(rec.options("b"), WithPriority(9), WithHealthCheck(failing, time.Second))...))
 	runElection(t, mustElection(t, "c", "standing", openBucket(t, connect(t, ts.url())), rec.options("c")...))
@@ -39,6 +40,11 @@ func TestWhoIsStanding(t *testing.T) {
 		if g.Identity != w.Identity || g.Priority != w.Priority || g.Healthy != w.Healthy || g.Leader != w.Leader || g.Since.IsZero() {
 			t.Fatalf("candidate %d: %+v, want %+v (and a start time)", i, g, w)
 		}
+	}
+	// The leader tells its term's token (stand-down --to reads it when
+	// the write that began the term was overwritten unseen); others none.
+	if term := a.Term(); term == nil || got[1].Token != term.Token() || got[0].Token != 0 || got[2].Token != 0 {
+		t.Fatalf("tokens %d, %d, %d: want a's term's token %v and none for the others", got[0].Token, got[1].Token, got[2].Token, term)
 	}
 	stopA()
 	eventually(t, 5*time.Second, "a no longer standing", func() bool {
