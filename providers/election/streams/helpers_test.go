@@ -116,12 +116,26 @@ func createBucket(t testing.TB, nc *nats.Conn, cfg jetstream.KeyValueConfig) jet
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	kv, err := js.CreateKeyValue(ctx, cfg)
+	for storeNotReady(err) && ctx.Err() == nil {
+		// A bucket deleted just before (recreateBucket): the server
+		// removes its store in the background, and on a busy machine
+		// refuses to make it again until it has. Ask again until then.
+		time.Sleep(50 * time.Millisecond)
+		kv, err = js.CreateKeyValue(ctx, cfg)
+	}
 	if err != nil {
 		t.Fatalf("create bucket: %v", err)
 	}
 	allowMsgTTL(t, js, cfg.Bucket)
 	jsOf.Store(kv, js)
 	return kv
+}
+
+// storeNotReady reports whether err is the server's refusal to make a
+// stream's store ("error creating store for stream", 10049).
+func storeNotReady(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == 10049
 }
 
 // createPlainBucket is createBucket without per-message TTLs, as on a NATS
