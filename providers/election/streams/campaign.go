@@ -253,11 +253,7 @@ func (d *driver) perform(a action) input {
 		rev, err := d.store.Write(ctx, d.key, []byte(d.identity), a.expect)
 		return input{kind: inWrite, sent: sent, now: d.clock.Now(), rev: rev, expect: a.expect, err: err}
 	case doRelease:
-		if d.lastLost != nil {
-			if lost := d.lastLost(); lost != nil {
-				<-lost // the next leader's OnWon comes after our OnLost
-			}
-		}
+		d.awaitLastLost()
 		var payload []byte
 		switch {
 		case a.marked && a.handOver.to != "":
@@ -271,11 +267,7 @@ func (d *driver) perform(a action) input {
 		marked, err := d.store.Delete(rctx, d.key, a.expect, payload)
 		return input{kind: inRelease, sent: sent, now: d.clock.Now(), marked: marked, err: err}
 	case doOffer:
-		if d.lastLost != nil {
-			if lost := d.lastLost(); lost != nil {
-				<-lost // the next leader's OnWon comes after our OnLost
-			}
-		}
+		d.awaitLastLost()
 		err := errors.New("this candidate cannot offer the key")
 		if d.offer != nil {
 			octx, ocancel := context.WithTimeout(context.Background(), a.timeout) // counted from now, after OnLost
@@ -312,6 +304,17 @@ func (d *driver) perform(a action) input {
 		return input{kind: inWatchMade, sent: sent, now: d.clock.Now(), err: err, restartable: restartable}
 	}
 	panic(fmt.Sprintf("election %s: bug: unknown action %d", d.key, a.kind))
+}
+
+// awaitLastLost waits, before a release or an offer of the key, for the
+// latest OnLost to return: the next leader's OnWon comes after it.
+func (d *driver) awaitLastLost() {
+	if d.lastLost == nil {
+		return
+	}
+	if lost := d.lastLost(); lost != nil {
+		<-lost
+	}
 }
 
 // makeWatch subscribes to the key; a watch not set up within timeout is
