@@ -140,7 +140,17 @@ func (r *realBucket) latest(key string) (*simkv.Msg, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &simkv.Msg{Key: key, Value: m.Data, Op: opOf(m.Header.Get("KV-Operation")), Revision: m.Sequence, Written: m.Time}, nil
+	return &simkv.Msg{Key: key, Value: m.Data, Op: opOf(m.Header.Get("KV-Operation")), Revision: m.Sequence, Written: m.Time, TTL: ttlOf(m.Header.Get(jetstream.MsgTTLHeader))}, nil
+}
+
+// ttlOf reads a Nats-TTL header as nats.go writes it (a duration) in whole
+// seconds, as the server counts it; 0 when there is none.
+func ttlOf(hdr string) time.Duration {
+	d, err := time.ParseDuration(hdr)
+	if err != nil {
+		return 0
+	}
+	return d.Truncate(time.Second)
 }
 
 func opOf(hdr string) simkv.Op {
@@ -268,7 +278,7 @@ func sameMsg(real, sim *simkv.Msg) string {
 		return ""
 	case real == nil || sim == nil:
 		return fmt.Sprintf("server %s, model %s", describe(real), describe(sim))
-	case real.Key != sim.Key || real.Op != sim.Op || real.Revision != sim.Revision || !bytes.Equal(real.Value, sim.Value):
+	case real.Key != sim.Key || real.Op != sim.Op || real.Revision != sim.Revision || !bytes.Equal(real.Value, sim.Value) || real.TTL != sim.TTL:
 		return fmt.Sprintf("server %s, model %s", describe(real), describe(sim))
 	case absDiff(real.Written, sim.Written) > writtenSlack:
 		return fmt.Sprintf("server wrote %s at %v, model at %v", describe(real), real.Written, sim.Written)
@@ -279,6 +289,9 @@ func sameMsg(real, sim *simkv.Msg) string {
 func describe(m *simkv.Msg) string {
 	if m == nil {
 		return "none"
+	}
+	if m.TTL > 0 {
+		return fmt.Sprintf("%s %s %q r%d ttl %v", m.Key, m.Op, m.Value, m.Revision, m.TTL)
 	}
 	return fmt.Sprintf("%s %s %q r%d", m.Key, m.Op, m.Value, m.Revision)
 }
@@ -498,11 +511,22 @@ func sameDeliveries(real, sim []simkv.Delivery) bool {
 		return false
 	}
 	for i := range real {
-		if real[i].InitialDone != sim[i].InitialDone || sameMsg(real[i].Msg, sim[i].Msg) != "" {
+		if real[i].InitialDone != sim[i].InitialDone || sameMsg(real[i].Msg, withoutTTL(sim[i].Msg)) != "" {
 			return false
 		}
 	}
 	return true
+}
+
+// withoutTTL is m as nats.go's KV watch delivers it: without headers, so
+// without its own TTL.
+func withoutTTL(m *simkv.Msg) *simkv.Msg {
+	if m == nil || m.TTL == 0 {
+		return m
+	}
+	c := *m
+	c.TTL = 0
+	return &c
 }
 
 // gone is a message whose expiry a wait follows.

@@ -70,6 +70,10 @@ type Msg struct {
 	Revision uint64
 	// Written is when the message was stored (the stream's timestamp).
 	Written time.Time
+	// TTL is the message's own TTL (its Nats-TTL header) in whole
+	// seconds, 0 for none. A direct get shows it; a KV watch of nats.go
+	// does not hand headers on.
+	TTL time.Duration
 }
 
 var (
@@ -94,8 +98,6 @@ var (
 // stored is a key's latest message with what decides when it expires.
 type stored struct {
 	msg Msg
-	// msgTTL is the message's own TTL in whole seconds, 0 for none.
-	msgTTL time.Duration
 	// late is how late MaxAge expiry of it runs, fixed when it was stored.
 	late time.Duration
 }
@@ -205,8 +207,8 @@ func (b *Bucket) expiry(s *stored) (time.Time, bool) {
 	// A per-message TTL longer than MaxAge does not keep a message: MaxAge
 	// removes it (checked on the server: a 5 s TTL with a 2 s MaxAge is
 	// gone after 2 s).
-	if s.msgTTL > 0 {
-		if t := s.msg.Written.Add(s.msgTTL); !ok || t.Before(at) {
+	if s.msg.TTL > 0 {
+		if t := s.msg.Written.Add(s.msg.TTL); !ok || t.Before(at) {
 			at, ok = t, true
 		}
 	}
@@ -507,8 +509,7 @@ func (b *Bucket) check(key string, expect uint64) error {
 func (b *Bucket) store(now time.Time, key string, value []byte, op Op, msgTTL time.Duration) uint64 {
 	b.lastRev++
 	s := &stored{
-		msg:    Msg{Key: key, Value: value, Op: op, Revision: b.lastRev, Written: now},
-		msgTTL: msgTTL,
+		msg: Msg{Key: key, Value: value, Op: op, Revision: b.lastRev, Written: now, TTL: msgTTL},
 	}
 	if b.lateness != nil {
 		s.late = max(b.lateness(b.lastRev), 0)

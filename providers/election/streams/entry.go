@@ -121,6 +121,12 @@ type Entry struct {
 	Written time.Time
 	// Operation is the KV operation of the message: put, delete or purge.
 	Operation jetstream.KeyValueOp
+	// TTL is the message's own TTL, its Nats-TTL header (whole seconds),
+	// which Conclave's candidates write where the bucket allows it; 0 when
+	// it has none or the read could not tell (nats.go's KV API hides
+	// headers). The broker expires the message at the earlier of this and
+	// the bucket's TTL, and a raise of the bucket's TTL does not extend it.
+	TTL time.Duration
 }
 
 // ReadEntry reads what an entry of a watch, a Get or a History means for the
@@ -130,6 +136,9 @@ func ReadEntry(ent jetstream.KeyValueEntry) Entry {
 		return Entry{State: KeyAbsent}
 	}
 	e := Entry{Key: ent.Key(), Revision: ent.Revision(), Written: ent.Created(), Operation: ent.Operation()}
+	if withTTL, ok := ent.(interface{ MsgTTL() time.Duration }); ok {
+		e.TTL = withTTL.MsgTTL()
+	}
 	switch {
 	case ent.Operation() == jetstream.KeyValueDelete:
 		if by, to, within, ok := readRelease(string(ent.Value())); ok {

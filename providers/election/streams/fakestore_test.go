@@ -60,7 +60,7 @@ func (s *fakeStore) expireLocked() {
 func (s *fakeStore) appendLocked(op jetstream.KeyValueOp, value []byte) uint64 {
 	s.seq++
 	now := s.clk.Now()
-	s.msg = transport.NewEntry(bucketName, "k", value, s.seq, now, op)
+	s.msg = transport.NewEntry(bucketName, "k", value, s.seq, now, op, 0)
 	s.expires = now.Add(s.ttl)
 	if s.silent {
 		s.silent = false

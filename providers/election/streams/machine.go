@@ -135,12 +135,12 @@ type hold struct {
 	from       KeyState
 	fromSeenAt time.Time
 	fromTTL    time.Duration
-	// heldUntil is, when we took a key we saw held and then found gone,
-	// when we predicted it expired, by heldTTL, the TTL we knew; goneAt is
-	// when we found it gone.
-	heldUntil time.Time
-	heldTTL   time.Duration
-	goneAt    time.Time
+	// held is, when we took a key we saw held and then found gone, the
+	// view of it we judged its expiry by, with heldTTL, the TTL we knew;
+	// goneAt is when we found it gone.
+	held    keyView
+	heldTTL time.Duration
+	goneAt  time.Time
 
 	// ttlRead is true once the bucket's TTL has been read since we took
 	// the key (by a read sent at or after ttlSince); ttlRetryAt is when to
@@ -904,10 +904,21 @@ func (m *machine) vanishedUnderLease(now time.Time, v keyView) bool {
 }
 
 // heldUntil is the earliest the broker may expire the held key v shows, by
-// the higher of the TTL known when it was seen and the one known now (a
-// raised TTL applies to messages already stored).
-func (m *machine) heldUntil(v keyView) time.Time {
-	return v.expiresBy.Add(max(0, m.tm.ttl-v.ttl))
+// the TTL known now (see expiresAt).
+func (m *machine) heldUntil(v keyView) time.Time { return expiresAt(v, m.tm.ttl) }
+
+// expiresAt is the earliest the broker may expire the held key v shows
+// when the bucket's TTL is ttl: by the higher of ttl and the TTL known when
+// v was seen, since a raised TTL applies to messages already stored; but
+// no later than the message's own TTL, which expires it whatever the
+// bucket's TTL. Its writer counted on it for no longer than that: it
+// writes the TTL it counts by, rounded up to whole seconds.
+func expiresAt(v keyView, ttl time.Duration) time.Time {
+	at := v.expiresBy.Add(max(0, ttl-v.ttl))
+	if v.TTL > 0 && v.TTL < max(ttl, v.ttl) {
+		at = v.expiresBy.Add(v.TTL - v.ttl)
+	}
+	return at
 }
 
 // vanishedByRaisedTTL reports whether the held key we took as expired could
@@ -916,10 +927,10 @@ func (m *machine) heldUntil(v keyView) time.Time {
 // vanishedUnderLease), judged with the TTL its holder may have used.
 func (m *machine) vanishedByRaisedTTL(ttl time.Duration) bool {
 	h := &m.hold
-	if h.from != KeyAbsent || h.heldUntil.IsZero() || ttl <= h.heldTTL {
+	if h.from != KeyAbsent || !h.held.known || ttl <= h.heldTTL {
 		return false
 	}
-	return h.goneAt.Before(h.heldUntil.Add(ttl - h.heldTTL - m.tm.margin))
+	return h.goneAt.Before(expiresAt(h.held, ttl).Add(-m.tm.margin))
 }
 
 // sameMessage reports whether two entries of one revision are the same
@@ -1030,11 +1041,11 @@ func (m *machine) won(sent, done time.Time, rev, expect uint64) {
 	}
 	switch {
 	case m.view.State == KeyHeld && expect == 0:
-		m.hold.heldUntil, m.hold.heldTTL, m.hold.goneAt = m.heldUntil(m.view), max(m.view.ttl, m.tm.ttl), sent
+		m.hold.held, m.hold.heldTTL, m.hold.goneAt = m.view, max(m.view.ttl, m.tm.ttl), sent
 	case m.view.State == KeyAbsent && m.gone.known:
 		// We found the key gone before taking it: judge that too by the
 		// TTL read after winning.
-		m.hold.heldUntil, m.hold.heldTTL, m.hold.goneAt = m.heldUntil(m.gone), max(m.gone.ttl, m.tm.ttl), m.view.seenAt
+		m.hold.held, m.hold.heldTTL, m.hold.goneAt = m.gone, max(m.gone.ttl, m.tm.ttl), m.view.seenAt
 	}
 	m.tries, m.nextCampaign, m.sitOut = 0, time.Time{}, sitOut{}
 	m.seenRev = max(m.seenRev, rev)

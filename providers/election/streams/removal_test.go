@@ -211,3 +211,58 @@ func TestMachineRemovalFoundByAFailedCampaignStillSitsOut(t *testing.T) {
 		}
 	}
 }
+
+// TestMachineKeyGoneByItsOwnTTLIsNoRemoval: a message carrying its own TTL
+// (the Nats-TTL header) shorter than the bucket's TTL, as a campaign
+// written under a lowered TTL and stored late is after the TTL is put
+// back, expires by that TTL. Gone past it, the key expired; only gone
+// before it, or without a TTL of its own, the key was removed under a
+// live lease. (A fault run's ttl-lower + restart-broker took such an
+// expiry as a removal and left the election leaderless a TTL longer.)
+func TestMachineKeyGoneByItsOwnTTLIsNoRemoval(t *testing.T) {
+	// The bucket's TTL is 3 s and the margin 300 ms: a key held by a
+	// message without a TTL of its own expires 3 s after it was written,
+	// and found gone before 2.7 s it was removed.
+	for _, c := range []struct {
+		name   string
+		msgTTL time.Duration
+		endAt  time.Duration // the watch ends this long after the write; it is remade empty a little later
+		within [2]time.Duration
+		want   KeyState
+	}{
+		{"expired by its own TTL", 2 * time.Second, 2 * time.Second, [2]time.Duration{1700 * time.Millisecond, 2700 * time.Millisecond}, KeyAbsent},
+		{"gone before its own TTL", 2 * time.Second, time.Second, [2]time.Duration{0, 1700 * time.Millisecond}, KeyRemoved},
+		{"no TTL of its own", 0, 2 * time.Second, [2]time.Duration{1700 * time.Millisecond, 2700 * time.Millisecond}, KeyRemoved},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m, t0 := newTestMachine(t)
+			out, now := startWatching(t, m, t0)
+			written := now
+			out = m.step(input{kind: inWatchEntry, now: now, entry: &Entry{Key: "k", State: KeyHeld, Leader: "b", Revision: 7, Written: written, TTL: c.msgTTL}})
+			out = m.step(input{kind: inWatchInitialDone, now: now})
+			// The watch is made again and begins empty; the read it
+			// prompts finds the key absent.
+			now = written.Add(c.endAt)
+			out = m.step(input{kind: inWatchEnded, now: now, err: errTest})
+			for range 20 {
+				if out.do.kind == doWatch {
+					break
+				}
+				now = later(now, out.wake)
+				out = m.step(input{kind: inTick, now: now})
+			}
+			gone := now.Sub(written)
+			if gone < c.within[0] || gone >= c.within[1] {
+				t.Fatalf("watch remade %v after the write, want within [%v, %v)", gone, c.within[0], c.within[1])
+			}
+			out = m.step(input{kind: inWatchMade, now: now, sent: now})
+			out = m.step(input{kind: inWatchInitialDone, now: now})
+			if out.do.kind == doRead {
+				m.step(input{kind: inRead, now: now.Add(time.Millisecond), sent: now})
+			}
+			if m.view.State != c.want {
+				t.Fatalf("key found gone %v after b's write with its own TTL %v: view %s, want %s", gone, c.msgTTL, m.view.describe(), c.want)
+			}
+		})
+	}
+}

@@ -863,7 +863,7 @@ func (w *simWorld) drain(n *simNode) {
 }
 
 func simEntry(msg *simkv.Msg) Entry {
-	return ReadEntry(transport.NewEntry(bucketName, msg.Key, msg.Value, msg.Revision, msg.Written, simOp(msg.Op)))
+	return ReadEntry(transport.NewEntry(bucketName, msg.Key, msg.Value, msg.Revision, msg.Written, simOp(msg.Op), msg.TTL))
 }
 
 func simOp(op simkv.Op) jetstream.KeyValueOp {

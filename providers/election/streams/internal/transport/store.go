@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -260,7 +261,7 @@ func (s *Store) Latest(ctx context.Context, key string) (jetstream.KeyValueEntry
 // entryOf reads a message of the bucket's stream as a KV entry: deletes and
 // purges by their KV header, and the server's markers by their reason.
 func entryOf(bucket, key string, data []byte, hdr nats.Header, seq uint64, at time.Time) *Entry {
-	ent := &Entry{bucket: bucket, key: key, value: data, revision: seq, created: at}
+	ent := &Entry{bucket: bucket, key: key, value: data, revision: seq, created: at, msgTTL: msgTTLOf(hdr)}
 	switch hdr.Get(kvOperationHeader) {
 	case "DEL":
 		ent.op = jetstream.KeyValueDelete
@@ -277,6 +278,23 @@ func entryOf(bucket, key string, data []byte, hdr nats.Header, seq uint64, at ti
 	return ent
 }
 
+// msgTTLOf reads a message's own TTL from its Nats-TTL header as the
+// server does (a duration, or whole seconds), in whole seconds; 0 for none,
+// for "never" and for anything the server would not take.
+func msgTTLOf(hdr nats.Header) time.Duration {
+	v := hdr.Get(jetstream.MsgTTLHeader)
+	if v == "" {
+		return 0
+	}
+	if d, err := time.ParseDuration(v); err == nil {
+		return max(d.Truncate(time.Second), 0)
+	}
+	if n, err := strconv.ParseUint(v, 10, 31); err == nil && n > 0 {
+		return time.Duration(n) * time.Second
+	}
+	return 0
+}
+
 // Watch follows key through the process's shared watches: its latest
 // message, then nil, then every change, until the watcher is stopped or ctx
 // ends. The watcher also has Err (why it ended on its own) and Restart (see
@@ -289,20 +307,29 @@ func (s *Store) Watch(ctx context.Context, key string) (jetstream.KeyWatcher, er
 }
 
 // Entry is a key's message read straight from the stream: a
-// jetstream.KeyValueEntry whose Delta is always 0.
+// jetstream.KeyValueEntry whose Delta is always 0, and which also tells
+// the message's own TTL (MsgTTL).
 type Entry struct {
 	bucket, key string
 	value       []byte
 	revision    uint64
 	created     time.Time
 	op          jetstream.KeyValueOp
+	msgTTL      time.Duration
 }
 
 // NewEntry returns the message of key in bucket at revision, stored at
-// created, with value and operation op.
-func NewEntry(bucket, key string, value []byte, revision uint64, created time.Time, op jetstream.KeyValueOp) *Entry {
-	return &Entry{bucket: bucket, key: key, value: value, revision: revision, created: created, op: op}
+// created, with value and operation op, and its own TTL msgTTL (0 for
+// none).
+func NewEntry(bucket, key string, value []byte, revision uint64, created time.Time, op jetstream.KeyValueOp, msgTTL time.Duration) *Entry {
+	return &Entry{bucket: bucket, key: key, value: value, revision: revision, created: created, op: op, msgTTL: msgTTL}
 }
+
+// MsgTTL is the message's own TTL (its Nats-TTL header, as the election
+// writes where the bucket allows it), in whole seconds; 0 when it has none.
+// The broker expires the message at the earlier of that and the bucket's
+// MaxAge.
+func (e *Entry) MsgTTL() time.Duration { return e.msgTTL }
 
 func (e *Entry) Bucket() string                  { return e.bucket }
 func (e *Entry) Key() string                     { return e.key }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -49,5 +50,68 @@ func TestLatestWithoutJetStreamShowsMarkers(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestEntriesTellTheirOwnTTL: a write carries the TTL the store read from
+// the bucket, in whole seconds rounded up (2.5 s: "3s"), and both a read
+// and a watch of the key hand it on, since the broker expires the message
+// by it whatever the bucket's TTL becomes; a message without one (Choria's
+// candidates write none) reads as 0.
+func TestEntriesTellTheirOwnTTL(t *testing.T) {
+	nc := connect(t, startServer(t))
+	kv, js := createBucket(t, nc, 2500*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s := NewStore(kv, js, nopLogger{}, writtenAfter)
+	if _, _, err := s.Status(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	rev, err := s.Write(ctx, "own", []byte("a"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, "none", []byte("b")); err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]time.Duration{"own": 3 * time.Second, "none": 0} {
+		ent, err := s.Latest(ctx, key)
+		if err != nil || ent == nil {
+			t.Fatalf("%s: read %v, %v", key, ent, err)
+		}
+		if got := ent.(*Entry).MsgTTL(); got != want {
+			t.Errorf("%s: read its own TTL as %v, want %v", key, got, want)
+		}
+		w, err := s.Watch(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case e := <-w.Updates():
+			got := time.Duration(-1)
+			if own, ok := e.(interface{ MsgTTL() time.Duration }); ok && e != nil {
+				got = own.MsgTTL()
+			}
+			if got != want || (key == "own" && e.Revision() != rev) {
+				t.Errorf("%s: the watch handed on revision %d with its own TTL %v, want %v", key, e.Revision(), got, want)
+			}
+		case <-ctx.Done():
+			t.Fatalf("%s: the watch delivered nothing", key)
+		}
+		_ = w.Stop()
+	}
+}
+
+// TestMsgTTLOfReadsTheHeaderAsTheServerDoes: a duration or whole seconds,
+// counted in whole seconds; "never", nonsense and nothing are no TTL.
+func TestMsgTTLOfReadsTheHeaderAsTheServerDoes(t *testing.T) {
+	for hdr, want := range map[string]time.Duration{"2s": 2 * time.Second, "2.7s": 2 * time.Second, "1m": time.Minute, "5": 5 * time.Second, "never": 0, "-3": 0, "soon": 0, "": 0} {
+		h := nats.Header{}
+		if hdr != "" {
+			h.Set(jetstream.MsgTTLHeader, hdr)
+		}
+		if got := msgTTLOf(h); got != want {
+			t.Errorf("Nats-TTL %q: read %v, want %v", hdr, got, want)
+		}
 	}
 }
