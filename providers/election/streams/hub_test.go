@@ -319,8 +319,9 @@ func TestPrefixConsumerRefusedByPermissionsFallsBackToOnePerKey(t *testing.T) {
 		runElection(t, mustElection(t, "a", fmt.Sprintf("app.e%02d", i), kv, append(recs[i].options("a"), WithLogger(log))...))
 	}
 	// Two refusals, each a request that times out (5s): the set feed's,
-	// then the prefix's.
-	eventually(t, 20*time.Second, fmt.Sprintf("%d consumers, one per key", n), func() bool { return consumers(t, admin) == n })
+	// then the prefix's. Under the race detector with the whole package
+	// running, that has taken past 20 s.
+	eventually(t, 45*time.Second, fmt.Sprintf("%d consumers, one per key", n), func() bool { return consumers(t, admin) == n })
 	if w := warnings.Load(); w != 1 {
 		t.Fatalf("the refused prefix consumer was logged %d times, want once", w)
 	}

@@ -3,14 +3,16 @@ package streams
 import "sync"
 
 // notifier runs user callbacks one at a time, in the order they were posted,
-// on its own goroutine, so that the election never calls user code while
-// holding a lock and never stalls its renewals behind a slow callback.
+// on a goroutine of its own while it has any to run, so that the election
+// never calls user code while holding a lock and never stalls its renewals
+// behind a slow callback. An idle notifier has no goroutine: a process of
+// thousands of candidates has thousands of notifiers, nearly all idle.
 type notifier struct {
 	mu      sync.Mutex
 	queue   []notice
+	running bool // a goroutine is running the queue
 	closed  bool
-	wake    chan struct{}
-	stopped chan struct{}
+	wg      sync.WaitGroup
 }
 
 type notice struct {
@@ -18,55 +20,45 @@ type notice struct {
 	done chan struct{}
 }
 
-func newNotifier() *notifier {
-	n := &notifier{wake: make(chan struct{}, 1), stopped: make(chan struct{})}
-	go n.run()
-	return n
-}
+func newNotifier() *notifier { return &notifier{} }
 
 // post queues fn and returns a channel closed once fn has returned.
 func (n *notifier) post(fn func()) <-chan struct{} {
 	done := make(chan struct{})
 	n.mu.Lock()
+	defer n.mu.Unlock()
 	if n.closed {
-		n.mu.Unlock()
 		close(done)
 		return done
 	}
 	n.queue = append(n.queue, notice{fn: fn, done: done})
-	n.mu.Unlock()
-	select {
-	case n.wake <- struct{}{}:
-	default:
+	if !n.running {
+		n.running = true
+		n.wg.Add(1)
+		go n.run()
 	}
 	return done
 }
 
-// close runs what is queued, then stops; it returns once the goroutine has
-// exited. It must not be called from a callback.
+// close lets what is queued run, then returns once no goroutine of the
+// notifier runs; later posts run nothing. It must not be called from a
+// callback.
 func (n *notifier) close() {
 	n.mu.Lock()
 	n.closed = true
 	n.mu.Unlock()
-	select {
-	case n.wake <- struct{}{}:
-	default:
-	}
-	<-n.stopped
+	n.wg.Wait()
 }
 
+// run runs the queue until it is empty.
 func (n *notifier) run() {
-	defer close(n.stopped)
+	defer n.wg.Done()
 	for {
 		n.mu.Lock()
 		if len(n.queue) == 0 {
-			closed := n.closed
+			n.queue, n.running = nil, false
 			n.mu.Unlock()
-			if closed {
-				return
-			}
-			<-n.wake
-			continue
+			return
 		}
 		next := n.queue[0]
 		n.queue[0] = notice{}

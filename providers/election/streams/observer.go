@@ -353,7 +353,7 @@ func (o *Observer) getTTL() time.Duration {
 func (o *Observer) followStanding(ctx context.Context) {
 	nc, bucket := o.opts.standing, o.bucket.Bucket()
 	wake := make(chan struct{}, 1)
-	sub, err := nc.Subscribe(AnnounceSubject(bucket, o.key), func(m *nats.Msg) {
+	sub, err := muxSubscribe(nc, AnnounceSubject(bucket, o.key), func(m *nats.Msg) {
 		var c Candidate
 		if json.Unmarshal(m.Data, &c) != nil || c.Identity == "" {
 			return // not an announcement

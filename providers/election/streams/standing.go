@@ -350,10 +350,10 @@ type steward struct {
 	hearing *Term // the term whose announcements the roll takes in; nil while a standby
 
 	// Only run's goroutine uses these.
-	leading       *Term              // the term the announcements serve; nil while a standby
-	announcements *nats.Subscription // while leading
-	counted       bool               // a StandingRecorder has been told a count
-	reported      standingCount      // what it was told last
+	leading       *Term         // the term the announcements serve; nil while a standby
+	announcements *muxSub       // while leading
+	counted       bool          // a StandingRecorder has been told a count
+	reported      standingCount // what it was told last
 }
 
 func newSteward(e *Election, nc *nats.Conn, bucket string) *steward {
@@ -390,8 +390,8 @@ func (s *steward) stop() {
 func (s *steward) run(ctx context.Context) {
 	e := s.e
 	log := e.opts.log
-	var subs []*nats.Subscription
-	candidates, err := s.nc.Subscribe(CandidatesSubject(s.bucket, e.key), s.onQuestion)
+	var subs []*muxSub
+	candidates, err := muxSubscribe(s.nc, CandidatesSubject(s.bucket, e.key), s.onQuestion)
 	if err != nil {
 		log.Warnf("election %s: cannot answer who is standing: %v", e.key, err)
 	} else {
@@ -401,7 +401,7 @@ func (s *steward) run(ctx context.Context) {
 	// rest, so that a leader takes them from its first moment, even while
 	// this goroutine runs a health check; only a leader acts on them, and
 	// only the candidate named on a leader's offer of the key.
-	handOver, err := s.nc.Subscribe(HandOverSubject(s.bucket, e.key), func(m *nats.Msg) { go s.onHandOver(ctx, m) })
+	handOver, err := muxSubscribe(s.nc, HandOverSubject(s.bucket, e.key), func(m *nats.Msg) { go s.onHandOver(ctx, m) })
 	if err != nil {
 		log.Warnf("election %s: cannot take hand-over requests: %v", e.key, err)
 	} else {
@@ -530,7 +530,7 @@ func (s *steward) follow(ctx context.Context, term *Term) (began bool) {
 	if term == nil || ctx.Err() != nil {
 		return false
 	}
-	sub, err := s.nc.Subscribe(AnnounceSubject(s.bucket, s.e.key), func(m *nats.Msg) { s.onAnnouncement(term, m) })
+	sub, err := muxSubscribe(s.nc, AnnounceSubject(s.bucket, s.e.key), func(m *nats.Msg) { s.onAnnouncement(term, m) })
 	if err != nil {
 		s.e.opts.log.Warnf("election %s: cannot hear the candidates' announcements: %v", s.e.key, err)
 	}

@@ -1,0 +1,109 @@
+package streams
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+)
+
+// muxBuffer is how many messages a connection's mux holds for its
+// subscriptions before nats.go drops the next ones as a slow consumer's.
+// A new leader's question reaches every candidate of its election, so
+// 10,000 elections starting at once send a process of one candidate in
+// each 10,000 questions within a few seconds.
+const muxBuffer = 1 << 16
+
+// A subMux delivers the messages of all of one connection's subscriptions
+// to who is standing's subjects through one channel and one goroutine.
+// Each candidate subscribes to two subjects (and its leader to a third),
+// and nats.go gives every subscription with a callback a goroutine of its
+// own: two or three per candidate, tens of thousands in a process of
+// thousands of elections. Handlers run on the mux's goroutine one message
+// at a time, so they must not block.
+type subMux struct {
+	ch   chan *nats.Msg
+	quit chan struct{}
+
+	mu       sync.Mutex
+	handlers map[*nats.Subscription]func(*nats.Msg)
+}
+
+// muxes holds the mux of each connection with subscriptions.
+var muxes = struct {
+	mu sync.Mutex
+	m  map[*nats.Conn]*subMux
+}{m: map[*nats.Conn]*subMux{}}
+
+// muxSub is one subscription through a connection's mux.
+type muxSub struct {
+	nc  *nats.Conn
+	mux *subMux
+	sub *nats.Subscription
+}
+
+// muxSubscribe subscribes handler to subject on nc through nc's mux (see
+// subMux), which it starts if nc has none.
+func muxSubscribe(nc *nats.Conn, subject string, handler func(*nats.Msg)) (*muxSub, error) {
+	muxes.mu.Lock()
+	defer muxes.mu.Unlock()
+	m := muxes.m[nc]
+	if m == nil {
+		m = &subMux{ch: make(chan *nats.Msg, muxBuffer), quit: make(chan struct{}), handlers: map[*nats.Subscription]func(*nats.Msg){}}
+		go m.run()
+		muxes.m[nc] = m
+	}
+	sub, err := nc.ChanSubscribe(subject, m.ch)
+	if err != nil {
+		m.stopIfIdleLocked(nc)
+		return nil, fmt.Errorf("subscribing to %s: %w", subject, err)
+	}
+	m.mu.Lock()
+	m.handlers[sub] = handler
+	m.mu.Unlock()
+	return &muxSub{nc: nc, mux: m, sub: sub}, nil
+}
+
+// Unsubscribe ends the subscription; the mux stops with its connection's
+// last one. A message taken from the channel before may still reach the
+// handler, as with nats.go's own subscriptions.
+func (s *muxSub) Unsubscribe() error {
+	muxes.mu.Lock()
+	defer muxes.mu.Unlock()
+	err := s.sub.Unsubscribe()
+	s.mux.mu.Lock()
+	delete(s.mux.handlers, s.sub)
+	s.mux.mu.Unlock()
+	s.mux.stopIfIdleLocked(s.nc)
+	return err
+}
+
+// stopIfIdleLocked stops m, nc's mux, when it has no subscription left.
+// The caller holds muxes.mu.
+func (m *subMux) stopIfIdleLocked(nc *nats.Conn) {
+	m.mu.Lock()
+	idle := len(m.handlers) == 0
+	m.mu.Unlock()
+	if idle && muxes.m[nc] == m {
+		delete(muxes.m, nc)
+		close(m.quit)
+	}
+}
+
+// run hands each message to its subscription's handler until the mux
+// stops.
+func (m *subMux) run() {
+	for {
+		select {
+		case <-m.quit:
+			return
+		case msg := <-m.ch:
+			m.mu.Lock()
+			h := m.handlers[msg.Sub]
+			m.mu.Unlock()
+			if h != nil {
+				h(msg)
+			}
+		}
+	}
+}
