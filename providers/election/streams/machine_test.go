@@ -247,17 +247,7 @@ func TestMachineAbsenceConfirmedLateIsJudgedFromTheWatch(t *testing.T) {
 	out = m.step(input{kind: inWatchEntry, now: now, entry: &Entry{Key: "k", State: KeyHeld, Leader: "b", Revision: 7, Written: now}})
 	out = m.step(input{kind: inWatchInitialDone, now: now})
 	// The watch is made again (a broker restart) and begins empty.
-	now = now.Add(500 * time.Millisecond)
-	out = m.step(input{kind: inWatchEnded, now: now, err: errTest})
-	for range 20 {
-		if out.do.kind == doWatch {
-			break
-		}
-		now = later(now, out.wake)
-		out = m.step(input{kind: inTick, now: now})
-	}
-	out = m.step(input{kind: inWatchMade, now: now, sent: now})
-	out = m.step(input{kind: inWatchInitialDone, now: now})
+	out, now = remakeWatchEmpty(m, now.Add(500*time.Millisecond))
 	if out.do.kind != doRead {
 		t.Fatalf("action %v, want a read of the key", out.do.kind)
 	}
@@ -268,4 +258,20 @@ func TestMachineAbsenceConfirmedLateIsJudgedFromTheWatch(t *testing.T) {
 	if m.view.State != KeyRemoved {
 		t.Fatalf("view %s after the late read, want removed (it vanished when the watch began empty)", m.view.describe())
 	}
+}
+
+// remakeWatchEmpty ends m's watch at now, lets m make it again, and begins
+// the new one empty; it returns m's action then and the time the watch was
+// remade.
+func remakeWatchEmpty(m *machine, now time.Time) (output, time.Time) {
+	out := m.step(input{kind: inWatchEnded, now: now, err: errTest})
+	for range 20 {
+		if out.do.kind == doWatch {
+			break
+		}
+		now = later(now, out.wake)
+		out = m.step(input{kind: inTick, now: now})
+	}
+	m.step(input{kind: inWatchMade, now: now, sent: now})
+	return m.step(input{kind: inWatchInitialDone, now: now}), now
 }

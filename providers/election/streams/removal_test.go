@@ -242,21 +242,11 @@ func TestMachineKeyGoneByItsOwnTTLIsNoRemoval(t *testing.T) {
 			out = m.step(input{kind: inWatchInitialDone, now: now})
 			// The watch is made again and begins empty; the read it
 			// prompts finds the key absent.
-			now = written.Add(c.endAt)
-			out = m.step(input{kind: inWatchEnded, now: now, err: errTest})
-			for range 20 {
-				if out.do.kind == doWatch {
-					break
-				}
-				now = later(now, out.wake)
-				out = m.step(input{kind: inTick, now: now})
-			}
+			out, now = remakeWatchEmpty(m, written.Add(c.endAt))
 			gone := now.Sub(written)
 			if gone < c.within[0] || gone >= c.within[1] {
 				t.Fatalf("watch remade %v after the write, want within [%v, %v)", gone, c.within[0], c.within[1])
 			}
-			out = m.step(input{kind: inWatchMade, now: now, sent: now})
-			out = m.step(input{kind: inWatchInitialDone, now: now})
 			if out.do.kind == doRead {
 				m.step(input{kind: inRead, now: now.Add(time.Millisecond), sent: now})
 			}
