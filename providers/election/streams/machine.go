@@ -900,12 +900,8 @@ func (m *machine) observe(now time.Time, v keyView) bool {
 func (m *machine) vanishedUnderLease(now time.Time, v keyView) bool {
 	old := m.view
 	return v.State == KeyAbsent && old.known && old.State == KeyHeld &&
-		now.Before(m.heldUntil(old).Add(-m.tm.margin))
+		now.Before(m.expiredFrom(old, m.tm.ttl))
 }
-
-// heldUntil is the earliest the broker may expire the held key v shows, by
-// the TTL known now (see expiresAt).
-func (m *machine) heldUntil(v keyView) time.Time { return expiresAt(v, m.tm.ttl) }
 
 // expiresAt is the earliest the broker may expire the held key v shows
 // when the bucket's TTL is ttl: by the higher of ttl and the TTL known when
@@ -921,6 +917,22 @@ func expiresAt(v keyView, ttl time.Duration) time.Time {
 	return at
 }
 
+// expiredFrom is the earliest the held key v shows, found gone, is taken
+// as expired rather than removed when the bucket's TTL is ttl: when the
+// broker may have expired it (expiresAt), less the margin that keeps an
+// expiry seen a little early from counting. Judged by the message's own
+// TTL, that margin shrinks with it: its writer counted on the message until
+// it sent it plus at most that TTL less the writer's margin (a tenth of its
+// TTL by default), and our margin of a higher TTL would take a removal
+// under that lease for an expiry.
+func (m *machine) expiredFrom(v keyView, ttl time.Duration) time.Time {
+	margin := m.tm.margin
+	if v.TTL > 0 && v.TTL < max(ttl, v.ttl) && m.tm.ttl > 0 {
+		margin = min(margin, time.Duration(float64(margin)*float64(v.TTL)/float64(m.tm.ttl)))
+	}
+	return expiresAt(v, ttl).Add(-margin)
+}
+
 // vanishedByRaisedTTL reports whether the held key we took as expired could
 // not have expired by the TTL read since, which is higher than the one we
 // predicted its expiry by: it vanished under a live lease (see
@@ -930,7 +942,7 @@ func (m *machine) vanishedByRaisedTTL(ttl time.Duration) bool {
 	if h.from != KeyAbsent || !h.held.known || ttl <= h.heldTTL {
 		return false
 	}
-	return h.goneAt.Before(expiresAt(h.held, ttl).Add(-m.tm.margin))
+	return h.goneAt.Before(m.expiredFrom(h.held, ttl))
 }
 
 // sameMessage reports whether two entries of one revision are the same
@@ -1024,7 +1036,7 @@ func (m *machine) won(sent, done time.Time, rev, expect uint64) {
 		// Taken over a lapsed lease, or found gone: expired, unless it
 		// was gone before it could expire (see vanishedUnderLease).
 		from = KeyAbsent
-		if expect == 0 && sent.Before(m.heldUntil(m.view).Add(-m.tm.margin)) {
+		if expect == 0 && sent.Before(m.expiredFrom(m.view, m.tm.ttl)) {
 			// Judged from done, not sent: the holder's last write was
 			// stored before the removal, and the removal before ours,
 			// which may have waited most of its timeout at the

@@ -53,14 +53,18 @@ func muxSubscribe(nc *nats.Conn, subject string, handler func(*nats.Msg)) (*muxS
 		go m.run()
 		muxes.m[nc] = m
 	}
+	// The handler is in place before run can look it up: a message may
+	// reach the channel as soon as the subscription is sent.
+	m.mu.Lock()
 	sub, err := nc.ChanSubscribe(subject, m.ch)
+	if err == nil {
+		m.handlers[sub] = handler
+	}
+	m.mu.Unlock()
 	if err != nil {
 		m.stopIfIdleLocked(nc)
 		return nil, fmt.Errorf("subscribing to %s: %w", subject, err)
 	}
-	m.mu.Lock()
-	m.handlers[sub] = handler
-	m.mu.Unlock()
 	return &muxSub{nc: nc, mux: m, sub: sub}, nil
 }
 

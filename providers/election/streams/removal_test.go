@@ -256,3 +256,60 @@ func TestMachineKeyGoneByItsOwnTTLIsNoRemoval(t *testing.T) {
 		})
 	}
 }
+
+// TestMachineOwnTTLJudgedWithTheHoldersMargin: the bucket's TTL was raised
+// from 5 s to 30 s; candidate a has read the raise, b has not, and b's last
+// write carries its own TTL of 5 s. b counts on it until it sent it + 5 s
+// less its margin, a tenth of 5 s: 4.5 s. The stream is purged 2.5 s after
+// b's write and a's campaign, expecting no message, lands on the empty key.
+// Judged by the message's own TTL (5 s) less a's margin (a tenth of 30 s,
+// 3 s), the key was "expired" from 2 s on, and a's term would begin at once
+// while b still leads for 2 s: two leaders. Found gone before b's lease
+// could end, it was removed.
+func TestMachineOwnTTLJudgedWithTheHoldersMargin(t *testing.T) {
+	m, t0 := newTestMachine(t)
+	out, now := startWatching(t, m, t0)
+	born := t0.Add(-time.Hour)
+	now = now.Add(time.Millisecond)
+	m.step(input{kind: inTTL, now: now, sent: now, ttl: 30 * time.Second, born: born})
+	if m.tm.ttl != 30*time.Second {
+		t.Fatalf("TTL %v, want 30s", m.tm.ttl)
+	}
+	// b's write, with its own TTL of 5 s, as the watch delivers it.
+	written := now
+	out = m.step(input{kind: inWatchEntry, now: now, entry: &Entry{Key: "k", State: KeyHeld, Leader: "b", Revision: 7, Written: written, TTL: 5 * time.Second}})
+	out = m.step(input{kind: inWatchInitialDone, now: now})
+	if m.view.State != KeyHeld {
+		t.Fatalf("view %s, want held by b", m.view.describe())
+	}
+	bLeaseEnd := written.Add(5*time.Second - 5*time.Second/10)
+	// 2.5 s later a campaigns at once (its health check passes again).
+	now = written.Add(2500 * time.Millisecond)
+	m.step(input{kind: inHealth, now: now, healthy: false})
+	out = m.step(input{kind: inHealth, now: now, healthy: true})
+	for out.do.kind == doReadTTL {
+		out = m.step(input{kind: inTTL, now: now, sent: now, ttl: m.tm.ttl, born: born})
+	}
+	if out.do.kind != doWrite || out.do.expect != 0 {
+		t.Fatalf("action %v expect %d, want a campaign expecting no message", out.do.kind, out.do.expect)
+	}
+	sent, done := now, now.Add(10*time.Millisecond)
+	out = m.step(input{kind: inWrite, now: done, sent: sent, rev: 9, expect: 0})
+	if m.phase != winning {
+		t.Fatalf("phase %s, want winning", m.phase)
+	}
+	for i := 0; i < 10 && !m.hold.ttlRead; i++ {
+		if out.do.kind == doReadTTL {
+			out = m.step(input{kind: inTTL, now: done, sent: done, ttl: m.tm.ttl, born: born})
+			continue
+		}
+		out = m.step(input{kind: inTick, now: done})
+	}
+	at, ok := m.earlierHoldersGone()
+	if !ok {
+		t.Fatal("earlier holders' end unknown after the TTL read")
+	}
+	if at.Before(bLeaseEnd) {
+		t.Fatalf("taken from %s: a term may begin %v after b's write, but b may lead until %v after it", m.hold.from, at.Sub(written), bLeaseEnd.Sub(written))
+	}
+}
