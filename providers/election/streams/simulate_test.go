@@ -238,6 +238,7 @@ type simNode struct {
 	lost       int
 	stopping   bool
 	obs        *Observer // an observer's judge, or nil for a candidate
+	saw        []sawMsg  // an observer's: the messages its machine took in, by watch or read
 	since      time.Time // when the term began (true time)
 	wonAt      time.Time // the machine's hold that the term rests on
 	holdToken  uint64    // the first term's token of that hold
@@ -480,6 +481,9 @@ func (w *simWorld) step(n *simNode, in input) {
 	}
 	if n.busy {
 		panic(fmt.Sprintf("simulator bug: %s stepped while its request is outstanding", n.name))
+	}
+	if in.entry != nil && n.obs != nil {
+		n.saw = append(n.saw, sawMsg{rev: in.entry.Revision, leader: in.entry.Leader})
 	}
 	out := n.m.step(in)
 	for {
@@ -1224,11 +1228,36 @@ func (w *simWorld) checkObserver(n *simNode) {
 			unseen := !w.lastVanish.IsZero() && c.since.Sub(w.lastVanish) < 2*w.maxTTL()
 			// A paused observer reports nothing new: its bound runs from
 			// when it resumed, as for the holder above.
-			if c.name == l.Leader && c.valid(w.now) && l.Token < c.holdToken && !w.now.Before(n.paused) && w.now.Sub(later(c.since, n.paused)) > w.observerTokenBound() && !unseen && w.otherLedBetween(l.Leader, l.Token, c.holdToken) {
+			// So does one whose messages between the observer's watch
+			// skipped.
+			skipped := !n.sawOtherBetween(l.Leader, l.Token, c.holdToken)
+			if c.name == l.Leader && c.valid(w.now) && l.Token < c.holdToken && !w.now.Before(n.paused) && w.now.Sub(later(c.since, n.paused)) > w.observerTokenBound() && !unseen && !skipped && w.otherLedBetween(l.Leader, l.Token, c.holdToken) {
 				w.fail("observer %s reports %s's term with token %d, but the write that took the key has revision %d", n.name, l.Leader, l.Token, c.holdToken)
 			}
 		}
 	}
+}
+
+// sawMsg is a message of the key an observer took in: its revision, and
+// the leader it names ("" for a marker).
+type sawMsg struct {
+	rev    uint64
+	leader string
+}
+
+// sawOtherBetween reports whether observer n took in a message between
+// revisions from and to (exclusive) that does not name name: a release,
+// a removal or another leader's write. Without one, its watch skipped the
+// messages between (a lagging consumer skips messages replaced meanwhile),
+// and name's write at to looks like a renewal of its term at from (the
+// README's "not promised").
+func (n *simNode) sawOtherBetween(name string, from, to uint64) bool {
+	for _, m := range n.saw {
+		if m.rev > from && m.rev < to && m.leader != name {
+			return true
+		}
+	}
+	return false
 }
 
 // otherLedBetween reports whether a leader other than name began a term
