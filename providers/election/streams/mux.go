@@ -22,8 +22,10 @@ const muxBuffer = 1 << 16
 // thousands of elections. Handlers run on the mux's goroutine one message
 // at a time, so they must not block.
 type subMux struct {
-	ch   chan *nats.Msg
-	quit chan struct{}
+	nc     *nats.Conn
+	ch     chan *nats.Msg
+	quit   chan struct{}
+	closed chan nats.Status // the connection's closing: the mux ends with it
 
 	mu       sync.Mutex
 	handlers map[*nats.Subscription]func(*nats.Msg)
@@ -49,7 +51,8 @@ func muxSubscribe(nc *nats.Conn, subject string, handler func(*nats.Msg)) (*muxS
 	defer muxes.mu.Unlock()
 	m := muxes.m[nc]
 	if m == nil {
-		m = &subMux{ch: make(chan *nats.Msg, muxBuffer), quit: make(chan struct{}), handlers: map[*nats.Subscription]func(*nats.Msg){}}
+		m = &subMux{nc: nc, ch: make(chan *nats.Msg, muxBuffer), quit: make(chan struct{}),
+			closed: nc.StatusChanged(nats.CLOSED), handlers: map[*nats.Subscription]func(*nats.Msg){}}
 		go m.run()
 		muxes.m[nc] = m
 	}
@@ -95,11 +98,20 @@ func (m *subMux) stopIfIdleLocked(nc *nats.Conn) {
 }
 
 // run hands each message to its subscription's handler until the mux
-// stops.
+// stops or its connection closes (nats.go closes no channel of a
+// subscription then, and subscriptions left would keep the mux).
 func (m *subMux) run() {
+	defer m.nc.RemoveStatusListener(m.closed)
 	for {
 		select {
 		case <-m.quit:
+			return
+		case <-m.closed:
+			muxes.mu.Lock()
+			if muxes.m[m.nc] == m {
+				delete(muxes.m, m.nc)
+			}
+			muxes.mu.Unlock()
 			return
 		case msg := <-m.ch:
 			m.mu.Lock()

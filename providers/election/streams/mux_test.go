@@ -81,6 +81,27 @@ func TestMuxServesAConnectionsSubscriptionsOnOneGoroutine(t *testing.T) {
 	eventually(t, 10*time.Second, "the mux's goroutine to end", func() bool { return runtime.NumGoroutine() <= before })
 }
 
+// TestMuxEndsWithItsConnection: a connection closed with subscriptions
+// left takes its mux and the mux's goroutine with it, as nats.go's own
+// subscriptions' goroutines end with their connection.
+func TestMuxEndsWithItsConnection(t *testing.T) {
+	ts := newTestServer(t)
+	nc := connect(t, ts.url())
+	before := runtime.NumGoroutine()
+	sub, err := muxSubscribe(nc, "mux.closing", func(*nats.Msg) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	eventually(t, 10*time.Second, "the mux to end with its connection", func() bool {
+		muxes.mu.Lock()
+		defer muxes.mu.Unlock()
+		return muxes.m[nc] == nil
+	})
+	eventually(t, 10*time.Second, "the mux's goroutine to end", func() bool { return runtime.NumGoroutine() <= before })
+	_ = sub.Unsubscribe() // after its mux ended: nothing to stop
+}
+
 // TestCandidatesCostTwoGoroutinesEach: at rest, a candidate has its
 // campaign's goroutine and its steward's, and no more: who is standing's
 // subscriptions share their connection's mux, and the notifier of
