@@ -1012,7 +1012,9 @@ func (m *machine) schedule(now time.Time) {
 		if m.view.Revision > m.sitOut.rev {
 			m.sitOut = sitOut{} // a new leader: nothing left to sit out
 		}
-		m.nextCampaign = m.view.expiresBy
+		// At the predicted expiry, or the message's own, if sooner: a
+		// holder that had not read a raised TTL wrote the old one.
+		m.nextCampaign = expiresAt(m.view, m.view.ttl)
 		if !m.cfg.writes {
 			m.nextCampaign = m.checkAt(now)
 		}

@@ -313,3 +313,44 @@ func TestMachineOwnTTLJudgedWithTheHoldersMargin(t *testing.T) {
 		t.Fatalf("taken from %s: a term may begin %v after b's write, but b may lead until %v after it", m.hold.from, at.Sub(written), bLeaseEnd.Sub(written))
 	}
 }
+
+// TestMachineCampaignsWhenTheMessagesOwnTTLEnds: a standby that knows the
+// bucket's TTL (3 s) and sees the holder's message carry a shorter TTL of
+// its own (1 s: written before the holder read a raise) campaigns, expecting
+// no message, when that TTL ends and the broker expires the message, not
+// 3 s after it; a message without one waits for the bucket's TTL.
+func TestMachineCampaignsWhenTheMessagesOwnTTLEnds(t *testing.T) {
+	for _, c := range []struct {
+		msgTTL, want time.Duration
+	}{{time.Second, time.Second}, {0, 3 * time.Second}} {
+		m, t0 := newTestMachine(t)
+		out, now := startWatching(t, m, t0)
+		written := now
+		held := &Entry{Key: "k", State: KeyHeld, Leader: "b", Revision: 7, Written: written, TTL: c.msgTTL}
+		m.step(input{kind: inWatchEntry, now: now, entry: held})
+		out = m.step(input{kind: inWatchInitialDone, now: now})
+		for range 50 {
+			switch out.do.kind {
+			case doReadTTL:
+				out = m.step(input{kind: inTTL, now: now, sent: now, ttl: 3 * time.Second, born: t0.Add(-time.Hour)})
+				continue
+			case doRead: // the key is as the watch showed it
+				out = m.step(input{kind: inRead, now: now, sent: now, entry: held})
+				continue
+			}
+			if out.do.kind == doWrite || out.wake.IsZero() {
+				break
+			}
+			now = later(now, out.wake)
+			out = m.step(input{kind: inTick, now: now})
+		}
+		// Without a TTL of its own, the lease has surely lapsed by then
+		// too (lapseAt): the campaign may write over b's revision.
+		if out.do.kind != doWrite || (c.msgTTL > 0 && out.do.expect != 0) {
+			t.Fatalf("own TTL %v: action %v expect %d, want a campaign expecting no message", c.msgTTL, out.do.kind, out.do.expect)
+		}
+		if got := now.Sub(written); got != c.want {
+			t.Fatalf("own TTL %v: campaigned %v after the holder's write, want %v", c.msgTTL, got, c.want)
+		}
+	}
+}
