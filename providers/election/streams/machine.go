@@ -990,8 +990,10 @@ func (m *machine) noteBucketBorn(now, born time.Time) {
 		// another candidate's). Give the hold up and campaign afresh.
 		m.log.Warnf("election %s: %s gives up its hold of revision %d: the bucket it was written to is gone", m.cfg.key, m.cfg.identity, m.hold.rev)
 		m.dropHold(now, true)
-		return
 	}
+	// The view's revision is the old bucket's: in the new one it may name
+	// another candidate's live write, which a campaign over it would take
+	// (simulator seed 1272535, for a holder that gave its hold up).
 	m.view = keyView{known: true, Entry: Entry{Key: m.cfg.key, State: KeyRemoved, Operation: jetstream.KeyValuePurge}, seenAt: now, ttl: m.tm.ttl}
 	m.note(note{kind: noteViewChanged, at: now})
 	m.schedule(now)

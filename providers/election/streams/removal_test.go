@@ -354,3 +354,69 @@ func TestMachineCampaignsWhenTheMessagesOwnTTLEnds(t *testing.T) {
 		}
 	}
 }
+
+// TestMachineHolderOfARemadeBucketForgetsItsRevision: a leader that learns
+// the bucket was deleted and made again gives its hold up and takes the
+// key as removed: its revision is the old bucket's, and in the new one the
+// same revision can be another candidate's live write. It used to keep its
+// view of its own write and, its sit-out over and that write long lapsed,
+// campaign over the revision, taking another leader's key within its
+// lease (simulator seed 1272535: two leaders at once).
+func TestMachineHolderOfARemadeBucketForgetsItsRevision(t *testing.T) {
+	m, t0 := newTestMachine(t)
+	born := t0.Add(-time.Hour)
+	now := t0
+	out := m.step(input{kind: inStart, now: now, born: born})
+	for i := 0; i < 50 && !m.leading; i++ {
+		switch out.do.kind {
+		case doWatch:
+			out = m.step(input{kind: inWatchMade, now: now, sent: now, err: errTest})
+		case doRead:
+			out = m.step(input{kind: inRead, now: now, sent: now})
+		case doWrite:
+			out = m.step(input{kind: inWrite, now: now, sent: now, rev: 2, expect: out.do.expect})
+		case doReadTTL:
+			out = m.step(input{kind: inTTL, now: now, sent: now, ttl: 3 * time.Second, born: born})
+		default:
+			now = later(now, out.wake)
+			out = m.step(input{kind: inTick, now: now})
+		}
+	}
+	if !m.leading || m.hold.rev != 2 {
+		t.Fatalf("not leading at revision 2: phase %v, revision %d", m.phase, m.hold.rev)
+	}
+	// A read of the settings shows the bucket made again.
+	now = now.Add(time.Second)
+	remade := now.Add(-100 * time.Millisecond)
+	out = m.step(input{kind: inTTL, now: now, sent: now, ttl: 3 * time.Second, born: remade})
+	if m.phase.holds() {
+		t.Fatalf("still holds revision %d of the old bucket", m.hold.rev)
+	}
+	if m.view.State == KeyHeld && m.view.Revision == 2 {
+		t.Fatalf("view %s at revision 2: the old bucket's", m.view.describe())
+	}
+	// The new bucket's watch fails and reads find the key absent there;
+	// whatever the machine writes must not expect revision 2.
+	for range 200 {
+		switch out.do.kind {
+		case doWrite:
+			if out.do.expect == 2 {
+				t.Fatalf("%v after the bucket was made again: a campaign over the old bucket's revision 2 (view %s)", now.Sub(remade), m.view.describe())
+			}
+			return
+		case doWatch:
+			out = m.step(input{kind: inWatchMade, now: now, sent: now, err: errTest})
+		case doRead:
+			out = m.step(input{kind: inRead, now: now, sent: now})
+		case doReadTTL:
+			out = m.step(input{kind: inTTL, now: now, sent: now, ttl: 3 * time.Second, born: remade})
+		default:
+			if out.wake.IsZero() {
+				t.Fatalf("nothing to do after the bucket was made again (view %s)", m.view.describe())
+			}
+			now = later(now, out.wake)
+			out = m.step(input{kind: inTick, now: now})
+		}
+	}
+	t.Fatal("no campaign within 200 steps after the bucket was made again")
+}
