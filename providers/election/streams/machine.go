@@ -37,8 +37,10 @@ type machine struct {
 	// gone is the held view the key was last found gone from, as expired.
 	gone keyView
 	// displaced is the view a failed campaign replaced with the revision
-	// its error named (see onCampaign), until the next view: a removal at
-	// that revision removed what displaced showed.
+	// its error named (see onCampaign), or a holder's view of its own
+	// write when it learned the bucket was made again (see
+	// noteBucketBorn), until the next view: a removal then removed what
+	// displaced showed.
 	displaced keyView
 	// followsNew: a message showed the bucket was made again before its
 	// creation time was read.
@@ -856,9 +858,16 @@ func (m *machine) observe(now time.Time, v keyView) bool {
 		v.State, v.Operation = KeyRemoved, jetstream.KeyValuePurge // gone without a marker, as by a purge
 	}
 	prev, named := m.view, m.view
-	if prev.State == KeyHeld && prev.Leader == "" && prev.Revision == v.Revision && m.displaced.known {
+	switch {
+	case !m.displaced.known:
+	case prev.State == KeyHeld && prev.Leader == "" && prev.Revision == v.Revision:
 		// The view only told a revision a failed campaign ran into, and
 		// this is that message: a removal removed what we knew before.
+		named = m.displaced
+	case prev.State == KeyRemoved && prev.Revision == 0:
+		// The view only told that the bucket was made again, and this is
+		// the first message of it we learn of: a removal may have removed
+		// our write, made in the new bucket before we knew it was new.
 		named = m.displaced
 	}
 	m.displaced = keyView{}
@@ -983,18 +992,24 @@ func (m *machine) noteBucketBorn(now, born time.Time) {
 	}
 	m.log.Warnf("election %s: the bucket was deleted and made again (created %s, before %s): following its new revisions; a leader in the new bucket is awaited or the key is taken as removed", m.cfg.key, born.Format(time.RFC3339Nano), known.Format(time.RFC3339Nano))
 	m.seenRev = 0
+	var ours keyView
 	if m.phase.holds() {
 		// Our write went to the old bucket, or to the new one without our
 		// knowing it was new: either way no term may rest on it (a renewal
 		// that lands in the new bucket lands on a revision that may be
 		// another candidate's). Give the hold up and campaign afresh.
 		m.log.Warnf("election %s: %s gives up its hold of revision %d: the bucket it was written to is gone", m.cfg.key, m.cfg.identity, m.hold.rev)
+		ours = m.view
 		m.dropHold(now, true)
 	}
 	// The view's revision is the old bucket's: in the new one it may name
 	// another candidate's live write, which a campaign over it would take
-	// (simulator seed 1272535, for a holder that gave its hold up).
+	// (simulator seed 1272535, for a holder that gave its hold up). Our
+	// own write, if we held the key, is kept aside (displaced): it may be
+	// in the new bucket, and a removal found next removed it (seed
+	// 1261420).
 	m.view = keyView{known: true, Entry: Entry{Key: m.cfg.key, State: KeyRemoved, Operation: jetstream.KeyValuePurge}, seenAt: now, ttl: m.tm.ttl}
+	m.displaced = ours
 	m.note(note{kind: noteViewChanged, at: now})
 	m.schedule(now)
 	if m.watch.up {

@@ -364,31 +364,11 @@ func TestMachineCampaignsWhenTheMessagesOwnTTLEnds(t *testing.T) {
 // lease (simulator seed 1272535: two leaders at once).
 func TestMachineHolderOfARemadeBucketForgetsItsRevision(t *testing.T) {
 	m, t0 := newTestMachine(t)
-	born := t0.Add(-time.Hour)
-	now := t0
-	out := m.step(input{kind: inStart, now: now, born: born})
-	for i := 0; i < 50 && !m.leading; i++ {
-		switch out.do.kind {
-		case doWatch:
-			out = m.step(input{kind: inWatchMade, now: now, sent: now, err: errTest})
-		case doRead:
-			out = m.step(input{kind: inRead, now: now, sent: now})
-		case doWrite:
-			out = m.step(input{kind: inWrite, now: now, sent: now, rev: 2, expect: out.do.expect})
-		case doReadTTL:
-			out = m.step(input{kind: inTTL, now: now, sent: now, ttl: 3 * time.Second, born: born})
-		default:
-			now = later(now, out.wake)
-			out = m.step(input{kind: inTick, now: now})
-		}
-	}
-	if !m.leading || m.hold.rev != 2 {
-		t.Fatalf("not leading at revision 2: phase %v, revision %d", m.phase, m.hold.rev)
-	}
+	now := leadAtRevision(t, m, t0, 2)
 	// A read of the settings shows the bucket made again.
 	now = now.Add(time.Second)
 	remade := now.Add(-100 * time.Millisecond)
-	out = m.step(input{kind: inTTL, now: now, sent: now, ttl: 3 * time.Second, born: remade})
+	out := m.step(input{kind: inTTL, now: now, sent: now, ttl: 3 * time.Second, born: remade})
 	if m.phase.holds() {
 		t.Fatalf("still holds revision %d of the old bucket", m.hold.rev)
 	}
@@ -419,4 +399,56 @@ func TestMachineHolderOfARemadeBucketForgetsItsRevision(t *testing.T) {
 		}
 	}
 	t.Fatal("no campaign within 200 steps after the bucket was made again")
+}
+
+// leadAtRevision runs m, which refuses watches, from t0 until it leads by
+// a campaign stored at revision rev of a bucket born an hour before t0,
+// and returns the time.
+func leadAtRevision(t *testing.T, m *machine, t0 time.Time, rev uint64) time.Time {
+	t.Helper()
+	born := t0.Add(-time.Hour)
+	now := t0
+	out := m.step(input{kind: inStart, now: now, born: born})
+	for i := 0; i < 50 && !m.leading; i++ {
+		switch out.do.kind {
+		case doWatch:
+			out = m.step(input{kind: inWatchMade, now: now, sent: now, err: errTest})
+		case doRead:
+			out = m.step(input{kind: inRead, now: now, sent: now})
+		case doWrite:
+			out = m.step(input{kind: inWrite, now: now, sent: now, rev: rev, expect: out.do.expect})
+		case doReadTTL:
+			out = m.step(input{kind: inTTL, now: now, sent: now, ttl: 3 * time.Second, born: born})
+		default:
+			now = later(now, out.wake)
+			out = m.step(input{kind: inTick, now: now})
+		}
+	}
+	if !m.leading || m.hold.rev != rev {
+		t.Fatalf("not leading at revision %d: phase %v, revision %d", rev, m.phase, m.hold.rev)
+	}
+	return now
+}
+
+// TestMachineRemovalOfOurWriteInARemadeBucketStillSitsOut: a leader wrote
+// to a bucket made again without knowing it was new, learns it was, and
+// gives its hold up; then the first message it learns of the new bucket
+// is a forced stand-down of that very write. The stand-down is meant for
+// it: it sits out a TTL from then, though its view of the new bucket no
+// longer names it (simulator seed 1261420, after the fix above).
+func TestMachineRemovalOfOurWriteInARemadeBucketStillSitsOut(t *testing.T) {
+	m, t0 := newTestMachine(t)
+	now := leadAtRevision(t, m, t0, 1) // revision 1: the new bucket's first message
+	remade := now.Add(-10 * time.Millisecond)
+	now = now.Add(10 * time.Millisecond)
+	m.step(input{kind: inTTL, now: now, sent: now, ttl: 3 * time.Second, born: remade})
+	if m.phase.holds() {
+		t.Fatal("still holds its write after learning the bucket was made again")
+	}
+	// The new watch's first message: our write at 1, deleted by force.
+	now = now.Add(time.Second)
+	m.step(input{kind: inWatchEntry, now: now, entry: &Entry{Key: "k", State: KeyRemoved, Operation: jetstream.KeyValueDelete, Revision: 2, Written: now}})
+	if want := now.Add(m.tm.ttl); m.sitOut.until.Before(want) {
+		t.Fatalf("sits out until %v after the stand-down, want a TTL (%v)", m.sitOut.until.Sub(now), m.tm.ttl)
+	}
 }
