@@ -992,24 +992,32 @@ func (m *machine) noteBucketBorn(now, born time.Time) {
 	}
 	m.log.Warnf("election %s: the bucket was deleted and made again (created %s, before %s): following its new revisions; a leader in the new bucket is awaited or the key is taken as removed", m.cfg.key, born.Format(time.RFC3339Nano), known.Format(time.RFC3339Nano))
 	m.seenRev = 0
-	var ours keyView
-	if m.phase.holds() {
-		// Our write went to the old bucket, or to the new one without our
-		// knowing it was new: either way no term may rest on it (a renewal
-		// that lands in the new bucket lands on a revision that may be
-		// another candidate's). Give the hold up and campaign afresh.
-		m.log.Warnf("election %s: %s gives up its hold of revision %d: the bucket it was written to is gone", m.cfg.key, m.cfg.identity, m.hold.rev)
-		ours = m.view
-		m.dropHold(now, true)
-	}
 	// The view's revision is the old bucket's: in the new one it may name
 	// another candidate's live write, which a campaign over it would take
 	// (simulator seed 1272535, for a holder that gave its hold up). Our
 	// own write, if we held the key, is kept aside (displaced): it may be
 	// in the new bucket, and a removal found next removed it (seed
 	// 1261420).
+	ours := m.view
 	m.view = keyView{known: true, Entry: Entry{Key: m.cfg.key, State: KeyRemoved, Operation: jetstream.KeyValuePurge}, seenAt: now, ttl: m.tm.ttl}
-	m.displaced = ours
+	m.displaced = keyView{}
+	if m.phase.holds() {
+		// Our write went to the old bucket, or to the new one without our
+		// knowing it was new: either way no term may rest on it (a renewal
+		// that lands in the new bucket lands on a revision that may be
+		// another candidate's). Give the hold up and campaign afresh. The
+		// view is replaced first, so that the sit-out is judged by it: the
+		// one dropped may show our own renewal whose outcome was unknown,
+		// at a revision above the hold's, which is no new leader.
+		m.log.Warnf("election %s: %s gives up its hold of revision %d: the bucket it was written to is gone", m.cfg.key, m.cfg.identity, m.hold.rev)
+		rev := m.hold.rev
+		if ours.State == KeyHeld && ours.Leader == m.cfg.identity {
+			rev = max(rev, ours.Revision)
+		}
+		m.dropHold(now, true)
+		m.sitOut.rev = max(m.sitOut.rev, rev)
+		m.displaced = ours
+	}
 	m.note(note{kind: noteViewChanged, at: now})
 	m.schedule(now)
 	if m.watch.up {

@@ -452,3 +452,48 @@ func TestMachineRemovalOfOurWriteInARemadeBucketStillSitsOut(t *testing.T) {
 		t.Fatalf("sits out until %v after the stand-down, want a TTL (%v)", m.sitOut.until.Sub(now), m.tm.ttl)
 	}
 }
+
+// TestMachineHolderOfARemadeBucketSitsOutDespiteItsOwnLaterWrite: a leader
+// whose renewal's outcome was unknown sees that renewal stored (its own
+// name, a later revision) and then learns the bucket was made again. It
+// gives its hold up as deposed and must sit a TTL out: its own write is no
+// new leader, and the view that showed it is dropped for the placeholder.
+func TestMachineHolderOfARemadeBucketSitsOutDespiteItsOwnLaterWrite(t *testing.T) {
+	m, t0 := newTestMachine(t)
+	now := leadAtRevision(t, m, t0, 2)
+	now = now.Add(100 * time.Millisecond)
+	m.step(input{kind: inWrite, now: now, sent: now.Add(-50 * time.Millisecond), expect: 2, err: errTest})
+	if !m.hold.inDoubt {
+		t.Fatal("a renewal with an unknown outcome left the hold certain")
+	}
+	now = now.Add(10 * time.Millisecond)
+	m.step(input{kind: inWatchEntry, now: now, live: true, entry: &Entry{Key: "k", State: KeyHeld, Leader: "a", Revision: 3, Written: now}})
+	if !m.phase.holds() {
+		t.Fatal("gave its hold up on its own renewal landing late")
+	}
+	now = now.Add(100 * time.Millisecond)
+	learned := now
+	out := m.step(input{kind: inTTL, now: now, sent: now, ttl: 3 * time.Second, born: now.Add(-50 * time.Millisecond)})
+	if m.phase.holds() {
+		t.Fatal("still holds after learning the bucket was made again")
+	}
+	for range 200 {
+		switch out.do.kind {
+		case doWrite:
+			if now.Before(learned.Add(m.tm.ttl)) {
+				t.Fatalf("campaigns %v after giving its hold up, within its sit-out (sitOut %+v)", now.Sub(learned), m.sitOut)
+			}
+			return
+		case doWatch:
+			out = m.step(input{kind: inWatchMade, now: now, sent: now, err: errTest})
+		case doRead:
+			out = m.step(input{kind: inRead, now: now, sent: now})
+		case doReadTTL:
+			out = m.step(input{kind: inTTL, now: now, sent: now, ttl: 3 * time.Second, born: learned.Add(-50 * time.Millisecond)})
+		default:
+			now = later(now, out.wake)
+			out = m.step(input{kind: inTick, now: now})
+		}
+	}
+	t.Fatal("no campaign within 200 steps")
+}
