@@ -919,11 +919,17 @@ func (m *machine) vanishedUnderLease(now time.Time, v keyView) bool {
 // bucket's TTL. Its writer counted on it for no longer than that: it
 // writes the TTL it counts by, rounded up to whole seconds.
 func expiresAt(v keyView, ttl time.Duration) time.Time {
-	at := v.expiresBy.Add(max(0, ttl-v.ttl))
-	if v.TTL > 0 && v.TTL < max(ttl, v.ttl) {
-		at = v.expiresBy.Add(v.TTL - v.ttl)
+	if ownTTLFirst(v, ttl) {
+		return v.expiresBy.Add(v.TTL - v.ttl)
 	}
-	return at
+	return v.expiresBy.Add(max(0, ttl-v.ttl))
+}
+
+// ownTTLFirst reports whether the message v shows expires by its own TTL
+// before the bucket's TTL ttl (or the one known when v was seen) would
+// expire it.
+func ownTTLFirst(v keyView, ttl time.Duration) bool {
+	return v.TTL > 0 && v.TTL < max(ttl, v.ttl)
 }
 
 // expiredFrom is the earliest the held key v shows, found gone, is taken
@@ -936,7 +942,7 @@ func expiresAt(v keyView, ttl time.Duration) time.Time {
 // under that lease for an expiry.
 func (m *machine) expiredFrom(v keyView, ttl time.Duration) time.Time {
 	margin := m.tm.margin
-	if v.TTL > 0 && v.TTL < max(ttl, v.ttl) && m.tm.ttl > 0 {
+	if ownTTLFirst(v, ttl) && m.tm.ttl > 0 {
 		margin = min(margin, time.Duration(float64(margin)*float64(v.TTL)/float64(m.tm.ttl)))
 	}
 	return expiresAt(v, ttl).Add(-margin)
