@@ -377,28 +377,37 @@ func TestMachineHolderOfARemadeBucketForgetsItsRevision(t *testing.T) {
 	}
 	// The new bucket's watch fails and reads find the key absent there;
 	// whatever the machine writes must not expect revision 2.
+	out, now = untilCampaign(t, m, out, now, remade)
+	if out.do.expect == 2 {
+		t.Fatalf("%v after the bucket was made again: a campaign over the old bucket's revision 2 (view %s)", now.Sub(remade), m.view.describe())
+	}
+}
+
+// untilCampaign steps m from out at now until it writes, with its watch
+// refused, reads finding the key absent and settings reads showing the
+// bucket born at born, and returns the write and its time.
+func untilCampaign(t *testing.T, m *machine, out output, now, born time.Time) (output, time.Time) {
+	t.Helper()
 	for range 200 {
 		switch out.do.kind {
 		case doWrite:
-			if out.do.expect == 2 {
-				t.Fatalf("%v after the bucket was made again: a campaign over the old bucket's revision 2 (view %s)", now.Sub(remade), m.view.describe())
-			}
-			return
+			return out, now
 		case doWatch:
 			out = m.step(input{kind: inWatchMade, now: now, sent: now, err: errTest})
 		case doRead:
 			out = m.step(input{kind: inRead, now: now, sent: now})
 		case doReadTTL:
-			out = m.step(input{kind: inTTL, now: now, sent: now, ttl: 3 * time.Second, born: remade})
+			out = m.step(input{kind: inTTL, now: now, sent: now, ttl: 3 * time.Second, born: born})
 		default:
 			if out.wake.IsZero() {
-				t.Fatalf("nothing to do after the bucket was made again (view %s)", m.view.describe())
+				t.Fatalf("nothing to do (view %s)", m.view.describe())
 			}
 			now = later(now, out.wake)
 			out = m.step(input{kind: inTick, now: now})
 		}
 	}
-	t.Fatal("no campaign within 200 steps after the bucket was made again")
+	t.Fatal("no campaign within 200 steps")
+	return out, now
 }
 
 // leadAtRevision runs m, which refuses watches, from t0 until it leads by
@@ -477,23 +486,7 @@ func TestMachineHolderOfARemadeBucketSitsOutDespiteItsOwnLaterWrite(t *testing.T
 	if m.phase.holds() {
 		t.Fatal("still holds after learning the bucket was made again")
 	}
-	for range 200 {
-		switch out.do.kind {
-		case doWrite:
-			if now.Before(learned.Add(m.tm.ttl)) {
-				t.Fatalf("campaigns %v after giving its hold up, within its sit-out (sitOut %+v)", now.Sub(learned), m.sitOut)
-			}
-			return
-		case doWatch:
-			out = m.step(input{kind: inWatchMade, now: now, sent: now, err: errTest})
-		case doRead:
-			out = m.step(input{kind: inRead, now: now, sent: now})
-		case doReadTTL:
-			out = m.step(input{kind: inTTL, now: now, sent: now, ttl: 3 * time.Second, born: learned.Add(-50 * time.Millisecond)})
-		default:
-			now = later(now, out.wake)
-			out = m.step(input{kind: inTick, now: now})
-		}
+	if _, at := untilCampaign(t, m, out, now, learned.Add(-50*time.Millisecond)); at.Before(learned.Add(m.tm.ttl)) {
+		t.Fatalf("campaigns %v after giving its hold up, within its sit-out (sitOut %+v)", at.Sub(learned), m.sitOut)
 	}
-	t.Fatal("no campaign within 200 steps")
 }
