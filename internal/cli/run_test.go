@@ -254,7 +254,8 @@ func TestRunCommandFlags(t *testing.T) {
 		{"dash inside the command", []string{"job4", "sh", "-c", `echo "args $0 $1"`, "-l", "--"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := conclave(t, append([]string{"--server", url, "election", "run"}, tc.args...)...)
+			// A short --grace: taking over the absent key waits it out.
+			r := conclave(t, append([]string{"--server", url, "election", "run", "--grace", "100ms"}, tc.args...)...)
 			mustSucceed(t, r)
 			mustContain(t, "stdout", r.stdout, "args -l ")
 		})
@@ -291,7 +292,7 @@ func TestRunInterrupted(t *testing.T) {
 func TestRunWaitsForBroker(t *testing.T) {
 	port := natstest.FreePort(t)
 	url := "nats://127.0.0.1:" + strconv.Itoa(port)
-	p := startConclave(t, nil, "--server", url, "election", "run", "--identity", "r1", "job", "sh", "-c", "echo up; exec sleep 1000")
+	p := startConclave(t, nil, "--server", url, "election", "run", "--identity", "r1", "--grace", "100ms", "job", "sh", "-c", "echo up; exec sleep 1000")
 	p.stderr.waitFor(t, 0, regexp.MustCompile(`waiting for the broker \(retrying until it answers; Ctrl-C to stop\): no broker at `+regexp.QuoteMeta(url)))
 
 	brokertest.StartSingle(t, func(c *config.Config) { c.ClientPort = port })
@@ -316,7 +317,7 @@ func TestRunWaitsForBroker(t *testing.T) {
 // each with its time and event, and the date is on every text line.
 func TestRunJSON(t *testing.T) {
 	url := startBroker(t, 2*time.Second)
-	r := conclave(t, "--server", url, "--timeout", "5", "election", "run", "--json", "--identity", "r1", "job", "sh", "-c", "exit 3")
+	r := conclave(t, "--server", url, "--timeout", "5", "election", "run", "--json", "--identity", "r1", "--grace", "100ms", "job", "sh", "-c", "exit 3")
 	if r.code != 3 {
 		t.Errorf("exit status %d, want the command's 3", r.code)
 	}
@@ -348,7 +349,7 @@ func TestRunJSON(t *testing.T) {
 		t.Errorf("events %s, want campaigning,elected,exited,released", got)
 	}
 
-	text := conclave(t, "--server", url, "election", "run", "--identity", "r1", "job", "true")
+	text := conclave(t, "--server", url, "election", "run", "--identity", "r1", "--grace", "100ms", "job", "true")
 	mustSucceed(t, text)
 	date := regexp.MustCompile(`^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} \S+ conclave: `)
 	for _, line := range strings.Split(strings.TrimSpace(text.stderr), "\n") {

@@ -59,7 +59,7 @@ func TestJSONVocabulary(t *testing.T) {
 	}
 	outputs["watch"] = []string{w.stdout.String()}
 
-	r = conclave(t, "--server", url, "election", "run", "--json", "--identity", "r1", "solo", "sh", "-c", "exit 3")
+	r = conclave(t, "--server", url, "election", "run", "--json", "--identity", "r1", "--grace", "100ms", "solo", "sh", "-c", "exit 3")
 	one("run", r, "stderr")
 	r = conclave(t, "--server", url, "election", "info", "nosuch", "--json")
 	one("error", r, "stderr")
