@@ -1,7 +1,9 @@
 // Command simulate runs the election's deterministic simulator
-// (TestSimulate in providers/election/streams) outside CI's short run: many
-// seeds for hours, or one seed replayed with its trace.
+// (TestSimulate in providers/election/streams) without the race detector:
+// CI's 2,000 seeds, many seeds for hours, or one seed replayed with its
+// trace.
 //
+//	go run ./cmd/simulate                          # CI's 2,000 seeds
 //	go run ./cmd/simulate -seeds 100000            # 100,000 seeds from seed 1
 //	go run ./cmd/simulate -for 2h -from 1000000    # as many seeds as fit in two hours
 //	go run ./cmd/simulate -seed 4874               # replay one seed, printing its events
