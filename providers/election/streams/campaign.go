@@ -33,6 +33,9 @@ type driver struct {
 	// offer, when set, offers the key, held at rev in the bucket created at
 	// epoch, to the candidate to, and returns nil once to took it (doOffer).
 	offer func(ctx context.Context, to string, rev uint64, epoch time.Time) error
+	// successor, when set, names the standby a stopping leader offers the
+	// key to ("" for none): asked once, as the campaign stops.
+	successor func() string
 
 	w      jetstream.KeyWatcher // the watch, or nil
 	cancel context.CancelFunc   // ends the watch's context
@@ -102,7 +105,11 @@ func (d *driver) loop(ctx context.Context, wake time.Time) {
 		select {
 		case <-done:
 			stopped = true
-			wake = d.handle(input{kind: inStop, now: d.clock.Now()})
+			in := input{kind: inStop, now: d.clock.Now()}
+			if d.successor != nil {
+				in.handOver.to = d.successor()
+			}
+			wake = d.handle(in)
 		case ent, ok := <-d.updates():
 			wake = d.handle(d.watchInput(ent, ok))
 		case <-timer.C():

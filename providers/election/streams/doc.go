@@ -16,7 +16,9 @@
 //
 // Start opens the bucket, CHORIA_LEADER_ELECTION unless InBucket names
 // another, waiting while it does not exist yet. When a leader stops, the
-// next candidate leads at once (see below: the release mark).
+// next candidate leads at once: the best-ranked standby the leader knows of,
+// which takes the key with one write, or else the first to campaign after
+// the leader's release (see below: the release mark).
 //
 // # The algorithm
 //

@@ -150,8 +150,9 @@ func (e *Election) Key() string { return e.key }
 // an error wrapping ErrInvalidBucket if they cannot hold elections safely.
 // A refusal is recognised as soon as the connection reports it, not at the
 // refused request's timeout. A leader that stops gets OnLost and, unless
-// ReleaseOnStop(false), hands its key over with a release mark; Start
-// returns after that. A candidate that never wrote its key stops at once:
+// ReleaseOnStop(false), offers its key to the best-ranked healthy standby
+// it knows of (as HandOver does), or else releases it with a release mark;
+// Start returns after that. A candidate that never wrote its key stops at once:
 // a read or a watch in flight is given up, a claim a second later; one that
 // did may lead, and its requests and release keep their timeouts. An
 // Election campaigns once: a second Start returns ErrAlreadyStarted.
@@ -210,13 +211,16 @@ func (e *Election) Start(ctx context.Context) error {
 		}
 	}
 	if s != nil {
-		c.offer, c.m.cfg.offers = s.offer, true
+		c.offer, c.successor, c.m.cfg.offers = s.offer, s.successor, true
 	}
 	e.mu.Lock()
 	e.campaign, e.steward = c, s
 	e.mu.Unlock()
 	if s != nil {
-		s.ctx = ctx
+		// The steward outlives the campaign's context, so that a leader
+		// that stops still knows whom to offer the key to (successor),
+		// and answers who is standing until it has wound down.
+		s.ctx = context.WithoutCancel(ctx)
 		defer s.stop()
 	}
 	return c.run(ctx, born)

@@ -72,6 +72,10 @@ type machine struct {
 	// taking, when rev is set, is an offer of the key we took up: the
 	// write over rev that takes the key is due or under way.
 	taking takeOver
+	// stopOffer, when to is set, is the standby a stopping leader offers
+	// the key to before it releases it (see inStop); offered: the offer
+	// was made and not taken up, and the release follows.
+	stopOffer handOver
 
 	watch watchState
 
@@ -191,7 +195,8 @@ type input struct {
 	marked bool
 	// restartable: the watch made can be made again in place (a shared one).
 	restartable bool
-	// handOver: for inHandOver, whom to hand over to, and within what time.
+	// handOver: for inHandOver, whom to hand over to, and within what
+	// time; for inStop, the standby to offer the key to, if any.
 	handOver handOver
 	// healthy: for inHealth, whether the health check passed.
 	healthy bool
@@ -320,6 +325,9 @@ func (m *machine) step(in input) output {
 	case inTick:
 	case inStop:
 		m.stopping = true
+		if to := in.handOver.to; to != "" && to != m.cfg.identity && m.cfg.offers && m.cfg.releaseOnStop {
+			m.stopOffer = handOver{to: to, within: m.handOverWindow()}
+		}
 	case inRead:
 		m.onRead(in)
 	case inWrite:
@@ -433,6 +441,13 @@ func (m *machine) due(now time.Time) (time.Time, action, func(time.Time)) {
 		switch {
 		case m.leading:
 			consider(now, action{}, func(time.Time) { m.endTerm(m.stopCause()) })
+		case m.stopOffer.to != "" && !m.stopOffer.offered && m.handOver.to == "" &&
+			m.phase.holds() && m.phase != doomed && m.fatal == nil && !m.released && m.releaseMarked(now):
+			// The best standby known takes the key with one synced write
+			// of its own over ours, as in a hand-over, rather than after a
+			// release and a race of campaigns; offered only when a release
+			// could be marked, so that its term may begin at once (rule 1).
+			consider(now, action{kind: doOffer, expect: m.hold.rev, handOver: m.stopOffer, epoch: m.epoch, timeout: m.offerTimeout(now, m.stopOffer)}, nil)
 		case m.phase.holds() && m.phase != doomed && m.fatal == nil && m.cfg.releaseOnStop && !m.released:
 			consider(now, action{kind: doRelease, expect: m.hold.rev, marked: m.releaseMarked(now)}, nil)
 		case m.watch.up:
@@ -456,7 +471,7 @@ func (m *machine) due(now time.Time) (time.Time, action, func(time.Time)) {
 			// ours, once our term has ended. Offered only when a release
 			// could be marked, so that the taker's term may begin at once
 			// (rule 1).
-			return now, action{kind: doOffer, expect: m.hold.rev, handOver: m.handOver, epoch: m.epoch, timeout: m.offerTimeout(now)}, nil
+			return now, action{kind: doOffer, expect: m.hold.rev, handOver: m.handOver, epoch: m.epoch, timeout: m.offerTimeout(now, m.handOver)}, nil
 		case m.phase.holds() && m.phase != doomed && m.releaseMarked(now):
 			return now, action{kind: doRelease, expect: m.hold.rev, marked: true, handOver: m.handOver}, nil
 		case m.phase.holds() && m.phase != doomed:
@@ -1221,6 +1236,8 @@ func (m *machine) onRelease(in input) {
 		m.nextCampaign = time.Time{}
 	}
 	switch {
+	case in.err != nil && m.stopOffer.offered && unanswered(m.stopOffer.declined) && isMismatch(in.err):
+		m.log.Infof("election %s: revision %d moved on before the release: %s may have taken up the offer", m.cfg.key, rev, m.stopOffer.to)
 	case in.err != nil:
 		m.log.Warnf("election %s: could not release revision %d, the key expires within %v: %v", m.cfg.key, rev, m.tm.ttl, in.err)
 	case in.marked:
@@ -1243,11 +1260,18 @@ func (m *machine) askHandOver(now time.Time, ho handOver) {
 		m.note(note{kind: noteHandOver, err: m.handOverTooSoon(now)})
 	default:
 		if ho.within <= 0 {
-			ho.within = clamp(m.tm.ttl/4, 500*time.Millisecond, 5*time.Second)
+			ho.within = m.handOverWindow()
 		}
 		m.handOver = ho
 		m.log.Infof("election %s: %s handing over to %s", m.cfg.key, m.cfg.identity, ho.to)
 	}
+}
+
+// handOverWindow is how long the other candidates leave the key to the
+// candidate a hand-over names, by default: a quarter TTL, between 0.5s and
+// 5s.
+func (m *machine) handOverWindow() time.Duration {
+	return clamp(m.tm.ttl/4, 500*time.Millisecond, 5*time.Second)
 }
 
 // handOverTooSoon is the refusal of a hand-over asked at now, while our
@@ -1304,17 +1328,35 @@ func (m *machine) endHandOver(err error) {
 	m.note(note{kind: noteHandOver, err: err})
 }
 
-// offerTimeout is how long the candidate a hand-over names has to take up
-// our offer of the key: one write and the way there and back, so the
-// request timeout, at most the hand-over's window and maxOfferTimeout (a
-// requester of the hand-over waits for the release that may follow), and
-// at most what is left of our lease when it is asked.
-func (m *machine) offerTimeout(now time.Time) time.Duration {
-	d := min(m.handOver.within, m.tm.request, maxOfferTimeout)
+// offerTimeout is how long the candidate ho names has to take up our offer
+// of the key: one write and the way there and back, so the request
+// timeout, at most ho's window and maxOfferTimeout (a requester of the
+// hand-over, or Stop, waits for the release that may follow), and at most
+// what is left of our lease when it is asked.
+func (m *machine) offerTimeout(now time.Time, ho handOver) time.Duration {
+	d := min(ho.within, m.tm.request, maxOfferTimeout)
 	if m.hold.lease.After(now) {
 		d = min(d, m.hold.lease.Sub(now))
 	}
 	return max(d, time.Millisecond)
+}
+
+// onStopOffer takes in the answer to a stopping leader's offer of the key.
+// Taken up: the key is the standby's, and nothing is left to release.
+// Otherwise the key is released as on any stop (see due), which covers an
+// answer lost after the standby's write was stored: the release then
+// fails, as the key moved on.
+func (m *machine) onStopOffer(in input) {
+	so, rev := m.stopOffer, m.hold.rev
+	if in.err != nil {
+		m.log.Infof("election %s: %s did not take up the offer of revision %d on stop (%v): releasing the key", m.cfg.key, so.to, rev, in.err)
+		m.stopOffer.offered, m.stopOffer.declined = true, in.err
+		return
+	}
+	m.released = true
+	m.move(candidate)
+	m.hold = hold{}
+	m.log.Infof("election %s: %s took the key over revision %d: handed over on stop", m.cfg.key, so.to, rev)
 }
 
 // maxOfferTimeout bounds the wait for an offer of the key to be taken up,
@@ -1327,6 +1369,10 @@ const maxOfferTimeout = time.Second
 // due), which covers an answer lost after the write was stored: the
 // release then fails, as the key moved on.
 func (m *machine) onOffer(in input) {
+	if m.handOver.to == "" && m.stopOffer.to != "" {
+		m.onStopOffer(in)
+		return
+	}
 	done := in.now
 	ho, rev := m.handOver, m.hold.rev
 	if in.err != nil {

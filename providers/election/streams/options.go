@@ -105,8 +105,11 @@ func BackOff(bo Backoff) Option {
 }
 
 // ReleaseOnStop sets whether a leader that stops hands its key over at once
-// (true, the default) or leaves it to expire after the TTL (false). Release
-// writes only with a revision check, so it never disturbs another leader.
+// (true, the default) or leaves it to expire after the TTL (false). Handing
+// over, it first offers the key to the best-ranked healthy standby it knows
+// of, which takes it with one write of its own, and otherwise releases it.
+// Both write only with a revision check, so they never disturb another
+// leader.
 func ReleaseOnStop(release bool) Option {
 	return func(o *options) error { o.releaseOnStop = release; return nil }
 }

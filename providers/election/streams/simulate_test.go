@@ -107,7 +107,7 @@ func TestSimulate(t *testing.T) {
 type simTotals struct {
 	seeds, terms, faults, overlapsChecked int
 	handOvers, landed                     int
-	offers, taken                         int
+	offers, taken, stopOffers             int
 	byFault                               map[string]int
 }
 
@@ -120,6 +120,7 @@ func (s *simTotals) add(r simResult) {
 	s.landed += r.landed
 	s.offers += r.offers
 	s.taken += r.taken
+	s.stopOffers += r.stopOffers
 	if s.byFault == nil {
 		s.byFault = map[string]int{}
 	}
@@ -133,8 +134,8 @@ func (s simTotals) String() string {
 	for _, k := range simFaultKinds {
 		kinds = append(kinds, fmt.Sprintf("%s %d", k, s.byFault[k]))
 	}
-	return fmt.Sprintf("%d terms, %d faults (%s), %d offers of the key (%d taken up), %d hand-over releases (%d taken by the named candidate first), %d checks, 0 violations",
-		s.terms, s.faults, strings.Join(kinds, ", "), s.offers, s.taken, s.handOvers, s.landed, s.overlapsChecked)
+	return fmt.Sprintf("%d terms, %d faults (%s), %d offers of the key (%d on stop; %d taken up), %d hand-over releases (%d taken by the named candidate first), %d checks, 0 violations",
+		s.terms, s.faults, strings.Join(kinds, ", "), s.offers, s.stopOffers, s.taken, s.handOvers, s.landed, s.overlapsChecked)
 }
 
 type simResult struct {
@@ -143,6 +144,7 @@ type simResult struct {
 	terms, faults, checks int
 	handOvers, landed     int // hand-over releases stored, and those whose named candidate took the key next
 	offers, taken         int // offers of the key sent, and those the named candidate took up
+	stopOffers            int // offers sent by stopping leaders
 	byFault               map[string]int
 	trace                 []string
 }
@@ -643,6 +645,9 @@ func (w *simWorld) offer(n *simNode, a action) {
 	}
 	w.at(w.now.Add(time.Duration(float64(a.timeout)/(1+n.drift))), func() { reply(input{err: context.DeadlineExceeded}) })
 	w.res.offers++
+	if n.stopping {
+		w.res.stopOffers++
+	}
 	lost := func(from, to *simNode) bool {
 		return w.now.Before(from.cut) || w.now.Before(to.cut) || w.rng.IntN(100) == 0
 	}
@@ -988,12 +993,32 @@ func (w *simWorld) fault() {
 			n.alive = false
 			w.stopWatch(n)
 		} else {
-			w.logf("FAULT %s is stopped", n.name)
+			// A stopping leader offers the key to the standby its steward
+			// ranks best, if it knows one: here any other candidate, or
+			// one that is not running.
+			stop := input{kind: inStop}
+			switch r := w.rng.IntN(5); {
+			case r == 0:
+			case r == 1:
+				stop.handOver.to = "ghost"
+			default:
+				var others []*simNode
+				for _, o := range alive {
+					if o != n && o.obs == nil {
+						others = append(others, o)
+					}
+				}
+				if len(others) > 0 {
+					stop.handOver.to = others[w.rng.IntN(len(others))].name
+				}
+			}
+			w.logf("FAULT %s is stopped (successor %q)", n.name, stop.handOver.to)
 			n.stopping = true
 			if !n.busy && !w.now.Before(n.paused) {
-				w.step(n, input{kind: inStop, now: n.local(w.now)})
+				stop.now = n.local(w.now)
+				w.step(n, stop)
 			} else {
-				n.inbox = append(n.inbox, input{kind: inStop})
+				n.inbox = append(n.inbox, stop)
 			}
 		}
 		w.start(n.id, w.dur(0, 2*ttl))

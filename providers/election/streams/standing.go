@@ -616,6 +616,19 @@ func (s *steward) learn(cs ...Candidate) {
 	s.known.learn(time.Now(), others...)
 }
 
+// successor names the standby a stopping leader offers the key to: the
+// best-ranked healthy candidate on the roll (see sortCandidates), or ""
+// when the roll has none, as for a standby, or a leader that has not yet
+// asked who is standing or heard an announcement.
+func (s *steward) successor() string {
+	for _, c := range s.known.list() {
+		if c.Healthy {
+			return c.Identity
+		}
+	}
+	return ""
+}
+
 // betterKnown reports whether a candidate self should hand over to may be
 // standing, as far as announcements tell: a healthy one of a higher
 // priority, or, while self is unhealthy, any healthy one.
@@ -796,6 +809,9 @@ func (s *steward) considerMove(ctx context.Context) time.Duration {
 	case errors.Is(err, ErrHandOverTooSoon):
 		e.opts.log.Infof("election %s: not handing over to %s yet: %v", e.key, best.Identity, err)
 		return e.ttl() / 2 // look again; it is at most a TTL away
+	case errors.Is(err, ErrNotLeader):
+		// The term ended meanwhile, as when the candidate stops.
+		e.opts.log.Infof("election %s: not handing over to %s: %v", e.key, best.Identity, err)
 	default:
 		e.opts.log.Warnf("election %s: could not hand over to %s: %v", e.key, best.Identity, err)
 	}

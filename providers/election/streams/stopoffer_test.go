@@ -1,0 +1,170 @@
+package streams
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+)
+
+// TestMachineStoppingLeaderOffersTheKeyToItsSuccessor: a leader stopped
+// with a successor named ends its term, then offers the key over its own
+// revision to the successor, within its lease; taken up, nothing is
+// released and the machine finishes.
+func TestMachineStoppingLeaderOffersTheKeyToItsSuccessor(t *testing.T) {
+	m, _, now := leadingMachine(t, true)
+	rev := m.hold.rev
+	out := m.step(input{kind: inStop, now: now, handOver: handOver{to: "c"}})
+	if m.leading || !slices.Contains(noteKinds(out.notes), noteEnded) {
+		t.Fatalf("the term goes on (notes %v): it must end before the offer", noteKinds(out.notes))
+	}
+	if out.do.kind != doOffer || out.do.expect != rev || out.do.handOver.to != "c" {
+		t.Fatalf("action %v expect %d to %q; want an offer of revision %d to c", out.do.kind, out.do.expect, out.do.handOver.to, rev)
+	}
+	if out.do.timeout <= 0 || out.do.timeout > maxOfferTimeout || now.Add(out.do.timeout).After(m.hold.lease) {
+		t.Fatalf("offer timeout %v: want at most %v and within the lease", out.do.timeout, maxOfferTimeout)
+	}
+	now = now.Add(2 * time.Millisecond)
+	out = m.step(input{kind: inOffer, now: now, sent: now.Add(-2 * time.Millisecond)})
+	for i := 0; i < 10 && !m.finished; i++ {
+		if out.do.kind == doRelease || out.do.kind == doWrite {
+			t.Fatalf("action %v after the successor took the key: nothing is ours to write", out.do.kind)
+		}
+		out = m.step(input{kind: inTick, now: now})
+	}
+	if !m.finished {
+		t.Fatalf("the machine did not finish after the offer was taken up (phase %v, action %v)", m.phase, out.do.kind)
+	}
+}
+
+// TestMachineStopOfferNotTakenUpReleases: a successor that does not take
+// the key up (gone, refusing, or its answer lost) leaves the release every
+// stop makes, marked, and naming nobody: the others need not wait for it.
+func TestMachineStopOfferNotTakenUpReleases(t *testing.T) {
+	m, _, now := leadingMachine(t, true)
+	rev := m.hold.rev
+	out := m.step(input{kind: inStop, now: now, handOver: handOver{to: "c"}})
+	if out.do.kind != doOffer {
+		t.Fatalf("action %v, want the offer", out.do.kind)
+	}
+	now = now.Add(out.do.timeout)
+	out = m.step(input{kind: inOffer, now: now, sent: now.Add(-out.do.timeout), err: context.DeadlineExceeded})
+	if out.do.kind != doRelease || !out.do.marked || out.do.handOver.to != "" || out.do.expect != rev {
+		t.Fatalf("action %v marked %v to %q expect %d; want the marked release of revision %d naming nobody", out.do.kind, out.do.marked, out.do.handOver.to, out.do.expect, rev)
+	}
+}
+
+// TestMachineStopWithoutSuccessorReleases: with no successor named, with
+// none that can be offered to (the driver cannot offer, or the name is the
+// candidate's own), or with release on stop turned off, a stopping leader
+// does as before: it releases, or leaves the key to expire.
+func TestMachineStopWithoutSuccessorReleases(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		offers, keep bool
+		to           string
+		want         actionKind
+	}{
+		{name: "no successor", offers: true, want: doRelease},
+		{name: "driver cannot offer", offers: false, to: "c", want: doRelease},
+		{name: "itself", offers: true, to: "a", want: doRelease},
+		{name: "release on stop off", offers: true, to: "c", keep: true, want: doNothing},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, _, now := leadingMachine(t, tc.offers)
+			m.cfg.releaseOnStop = !tc.keep
+			out := m.step(input{kind: inStop, now: now, handOver: handOver{to: tc.to}})
+			if out.do.kind != tc.want {
+				t.Fatalf("action %v, want %v", out.do.kind, tc.want)
+			}
+		})
+	}
+}
+
+// TestMachineStopOfferWaitsForEarlierHolders: while a leader deposed
+// before this term may still count on the key, a release cannot be marked,
+// and neither is the key offered: the successor's term would begin at
+// once. The stop releases unmarked, as before.
+func TestMachineStopOfferWaitsForEarlierHolders(t *testing.T) {
+	m, _, now := leadingMachine(t, true)
+	if !m.releaseMarked(now) {
+		t.Fatal("the test's leader could not mark its release to begin with")
+	}
+	// The key was taken after a forced stand-down just seen: its holder
+	// may count on it for a TTL from then (rule 1).
+	m.hold.from, m.hold.fromSeenAt, m.hold.fromTTL = KeyRemoved, now, m.tm.ttl
+	if m.releaseMarked(now) {
+		t.Fatal("a release is marked while the removed holder may count on the key")
+	}
+	out := m.step(input{kind: inStop, now: now, handOver: handOver{to: "c"}})
+	if out.do.kind == doOffer || (out.do.kind == doRelease && out.do.marked) {
+		t.Fatalf("action %v marked %v while an earlier holder may count on the key", out.do.kind, out.do.marked)
+	}
+}
+
+// rollOf lists the candidates e's steward knows to be standing, by
+// identity, best first.
+func rollOf(e *Election) []string {
+	e.mu.Lock()
+	s := e.steward
+	e.mu.Unlock()
+	if s == nil {
+		return nil
+	}
+	var ids []string
+	for _, c := range s.known.list() {
+		ids = append(ids, c.Identity)
+	}
+	return ids
+}
+
+// TestStopHandsTheKeyToTheBestStandby: a leader that stops offers the key
+// to the standby it ranks best (here, of equal priorities, the first by
+// identity), which leads next without a release and a race of campaigns:
+// among a, b and c, stopping the leader and starting it again moves
+// leadership between a and b only, twenty times in a row. By a release
+// alone c would win about half of them.
+func TestStopHandsTheKeyToTheBestStandby(t *testing.T) {
+	const rounds = 20
+	ts := newTestServer(t)
+	createBucket(t, connect(t, ts.url()), bucketConfig(3*time.Second))
+	rec := newRecorder()
+	es := map[string]*Election{}
+	stops := map[string]func(){}
+	start := func(name string) {
+		es[name] = mustElection(t, name, "stopoffer", openBucket(t, connect(t, ts.url())),
+			append(rec.options(name), WithMinTerm(200*time.Millisecond))...)
+		stops[name] = runElection(t, es[name])
+	}
+	start("a")
+	rec.waitFor(t, 10*time.Second, "a to lead", func(evs []event) bool { return wins(evs, "a") == 1 })
+	start("b")
+	start("c")
+	var took []time.Duration
+	for i := range rounds {
+		evs := rec.snapshot()
+		leader := evs[len(evs)-1].who
+		want := map[string]string{"a": "b", "b": "a"}[leader]
+		if want == "" {
+			t.Fatalf("round %d: %s leads: %s", i, leader, describe(evs))
+		}
+		eventually(t, 10*time.Second, fmt.Sprintf("round %d: leader %s to know both standbys", i, leader), func() bool {
+			return len(rollOf(es[leader])) == 2
+		})
+		before := wins(evs, "")
+		asked := time.Now()
+		stops[leader]()
+		evs = rec.waitFor(t, 10*time.Second, fmt.Sprintf("round %d: the next leader after %s stopped", i, leader),
+			func(evs []event) bool { return wins(evs, "") == before+1 })
+		if next := evs[len(evs)-1]; !next.won || next.who != want {
+			t.Fatalf("round %d: %s stopped knowing %v, and %s leads, not %s: %s", i, leader, []string{want, "c"}, next.who, want, describe(evs))
+		}
+		took = append(took, evs[len(evs)-1].at.Sub(asked))
+		start(leader)
+	}
+	checkHistory(t, rec.snapshot())
+	slices.Sort(took)
+	t.Logf("%d stops, each handed to the best standby: from Stop to its OnWon p50 %v, max %v",
+		rounds, took[len(took)/2].Round(10*time.Microsecond), took[len(took)-1].Round(10*time.Microsecond))
+}
