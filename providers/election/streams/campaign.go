@@ -445,6 +445,9 @@ func (c *campaigner) finishTerm(cause Cause) {
 	if t == nil {
 		return
 	}
+	if s := c.e.steward; s != nil {
+		defer s.poke() // the roll of a leader goes
+	}
 	c.term = nil
 	cause = t.end(cause)
 	c.e.setTerm(nil)

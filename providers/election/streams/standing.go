@@ -328,6 +328,11 @@ func RequestHandOver(ctx context.Context, nc *nats.Conn, bucket, key, to string)
 // priority, or, while unhealthy itself, to any healthy candidate, once its
 // term has lasted the minimum term. Equal priorities never move, so
 // leadership does not go back and forth between them.
+//
+// It holds no goroutine at rest: timers and pokes start a pass of its
+// work (pass) on a goroutine that ends when nothing more is due, and one
+// pass runs at a time. A fleet's candidates thus cost their process one
+// goroutine each, their campaign's.
 type steward struct {
 	e      *Election
 	nc     *nats.Conn
@@ -337,27 +342,39 @@ type steward struct {
 	// The steward starts once the campaign has read its key: a candidate
 	// that may not read it would only add refusals of its subscriptions
 	// to the refusal Start reports.
-	ctx      context.Context
-	once     sync.Once
-	cancel   context.CancelFunc
-	finished chan struct{}
+	ctx    context.Context
+	once   sync.Once
+	cancel context.CancelFunc
+	passes sync.WaitGroup // the pass under way, if any
 
-	known *roll         // while leading: the other candidates, as they last announced themselves or answered
-	wake  chan struct{} // something changed that may call for a move or a new count
+	known *roll // while leading: the other candidates, as they last announced themselves or answered
 
 	mu      sync.Mutex
 	healthy bool
 	hearing *Term // the term whose announcements the roll takes in; nil while a standby
+	// running: a pass is under way; again: something happened since it
+	// began, so it makes another; closed: stop began, and no pass starts.
+	running, again, closed bool
+	// What is due at the next pass, set by the timers.
+	healthDue, announceDue, askDue bool
+	timers                         stewardTimers
 
-	// Only run's goroutine uses these.
+	// Only passes (and stop, after the last) use these.
+	runCtx        context.Context
+	subs          []*muxSub
 	leading       *Term         // the term the announcements serve; nil while a standby
 	announcements *muxSub       // while leading
 	counted       bool          // a StandingRecorder has been told a count
 	reported      standingCount // what it was told last
 }
 
+// stewardTimers are the steward's timers; each starts a pass.
+type stewardTimers struct {
+	health, announce, expire, move, ask *time.Timer
+}
+
 func newSteward(e *Election, nc *nats.Conn, bucket string) *steward {
-	return &steward{e: e, nc: nc, bucket: bucket, since: time.Now(), healthy: true, known: newRoll(), wake: make(chan struct{}, 1)}
+	return &steward{e: e, nc: nc, bucket: bucket, since: time.Now(), healthy: true, known: newRoll()}
 }
 
 // start starts serving, once, until stop.
@@ -365,110 +382,200 @@ func (s *steward) start() {
 	s.once.Do(func() {
 		ctx, cancel := context.WithCancel(s.ctx)
 		s.mu.Lock()
-		s.cancel, s.finished = cancel, make(chan struct{})
+		if s.closed {
+			s.mu.Unlock()
+			cancel()
+			return
+		}
+		s.cancel, s.runCtx = cancel, ctx
+		s.running = true // the first pass, below, is ours
+		s.passes.Add(1)
 		s.mu.Unlock()
 		go func() {
-			defer close(s.finished)
-			s.run(ctx)
+			defer s.passes.Done()
+			s.open(ctx)
+			s.work()
 		}()
 	})
 }
 
-// stop ends serving, if it started, and waits for it.
+// stop ends serving, if it started, and waits for the pass under way.
 func (s *steward) stop() {
 	s.once.Do(func() {}) // never starts after this
 	s.mu.Lock()
-	cancel, finished := s.cancel, s.finished
+	s.closed = true
+	cancel := s.cancel
+	t := s.timers
 	s.mu.Unlock()
-	if cancel != nil {
-		cancel()
-		<-finished
+	for _, tm := range []*time.Timer{t.health, t.announce, t.expire, t.move, t.ask} {
+		if tm != nil {
+			tm.Stop()
+		}
 	}
+	if cancel == nil {
+		return
+	}
+	cancel()
+	s.passes.Wait()
+	s.close()
 }
 
-// run serves until ctx ends.
-func (s *steward) run(ctx context.Context) {
+// open subscribes, announces the candidate and sets the timers, before
+// the first pass.
+func (s *steward) open(ctx context.Context) {
 	e := s.e
 	log := e.opts.log
-	var subs []*muxSub
 	candidates, err := muxSubscribe(s.nc, CandidatesSubject(s.bucket, e.key), s.onQuestion)
 	if err != nil {
 		log.Warnf("election %s: cannot answer who is standing: %v", e.key, err)
 	} else {
-		subs = append(subs, candidates)
+		s.subs = append(s.subs, candidates)
 	}
 	// Hand-over requests reach every candidate, which costs nothing at
 	// rest, so that a leader takes them from its first moment, even while
-	// this goroutine runs a health check; only a leader acts on them, and
-	// only the candidate named on a leader's offer of the key.
+	// a pass runs a health check; only a leader acts on them, and only the
+	// candidate named on a leader's offer of the key.
 	handOver, err := muxSubscribe(s.nc, HandOverSubject(s.bucket, e.key), func(m *nats.Msg) { go s.onHandOver(ctx, m) })
 	if err != nil {
 		log.Warnf("election %s: cannot take hand-over requests: %v", e.key, err)
 	} else {
-		subs = append(subs, handOver)
+		s.subs = append(s.subs, handOver)
 	}
 	s.announce(false)
-	defer func() {
-		for _, sub := range subs {
-			_ = sub.Unsubscribe()
-		}
-		s.follow(ctx, nil)
-		s.announce(true)
-		if s.counted {
-			s.e.opts.recorder.(StandingRecorder).StandingWithdrawn(e.key, e.identity)
-		}
-	}()
-
-	var health <-chan time.Time
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
 	if e.opts.healthCheck != nil {
-		t := time.NewTicker(e.opts.healthEvery)
-		defer t.Stop()
-		health = t.C
+		s.timers.health = time.AfterFunc(e.opts.healthEvery, s.due(&s.healthDue))
 	}
 	// One timer announces the candidate again; another forgets candidates
 	// once silent for the expiry. Neither asks the broker anything.
-	reannounce := time.NewTimer(time.Until(nextAnnouncement(time.Now(), announceEvery(e.ttl()), e.identity)))
-	defer reannounce.Stop()
-	expire := time.NewTimer(time.Hour)
-	expire.Stop()
-	defer expire.Stop()
-	var moveAt, ask <-chan time.Time
+	s.timers.announce = time.AfterFunc(time.Until(nextAnnouncement(time.Now(), announceEvery(e.ttl()), e.identity)), s.due(&s.announceDue))
+	s.timers.expire = time.AfterFunc(time.Hour, s.poke)
+	s.timers.expire.Stop()
+	s.timers.move = time.AfterFunc(time.Hour, s.poke)
+	s.timers.move.Stop()
+	s.timers.ask = time.AfterFunc(time.Hour, s.due(&s.askDue))
+	s.timers.ask.Stop()
+}
+
+// close unsubscribes, ends the roll, says the candidate leaves and
+// withdraws its count, once the last pass has ended.
+func (s *steward) close() {
+	for _, sub := range s.subs {
+		_ = sub.Unsubscribe()
+	}
+	s.follow(s.runCtx, nil)
+	s.announce(true)
+	if s.counted {
+		s.e.opts.recorder.(StandingRecorder).StandingWithdrawn(s.e.key, s.e.identity)
+	}
+}
+
+// due returns a timer's function: it marks *flag (guarded by mu) due and
+// starts a pass.
+func (s *steward) due(flag *bool) func() {
+	return func() {
+		s.mu.Lock()
+		*flag = true
+		s.mu.Unlock()
+		s.poke()
+	}
+}
+
+// poke asks the steward to reconsider: it starts a pass, or has the one
+// under way make another.
+func (s *steward) poke() {
+	s.mu.Lock()
+	if s.closed || s.runCtx == nil {
+		s.mu.Unlock()
+		return
+	}
+	if s.running {
+		s.again = true
+		s.mu.Unlock()
+		return
+	}
+	s.running = true
+	s.passes.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.passes.Done()
+		s.work()
+	}()
+}
+
+// work makes passes until one ends with nothing new to do.
+func (s *steward) work() {
 	for {
-		if s.follow(ctx, e.Term()) {
-			ask = time.After(askDelay(e.opts.minTerm))
-		} else if s.leading == nil {
-			ask = nil
-		}
-		if wait := s.considerMove(ctx); wait > 0 {
-			moveAt = time.After(wait)
-		}
-		if next := s.known.expire(time.Now(), announceExpiry(e.ttl())); !next.IsZero() {
-			expire.Reset(time.Until(next))
-		}
-		s.report()
-		var ended <-chan struct{}
-		if s.leading != nil {
-			ended = s.leading.Done()
-		}
-		select {
-		case <-ctx.Done():
+		s.pass(s.runCtx)
+		s.mu.Lock()
+		if !s.again || s.closed {
+			s.running, s.again = false, false
+			s.mu.Unlock()
 			return
-		case <-health:
-			s.checkHealth(ctx)
-		case <-reannounce.C:
-			s.announce(false)
-			reannounce.Reset(time.Until(nextAnnouncement(time.Now(), announceEvery(e.ttl()), e.identity)))
-		case <-expire.C:
-		case <-s.wake:
-		case <-moveAt:
-			moveAt = nil
-		case <-ask:
-			ask = nil
-			if !s.askWhoStands(ctx) && ctx.Err() == nil {
-				ask = time.After(askRetry)
-			}
-		case <-ended:
 		}
+		s.again = false
+		s.mu.Unlock()
+	}
+}
+
+// pass does what is due, follows the candidate's term, considers a move,
+// and sets the timers for what comes next.
+func (s *steward) pass(ctx context.Context) {
+	if ctx.Err() != nil {
+		return
+	}
+	e := s.e
+	s.mu.Lock()
+	health, announce, ask := s.healthDue, s.announceDue, s.askDue
+	s.healthDue, s.announceDue, s.askDue = false, false, false
+	s.mu.Unlock()
+	if health {
+		s.checkHealth(ctx)
+		s.reset(func(t *stewardTimers) *time.Timer { return t.health }, e.opts.healthEvery)
+	}
+	if announce {
+		s.announce(false)
+		s.reset(func(t *stewardTimers) *time.Timer { return t.announce }, time.Until(nextAnnouncement(time.Now(), announceEvery(e.ttl()), e.identity)))
+	}
+	if ask && s.leading != nil {
+		if !s.askWhoStands(ctx) && ctx.Err() == nil {
+			s.reset(func(t *stewardTimers) *time.Timer { return t.ask }, askRetry)
+		}
+	}
+	if s.follow(ctx, e.Term()) {
+		s.reset(func(t *stewardTimers) *time.Timer { return t.ask }, askDelay(e.opts.minTerm))
+	} else if s.leading == nil {
+		s.halt(func(t *stewardTimers) *time.Timer { return t.ask })
+	}
+	if wait := s.considerMove(ctx); wait > 0 {
+		s.reset(func(t *stewardTimers) *time.Timer { return t.move }, wait)
+	}
+	if next := s.known.expire(time.Now(), announceExpiry(e.ttl())); !next.IsZero() {
+		s.reset(func(t *stewardTimers) *time.Timer { return t.expire }, time.Until(next))
+	}
+	s.report()
+}
+
+// reset sets the timer which picks to fire after d (at once if d is not
+// positive).
+func (s *steward) reset(which func(*stewardTimers) *time.Timer, d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t := which(&s.timers); t != nil && !s.closed {
+		t.Reset(max(d, 0))
+	}
+}
+
+// halt stops the timer which picks.
+func (s *steward) halt(which func(*stewardTimers) *time.Timer) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t := which(&s.timers); t != nil {
+		t.Stop()
 	}
 }
 
@@ -558,14 +665,6 @@ func (s *steward) report() {
 	}
 	s.counted, s.reported = true, n
 	s.e.opts.recorder.(StandingRecorder).Standing(s.e.key, s.e.identity, n.healthy, n.unhealthy)
-}
-
-// poke asks the steward to reconsider.
-func (s *steward) poke() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
 }
 
 // self is the candidate as it announces itself now.
