@@ -441,6 +441,15 @@ func (m *machine) due(now time.Time) (time.Time, action, func(time.Time)) {
 		switch {
 		case m.leading:
 			consider(now, action{}, func(time.Time) { m.endTerm(m.stopCause()) })
+		case m.phase.holds() && m.phase != doomed && m.hold.ttlRead && !now.Before(m.hold.lease) && !m.hold.lease.Equal(m.hold.lapsed):
+			// A lease that lapsed (a pause, the stop and the lease's timer
+			// due together): as while running, nothing rests on the hold
+			// until the bucket's settings are read again, so neither an
+			// offer nor a marked release follows.
+			consider(now, action{}, func(now time.Time) {
+				h := &m.hold
+				h.ttlRead, h.ttlRetryAt, h.ttlSince, h.lapsed = false, now, now, h.lease
+			})
 		case m.stopOffer.to != "" && !m.stopOffer.offered && m.handOver.to == "" &&
 			m.phase.holds() && m.phase != doomed && m.fatal == nil && !m.released && m.releaseMarked(now):
 			// The best standby known takes the key with one synced write
@@ -1228,7 +1237,10 @@ func (m *machine) onRelease(in input) {
 		m.onHandOverRelease(in)
 		return
 	}
-	m.released = true
+	// Only the release after stopping counts as such: a giving-up release
+	// while running is followed by campaigns, and a later hold of the key
+	// is released (or offered) again when we stop.
+	m.released = m.stopping
 	if m.giveUpRelease {
 		m.giveUpRelease = false
 		m.move(candidate)
