@@ -441,15 +441,12 @@ func (m *machine) due(now time.Time) (time.Time, action, func(time.Time)) {
 		switch {
 		case m.leading:
 			consider(now, action{}, func(time.Time) { m.endTerm(m.stopCause()) })
-		case m.phase.holds() && m.phase != doomed && m.hold.ttlRead && !now.Before(m.hold.lease) && !m.hold.lease.Equal(m.hold.lapsed):
+		case m.leaseLapsedUnread(now):
 			// A lease that lapsed (a pause, the stop and the lease's timer
 			// due together): as while running, nothing rests on the hold
 			// until the bucket's settings are read again, so neither an
 			// offer nor a marked release follows.
-			consider(now, action{}, func(now time.Time) {
-				h := &m.hold
-				h.ttlRead, h.ttlRetryAt, h.ttlSince, h.lapsed = false, now, now, h.lease
-			})
+			consider(now, action{}, m.lapseLease)
 		case m.stopOffer.to != "" && !m.stopOffer.offered && m.handOver.to == "" &&
 			m.phase.holds() && m.phase != doomed && m.fatal == nil && !m.released && m.releaseMarked(now):
 			// The best standby known takes the key with one synced write
@@ -475,6 +472,11 @@ func (m *machine) due(now time.Time) (time.Time, action, func(time.Time)) {
 		switch {
 		case m.leading:
 			return now, action{}, func(time.Time) { m.endTerm(CauseHandedOver) }
+		case m.leaseLapsedUnread(now):
+			// As on stop: a lapsed lease (a pause, the hand-over asked as
+			// the lease's timer came due) is no ground for an offer or a
+			// marked release until the settings are read again.
+			return now, action{}, m.lapseLease
 		case m.phase.holds() && m.phase != doomed && m.releaseMarked(now) && m.cfg.offers && !m.handOver.offered:
 			// One synced write moves the key: the candidate's own, over
 			// ours, once our term has ended. Offered only when a release
@@ -519,7 +521,7 @@ func (m *machine) due(now time.Time) (time.Time, action, func(time.Time)) {
 		// A lease that lapsed while we keep the key: before another term
 		// rests on it, read the bucket's settings again, which tells
 		// whether the bucket was made again meanwhile (noteBucketBorn).
-		consider(h.lease, action{}, func(now time.Time) { h.ttlRead, h.ttlRetryAt, h.ttlSince, h.lapsed = false, now, now, h.lease })
+		consider(h.lease, action{}, m.lapseLease)
 	}
 
 	// the watch
@@ -1221,6 +1223,22 @@ func (m *machine) beginTerm() {
 func (m *machine) endTerm(cause Cause) {
 	m.leading = false
 	m.note(note{kind: noteEnded, cause: cause, token: m.token})
+}
+
+// leaseLapsedUnread reports whether our hold's lease has lapsed by now and
+// the bucket's settings have not been read since: nothing may rest on the
+// hold until they are (see lapseLease).
+func (m *machine) leaseLapsedUnread(now time.Time) bool {
+	h := &m.hold
+	return m.phase.holds() && m.phase != doomed && h.ttlRead && !now.Before(h.lease) && !h.lease.Equal(h.lapsed)
+}
+
+// lapseLease takes in that the hold's lease lapsed: the bucket's settings
+// are to be read again before another term, offer or marked release rests
+// on the hold (the bucket may have been made again meanwhile).
+func (m *machine) lapseLease(now time.Time) {
+	h := &m.hold
+	h.ttlRead, h.ttlRetryAt, h.ttlSince, h.lapsed = false, now, now, h.lease
 }
 
 // releaseMarked reports whether our release may carry the release mark,

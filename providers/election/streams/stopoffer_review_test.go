@@ -64,3 +64,16 @@ func TestMachineStopOfferNotAfterTheLeaseLapsed(t *testing.T) {
 		t.Fatalf("action %v marked %v, %v after the lease lapsed, with no read of the settings since", out.do.kind, out.do.marked, now.Sub(m.hold.lease))
 	}
 }
+
+// TestMachineHandOverNotAfterTheLeaseLapsed: as on stop, a hand-over asked
+// of a leader paused past its lease (before its timer came) neither
+// offers the key nor releases it marked until the bucket's settings are
+// read again: the hand-over is refused as too soon.
+func TestMachineHandOverNotAfterTheLeaseLapsed(t *testing.T) {
+	m, _, now := leadingMachine(t, true)
+	now = m.hold.lease.Add(time.Second)
+	out := m.step(input{kind: inHandOver, now: now, handOver: handOver{to: "c"}})
+	if out.do.kind == doOffer || (out.do.kind == doRelease && out.do.marked) {
+		t.Fatalf("action %v marked %v, %v after the lease lapsed, with no read of the settings since", out.do.kind, out.do.marked, now.Sub(m.hold.lease))
+	}
+}
