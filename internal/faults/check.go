@@ -600,12 +600,15 @@ func (c *checker) gap(g Gap, down []interval, b gapBounds, p Params) {
 			from = min(max(from, iv.to), g.To)
 		}
 	}
-	graceful, others := false, false
+	graceful, stopped, others := false, false, false
 	for _, f := range b.faults {
 		if f.from >= g.To || f.to < g.From {
 			continue
 		}
 		switch f.kind {
+		case StopLeader:
+			stopped = true
+			continue
 		case RestartAll, KillAll:
 			if f.restarted > 0 {
 				from = min(max(from, f.restarted), g.To)
@@ -624,8 +627,11 @@ func (c *checker) gap(g Gap, down []interval, b gapBounds, p Params) {
 	g.Counted = time.Duration(g.To - g.From - excluded)
 	ttl := b.ttlFor(g.From, g.To)
 	g.Allowed, g.Bound = p.AllowedGapWith(ttl), fmt.Sprintf("TTL %v + failover %v + slack", ttl, p.Failover)
-	if graceful && !others {
+	switch {
+	case graceful && !others:
 		g.Allowed, g.Bound = p.RestartSlack, fmt.Sprintf("%v after the first process of a graceful full restart started", p.RestartSlack)
+	case stopped && !others:
+		g.Allowed, g.Bound = p.RestartSlack, fmt.Sprintf("%v after the leader's graceful stop", p.RestartSlack)
 	}
 	if g.Counted > c.r.WorstGap.Counted {
 		c.r.WorstGap = g

@@ -376,6 +376,30 @@ func TestCheckBoundsAGracefulFullRestartByTheFirstStart(t *testing.T) {
 	}
 }
 
+// TestCheckBoundsAGracefulStopOfTheLeader: after stop-leader, the leader
+// offered the key or released it, so the next leader is due within
+// RestartSlack, not the TTL-long bound of a crash.
+func TestCheckBoundsAGracefulStopOfTheLeader(t *testing.T) {
+	params := testParams
+	params.RestartSlack = time.Second
+	// h1.1 leads until its SIGTERM at 1000; h2.1 leads from next.
+	build := func(next int) *History {
+		b := newHist().proc("h1.1", 0).proc("h2.1", 0).term("h1.1.w0", 5, 0, 1000).
+			ev(HarnessEvent{Ev: HvFaultBegin, Kind: string(StopLeader), Target: "h1.1"}, 1000).
+			ev(HarnessEvent{Ev: HvProcTerm, Target: "h1.1", Host: "h1"}, 1000).
+			ev(HarnessEvent{Ev: HvProcExit, Target: "h1.1", Host: "h1"}, 1010).
+			term("h2.1.w0", 7, next, next+1000).
+			ev(HarnessEvent{Ev: HvFaultEnd, Kind: string(StopLeader), Target: "h1.1"}, next+5)
+		return &b.stop(next + 1000).h
+	}
+	if r := Check(build(1800), params); !r.OK() || r.WorstGap.Allowed != time.Second {
+		t.Fatalf("a leader 0.8s after the stop: violations %q, worst gap %+v", r.Violations, r.WorstGap)
+	}
+	if r := Check(build(3000), params); r.OK() || !strings.Contains(r.Violations[0], "graceful stop") {
+		t.Fatalf("a leader 2s after the leader's graceful stop passed: %q", r.Violations)
+	}
+}
+
 func TestCheckCombinesUncountedTimesOfOverlappingFaults(t *testing.T) {
 	// A stand-down (at 2000) while the leader's link is delayed (1000 to
 	// 6000) and the broker is down (7000 to 8000): the gap from 2000 to

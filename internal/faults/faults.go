@@ -18,6 +18,8 @@ func (h *harness) fault(ctx context.Context, k Kind) error {
 	switch k {
 	case KillLeader:
 		return h.killLeader(ctx)
+	case StopLeader:
+		return h.stopLeader(ctx)
 	case PauseLeader:
 		return h.pauseLeader(ctx)
 	case PauseMidWrite:
@@ -100,6 +102,56 @@ func (h *harness) killLeader(ctx context.Context) error {
 		return err
 	}
 	h.end(KillLeader, victim, "killed; %s started %v later", hs.procName, wait.Round(time.Millisecond))
+	return nil
+}
+
+// stopLeader sends SIGTERM to the leader's process, which stops
+// gracefully, notes which host's candidate wrote next and whether it is
+// the best-ranked of the others (highest priority, then identity: whom a
+// leader that had heard every standby offers the key to), and starts the
+// process again once it has exited.
+func (h *harness) stopLeader(ctx context.Context) error {
+	hs, last, ok := h.leader(ctx)
+	target := hs.procName
+	h.begin(StopLeader, target, fmt.Sprintf("token %d", last.Token))
+	if !ok {
+		h.skip(StopLeader, target, "no leader is working")
+		return nil
+	}
+	var best *host
+	for _, o := range h.hosts {
+		if o != hs && (best == nil || o.priority > best.priority || (o.priority == best.priority && o.identity < best.identity)) {
+			best = o
+		}
+	}
+	p := hs.proc
+	p.expected.Store(true)
+	h.event(HarnessEvent{Ev: HvProcTerm, Target: target, Host: hs.name})
+	began := Mono()
+	_ = p.signal(syscall.SIGTERM)
+	wctx, cancel := context.WithTimeout(ctx, h.params.AllowedGap()+5*time.Second)
+	next, took := h.fence.AwaitAccepted(wctx, began, func(w WriteRecord) bool { return w.Token > last.Token })
+	cancel()
+	if !p.wait(15 * time.Second) {
+		h.note("%s did not exit within 15s of SIGTERM; killed", p.name)
+		p.kill()
+	}
+	<-p.done
+	wait := h.between(200*time.Millisecond, time.Second)
+	sleep(ctx, wait)
+	if err := h.startHost(hs); err != nil {
+		return err
+	}
+	if !took {
+		h.end(StopLeader, target, "stopped; no new leader wrote within %v; %s started %v later", h.params.AllowedGap()+5*time.Second, hs.procName, wait.Round(time.Millisecond))
+		return nil
+	}
+	ranked := "the best-ranked standby"
+	if best != nil && HostOf(next.Cand) != best.name {
+		ranked = "not the best-ranked standby, " + best.name
+	}
+	h.end(StopLeader, target, "stopped; %s (%s) wrote %v after SIGTERM; %s started %v later",
+		next.Cand, ranked, time.Duration(next.At-began).Round(time.Millisecond), hs.procName, wait.Round(time.Millisecond))
 	return nil
 }
 

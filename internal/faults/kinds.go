@@ -9,6 +9,10 @@ const (
 	// KillLeader sends SIGKILL to the leader's process and starts a
 	// replacement (same host, same identity, new incarnation).
 	KillLeader Kind = "kill-leader"
+	// StopLeader sends SIGTERM to the leader's process, a graceful stop:
+	// the leader offers the key to the standby it ranks best, or releases
+	// it, and the process is started again once it has exited.
+	StopLeader Kind = "stop-leader"
 	// PauseLeader stops the leader's process with SIGSTOP, at an arbitrary
 	// instant, for longer than the TTL, then continues it.
 	PauseLeader Kind = "pause-leader"
@@ -79,7 +83,7 @@ const (
 	Double Kind = "double"
 )
 
-var candidateKinds = []Kind{KillLeader, PauseLeader, PauseMidWrite, CutCandidate, DelayLink, FlapLink, StandDown, HandOver, HandOverCut, PriorityMove}
+var candidateKinds = []Kind{KillLeader, StopLeader, PauseLeader, PauseMidWrite, CutCandidate, DelayLink, FlapLink, StandDown, HandOver, HandOverCut, PriorityMove}
 
 // operationKinds are what operators do to a running election, in both modes.
 var operationKinds = []Kind{TTLLower, TTLRaise, RestartAll, KillAll, RefuseConsumers, Purge, Double}
@@ -106,6 +110,8 @@ func (k Kind) Describe() string {
 	switch k {
 	case KillLeader:
 		return "SIGKILL the leader's process, start a replacement"
+	case StopLeader:
+		return "SIGTERM the leader's process (it hands the key to its best standby or releases it), start it again"
 	case PauseLeader:
 		return "SIGSTOP the leader's process for TTL+, then SIGCONT"
 	case PauseMidWrite:

@@ -24,14 +24,14 @@ const (
 
 // faultCodes are the short labels of fault markers.
 var faultCodes = map[Kind]string{
-	KillLeader: "K", PauseLeader: "P", PauseMidWrite: "PW", CutCandidate: "C", DelayLink: "D",
+	KillLeader: "K", StopLeader: "ST", PauseLeader: "P", PauseMidWrite: "PW", CutCandidate: "C", DelayLink: "D",
 	FlapLink: "F", StandDown: "S", HandOver: "H", HandOverCut: "HC", PriorityMove: "PM", RestartBroker: "B", KillStreamLeader: "NL", KillFollower: "NF",
 	RestartCluster: "R", TTLLower: "T-", TTLRaise: "T+", RestartAll: "RA", KillAll: "KA", RefuseConsumers: "RC",
 	Purge: "PG", Double: "2",
 }
 
 var faultColours = map[Kind]string{
-	KillLeader: "#d62728", PauseLeader: "#9467bd", PauseMidWrite: "#8c564b", CutCandidate: "#e377c2",
+	KillLeader: "#d62728", StopLeader: "#7f7f7f", PauseLeader: "#9467bd", PauseMidWrite: "#8c564b", CutCandidate: "#e377c2",
 	DelayLink: "#bcbd22", FlapLink: "#17becf", StandDown: "#ff7f0e", HandOver: "#2ca02c", HandOverCut: "#98df8a",
 	PriorityMove: "#c5b0d5", RestartBroker: "#111111",
 	KillStreamLeader: "#111111", KillFollower: "#555555", RestartCluster: "#111111",
