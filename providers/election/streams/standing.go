@@ -647,7 +647,7 @@ func (s *steward) follow(ctx context.Context, term *Term) (began bool) {
 
 // report tells a StandingRecorder how many candidates stand, this one
 // included, when that changed: a leader counts every candidate it hears
-// of, a standby itself alone. It runs on run's goroutine only, holding
+// of, a standby itself alone. It runs in passes only (one at a time), holding
 // no lock, so that counts reach the recorder in order.
 func (s *steward) report() {
 	if _, ok := s.e.opts.recorder.(StandingRecorder); !ok {
