@@ -83,8 +83,8 @@ exits with the command's exit status; with --restart it keeps leading and
 starts the command again after 1s instead.
 
 On Ctrl-C (SIGINT) or SIGTERM, run stops the command (SIGTERM, then SIGKILL
-after --grace), releases the election so that another candidate takes over at
-once, says so, and exits with status 0 when the command exited with 0 or died
+after --grace), hands the election over at once (to the best-ranked standby it
+knows of, or by a release that any candidate may take), says so, and exits with status 0 when the command exited with 0 or died
 of that SIGTERM (a stop that was asked for), else with the command's exit
 status (128 plus the signal's number for a signal, as in shells: 137 when it
 had to be killed).
