@@ -32,8 +32,8 @@ fencing token ("identity token"), and removed when the term ends: when
 leadership is lost, at the term's local deadline at the latest (before the
 key can expire), and when file stops. A PATH left from an earlier run is
 removed before campaigning. On Ctrl-C (SIGINT) or SIGTERM, file removes PATH,
-releases the election so that another candidate takes over at once, and
-exits with status 0.
+hands the election over at once (to the best-ranked standby it knows of, or
+by a release that any candidate may take), and exits with status 0.
 
 What a file cannot do: a job that checked the file keeps running after the
 file is removed, and a file survives a SIGKILL of this process until it runs
