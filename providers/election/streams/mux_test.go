@@ -1,6 +1,7 @@
 package streams
 
 import (
+	"encoding/json"
 	"fmt"
 	"runtime"
 	"sync/atomic"
@@ -125,4 +126,40 @@ func TestCandidatesCostOneGoroutineEach(t *testing.T) {
 	perCandidate := func() float64 { return float64(runtime.NumGoroutine()-before) / (elections * each) }
 	eventually(t, 10*time.Second, "at most 1.5 goroutines a candidate at rest", func() bool { return perCandidate() <= 1.5 })
 	t.Logf("%.2f goroutines a candidate", perCandidate())
+}
+
+// TestCandidatesAnnounceEveryInterval: a candidate announces itself when it
+// starts and again every interval (two TTLs, at least 2s), from the timer
+// that starts a pass of its steward's work, with no goroutine waiting for
+// it in between.
+func TestCandidatesAnnounceEveryInterval(t *testing.T) {
+	ts := newTestServer(t)
+	nc := connect(t, ts.url())
+	kv := createBucket(t, nc, bucketConfig(time.Second))
+	heard := make(chan time.Time, 16)
+	sub, err := nc.Subscribe(AnnounceSubject(bucketName, "announced"), func(m *nats.Msg) {
+		var c Candidate
+		if json.Unmarshal(m.Data, &c) == nil && c.Identity == "a" && !c.Leaving {
+			heard <- time.Now()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	runElection(t, mustElection(t, "a", "announced", kv))
+	every := announceEvery(time.Second)
+	var at []time.Time
+	deadline := time.After(4*every + 10*time.Second)
+	for len(at) < 3 {
+		select {
+		case h := <-heard:
+			at = append(at, h)
+		case <-deadline:
+			t.Fatalf("heard %d announcements of a, want 3 (at start and every %v)", len(at), every)
+		}
+	}
+	if gap := at[2].Sub(at[1]); gap < every/2 || gap > 2*every {
+		t.Errorf("announcements %v apart, want about %v", gap, every)
+	}
 }
