@@ -66,6 +66,18 @@ func (h *harness) leader(ctx context.Context) (*host, WriteRecord, bool) {
 	return h.hosts[h.intn(len(h.hosts))], WriteRecord{}, false
 }
 
+// beginOnLeader begins fault k on the leader's process, naming the token
+// of its latest accepted write, and reports whether a leader is working;
+// when none is, the fault is recorded as skipped, saying why.
+func (h *harness) beginOnLeader(ctx context.Context, k Kind, why string) (*host, WriteRecord, bool) {
+	hs, last, ok := h.leader(ctx)
+	h.begin(k, hs.procName, fmt.Sprintf("token %d", last.Token))
+	if !ok {
+		h.skip(k, hs.procName, "%s", why)
+	}
+	return hs, last, ok
+}
+
 func (h *harness) begin(k Kind, target, detail string) {
 	h.event(HarnessEvent{Ev: HvFaultBegin, Kind: string(k), Target: target, Detail: detail})
 }
@@ -111,13 +123,11 @@ func (h *harness) killLeader(ctx context.Context) error {
 // leader that had heard every standby offers the key to), and starts the
 // process again once it has exited.
 func (h *harness) stopLeader(ctx context.Context) error {
-	hs, last, ok := h.leader(ctx)
-	target := hs.procName
-	h.begin(StopLeader, target, fmt.Sprintf("token %d", last.Token))
+	hs, last, ok := h.beginOnLeader(ctx, StopLeader, "no leader is working")
 	if !ok {
-		h.skip(StopLeader, target, "no leader is working")
 		return nil
 	}
+	target := hs.procName
 	var best *host
 	for _, o := range h.hosts {
 		if o != hs && (best == nil || o.priority > best.priority || (o.priority == best.priority && o.identity < best.identity)) {
@@ -177,13 +187,11 @@ func (h *harness) pauseLeader(ctx context.Context) error {
 // next validity check, holds it stopped until another leader's write was
 // accepted (and at least a TTL), then lets it go on with its stale write.
 func (h *harness) pauseMidWrite(ctx context.Context) error {
-	hs, last, ok := h.leader(ctx)
-	target := hs.procName
-	h.begin(PauseMidWrite, target, fmt.Sprintf("token %d", last.Token))
+	hs, last, ok := h.beginOnLeader(ctx, PauseMidWrite, "no leader writing")
 	if !ok {
-		h.skip(PauseMidWrite, target, "no leader writing")
 		return nil
 	}
+	target := hs.procName
 	_ = hs.proc.signal(syscall.SIGUSR1)
 	if !hs.proc.awaitStopped(2 * time.Second) {
 		_ = hs.proc.signal(syscall.SIGUSR2)
