@@ -380,13 +380,10 @@ func newSteward(e *Election, nc *nats.Conn, bucket string) *steward {
 // start starts serving, once, until stop.
 func (s *steward) start() {
 	s.once.Do(func() {
+		// stop, which takes the same once first, never finds it closed
+		// here: it waits for this to return.
 		ctx, cancel := context.WithCancel(s.ctx)
 		s.mu.Lock()
-		if s.closed {
-			s.mu.Unlock()
-			cancel()
-			return
-		}
 		s.cancel, s.runCtx = cancel, ctx
 		s.running = true // the first pass, below, is ours
 		s.passes.Add(1)
@@ -535,46 +532,46 @@ func (s *steward) pass(ctx context.Context) {
 	s.mu.Unlock()
 	if health {
 		s.checkHealth(ctx)
-		s.reset(func(t *stewardTimers) *time.Timer { return t.health }, e.opts.healthEvery)
+		s.reset(s.timers.health, e.opts.healthEvery)
 	}
 	if announce {
 		s.announce(false)
-		s.reset(func(t *stewardTimers) *time.Timer { return t.announce }, time.Until(nextAnnouncement(time.Now(), announceEvery(e.ttl()), e.identity)))
+		s.reset(s.timers.announce, time.Until(nextAnnouncement(time.Now(), announceEvery(e.ttl()), e.identity)))
 	}
 	if ask && s.leading != nil {
 		if !s.askWhoStands(ctx) && ctx.Err() == nil {
-			s.reset(func(t *stewardTimers) *time.Timer { return t.ask }, askRetry)
+			s.reset(s.timers.ask, askRetry)
 		}
 	}
 	if s.follow(ctx, e.Term()) {
-		s.reset(func(t *stewardTimers) *time.Timer { return t.ask }, askDelay(e.opts.minTerm))
+		s.reset(s.timers.ask, askDelay(e.opts.minTerm))
 	} else if s.leading == nil {
-		s.halt(func(t *stewardTimers) *time.Timer { return t.ask })
+		s.halt(s.timers.ask)
 	}
 	if wait := s.considerMove(ctx); wait > 0 {
-		s.reset(func(t *stewardTimers) *time.Timer { return t.move }, wait)
+		s.reset(s.timers.move, wait)
 	}
 	if next := s.known.expire(time.Now(), announceExpiry(e.ttl())); !next.IsZero() {
-		s.reset(func(t *stewardTimers) *time.Timer { return t.expire }, time.Until(next))
+		s.reset(s.timers.expire, time.Until(next))
 	}
 	s.report()
 }
 
-// reset sets the timer which picks to fire after d (at once if d is not
-// positive).
-func (s *steward) reset(which func(*stewardTimers) *time.Timer, d time.Duration) {
+// reset sets timer t, one of s.timers, to fire after d (at once if d is
+// not positive), unless the steward is stopping. The timers are made
+// before the first pass (open) and not replaced, so passes read them
+// without the lock.
+func (s *steward) reset(t *time.Timer, d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if t := which(&s.timers); t != nil && !s.closed {
+	if t != nil && !s.closed {
 		t.Reset(max(d, 0))
 	}
 }
 
-// halt stops the timer which picks.
-func (s *steward) halt(which func(*stewardTimers) *time.Timer) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if t := which(&s.timers); t != nil {
+// halt stops timer t, one of s.timers.
+func (s *steward) halt(t *time.Timer) {
+	if t != nil {
 		t.Stop()
 	}
 }
