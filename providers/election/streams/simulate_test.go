@@ -683,6 +683,21 @@ func (w *simWorld) offer(n *simNode, a action) {
 	}
 }
 
+// otherCandidate names a candidate of alive other than n, drawn from the
+// seed, or "" when there is none.
+func (w *simWorld) otherCandidate(alive []*simNode, n *simNode) string {
+	var others []*simNode
+	for _, o := range alive {
+		if o != n && o.obs == nil {
+			others = append(others, o)
+		}
+	}
+	if len(others) == 0 {
+		return ""
+	}
+	return others[w.rng.IntN(len(others))].name
+}
+
 // send carries a request over the simulated network.
 func (w *simWorld) send(n *simNode, a action) {
 	w.countAction(n)
@@ -1002,15 +1017,7 @@ func (w *simWorld) fault() {
 			case r == 1:
 				stop.handOver.to = "ghost"
 			default:
-				var others []*simNode
-				for _, o := range alive {
-					if o != n && o.obs == nil {
-						others = append(others, o)
-					}
-				}
-				if len(others) > 0 {
-					stop.handOver.to = others[w.rng.IntN(len(others))].name
-				}
+				stop.handOver.to = w.otherCandidate(alive, n)
 			}
 			w.logf("FAULT %s is stopped (successor %q)", n.name, stop.handOver.to)
 			n.stopping = true
@@ -1098,14 +1105,8 @@ func (w *simWorld) fault() {
 		}
 		to := "ghost" // a candidate that is not running: the others take over after the window
 		if w.rng.IntN(5) != 0 {
-			var others []*simNode
-			for _, n := range alive {
-				if n != leader && n.obs == nil {
-					others = append(others, n)
-				}
-			}
-			if len(others) > 0 {
-				to = others[w.rng.IntN(len(others))].name
+			if other := w.otherCandidate(alive, leader); other != "" {
+				to = other
 			}
 		}
 		w.logf("FAULT %s is asked to hand over to %s", leader.name, to)
