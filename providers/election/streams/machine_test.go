@@ -36,36 +36,11 @@ func noteKinds(ns []note) []noteKind {
 // begins before it has read the bucket's settings again.
 func TestMachinePausedLeaderReadsSettingsBeforeANewTerm(t *testing.T) {
 	m, t0 := newTestMachine(t)
-	born := t0.Add(-time.Hour)
-	now := t0
-	out := m.step(input{kind: inStart, now: now, born: born})
-	// refuse the watch so that it does not get in the way
-	for i := 0; i < 50; i++ {
-		switch out.do.kind {
-		case doWatch:
-			out = m.step(input{kind: inWatchMade, now: now, sent: now, err: errTest})
-		case doRead:
-			out = m.step(input{kind: inRead, now: now, sent: now})
-		case doWrite:
-			out = m.step(input{kind: inWrite, now: now, sent: now, rev: 10, expect: out.do.expect})
-		case doReadTTL:
-			out = m.step(input{kind: inTTL, now: now, sent: now, ttl: 3 * time.Second, born: born})
-		case doNothing:
-			if m.leading {
-				i = 100
-				break
-			}
-			now = out.wake
-			out = m.step(input{kind: inTick, now: now})
-		}
-	}
-	if !m.leading {
-		t.Fatalf("not leading: phase %v", m.phase)
-	}
+	now := leadAtRevision(t, m, t0, 10) // the watch refused, so that it does not get in the way
 	t.Logf("leading, token %d, lease %v", m.token, m.hold.lease.Sub(t0))
 	// paused for 10 s: the bucket is deleted and made again meanwhile
 	now = now.Add(10 * time.Second)
-	out = m.step(input{kind: inTick, now: now})
+	out := m.step(input{kind: inTick, now: now})
 	t.Logf("after pause: notes %v, action %v, leading %v phase %v ttlRead %v", noteKinds(out.notes), out.do.kind, m.leading, m.phase, m.hold.ttlRead)
 	for out.do.kind == doWatch {
 		out = m.step(input{kind: inWatchMade, now: now, sent: now, err: errTest})
