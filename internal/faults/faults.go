@@ -142,11 +142,9 @@ func (h *harness) stopLeader(ctx context.Context) error {
 	wctx, cancel := context.WithTimeout(ctx, h.params.AllowedGap()+5*time.Second)
 	next, took := h.fence.AwaitAccepted(wctx, began, func(w WriteRecord) bool { return w.Token > last.Token })
 	cancel()
-	if !p.wait(15 * time.Second) {
-		h.note("%s did not exit within 15s of SIGTERM; killed", p.name)
-		p.kill()
+	if !p.terminate(15 * time.Second) {
+		h.note("%s did not exit cleanly after SIGTERM", p.name)
 	}
-	<-p.done
 	wait := h.between(200*time.Millisecond, time.Second)
 	sleep(ctx, wait)
 	if err := h.startHost(hs); err != nil {
