@@ -84,6 +84,7 @@ type settings struct {
 	cluster       int           // elections on the 3-node cluster; 0 skips it
 	procs         int           // candidate processes
 	ttl           time.Duration // the bucket TTL the broker provisions
+	choriaTTL     time.Duration // the bucket TTL of Choria's scenarios (from -ttl unless -choria-ttl)
 	window        time.Duration // steady-state window
 	settle        time.Duration // pause after every election has a leader, before the window
 	electDeadline time.Duration // how long every election may take to get its first leader
@@ -171,6 +172,7 @@ func parseFlags(args []string) (settings, error) {
 	fs.StringVar(&s.announce, "announce", announceOn, "Conclave's candidates announce who is standing (on), do not (off: no announcements, answers or subscriptions), or both: each size runs off then on, and a table gives what the announcements cost the broker")
 	fs.StringVar(&s.profile, "profile", "", "write CPU profiles of the brokers over each steady-state window to this directory (runs bench/scale/pprofbroker, the CLI plus net/http/pprof on loopback)")
 	fs.DurationVar(&s.ttl, "ttl", 30*time.Second, "election bucket TTL (plugin.choria.network.stream.leader_election_ttl)")
+	fs.DurationVar(&s.choriaTTL, "choria-ttl", 0, "the bucket TTL of Choria's scenarios (default -ttl); half of -ttl compares the two at equal worst-case crash failover (Conclave's is about one TTL, Choria's about two)")
 	fs.DurationVar(&s.window, "window", time.Minute, "steady-state measuring window")
 	fs.DurationVar(&s.settle, "settle", 5*time.Second, "pause after every election has a leader, before the window")
 	fs.DurationVar(&s.electDeadline, "elect-deadline", 0, "how long every election may take to get a leader (default 2 TTL + 1 min)")
@@ -236,8 +238,12 @@ func parseFlags(args []string) (settings, error) {
 		return s, fmt.Errorf("-shape many: -procs %d and -keys %d must be at least 1", s.procs, s.keys)
 	case s.shape == shapeMany && s.cluster > 0:
 		return s, errors.New("-shape many: the cluster scenario runs the one shape only; add -cluster 0")
-	case s.choria && s.ttl < 4*time.Second:
-		return s, fmt.Errorf("-ttl %v: Choria's election needs at least 4s; give -choria=false for a shorter TTL", s.ttl)
+	case s.choria && s.choriaTTL == 0 && s.ttl < 4*time.Second:
+		return s, fmt.Errorf("-ttl %v: Choria's election needs at least 4s; give -choria=false, or -choria-ttl 4s or more", s.ttl)
+	case s.choriaTTL != 0 && !s.choria:
+		return s, fmt.Errorf("-choria-ttl %v: Choria's candidates do not run (-choria=false); drop -choria-ttl", s.choriaTTL)
+	case s.choriaTTL != 0 && (s.choriaTTL < 4*time.Second || s.choriaTTL%time.Second != 0):
+		return s, fmt.Errorf("-choria-ttl %v: whole seconds, at least 4s (Choria's election needs 4s)", s.choriaTTL)
 	case s.cluster < 0 || s.cluster > 99999:
 		return s, fmt.Errorf("-cluster %d: from 0 to 99999", s.cluster)
 	case s.ttl < time.Second || s.ttl%time.Second != 0:
@@ -252,8 +258,11 @@ func parseFlags(args []string) (settings, error) {
 			return s, fmt.Errorf("-shape many: %d processes x %d keys cannot cover %d elections, each at most once per process (need keys <= elections <= procs x keys)", s.procs, s.keys, n)
 		}
 	}
+	if s.choriaTTL == 0 {
+		s.choriaTTL = s.ttl
+	}
 	if s.electDeadline <= 0 {
-		s.electDeadline = 2*s.ttl + time.Minute
+		s.electDeadline = 2*max(s.ttl, s.choriaTTL) + time.Minute
 	}
 	if s.failDeadline <= 0 {
 		s.failDeadline = 2*s.ttl + 30*time.Second

@@ -20,12 +20,16 @@ func printReport(w io.Writer, s settings, results []*result, took time.Duration)
 	if s.shape == shapeMany {
 		shape = fmt.Sprintf("%d candidate processes each campaigning in %d of the elections (one connection each)", s.procs, s.keys)
 	}
-	fmt.Fprintf(w, "%s; %s names (e.g. %s, %s, %s); TTL %v; steady state over %v after %v; run took %v.\n",
-		shape, s.names, keyName(s.names, 0), keyName(s.names, 1), keyName(s.names, 2), s.ttl, s.window, s.settle, took.Round(time.Second))
+	ttl := s.ttl.String()
+	if s.choria && s.choriaTTL != s.ttl {
+		ttl = fmt.Sprintf("%v (Choria's candidates %v)", s.ttl, s.choriaTTL)
+	}
+	fmt.Fprintf(w, "%s; %s names (e.g. %s, %s, %s); TTL %s; steady state over %v after %v; run took %v.\n",
+		shape, s.names, keyName(s.names, 0), keyName(s.names, 1), keyName(s.names, 2), ttl, s.window, s.settle, took.Round(time.Second))
 	fmt.Fprintf(w, "Each library's candidates run on a broker of their own, one after the other. The observer is this program: one watch over the whole bucket (one consumer, counted below).\n")
 	fmt.Fprintf(w, "\"All led after\": Conclave from telling the processes to campaign (elections already built) to the last first leader's write; Choria from starting its processes to the last first OnWon (its splay, then 0.75×TTL + 200 ms after its write).\n\n")
 
-	printSideBySide(w, results)
+	printSideBySide(w, s, results)
 
 	fmt.Fprintln(w, "Election and steady state:")
 	fmt.Fprintln(w)
@@ -134,7 +138,7 @@ func printReport(w io.Writer, s settings, results []*result, took time.Duration)
 
 // printSideBySide compares each Conclave result with the Choria one of the
 // same size measured in the same run.
-func printSideBySide(w io.Writer, results []*result) {
+func printSideBySide(w io.Writer, s settings, results []*result) {
 	if !slices.ContainsFunc(results, func(r *result) bool { return r.lib == libChoria }) {
 		return // -choria=false
 	}
@@ -168,7 +172,12 @@ func printSideBySide(w io.Writer, results []*result) {
 	if len(rows) == 0 {
 		return
 	}
-	fmt.Fprintln(w, "Side by side (same run, same broker settings, each library on a broker of its own):")
+	if s.choriaTTL == s.ttl {
+		fmt.Fprintln(w, "Side by side (same run, same broker settings, each library on a broker of its own):")
+	} else {
+		fmt.Fprintf(w, "Side by side (same run, each library on a broker of its own, the same settings but the TTL: Conclave's %v, Choria's %v).\n", s.ttl, s.choriaTTL)
+		fmt.Fprintf(w, "Worst-case crash failover is about one TTL for Conclave (%v) and about two for Choria (%v):\n", s.ttl, 2*s.choriaTTL)
+	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| elections × candidates | names | processes | Conclave: all led after | broker cores | consumers | Choria: all led after | broker cores | consumers | all led Conclave/Choria | broker cores Conclave/Choria |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")

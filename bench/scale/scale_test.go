@@ -169,10 +169,19 @@ func TestFlags(t *testing.T) {
 	}
 	for _, bad := range [][]string{{"-ttl", "1500ms"}, {"-procs", "1"}, {"-sizes", "x"}, {"-sizes", "0", "-cluster", "0"},
 		{"-ttl", "2s"}, {"-names", "odd"}, {"-shape", "few"}, {"-shape", "many", "-sizes", "2000", "-cluster", "0"},
-		{"-shape", "many", "-sizes", "1000"}, {"-announce", "maybe"}} {
+		{"-shape", "many", "-sizes", "1000"}, {"-announce", "maybe"},
+		{"-choria-ttl", "2s"}, {"-choria-ttl", "4500ms"}, {"-choria-ttl", "15s", "-choria=false"}} {
 		if _, err := parseFlags(bad); err == nil {
 			t.Errorf("parseFlags(%q) accepted", bad)
 		}
+	}
+	s, err = parseFlags([]string{"-sizes", "1000"})
+	if err != nil || s.choriaTTL != s.ttl {
+		t.Fatalf("Choria's TTL by default: %v, %v; want -ttl's %v", s.choriaTTL, err, s.ttl)
+	}
+	s, err = parseFlags([]string{"-ttl", "2s", "-choria-ttl", "4s"})
+	if err != nil || s.ttl != 2*time.Second || s.choriaTTL != 4*time.Second {
+		t.Fatalf("-ttl 2s -choria-ttl 4s: %+v, %v", s, err)
 	}
 	if !childRequested([]string{"-child", "-child-config", "x"}) || childRequested([]string{"-smoke"}) {
 		t.Error("childRequested")
@@ -196,6 +205,25 @@ func TestFormats(t *testing.T) {
 	}{{namesFlat, 0, "svc1"}, {namesFlat, 41, "svc42"}, {namesDotted, 41, "svc.42"}, {namesMixed, 0, "svc1"}, {namesMixed, 1, "svc.2"}, {namesMixed, 2, "team2.svc3"}, {namesMixed, 53, "team3.svc54"}} {
 		if got := keyName(c.mode, c.i); got != c.want {
 			t.Errorf("keyName(%s, %d) = %q, want %q", c.mode, c.i, got, c.want)
+		}
+	}
+}
+
+func TestReportNamesEachLibrarysTTL(t *testing.T) {
+	s, err := parseFlags([]string{"-sizes", "100", "-cluster", "0", "-ttl", "30s", "-choria-ttl", "15s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := []*result{
+		{lib: libConclave, announce: true, names: namesFlat, shape: shapeOne, elections: 100, nodes: 1, procs: 3, perProc: 100, ttl: 30 * time.Second, led: 100, allLed: time.Second, steady: &steady{brokerCores: 0.2}},
+		{lib: libChoria, names: namesFlat, shape: shapeOne, elections: 100, nodes: 1, procs: 3, perProc: 100, ttl: 15 * time.Second, led: 100, allLed: 2 * time.Second, steady: &steady{brokerCores: 0.4}},
+	}
+	var b strings.Builder
+	printReport(&b, s, rs, time.Minute)
+	out := b.String()
+	for _, want := range []string{"TTL 30s (Choria's candidates 15s)", "Conclave's 30s, Choria's 15s", "Conclave (30s) and about two for Choria (30s)", "| 0.50× |"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the report does not say %q:\n%s", want, out)
 		}
 	}
 }

@@ -40,8 +40,9 @@ type result struct {
 	announce                bool   // Conclave's candidates announce who is standing
 	names, shape            string // the -names and -shape it ran with
 	elections, nodes, procs int
-	perProc                 int    // elections each candidate process campaigns in
-	loadStart               string // load averages when it started and ended
+	perProc                 int           // elections each candidate process campaigns in
+	ttl                     time.Duration // the bucket's TTL: -ttl, or for Choria -choria-ttl
+	loadStart               string        // load averages when it started and ended
 	loadEnd                 string
 
 	// Election from scratch.
@@ -174,14 +175,17 @@ const (
 // started is stopped before it returns.
 func (b *bench) scenario(ctx context.Context, lib string, n, nodes int, announce bool) *result {
 	s := b.set
-	r := &result{lib: lib, announce: announce, names: s.names, shape: s.shape, elections: n, nodes: nodes, procs: s.procs, perProc: s.perProc(n)}
+	r := &result{lib: lib, announce: announce, names: s.names, shape: s.shape, elections: n, nodes: nodes, procs: s.procs, perProc: s.perProc(n), ttl: s.ttl}
+	if lib == libChoria {
+		r.ttl = s.choriaTTL
+	}
 	b.runs++
 	dir := filepath.Join(b.dir, fmt.Sprintf("run%d", b.runs))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		r.fail("%v", err)
 		return r
 	}
-	what := fmt.Sprintf("%s: %d elections (%s names), %d processes x %d keys, TTL %v, ", r.label(), n, s.names, s.procs, r.perProc, s.ttl)
+	what := fmt.Sprintf("%s: %d elections (%s names), %d processes x %d keys, TTL %v, ", r.label(), n, s.names, s.procs, r.perProc, r.ttl)
 	if nodes == 1 {
 		what += "one broker"
 	} else {
@@ -203,7 +207,7 @@ func (b *bench) scenario(ctx context.Context, lib string, n, nodes int, announce
 // run is scenario's body.
 func (b *bench) run(ctx context.Context, e *env, dir string, r *result) error {
 	n, s := r.elections, b.set
-	brokers, err := startBrokers(dir, b.brokerBin(), r.nodes, s.ttl, s.profile != "")
+	brokers, err := startBrokers(dir, b.brokerBin(), r.nodes, r.ttl, s.profile != "")
 	e.brokers = brokers
 	if err != nil {
 		return err
@@ -217,7 +221,7 @@ func (b *bench) run(ctx context.Context, e *env, dir string, r *result) error {
 	}
 
 	names := keyNames(s.names, n)
-	obs := newObserver(s.ttl, names)
+	obs := newObserver(r.ttl, names)
 	kv, err := e.js.KeyValue(ctx, bucket.Name)
 	if err != nil {
 		return fmt.Errorf("opening %s: %w", bucket.Name, err)
