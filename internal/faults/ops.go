@@ -467,12 +467,14 @@ var doublePairs = []struct {
 	first, second Kind
 	modes         []Mode
 }{
-	{DelayLink, StandDown, []Mode{Single, Cluster}}, // a forced stand-down while the leader's link is slow
-	{DelayLink, Purge, []Mode{Single, Cluster}},     // a purge while the leader's link is slow
-	{DelayLink, HandOver, []Mode{Single, Cluster}},  // a named hand-over while the leader's link is slow
-	{TTLRaise, KillLeader, []Mode{Single, Cluster}}, // a crash while the TTL is raised
-	{TTLLower, RestartBroker, []Mode{Single}},       // a TTL change during a broker restart
-	{TTLLower, KillStreamLeader, []Mode{Cluster}},   // a TTL change during a Raft failover
+	{DelayLink, StandDown, []Mode{Single, Cluster}},  // a forced stand-down while the leader's link is slow
+	{DelayLink, Purge, []Mode{Single, Cluster}},      // a purge while the leader's link is slow
+	{DelayLink, HandOver, []Mode{Single, Cluster}},   // a named hand-over while the leader's link is slow
+	{DelayLink, StopLeader, []Mode{Single, Cluster}}, // a graceful stop, offering the key on, while the leader's link is slow
+	{TTLRaise, StopLeader, []Mode{Single, Cluster}},  // a graceful stop while the TTL is raised
+	{TTLRaise, KillLeader, []Mode{Single, Cluster}},  // a crash while the TTL is raised
+	{TTLLower, RestartBroker, []Mode{Single}},        // a TTL change during a broker restart
+	{TTLLower, KillStreamLeader, []Mode{Cluster}},    // a TTL change during a Raft failover
 }
 
 // double injects two faults at once: the first, and 0.3s–1 TTL later
