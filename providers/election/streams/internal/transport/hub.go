@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,7 +27,9 @@ import (
 //     of its keys (up to setKeys of them, in up to maxSetFeeds feeds),
 //     made again with the new keys when keys join;
 //   - the rest share one consumer on the whole bucket (a process that
-//     follows that many keys usually follows most of the bucket).
+//     follows that many keys usually follows most of the bucket); the keys
+//     still waiting in set feeds for a consumer made with them join it
+//     too (see foldWaitingLocked).
 //
 // Permissions cannot scope a consumer with several filters: when the
 // broker refuses one, the hub falls back for noFoldFor to a consumer per
@@ -210,7 +213,12 @@ func (h *watchHub) subscribe(ctx context.Context, key string, ttl time.Duration)
 	if start {
 		if err := f.start(ctx, ttl); err != nil {
 			h.end(f, err)
-			return nil, err
+			h.mu.Lock()
+			folded := s.feed != f // onto the whole-bucket feed meanwhile, which serves it
+			h.mu.Unlock()
+			if !folded {
+				return nil, err
+			}
 		}
 	}
 	h.mu.Lock()
@@ -267,6 +275,7 @@ func (h *watchHub) feedForLocked(key string) *feed {
 		if len(h.setFeeds) >= maxSetFeeds {
 			h.allFeed = h.newFeedLocked(">", "", "")
 			h.allFeed.all = true
+			h.foldWaitingLocked()
 			return h.allFeed
 		}
 		f = h.newFeedLocked("", "", "")
@@ -276,6 +285,40 @@ func (h *watchHub) feedForLocked(key string) *feed {
 	h.setOf[key] = f
 	f.joinLocked(key)
 	return f
+}
+
+// foldWaitingLocked moves the keys that wait in set feeds for a consumer
+// made with them onto the whole-bucket feed, just made, which delivers
+// them anyway: a process that starts following thousands of keys at once
+// then makes one consumer for them, where the set feeds would each be
+// made again with hundreds of filters, which the broker checks against
+// each other. Their subscribers have had nothing yet, so the whole-bucket
+// feed gives them the key's state as it would a new subscriber. A set feed
+// left with no key ends; one left with a few is made again with those
+// when it filters on more than twice as many.
+func (h *watchHub) foldWaitingLocked() {
+	all := h.allFeed
+	for _, sf := range slices.Clone(h.setFeeds) {
+		for key, covered := range sf.keys {
+			if covered {
+				continue
+			}
+			subs := sf.subs[key]
+			delete(sf.subs, key)
+			delete(h.setOf, key)
+			sf.leaveLocked(key)
+			for s := range subs {
+				s.feed = all
+				all.add(s)
+			}
+		}
+		if len(sf.subs) == 0 {
+			sf.dirty = false
+			if sf.detachLocked() {
+				go sf.stopSource() // it may be making its consumer: not under the lock
+			}
+		}
+	}
 }
 
 func (h *watchHub) newFeedLocked(filter, prefix, key string) *feed {

@@ -244,3 +244,110 @@ func TestKeysPastTheSetFeedsShareTheWholeBucket(t *testing.T) {
 		t.Fatalf("k%d: change %v, want revision %d", last, ent, rev)
 	}
 }
+
+// TestKeysWaitingInSetFeedsFoldIntoTheWholeBucket: a process that starts
+// following more keys than its set feeds hold, all at once, follows the
+// keys still waiting for their set feed's consumer through the
+// whole-bucket feed made for the rest. The set feeds keep the few keys
+// they delivered and are not made again with hundreds of filters; every
+// key gets its state and its later changes.
+func TestKeysWaitingInSetFeedsFoldIntoTheWholeBucket(t *testing.T) {
+	n := MaxKeyFeeds + maxSetFeeds*setKeys + 100
+	nc := connect(t, startServer(t))
+	kv, js := createBucket(t, nc, 30*time.Second)
+	ctx := context.Background()
+	h := hubFor(kv, js, nopLogger{}, writtenAfter)
+	revs := make([]uint64, n)
+	for i := 0; i < n; i += 3 {
+		rev, err := kv.Put(ctx, fmt.Sprintf("k%d", i), []byte("leader"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		revs[i] = rev
+	}
+	ws := make([]jetstream.KeyWatcher, n)
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n { // at once, as thousands of campaigns starting together
+		wg.Go(func() {
+			w, err := h.subscribe(ctx, fmt.Sprintf("k%d", i), 30*time.Second)
+			if err != nil {
+				errs <- fmt.Errorf("k%d: %w", i, err)
+				return
+			}
+			ws[i] = w
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, w := range ws {
+			_ = w.Stop()
+		}
+	}()
+	next := func(i int) jetstream.KeyValueEntry {
+		t.Helper()
+		select {
+		case ent, ok := <-ws[i].Updates():
+			if !ok {
+				t.Fatalf("k%d: the watch ended", i)
+			}
+			return ent
+		case <-time.After(10 * time.Second):
+			t.Fatalf("k%d: nothing delivered in 10s", i)
+		}
+		return nil
+	}
+	for i := range n {
+		if revs[i] != 0 {
+			if ent := next(i); ent == nil || ent.Revision() != revs[i] {
+				t.Fatalf("k%d: initial value %v, want revision %d", i, ent, revs[i])
+			}
+		}
+		if ent := next(i); ent != nil {
+			t.Fatalf("k%d: got %v, want the end of the initial values", i, ent)
+		}
+	}
+	h.mu.Lock()
+	inSets, sets := 0, len(h.setFeeds)
+	for _, f := range h.setFeeds {
+		inSets += len(f.keys)
+	}
+	allFollows := len(h.allFeed.subs)
+	h.mu.Unlock()
+	if inSets > maxSetFeeds*setKeys/2 {
+		t.Fatalf("%d keys in %d set feeds after a start of %d keys at once; want the ones waiting (all but a few) on the whole bucket's feed, which follows %d", inSets, sets, n, allFollows)
+	}
+	if inSets+allFollows+MaxKeyFeeds != n {
+		t.Fatalf("%d keys in set feeds, %d on the whole bucket's feed and %d with feeds of their own; want %d in all", inSets, allFollows, MaxKeyFeeds, n)
+	}
+	t.Logf("%d keys stayed in %d set feeds; %d moved to the whole bucket's feed", inSets, sets, allFollows)
+	// A set feed left filtering on more than twice its keys is made again
+	// with fewer: its consumer is replaced meanwhile.
+	deadline := time.Now().Add(10 * time.Second)
+	for got, want := consumers(t, js), MaxKeyFeeds+sets+1; got != want; got = consumers(t, js) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d consumers, want %d: %d per-key, %d set feeds, the whole bucket's", got, want, MaxKeyFeeds, sets)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for i := range n { // every key's next change arrives once, and nothing else
+		rev, err := kv.Put(ctx, fmt.Sprintf("k%d", i), []byte("next"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ent := next(i); ent == nil || ent.Revision() != rev {
+			t.Fatalf("k%d: change %v, want revision %d", i, ent, rev)
+		}
+	}
+	for i := range n {
+		select {
+		case ent := <-ws[i].Updates():
+			t.Fatalf("k%d: delivered %v after its change", i, ent)
+		default:
+		}
+	}
+}
