@@ -6,7 +6,9 @@
 // whole bucket. At every size it also runs Choria's candidates (go-choria
 // v0.30.2's election, in processes of bench/choria's binary, its own
 // module) on a broker of their own with the same settings, so that the
-// ratios Conclave/Choria come from one run.
+// ratios Conclave/Choria come from one run. -choria-ttl gives Choria's
+// broker a TTL of its own: half of -ttl compares the two at equal
+// worst-case crash failover (about one TTL for Conclave, two for Choria).
 //
 // What users have:
 //
@@ -49,6 +51,7 @@
 //
 //	go run ./bench/scale                                 # 1,000, 3,000, 10,000 flat elections x 3, Choria beside; then the cluster at 2,000
 //	go run ./bench/scale -sizes 10000 -cluster 0 -names dotted
+//	go run ./bench/scale -sizes 10000 -cluster 0 -kill=false -settle 35s -choria-ttl 15s   # at equal worst-case crash failover
 //	go run ./bench/scale -shape many -sizes 1000 -cluster 0          # 200 processes x 5 keys of 1,000
 //	go run ./bench/scale -sizes 1500 -cluster 0 -choria=false -profile /tmp/prof
 //	go run ./bench/scale -sizes 0 -cluster 2000          # only the cluster
