@@ -87,23 +87,7 @@ func TestFlatNamesShareAFewConsumers(t *testing.T) {
 	// consumer is being made), the second once it runs.
 	ws := make([]jetstream.KeyWatcher, followed)
 	subscribe := func(from, to int) {
-		var wg sync.WaitGroup
-		errs := make(chan error, to-from)
-		for i := from; i < to; i++ {
-			wg.Go(func() {
-				w, err := h.subscribe(ctx, key(i), 30*time.Second)
-				if err != nil {
-					errs <- err
-					return
-				}
-				ws[i] = w
-			})
-		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			t.Fatal(err)
-		}
+		subscribeAtOnce(t, h, ws, from, to, key)
 		for i := from; i < to; i++ {
 			checkInitial(ws[i], key(i))
 		}
@@ -190,17 +174,8 @@ func TestKeysPastTheSetFeedsShareTheWholeBucket(t *testing.T) {
 	kv, js := createBucket(t, nc, 30*time.Second)
 	ctx := context.Background()
 	h := hubFor(kv, js, nopLogger{}, writtenAfter)
-	revs := make([]uint64, n)
-	for i := range n {
-		if i%2 == 0 {
-			rev, err := kv.Put(ctx, fmt.Sprintf("k%d", i), []byte("leader"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			revs[i] = rev
-		}
-	}
-	ws := make([]jetstream.KeyWatcher, n)
+	revs := putEvery(t, kv, n, 2)
+	ws := make(keyWatches, n)
 	for i := range n {
 		w, err := h.subscribe(ctx, fmt.Sprintf("k%d", i), 30*time.Second)
 		if err != nil {
@@ -209,38 +184,14 @@ func TestKeysPastTheSetFeedsShareTheWholeBucket(t *testing.T) {
 		defer w.Stop()
 		ws[i] = w
 	}
-	next := func(i int) jetstream.KeyValueEntry {
-		t.Helper()
-		select {
-		case ent, ok := <-ws[i].Updates():
-			if !ok {
-				t.Fatalf("k%d: the watch ended", i)
-			}
-			return ent
-		case <-time.After(10 * time.Second):
-			t.Fatalf("k%d: nothing delivered in 10s", i)
-		}
-		return nil
-	}
-	for i := range n {
-		if revs[i] != 0 {
-			if ent := next(i); ent == nil || ent.Revision() != revs[i] {
-				t.Fatalf("k%d: initial value %v, want revision %d", i, ent, revs[i])
-			}
-		}
-		if ent := next(i); ent != nil {
-			t.Fatalf("k%d: got %v, want the end of the initial values", i, ent)
-		}
-	}
-	if got, want := consumers(t, js), MaxKeyFeeds+maxSetFeeds+1; got != want {
-		t.Fatalf("%d consumers for %d keys, want %d", got, n, want)
-	}
+	ws.expectInitial(t, revs)
+	awaitFeedConsumers(t, h, js)
 	last := n - 1 // followed through the whole bucket's feed
 	rev, err := kv.Put(ctx, fmt.Sprintf("k%d", last), []byte("next"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ent := next(last); ent == nil || ent.Revision() != rev {
+	if ent := ws.next(t, last); ent == nil || ent.Revision() != rev {
 		t.Fatalf("k%d: change %v, want revision %d", last, ent, rev)
 	}
 }
@@ -257,60 +208,16 @@ func TestKeysWaitingInSetFeedsFoldIntoTheWholeBucket(t *testing.T) {
 	kv, js := createBucket(t, nc, 30*time.Second)
 	ctx := context.Background()
 	h := hubFor(kv, js, nopLogger{}, writtenAfter)
-	revs := make([]uint64, n)
-	for i := 0; i < n; i += 3 {
-		rev, err := kv.Put(ctx, fmt.Sprintf("k%d", i), []byte("leader"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		revs[i] = rev
-	}
-	ws := make([]jetstream.KeyWatcher, n)
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	for i := range n { // at once, as thousands of campaigns starting together
-		wg.Go(func() {
-			w, err := h.subscribe(ctx, fmt.Sprintf("k%d", i), 30*time.Second)
-			if err != nil {
-				errs <- fmt.Errorf("k%d: %w", i, err)
-				return
-			}
-			ws[i] = w
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	revs := putEvery(t, kv, n, 3)
+	ws := make(keyWatches, n)
+	// At once, as thousands of campaigns starting together.
+	subscribeAtOnce(t, h, ws, 0, n, func(i int) string { return fmt.Sprintf("k%d", i) })
 	defer func() {
 		for _, w := range ws {
 			_ = w.Stop()
 		}
 	}()
-	next := func(i int) jetstream.KeyValueEntry {
-		t.Helper()
-		select {
-		case ent, ok := <-ws[i].Updates():
-			if !ok {
-				t.Fatalf("k%d: the watch ended", i)
-			}
-			return ent
-		case <-time.After(10 * time.Second):
-			t.Fatalf("k%d: nothing delivered in 10s", i)
-		}
-		return nil
-	}
-	for i := range n {
-		if revs[i] != 0 {
-			if ent := next(i); ent == nil || ent.Revision() != revs[i] {
-				t.Fatalf("k%d: initial value %v, want revision %d", i, ent, revs[i])
-			}
-		}
-		if ent := next(i); ent != nil {
-			t.Fatalf("k%d: got %v, want the end of the initial values", i, ent)
-		}
-	}
+	ws.expectInitial(t, revs)
 	h.mu.Lock()
 	inSets, sets := 0, len(h.setFeeds)
 	for _, f := range h.setFeeds {
@@ -325,21 +232,13 @@ func TestKeysWaitingInSetFeedsFoldIntoTheWholeBucket(t *testing.T) {
 		t.Fatalf("%d keys in set feeds, %d on the whole bucket's feed and %d with feeds of their own; want %d in all", inSets, allFollows, MaxKeyFeeds, n)
 	}
 	t.Logf("%d keys stayed in %d set feeds; %d moved to the whole bucket's feed", inSets, sets, allFollows)
-	// A set feed left filtering on more than twice its keys is made again
-	// with fewer: its consumer is replaced meanwhile.
-	deadline := time.Now().Add(10 * time.Second)
-	for got, want := consumers(t, js), MaxKeyFeeds+sets+1; got != want; got = consumers(t, js) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d consumers, want %d: %d per-key, %d set feeds, the whole bucket's", got, want, MaxKeyFeeds, sets)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	awaitFeedConsumers(t, h, js)
 	for i := range n { // every key's next change arrives once, and nothing else
 		rev, err := kv.Put(ctx, fmt.Sprintf("k%d", i), []byte("next"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ent := next(i); ent == nil || ent.Revision() != rev {
+		if ent := ws.next(t, i); ent == nil || ent.Revision() != rev {
 			t.Fatalf("k%d: change %v, want revision %d", i, ent, rev)
 		}
 	}
@@ -350,4 +249,88 @@ func TestKeysWaitingInSetFeedsFoldIntoTheWholeBucket(t *testing.T) {
 		default:
 		}
 	}
+}
+
+// keyWatches are the watches of keys k0, k1, … by index.
+type keyWatches []jetstream.KeyWatcher
+
+// next returns what watch i delivers next, failing if the watch ends.
+func (ws keyWatches) next(t *testing.T, i int) jetstream.KeyValueEntry {
+	t.Helper()
+	ent, ok := nextUpdate(t, ws[i], fmt.Sprintf("k%d", i))
+	if !ok {
+		t.Fatalf("k%d: the watch ended", i)
+	}
+	return ent
+}
+
+// expectInitial checks that each watch delivers its key's state, the
+// revision in revs (none for 0), then the end of the initial values.
+func (ws keyWatches) expectInitial(t *testing.T, revs []uint64) {
+	t.Helper()
+	for i := range ws {
+		if revs[i] != 0 {
+			if ent := ws.next(t, i); ent == nil || ent.Revision() != revs[i] {
+				t.Fatalf("k%d: initial value %v, want revision %d", i, ent, revs[i])
+			}
+		}
+		if ent := ws.next(t, i); ent != nil {
+			t.Fatalf("k%d: got %v, want the end of the initial values", i, ent)
+		}
+	}
+}
+
+// subscribeAtOnce subscribes to keys from to to (key(i) for ws[i]), each
+// on a goroutine of its own, all at once.
+func subscribeAtOnce(t *testing.T, h *watchHub, ws []jetstream.KeyWatcher, from, to int, key func(int) string) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, to-from)
+	for i := from; i < to; i++ {
+		wg.Go(func() {
+			w, err := h.subscribe(context.Background(), key(i), 30*time.Second)
+			if err != nil {
+				errs <- fmt.Errorf("%s: %w", key(i), err)
+				return
+			}
+			ws[i] = w
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// putEvery puts k0, k<step>, k<2 step>, … below n, and returns each key's
+// revision by index (0 for the keys not put).
+func putEvery(t *testing.T, kv jetstream.KeyValue, n, step int) []uint64 {
+	t.Helper()
+	revs := make([]uint64, n)
+	for i := 0; i < n; i += step {
+		rev, err := kv.Put(context.Background(), fmt.Sprintf("k%d", i), []byte("leader"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		revs[i] = rev
+	}
+	return revs
+}
+
+// awaitFeedConsumers waits until the stream's consumers are the hub's
+// per-key feeds (all MaxKeyFeeds used), its set feeds (at most
+// maxSetFeeds) and its whole-bucket feed: a set feed is made again
+// meanwhile when it filters on more than twice its keys.
+func awaitFeedConsumers(t *testing.T, h *watchHub, js jetstream.JetStream) {
+	t.Helper()
+	eventually(t, 10*time.Second, "the stream's consumers to be the hub's feeds", func() bool {
+		h.mu.Lock()
+		sets := len(h.setFeeds)
+		h.mu.Unlock()
+		if sets > maxSetFeeds {
+			t.Fatalf("%d set feeds, at most %d allowed", sets, maxSetFeeds)
+		}
+		return consumers(t, js) == MaxKeyFeeds+sets+1
+	})
 }
