@@ -404,7 +404,11 @@ func (f *feed) remake() {
 		return
 	}
 	f.remaking, f.tries = false, 0
-	if err == nil && f.dirty && !f.ended {
+	// Keys that left while it was made (as waiting keys folding into the
+	// whole-bucket feed) may leave it filtering on more than twice the
+	// keys followed.
+	stale := f.set && len(f.keys) > 0 && len(f.genKeys) > 2*len(f.keys)
+	if err == nil && (f.dirty || stale) && !f.ended {
 		f.dirty, f.remaking = false, true
 		go f.remake()
 	}

@@ -495,7 +495,12 @@ func (s *hubWatch) endErr() error {
 
 // Restart asks for the subscription's feed to be made again, when a
 // candidate suspects it missed changes; the subscription stays.
-func (s *hubWatch) Restart() { s.feed.restart() }
+func (s *hubWatch) Restart() {
+	s.hub.mu.Lock()
+	f := s.feed // the fold may move s onto the whole-bucket feed
+	s.hub.mu.Unlock()
+	f.restart()
+}
 
 // send hands ent to s, ending s if it has fallen too far behind.
 func (s *hubWatch) sendLocked(ent jetstream.KeyValueEntry) {

@@ -1,0 +1,276 @@
+package transport
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// holdConn holds the client's writes that carry a consumer-create request
+// while armed, one at a time, until released.
+type holdConn struct {
+	net.Conn
+	g *createGate
+}
+
+type createGate struct {
+	armed   atomic.Bool
+	held    chan struct{} // a create request is held
+	release chan struct{} // let one go
+}
+
+func (c holdConn) Write(b []byte) (int, error) {
+	if c.g.armed.Load() && bytes.Contains(b, []byte("CONSUMER.CREATE")) {
+		c.g.held <- struct{}{}
+		<-c.g.release
+	}
+	return c.Conn.Write(b)
+}
+
+type gateDialer struct{ g *createGate }
+
+func (d gateDialer) Dial(network, address string) (net.Conn, error) {
+	c, err := net.Dial(network, address)
+	if err != nil {
+		return nil, err
+	}
+	return holdConn{c, d.g}, nil
+}
+
+// TestSetFeedRemadeDuringTheFoldDropsTheMovedKeys: the whole-bucket feed is
+// made while a set feed's consumer is being made again with keys that then
+// move onto it. The set feed keeps its few covered keys and is made once
+// more, filtering on at most twice those, so that the moved keys' writes
+// do not reach the process twice.
+func TestSetFeedRemadeDuringTheFoldDropsTheMovedKeys(t *testing.T) {
+	url := startServer(t)
+	nc := connect(t, url)
+	createBucket(t, nc, 30*time.Second)
+	g := &createGate{held: make(chan struct{}), release: make(chan struct{})}
+	hnc, err := nats.Connect(url, nats.SetCustomDialer(gateDialer{g}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(hnc.Close)
+	hjs, err := jetstream.New(hnc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	hkv, err := hjs.KeyValue(ctx, bucketName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := hubFor(hkv, hjs, nopLogger{}, writtenAfter)
+	key := func(i int) string { return fmt.Sprintf("k%d", i) }
+	var ws []jetstream.KeyWatcher
+	defer func() {
+		for _, w := range ws {
+			w.Stop()
+		}
+	}()
+	follow := func(from, to int) {
+		t.Helper()
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		for i := from; i < to; i++ {
+			wg.Go(func() {
+				w, err := h.subscribe(ctx, key(i), 30*time.Second)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				ws = append(ws, w)
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+	}
+	waitNil := func(from int) {
+		t.Helper()
+		for _, w := range ws[from:] {
+			select {
+			case ent := <-w.Updates():
+				if ent != nil {
+					t.Fatalf("got %v, want nil", ent)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("no initial nil in 10s")
+			}
+		}
+	}
+	// Five key feeds and five full set feeds, then a sixth with 10 keys.
+	full := MaxKeyFeeds + (maxSetFeeds-1)*setKeys
+	follow(0, full)
+	waitNil(0)
+	follow(full, full+10)
+	waitNil(full)
+	h.mu.Lock()
+	sf := h.setFeeds[len(h.setFeeds)-1]
+	nsets := len(h.setFeeds)
+	h.mu.Unlock()
+	if nsets != maxSetFeeds {
+		t.Fatalf("%d set feeds", nsets)
+	}
+	eventually(t, 10*time.Second, "set feeds settled", func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return !sf.remaking && sf.caught == sf.gen
+	})
+
+	g.armed.Store(true)
+	next := full + 10
+	follow(next, next+1) // K1 joins: remake R1, its create held
+	<-g.held
+	follow(next+1, full+setKeys) // the rest join while R1 is made: dirty
+	g.release <- struct{}{}      // R1 is made; R2 (dirty) follows with every key
+	<-g.held                     // R2's create, filters computed with every key, held
+	h.mu.Lock()
+	uncovered := 0
+	for _, c := range sf.keys {
+		if !c {
+			uncovered++
+		}
+	}
+	h.mu.Unlock()
+	t.Logf("set feed: %d keys, %d waiting", len(sf.keys), uncovered)
+	// One more key: the sets are full, the whole-bucket feed is made and
+	// the waiting keys move to it, while R2's create is in flight.
+	xs := make(chan jetstream.KeyWatcher, 1)
+	go func() {
+		w, err := h.subscribe(ctx, key(full+setKeys), 30*time.Second)
+		if err != nil {
+			t.Error(err)
+		}
+		xs <- w
+	}()
+	defer func() {
+		if w := <-xs; w != nil {
+			w.Stop()
+		}
+	}()
+	eventually(t, 10*time.Second, "the whole-bucket feed made", func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return h.allFeed != nil
+	})
+	g.armed.Store(false)
+	g.release <- struct{}{}
+	eventually(t, 10*time.Second, "consumers settled", func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return !sf.remaking && sf.caught == sf.gen && h.allFeed.ready
+	})
+	h.mu.Lock()
+	t.Logf("after the fold: set feed follows %d keys, its consumer filters on %d", len(sf.keys), len(sf.genKeys))
+	moved := key(full + setKeys - 1) // joined last: waiting, moved
+	if h.setOf[moved] != nil {
+		t.Fatalf("%s not moved", moved)
+	}
+	h.mu.Unlock()
+	eventually(t, 5*time.Second, "the set feed to filter on at most twice its keys", func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return len(sf.genKeys) <= 2*len(sf.keys)
+	})
+}
+
+// TestRestartDuringTheFold: a subscriber waiting in a set feed's first
+// start asks for its feed to be made again (as a campaign does when the
+// bucket was made again) while the whole-bucket feed is made and the fold
+// moves it. Under the race detector this checks that Restart reads the
+// subscription's feed under the hub's lock, which the fold writes.
+func TestRestartDuringTheFold(t *testing.T) {
+	url := startServer(t)
+	nc := connect(t, url)
+	createBucket(t, nc, 30*time.Second)
+	g := &createGate{held: make(chan struct{}), release: make(chan struct{})}
+	hnc, err := nats.Connect(url, nats.SetCustomDialer(gateDialer{g}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(hnc.Close)
+	hjs, err := jetstream.New(hnc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	hkv, err := hjs.KeyValue(ctx, bucketName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := hubFor(hkv, hjs, nopLogger{}, writtenAfter)
+	key := func(i int) string { return fmt.Sprintf("k%d", i) }
+	var mu sync.Mutex
+	var ws []jetstream.KeyWatcher
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, w := range ws {
+			w.Stop()
+		}
+	}()
+	sub := func(i int) jetstream.KeyWatcher {
+		w, err := h.subscribe(ctx, key(i), 30*time.Second)
+		if err != nil {
+			t.Error(err)
+			return nil
+		}
+		mu.Lock()
+		ws = append(ws, w)
+		mu.Unlock()
+		return w
+	}
+	full := MaxKeyFeeds + (maxSetFeeds-1)*setKeys
+	var wg sync.WaitGroup
+	for i := range full {
+		wg.Go(func() { sub(i) })
+	}
+	wg.Wait()
+	for _, w := range ws {
+		select {
+		case <-w.Updates():
+		case <-time.After(10 * time.Second):
+			t.Fatal("no initial nil")
+		}
+	}
+	g.armed.Store(true)
+	wg.Go(func() { sub(full) }) // makes the sixth set feed: its create held
+	<-g.held
+	w := sub(full + 1).(*hubWatch) // waits in it
+	stop := make(chan struct{})
+	var rg sync.WaitGroup
+	rg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				w.Restart()
+			}
+		}
+	})
+	for i := full + 2; i < full+setKeys; i++ {
+		sub(i)
+	}
+	wg.Go(func() { sub(full + setKeys) }) // the whole-bucket feed: the fold moves w
+	eventually(t, 10*time.Second, "the whole-bucket feed made", func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return h.allFeed != nil
+	})
+	close(stop)
+	rg.Wait()
+	g.armed.Store(false)
+	close(g.release)
+	wg.Wait()
+}
