@@ -35,6 +35,16 @@ func (c holdConn) Write(b []byte) (int, error) {
 	return c.Conn.Write(b)
 }
 
+// awaitHeld waits for a consumer-create request to be held.
+func (g *createGate) awaitHeld(t *testing.T) {
+	t.Helper()
+	select {
+	case <-g.held:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no consumer-create request within 10s")
+	}
+}
+
 type gateDialer struct{ g *createGate }
 
 func (d gateDialer) Dial(network, address string) (net.Conn, error) {
@@ -130,19 +140,19 @@ func TestSetFeedRemadeDuringTheFoldDropsTheMovedKeys(t *testing.T) {
 	g.armed.Store(true)
 	next := full + 10
 	follow(next, next+1) // K1 joins: remake R1, its create held
-	<-g.held
+	g.awaitHeld(t)
 	follow(next+1, full+setKeys) // the rest join while R1 is made: dirty
 	g.release <- struct{}{}      // R1 is made; R2 (dirty) follows with every key
-	<-g.held                     // R2's create, filters computed with every key, held
+	g.awaitHeld(t)               // R2's create, filters computed with every key, held
 	h.mu.Lock()
-	uncovered := 0
+	keys, uncovered := len(sf.keys), 0
 	for _, c := range sf.keys {
 		if !c {
 			uncovered++
 		}
 	}
 	h.mu.Unlock()
-	t.Logf("set feed: %d keys, %d waiting", len(sf.keys), uncovered)
+	t.Logf("set feed: %d keys, %d waiting", keys, uncovered)
 	// One more key: the sets are full, the whole-bucket feed is made and
 	// the waiting keys move to it, while R2's create is in flight.
 	xs := make(chan jetstream.KeyWatcher, 1)
@@ -245,7 +255,7 @@ func TestRestartDuringTheFold(t *testing.T) {
 	}
 	g.armed.Store(true)
 	wg.Go(func() { sub(full) }) // makes the sixth set feed: its create held
-	<-g.held
+	g.awaitHeld(t)
 	w := sub(full + 1).(*hubWatch) // waits in it
 	stop := make(chan struct{})
 	var rg sync.WaitGroup
