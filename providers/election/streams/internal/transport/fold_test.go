@@ -45,6 +45,29 @@ func (g *createGate) awaitHeld(t *testing.T) {
 	}
 }
 
+// gatedHub returns a hub on a bucket of a new server whose connection
+// holds consumer-create requests at g while g is armed.
+func gatedHub(t *testing.T) (*watchHub, *createGate) {
+	t.Helper()
+	url := startServer(t)
+	createBucket(t, connect(t, url), 30*time.Second)
+	g := &createGate{held: make(chan struct{}), release: make(chan struct{})}
+	nc, err := nats.Connect(url, nats.SetCustomDialer(gateDialer{g}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(context.Background(), bucketName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hubFor(kv, js, nopLogger{}, writtenAfter), g
+}
+
 type gateDialer struct{ g *createGate }
 
 func (d gateDialer) Dial(network, address string) (net.Conn, error) {
@@ -61,25 +84,8 @@ func (d gateDialer) Dial(network, address string) (net.Conn, error) {
 // more, filtering on at most twice those, so that the moved keys' writes
 // do not reach the process twice.
 func TestSetFeedRemadeDuringTheFoldDropsTheMovedKeys(t *testing.T) {
-	url := startServer(t)
-	nc := connect(t, url)
-	createBucket(t, nc, 30*time.Second)
-	g := &createGate{held: make(chan struct{}), release: make(chan struct{})}
-	hnc, err := nats.Connect(url, nats.SetCustomDialer(gateDialer{g}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(hnc.Close)
-	hjs, err := jetstream.New(hnc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, g := gatedHub(t)
 	ctx := context.Background()
-	hkv, err := hjs.KeyValue(ctx, bucketName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := hubFor(hkv, hjs, nopLogger{}, writtenAfter)
 	key := func(i int) string { return fmt.Sprintf("k%d", i) }
 	var ws []jetstream.KeyWatcher
 	defer func() {
@@ -200,25 +206,8 @@ func TestSetFeedRemadeDuringTheFoldDropsTheMovedKeys(t *testing.T) {
 // moves it. Under the race detector this checks that Restart reads the
 // subscription's feed under the hub's lock, which the fold writes.
 func TestRestartDuringTheFold(t *testing.T) {
-	url := startServer(t)
-	nc := connect(t, url)
-	createBucket(t, nc, 30*time.Second)
-	g := &createGate{held: make(chan struct{}), release: make(chan struct{})}
-	hnc, err := nats.Connect(url, nats.SetCustomDialer(gateDialer{g}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(hnc.Close)
-	hjs, err := jetstream.New(hnc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, g := gatedHub(t)
 	ctx := context.Background()
-	hkv, err := hjs.KeyValue(ctx, bucketName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := hubFor(hkv, hjs, nopLogger{}, writtenAfter)
 	key := func(i int) string { return fmt.Sprintf("k%d", i) }
 	var mu sync.Mutex
 	var ws []jetstream.KeyWatcher
