@@ -152,9 +152,16 @@ func (f *feed) joinLocked(key string) {
 func (f *feed) leaveLocked(key string) {
 	delete(f.keys, key)
 	delete(f.last, key)
-	if len(f.keys) > 0 && len(f.genKeys) > 2*len(f.keys) && f.ready {
+	if f.overFilteredLocked() && f.ready {
 		f.remakeLocked()
 	}
+}
+
+// overFilteredLocked reports whether the set feed's consumer filters on
+// more than twice the keys it still has (and it has some): it is to be
+// made again with them.
+func (f *feed) overFilteredLocked() bool {
+	return len(f.keys) > 0 && len(f.genKeys) > 2*len(f.keys)
 }
 
 // remakeLocked makes the set feed's consumer again with its keys: at once,
@@ -405,10 +412,8 @@ func (f *feed) remake() {
 	}
 	f.remaking, f.tries = false, 0
 	// Keys that left while it was made (as waiting keys folding into the
-	// whole-bucket feed) may leave it filtering on more than twice the
-	// keys followed.
-	stale := f.set && len(f.keys) > 0 && len(f.genKeys) > 2*len(f.keys)
-	if err == nil && (f.dirty || stale) && !f.ended {
+	// whole-bucket feed) may leave it over-filtered.
+	if err == nil && (f.dirty || f.set && f.overFilteredLocked()) && !f.ended {
 		f.dirty, f.remaking = false, true
 		go f.remake()
 	}

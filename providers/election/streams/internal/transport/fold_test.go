@@ -68,6 +68,22 @@ func gatedHub(t *testing.T) (*watchHub, *createGate) {
 	return hubFor(kv, js, nopLogger{}, writtenAfter), g
 }
 
+// awaitSetFeedsSettled waits until no set feed is being made or due to be
+// made again, so that the next consumer creation is the one a test causes.
+func awaitSetFeedsSettled(t *testing.T, h *watchHub) {
+	t.Helper()
+	eventually(t, 10*time.Second, "set feeds settled", func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		for _, f := range h.setFeeds {
+			if f.remaking || f.dirty || f.caught != f.gen {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 type gateDialer struct{ g *createGate }
 
 func (d gateDialer) Dial(network, address string) (net.Conn, error) {
@@ -87,49 +103,26 @@ func TestSetFeedRemadeDuringTheFoldDropsTheMovedKeys(t *testing.T) {
 	h, g := gatedHub(t)
 	ctx := context.Background()
 	key := func(i int) string { return fmt.Sprintf("k%d", i) }
-	var ws []jetstream.KeyWatcher
-	defer func() {
-		for _, w := range ws {
-			w.Stop()
-		}
-	}()
+	full := MaxKeyFeeds + (maxSetFeeds-1)*setKeys
+	ws := make(keyWatches, full+setKeys)
+	defer ws.stop()
 	follow := func(from, to int) {
 		t.Helper()
-		var wg sync.WaitGroup
-		var mu sync.Mutex
-		for i := from; i < to; i++ {
-			wg.Go(func() {
-				w, err := h.subscribe(ctx, key(i), 30*time.Second)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				mu.Lock()
-				ws = append(ws, w)
-				mu.Unlock()
-			})
-		}
-		wg.Wait()
+		subscribeAtOnce(t, h, ws, from, to, key)
 	}
-	waitNil := func(from int) {
+	waitNil := func(from, to int) {
 		t.Helper()
-		for _, w := range ws[from:] {
-			select {
-			case ent := <-w.Updates():
-				if ent != nil {
-					t.Fatalf("got %v, want nil", ent)
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatal("no initial nil in 10s")
+		for i := from; i < to; i++ {
+			if ent := ws.next(t, i); ent != nil {
+				t.Fatalf("k%d: got %v, want the end of the initial values", i, ent)
 			}
 		}
 	}
 	// Five key feeds and five full set feeds, then a sixth with 10 keys.
-	full := MaxKeyFeeds + (maxSetFeeds-1)*setKeys
 	follow(0, full)
-	waitNil(0)
+	waitNil(0, full)
 	follow(full, full+10)
-	waitNil(full)
+	waitNil(full, full+10)
 	h.mu.Lock()
 	sf := h.setFeeds[len(h.setFeeds)-1]
 	nsets := len(h.setFeeds)
@@ -137,12 +130,7 @@ func TestSetFeedRemadeDuringTheFoldDropsTheMovedKeys(t *testing.T) {
 	if nsets != maxSetFeeds {
 		t.Fatalf("%d set feeds", nsets)
 	}
-	eventually(t, 10*time.Second, "set feeds settled", func() bool {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		return !sf.remaking && sf.caught == sf.gen
-	})
-
+	awaitSetFeedsSettled(t, h)
 	g.armed.Store(true)
 	next := full + 10
 	follow(next, next+1) // K1 joins: remake R1, its create held
@@ -209,39 +197,27 @@ func TestRestartDuringTheFold(t *testing.T) {
 	h, g := gatedHub(t)
 	ctx := context.Background()
 	key := func(i int) string { return fmt.Sprintf("k%d", i) }
-	var mu sync.Mutex
-	var ws []jetstream.KeyWatcher
-	defer func() {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, w := range ws {
-			w.Stop()
-		}
-	}()
+	full := MaxKeyFeeds + (maxSetFeeds-1)*setKeys
+	ws := make(keyWatches, full+setKeys+1)
+	defer ws.stop()
+	// sub subscribes to key i; calls for distinct keys may run at once.
 	sub := func(i int) jetstream.KeyWatcher {
 		w, err := h.subscribe(ctx, key(i), 30*time.Second)
 		if err != nil {
 			t.Error(err)
 			return nil
 		}
-		mu.Lock()
-		ws = append(ws, w)
-		mu.Unlock()
+		ws[i] = w
 		return w
 	}
-	full := MaxKeyFeeds + (maxSetFeeds-1)*setKeys
-	var wg sync.WaitGroup
+	subscribeAtOnce(t, h, ws, 0, full, key)
 	for i := range full {
-		wg.Go(func() { sub(i) })
-	}
-	wg.Wait()
-	for _, w := range ws {
-		select {
-		case <-w.Updates():
-		case <-time.After(10 * time.Second):
-			t.Fatal("no initial nil")
+		if ent := ws.next(t, i); ent != nil {
+			t.Fatalf("k%d: got %v, want the end of the initial values", i, ent)
 		}
 	}
+	var wg sync.WaitGroup
+	awaitSetFeedsSettled(t, h)
 	g.armed.Store(true)
 	wg.Go(func() { sub(full) }) // makes the sixth set feed: its create held
 	g.awaitHeld(t)

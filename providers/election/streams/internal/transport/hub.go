@@ -312,11 +312,8 @@ func (h *watchHub) foldWaitingLocked() {
 				all.add(s)
 			}
 		}
-		if len(sf.subs) == 0 {
-			sf.dirty = false
-			if sf.detachLocked() {
-				go sf.stopSource() // it may be making its consumer: not under the lock
-			}
+		if sf.detachLocked() { // no key left: it ends
+			go sf.stopSource() // it may be making its consumer: not under the lock
 		}
 	}
 }

@@ -169,19 +169,17 @@ func TestFlatNamesShareAFewConsumers(t *testing.T) {
 // whole bucket, so its consumers stay few however many keys it follows, and
 // each subscription still gets its key's state and changes.
 func TestKeysPastTheSetFeedsShareTheWholeBucket(t *testing.T) {
-	n := MaxKeyFeeds + maxSetFeeds*setKeys + 100
-	nc := connect(t, startServer(t))
-	kv, js := createBucket(t, nc, 30*time.Second)
+	n := MaxKeyFeeds + maxSetFeeds*setKeys + 100 // past the set feeds
+	h, kv, js := newHub(t)
 	ctx := context.Background()
-	h := hubFor(kv, js, nopLogger{}, writtenAfter)
 	revs := putEvery(t, kv, n, 2)
 	ws := make(keyWatches, n)
+	defer ws.stop()
 	for i := range n {
 		w, err := h.subscribe(ctx, fmt.Sprintf("k%d", i), 30*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer w.Stop()
 		ws[i] = w
 	}
 	ws.expectInitial(t, revs)
@@ -203,20 +201,14 @@ func TestKeysPastTheSetFeedsShareTheWholeBucket(t *testing.T) {
 // they delivered and are not made again with hundreds of filters; every
 // key gets its state and its later changes.
 func TestKeysWaitingInSetFeedsFoldIntoTheWholeBucket(t *testing.T) {
-	n := MaxKeyFeeds + maxSetFeeds*setKeys + 100
-	nc := connect(t, startServer(t))
-	kv, js := createBucket(t, nc, 30*time.Second)
+	n := MaxKeyFeeds + maxSetFeeds*setKeys + 100 // past the set feeds
+	h, kv, js := newHub(t)
 	ctx := context.Background()
-	h := hubFor(kv, js, nopLogger{}, writtenAfter)
 	revs := putEvery(t, kv, n, 3)
 	ws := make(keyWatches, n)
+	defer ws.stop()
 	// At once, as thousands of campaigns starting together.
 	subscribeAtOnce(t, h, ws, 0, n, func(i int) string { return fmt.Sprintf("k%d", i) })
-	defer func() {
-		for _, w := range ws {
-			_ = w.Stop()
-		}
-	}()
 	ws.expectInitial(t, revs)
 	h.mu.Lock()
 	inSets, sets := 0, len(h.setFeeds)
@@ -253,6 +245,15 @@ func TestKeysWaitingInSetFeedsFoldIntoTheWholeBucket(t *testing.T) {
 
 // keyWatches are the watches of keys k0, k1, … by index.
 type keyWatches []jetstream.KeyWatcher
+
+// stop stops every watch made.
+func (ws keyWatches) stop() {
+	for _, w := range ws {
+		if w != nil {
+			_ = w.Stop()
+		}
+	}
+}
 
 // next returns what watch i delivers next, failing if the watch ends.
 func (ws keyWatches) next(t *testing.T, i int) jetstream.KeyValueEntry {
@@ -301,6 +302,14 @@ func subscribeAtOnce(t *testing.T, h *watchHub, ws []jetstream.KeyWatcher, from,
 	for err := range errs {
 		t.Fatal(err)
 	}
+}
+
+// newHub returns a hub on a new bucket (TTL 30s) of a new server, with
+// the bucket.
+func newHub(t *testing.T) (*watchHub, jetstream.KeyValue, jetstream.JetStream) {
+	t.Helper()
+	kv, js := createBucket(t, connect(t, startServer(t)), 30*time.Second)
+	return hubFor(kv, js, nopLogger{}, writtenAfter), kv, js
 }
 
 // putEvery puts k0, k<step>, k<2 step>, … below n, and returns each key's
