@@ -20,6 +20,7 @@ import (
 // itself. A candidate's campaigner and an Observer are drivers.
 type driver struct {
 	key, identity string
+	instance      string // stamped on writes; "" for an observer
 	store         store
 	clock         clock.Clock
 	m             *machine
@@ -32,10 +33,10 @@ type driver struct {
 	lastLost func() <-chan struct{}
 	// offer, when set, offers the key, held at rev in the bucket created at
 	// epoch, to the candidate to, and returns nil once to took it (doOffer).
-	offer func(ctx context.Context, to string, rev uint64, epoch time.Time) error
+	offer func(ctx context.Context, to handOver, rev uint64, epoch time.Time) error
 	// successor, when set, names the standby a stopping leader offers the
 	// key to ("" for none): asked once, as the campaign stops.
-	successor func() string
+	successor func() handOver
 
 	w      jetstream.KeyWatcher // the watch, or nil
 	cancel context.CancelFunc   // ends the watch's context
@@ -107,7 +108,7 @@ func (d *driver) loop(ctx context.Context, wake time.Time) {
 			stopped = true
 			in := input{kind: inStop, now: d.clock.Now()}
 			if d.successor != nil {
-				in.handOver.to = d.successor()
+				in.handOver = d.successor()
 			}
 			wake = d.handle(in)
 		case ent, ok := <-d.updates():
@@ -155,7 +156,7 @@ func newCampaigner(e *Election, n *notifier, tm timings) *campaigner {
 		grace: e.opts.grace, releaseOnStop: e.opts.releaseOnStop, timings: e.timings,
 	}
 	c := &campaigner{e: e, n: n, log: e.opts.log, rec: e.opts.recorder}
-	c.driver = driver{key: e.key, identity: e.identity, store: e.store, clock: e.opts.clock,
+	c.driver = driver{key: e.key, identity: e.identity, instance: e.instance, store: e.store, clock: e.opts.clock,
 		m: newMachine(cfg, tm, e.opts.log), apply: c.apply, before: c.notifyCampaign,
 		lastLost: func() <-chan struct{} { return c.lastLost },
 		asks:     make(chan ask), exited: make(chan struct{})}
@@ -257,7 +258,7 @@ func (d *driver) perform(a action) input {
 		if d.before != nil {
 			d.before(a.renewal)
 		}
-		rev, err := d.store.Write(ctx, d.key, []byte(d.identity), a.expect)
+		rev, err := d.store.Write(ctx, d.key, []byte(d.identity), a.expect, transport.Stamp{Instance: d.instance, Term: a.term.header()})
 		return input{kind: inWrite, sent: sent, now: d.clock.Now(), rev: rev, expect: a.expect, err: err}
 	case doRelease:
 		d.awaitLastLost()
@@ -271,14 +272,14 @@ func (d *driver) perform(a action) input {
 		rctx, rcancel := context.WithTimeout(context.Background(), d.m.tm.request)
 		defer rcancel()
 		rctx = transport.WithPriority(rctx, transport.Urgent)
-		marked, err := d.store.Delete(rctx, d.key, a.expect, payload)
+		marked, err := d.store.Delete(rctx, d.key, a.expect, payload, transport.Stamp{Instance: d.instance})
 		return input{kind: inRelease, sent: sent, now: d.clock.Now(), marked: marked, err: err}
 	case doOffer:
 		d.awaitLastLost()
 		err := errors.New("this candidate cannot offer the key")
 		if d.offer != nil {
 			octx, ocancel := context.WithTimeout(context.Background(), a.timeout) // counted from now, after OnLost
-			err = d.offer(octx, a.handOver.to, a.expect, a.epoch)
+			err = d.offer(octx, a.handOver, a.expect, a.epoch)
 			ocancel()
 		}
 		return input{kind: inOffer, sent: sent, now: d.clock.Now(), err: err}

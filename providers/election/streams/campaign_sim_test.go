@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/conclave-io/conclave/clock/clocktest"
+	"github.com/conclave-io/conclave/providers/election/streams/internal/transport"
 )
 
 // These tests drive one campaign step by step on a fake clock and an
@@ -361,7 +362,7 @@ func TestSimStandbyThatMissedARenewalTakesOverAtTheRealExpiry(t *testing.T) {
 	s := newSim(t, st, "b")
 	s.run(ttl / 3)
 	st.silent = true
-	rev2, err := st.Write(context.Background(), "k", []byte("crashed"), rev) // the crashed leader's last renewal, unseen
+	rev2, err := st.Write(context.Background(), "k", []byte("crashed"), rev, transport.Stamp{}) // the crashed leader's last renewal, unseen
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -389,7 +390,7 @@ func TestSimStandbyTakesALapsedLeaseWithoutWaitingForTheBroker(t *testing.T) {
 	s := newSim(t, st, "b")
 	s.run(ttl / 3)
 	seen := clk.Now()
-	if _, err := st.Write(context.Background(), "k", []byte("crashed"), rev); err != nil { // its last renewal
+	if _, err := st.Write(context.Background(), "k", []byte("crashed"), rev, transport.Stamp{}); err != nil { // its last renewal
 		t.Fatal(err)
 	}
 	s.run(ttl - 10*time.Millisecond)

@@ -15,6 +15,7 @@ import (
 	"github.com/conclave-io/conclave/internal/denied"
 	"github.com/conclave-io/conclave/internal/jsapi"
 	"github.com/conclave-io/conclave/internal/kvwatch"
+	"github.com/conclave-io/conclave/providers/election/streams/internal/transport"
 )
 
 // ErrPermissionDenied means the broker refused one of the election's
@@ -152,9 +153,9 @@ func (s *refusingStore) Latest(ctx context.Context, key string) (ent jetstream.K
 	return ent, err
 }
 
-func (s *refusingStore) Write(ctx context.Context, key string, value []byte, rev uint64) (n uint64, err error) {
+func (s *refusingStore) Write(ctx context.Context, key string, value []byte, rev uint64, st transport.Stamp) (n uint64, err error) {
 	err = s.request(ctx, "writing election "+key, writeGrace, denied.Naming(s.put+s.keySubject(key)), func(ctx context.Context) error {
-		n, err = s.store.Write(ctx, key, value, rev)
+		n, err = s.store.Write(ctx, key, value, rev, st)
 		if err == nil {
 			s.wrote.Store(true)
 		}
@@ -163,11 +164,11 @@ func (s *refusingStore) Write(ctx context.Context, key string, value []byte, rev
 	return n, err
 }
 
-func (s *refusingStore) Delete(ctx context.Context, key string, rev uint64, payload []byte) (marked bool, err error) {
+func (s *refusingStore) Delete(ctx context.Context, key string, rev uint64, payload []byte, st transport.Stamp) (marked bool, err error) {
 	// A release is the handover a stopping leader owes: it keeps its
 	// request timeout.
 	err = s.request(ctx, "releasing election "+key, -1, denied.Naming(s.put+s.keySubject(key)), func(ctx context.Context) error {
-		marked, err = s.store.Delete(ctx, key, rev, payload)
+		marked, err = s.store.Delete(ctx, key, rev, payload, st)
 		return err
 	})
 	return marked, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"time"
@@ -29,6 +30,7 @@ import (
 // callbacks may call any of them.
 type Election struct {
 	identity string
+	instance string
 	key      string
 	js       jetstream.JetStream
 	// bucket and store are the open bucket and the campaign's view of it:
@@ -92,7 +94,16 @@ func NewElection(identity, key string, js jetstream.JetStream, opts ...Option) (
 	if js == nil && o.store == nil {
 		return nil, fmt.Errorf("%w: the JetStream context is nil: pass jetstream.New(nc), nc being the connection to campaign over", ErrInvalidOption)
 	}
-	return &Election{identity: identity, key: key, js: js, store: o.store, opts: o}, nil
+	instance := o.instance
+	if instance == "" {
+		instance = newInstance()
+	}
+	return &Election{identity: identity, instance: instance, key: key, js: js, store: o.store, opts: o}, nil
+}
+
+// newInstance returns a random instance name: eight hex digits.
+func newInstance() string {
+	return fmt.Sprintf("%08x", rand.Uint32())
 }
 
 // ValidateKey returns an error wrapping ErrInvalidKey unless key is a valid
@@ -138,6 +149,14 @@ func (e *Election) Identity() string { return e.identity }
 
 // Key returns the election key.
 func (e *Election) Key() string { return e.key }
+
+// Instance is this candidate's own name among the candidates that share
+// its identity (the copies of a program on one host, say): random unless
+// WithInstance set it. Who is standing lists candidates by instance, a
+// hand-over may name one, and every write to the key carries it (the
+// Conclave-Instance header), so observers tell copies of one identity
+// apart. The key's value stays the identity, as Choria's tools show it.
+func (e *Election) Instance() string { return e.instance }
 
 // Start campaigns until ctx ends or Stop is called, and returns nil then;
 // it returns an error wrapping nats.ErrConnectionClosed if the connection is
@@ -240,15 +259,21 @@ func (e *Election) tell(in input) {
 	}
 }
 
-// HandOver hands a running term over to the candidate named to: the term
-// ends (OnLost with CauseHandedOver), then the leader offers the key to to,
+// HandOver hands a running term over to the candidate named to, an
+// identity or an instance (see Instance; a candidate of this one's
+// identity is another candidate). First it asks who is standing: when no
+// candidate so named answers, or the one named is unhealthy or stopping,
+// it returns an error wrapping ErrHandOverRefused and the term goes on.
+// Then the term ends (OnLost with CauseHandedOver), and the leader offers
+// the key to that candidate,
 // over core NATS, and to takes it with one write over the leader's last
 // revision, its term beginning as after a release. Choria's candidates
 // see the key change holder, as after any takeover. If to does not take
 // the offer up within the offer timeout (the request timeout, at most the
 // window below and 1s: to is not running, is Choria's, or runs no
-// steward), or refuses it, the leader releases the key with a mark that names to, which
-// may take it at once; the election's other Conclave candidates, this one
+// steward), the leader releases the key with a mark that names to, which
+// may take it at once (if to refused the offer, the release names nobody,
+// and the next candidate takes the key at once); the election's other Conclave candidates, this one
 // included, leave the key to to for a short window (a quarter TTL, between
 // 0.5s and 5s) from when they learn of the release, then campaign as after
 // any release; Choria's candidates see an ordinary release. It returns
@@ -262,18 +287,46 @@ func (e *Election) HandOver(ctx context.Context, to string) error {
 	if err := validateIdentity(to); err != nil {
 		return fmt.Errorf("election %s: hand over: %w", e.key, err)
 	}
-	if to == e.identity {
+	if to == e.instance {
 		return fmt.Errorf("election %s: hand over: %w: %q is this candidate; name another", e.key, ErrInvalidIdentity, to)
 	}
+	e.mu.Lock()
+	c, s := e.campaign, e.steward
+	e.mu.Unlock()
+	if c == nil || !e.IsLeader() {
+		return fmt.Errorf("election %s: hand over: %w", e.key, ErrNotLeader)
+	}
+	ho := handOver{to: to}
+	switch {
+	case s != nil:
+		// Before the term ends: a candidate that cannot take the
+		// election over would leave it without a leader.
+		t, err := s.target(ctx, to)
+		if err != nil {
+			return fmt.Errorf("election %s: hand over to %s: %w", e.key, to, err)
+		}
+		ho = handOver{to: t.Identity, instance: t.Instance}
+	case to == e.identity:
+		return fmt.Errorf("election %s: hand over: %w: %q is this candidate; name another", e.key, ErrInvalidIdentity, to)
+	}
+	return e.handOver(ctx, ho)
+}
+
+// handOver asks the running campaign to hand its term over to ho.
+func (e *Election) handOver(ctx context.Context, ho handOver) error {
 	e.mu.Lock()
 	c := e.campaign
 	e.mu.Unlock()
 	if c == nil {
 		return fmt.Errorf("election %s: hand over: %w", e.key, ErrNotLeader)
 	}
+	to := ho.to
+	if ho.instance != "" {
+		to += " (instance " + ho.instance + ")"
+	}
 	done := make(chan error, 1)
 	select {
-	case c.asks <- ask{in: input{kind: inHandOver, handOver: handOver{to: to}}, answer: noteHandOver, done: done}:
+	case c.asks <- ask{in: input{kind: inHandOver, handOver: ho}, answer: noteHandOver, done: done}:
 	case <-c.exited:
 		return fmt.Errorf("election %s: hand over: %w: the campaign has stopped", e.key, ErrNotLeader)
 	case <-ctx.Done():

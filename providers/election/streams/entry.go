@@ -1,10 +1,13 @@
 package streams
 
 import (
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/conclave-io/conclave/providers/election/streams/internal/transport"
 )
 
 // KeyState is what the latest message of an election key says about the
@@ -127,6 +130,53 @@ type Entry struct {
 	// headers). The broker expires the message at the earlier of this and
 	// the bucket's TTL, and a raise of the bucket's TTL does not extend it.
 	TTL time.Duration
+	// Instance is the candidate instance that wrote the message (see
+	// Election.Instance), or "" when its writer does not say: Choria's
+	// candidates, older versions, or a read through the KV API alone.
+	Instance string
+	// term is what the writer said of the term the message belongs to.
+	term termMark
+}
+
+// termMark is what a Conclave candidate's write says of its term (the
+// Conclave-Term header): the token of the running term it renews, or that
+// it takes the key and begins a term as it lands (its own revision is the
+// token), or that it holds the key for a term that has not begun (the
+// previous holder's lease may not have ended). The zero mark says nothing.
+type termMark struct {
+	token  uint64
+	begins bool
+	waits  bool
+}
+
+// said reports whether the writer said anything of its term.
+func (t termMark) said() bool { return t.token != 0 || t.begins || t.waits }
+
+// readTermMark reads the Conclave-Term header's value.
+func readTermMark(v string) termMark {
+	switch v {
+	case transport.TermBegins:
+		return termMark{begins: true}
+	case transport.TermWaits:
+		return termMark{waits: true}
+	}
+	if n, err := strconv.ParseUint(v, 10, 64); err == nil && n > 0 {
+		return termMark{token: n}
+	}
+	return termMark{}
+}
+
+// header is the Conclave-Term header's value for t.
+func (t termMark) header() string {
+	switch {
+	case t.begins:
+		return transport.TermBegins
+	case t.waits:
+		return transport.TermWaits
+	case t.token != 0:
+		return strconv.FormatUint(t.token, 10)
+	}
+	return ""
 }
 
 // ReadEntry reads what an entry of a watch, a Get or a History means for the
@@ -138,6 +188,12 @@ func ReadEntry(ent jetstream.KeyValueEntry) Entry {
 	e := Entry{Key: ent.Key(), Revision: ent.Revision(), Written: ent.Created(), Operation: ent.Operation()}
 	if withTTL, ok := ent.(interface{ MsgTTL() time.Duration }); ok {
 		e.TTL = withTTL.MsgTTL()
+	}
+	if stamped, ok := ent.(interface{ Stamp() transport.Stamp }); ok {
+		st := stamped.Stamp()
+		if validateIdentity(st.Instance) == nil {
+			e.Instance, e.term = st.Instance, readTermMark(st.Term)
+		}
 	}
 	switch {
 	case ent.Operation() == jetstream.KeyValueDelete:

@@ -39,6 +39,11 @@ var (
 	// the term began over a removal, or after the bucket's TTL was
 	// raised). The leader keeps leading; ask again later.
 	ErrHandOverTooSoon = errors.New("election: too soon to hand over")
+	// ErrHandOverRefused means HandOver found no candidate by the name
+	// given that can take the election over: none answers who is
+	// standing, or the one named is unhealthy or stopping. The leader
+	// keeps leading.
+	ErrHandOverRefused = errors.New("election: hand-over refused")
 )
 
 // isMismatch reports whether err is a compare-and-swap failure: the key's

@@ -87,7 +87,7 @@ func (s *fakeStore) Status(context.Context, time.Duration) (jetstream.KeyValueSt
 	return fakeStatus{ttl: s.ttl, created: s.created}, 0, nil
 }
 
-func (s *fakeStore) Write(_ context.Context, _ string, value []byte, rev uint64) (uint64, error) {
+func (s *fakeStore) Write(_ context.Context, _ string, value []byte, rev uint64, _ transport.Stamp) (uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls["write"]++
@@ -100,7 +100,7 @@ func (s *fakeStore) Write(_ context.Context, _ string, value []byte, rev uint64)
 	return s.appendLocked(jetstream.KeyValuePut, value), nil
 }
 
-func (s *fakeStore) Delete(_ context.Context, _ string, rev uint64, payload []byte) (bool, error) {
+func (s *fakeStore) Delete(_ context.Context, _ string, rev uint64, payload []byte, _ transport.Stamp) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls["delete"]++

@@ -27,6 +27,7 @@ func TestHandOverLandsOnTheNamedCandidate(t *testing.T) {
 		runElection(t, es[name])
 	}
 	rec.waitFor(t, 10*time.Second, "a leader", func(evs []event) bool { return wins(evs, "") == 1 })
+	waitStanding(t, connect(t, ts.url()), "handover", names...)
 	var took []time.Duration
 	for i := range tries {
 		evs := rec.snapshot()
@@ -55,11 +56,33 @@ func TestHandOverLandsOnTheNamedCandidate(t *testing.T) {
 		tries, took[len(took)/2].Round(10*time.Microsecond), took[len(took)*99/100].Round(10*time.Microsecond), took[len(took)-1].Round(10*time.Microsecond))
 }
 
-// TestHandOverToAnAbsentCandidateFallsBack: a hand-over to a candidate
-// that is not standing leaves the election without a leader for the
-// hand-over's window only; then another candidate leads as after any
-// release.
-func TestHandOverToAnAbsentCandidateFallsBack(t *testing.T) {
+// TestHandOverToACandidateNotStandingIsRefused: a hand-over to a
+// candidate that is not standing is refused before the term ends, and the
+// leader goes on leading: it would leave the election without a leader.
+func TestHandOverToACandidateNotStandingIsRefused(t *testing.T) {
+	ts := newTestServer(t)
+	kv := createBucket(t, connect(t, ts.url()), bucketConfig(2*time.Second))
+	rec := newRecorder()
+	a := mustElection(t, "a", "absent", kv, rec.options("a")...)
+	runElection(t, a)
+	rec.waitFor(t, 5*time.Second, "a to lead", func(evs []event) bool { return wins(evs, "a") == 1 })
+	runElection(t, mustElection(t, "b", "absent", openBucket(t, connect(t, ts.url())), rec.options("b")...))
+	waitStanding(t, connect(t, ts.url()), "absent", "a", "b")
+	token := a.Term().Token()
+	if err := a.HandOver(context.Background(), "gone-host"); !errors.Is(err, ErrHandOverRefused) {
+		t.Fatalf("HandOver to a candidate not standing = %v, want ErrHandOverRefused", err)
+	}
+	if !a.IsLeader() || a.Term() == nil || a.Term().Token() != token {
+		t.Fatalf("after a refused hand-over a leads %v with term %v, want its term %d going on", a.IsLeader(), a.Term(), token)
+	}
+	checkHistory(t, rec.snapshot())
+}
+
+// TestHandOverNotTakenUpFallsBack: a hand-over to a candidate that stands
+// but does not take up the offer of the key (an older version) leaves the
+// election without a leader for the hand-over's window only; then another
+// candidate leads as after any release.
+func TestHandOverNotTakenUpFallsBack(t *testing.T) {
 	const ttl = 2 * time.Second
 	window := clamp(ttl/4, 500*time.Millisecond, 5*time.Second)
 	ts := newTestServer(t)
@@ -69,8 +92,9 @@ func TestHandOverToAnAbsentCandidateFallsBack(t *testing.T) {
 	runElection(t, a)
 	rec.waitFor(t, 5*time.Second, "a to lead", func(evs []event) bool { return wins(evs, "a") == 1 })
 	runElection(t, mustElection(t, "b", "fallback", openBucket(t, connect(t, ts.url())), rec.options("b")...))
+	standAsOlder(t, connect(t, ts.url()), "fallback", Candidate{Identity: "old-host", Healthy: true})
 	released := time.Now()
-	if err := a.HandOver(context.Background(), "gone-host"); err != nil {
+	if err := a.HandOver(context.Background(), "old-host"); err != nil {
 		t.Fatal(err)
 	}
 	evs := rec.waitFor(t, window+ttl, "someone to lead after the window", func(evs []event) bool { return wins(evs, "") == 2 })
@@ -206,6 +230,7 @@ func TestChoriaCandidateSeesAHandOverAsARelease(t *testing.T) {
 	a := mustElection(t, "a", "mixed", kv, rec.options("a")...)
 	runElection(t, a)
 	rec.waitFor(t, 5*time.Second, "a to lead", func(evs []event) bool { return wins(evs, "a") == 1 })
+	standAsOlder(t, connect(t, ts.url()), "mixed", Candidate{Identity: "b", Healthy: true})
 	if err := a.HandOver(context.Background(), "b"); err != nil {
 		t.Fatal(err)
 	}
@@ -278,6 +303,7 @@ func TestRequestHandOverOutlastsAnOfferNotTakenUp(t *testing.T) {
 	a := mustElection(t, "a", "slow-offer", kv, rec.options("a")...)
 	runElection(t, a)
 	rec.waitFor(t, 10*time.Second, "a to lead", func(evs []event) bool { return wins(evs, "a") == 1 })
+	standAsOlder(t, connect(t, ts.url()), "slow-offer", Candidate{Identity: "old-b", Healthy: true})
 	asked := time.Now()
 	from, err := RequestHandOver(context.Background(), connect(t, ts.url()), bucketName, "slow-offer", "old-b")
 	if err != nil || from != "a" {

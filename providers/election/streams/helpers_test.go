@@ -2,8 +2,10 @@ package streams
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -459,4 +461,38 @@ func setBucketTTL(ctx context.Context, js jetstream.JetStream, ttl time.Duration
 	cfg.MaxAge, cfg.Duplicates = ttl, min(ttl, 2*time.Minute)
 	_, err = js.UpdateStream(ctx, cfg)
 	return err
+}
+
+// waitStanding waits until who is standing in election key lists a
+// candidate of each identity in names.
+func waitStanding(t testing.TB, nc *nats.Conn, key string, names ...string) {
+	t.Helper()
+	eventually(t, 10*time.Second, fmt.Sprintf("%v to stand in %s", names, key), func() bool {
+		cs, err := Standing(context.Background(), nc, bucketName, key, 100*time.Millisecond)
+		if err != nil {
+			return false
+		}
+		for _, n := range names {
+			if !slices.ContainsFunc(cs, func(c Candidate) bool { return c.Identity == n }) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// standAsOlder answers who is standing in election key as c, over nc, and
+// nothing else: a candidate of a version that does not take offers of the
+// key, so that a hand-over to it ends in a release naming it.
+func standAsOlder(t testing.TB, nc *nats.Conn, key string, c Candidate) {
+	t.Helper()
+	body, _ := json.Marshal(c)
+	sub, err := nc.Subscribe(CandidatesSubject(bucketName, key), func(m *nats.Msg) { _ = m.Respond(body) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -105,8 +105,10 @@ type machineConfig struct {
 // handOver is a leader's hand-over of the election to candidate to, which
 // has within to take the key before the others do.
 type handOver struct {
-	to     string
-	within time.Duration
+	to string
+	// instance is the instance of to offered the key ("": any of them).
+	instance string
+	within   time.Duration
 	// offered: the offer of the key was made and not taken up (why:
 	// declined); the release names the candidate instead.
 	offered  bool
@@ -159,6 +161,9 @@ type hold struct {
 	nextRenew time.Time
 	tries     int  // consecutive failed renewals
 	inDoubt   bool // a write since rev failed in a way that may have stored it
+	// saidWaits: our latest write said the term waits, so the term's first
+	// renewal is written as it begins, to tell observers its token.
+	saidWaits bool
 }
 
 // watchState is what the machine knows of its watch. The watch is an
@@ -232,6 +237,7 @@ type action struct {
 	kind    actionKind
 	expect  uint64        // doWrite, doRelease: the revision the key must be at
 	renewal bool          // doWrite: a renewal rather than a campaign
+	term    termMark      // doWrite: what the write says of its term
 	urgent  bool          // doWrite: goes before the process's routine requests, as renewals do
 	marked  bool          // doRelease: carry the release mark
 	timeout time.Duration // bound on the request
@@ -484,7 +490,7 @@ func (m *machine) due(now time.Time) (time.Time, action, func(time.Time)) {
 			// (rule 1).
 			return now, action{kind: doOffer, expect: m.hold.rev, handOver: m.handOver, epoch: m.epoch, timeout: m.offerTimeout(now, m.handOver)}, nil
 		case m.phase.holds() && m.phase != doomed && m.releaseMarked(now):
-			return now, action{kind: doRelease, expect: m.hold.rev, marked: true, handOver: m.handOver}, nil
+			return now, action{kind: doRelease, expect: m.hold.rev, marked: true, handOver: m.handOver.releaseNames()}, nil
 		case m.phase.holds() && m.phase != doomed:
 			// The term ended, but the release may not name a successor
 			// yet (askHandOver refuses this; only a change since the
@@ -503,7 +509,7 @@ func (m *machine) due(now time.Time) (time.Time, action, func(time.Time)) {
 	}
 
 	if m.taking.rev != 0 {
-		return now, action{kind: doWrite, expect: m.taking.rev, urgent: true}, nil
+		return now, action{kind: doWrite, expect: m.taking.rev, urgent: true, term: m.takeMark()}, nil
 	}
 
 	h := &m.hold
@@ -540,7 +546,7 @@ func (m *machine) due(now time.Time) (time.Time, action, func(time.Time)) {
 			consider(h.lease, action{}, func(now time.Time) { m.dropHold(now, false) })
 			return wake, wakeAct, wakeMove
 		}
-		consider(h.nextRenew, action{kind: doWrite, expect: h.rev, renewal: true}, nil)
+		consider(h.nextRenew, action{kind: doWrite, expect: h.rev, renewal: true, term: m.renewalMark()}, nil)
 		if !h.ttlRead {
 			consider(h.ttlRetryAt, action{kind: doReadTTL, since: h.ttlSince}, nil)
 		} else if at, ok := m.termBegins(now); ok {
@@ -574,7 +580,7 @@ func (m *machine) due(now time.Time) (time.Time, action, func(time.Time)) {
 				m.askTTL(now, m.view.seenAt.Add(time.Nanosecond))
 			})
 		default:
-			consider(at, action{kind: doWrite, expect: expect}, nil)
+			consider(at, action{kind: doWrite, expect: expect, term: m.takeMark()}, nil)
 		}
 	} else if !m.cfg.writes {
 		// An observer checks the key where a candidate would campaign,
@@ -588,6 +594,30 @@ func (m *machine) due(now time.Time) (time.Time, action, func(time.Time)) {
 		}
 	}
 	return wake, wakeAct, wakeMove
+}
+
+// takeMark is what a write that takes the key says of its term: that the
+// term begins as it lands, where rule 1 lets it begin at once (the key was
+// released or offered to us, or is absent and Grace is 0 with nothing to
+// judge after the write), or that it waits. Observers report a term only
+// once it has begun, by these marks.
+func (m *machine) takeMark() termMark {
+	switch {
+	case m.taking.rev != 0, m.view.State == KeyReleased:
+		return termMark{begins: true}
+	case m.view.State == KeyAbsent && m.cfg.grace == 0 && !m.gone.known:
+		return termMark{begins: true}
+	}
+	return termMark{waits: true}
+}
+
+// renewalMark is what a renewal says of its term: the running term's
+// token, or that the hold's term has not begun.
+func (m *machine) renewalMark() termMark {
+	if m.leading {
+		return termMark{token: m.token}
+	}
+	return termMark{waits: true}
 }
 
 // earliest is the earlier of two instants, a zero one counting as none.
@@ -1086,6 +1116,7 @@ func (m *machine) schedule(now time.Time) {
 // won records a successful campaign write. The term begins by rule 3.
 func (m *machine) won(sent, done time.Time, rev, expect uint64) {
 	from, fromSeenAt := m.view.State, m.view.seenAt
+	saidWaits := m.takeMark().waits
 	if m.taking.rev != 0 && expect == m.taking.rev {
 		// Taken up from a leader whose term ended before it offered the
 		// key, and whose own predecessors were gone (it offers only when
@@ -1108,7 +1139,7 @@ func (m *machine) won(sent, done time.Time, rev, expect uint64) {
 	m.hold = hold{
 		rev: rev, token: rev, sent: sent, wonAt: done, ttlRetryAt: done, ttlSince: done,
 		lease: leaseEnd(sent, m.tm), from: from, fromSeenAt: fromSeenAt, fromTTL: m.tm.ttl,
-		nextRenew: sent.Add(m.tm.renew),
+		nextRenew: sent.Add(m.tm.renew), saidWaits: saidWaits,
 	}
 	switch {
 	case m.view.State == KeyHeld && expect == 0:
@@ -1139,6 +1170,9 @@ func (m *machine) onRenewal(in input) {
 		oldLease := h.lease
 		h.lease = leaseEnd(now, m.tm)
 		h.nextRenew = now.Add(m.tm.renew)
+		if !m.leading {
+			h.saidWaits = true // a renewal of a hold whose term has not begun
+		}
 		m.seenRev = max(m.seenRev, in.rev)
 		m.seenWritten = time.Time{}
 		m.note(note{kind: noteRenewed, at: done, latency: done.Sub(now)})
@@ -1216,6 +1250,9 @@ func (m *machine) beginTerm() {
 	}
 	m.hold.token = 0
 	m.leading, m.token = true, token
+	if m.hold.saidWaits {
+		m.hold.nextRenew, m.hold.saidWaits = m.hold.wonAt, false // due at once: observers learn the term began
+	}
 	m.log.Infof("election %s: %s became leader, token %d", m.cfg.key, m.cfg.identity, token)
 	m.note(note{kind: noteBegan, token: token, until: m.hold.lease})
 }
@@ -1297,6 +1334,17 @@ func (m *machine) askHandOver(now time.Time, ho handOver) {
 	}
 }
 
+// releaseNames is whom a hand-over's release names: the candidate, unless
+// it refused the offer of the key, when a release naming it would keep the
+// others out for its window and leave the election without a leader; the
+// release is then plain, and the next candidate takes the key at once.
+func (ho handOver) releaseNames() handOver {
+	if ho.offered && ho.declined != nil && !unanswered(ho.declined) {
+		return handOver{}
+	}
+	return ho
+}
+
 // handOverWindow is how long the other candidates leave the key to the
 // candidate a hand-over names, by default: a quarter TTL, between 0.5s and
 // 5s.
@@ -1322,7 +1370,9 @@ func (m *machine) onHandOverRelease(in input) {
 	ho, rev := m.handOver, m.hold.rev
 	m.move(candidate)
 	m.hold = hold{}
-	m.sitOut = sitOut{until: done.Add(ho.within), rev: rev}
+	if ho.releaseNames().to != "" {
+		m.sitOut = sitOut{until: done.Add(ho.within), rev: rev}
+	}
 	m.view.readAt, m.view.confirmed = time.Time{}, false
 	m.nextCampaign = done
 	switch {
@@ -1422,7 +1472,11 @@ func (m *machine) onOffer(in input) {
 // askTakeOver takes in a leader's offer of the key over its revision, made
 // after its term ended. We take it up, with a write over that revision,
 // unless we cannot campaign or our view shows the offer is stale; the
-// compare-and-swap settles the rest: it fails if anyone wrote since.
+// compare-and-swap settles the rest: it fails if anyone wrote since. A
+// failing health check does not refuse it: the leader's term has ended,
+// the leader checked our health before it did, and a leader that turned
+// unhealthy since beats none (it hands over again once a healthy candidate
+// stands).
 func (m *machine) askTakeOver(in input) {
 	from, rev, v := in.from, in.expect, m.view
 	var err error
@@ -1431,8 +1485,6 @@ func (m *machine) askTakeOver(in input) {
 		err = errors.New("an observer does not campaign")
 	case m.stopping:
 		err = errors.New("the candidate is stopping")
-	case m.unhealthy:
-		err = errors.New("the candidate is unhealthy")
 	case m.ttlUnusable != nil:
 		err = m.ttlUnusable
 	case m.phase.holds() || m.taking.rev != 0:

@@ -24,8 +24,14 @@ const (
 	// leader found after the observer lost track (its watch restarted) that
 	// it cannot tell from the one it knew: the token is then unknown.
 	EventCurrent Event = "current"
-	// EventElected means a leader began a term.
+	// EventElected means a leader began a term. Where the term began by a
+	// hand-over, Leadership.HandedOverBy names the leader that handed over.
 	EventElected Event = "elected"
+	// EventTaking means a candidate wrote the key after a forced removal
+	// or an expiry, and waits before its term begins until the previous
+	// holder's lease has surely ended: Leader is that candidate, Token is
+	// 0, and no term runs. EventElected follows as its term begins.
+	EventTaking Event = "taking"
 	// EventRenewed means the leader renewed its term.
 	EventRenewed Event = "renewed"
 	// EventReleased means the leader stepped down and marked the key free
@@ -51,13 +57,24 @@ type Leadership struct {
 	State KeyState
 	// Leader is the leader's identity, or "" when there is no leader.
 	Leader string
+	// Instance is the leader's instance (see Election.Instance), telling
+	// apart copies that share an identity; "" when its writes do not say
+	// (Choria's candidates, older versions).
+	Instance string
+	// HandedOverBy and HandedOverByInstance name the leader that handed the
+	// election over, when the current term began by a hand-over the
+	// observer saw.
+	HandedOverBy         string
+	HandedOverByInstance string
 	// ReleasedBy is the identity of the leader that stepped down, when
 	// State is KeyReleased.
 	ReleasedBy string
 	// Token is the fencing token of the current term: the revision of the
-	// write that began it. It is 0 when the observer did not see the term
-	// begin: it started watching mid-term, or lost its watch and cannot
-	// tell whether the term it finds is the one it knew.
+	// write that began it. Conclave's leaders say it in every write (the
+	// Conclave-Term header), so the observer knows it exactly, whenever it
+	// started watching and whatever gaps its watch had. It is 0 while no
+	// term runs (EventTaking), and for a leader whose writes do not say
+	// (Choria's) when the observer did not see the term begin.
 	Token uint64
 	// Revision is the revision of the key's latest message.
 	Revision uint64
@@ -71,6 +88,10 @@ type Leadership struct {
 	// expire it a little later. The observer itself does not compare this
 	// with the local clock: it predicts expiries from when it saw the write.
 	ExpiresBy time.Time
+
+	// handOverTo and releasedByInstance are, for a release, whom it hands
+	// the election to and the releasing instance.
+	handOverTo, releasedByInstance string
 }
 
 // HasLeader reports whether someone leads.
@@ -82,6 +103,9 @@ func (l Leadership) String() string {
 		return fmt.Sprintf("%s: no leader (%s)", l.Key, l.Event)
 	}
 	token := "token unknown"
+	if l.Event == EventTaking {
+		return fmt.Sprintf("%s: %s holds the key, its term not yet begun (%s, revision %d)", l.Key, l.Leader, l.Event, l.Revision)
+	}
 	if l.Token != 0 {
 		token = fmt.Sprintf("token %d", l.Token)
 	}
@@ -446,7 +470,7 @@ func (o *Observer) apply(notes []note) (next input, ok bool) {
 func (o *Observer) needsTTL(v keyView) bool {
 	cur := o.Leadership()
 	soon := o.driver.m.tm.ttl * 4 / 5
-	return v.State == KeyHeld && v.live && cur.HasLeader() && cur.Leader == v.Leader &&
+	return v.State == KeyHeld && v.live && !v.term.said() && cur.HasLeader() && cur.Leader == v.Leader &&
 		(v.Written.Sub(cur.Renewed) > soon || v.seenAt.Sub(o.last.seenAt) > soon)
 }
 
@@ -459,6 +483,7 @@ func (o *Observer) judge(v keyView) {
 	switch v.State {
 	case KeyReleased:
 		l.Event, l.ReleasedBy = EventReleased, v.ReleasedBy
+		l.handOverTo, l.releasedByInstance = v.HandOverTo, v.Instance
 	case KeyRemoved:
 		l.Event = EventRemoved
 	case KeyAbsent:
@@ -471,8 +496,10 @@ func (o *Observer) judge(v keyView) {
 			return // nobody led: the key's expiry changes nothing
 		}
 	case KeyHeld:
-		l.Leader, l.ExpiresBy = v.Leader, v.Written.Add(ttl)
+		l.Leader, l.Instance, l.ExpiresBy = v.Leader, v.Instance, v.Written.Add(ttl)
 		switch {
+		case v.term.said():
+			o.judgeMarked(&l, prev, v)
 		case first:
 			l.Event = EventCurrent // mid-term: the write that began the term is gone
 		case !v.live && prev.HasLeader() && prev.Leader == v.Leader:
@@ -489,10 +516,40 @@ func (o *Observer) judge(v keyView) {
 		}
 		o.last = v
 	}
-	if first {
-		l.Event = EventCurrent
+	if first && l.Event != EventTaking {
+		l.Event, l.HandedOverBy, l.HandedOverByInstance = EventCurrent, "", ""
 	}
-	o.publish(l, l.Event != EventRenewed || o.opts.renewals)
+	quiet := l.Event == EventRenewed || l.Event == EventTaking && prev.Event == EventTaking && prev.Instance == l.Instance
+	o.publish(l, !quiet || o.opts.renewals)
+}
+
+// judgeMarked judges v, a held write that says which term it belongs to
+// (a Conclave candidate's), into l: exactly, whatever the observer missed
+// before it.
+func (o *Observer) judgeMarked(l *Leadership, prev Leadership, v keyView) {
+	t := v.term
+	switch {
+	case t.waits:
+		l.Event = EventTaking
+	case t.begins:
+		l.Event, l.Token, l.Since = EventElected, v.Revision, v.Written
+		switch {
+		case prev.State == KeyHeld && prev.Event != EventTaking && prev.HasLeader() && prev.Revision < v.Revision:
+			// Written over a running term's key: only its holder's offer
+			// lets a Conclave candidate do that with a term that begins.
+			l.HandedOverBy, l.HandedOverByInstance = prev.Leader, prev.Instance
+		case prev.State == KeyReleased && prev.handOverTo != "":
+			l.HandedOverBy, l.HandedOverByInstance = prev.ReleasedBy, prev.releasedByInstance
+		}
+	case prev.Token == t.token && prev.Event != EventTaking && prev.HasLeader():
+		l.Event, l.Token, l.Since = EventRenewed, prev.Token, prev.Since
+		l.HandedOverBy, l.HandedOverByInstance = prev.HandedOverBy, prev.HandedOverByInstance
+	default:
+		l.Event, l.Token = EventElected, t.token
+		if prev.Event == EventTaking && prev.Instance == v.Instance {
+			l.Since = v.Written // a term that waited writes as it begins
+		}
+	}
 }
 
 // renews reports whether v, a write by the leader of prev delivered live,

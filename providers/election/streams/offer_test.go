@@ -159,7 +159,6 @@ func TestMachineRefusesAnOfferItCannotTakeUp(t *testing.T) {
 	}{
 		{"stale", nil, "b", 5, time.Time{}},
 		{"another's revision", nil, "x", 7, time.Time{}},
-		{"unhealthy", func(m *machine, now time.Time) { m.step(input{kind: inHealth, now: now, healthy: false}) }, "b", 7, time.Time{}},
 		{"another bucket", nil, "b", 7, time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)},
 		{"no revision", nil, "b", 0, time.Time{}},
 	}
@@ -206,5 +205,21 @@ func TestMachineRefusedOfferIsReportedAsRefused(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "refused") || strings.Contains(err.Error(), "may have taken") {
 		t.Fatalf("a refused offer reported as %q", err)
+	}
+}
+
+// TestMachineTakesUpAnOfferWhileUnhealthy: a candidate whose health check
+// failed after the leader chose it still takes up the offer of the key, and
+// its write says the term begins as it lands: the leader's term has ended,
+// and a leader that turned unhealthy beats none.
+func TestMachineTakesUpAnOfferWhileUnhealthy(t *testing.T) {
+	m, t0 := newTestMachine(t)
+	out, now := startWatching(t, m, t0)
+	out = m.step(input{kind: inWatchEntry, now: now, entry: &Entry{Key: "k", State: KeyHeld, Leader: "b", Revision: 7, Written: now, Operation: jetstream.KeyValuePut}})
+	out = m.step(input{kind: inWatchInitialDone, now: now})
+	m.step(input{kind: inHealth, now: now, healthy: false})
+	out = m.step(input{kind: inOffered, now: now, from: "b", expect: 7})
+	if out.do.kind != doWrite || out.do.expect != 7 || !out.do.term.begins {
+		t.Fatalf("action %v expect %d mark %+v; want a write over b's revision 7 that says its term begins", out.do.kind, out.do.expect, out.do.term)
 	}
 }

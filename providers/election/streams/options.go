@@ -49,6 +49,7 @@ type options struct {
 	healthCheck    func(context.Context) error
 	healthEvery    time.Duration
 	minTerm        time.Duration // 0: twice the TTL, at least 10s
+	instance       string        // "": a random one
 }
 
 func defaultOptions() options {
@@ -125,6 +126,20 @@ func Grace(d time.Duration) Option {
 			return fmt.Errorf("%w: Grace(%v) is negative", ErrInvalidOption, d)
 		}
 		o.grace = d
+		return nil
+	}
+}
+
+// WithInstance names this candidate among those that share its identity
+// (see Election.Instance), such as "worker-3" for the third copy of a
+// program on a host. Each candidate of an election needs its own; the
+// default is random. The same rules as for identities apply.
+func WithInstance(name string) Option {
+	return func(o *options) error {
+		if err := validateIdentity(name); err != nil {
+			return fmt.Errorf("%w: WithInstance(%q): %w", ErrInvalidOption, name, err)
+		}
+		o.instance = name
 		return nil
 	}
 }

@@ -20,6 +20,9 @@ import (
 type Candidate struct {
 	// Identity is the candidate's name.
 	Identity string `json:"identity"`
+	// Instance tells apart candidates that share an identity (see
+	// Election.Instance); "" for older versions.
+	Instance string `json:"instance,omitempty"`
 	// Priority ranks candidates: a leader hands over to a healthy candidate
 	// of a higher priority (see WithPriority). Default 0.
 	Priority int `json:"priority"`
@@ -117,12 +120,25 @@ func (r *roll) learn(now time.Time, cs ...Candidate) {
 	defer r.mu.Unlock()
 	for _, c := range cs {
 		if c.Leaving {
-			delete(r.heard, c.Identity)
+			delete(r.heard, c.name())
 			continue
 		}
-		r.heard[c.Identity] = heard{Candidate: c, at: now}
+		r.heard[c.name()] = heard{Candidate: c, at: now}
 	}
 }
+
+// name is what tells c apart from the other candidates of its election:
+// its instance, or its identity for versions that have none.
+func (c Candidate) name() string {
+	if c.Instance != "" {
+		return c.Instance + "\x00" + c.Identity
+	}
+	return c.Identity
+}
+
+// is reports whether c is the candidate a hand-over names by to: its
+// instance, or its identity.
+func (c Candidate) is(to string) bool { return c.Instance == to || c.Identity == to }
 
 // reset forgets every candidate.
 func (r *roll) reset() {
@@ -178,7 +194,7 @@ func (r *roll) count() (healthy, unhealthy int) {
 
 func sortCandidates(cs []Candidate) {
 	slices.SortFunc(cs, func(a, b Candidate) int {
-		return cmp.Or(cmp.Compare(b.Priority, a.Priority), cmp.Compare(a.Identity, b.Identity))
+		return cmp.Or(cmp.Compare(b.Priority, a.Priority), cmp.Compare(a.Identity, b.Identity), cmp.Compare(a.Instance, b.Instance))
 	})
 }
 
@@ -206,10 +222,17 @@ const standingWait = 250 * time.Millisecond
 const standingAnswers = 1024
 
 // Standing asks who is standing in election key of bucket over nc: the
-// candidates that answer within wait (0: 250ms), sorted by priority, best
-// first, then by identity. Candidates of older versions, and Choria's, do
-// not answer.
+// candidates that answer within wait (0: 250ms), one entry per candidate
+// (copies that share an identity each answer with their instance), sorted
+// by priority, best first, then by identity and instance. Candidates of
+// older versions, and Choria's, do not answer.
 func Standing(ctx context.Context, nc *nats.Conn, bucket, key string, wait time.Duration) ([]Candidate, error) {
+	return standing(ctx, nc, bucket, key, wait, nil)
+}
+
+// standing is Standing, ending early once enough reports that the answers
+// so far are enough (nil: wait it out).
+func standing(ctx context.Context, nc *nats.Conn, bucket, key string, wait time.Duration, enough func([]Candidate) bool) ([]Candidate, error) {
 	if wait <= 0 {
 		wait = standingWait
 	}
@@ -230,12 +253,19 @@ func Standing(ctx context.Context, nc *nats.Conn, bucket, key string, wait time.
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	seen := map[string]Candidate{}
+	var got []Candidate
 	for collecting := true; collecting; {
 		select {
 		case msg := <-answers:
 			var c Candidate
 			if json.Unmarshal(msg.Data, &c) == nil && c.Identity != "" {
-				seen[c.Identity] = c
+				if _, dup := seen[c.name()]; !dup {
+					got = append(got, c)
+				}
+				seen[c.name()] = c
+				if enough != nil && enough(got) {
+					collecting = false
+				}
 			}
 		case <-timer.C:
 			collecting = false
@@ -268,6 +298,7 @@ const handOverRetry = 50 * time.Millisecond
 // ended: To takes the key with a write over Revision and answers.
 type handOverRequest struct {
 	To       string    `json:"to"`
+	Instance string    `json:"instance,omitempty"`
 	From     string    `json:"from,omitempty"`
 	Revision uint64    `json:"revision,omitempty"`
 	Epoch    time.Time `json:"epoch,omitzero"`
@@ -668,7 +699,7 @@ func (s *steward) report() {
 func (s *steward) self() Candidate {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c := Candidate{Identity: s.e.identity, Priority: s.e.opts.priority, Healthy: s.healthy, Since: s.since}
+	c := Candidate{Identity: s.e.identity, Instance: s.e.instance, Priority: s.e.opts.priority, Healthy: s.healthy, Since: s.since}
 	if t := s.e.Term(); t != nil && t.Valid() {
 		c.Leader, c.Token = true, t.Token()
 	}
@@ -695,7 +726,7 @@ func (s *steward) onQuestion(m *nats.Msg) {
 // term: a new count, and maybe a move.
 func (s *steward) onAnnouncement(term *Term, m *nats.Msg) {
 	var c Candidate
-	if json.Unmarshal(m.Data, &c) != nil || c.Identity == "" || c.Identity == s.e.identity {
+	if json.Unmarshal(m.Data, &c) != nil || c.Identity == "" || s.isSelf(c) {
 		return
 	}
 	s.mu.Lock()
@@ -708,21 +739,30 @@ func (s *steward) onAnnouncement(term *Term, m *nats.Msg) {
 
 // learn notes what other candidates said of themselves.
 func (s *steward) learn(cs ...Candidate) {
-	others := slices.DeleteFunc(slices.Clone(cs), func(c Candidate) bool { return c.Identity == s.e.identity })
+	others := slices.DeleteFunc(slices.Clone(cs), s.isSelf)
 	s.known.learn(time.Now(), others...)
+}
+
+// isSelf reports whether c is this candidate: its instance, or, for an
+// answer without one, its identity.
+func (s *steward) isSelf(c Candidate) bool {
+	if c.Instance != "" {
+		return c.Instance == s.e.instance && c.Identity == s.e.identity
+	}
+	return c.Identity == s.e.identity
 }
 
 // successor names the standby a stopping leader offers the key to: the
 // best-ranked healthy candidate on the roll (see sortCandidates), or ""
 // when the roll has none, as for a standby, or a leader that has not yet
 // asked who is standing or heard an announcement.
-func (s *steward) successor() string {
+func (s *steward) successor() handOver {
 	for _, c := range s.known.list() {
 		if c.Healthy {
-			return c.Identity
+			return handOver{to: c.Identity, instance: c.Instance}
 		}
 	}
-	return ""
+	return handOver{}
 }
 
 // betterKnown reports whether a candidate self should hand over to may be
@@ -748,7 +788,7 @@ func (s *steward) onHandOver(ctx context.Context, m *nats.Msg) {
 	var req handOverRequest
 	err := json.Unmarshal(m.Data, &req)
 	if err == nil && req.Revision != 0 {
-		if req.To == s.e.identity {
+		if req.To == s.e.identity && (req.Instance == "" || req.Instance == s.e.instance) {
 			ans := handOverAnswer{Leader: req.From}
 			if err := s.e.takeOver(ctx, req); err != nil {
 				ans.Error = err.Error()
@@ -774,12 +814,12 @@ func (s *steward) onHandOver(ctx context.Context, m *nats.Msg) {
 }
 
 // offer offers the key, held at rev in the bucket created at epoch, to the
-// candidate to, and returns nil once to answers that it took the key. Every
-// candidate of that identity takes the offer up (a host may run several),
-// and one write lands: a refusal is returned only once no other answer
+// candidate to, and returns nil once to answers that it took the key. The
+// instance named takes the offer up, or, where none is named, every
+// candidate of that identity (a host may run several), and one write lands: a refusal is returned only once no other answer
 // taking the key came within offerSettle of it, or ctx ended.
-func (s *steward) offer(ctx context.Context, to string, rev uint64, epoch time.Time) error {
-	body, _ := json.Marshal(handOverRequest{To: to, From: s.e.identity, Revision: rev, Epoch: epoch})
+func (s *steward) offer(ctx context.Context, to handOver, rev uint64, epoch time.Time) error {
+	body, _ := json.Marshal(handOverRequest{To: to.to, Instance: to.instance, From: s.e.identity, Revision: rev, Epoch: epoch})
 	inbox := s.nc.NewRespInbox()
 	answers := make(chan *nats.Msg, offerAnswers)
 	sub, err := s.nc.ChanSubscribe(inbox, answers)
@@ -871,7 +911,7 @@ func (s *steward) considerMove(ctx context.Context) time.Duration {
 	if !s.betterKnown(self) {
 		return 0
 	}
-	if held := time.Since(term.Started()); held < e.opts.minTerm {
+	if held := e.opts.clock.Now().Sub(term.Started()); held < e.opts.minTerm { // the term's clock, the election's
 		return e.opts.minTerm - held
 	}
 	// Ask afresh: a candidate that died without a word does not answer.
@@ -883,7 +923,7 @@ func (s *steward) considerMove(ctx context.Context) time.Duration {
 	s.learn(standing...)
 	var best *Candidate
 	for i, c := range standing {
-		if c.Identity == e.identity || !c.Healthy || c.Leaving {
+		if s.isSelf(c) || !c.Healthy || c.Leaving {
 			continue
 		}
 		if self.Healthy && c.Priority <= self.Priority {
@@ -900,7 +940,7 @@ func (s *steward) considerMove(ctx context.Context) time.Duration {
 		why = fmt.Sprintf("%s is unhealthy and %s is healthy", e.identity, best.Identity)
 	}
 	e.opts.log.Infof("election %s: handing over to %s: %s", e.key, best.Identity, why)
-	switch err := e.HandOver(ctx, best.Identity); {
+	switch err := e.handOver(ctx, handOver{to: best.Identity, instance: best.Instance}); {
 	case err == nil || ctx.Err() != nil:
 	case errors.Is(err, ErrHandOverTooSoon):
 		e.opts.log.Infof("election %s: not handing over to %s yet: %v", e.key, best.Identity, err)
@@ -912,6 +952,46 @@ func (s *steward) considerMove(ctx context.Context) time.Duration {
 		e.opts.log.Warnf("election %s: could not hand over to %s: %v", e.key, best.Identity, err)
 	}
 	return 0
+}
+
+// target finds the candidate a hand-over to to would go to, asking who is
+// standing: the instance named to, or the best healthy candidate of the
+// identity to other than this one. It returns an error wrapping
+// ErrHandOverRefused when there is none that can take the election over:
+// none answers, or the one named is unhealthy or leaving.
+func (s *steward) target(ctx context.Context, to string) (Candidate, error) {
+	matches := func(c Candidate) bool { return c.is(to) && !s.isSelf(c) }
+	answers, err := standing(ctx, s.nc, s.bucket, s.e.key, 0, func(got []Candidate) bool {
+		for _, c := range got {
+			if matches(c) && c.Healthy && !c.Leaving {
+				return true
+			}
+		}
+		return false
+	})
+	if err != nil {
+		return Candidate{}, fmt.Errorf("%w: cannot ask who is standing: %w", ErrHandOverRefused, err)
+	}
+	var found []Candidate
+	for _, c := range answers {
+		if matches(c) {
+			found = append(found, c)
+		}
+	}
+	for _, c := range found {
+		if c.Healthy && !c.Leaving {
+			return c, nil
+		}
+	}
+	switch {
+	case len(found) == 0 && to == s.e.identity:
+		return Candidate{}, fmt.Errorf("%w: %w: %q is this candidate, and no other candidate of that identity answers; name another", ErrHandOverRefused, ErrInvalidIdentity, to)
+	case len(found) == 0:
+		return Candidate{}, fmt.Errorf("%w: %s is not standing (no candidate of that identity or instance answered within %v); see who stands with Standing or `conclave election info`", ErrHandOverRefused, to, standingWait)
+	case found[0].Leaving:
+		return Candidate{}, fmt.Errorf("%w: %s is stopping", ErrHandOverRefused, to)
+	}
+	return Candidate{}, fmt.Errorf("%w: %s is unhealthy (its health check fails); hand over to a healthy candidate", ErrHandOverRefused, to)
 }
 
 // maxPriority is the highest priority a candidate can have: one that has it

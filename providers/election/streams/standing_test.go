@@ -136,6 +136,7 @@ func TestRequestHandOverReachesTheLeader(t *testing.T) {
 	runElection(t, mustElection(t, "b", "asked", openBucket(t, connect(t, ts.url())), rec.options("b")...))
 	runElection(t, mustElection(t, "c", "asked", openBucket(t, connect(t, ts.url())), rec.options("c")...))
 	nc := connect(t, ts.url())
+	waitStanding(t, nc, "asked", "b", "c")
 	leader, err := RequestHandOver(context.Background(), nc, bucketName, "asked", "c")
 	if err != nil || leader != "a" {
 		t.Fatalf("RequestHandOver = %q, %v; want a, nil", leader, err)

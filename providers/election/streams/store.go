@@ -19,11 +19,12 @@ type store interface {
 	Status(ctx context.Context, maxAge time.Duration) (jetstream.KeyValueStatus, time.Duration, error)
 	// Write stores value under key if the key's latest revision is rev (0:
 	// the key has no message at all), and returns the new revision.
-	Write(ctx context.Context, key string, value []byte, rev uint64) (uint64, error)
+	// The write carries st, what it says of itself, where the store can.
+	Write(ctx context.Context, key string, value []byte, rev uint64, st transport.Stamp) (uint64, error)
 	// Delete writes a delete marker over revision rev of key, carrying
 	// payload when the store can (a release mark), and reports whether it
 	// could.
-	Delete(ctx context.Context, key string, rev uint64, payload []byte) (marked bool, err error)
+	Delete(ctx context.Context, key string, rev uint64, payload []byte, st transport.Stamp) (marked bool, err error)
 	// Latest returns the key's latest message, markers included, or nil
 	// when it has none. A store that cannot see markers returns nil for
 	// them too.

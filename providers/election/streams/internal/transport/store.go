@@ -132,11 +132,51 @@ func MessageTTL(ttl time.Duration) time.Duration {
 	return (ttl + time.Second - 1).Truncate(time.Second)
 }
 
+// Stamp is what a Conclave candidate's write says of itself in headers,
+// which Choria's candidates and the KV API ignore: the candidate instance
+// that wrote it (InstanceHeader), and the term it belongs to (TermHeader):
+// a running term's token, TermBegins for a write that takes the key and
+// begins a term as it lands, or TermWaits for a hold whose term has not
+// begun. Empty fields are not sent.
+type Stamp struct {
+	Instance string
+	Term     string
+}
+
+// The headers of a Stamp, and the values TermHeader takes besides a token.
+const (
+	InstanceHeader = "Conclave-Instance"
+	TermHeader     = "Conclave-Term"
+	TermBegins     = "begins"
+	TermWaits      = "waits"
+)
+
+// set writes st into hdr.
+func (st Stamp) set(hdr nats.Header) {
+	if st.Instance != "" {
+		hdr.Set(InstanceHeader, st.Instance)
+	}
+	if st.Term != "" {
+		hdr.Set(TermHeader, st.Term)
+	}
+}
+
+// stampOf reads the stamp of a message's headers.
+func stampOf(hdr nats.Header) Stamp {
+	if hdr == nil {
+		return Stamp{}
+	}
+	return Stamp{Instance: hdr.Get(InstanceHeader), Term: hdr.Get(TermHeader)}
+}
+
 // Write stores value with a revision check. When the bucket allows it, the
 // message carries the TTL itself: the broker then expires it within a few
 // milliseconds of the TTL, where MaxAge can be hundreds late. Choria's
 // candidates write without one, and MaxAge expires their keys.
-func (s *Store) Write(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
+// With a JetStream context the message is published raw and carries st;
+// without one it goes through the KV API's Update, which cannot carry
+// headers.
+func (s *Store) Write(ctx context.Context, key string, value []byte, rev uint64, st Stamp) (uint64, error) {
 	s.mu.Lock()
 	ttl := s.msgTTL
 	s.mu.Unlock()
@@ -146,13 +186,18 @@ func (s *Store) Write(ctx context.Context, key string, value []byte, rev uint64)
 	}
 	defer leave()
 	before := s.lastErr()
-	if ttl == 0 {
+	if s.js == nil {
 		n, err := s.kv.Update(ctx, key, value, rev)
 		return n, s.denied(err, before, "writing election "+key, s.putSubject(key))
 	}
 	m := nats.NewMsg(s.putSubject(key))
 	m.Data = value
-	ack, err := s.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithMsgTTL(ttl))
+	st.set(m.Header)
+	opts := []jetstream.PublishOpt{jetstream.WithExpectLastSequencePerSubject(rev)}
+	if ttl > 0 {
+		opts = append(opts, jetstream.WithMsgTTL(ttl))
+	}
+	ack, err := s.js.PublishMsg(ctx, m, opts...)
 	if err != nil {
 		var apiErr *jetstream.APIError
 		if errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeMessageTTLDisabled {
@@ -192,7 +237,7 @@ func (s *Store) putSubject(key string) string { return s.putPrefix + s.subject(k
 // Delete writes a delete marker over revision rev of key: with a JetStream
 // context and a payload, a raw one carrying the payload (a release mark);
 // otherwise the KV API's, without. It reports whether the payload went.
-func (s *Store) Delete(ctx context.Context, key string, rev uint64, payload []byte) (bool, error) {
+func (s *Store) Delete(ctx context.Context, key string, rev uint64, payload []byte, st Stamp) (bool, error) {
 	leave, err := s.hub.gate.enter(ctx, Writes)
 	if err != nil {
 		return false, err
@@ -205,6 +250,7 @@ func (s *Store) Delete(ctx context.Context, key string, rev uint64, payload []by
 	}
 	m := nats.NewMsg(s.putSubject(key))
 	m.Header.Set(kvOperationHeader, "DEL")
+	st.set(m.Header)
 	m.Data = payload
 	_, err = s.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(rev))
 	return true, s.denied(err, before, "releasing election "+key, s.putSubject(key))
@@ -261,7 +307,7 @@ func (s *Store) Latest(ctx context.Context, key string) (jetstream.KeyValueEntry
 // entryOf reads a message of the bucket's stream as a KV entry: deletes and
 // purges by their KV header, and the server's markers by their reason.
 func entryOf(bucket, key string, data []byte, hdr nats.Header, seq uint64, at time.Time) *Entry {
-	ent := &Entry{bucket: bucket, key: key, value: data, revision: seq, created: at, msgTTL: msgTTLOf(hdr)}
+	ent := &Entry{bucket: bucket, key: key, value: data, revision: seq, created: at, msgTTL: msgTTLOf(hdr), stamp: stampOf(hdr)}
 	switch hdr.Get(kvOperationHeader) {
 	case "DEL":
 		ent.op = jetstream.KeyValueDelete
@@ -316,6 +362,7 @@ type Entry struct {
 	created     time.Time
 	op          jetstream.KeyValueOp
 	msgTTL      time.Duration
+	stamp       Stamp
 }
 
 // NewEntry returns the message of key in bucket at revision, stored at
@@ -330,6 +377,17 @@ func NewEntry(bucket, key string, value []byte, revision uint64, created time.Ti
 // The broker expires the message at the earlier of that and the bucket's
 // MaxAge.
 func (e *Entry) MsgTTL() time.Duration { return e.msgTTL }
+
+// Stamp is what the message's writer said of itself (see Stamp); empty for
+// writers that say nothing, such as Choria's candidates.
+func (e *Entry) Stamp() Stamp { return e.stamp }
+
+// WithStamp returns e carrying st: for stores that keep stamps their own way.
+func (e *Entry) WithStamp(st Stamp) *Entry {
+	c := *e
+	c.stamp = st
+	return &c
+}
 
 func (e *Entry) Bucket() string                  { return e.bucket }
 func (e *Entry) Key() string                     { return e.key }

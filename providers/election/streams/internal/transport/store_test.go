@@ -67,7 +67,7 @@ func TestEntriesTellTheirOwnTTL(t *testing.T) {
 	if _, _, err := s.Status(ctx, 0); err != nil {
 		t.Fatal(err)
 	}
-	rev, err := s.Write(ctx, "own", []byte("a"), 0)
+	rev, err := s.Write(ctx, "own", []byte("a"), 0, Stamp{})
 	if err != nil {
 		t.Fatal(err)
 	}
