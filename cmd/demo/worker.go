@@ -74,6 +74,9 @@ func (w *worker) member(ctx context.Context) error {
 			work.Go(func() { w.work(t) })
 		}),
 		streams.WithLogger(workerLogger{log: w.fw.Logger("election").WithFields(logrus.Fields{"election": w.key, "worker": w.id}), id: w.id}),
+		// The workers share the host's identity; the instance tells them
+		// apart in who stands, hand-overs and watch.
+		streams.WithInstance(fmt.Sprintf("worker-%d", w.id)),
 	)
 	if err != nil {
 		return err

@@ -286,9 +286,27 @@ func (s *session) readElection(ctx context.Context, name string) (record, error)
 		return record{}, err
 	}
 	if len(recs) == 1 {
-		return recs[0], nil
+		return s.withStamp(ctx, recs[0]), nil
 	}
 	return record{}, s.unknownElection(ctx, name)
+}
+
+// withStamp reads r's message again straight from the stream, for what
+// its writer said of itself (instance and token), which the KV API hides.
+// It returns r as it is when that read fails (a user that may not read
+// messages directly, say) or finds another message.
+func (s *session) withStamp(ctx context.Context, r record) record {
+	rctx, cancel := s.request(ctx)
+	defer cancel()
+	st, err := s.js.Stream(rctx, "KV_"+s.bucket)
+	if err != nil {
+		return r
+	}
+	msg, err := st.GetLastMsgForSubject(rctx, "$KV."+s.bucket+"."+r.Key)
+	if err != nil || msg.Sequence != r.Revision {
+		return r
+	}
+	return streams.ReadMsg(s.bucket, msg)
 }
 
 // unknownElection explains that the bucket has no key name, listing the

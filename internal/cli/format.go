@@ -98,6 +98,12 @@ type electionJSON struct {
 	State string `json:"state"`
 	// Leader is the leader's identity while held, else "".
 	Leader string `json:"leader"`
+	// Instance is the leader's instance, when its write says one (info
+	// NAME reads it; list does not).
+	Instance string `json:"instance,omitempty"`
+	// Token is the fencing token of the leader's term, when its write says
+	// it (info NAME reads it; list does not).
+	Token *uint64 `json:"token,omitempty"`
 	// ReleasedBy is the identity of the leader that stepped down while
 	// released, else "".
 	ReleasedBy string `json:"released_by"`
@@ -118,10 +124,14 @@ func newElectionJSON(r record, ttl time.Duration, now time.Time) electionJSON {
 		Election:          r.Key,
 		State:             r.State.String(),
 		Leader:            r.Leader,
+		Instance:          r.Instance,
 		ReleasedBy:        r.ReleasedBy,
 		Revision:          r.Revision,
 		Written:           formatJSONTime(r.Written),
 		WrittenAgeSeconds: seconds(now.Sub(r.Written)),
+	}
+	if tok := r.Token(); tok != 0 {
+		j.Token = &tok
 	}
 	if r.State == streams.KeyHeld && ttl > 0 {
 		exp := r.Written.Add(ttl)

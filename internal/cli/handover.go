@@ -158,21 +158,25 @@ func (e *elections) handOver(ctx context.Context, name, to string, force bool, w
 	return nil
 }
 
-// askToken asks who stands in election name for the token of the term t's
-// leader leads, and sets t's revision to it when it names a write after
-// read and at or before t's: it reports whether it did.
+// askToken reads the key's latest write straight from the stream for the
+// token of the term t's leader leads (every write of a Conclave leader says
+// it), and sets t's revision to it when it names a write after read and at
+// or before t's: it reports whether it did.
 func (e *elections) askToken(ctx context.Context, s *session, name string, read uint64, t *takeover) bool {
 	rctx, cancel := s.request(ctx)
 	defer cancel()
-	standing, err := streams.Standing(rctx, s.nc, s.bucket, name, 0)
+	st, err := s.js.Stream(rctx, "KV_"+s.bucket)
 	if err != nil {
 		return false
 	}
-	for _, c := range standing {
-		if c.Identity == t.leader && c.Leader && c.Token > read && c.Token <= t.revision {
-			t.revision = c.Token
-			return true
-		}
+	msg, err := st.GetLastMsgForSubject(rctx, "$KV."+s.bucket+"."+name)
+	if err != nil {
+		return false
+	}
+	r := streams.ReadMsg(s.bucket, msg)
+	if tok := r.Token(); r.Leader == t.leader && tok > read && tok <= t.revision {
+		t.revision = tok
+		return true
 	}
 	return false
 }

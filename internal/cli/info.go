@@ -86,6 +86,7 @@ type infoJSON struct {
 // candidateJSON is one candidate standing, in info's JSON output.
 type candidateJSON struct {
 	Identity string    `json:"identity"`
+	Instance string    `json:"instance,omitempty"`
 	Priority int       `json:"priority"`
 	Healthy  bool      `json:"healthy"`
 	Leading  bool      `json:"leading"`
@@ -171,7 +172,7 @@ func (e *elections) info(ctx context.Context, name string, asJSON bool) error {
 			out.Elections = append(out.Elections, newElectionJSON(*rec, cfg.MaxAge, now))
 			out.Candidates = []candidateJSON{}
 			for _, c := range standing {
-				out.Candidates = append(out.Candidates, candidateJSON{Identity: c.Identity, Priority: c.Priority, Healthy: c.Healthy, Leading: c.Leader, Since: c.Since.UTC()})
+				out.Candidates = append(out.Candidates, candidateJSON{Identity: c.Identity, Instance: c.Instance, Priority: c.Priority, Healthy: c.Healthy, Leading: c.Leader, Since: c.Since.UTC()})
 			}
 		}
 		return writeJSON(e.a.stdout, out)
@@ -188,7 +189,11 @@ func writeInfo(w io.Writer, bucket string, rec *record, standing []streams.Candi
 		fmt.Fprintf(tw, "Election:\t%s\n", rec.Key)
 		switch rec.State {
 		case streams.KeyHeld:
-			fmt.Fprintf(tw, "Leader:\t%s\n", rec.Leader)
+			if tok := rec.Token(); tok != 0 {
+				fmt.Fprintf(tw, "Leader:\t%s, token %d\n", named(rec.Leader, rec.Instance), tok)
+			} else {
+				fmt.Fprintf(tw, "Leader:\t%s\n", named(rec.Leader, rec.Instance))
+			}
 		case streams.KeyReleased:
 			fmt.Fprintf(tw, "Leader:\tnone: released by %s (it stepped down; a candidate can lead at once)\n", rec.ReleasedBy)
 		case streams.KeyRemoved:
@@ -210,7 +215,7 @@ func writeInfo(w io.Writer, bucket string, rec *record, standing []streams.Candi
 			if c.Leader {
 				lead = ", leader"
 			}
-			fmt.Fprintf(tw, "  %s\tpriority %d, %s%s, since %s (%s)\n", c.Identity, c.Priority, health, lead, c.Since.Local().Format(textTime), ago(c.Since, now))
+			fmt.Fprintf(tw, "  %s\tpriority %d, %s%s, since %s (%s)\n", named(c.Identity, c.Instance), c.Priority, health, lead, c.Since.Local().Format(textTime), ago(c.Since, now))
 		}
 		fmt.Fprintln(tw)
 	}

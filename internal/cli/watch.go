@@ -215,7 +215,10 @@ func (w *bucketWatch) watchKeys(ctx context.Context, pattern string) (keys jetst
 // revealed by the write at revision rev.
 func (w *bucketWatch) follow(ctx context.Context, key string, live bool, rev uint64) error {
 	ew := &electionWatch{key: key, out: w.out, first: true, live: live, liveRev: rev, started: make(chan struct{})}
-	opts := []streams.ObserverOption{streams.OnChange(ew.onChange), streams.ObserverLogger(w.log)}
+	// With the JetStream context the observer reads each write's headers,
+	// which say its instance and the term it belongs to: the exact token
+	// of every term, and a hand-over between copies of one identity.
+	opts := []streams.ObserverOption{streams.OnChange(ew.onChange), streams.ObserverLogger(w.log), streams.ObserveWithJetStream(w.s.js)}
 	if w.verbose {
 		opts = append(opts, streams.ObserveRenewals())
 	}
@@ -266,7 +269,10 @@ func (w *electionWatch) onChange(l streams.Leadership) {
 		event:      l.Event,
 		state:      l.State.String(),
 		leader:     l.Leader,
+		instance:   l.Instance,
 		previous:   w.leader,
+		handedOver: l.HandedOverBy,
+		handedInst: l.HandedOverByInstance,
 		releasedBy: l.ReleasedBy,
 		token:      l.Token,
 		revision:   l.Revision,
@@ -309,7 +315,10 @@ type watchEvent struct {
 	event      streams.Event
 	state      string
 	leader     string
+	instance   string // the leader's instance, "" when its writes do not say
 	previous   string
+	handedOver string // who handed over, when the term began by a hand-over
+	handedInst string
 	releasedBy string
 	token      uint64
 	revision   uint64
@@ -327,14 +336,20 @@ func (ev watchEvent) text() string {
 	if ev.previous != "" {
 		was = ev.previous
 	}
+	leader := named(ev.leader, ev.instance)
 	switch ev.event {
 	case streams.EventElected:
+		if ev.handedOver != "" && ev.token != 0 {
+			return fmt.Sprintf("handed over from %s to %s, token %d", named(ev.handedOver, ev.handedInst), leader, ev.token)
+		}
 		if ev.token == 0 {
 			return fmt.Sprintf("%s leads, revision %d (token unknown: the watch restarted after the term began)", ev.leader, ev.revision)
 		}
-		return fmt.Sprintf("%s leads, token %d", ev.leader, ev.token)
+		return fmt.Sprintf("%s leads, token %d", leader, ev.token)
+	case streams.EventTaking:
+		return fmt.Sprintf("%s took the key, revision %d: its term begins once the previous leader's lease has surely ended", leader, ev.revision)
 	case streams.EventRenewed:
-		return fmt.Sprintf("%s renewed, revision %d (%s)", ev.leader, ev.revision, token)
+		return fmt.Sprintf("%s renewed, revision %d (%s)", leader, ev.revision, token)
 	case streams.EventReleased:
 		return fmt.Sprintf("released by %s, revision %d: it stepped down; a candidate can lead at once", ev.releasedBy, ev.revision)
 	case streams.EventRemoved:
@@ -348,15 +363,24 @@ func (ev watchEvent) text() string {
 	switch ev.state {
 	case streams.KeyHeld.String():
 		if ev.token != 0 {
-			return fmt.Sprintf("%s leads, revision %d (token %d)", ev.leader, ev.revision, ev.token)
+			return fmt.Sprintf("%s leads, revision %d (token %d)", leader, ev.revision, ev.token)
 		}
-		return fmt.Sprintf("%s leads, revision %d (token unknown: the term began before the watch)", ev.leader, ev.revision)
+		return fmt.Sprintf("%s leads, revision %d (token unknown: the term began before the watch)", leader, ev.revision)
 	case streams.KeyReleased.String():
 		return fmt.Sprintf("no leader: released by %s, revision %d", ev.releasedBy, ev.revision)
 	case streams.KeyRemoved.String():
 		return fmt.Sprintf("no leader: removed, revision %d", ev.revision)
 	}
 	return "no leader: no key"
+}
+
+// named is how watch and info name a candidate: its identity, and its
+// instance after a slash where its writes or answers say one.
+func named(identity, instance string) string {
+	if instance == "" {
+		return identity
+	}
+	return identity + "/" + instance
 }
 
 // watchJSON is one line of watch's JSON output.
@@ -366,6 +390,9 @@ type watchJSON struct {
 	Event          string  `json:"event"`
 	State          string  `json:"state"`
 	Leader         string  `json:"leader"`
+	Instance       string  `json:"instance,omitempty"`
+	HandedOverBy   string  `json:"handed_over_by,omitempty"`
+	HandedOverFrom string  `json:"handed_over_by_instance,omitempty"`
 	PreviousLeader string  `json:"previous_leader"`
 	ReleasedBy     string  `json:"released_by"`
 	Token          *uint64 `json:"token"`
@@ -381,6 +408,9 @@ func (ev watchEvent) json() watchJSON {
 		Event:          string(ev.event),
 		State:          ev.state,
 		Leader:         ev.leader,
+		Instance:       ev.instance,
+		HandedOverBy:   ev.handedOver,
+		HandedOverFrom: ev.handedInst,
 		PreviousLeader: ev.previous,
 		ReleasedBy:     ev.releasedBy,
 		Revision:       ev.revision,

@@ -212,6 +212,33 @@ func ReadEntry(ent jetstream.KeyValueEntry) Entry {
 	return e
 }
 
+// ReadMsg reads what a message of bucket's stream, read raw (such as by
+// jetstream.Stream.GetLastMsgForSubject), means for the election: as
+// ReadEntry, and with what its writer said of itself in its headers
+// (Instance, Token), which nats.go's KV API does not show.
+func ReadMsg(bucket string, msg *jetstream.RawStreamMsg) Entry {
+	if msg == nil {
+		return Entry{State: KeyAbsent}
+	}
+	key := strings.TrimPrefix(msg.Subject, "$KV."+bucket+".")
+	return ReadEntry(transport.EntryOf(bucket, key, msg.Data, msg.Header, msg.Sequence, msg.Time))
+}
+
+// Token is the fencing token of the term a held message belongs to, as its
+// writer says (Conclave's candidates do, in the Conclave-Term header): the
+// running term's token, or the message's own revision for a write that
+// begins a term as it lands. It is 0 when the writer does not say (Choria's
+// candidates, a read through the KV API alone) or no term runs yet.
+func (e Entry) Token() uint64 {
+	switch {
+	case e.State != KeyHeld:
+		return 0
+	case e.term.begins:
+		return e.Revision
+	}
+	return e.term.token
+}
+
 // Describe says in a few words what the entry means: "held by X",
 // "released by X", "removed (deleted)", "removed (purged)", "removed
 // (emptied)" or "absent".

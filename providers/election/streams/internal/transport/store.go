@@ -304,6 +304,12 @@ func (s *Store) Latest(ctx context.Context, key string) (jetstream.KeyValueEntry
 	return entryOf(s.kv.Bucket(), key, m.Data, m.Header, m.Sequence, m.Time), nil
 }
 
+// EntryOf reads a message of the bucket's stream as a KV entry (see
+// entryOf).
+func EntryOf(bucket, key string, data []byte, hdr nats.Header, seq uint64, at time.Time) *Entry {
+	return entryOf(bucket, key, data, hdr, seq, at)
+}
+
 // entryOf reads a message of the bucket's stream as a KV entry: deletes and
 // purges by their KV header, and the server's markers by their reason.
 func entryOf(bucket, key string, data []byte, hdr nats.Header, seq uint64, at time.Time) *Entry {
