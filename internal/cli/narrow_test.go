@@ -143,24 +143,24 @@ func TestRefusalsDoNotWaitForTheTimeout(t *testing.T) {
 	}
 }
 
-// TestREADMEAppAListCommand: the command the README's secure setup gives
-// app-a ("The same file works with the CLI: `…`") works as written, with
-// app-a's configuration file: app-a may not read every election, so the
-// command must name a pattern it may read.
-func TestREADMEAppAListCommand(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+// TestSecureSetupAppAListCommand: the command the secure setup of
+// docs/security.md gives app-a ("The same file works with the CLI: `…`")
+// works as written, with app-a's configuration file: app-a may not read
+// every election, so the command must name a pattern it may read.
+func TestSecureSetupAppAListCommand(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "docs", "security.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := regexp.MustCompile("The same file works with the CLI:\\s+`([^`]+)`").FindSubmatch(raw)
 	if m == nil {
-		t.Fatal("README.md no longer says which CLI command works with app-a's file")
+		t.Fatal("docs/security.md no longer says which CLI command works with app-a's file")
 	}
 	u := cli.StartUsersBroker(t)
 	campaign(t, u.JetStream(t, "admin"), "a-1", "app-a.cron").waitLeading(t)
 	args := strings.Fields(string(m[1]))
 	if args[0] != "conclave" {
-		t.Fatalf("README's command %q does not run conclave", m[1])
+		t.Fatalf("docs/security.md's command %q does not run conclave", m[1])
 	}
 	args = args[1:]
 	for i, a := range args {

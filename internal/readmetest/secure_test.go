@@ -39,28 +39,34 @@ func natsCLI(t *testing.T) string {
 	return p
 }
 
-// readme returns README.md.
-func readme(t *testing.T) string {
+// secureSetup returns the secure three-node setup of docs/security.md, the
+// document the README sends a newcomer to for it.
+func secureSetup(t *testing.T) string {
 	t.Helper()
-	raw, err := os.ReadFile("../../README.md")
+	raw, err := os.ReadFile("../../docs/security.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return string(raw)
+	_, setup, ok := strings.Cut(string(raw), "\n## A secure three-node cluster\n")
+	if !ok {
+		t.Fatal(`docs/security.md has no section "A secure three-node cluster"`)
+	}
+	setup, _, _ = strings.Cut(setup, "\n## ")
+	return setup
 }
 
-// between returns the text between two markers of the README.
+// between returns the text between two markers of the setup.
 func between(t *testing.T, text, begin, end string) string {
 	t.Helper()
 	_, rest, ok := strings.Cut(text, begin)
 	inner, _, ok2 := strings.Cut(rest, end)
 	if !ok || !ok2 {
-		t.Fatalf("README has no %q … %q", begin, end)
+		t.Fatalf("the secure setup has no %q … %q", begin, end)
 	}
 	return inner
 }
 
-// iniBlock returns the README's ```ini block whose first line is "# name…".
+// iniBlock returns the setup's ```ini block whose first line is "# name…".
 func iniBlock(t *testing.T, text, name string) string {
 	t.Helper()
 	for _, m := range regexp.MustCompile("(?s)```ini\n(.*?)```").FindAllStringSubmatch(text, -1) {
@@ -68,7 +74,7 @@ func iniBlock(t *testing.T, text, name string) string {
 			return m[1]
 		}
 	}
-	t.Fatalf("README has no ini block starting with # %s", name)
+	t.Fatalf("the secure setup has no ini block starting with # %s", name)
 	return ""
 }
 
@@ -103,18 +109,19 @@ func freePortOnAll(t *testing.T) int {
 	return 0
 }
 
-// TestREADMESecureThreeNodeSetup runs the README's secure three-node setup:
-// its OpenSSL commands make the certificates, its broker file (with
+// TestSecureThreeNodeSetup runs the secure three-node setup of
+// docs/security.md, which the README links to: its OpenSSL commands make
+// the certificates, its broker file (with
 // 10.0.0.N as 127.0.0.N and free ports) starts three brokers that cluster
 // over TLS, and its program file campaigns as app-a: it wins an app-a.*
 // election and is refused billing with ErrPermissionDenied. Its operator's
 // block then runs as written, with ops.conf: the CLI as ops, and the NATS
 // CLI as ops with its inbox prefix.
-func TestREADMESecureThreeNodeSetup(t *testing.T) {
+func TestSecureThreeNodeSetup(t *testing.T) {
 	if _, err := exec.LookPath("openssl"); err != nil {
-		t.Fatal("the README's setup needs openssl: install it (apt-get install openssl); .ci/run does")
+		t.Fatal("the secure setup needs openssl: install it (apt-get install openssl); .ci/run does")
 	}
-	text := readme(t)
+	text := secureSetup(t)
 	tlsDir := t.TempDir()
 	script := between(t, text, "<!-- BEGIN secure-setup certificates -->\n```sh\n", "```\n<!-- END secure-setup certificates -->")
 	clientPort, peerPort := freePortOnAll(t), freePortOnAll(t)
@@ -130,7 +137,7 @@ func TestREADMESecureThreeNodeSetup(t *testing.T) {
 	cmd := exec.Command("bash", "-euc", local(script))
 	cmd.Dir = tlsDir
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("the README's certificate commands failed: %v\n%s", err, out)
+		t.Fatalf("the setup's certificate commands failed: %v\n%s", err, out)
 	}
 
 	hash, err := bcrypt.GenerateFromPassword([]byte("ops-secret"), bcrypt.MinCost)
@@ -154,11 +161,11 @@ func TestREADMESecureThreeNodeSetup(t *testing.T) {
 		file = strings.ReplaceAll(file, "/var/lib/conclave", t.TempDir())
 		cfg, err := config.ParseWithEnv(strings.NewReader(local(file)), "broker"+strconv.Itoa(n)+".conf", nil)
 		if err != nil {
-			t.Fatalf("the README's broker file: %v", err)
+			t.Fatalf("the setup's broker file: %v", err)
 		}
 		b, err := broker.New(cfg, brokertest.Logger(t).WithField("broker", n))
 		if err != nil {
-			t.Fatalf("broker %d refuses the README's file: %v", n, err)
+			t.Fatalf("broker %d refuses the setup's file: %v", n, err)
 		}
 		t.Cleanup(b.Shutdown)
 		wg.Add(1)
@@ -177,7 +184,7 @@ func TestREADMESecureThreeNodeSetup(t *testing.T) {
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		t.Fatalf("the README's cluster did not start: %v", err)
+		t.Fatalf("the setup's cluster did not start: %v", err)
 	}
 	if spec := brokers[0].BucketSpec(); spec.Replicas != 3 {
 		t.Errorf("bucket replicas %d, want 3", spec.Replicas)
@@ -186,7 +193,7 @@ func TestREADMESecureThreeNodeSetup(t *testing.T) {
 	clientFile := local(iniBlock(t, text, "conclave.conf, for app-a"))
 	cfg, err := config.ParseWithEnv(strings.NewReader(clientFile), "conclave.conf", nil)
 	if err != nil {
-		t.Fatalf("the README's program file: %v", err)
+		t.Fatalf("the setup's program file: %v", err)
 	}
 	fw, err := conclave.NewWithConfig(cfg, conclave.WithLogger(brokertest.Logger(t).Logger))
 	if err != nil {
@@ -245,7 +252,7 @@ func TestREADMESecureThreeNodeSetup(t *testing.T) {
 		out, err := sh.CombinedOutput()
 		t.Logf("the operator's block:\n%s", out)
 		if err != nil {
-			t.Fatalf("the README's operator block failed: %v", err)
+			t.Fatalf("the setup's operator block failed: %v", err)
 		}
 		for _, want := range []string{"app-a.cron", "app-a-1.example.net", "CHORIA_LEADER_ELECTION"} {
 			if !strings.Contains(string(out), want) {
@@ -253,14 +260,14 @@ func TestREADMESecureThreeNodeSetup(t *testing.T) {
 			}
 		}
 
-		// Without --inbox-prefix the NATS CLI fails as the README says.
+		// Without --inbox-prefix the NATS CLI fails as docs/security.md says.
 		plain := exec.CommandContext(ctx, nats, "--server", "tls://127.0.0.1:"+strconv.Itoa(clientPort), "--tlscert", tlsDir+"/ops.pem",
 			"--tlskey", tlsDir+"/ops-key.pem", "--tlsca", tlsDir+"/ca.pem", "--user", "ops", "--password", "ops-secret", "--timeout", "2s",
 			"kv", "info", "CHORIA_LEADER_ELECTION")
 		plain.Env = sh.Env
 		out, err = plain.CombinedOutput()
 		if err == nil || !strings.Contains(string(out), `Permissions Violation for Subscription to "_INBOX.`) {
-			t.Errorf("the NATS CLI as ops without --inbox-prefix: %v\n%s\nthe README says it fails with a permissions violation on its inbox", err, out)
+			t.Errorf("the NATS CLI as ops without --inbox-prefix: %v\n%s\ndocs/security.md says it fails with a permissions violation on its inbox", err, out)
 		}
 	})
 	e.Stop()
