@@ -509,7 +509,7 @@ func (m *machine) due(now time.Time) (time.Time, action, func(time.Time)) {
 	}
 
 	if m.taking.rev != 0 {
-		return now, action{kind: doWrite, expect: m.taking.rev, urgent: true, term: m.takeMark()}, nil
+		return now, action{kind: doWrite, expect: m.taking.rev, urgent: true, term: m.takeMark(m.taking.rev)}, nil
 	}
 
 	h := &m.hold
@@ -580,7 +580,7 @@ func (m *machine) due(now time.Time) (time.Time, action, func(time.Time)) {
 				m.askTTL(now, m.view.seenAt.Add(time.Nanosecond))
 			})
 		default:
-			consider(at, action{kind: doWrite, expect: expect, term: m.takeMark()}, nil)
+			consider(at, action{kind: doWrite, expect: expect, term: m.takeMark(expect)}, nil)
 		}
 	} else if !m.cfg.writes {
 		// An observer checks the key where a candidate would campaign,
@@ -596,16 +596,20 @@ func (m *machine) due(now time.Time) (time.Time, action, func(time.Time)) {
 	return wake, wakeAct, wakeMove
 }
 
-// takeMark is what a write that takes the key says of its term: that the
-// term begins as it lands, where rule 1 lets it begin at once (the key was
-// released or offered to us, or is absent and Grace is 0 with nothing to
-// judge after the write), or that it waits. Observers report a term only
-// once it has begun, by these marks.
-func (m *machine) takeMark() termMark {
+// takeMark is what a write that takes the key expecting revision expect
+// says of its term: that the term begins as it lands, where rule 1 lets it
+// begin at once (the key was released or offered to us; or, with Grace 0,
+// it is absent with nothing to judge after the write, or held by a lease
+// that surely lapsed, written over), or that it waits. Observers report a
+// term only once it has begun, by these marks.
+func (m *machine) takeMark(expect uint64) termMark {
+	v := m.view
 	switch {
-	case m.taking.rev != 0, m.view.State == KeyReleased:
+	case m.taking.rev != 0 && expect == m.taking.rev, v.State == KeyReleased:
 		return termMark{begins: true}
-	case m.view.State == KeyAbsent && m.cfg.grace == 0 && !m.gone.known:
+	case m.cfg.grace == 0 && v.State == KeyAbsent && !m.gone.known:
+		return termMark{begins: true}
+	case m.cfg.grace == 0 && v.State == KeyHeld && expect != 0 && expect == v.Revision:
 		return termMark{begins: true}
 	}
 	return termMark{waits: true}
@@ -1116,7 +1120,7 @@ func (m *machine) schedule(now time.Time) {
 // won records a successful campaign write. The term begins by rule 3.
 func (m *machine) won(sent, done time.Time, rev, expect uint64) {
 	from, fromSeenAt := m.view.State, m.view.seenAt
-	saidWaits := m.takeMark().waits
+	saidWaits := m.takeMark(expect).waits
 	if m.taking.rev != 0 && expect == m.taking.rev {
 		// Taken up from a leader whose term ended before it offered the
 		// key, and whose own predecessors were gone (it offers only when

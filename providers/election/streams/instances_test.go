@@ -1,0 +1,251 @@
+package streams
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// observeJS starts an observer of key that reads the writes' headers (the
+// shared watch, through the JetStream context of kv's connection).
+func observeJS(t *testing.T, key string, kv jetstream.KeyValue, opts ...ObserverOption) *changes {
+	t.Helper()
+	_, seen := newObserver(t, key, kv, append(opts, ObserveWithJetStream(jsFor(kv)))...)
+	return seen
+}
+
+// TestCopiesOfOneIdentityStandApart: candidates that share an identity
+// (the copies of a program on one host) each answer who is standing with
+// their own instance, and only the one leading says it leads, with its
+// term's token.
+func TestCopiesOfOneIdentityStandApart(t *testing.T) {
+	ts := newTestServer(t)
+	kv := createBucket(t, connect(t, ts.url()), bucketConfig(3*time.Second))
+	rec := newRecorder()
+	var es []*Election
+	for i := range 3 {
+		e := mustElection(t, "vm", "copies", openBucket(t, connect(t, ts.url())), append(rec.options("vm"), WithInstance([]string{"w1", "w2", "w3"}[i]))...)
+		runElection(t, e)
+		es = append(es, e)
+	}
+	runElection(t, mustElection(t, "other", "copies", kv, rec.options("other")...))
+	rec.waitFor(t, 10*time.Second, "a leader", func(evs []event) bool { return wins(evs, "") == 1 })
+	nc := connect(t, ts.url())
+	var cs []Candidate
+	eventually(t, 10*time.Second, "four candidates to answer", func() bool {
+		var err error
+		cs, err = Standing(context.Background(), nc, bucketName, "copies", 200*time.Millisecond)
+		return err == nil && len(cs) == 4
+	})
+	leaders := 0
+	for _, c := range cs {
+		if !c.Leader {
+			continue
+		}
+		leaders++
+		for _, e := range append(es, nil) {
+			if e == nil {
+				if c.Identity != "other" {
+					t.Fatalf("%+v says it leads, but no copy of vm leads", c)
+				}
+				break
+			}
+			if e.Instance() == c.Instance {
+				if !e.IsLeader() || e.Term().Token() != c.Token {
+					t.Fatalf("%+v says it leads; its election leads %v with %v", c, e.IsLeader(), e.Term())
+				}
+				break
+			}
+		}
+	}
+	if leaders != 1 {
+		t.Fatalf("%d candidates say they lead: %+v", leaders, cs)
+	}
+}
+
+// TestObserverReportsAHandOverBetweenCopiesOfOneIdentity: a hand-over
+// from one copy of an identity to another is a new term, and the observer
+// reports it as one: elected, with the new term's token, the new
+// instance, and who handed over.
+func TestObserverReportsAHandOverBetweenCopiesOfOneIdentity(t *testing.T) {
+	ts := newTestServer(t)
+	kv := createBucket(t, connect(t, ts.url()), bucketConfig(3*time.Second))
+	rec := newRecorder()
+	a := mustElection(t, "vm", "twins", openBucket(t, connect(t, ts.url())), append(rec.options("vm"), WithInstance("w1"))...)
+	runElection(t, a)
+	rec.waitFor(t, 5*time.Second, "w1 to lead", func(evs []event) bool { return wins(evs, "vm") == 1 })
+	b := mustElection(t, "vm", "twins", openBucket(t, connect(t, ts.url())), append(rec.options("vm"), WithInstance("w2"))...)
+	runElection(t, b)
+	seen := observeJS(t, "twins", kv, ObserveRenewals())
+	first := seen.waitFor(t, "the term found", func(l Leadership) bool { return l.HasLeader() })
+	if first.Token != a.Term().Token() || first.Instance != "w1" {
+		t.Fatalf("observer found %+v, want w1's term %d", first, a.Term().Token())
+	}
+	waitStanding(t, connect(t, ts.url()), "twins", "vm")
+	eventually(t, 5*time.Second, "w2 to stand", func() bool {
+		cs, _ := Standing(context.Background(), connect(t, ts.url()), bucketName, "twins", 100*time.Millisecond)
+		return len(cs) == 2
+	})
+	if err := a.HandOver(context.Background(), "w2"); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitFor(t, 5*time.Second, "w2 to lead", func(evs []event) bool { return wins(evs, "vm") == 2 })
+	l := seen.waitFor(t, "the hand-over", func(l Leadership) bool { return l.Event == EventElected && l.Instance == "w2" })
+	if l.Token != b.Term().Token() || l.HandedOverBy != "vm" || l.HandedOverByInstance != "w1" || l.Leader != "vm" {
+		t.Fatalf("hand-over reported as %+v, want elected w2 with token %d handed over by vm/w1", l, b.Term().Token())
+	}
+	// Renewals of the new term keep its token.
+	seen.waitFor(t, "w2's renewal", func(l Leadership) bool {
+		return l.Event == EventRenewed && l.Instance == "w2" && l.Token == b.Term().Token() && l.Revision > b.Term().Token()
+	})
+	checkHistory(t, rec.snapshot())
+}
+
+// TestObserverKnowsTheTokenWithoutSeeingTheTermBegin: an observer that
+// starts mid-term, or after the same identity was elected again, reports
+// the exact token of the term that runs: every write says it.
+func TestObserverKnowsTheTokenWithoutSeeingTheTermBegin(t *testing.T) {
+	ts := newTestServer(t)
+	kv := createBucket(t, connect(t, ts.url()), bucketConfig(2*time.Second))
+	rec := newRecorder()
+	a := mustElection(t, "a", "midterm", openBucket(t, connect(t, ts.url())), rec.options("a")...)
+	stop := runElection(t, a)
+	evs := rec.waitFor(t, 5*time.Second, "a to lead", func(evs []event) bool { return wins(evs, "a") == 1 })
+	token := evs[len(evs)-1].term.Token()
+	eventually(t, 5*time.Second, "a renewal", func() bool {
+		e, err := kv.Get(context.Background(), "midterm")
+		return err == nil && e.Revision() > token
+	})
+	seen := observeJS(t, "midterm", kv)
+	if l := seen.waitFor(t, "the term found", func(l Leadership) bool { return l.HasLeader() }); l.Token != token || l.Event != EventCurrent {
+		t.Fatalf("observer started mid-term reported %+v, want current with token %d", l, token)
+	}
+	// The same identity elected again: a new term, a new token.
+	stop()
+	rec.waitFor(t, 5*time.Second, "a to stop", func(evs []event) bool { return len(evs) == 2 })
+	a2 := mustElection(t, "a", "midterm", openBucket(t, connect(t, ts.url())), rec.options("a")...)
+	runElection(t, a2)
+	evs = rec.waitFor(t, 5*time.Second, "a to lead again", func(evs []event) bool { return wins(evs, "a") == 2 })
+	token2 := evs[len(evs)-1].term.Token()
+	if l := seen.waitFor(t, "the new term", func(l Leadership) bool { return l.Event == EventElected }); l.Token != token2 {
+		t.Fatalf("the observer reported %+v, want elected with token %d", l, token2)
+	}
+	late := observeJS(t, "midterm", openBucket(t, connect(t, ts.url())))
+	if l := late.waitFor(t, "the term found", func(l Leadership) bool { return l.HasLeader() }); l.Token != token2 {
+		t.Fatalf("a late observer reported %+v, want token %d", l, token2)
+	}
+}
+
+// TestObserverReportsATermOnlyOnceItBegins: after a forced removal the
+// next holder's term waits a TTL; the observer reports the holder as
+// taking, and the term as elected only once it has begun, with its token.
+func TestObserverReportsATermOnlyOnceItBegins(t *testing.T) {
+	const ttl = 2 * time.Second
+	ts := newTestServer(t)
+	kv := createBucket(t, connect(t, ts.url()), bucketConfig(ttl))
+	rec := newRecorder()
+	a := mustElection(t, "a", "forced", openBucket(t, connect(t, ts.url())), rec.options("a")...)
+	runElection(t, a)
+	rec.waitFor(t, 5*time.Second, "a to lead", func(evs []event) bool { return wins(evs, "a") == 1 })
+	b := mustElection(t, "b", "forced", openBucket(t, connect(t, ts.url())), rec.options("b")...)
+	runElection(t, b)
+	seen := &changes{}
+	var electedAt atomic.Pointer[time.Time]
+	o, err := NewObserver("forced", kv, ObserveWithJetStream(jsFor(kv)), OnChange(func(l Leadership) {
+		if l.Event == EventElected {
+			now := time.Now()
+			electedAt.CompareAndSwap(nil, &now)
+		}
+		seen.add(l)
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runObserver(t, o)
+	seen.waitFor(t, "a's term", func(l Leadership) bool { return l.HasLeader() })
+	if err := kv.Delete(context.Background(), "forced"); err != nil { // a forced stand-down
+		t.Fatal(err)
+	}
+	removed := seen.waitFor(t, "the removal", func(l Leadership) bool { return l.Event == EventRemoved })
+	l := seen.waitFor(t, "the next holder", func(l Leadership) bool { return l.State == KeyHeld && l.Revision > removed.Revision })
+	if l.Event != EventTaking || l.Token != 0 {
+		t.Fatalf("the write after a removal was reported as %+v, want taking without a token", l)
+	}
+	elected := seen.waitFor(t, "the term to begin", func(l Leadership) bool { return l.Event == EventElected && l.Revision > removed.Revision })
+	reported := *electedAt.Load()
+	evs := rec.waitFor(t, 5*time.Second, "a second term", func(evs []event) bool { return wins(evs, "") == 2 })
+	term := evs[len(evs)-1].term
+	if elected.Token != term.Token() || elected.Leader != term.Identity() {
+		t.Fatalf("elected %+v, want %s's token %d", elected, term.Identity(), term.Token())
+	}
+	if reported.Before(term.Started()) {
+		t.Fatalf("elected reported at %v, before the term began at %v", reported, term.Started())
+	}
+	checkHistory(t, rec.snapshot())
+}
+
+// TestUnhealthyLeaderHandsOverToAHealthyCopyOfItsIdentity: copies that
+// share an identity are candidates like any other: a leader whose check
+// fails hands over to a healthy copy of its own identity.
+func TestUnhealthyLeaderHandsOverToAHealthyCopyOfItsIdentity(t *testing.T) {
+	ts := newTestServer(t)
+	createBucket(t, connect(t, ts.url()), bucketConfig(2*time.Second))
+	rec := newRecorder()
+	var sick atomic.Bool
+	check := func(context.Context) error {
+		if sick.Load() {
+			return errors.New("sick")
+		}
+		return nil
+	}
+	b1 := mustElection(t, "b", "sick-copy", openBucket(t, connect(t, ts.url())),
+		append(rec.options("b"), WithInstance("b1"), WithHealthCheck(check, 100*time.Millisecond), WithMinTerm(time.Second))...)
+	runElection(t, b1)
+	rec.waitFor(t, 5*time.Second, "b1 to lead", func(evs []event) bool { return wins(evs, "b") == 1 })
+	b2 := mustElection(t, "b", "sick-copy", openBucket(t, connect(t, ts.url())),
+		append(rec.options("b"), WithInstance("b2"), WithMinTerm(time.Second))...)
+	runElection(t, b2)
+	eventually(t, 5*time.Second, "both copies to stand", func() bool {
+		cs, _ := Standing(context.Background(), connect(t, ts.url()), bucketName, "sick-copy", 100*time.Millisecond)
+		return len(cs) == 2
+	})
+	sick.Store(true)
+	rec.waitFor(t, 10*time.Second, "b2 to lead", func(evs []event) bool { return wins(evs, "b") == 2 })
+	if !b2.IsLeader() || b1.IsLeader() {
+		t.Fatalf("b1 leads %v, b2 leads %v: want b2, the healthy copy", b1.IsLeader(), b2.IsLeader())
+	}
+	checkHistory(t, rec.snapshot())
+}
+
+// TestHandOverToAnUnhealthyCandidateIsRefused: a hand-over, asked of the
+// leader or over NATS (as stand-down --to does), to a candidate whose
+// health check fails is refused with the reason, and the term goes on.
+func TestHandOverToAnUnhealthyCandidateIsRefused(t *testing.T) {
+	ts := newTestServer(t)
+	kv := createBucket(t, connect(t, ts.url()), bucketConfig(2*time.Second))
+	rec := newRecorder()
+	a := mustElection(t, "a", "sick-target", kv, rec.options("a")...)
+	runElection(t, a)
+	rec.waitFor(t, 5*time.Second, "a to lead", func(evs []event) bool { return wins(evs, "a") == 1 })
+	sick := func(context.Context) error { return errors.New("not ready") }
+	runElection(t, mustElection(t, "n1", "sick-target", openBucket(t, connect(t, ts.url())), append(rec.options("n1"), WithHealthCheck(sick, time.Second))...))
+	nc := connect(t, ts.url())
+	waitStanding(t, nc, "sick-target", "n1")
+	token := a.Term().Token()
+	if err := a.HandOver(context.Background(), "n1"); !errors.Is(err, ErrHandOverRefused) {
+		t.Fatalf("HandOver to an unhealthy candidate = %v, want ErrHandOverRefused", err)
+	}
+	leader, err := RequestHandOver(context.Background(), nc, bucketName, "sick-target", "n1")
+	if err == nil || leader != "a" {
+		t.Fatalf("RequestHandOver to an unhealthy candidate = %q, %v; want a's refusal", leader, err)
+	}
+	t.Logf("refused: %v", err)
+	if !a.IsLeader() || a.Term().Token() != token {
+		t.Fatalf("a leads %v with %v after the refusals, want its term %d going on", a.IsLeader(), a.Term(), token)
+	}
+	checkHistory(t, rec.snapshot())
+}
