@@ -187,7 +187,10 @@ type simWorld struct {
 	verbose bool
 	trace   []string
 
-	epoch       int            // bumps when the bucket is made again
+	epoch int // bumps when the bucket is made again
+	// stamps are what each write said of itself (its headers), by
+	// revision and write time: simkv keeps no headers.
+	stamps      map[simWriteID]transport.Stamp
 	lastToken   map[int]uint64 // the highest token of each epoch
 	noStartTil  time.Time      // no candidate starts before (after a vanish or removal, as the README asks)
 	lastTTLAt   time.Time      // when the TTL was last lowered
@@ -254,7 +257,11 @@ type simNode struct {
 	since      time.Time // when the term began (true time)
 	wonAt      time.Time // the machine's hold that the term rests on
 	holdToken  uint64    // the first term's token of that hold
-	tookAt     time.Time // when its latest campaign write was stored (true time)
+	// toldAt is when the first write saying the running term's token was
+	// stored (true time; zero until then): from it observers know the
+	// token exactly.
+	toldAt time.Time
+	tookAt time.Time // when its latest campaign write was stored (true time)
 	// ttlRead is the process's latest answered read of the bucket's
 	// settings (its sent time local), which the process's other elections
 	// may have made: it serves a read whose since it meets.
@@ -344,7 +351,7 @@ func simulate(seed uint64, verbose bool) simResult {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	t0 := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 	ttls := []time.Duration{time.Second, 2 * time.Second, 3 * time.Second, 5 * time.Second}
-	w := &simWorld{rng: rng, seed: seed, t0: t0, now: t0, verbose: verbose, lastToken: map[int]uint64{},
+	w := &simWorld{rng: rng, seed: seed, t0: t0, now: t0, verbose: verbose, lastToken: map[int]uint64{}, stamps: map[simWriteID]transport.Stamp{},
 		actions: map[[2]int64]int{}, res: simResult{seed: seed, byFault: map[string]int{}}}
 	w.ttl = ttls[rng.IntN(len(ttls))]
 	w.msgTTL = rng.IntN(2) == 0
@@ -546,6 +553,10 @@ func (w *simWorld) apply(n *simNode, notes []note) (input, bool) {
 				w.fail("%s began a term while one ran (OnWon twice)", n.name)
 			}
 			n.active, n.until, n.token, n.since = true, nt.until, nt.token, w.now
+			n.toldAt = time.Time{}
+			if st := w.stamps[simWriteID{nt.token, n.tookAt}]; st.Term == transport.TermBegins && n.m.hold.rev == nt.token {
+				n.toldAt = n.tookAt // the write that took the key began the term and said so
+			}
 			if !n.m.hold.wonAt.Equal(n.wonAt) {
 				// A new hold of the key: its first write is the token an
 				// observer names (a later term of the same hold, after a
@@ -773,7 +784,7 @@ func (w *simWorld) apply2(n *simNode, a action) input {
 		}
 		in := input{kind: inRead}
 		if msg != nil {
-			e := simEntry(msg)
+			e := w.entry(msg)
 			in.entry = &e
 		}
 		return in
@@ -783,6 +794,12 @@ func (w *simWorld) apply2(n *simNode, a action) input {
 			ttl = transport.MessageTTL(w.ttl)
 		}
 		rev, err := b.Put(w.now, simKey, []byte(n.name), a.expect, ttl)
+		if err == nil {
+			w.stamps[simWriteID{rev, w.now}] = transport.Stamp{Instance: n.name, Term: a.term.header()}
+			if n.active && n.toldAt.IsZero() && (a.term.token == n.token || a.term.begins && rev == n.token) {
+				n.toldAt = w.now
+			}
+		}
 		w.flushWatches()
 		w.remember()
 		if err == nil && n.name != w.deposed {
@@ -896,8 +913,18 @@ func (w *simWorld) drain(n *simNode) {
 	}
 }
 
-func simEntry(msg *simkv.Msg) Entry {
-	return ReadEntry(transport.NewEntry(bucketName, msg.Key, msg.Value, msg.Revision, msg.Written, simOp(msg.Op), msg.TTL))
+// simWriteID names a write of the key: its revision and when it was stored
+// (revisions start again when the bucket is made again).
+type simWriteID struct {
+	rev     uint64
+	written time.Time
+}
+
+// entry reads msg as the transport would: with what its writer said of
+// itself in its headers.
+func (w *simWorld) entry(msg *simkv.Msg) Entry {
+	st := w.stamps[simWriteID{msg.Revision, msg.Written}]
+	return ReadEntry(transport.NewEntry(bucketName, msg.Key, msg.Value, msg.Revision, msg.Written, simOp(msg.Op), msg.TTL).WithStamp(st))
 }
 
 func simOp(op simkv.Op) jetstream.KeyValueOp {
@@ -934,7 +961,7 @@ func (w *simWorld) flushWatch(wt *simkv.Watcher, last *time.Time, stall time.Tim
 		*last = at
 		in := input{kind: inWatchInitialDone}
 		if d.Msg != nil {
-			e := simEntry(d.Msg)
+			e := w.entry(d.Msg)
 			in = input{kind: inWatchEntry, entry: &e}
 		}
 		w.at(at, func() { to(in) })
@@ -1253,25 +1280,35 @@ func (w *simWorld) checkObserver(n *simNode) {
 	if !w.now.Before(n.paused) && w.now.Sub(since) >= w.observerBound() && l.Leader != holder {
 		w.fail("observer %s reports %q leading, but %q has held the key for %v", n.name, l.Leader, holder, w.now.Sub(w.holderSince).Round(time.Millisecond))
 	}
-	if l.HasLeader() && l.Token != 0 {
-		for _, c := range w.nodes {
-			if c == nil {
-				continue
-			}
-			// A term the same leader began within a TTL after its key
-			// vanished without a marker looks like a renewal to anyone (the
-			// README's "not promised"): the check skips those.
-			unseen := !w.lastVanish.IsZero() && c.since.Sub(w.lastVanish) < 2*w.maxTTL()
-			// A paused observer reports nothing new: its bound runs from
-			// when it resumed, as for the holder above.
-			// So does one whose messages between the observer's watch
-			// skipped.
-			skipped := !n.sawOtherBetween(l.Leader, l.Token, c.holdToken)
-			if c.name == l.Leader && c.valid(w.now) && l.Token < c.holdToken && !w.now.Before(n.paused) && w.now.Sub(later(c.since, n.paused)) > w.observerTokenBound() && !unseen && !skipped && w.otherLedBetween(l.Leader, l.Token, c.holdToken) {
-				w.fail("observer %s reports %s's term with token %d, but the write that took the key has revision %d", n.name, l.Leader, l.Token, c.holdToken)
-			}
+	if l.Token != 0 && (l.Event == EventElected || l.Event == EventCurrent || l.Event == EventRenewed) {
+		// A term is reported only once it has begun: never on a write
+		// that said its term waits.
+		if st := w.stamps[simWriteID{l.Revision, l.Renewed}]; st.Term == transport.TermWaits {
+			w.fail("observer %s reports %s's term with token %d on revision %d, which said its term waits", n.name, l.Leader, l.Token, l.Revision)
 		}
 	}
+	for _, c := range w.nodes {
+		// Every write says its term: once a write told the running term's
+		// token, the observer names exactly that token, whatever its watch
+		// missed. A paused observer reports nothing new: its bound runs
+		// from when it resumed.
+		if c == nil || c.name != l.Leader || !c.valid(w.now) || c.toldAt.IsZero() || w.now.Before(n.paused) {
+			continue
+		}
+		if w.now.Sub(n.hinderedAfter(c.toldAt)) > w.observerTokenBound() && l.Token != c.token {
+			w.fail("observer %s reports %s's term with token %d, but the term that runs has token %d", n.name, l.Leader, l.Token, c.token)
+		}
+	}
+}
+
+// hinderedAfter is the later of t and the end of every fault that holds up
+// what node n learns: a pause, a stalled watch, a partition, lost replies,
+// reads answered by a lagging replica.
+func (n *simNode) hinderedAfter(t time.Time) time.Time {
+	for _, u := range []time.Time{n.paused, n.stall, n.cut, n.oneway, n.staleUntil} {
+		t = later(t, u)
+	}
+	return t
 }
 
 // sawMsg is a message of the key an observer took in: its revision, and
