@@ -52,8 +52,8 @@ func (e *elections) handOver(ctx context.Context, name, to string, force bool, w
 		return err
 	}
 	defer s.Close()
-	if rec.Leader == to {
-		return fmt.Errorf("%s already leads %s: nothing to hand over (name another candidate with --to)", to, name)
+	if rec.Instance != "" && rec.Instance == to {
+		return fmt.Errorf("%s already leads %s: nothing to hand over (name another candidate with --to)", named(rec.Leader, rec.Instance), name)
 	}
 	rctx, cancel := s.request(ctx)
 	standing, err := streams.Standing(rctx, s.nc, s.bucket, name, 0)
@@ -61,20 +61,33 @@ func (e *elections) handOver(ctx context.Context, name, to string, force bool, w
 	if err != nil {
 		return fmt.Errorf("asking who stands in %s: %w", name, err)
 	}
-	found, leaderStands := false, false
-	var names []string
+	// to names an identity or an instance; the leader itself is not a
+	// candidate to hand over to, a copy of its identity is.
+	var matches, healthy []streams.Candidate
+	leaderStands := false
+	names := standingNames(standing)
 	for _, c := range standing {
-		names = append(names, c.Identity)
-		found = found || c.Identity == to
 		leaderStands = leaderStands || c.Identity == rec.Leader
+		if (c.Identity == to || c.Instance == to) && !c.Leader {
+			matches = append(matches, c)
+			if c.Healthy {
+				healthy = append(healthy, c)
+			}
+		}
 	}
-	if !found {
+	switch {
+	case len(matches) == 0 && rec.Leader == to:
+		return fmt.Errorf("%s already leads %s: nothing to hand over (no other candidate of that identity stands; name another candidate with --to)", to, name)
+	case len(matches) == 0:
 		others := "none answers"
 		if len(names) > 0 {
 			others = "those that answer: " + strings.Join(names, ", ")
 		}
 		return fmt.Errorf("%s is not standing in %s (%s): name a candidate that stands, or check its identity with `conclave election info %s`", to, name, others, name)
+	case len(healthy) == 0:
+		return fmt.Errorf("%s is unhealthy in %s (its health check fails, so it would not lead): a hand-over to it would leave the election without a leader; %s keeps leading. Name a healthy candidate (`conclave election info %s` lists them)", to, name, rec.Leader, name)
 	}
+	toIdentity := healthy[0].Identity
 	if !force {
 		ok, err := e.confirm(fmt.Sprintf("Really have %s hand %s over to %s? [y/N] ", rec.Leader, name, to))
 		if err != nil {
@@ -121,7 +134,11 @@ func (e *elections) handOver(ctx context.Context, name, to string, force bool, w
 	if wait <= 0 {
 		wait = st.TTL() + waitSlack
 	}
-	hw, err := awaitHandOver(ctx, feed.msgs, rec.Revision, from, wait)
+	fromInstance := rec.Instance
+	if from != rec.Leader {
+		fromInstance = ""
+	}
+	hw, err := awaitHandOver(ctx, feed.msgs, rec.Revision, from, fromInstance, wait)
 	if err == nil && !hw.taken.began {
 		// The write the takeover followed was overwritten before the feed
 		// read it: the new leader says its token when asked who stands.
@@ -136,7 +153,7 @@ func (e *elections) handOver(ctx context.Context, name, to string, force bool, w
 		fmt.Fprintf(e.a.stdout, "%s handed %s over to %s.\n", from, name, to)
 	}
 	if err == nil {
-		out.NewLeader, out.HandedOver = &hw.taken.leader, hw.taken.leader == to
+		out.NewLeader, out.HandedOver = &hw.taken.leader, hw.taken.leader == toIdentity
 		if hw.taken.began {
 			out.Token = &hw.taken.revision
 		}
@@ -151,11 +168,40 @@ func (e *elections) handOver(ctx context.Context, name, to string, force bool, w
 	case !hw.taken.began:
 		fmt.Fprintf(e.a.stdout, "%s leads %s now, at revision %d; its token is unknown: the write that began its term was overwritten before stand-down read it (the leader logs its token as it begins).\n", hw.taken.leader, name, hw.taken.revision)
 	case out.HandedOver:
-		fmt.Fprintf(e.a.stdout, "%s leads %s now, token %d.\n", to, name, *out.Token)
+		who := to
+		if to != toIdentity { // an instance: name it with its identity
+			who = named(toIdentity, to)
+		}
+		fmt.Fprintf(e.a.stdout, "%s leads %s now, token %d.\n", who, name, *out.Token)
 	default:
 		fmt.Fprintf(e.a.stdout, "%s did not take %s in time: %s leads it now, token %d, by the election's normal rules.\n", to, name, *out.NewLeader, *out.Token)
 	}
 	return nil
+}
+
+// bucketOf returns the bucket of a KV subject, $KV.<bucket>.<key>.
+func bucketOf(subject string) string {
+	rest, _ := strings.CutPrefix(subject, "$KV.")
+	bucket, _, _ := strings.Cut(rest, ".")
+	return bucket
+}
+
+// standingNames names the candidates that answer: by identity, with the
+// instance where several share one.
+func standingNames(cs []streams.Candidate) []string {
+	count := map[string]int{}
+	for _, c := range cs {
+		count[c.Identity]++
+	}
+	var names []string
+	for _, c := range cs {
+		if count[c.Identity] > 1 {
+			names = append(names, named(c.Identity, c.Instance))
+		} else {
+			names = append(names, c.Identity)
+		}
+	}
+	return names
 }
 
 // askToken reads the key's latest write straight from the stream for the
@@ -197,11 +243,12 @@ type handOverWrites struct {
 // that a newer one replaced before it read them (the bucket keeps one per
 // key); when the write a takeover follows is unseen, whether it began the
 // term is unknown.
-func awaitHandOver(ctx context.Context, msgs <-chan jetstream.Msg, read uint64, from string, wait time.Duration) (handOverWrites, error) {
+func awaitHandOver(ctx context.Context, msgs <-chan jetstream.Msg, read uint64, from, fromInstance string, wait time.Duration) (handOverWrites, error) {
 	var hw handOverWrites
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
-	writer := map[uint64]string{read: from} // revision → who wrote it, "" for a removal
+	from = from + "\x00" + fromInstance
+	writer := map[uint64]string{read: from} // revision → who wrote it (identity and instance), "" for a removal
 	for {
 		select {
 		case <-ctx.Done():
@@ -222,12 +269,19 @@ func awaitHandOver(ctx context.Context, msgs <-chan jetstream.Msg, read uint64, 
 				continue
 			}
 			leader := string(m.Data())
-			if leader == from && hw.marker == 0 {
+			// A Conclave candidate's write says which instance wrote it
+			// and its term: its own revision for the write that took the
+			// key and began the term, or the running term's token.
+			ent := streams.ReadMsg(bucketOf(m.Subject()), &jetstream.RawStreamMsg{Subject: m.Subject(), Sequence: rev, Header: m.Headers(), Data: m.Data(), Time: md.Timestamp})
+			token := ent.Token()
+			if leader+"\x00"+ent.Instance == from && hw.marker == 0 && token != rev {
 				writer[rev] = from // a renewal before the release
 				continue
 			}
 			t := takeover{leader: leader, revision: rev}
-			if v := m.Headers().Get(jetstream.ExpectedLastSubjSeqHeader); v != "" {
+			if token > read && token <= rev {
+				t.revision, t.began = token, true
+			} else if v := m.Headers().Get(jetstream.ExpectedLastSubjSeqHeader); v != "" {
 				if after, err := strconv.ParseUint(v, 10, 64); err == nil {
 					if w, seen := writer[after]; seen && w != leader {
 						t.began = true

@@ -183,16 +183,31 @@ func (e *elections) info(ctx context.Context, name string, asJSON bool) error {
 	return writeInfo(e.a.stdout, s.bucket, rec, standing, cfg, cluster, st.Values(), use, warnings, now)
 }
 
+// shared reports whether more than one candidate of identity answers.
+func shared(cs []streams.Candidate, identity string) bool {
+	n := 0
+	for _, c := range cs {
+		if c.Identity == identity {
+			n++
+		}
+	}
+	return n > 1
+}
+
 func writeInfo(w io.Writer, bucket string, rec *record, standing []streams.Candidate, cfg jetstream.StreamConfig, cluster string, values uint64, use consumerUse, warnings []string, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
 	if rec != nil {
 		fmt.Fprintf(tw, "Election:\t%s\n", rec.Key)
 		switch rec.State {
 		case streams.KeyHeld:
+			leader := rec.Leader
+			if shared(standing, rec.Leader) {
+				leader = named(rec.Leader, rec.Instance)
+			}
 			if tok := rec.Token(); tok != 0 {
-				fmt.Fprintf(tw, "Leader:\t%s, token %d\n", named(rec.Leader, rec.Instance), tok)
+				fmt.Fprintf(tw, "Leader:\t%s, token %d\n", leader, tok)
 			} else {
-				fmt.Fprintf(tw, "Leader:\t%s\n", named(rec.Leader, rec.Instance))
+				fmt.Fprintf(tw, "Leader:\t%s\n", leader)
 			}
 		case streams.KeyReleased:
 			fmt.Fprintf(tw, "Leader:\tnone: released by %s (it stepped down; a candidate can lead at once)\n", rec.ReleasedBy)
@@ -206,7 +221,8 @@ func writeInfo(w io.Writer, bucket string, rec *record, standing []streams.Candi
 			fmt.Fprintf(tw, "Expires:\t%s (%s) unless renewed\n", exp.Local().Format(textTime), until(exp, now))
 		}
 		fmt.Fprintf(tw, "Candidates that answer:\t%d (Choria's and older Conclave's do not)\n", len(standing))
-		for _, c := range standing {
+		names := standingNames(standing)
+		for i, c := range standing {
 			health := "healthy"
 			if !c.Healthy {
 				health = "unhealthy"
@@ -215,7 +231,7 @@ func writeInfo(w io.Writer, bucket string, rec *record, standing []streams.Candi
 			if c.Leader {
 				lead = ", leader"
 			}
-			fmt.Fprintf(tw, "  %s\tpriority %d, %s%s, since %s (%s)\n", named(c.Identity, c.Instance), c.Priority, health, lead, c.Since.Local().Format(textTime), ago(c.Since, now))
+			fmt.Fprintf(tw, "  %s\tpriority %d, %s%s, since %s (%s)\n", names[i], c.Priority, health, lead, c.Since.Local().Format(textTime), ago(c.Since, now))
 		}
 		fmt.Fprintln(tw)
 	}

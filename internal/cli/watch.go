@@ -336,11 +336,15 @@ func (ev watchEvent) text() string {
 	if ev.previous != "" {
 		was = ev.previous
 	}
-	leader := named(ev.leader, ev.instance)
+	leader := ev.leader
 	switch ev.event {
 	case streams.EventElected:
 		if ev.handedOver != "" && ev.token != 0 {
-			return fmt.Sprintf("handed over from %s to %s, token %d", named(ev.handedOver, ev.handedInst), leader, ev.token)
+			from, to := ev.handedOver, ev.leader
+			if from == to { // copies of one identity: name the instances
+				from, to = named(ev.handedOver, ev.handedInst), named(ev.leader, ev.instance)
+			}
+			return fmt.Sprintf("handed over from %s to %s, token %d", from, to, ev.token)
 		}
 		if ev.token == 0 {
 			return fmt.Sprintf("%s leads, revision %d (token unknown: the watch restarted after the term began)", ev.leader, ev.revision)
@@ -374,8 +378,9 @@ func (ev watchEvent) text() string {
 	return "no leader: no key"
 }
 
-// named is how watch and info name a candidate: its identity, and its
-// instance after a slash where its writes or answers say one.
+// named is how watch and info name a candidate among copies that share
+// its identity: the identity, and its instance after a slash where its
+// writes or answers say one.
 func named(identity, instance string) string {
 	if instance == "" {
 		return identity
