@@ -26,6 +26,10 @@ const (
 	EventCurrent Event = "current"
 	// EventElected means a leader began a term. Where the term began by a
 	// hand-over, Leadership.HandedOverBy names the leader that handed over.
+	// A take of a released or handed-over key is reported as its write
+	// lands: its term begins once its holder has read the bucket's TTL,
+	// normally within a round trip (if that read fails, the holder's next
+	// write says its term waits, reported as EventTaking).
 	EventElected Event = "elected"
 	// EventTaking means a candidate wrote the key after a forced removal
 	// or an expiry, and waits before its term begins until the previous

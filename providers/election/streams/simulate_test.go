@@ -261,7 +261,10 @@ type simNode struct {
 	// stored (true time; zero until then): from it observers know the
 	// token exactly.
 	toldAt time.Time
-	tookAt time.Time // when its latest campaign write was stored (true time)
+	// beginsAt is when the hold's latest write was stored, if it said the
+	// term begins as it lands (zero when a write since said it waits).
+	beginsAt time.Time
+	tookAt   time.Time // when its latest campaign write was stored (true time)
 	// ttlRead is the process's latest answered read of the bucket's
 	// settings (its sent time local), which the process's other elections
 	// may have made: it serves a read whose since it meets.
@@ -554,8 +557,8 @@ func (w *simWorld) apply(n *simNode, notes []note) (input, bool) {
 			}
 			n.active, n.until, n.token, n.since = true, nt.until, nt.token, w.now
 			n.toldAt = time.Time{}
-			if st := w.stamps[simWriteID{nt.token, n.tookAt}]; st.Term == transport.TermBegins && n.m.hold.rev == nt.token {
-				n.toldAt = n.tookAt // the write that took the key began the term and said so
+			if !n.beginsAt.IsZero() && n.m.hold.rev == nt.token {
+				n.toldAt = n.beginsAt // the write that took the key said the term begins, and none since said otherwise
 			}
 			if !n.m.hold.wonAt.Equal(n.wonAt) {
 				// A new hold of the key: its first write is the token an
@@ -796,6 +799,12 @@ func (w *simWorld) apply2(n *simNode, a action) input {
 		rev, err := b.Put(w.now, simKey, []byte(n.name), a.expect, ttl)
 		if err == nil {
 			w.stamps[simWriteID{rev, w.now}] = transport.Stamp{Instance: n.name, Term: a.term.header()}
+			switch {
+			case a.term.begins:
+				n.beginsAt = w.now
+			case a.term.waits:
+				n.beginsAt = time.Time{}
+			}
 			if n.active && n.toldAt.IsZero() && (a.term.token == n.token || a.term.begins && rev == n.token) {
 				n.toldAt = w.now
 			}
