@@ -107,7 +107,7 @@ func TestSimulate(t *testing.T) {
 type simTotals struct {
 	seeds, terms, faults, overlapsChecked int
 	handOvers, landed                     int
-	offers, taken, stopOffers             int
+	offers, taken, stopOffers, moves      int
 	byFault                               map[string]int
 }
 
@@ -121,6 +121,7 @@ func (s *simTotals) add(r simResult) {
 	s.offers += r.offers
 	s.taken += r.taken
 	s.stopOffers += r.stopOffers
+	s.moves += r.moves
 	if s.byFault == nil {
 		s.byFault = map[string]int{}
 	}
@@ -134,8 +135,8 @@ func (s simTotals) String() string {
 	for _, k := range simFaultKinds {
 		kinds = append(kinds, fmt.Sprintf("%s %d", k, s.byFault[k]))
 	}
-	return fmt.Sprintf("%d terms, %d faults (%s), %d offers of the key (%d on stop; %d taken up), %d hand-over releases (%d taken by the named candidate first), %d checks, 0 violations",
-		s.terms, s.faults, strings.Join(kinds, ", "), s.offers, s.stopOffers, s.taken, s.handOvers, s.landed, s.overlapsChecked)
+	return fmt.Sprintf("%d terms, %d faults (%s), %d moves by the hand-over policy, %d offers of the key (%d on stop; %d taken up), %d hand-over releases (%d taken by the named candidate first), %d checks, 0 violations",
+		s.terms, s.faults, strings.Join(kinds, ", "), s.moves, s.offers, s.stopOffers, s.taken, s.handOvers, s.landed, s.overlapsChecked)
 }
 
 type simResult struct {
@@ -144,6 +145,7 @@ type simResult struct {
 	terms, faults, checks int
 	handOvers, landed     int // hand-over releases stored, and those whose named candidate took the key next
 	offers, taken         int // offers of the key sent, and those the named candidate took up
+	moves                 int // terms the hand-over policy moved
 	stopOffers            int // offers sent by stopping leaders
 	byFault               map[string]int
 	trace                 []string
@@ -188,6 +190,8 @@ type simWorld struct {
 	trace   []string
 
 	epoch int // bumps when the bucket is made again
+	// lastMove is when the hand-over policy last moved a term.
+	lastMove time.Time
 	// stamps are what each write said of itself (its headers), by
 	// revision and write time: simkv keeps no headers.
 	stamps      map[simWriteID]transport.Stamp
@@ -225,10 +229,18 @@ type simTerm struct {
 }
 
 type simNode struct {
-	w          *simWorld
-	id         int
-	name       string
-	m          *machine
+	w    *simWorld
+	id   int
+	name string
+	m    *machine
+	// priority and sick are what the candidate announces of itself to the
+	// hand-over policy (WithPriority, a failing health check).
+	priority int
+	sick     bool
+	// nextPolicy is when the leader asks the hand-over policy again, and
+	// askedFor the token of the term it last moved for.
+	nextPolicy time.Time
+	askedFor   uint64
 	drift      float64 // the local clock runs at 1+drift of true time
 	base       time.Time
 	baseTrue   time.Time
@@ -439,6 +451,65 @@ func (w *simWorld) check() {
 	for _, o := range w.obs {
 		w.checkObserver(o)
 	}
+	w.askPolicy()
+}
+
+// simMinTerm is the candidates' minimum term, in TTLs (WithMinTerm).
+const simMinTerm = 2
+
+// roll is who stands, as the candidates would announce themselves to n:
+// every other running candidate, best first.
+func (w *simWorld) roll(n *simNode) []Candidate {
+	var roll []Candidate
+	for _, c := range w.nodes {
+		if c != nil && c != n && c.alive && c.obs == nil && !c.stopping && c.m.cfg.offers {
+			roll = append(roll, c.candidate())
+		}
+	}
+	sortCandidates(roll)
+	return roll
+}
+
+// candidate is n as it announces itself.
+func (n *simNode) candidate() Candidate {
+	return Candidate{Identity: n.name, Instance: n.name, Priority: n.priority, Healthy: !n.sick}
+}
+
+// askPolicy has the leader ask the real hand-over policy (moveOf) where
+// leadership should go, as its steward does (about every 250ms, the time
+// a question of who stands takes), and hands over where it says. It
+// checks what the policy answers against the world: a healthy, running
+// target, and no second move of a term within the minimum term of the
+// first (no ping-pong).
+func (w *simWorld) askPolicy() {
+	for _, n := range w.nodes {
+		if n == nil || !n.valid(w.now) || n.stopping || !n.m.cfg.offers || w.now.Before(n.nextPolicy) || w.now.Before(n.paused) {
+			continue
+		}
+		n.nextPolicy = w.now.Add(250 * time.Millisecond)
+		minTerm := simMinTerm * n.m.tm.ttl
+		held := n.local(w.now).Sub(n.local(n.since))
+		to, _, ok := moveOf(n.candidate(), w.roll(n), held, minTerm)
+		if !ok {
+			continue
+		}
+		if to.Healthy == false || to.Identity == n.name {
+			w.fail("the hand-over policy moved %s's term to %+v", n.name, to)
+		}
+		if n.askedFor != n.token {
+			if !w.lastMove.IsZero() && w.now.Sub(w.lastMove) < minTerm*9/10 {
+				w.fail("the hand-over policy moved leadership again %v after the last move, within the minimum term of %v", w.now.Sub(w.lastMove).Round(time.Millisecond), minTerm)
+			}
+			n.askedFor, w.lastMove = n.token, w.now
+			w.res.moves++
+		}
+		w.logf("%s's policy hands over to %s", n.name, to.Identity)
+		w.at(w.now, func() {
+			if n.valid(w.now) && !n.stopping {
+				w.notify(n, input{kind: inHandOver, handOver: handOver{to: to.Identity, instance: to.Instance}})
+			}
+		})
+	}
 }
 
 // nodes
@@ -455,7 +526,7 @@ func (w *simWorld) start(id int, after time.Duration) {
 			timings: simTimings(rng), random: rng.Int64N,
 			offers: id%5 != 4} // one in five runs no steward: it neither offers (it releases to the candidate it names) nor takes offers
 		tm, _ := cfg.timings(w.ttlRead())
-		n := &simNode{w: w, id: id, name: name, drift: (w.rng.Float64()*2 - 1) * simMaxDrift, base: w.now.Add(w.dur(-simMaxOffset, simMaxOffset)), baseTrue: w.now, alive: true, started: w.now}
+		n := &simNode{w: w, id: id, name: name, priority: w.rng.IntN(3), drift: (w.rng.Float64()*2 - 1) * simMaxDrift, base: w.now.Add(w.dur(-simMaxOffset, simMaxOffset)), baseTrue: w.now, alive: true, started: w.now}
 		var log Logger = nopLogger{}
 		if w.verbose {
 			log = simLog{w, name}
@@ -1053,7 +1124,13 @@ func (w *simWorld) fault() {
 			case r == 1:
 				stop.handOver.to = "ghost"
 			default:
-				stop.handOver.to = w.otherCandidate(alive, n)
+				// The real policy: the best healthy standby.
+				if c, ok := successorOf(n.candidate(), w.roll(n)); ok {
+					stop.handOver = handOver{to: c.Identity, instance: c.Instance}
+					if c.Healthy == false {
+						w.fail("the hand-over policy named unhealthy %s as %s's successor", c.Identity, n.name)
+					}
+				}
 			}
 			w.logf("FAULT %s is stopped (successor %q)", n.name, stop.handOver.to)
 			n.stopping = true
@@ -1123,9 +1200,11 @@ func (w *simWorld) fault() {
 		}
 		d := heal()
 		w.logf("FAULT %s's health check fails for %v", n.name, d)
+		n.sick = true
 		w.notify(n, input{kind: inHealth, healthy: false})
 		w.at(w.now.Add(d), func() {
 			if n.alive {
+				n.sick = false
 				w.notify(n, input{kind: inHealth, healthy: true})
 			}
 		})

@@ -757,24 +757,10 @@ func (s *steward) isSelf(c Candidate) bool {
 // when the roll has none, as for a standby, or a leader that has not yet
 // asked who is standing or heard an announcement.
 func (s *steward) successor() handOver {
-	for _, c := range s.known.list() {
-		if c.Healthy {
-			return handOver{to: c.Identity, instance: c.Instance}
-		}
+	if c, ok := successorOf(s.self(), s.known.list()); ok {
+		return handOver{to: c.Identity, instance: c.Instance}
 	}
 	return handOver{}
-}
-
-// betterKnown reports whether a candidate self should hand over to may be
-// standing, as far as announcements tell: a healthy one of a higher
-// priority, or, while self is unhealthy, any healthy one.
-func (s *steward) betterKnown(self Candidate) bool {
-	for _, c := range s.known.list() {
-		if c.Healthy && (!self.Healthy || c.Priority > self.Priority) {
-			return true
-		}
-	}
-	return false
 }
 
 // onHandOver takes a hand-over request: the leader hands over and
@@ -908,11 +894,9 @@ func (s *steward) considerMove(ctx context.Context) time.Duration {
 		return 0
 	}
 	self := s.self()
-	if !s.betterKnown(self) {
-		return 0
-	}
-	if held := e.opts.clock.Now().Sub(term.Started()); held < e.opts.minTerm { // the term's clock, the election's
-		return e.opts.minTerm - held
+	held := e.opts.clock.Now().Sub(term.Started()) // on the election's clock, as the term's start
+	if _, wait, ok := moveOf(self, s.known.list(), held, e.opts.minTerm); !ok {
+		return wait
 	}
 	// Ask afresh: a candidate that died without a word does not answer.
 	standing, err := Standing(ctx, s.nc, s.bucket, e.key, 0)
@@ -921,20 +905,11 @@ func (s *steward) considerMove(ctx context.Context) time.Duration {
 	}
 	s.known.reset()
 	s.learn(standing...)
-	var best *Candidate
-	for i, c := range standing {
-		if s.isSelf(c) || !c.Healthy || c.Leaving {
-			continue
-		}
-		if self.Healthy && c.Priority <= self.Priority {
-			continue
-		}
-		best = &standing[i] // sorted best first
-		break
-	}
-	if best == nil {
+	target, _, ok := moveOf(self, standing, e.opts.clock.Now().Sub(term.Started()), e.opts.minTerm)
+	if !ok {
 		return 0
 	}
+	best := &target
 	why := fmt.Sprintf("%s has a higher priority (%d > %d)", best.Identity, best.Priority, self.Priority)
 	if !self.Healthy {
 		why = fmt.Sprintf("%s is unhealthy and %s is healthy", e.identity, best.Identity)
