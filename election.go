@@ -79,11 +79,11 @@ func (fw *Framework) NewObserver(ctx context.Context, conn *nats.Conn, name stri
 	if err := streams.ValidateKey(name); err != nil {
 		return nil, err
 	}
-	kv, js, err := fw.bucket(ctx, conn)
+	_, js, err := fw.bucket(ctx, conn)
 	if err != nil {
 		return nil, err
 	}
-	all := []streams.ObserverOption{streams.ObserveWithJetStream(js), streams.ObserverLogger(fw.Logger("observer").WithField("election", name))}
+	all := []streams.ObserverOption{streams.ObserverLogger(fw.Logger("observer").WithField("election", name))}
 	if nc := js.Conn(); nc != nil {
 		all = append(all, streams.ObserveStanding(nc))
 	}
@@ -91,7 +91,7 @@ func (fw *Framework) NewObserver(ctx context.Context, conn *nats.Conn, name stri
 		all = append(all, streams.ObserveWithRecorder(fw.recorder))
 	}
 	all = append(all, opts...)
-	return streams.NewObserver(name, kv, all...)
+	return streams.NewObserver(name, js, all...)
 }
 
 // Bucket opens the election bucket, CHORIA_LEADER_ELECTION, over conn, or

@@ -149,11 +149,11 @@ func refused(t *testing.T, what string, nc *nats.Conn, err error, subject string
 func TestPermittedUserCampaignsAndObserverFollows(t *testing.T) {
 	f := newFixture(t)
 	kvA, jsA := f.kv(t, "app-a")
-	kvD, jsD := f.kv(t, "dash")
+	_, jsD := f.kv(t, "dash")
 
 	var mu sync.Mutex
 	var seen []streams.Leadership
-	obs, err := streams.NewObserver("app-a.cron", kvD, streams.ObserveWithJetStream(jsD), streams.OnChange(func(l streams.Leadership) {
+	obs, err := streams.NewObserver("app-a.cron", jsD, streams.OnChange(func(l streams.Leadership) {
 		mu.Lock()
 		seen = append(seen, l)
 		mu.Unlock()

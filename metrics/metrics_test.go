@@ -316,11 +316,7 @@ func TestCandidatesGaugeFollowsTheCandidates(t *testing.T) {
 
 	// A process that only observes.
 	js4 := connJS()
-	kv4, err := js4.KeyValue(context.Background(), "CHORIA_LEADER_ELECTION")
-	if err != nil {
-		t.Fatal(err)
-	}
-	obs, err := streams.NewObserver("app", kv4, streams.ObserveStanding(js4.Conn()), streams.ObserveWithRecorder(rec3))
+	obs, err := streams.NewObserver("app", js4, streams.ObserveStanding(js4.Conn()), streams.ObserveWithRecorder(rec3))
 	if err != nil {
 		t.Fatal(err)
 	}

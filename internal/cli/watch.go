@@ -215,14 +215,11 @@ func (w *bucketWatch) watchKeys(ctx context.Context, pattern string) (keys jetst
 // revealed by the write at revision rev.
 func (w *bucketWatch) follow(ctx context.Context, key string, live bool, rev uint64) error {
 	ew := &electionWatch{key: key, out: w.out, first: true, live: live, liveRev: rev, started: make(chan struct{})}
-	// With the JetStream context the observer reads each write's headers,
-	// which say its instance and the term it belongs to: the exact token
-	// of every term, and a hand-over between copies of one identity.
-	opts := []streams.ObserverOption{streams.OnChange(ew.onChange), streams.ObserverLogger(w.log), streams.ObserveWithJetStream(w.s.js)}
+	opts := []streams.ObserverOption{streams.OnChange(ew.onChange), streams.ObserverLogger(w.log), streams.ObserveInBucket(w.s.bucket)}
 	if w.verbose {
 		opts = append(opts, streams.ObserveRenewals())
 	}
-	obs, err := streams.NewObserver(key, w.s.kv, opts...)
+	obs, err := streams.NewObserver(key, w.s.js, opts...)
 	if err != nil {
 		return err
 	}

@@ -24,8 +24,7 @@ import (
 // or may not receive replies on the connection's inbox. The message names
 // what was refused and what to change. Start returns it rather than
 // retrying, since retrying cannot succeed until the broker's permissions
-// change. Candidates always recognise it; observers only with
-// ObserveWithJetStream (as the framework passes).
+// change. Candidates and observers recognise it.
 var ErrPermissionDenied = denied.ErrPermissionDenied
 
 // writeGrace is how long a claim in flight when a campaign that never held

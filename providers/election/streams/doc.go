@@ -90,8 +90,8 @@
 // settings that candidates of a process make at once share one request
 // (one unanswered for 250 ms, as in a Raft failover, is presumed lost: the
 // next is sent without waiting for it).
-// Observers share these watches when given ObserveWithJetStream; without it
-// they share KV watches per key and prefix with nats.go's settings.
+// Observers share these watches too: NewObserver takes the JetStream
+// context, as NewElection does.
 //
 // # Guarantees and the clock
 //

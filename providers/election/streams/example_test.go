@@ -82,13 +82,13 @@ func ExampleNewElection() {
 }
 
 func ExampleNewObserver() {
-	kv, js, shutdown := exampleBucket()
+	_, js, shutdown := exampleBucket()
 	defer shutdown()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
 	changes := make(chan streams.Leadership, 10)
-	o, err := streams.NewObserver("my_app", kv, streams.OnChange(func(l streams.Leadership) { changes <- l }))
+	o, err := streams.NewObserver("my_app", js, streams.OnChange(func(l streams.Leadership) { changes <- l }))
 	if err != nil {
 		panic(err)
 	}

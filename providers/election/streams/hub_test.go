@@ -62,10 +62,9 @@ func TestCandidatesOfAProcessShareOneConsumer(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	js, _ := jsOf.Load(kvA)
 	changes := make(chan Leadership, 100)
 	for range 2 {
-		obs, err := NewObserver("shared", kvA, ObserveWithJetStream(js.(jetstream.JetStream)), OnChange(func(l Leadership) { changes <- l }))
+		obs, err := NewObserver("shared", jsFor(kvA), OnChange(func(l Leadership) { changes <- l }))
 		if err != nil {
 			t.Fatal(err)
 		}

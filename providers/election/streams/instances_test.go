@@ -14,7 +14,7 @@ import (
 // shared watch, through the JetStream context of kv's connection).
 func observeJS(t *testing.T, key string, kv jetstream.KeyValue, opts ...ObserverOption) *changes {
 	t.Helper()
-	_, seen := newObserver(t, key, kv, append(opts, ObserveWithJetStream(jsFor(kv)))...)
+	_, seen := newObserver(t, key, kv, opts...)
 	return seen
 }
 
@@ -155,7 +155,7 @@ func TestObserverReportsATermOnlyOnceItBegins(t *testing.T) {
 	runElection(t, b)
 	seen := &changes{}
 	var electedAt atomic.Pointer[time.Time]
-	o, err := NewObserver("forced", kv, ObserveWithJetStream(jsFor(kv)), OnChange(func(l Leadership) {
+	o, err := NewObserver("forced", jsFor(kv), OnChange(func(l Leadership) {
 		if l.Event == EventElected {
 			now := time.Now()
 			electedAt.CompareAndSwap(nil, &now)

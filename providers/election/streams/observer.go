@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/conclave-io/conclave/backoff"
+	"github.com/conclave-io/conclave/bucket"
 	"github.com/conclave-io/conclave/clock"
 	"github.com/conclave-io/conclave/providers/election/streams/internal/transport"
 )
@@ -123,24 +124,22 @@ type observerOptions struct {
 	onChange func(Leadership)
 	renewals bool
 	log      Logger
-	js       jetstream.JetStream
+	bucket   string // ObserveInBucket; the election bucket by default
 	clock    clock.Clock
-	store    store // tests: a store instead of the bucket's
+	store    store              // tests: a store instead of the bucket's
+	kv       jetstream.KeyValue // tests: a bucket read through the KV API, without the JetStream context
 	standing *nats.Conn
 	recorder StandingRecorder
 }
 
-// ObserveWithJetStream gives the observer the JetStream context of its
-// bucket's connection, as NewElection takes a candidate's: the observer then
-// shares its watch with the candidates and observers of the process that
-// follow the same election on that connection, and its watch's heartbeats
-// follow the bucket's TTL.
-func ObserveWithJetStream(js jetstream.JetStream) ObserverOption {
+// ObserveInBucket follows the election in the named bucket instead of
+// CHORIA_LEADER_ELECTION, as InBucket does for a candidate.
+func ObserveInBucket(name string) ObserverOption {
 	return func(o *observerOptions) error {
-		if js == nil {
-			return fmt.Errorf("%w: ObserveWithJetStream: the JetStream context is nil", ErrInvalidOption)
+		if name == "" {
+			return fmt.Errorf("%w: ObserveInBucket: the bucket name is empty", ErrInvalidOption)
 		}
-		o.js = js
+		o.bucket = name
 		return nil
 	}
 }
@@ -205,10 +204,10 @@ func ObserverLogger(l Logger) ObserverOption {
 // predicts expiries on its own clock from when it saw each write, never by
 // comparing the broker's clock with its own.
 type Observer struct {
-	key    string
-	bucket jetstream.KeyValue
-	store  store
-	opts   observerOptions
+	key   string
+	js    jetstream.JetStream
+	store store // set by Run once it opened the bucket (earlier by tests)
+	opts  observerOptions
 
 	mu      sync.Mutex
 	current Leadership
@@ -228,15 +227,18 @@ type Observer struct {
 	lastWarn string
 }
 
-// NewObserver returns an observer of election key in bucket.
-func NewObserver(key string, bucket jetstream.KeyValue, opts ...ObserverOption) (*Observer, error) {
+// NewObserver returns an observer of election key in the bucket
+// CHORIA_LEADER_ELECTION (or the one ObserveInBucket names), over the
+// JetStream context js of the connection to watch on, as NewElection takes
+// a candidate's. It shares its watch with the candidates and observers of
+// the process that follow the same election on that connection, and reads
+// what each write says of its instance and term. It does not talk to the
+// broker: Run opens the bucket.
+func NewObserver(key string, js jetstream.JetStream, opts ...ObserverOption) (*Observer, error) {
 	if err := ValidateKey(key); err != nil {
 		return nil, err
 	}
-	if bucket == nil {
-		return nil, fmt.Errorf("%w: bucket is nil", ErrInvalidOption)
-	}
-	o := observerOptions{log: nopLogger{}, clock: clock.System{}}
+	o := observerOptions{log: nopLogger{}, clock: clock.System{}, bucket: bucket.Name}
 	for _, opt := range opts {
 		if opt == nil {
 			continue
@@ -245,11 +247,13 @@ func NewObserver(key string, bucket jetstream.KeyValue, opts ...ObserverOption) 
 			return nil, err
 		}
 	}
-	st := o.store
-	if st == nil {
-		st = newStore(bucket, o.js, o.log)
+	if o.kv != nil && o.store == nil {
+		o.store = newStore(o.kv, js, o.log)
 	}
-	ob := &Observer{key: key, bucket: bucket, store: st, opts: o, current: Leadership{Key: key}}
+	if js == nil && o.store == nil {
+		return nil, fmt.Errorf("%w: the JetStream context is nil: pass jetstream.New(nc), nc being the connection to watch over", ErrInvalidOption)
+	}
+	ob := &Observer{key: key, js: js, store: o.store, opts: o, current: Leadership{Key: key}}
 	if o.standing != nil {
 		ob.standing = newRoll()
 	}
@@ -299,13 +303,21 @@ func (o *Observer) Run(ctx context.Context) error {
 		rctx, cancel := context.WithTimeout(ctx, observerRequestTimeout)
 		defer cancel()
 		var err error
-		st, _, err = o.store.Status(rctx, 0)
+		if o.store == nil {
+			var kv jetstream.KeyValue
+			if kv, err = o.js.KeyValue(rctx, o.opts.bucket); err == nil {
+				o.store = newStore(kv, o.js, o.opts.log)
+			}
+		}
+		if err == nil {
+			st, _, err = o.store.Status(rctx, 0)
+		}
 		if errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, ErrPermissionDenied) {
 			fatal = err
 			return nil
 		}
 		if err != nil && ctx.Err() == nil {
-			o.warn("observer %s: cannot read bucket %s (try %d), retrying: %v", o.key, o.bucket.Bucket(), try+1, err)
+			o.warn("observer %s: cannot read bucket %s (try %d), retrying: %v", o.key, o.opts.bucket, try+1, err)
 		}
 		return err
 	})
@@ -379,7 +391,7 @@ func (o *Observer) getTTL() time.Duration {
 // candidates' announcements, one question as it starts, and their expiry.
 // Only its goroutine tells the recorder, so counts arrive in order.
 func (o *Observer) followStanding(ctx context.Context) {
-	nc, bucket := o.opts.standing, o.bucket.Bucket()
+	nc, bucket := o.opts.standing, o.opts.bucket
 	wake := make(chan struct{}, 1)
 	sub, err := muxSubscribe(nc, AnnounceSubject(bucket, o.key), func(m *nats.Msg) {
 		var c Candidate

@@ -3,6 +3,7 @@ package streams
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -66,7 +67,7 @@ func TestObserverFollowsTermsReleasesRemovalsAndExpiries(t *testing.T) {
 	nc := connect(t, ts.url())
 	kv := createBucket(t, nc, bucketConfig(ttl))
 	seen := &changes{}
-	o, err := NewObserver("watched", kv, OnChange(seen.add), ObserveRenewals())
+	o, err := NewObserver("watched", jsFor(kv), OnChange(seen.add), ObserveRenewals())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +115,18 @@ func TestObserverFollowsTermsReleasesRemovalsAndExpiries(t *testing.T) {
 	seen.waitFor(t, "c elected again", func(l Leadership) bool { return l.Event == EventElected && l.Leader == "c" })
 }
 
-func TestObserverStartedMidTermKnowsTheLeaderNotTheToken(t *testing.T) {
+// observeKV has the observer read kv, as a test wrapped it to inject
+// faults, over jsFor(kv) where the helpers opened it (the shared watch),
+// or through the KV API alone.
+func observeKV(kv jetstream.KeyValue) ObserverOption {
+	return func(o *observerOptions) error { o.kv = kv; return nil }
+}
+
+// TestObserverStartedMidTermKnowsTheLeaderAndTheToken: an observer that
+// starts mid-term knows the leader, and for a Conclave leader, whose every
+// write says its term, the token; for a leader whose writes say nothing
+// (Choria's), the token is unknown.
+func TestObserverStartedMidTermKnowsTheLeaderAndTheToken(t *testing.T) {
 	ts := newTestServer(t)
 	kv := createBucket(t, connect(t, ts.url()), bucketConfig(2*time.Second))
 	rec := newRecorder()
@@ -124,16 +136,35 @@ func TestObserverStartedMidTermKnowsTheLeaderNotTheToken(t *testing.T) {
 	eventually(t, 5*time.Second, "a renewal", func() bool { _, r, _ := value(t, kv, "mid"); return r > rev0 })
 
 	seen := &changes{}
-	o, err := NewObserver("mid", kv, OnChange(seen.add))
+	o, err := NewObserver("mid", jsFor(kv), OnChange(seen.add))
 	if err != nil {
 		t.Fatal(err)
 	}
 	runObserver(t, o)
 	l := seen.waitFor(t, "the current leader", func(l Leadership) bool { return l.Event == EventCurrent })
-	if l.Leader != "a" || l.Token != 0 || !l.Since.IsZero() || l.Revision == 0 || l.ExpiresBy.Before(l.Renewed) {
-		t.Fatalf("mid-term view %+v: want leader a, unknown token and start", l)
+	if l.Leader != "a" || l.Token != rev0 || l.Revision == 0 || l.ExpiresBy.Before(l.Renewed) {
+		t.Fatalf("mid-term view %+v: want leader a with token %d", l, rev0)
 	}
-	if s := l.String(); s == "" || !containsAll(s, "a leads", "token unknown") {
+	if s := l.String(); !containsAll(s, "a leads", fmt.Sprintf("token %d", rev0)) {
+		t.Fatalf("String() = %q", s)
+	}
+
+	// A leader whose writes say nothing of their term, as Choria's.
+	legacy := mustCreate(t, kv, "legacy", "choria-node")
+	if _, err := kv.Update(context.Background(), "legacy", []byte("choria-node"), legacy); err != nil {
+		t.Fatal(err)
+	}
+	seen = &changes{}
+	o, err = NewObserver("legacy", jsFor(kv), OnChange(seen.add))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runObserver(t, o)
+	l = seen.waitFor(t, "the current leader", func(l Leadership) bool { return l.Event == EventCurrent })
+	if l.Leader != "choria-node" || l.Token != 0 || !l.Since.IsZero() {
+		t.Fatalf("mid-term view of a legacy leader %+v: want its name, unknown token and start", l)
+	}
+	if s := l.String(); !containsAll(s, "choria-node leads", "token unknown") {
 		t.Fatalf("String() = %q", s)
 	}
 }
@@ -147,7 +178,7 @@ func TestNewObserverRejectsBadInput(t *testing.T) {
 	if _, err := NewObserver("ok", nil); !errors.Is(err, ErrInvalidOption) {
 		t.Fatalf("nil bucket: %v", err)
 	}
-	if _, err := NewObserver("ok", kv, ObserverLogger(nil)); !errors.Is(err, ErrInvalidOption) {
+	if _, err := NewObserver("ok", jsFor(kv), ObserverLogger(nil)); !errors.Is(err, ErrInvalidOption) {
 		t.Fatalf("nil logger: %v", err)
 	}
 }
@@ -315,7 +346,7 @@ func waitExpired(t *testing.T, kv jetstream.KeyValue, key string, within time.Du
 func newObserver(t *testing.T, key string, kv jetstream.KeyValue, opts ...ObserverOption) (*Observer, *changes) {
 	t.Helper()
 	seen := &changes{}
-	o, err := NewObserver(key, kv, append([]ObserverOption{OnChange(seen.add), ObserverLogger(testLogger{t: t})}, opts...)...)
+	o, err := NewObserver(key, jsFor(kv), append([]ObserverOption{observeKV(kv), OnChange(seen.add), ObserverLogger(testLogger{t: t})}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -522,7 +553,7 @@ func TestObserverEndsWhenTheConnectionCloses(t *testing.T) {
 		t.Run(when, func(t *testing.T) {
 			nc := connect(t, ts.url())
 			seen := &changes{}
-			o, err := NewObserver("k", openBucket(t, nc), OnChange(seen.add))
+			o, err := NewObserver("k", jsFor(openBucket(t, nc)), OnChange(seen.add))
 			if err != nil {
 				t.Fatal(err)
 			}
