@@ -11,6 +11,7 @@
 package acl
 
 import (
+	"github.com/conclave-io/conclave/providers/election/standing"
 	"slices"
 )
 
@@ -42,19 +43,6 @@ type Permissions struct {
 	// to hand over. Set for users who may campaign.
 	AllowResponses bool `json:"allow_responses"`
 }
-
-// CandidatesSubject, AnnounceSubject and HandOverSubject are the subjects on
-// which the candidates of election key in bucket answer who is standing,
-// announce themselves, and their leader takes requests to hand over
-// (streams.CandidatesSubject, streams.AnnounceSubject and
-// streams.HandOverSubject; this package does not import streams).
-func CandidatesSubject(bucket, key string) string { return "conclave.candidates." + bucket + "." + key }
-
-// AnnounceSubject: see CandidatesSubject.
-func AnnounceSubject(bucket, key string) string { return "conclave.announce." + bucket + "." + key }
-
-// HandOverSubject: see CandidatesSubject.
-func HandOverSubject(bucket, key string) string { return "conclave.handover." + bucket + "." + key }
 
 // streamName is the JetStream stream behind a KV bucket.
 func streamName(bucket string) string { return "KV_" + bucket }
@@ -117,12 +105,12 @@ func Compile(bucket, user string, g Grant) Permissions {
 	}
 	sub := []string{}
 	for _, p := range campaign {
-		pub = append(pub, kv+p, CandidatesSubject(bucket, p), AnnounceSubject(bucket, p), HandOverSubject(bucket, p))
-		sub = append(sub, CandidatesSubject(bucket, p), AnnounceSubject(bucket, p), HandOverSubject(bucket, p))
+		pub = append(pub, kv+p, standing.CandidatesSubject(bucket, p), standing.AnnounceSubject(bucket, p), standing.HandOverSubject(bucket, p))
+		sub = append(sub, standing.CandidatesSubject(bucket, p), standing.AnnounceSubject(bucket, p), standing.HandOverSubject(bucket, p))
 	}
 	for _, p := range observe {
-		pub = append(pub, CandidatesSubject(bucket, p))
-		sub = append(sub, AnnounceSubject(bucket, p))
+		pub = append(pub, standing.CandidatesSubject(bucket, p))
+		sub = append(sub, standing.AnnounceSubject(bucket, p))
 	}
 	for _, p := range append(slices.Clone(campaign), observe...) {
 		if p == ">" {

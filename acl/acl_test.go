@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"github.com/conclave-io/conclave/providers/election/standing"
 	"os"
 	"path/filepath"
 	"slices"
@@ -85,10 +86,10 @@ func TestCompileMakesAllowListsOnly(t *testing.T) {
 		// subjects.
 		allowedSub := []string{InboxPrefix(ex.user) + ".>", "$JS.EVENT.ADVISORY.STREAM.*.KV_" + bucket}
 		for _, o := range ex.grant.Observe {
-			allowedSub = append(allowedSub, AnnounceSubject(bucket, o))
+			allowedSub = append(allowedSub, standing.AnnounceSubject(bucket, o))
 		}
 		for _, c := range campaign {
-			standing := []string{CandidatesSubject(bucket, c), AnnounceSubject(bucket, c), HandOverSubject(bucket, c)}
+			standing := []string{standing.CandidatesSubject(bucket, c), standing.AnnounceSubject(bucket, c), standing.HandOverSubject(bucket, c)}
 			allowedSub = append(allowedSub, standing...)
 			for _, want := range standing {
 				if !slices.Contains(p.Publish, want) || !slices.Contains(p.Subscribe, want) {
@@ -104,10 +105,10 @@ func TestCompileMakesAllowListsOnly(t *testing.T) {
 		// Observers ask who stands and hear the announcements, and take
 		// no hand-over requests.
 		for _, o := range ex.grant.Observe {
-			if !slices.Contains(p.Publish, CandidatesSubject(bucket, o)) || !slices.Contains(p.Subscribe, AnnounceSubject(bucket, o)) {
+			if !slices.Contains(p.Publish, standing.CandidatesSubject(bucket, o)) || !slices.Contains(p.Subscribe, standing.AnnounceSubject(bucket, o)) {
 				t.Errorf("%s observes %s but may not ask who stands there, or hear the announcements", ex.user, o)
 			}
-			if !slices.Contains(campaign, o) && slices.Contains(p.Publish, HandOverSubject(bucket, o)) {
+			if !slices.Contains(campaign, o) && slices.Contains(p.Publish, standing.HandOverSubject(bucket, o)) {
 				t.Errorf("%s only observes %s but may ask for a hand-over there", ex.user, o)
 			}
 		}

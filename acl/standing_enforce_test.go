@@ -3,13 +3,13 @@ package acl_test
 import (
 	"context"
 	"errors"
+	"github.com/conclave-io/conclave/providers/election/standing"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/conclave-io/conclave/acl"
 	"github.com/conclave-io/conclave/providers/election/streams"
 )
 
@@ -46,8 +46,8 @@ func (f *fixture) stand(t *testing.T, user, identity, key string, lead bool) *st
 	return e
 }
 
-// standing asks, as nc's user, who stands in key.
-func standing(t *testing.T, nc *nats.Conn, key string) []string {
+// whoStands asks, as nc's user, who stands in key.
+func whoStands(t *testing.T, nc *nats.Conn, key string) []string {
 	t.Helper()
 	cs, err := streams.Standing(context.Background(), nc, bucket, key, 500*time.Millisecond)
 	if err != nil {
@@ -65,7 +65,7 @@ func waitStanding(t *testing.T, nc *nats.Conn, key string, want int) []string {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		ids := standing(t, nc, key)
+		ids := whoStands(t, nc, key)
 		if len(ids) >= want {
 			return ids
 		}
@@ -100,10 +100,10 @@ func TestWhoStandsIsScopedByElection(t *testing.T) {
 	}
 
 	// app-a may not ask in billing.x: refused, and nobody answers.
-	if ids := standing(t, ncA, "billing.x"); len(ids) != 0 {
+	if ids := whoStands(t, ncA, "billing.x"); len(ids) != 0 {
 		t.Errorf("app-a sees %v standing in billing.x", ids)
 	}
-	refused(t, "app-a asking who stands in billing.x", ncA, errors.New("no answer"), acl.CandidatesSubject(bucket, "billing.x"))
+	refused(t, "app-a asking who stands in billing.x", ncA, errors.New("no answer"), standing.CandidatesSubject(bucket, "billing.x"))
 
 	// Nor ask billing.x's leader to hand over.
 	ctx, cancel := short()
@@ -112,14 +112,14 @@ func TestWhoStandsIsScopedByElection(t *testing.T) {
 	if !errors.Is(err, streams.ErrNoLeaderAnswered) {
 		t.Errorf("app-a's hand-over request in billing.x: %v, want no answer", err)
 	}
-	refused(t, "app-a asking billing.x to hand over", ncA, err, acl.HandOverSubject(bucket, "billing.x"))
+	refused(t, "app-a asking billing.x to hand over", ncA, err, standing.HandOverSubject(bucket, "billing.x"))
 
 	// An observer may ask who stands, not for a hand-over.
 	ctx, cancel = short()
 	defer cancel()
 	ncD2 := f.conn(t, "dash")
 	_, err = streams.RequestHandOver(ctx, ncD2, bucket, "app-a.x", "a2")
-	refused(t, "dash asking app-a.x to hand over", ncD2, err, acl.HandOverSubject(bucket, "app-a.x"))
+	refused(t, "dash asking app-a.x to hand over", ncD2, err, standing.HandOverSubject(bucket, "app-a.x"))
 
 	// app-a may: a1 hands over to a2, by offering a2 the key, which a2
 	// takes with its own write (its answer goes to a1's inbox): the key

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/conclave-io/conclave/providers/election/standing"
 	"slices"
 	"testing"
 	"time"
@@ -272,7 +273,7 @@ func TestHandOverToAnIdentitySeveralCandidatesShare(t *testing.T) {
 		eventually(t, 5*time.Second, "the b candidates to stand by", func() bool { return b.State() == CandidateState })
 	}
 	eventually(t, 5*time.Second, "all four candidates to take hand-over offers", func() bool {
-		return subscribers(t, ts, HandOverSubject(bucketName, "shared")) == 4
+		return subscribers(t, ts, standing.HandOverSubject(bucketName, "shared")) == 4
 	})
 	for i := range tries {
 		leader, to := a, "b"

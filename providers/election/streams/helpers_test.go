@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/conclave-io/conclave/providers/election/standing"
 	"slices"
 	"sort"
 	"sync"
@@ -487,7 +488,7 @@ func waitStanding(t testing.TB, nc *nats.Conn, key string, names ...string) {
 func standAsOlder(t testing.TB, nc *nats.Conn, key string, c Candidate) {
 	t.Helper()
 	body, _ := json.Marshal(c)
-	sub, err := nc.Subscribe(CandidatesSubject(bucketName, key), func(m *nats.Msg) { _ = m.Respond(body) })
+	sub, err := nc.Subscribe(standing.CandidatesSubject(bucketName, key), func(m *nats.Msg) { _ = m.Respond(body) })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package streams
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/conclave-io/conclave/providers/election/standing"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -137,7 +138,7 @@ func TestCandidatesAnnounceEveryInterval(t *testing.T) {
 	nc := connect(t, ts.url())
 	kv := createBucket(t, nc, bucketConfig(time.Second))
 	heard := make(chan time.Time, 16)
-	sub, err := nc.Subscribe(AnnounceSubject(bucketName, "announced"), func(m *nats.Msg) {
+	sub, err := nc.Subscribe(standing.AnnounceSubject(bucketName, "announced"), func(m *nats.Msg) {
 		var c Candidate
 		if json.Unmarshal(m.Data, &c) == nil && c.Identity == "a" && !c.Leaving {
 			heard <- time.Now()

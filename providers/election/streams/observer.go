@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/conclave-io/conclave/providers/election/standing"
 	"sync"
 	"time"
 
@@ -393,7 +394,7 @@ func (o *Observer) getTTL() time.Duration {
 func (o *Observer) followStanding(ctx context.Context) {
 	nc, bucket := o.opts.standing, o.opts.bucket
 	wake := make(chan struct{}, 1)
-	sub, err := muxSubscribe(nc, AnnounceSubject(bucket, o.key), func(m *nats.Msg) {
+	sub, err := muxSubscribe(nc, standing.AnnounceSubject(bucket, o.key), func(m *nats.Msg) {
 		var c Candidate
 		if json.Unmarshal(m.Data, &c) != nil || c.Identity == "" {
 			return // not an announcement

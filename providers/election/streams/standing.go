@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/conclave-io/conclave/providers/election/standing"
 	"hash/fnv"
 	"math/rand/v2"
 	"slices"
@@ -201,19 +202,6 @@ func sortCandidates(cs []Candidate) {
 // standingCount is what a StandingRecorder was last told.
 type standingCount struct{ healthy, unhealthy int }
 
-// CandidatesSubject is the subject on which the candidates of election key
-// in bucket answer who is standing.
-func CandidatesSubject(bucket, key string) string { return "conclave.candidates." + bucket + "." + key }
-
-// AnnounceSubject is the subject on which the candidates of election key in
-// bucket announce themselves, to its leader and to observers.
-func AnnounceSubject(bucket, key string) string { return "conclave.announce." + bucket + "." + key }
-
-// HandOverSubject is the subject on which the leader of election key in
-// bucket takes requests to hand over (see RequestHandOver), and on which it
-// then offers the key to the candidate named (see Election.HandOver).
-func HandOverSubject(bucket, key string) string { return "conclave.handover." + bucket + "." + key }
-
 // standingWait is how long Standing collects answers by default.
 const standingWait = 250 * time.Millisecond
 
@@ -227,12 +215,12 @@ const standingAnswers = 1024
 // by priority, best first, then by identity and instance. Candidates of
 // older versions, and Choria's, do not answer.
 func Standing(ctx context.Context, nc *nats.Conn, bucket, key string, wait time.Duration) ([]Candidate, error) {
-	return standing(ctx, nc, bucket, key, wait, nil)
+	return askStanding(ctx, nc, bucket, key, wait, nil)
 }
 
-// standing is Standing, ending early once enough reports that the answers
+// askStanding is Standing, ending early once enough reports that the answers
 // so far are enough (nil: wait it out).
-func standing(ctx context.Context, nc *nats.Conn, bucket, key string, wait time.Duration, enough func([]Candidate) bool) ([]Candidate, error) {
+func askStanding(ctx context.Context, nc *nats.Conn, bucket, key string, wait time.Duration, enough func([]Candidate) bool) ([]Candidate, error) {
 	if wait <= 0 {
 		wait = standingWait
 	}
@@ -247,7 +235,7 @@ func standing(ctx context.Context, nc *nats.Conn, bucket, key string, wait time.
 		return nil, fmt.Errorf("election %s: asking who is standing: %w", key, err)
 	}
 	defer sub.Unsubscribe()
-	if err := nc.PublishRequest(CandidatesSubject(bucket, key), inbox, nil); err != nil {
+	if err := nc.PublishRequest(standing.CandidatesSubject(bucket, key), inbox, nil); err != nil {
 		return nil, fmt.Errorf("election %s: asking who is standing: %w", key, err)
 	}
 	timer := time.NewTimer(wait)
@@ -327,7 +315,7 @@ func RequestHandOver(ctx context.Context, nc *nats.Conn, bucket, key, to string)
 		defer cancel()
 	}
 	body, _ := json.Marshal(handOverRequest{To: to})
-	subject := HandOverSubject(bucket, key)
+	subject := standing.HandOverSubject(bucket, key)
 	msg, err := nc.RequestWithContext(ctx, subject, body)
 	for errors.Is(err, nats.ErrNoResponders) && ctx.Err() == nil {
 		select {
@@ -453,7 +441,7 @@ func (s *steward) stop() {
 func (s *steward) open(ctx context.Context) {
 	e := s.e
 	log := e.opts.log
-	candidates, err := muxSubscribe(s.nc, CandidatesSubject(s.bucket, e.key), s.onQuestion)
+	candidates, err := muxSubscribe(s.nc, standing.CandidatesSubject(s.bucket, e.key), s.onQuestion)
 	if err != nil {
 		log.Warnf("election %s: cannot answer who is standing: %v", e.key, err)
 	} else {
@@ -463,7 +451,7 @@ func (s *steward) open(ctx context.Context) {
 	// rest, so that a leader takes them from its first moment, even while
 	// a pass runs a health check; only a leader acts on them, and only the
 	// candidate named on a leader's offer of the key.
-	handOver, err := muxSubscribe(s.nc, HandOverSubject(s.bucket, e.key), func(m *nats.Msg) { go s.onHandOver(ctx, m) })
+	handOver, err := muxSubscribe(s.nc, standing.HandOverSubject(s.bucket, e.key), func(m *nats.Msg) { go s.onHandOver(ctx, m) })
 	if err != nil {
 		log.Warnf("election %s: cannot take hand-over requests: %v", e.key, err)
 	} else {
@@ -665,7 +653,7 @@ func (s *steward) follow(ctx context.Context, term *Term) (began bool) {
 	if term == nil || ctx.Err() != nil {
 		return false
 	}
-	sub, err := muxSubscribe(s.nc, AnnounceSubject(s.bucket, s.e.key), func(m *nats.Msg) { s.onAnnouncement(term, m) })
+	sub, err := muxSubscribe(s.nc, standing.AnnounceSubject(s.bucket, s.e.key), func(m *nats.Msg) { s.onAnnouncement(term, m) })
 	if err != nil {
 		s.e.opts.log.Warnf("election %s: cannot hear the candidates' announcements: %v", s.e.key, err)
 	}
@@ -710,7 +698,7 @@ func (s *steward) announce(leaving bool) {
 	c := s.self()
 	c.Leaving = leaving
 	body, _ := json.Marshal(c)
-	_ = s.nc.Publish(AnnounceSubject(s.bucket, s.e.key), body)
+	_ = s.nc.Publish(standing.AnnounceSubject(s.bucket, s.e.key), body)
 }
 
 // onQuestion answers who is standing.
@@ -813,7 +801,7 @@ func (s *steward) offer(ctx context.Context, to handOver, rev uint64, epoch time
 		return err
 	}
 	defer sub.Unsubscribe()
-	if err := s.nc.PublishRequest(HandOverSubject(s.bucket, s.e.key), inbox, body); err != nil {
+	if err := s.nc.PublishRequest(standing.HandOverSubject(s.bucket, s.e.key), inbox, body); err != nil {
 		return err
 	}
 	var refused error
@@ -936,7 +924,7 @@ func (s *steward) considerMove(ctx context.Context) time.Duration {
 // none answers, or the one named is unhealthy or leaving.
 func (s *steward) target(ctx context.Context, to string) (Candidate, error) {
 	matches := func(c Candidate) bool { return c.is(to) && !s.isSelf(c) }
-	answers, err := standing(ctx, s.nc, s.bucket, s.e.key, 0, func(got []Candidate) bool {
+	answers, err := askStanding(ctx, s.nc, s.bucket, s.e.key, 0, func(got []Candidate) bool {
 		for _, c := range got {
 			if matches(c) && c.Healthy && !c.Leaving {
 				return true

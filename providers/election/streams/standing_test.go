@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/conclave-io/conclave/providers/election/standing"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -183,16 +184,16 @@ func TestOnlyTheLeaderHearsAnnouncements(t *testing.T) {
 			rec.waitFor(t, 5*time.Second, "c0 to lead", func(evs []event) bool { return wins(evs, "c0") == 1 })
 		}
 	}
-	expect := func(when string, standing int) {
+	expect := func(when string, count int) {
 		t.Helper()
-		eventually(t, 5*time.Second, fmt.Sprintf("%s: %d answering and taking hand-over requests, one hearing announcements", when, standing), func() bool {
-			return subscribers(t, ts, CandidatesSubject(bucketName, "heard")) == standing &&
-				subscribers(t, ts, HandOverSubject(bucketName, "heard")) == standing &&
-				subscribers(t, ts, AnnounceSubject(bucketName, "heard")) == 1
+		eventually(t, 5*time.Second, fmt.Sprintf("%s: %d answering and taking hand-over requests, one hearing announcements", when, count), func() bool {
+			return subscribers(t, ts, standing.CandidatesSubject(bucketName, "heard")) == count &&
+				subscribers(t, ts, standing.HandOverSubject(bucketName, "heard")) == count &&
+				subscribers(t, ts, standing.AnnounceSubject(bucketName, "heard")) == 1
 		})
 		// And it stays so: standbys do not subscribe later.
 		time.Sleep(300 * time.Millisecond)
-		if n := subscribers(t, ts, AnnounceSubject(bucketName, "heard")); n != 1 {
+		if n := subscribers(t, ts, standing.AnnounceSubject(bucketName, "heard")); n != 1 {
 			t.Fatalf("%s: %d subscriptions hear the announcements, want the leader's alone", when, n)
 		}
 	}
@@ -243,7 +244,7 @@ func TestANewLeaderAsksWhoStands(t *testing.T) {
 	// none of them.
 	spy := connect(t, ts.url())
 	var questions atomic.Int64
-	if _, err := spy.Subscribe(CandidatesSubject(bucketName, "relearn"), func(m *nats.Msg) {
+	if _, err := spy.Subscribe(standing.CandidatesSubject(bucketName, "relearn"), func(m *nats.Msg) {
 		if m.Reply != "" {
 			questions.Add(1)
 		}
@@ -297,7 +298,7 @@ func TestRequestHandOverWaitsForALeaderToTakeIt(t *testing.T) {
 	default:
 	}
 	late := connect(t, ts.url())
-	if _, err := late.Subscribe(HandOverSubject(bucketName, "late"), func(m *nats.Msg) {
+	if _, err := late.Subscribe(standing.HandOverSubject(bucketName, "late"), func(m *nats.Msg) {
 		body, _ := json.Marshal(handOverAnswer{Leader: "late-leader"})
 		_ = m.Respond(body)
 	}); err != nil {
@@ -374,7 +375,7 @@ func TestHandOverRequestReachesALeaderWhoseStewardIsBusy(t *testing.T) {
 	from, err := RequestHandOver(rctx, asker, bucketName, key, "a")
 	if err != nil {
 		t.Fatalf("b leads (IsLeader %v), but RequestHandOver to a = %q, %v after %v; subscriptions on the hand-over subject: %d",
-			b.IsLeader(), from, err, time.Since(start).Round(time.Millisecond), subscribers(t, ts, HandOverSubject(bucketName, key)))
+			b.IsLeader(), from, err, time.Since(start).Round(time.Millisecond), subscribers(t, ts, standing.HandOverSubject(bucketName, key)))
 	}
 	if from != "b" {
 		t.Fatalf("RequestHandOver answered by %q, want b", from)
