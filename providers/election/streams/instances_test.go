@@ -249,3 +249,49 @@ func TestHandOverToAnUnhealthyCandidateIsRefused(t *testing.T) {
 	}
 	checkHistory(t, rec.snapshot())
 }
+
+// TestStopHandsTheKeyToACopyOfItsIdentity: a leader that stops offers the
+// key to the best standby it knows, also when that standby is a copy of
+// its own identity (a host's workers): the next term begins by the
+// hand-over, with no release in between.
+func TestStopHandsTheKeyToACopyOfItsIdentity(t *testing.T) {
+	ts := newTestServer(t)
+	kv := createBucket(t, connect(t, ts.url()), bucketConfig(2*time.Second))
+	rec := newRecorder()
+	stops := map[string]func(){}
+	var es []*Election
+	for _, inst := range []string{"w1", "w2", "w3"} {
+		e := mustElection(t, "vm", "copy-stop", openBucket(t, connect(t, ts.url())), append(rec.options("vm"), WithInstance(inst))...)
+		stops[inst] = runElection(t, e)
+		es = append(es, e)
+	}
+	rec.waitFor(t, 5*time.Second, "a leader", func(evs []event) bool { return wins(evs, "") == 1 })
+	var leader *Election
+	for _, e := range es {
+		if e.IsLeader() {
+			leader = e
+		}
+	}
+	// The leader learns who stands by asking once its term began.
+	eventually(t, 10*time.Second, "the leader to know its standbys", func() bool {
+		leader.mu.Lock()
+		s := leader.steward
+		leader.mu.Unlock()
+		return s != nil && len(s.known.list()) == 2
+	})
+	seen := observeJS(t, "copy-stop", kv)
+	seen.waitFor(t, "the leader", func(l Leadership) bool { return l.HasLeader() })
+	stops[leader.Instance()]()
+	l := seen.waitFor(t, "the next term", func(l Leadership) bool { return l.Event == EventElected })
+	if l.HandedOverBy != "vm" || l.HandedOverByInstance != leader.Instance() || l.Instance == leader.Instance() {
+		t.Fatalf("the next term %+v, want one handed over by vm/%s to another copy", l, leader.Instance())
+	}
+	seen.mu.Lock()
+	defer seen.mu.Unlock()
+	for _, ch := range seen.list {
+		if ch.Event == EventReleased {
+			t.Fatalf("the key was released before the next term: %+v", seen.list)
+		}
+	}
+	checkHistory(t, rec.snapshot())
+}

@@ -331,8 +331,11 @@ func (m *machine) step(in input) output {
 	case inTick:
 	case inStop:
 		m.stopping = true
-		if to := in.handOver.to; to != "" && to != m.cfg.identity && m.cfg.offers && m.cfg.releaseOnStop {
-			m.stopOffer = handOver{to: to, within: m.handOverWindow()}
+		// A successor of our identity is another copy when it names its
+		// instance (the policy never names this candidate).
+		ho := in.handOver
+		if ho.to != "" && (ho.to != m.cfg.identity || ho.instance != "") && m.cfg.offers && m.cfg.releaseOnStop {
+			m.stopOffer = handOver{to: ho.to, instance: ho.instance, within: m.handOverWindow()}
 		}
 	case inRead:
 		m.onRead(in)
