@@ -83,7 +83,7 @@ func (fw *Framework) NewObserver(ctx context.Context, conn *nats.Conn, name stri
 	if err != nil {
 		return nil, err
 	}
-	all := []streams.ObserverOption{streams.ObserverLogger(fw.Logger("observer").WithField("election", name))}
+	all := []streams.ObserverOption{streams.ObserveWithLogger(fw.Logger("observer").WithField("election", name))}
 	if nc := js.Conn(); nc != nil {
 		all = append(all, streams.ObserveStanding(nc))
 	}

@@ -174,7 +174,7 @@ func TestFrameworkCampaignInAForbiddenElectionEndsWithPermissionDenied(t *testin
 	fw := newFramework(t, s.clientConfig(s.ca.Issue(t, "c1"), "app", "app-pw"))
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	e, err := fw.NewCampaign(ctx, nil, "billing", streams.RequestTimeout(time.Second))
+	e, err := fw.NewCampaign(ctx, nil, "billing", streams.WithRequestTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -159,7 +159,7 @@ func TestDeposedLossIsCountedByCause(t *testing.T) {
 
 func TestHealthFlipsWhenRenewalsStop(t *testing.T) {
 	_, js, shutdown := bucket(t, 3*time.Second)
-	e, _ := streams.NewElection("n1", "app", js, streams.RequestTimeout(200*time.Millisecond))
+	e, _ := streams.NewElection("n1", "app", js, streams.WithRequestTimeout(200*time.Millisecond))
 	start(t, e)
 	waitUntil(t, "a win", e.IsLeader)
 	h := metrics.HealthHandler(300*time.Millisecond, e)

@@ -72,7 +72,7 @@ type spec struct {
 	url     string
 	key     string
 	id      string
-	grace   time.Duration // Conclave only: streams.Grace; 0 leaves it out
+	grace   time.Duration // Conclave only: streams.WithGrace; 0 leaves it out
 	sink    func(event)   // receives every event; must not block for long
 	timeout time.Duration // connect timeout; 0 means 10s
 }
@@ -132,7 +132,7 @@ func (c *candidate) buildConclave(s spec, emit func(eventKind) func()) error {
 	}
 	opts := []streams.Option{streams.InBucket(bucketName), streams.OnWon(emit(evWon)), streams.OnLost(emit(evLost))}
 	if s.grace > 0 {
-		opts = append(opts, streams.Grace(s.grace))
+		opts = append(opts, streams.WithGrace(s.grace))
 	}
 	e, err := streams.NewElection(s.id, s.key, js, opts...)
 	if err != nil {

@@ -45,7 +45,7 @@ func main() {
 type config struct {
 	quick bool
 	ttl   time.Duration
-	grace time.Duration // Conclave's streams.Grace in the mixed election
+	grace time.Duration // Conclave's streams.WithGrace in the mixed election
 
 	firstSizes   []int // candidates per election for time to first leader
 	firsts       int   // Conclave: trials per size, one after another

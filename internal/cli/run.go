@@ -265,7 +265,7 @@ func (e *elections) run(ctx context.Context, name string, argv []string, f runFl
 		streams.InBucket(s.bucket),
 		streams.OnLeading(r.onLeading),
 		streams.OnLost(r.onLost),
-		streams.Grace(f.grace),
+		streams.WithGrace(f.grace),
 		streams.WithLogger(stderrLogger{log: log, verbose: f.verbose}),
 	}, standOpts...)...)
 	if err != nil {

@@ -215,7 +215,7 @@ func (w *bucketWatch) watchKeys(ctx context.Context, pattern string) (keys jetst
 // revealed by the write at revision rev.
 func (w *bucketWatch) follow(ctx context.Context, key string, live bool, rev uint64) error {
 	ew := &electionWatch{key: key, out: w.out, first: true, live: live, liveRev: rev, started: make(chan struct{})}
-	opts := []streams.ObserverOption{streams.OnChange(ew.onChange), streams.ObserverLogger(w.log), streams.ObserveInBucket(w.s.bucket)}
+	opts := []streams.ObserverOption{streams.OnChange(ew.onChange), streams.ObserveWithLogger(w.log), streams.ObserveInBucket(w.s.bucket)}
 	if w.verbose {
 		opts = append(opts, streams.ObserveRenewals())
 	}

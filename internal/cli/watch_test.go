@@ -49,7 +49,7 @@ func TestWatch(t *testing.T) {
 	// reports the term's start with its token. (w1 stops without releasing:
 	// the test writes its release marker, as the campaign does.)
 	js := jetStream(t, url)
-	c1 := campaign(t, js, "w1", "job", streams.ReleaseOnStop(false))
+	c1 := campaign(t, js, "w1", "job", streams.WithReleaseOnStop(false))
 	term := c1.waitLeading(t)
 	_, m := all.stdout.waitFor(t, 0, regexp.MustCompile(`  elected\s+job: w1 leads, token (\d+)$`))
 	if m[1] != itoa(term.Token()) {

@@ -216,7 +216,7 @@ func TestSecureThreeNodeSetup(t *testing.T) {
 		t.Fatal("app-a did not win app-a.cron")
 	}
 
-	billing, err := fw.NewCampaign(ctx, nil, "billing", streams.RequestTimeout(time.Second))
+	billing, err := fw.NewCampaign(ctx, nil, "billing", streams.WithRequestTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

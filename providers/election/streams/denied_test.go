@@ -89,11 +89,11 @@ func TestStartReturnsPermissionDeniedForAnElectionTheUserMayNotTouch(t *testing.
 	srv, _, _ := permissionServer(t, appPermissions(true))
 	kv := openBucket(t, appConn(t, srv))
 	rec := newRecorder()
-	mine := mustElection(t, "a", "app.mine", kv, append(rec.options("a"), RequestTimeout(time.Second))...)
+	mine := mustElection(t, "a", "app.mine", kv, append(rec.options("a"), WithRequestTimeout(time.Second))...)
 	runElection(t, mine)
 	rec.waitFor(t, 10*time.Second, "a leads app.mine", func(evs []event) bool { return leader(evs) == "a" })
 
-	other := mustElection(t, "a", "billing", kv, RequestTimeout(time.Second))
+	other := mustElection(t, "a", "billing", kv, WithRequestTimeout(time.Second))
 	select {
 	case err := <-startAsync(other):
 		if !errors.Is(err, ErrPermissionDenied) {
@@ -121,7 +121,7 @@ func TestLeaderWhoseWritesAreRevokedStandsDown(t *testing.T) {
 	srv, opts, _ := permissionServer(t, appPermissions(true))
 	kv := openBucket(t, appConn(t, srv))
 	rec := newRecorder()
-	e := mustElection(t, "a", "app.mine", kv, append(rec.options("a"), RequestTimeout(time.Second))...)
+	e := mustElection(t, "a", "app.mine", kv, append(rec.options("a"), WithRequestTimeout(time.Second))...)
 	done := startAsync(e)
 	rec.waitFor(t, 10*time.Second, "a leads", func(evs []event) bool { return leader(evs) == "a" })
 
@@ -151,7 +151,7 @@ func TestLeaderWhoseWritesAreRevokedStandsDown(t *testing.T) {
 func TestStartFailsAtOnceWhenRefused(t *testing.T) {
 	srv, _, _ := permissionServer(t, appPermissions(true))
 	kv := openBucket(t, appConn(t, srv))
-	e := mustElection(t, "a", "billing", kv, RequestTimeout(2500*time.Millisecond))
+	e := mustElection(t, "a", "billing", kv, WithRequestTimeout(2500*time.Millisecond))
 	began := time.Now()
 	select {
 	case err := <-startAsync(e):
@@ -204,7 +204,7 @@ func TestStopDoesNotWaitForASilentBroker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := NewElection("a", "app.mine", js, InBucket(bucketName), RequestTimeout(2500*time.Millisecond))
+	e, err := NewElection("a", "app.mine", js, InBucket(bucketName), WithRequestTimeout(2500*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}

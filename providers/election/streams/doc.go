@@ -37,7 +37,7 @@
 // Standbys watch the key and need not poll: they learn of every renewal,
 // release and removal as it happens, predict an expiry from the last renewal
 // they saw (expiry is silent), and fall back to a jittered safety-net
-// campaign (see BackOff) in case the watch missed something.
+// campaign (see WithBackoff) in case the watch missed something.
 //
 // A candidate without a working watch (the broker refuses consumers, or the
 // watch is stuck) still campaigns: it reads the key on its backoff timer,

@@ -169,7 +169,7 @@ func (e *Election) Instance() string { return e.instance }
 // an error wrapping ErrInvalidBucket if they cannot hold elections safely.
 // A refusal is recognised as soon as the connection reports it, not at the
 // refused request's timeout. A leader that stops gets OnLost and, unless
-// ReleaseOnStop(false), offers its key to the best-ranked healthy standby
+// WithReleaseOnStop(false), offers its key to the best-ranked healthy standby
 // it knows of (as HandOver does), or else releases it with a release mark;
 // Start returns after that. A candidate that never wrote its key stops at once:
 // a read or a watch in flight is given up, a claim a second later; one that

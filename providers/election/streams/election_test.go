@@ -31,11 +31,11 @@ func TestNewElectionRejectsBadInput(t *testing.T) {
 		{"padded identity", " n1", "app", kv, nil, ErrInvalidIdentity, "spaces"},
 		{"control in identity", "n1\n", "app", kv, nil, ErrInvalidIdentity, "control"},
 		{"nil JetStream", "n1", "app", nil, nil, ErrInvalidOption, "pass jetstream.New(nc)"},
-		{"nil backoff", "n1", "app", kv, []Option{BackOff(nil)}, ErrInvalidOption, "BackOff(nil)"},
-		{"negative grace", "n1", "app", kv, []Option{Grace(-time.Second)}, ErrInvalidOption, "negative"},
-		{"zero margin", "n1", "app", kv, []Option{SafetyMargin(0)}, ErrInvalidOption, "positive"},
-		{"zero renew", "n1", "app", kv, []Option{RenewInterval(0)}, ErrInvalidOption, "positive"},
-		{"zero timeout", "n1", "app", kv, []Option{RequestTimeout(0)}, ErrInvalidOption, "positive"},
+		{"nil backoff", "n1", "app", kv, []Option{WithBackoff(nil)}, ErrInvalidOption, "WithBackoff(nil)"},
+		{"negative grace", "n1", "app", kv, []Option{WithGrace(-time.Second)}, ErrInvalidOption, "negative"},
+		{"zero margin", "n1", "app", kv, []Option{WithSafetyMargin(0)}, ErrInvalidOption, "positive"},
+		{"zero renew", "n1", "app", kv, []Option{WithRenewInterval(0)}, ErrInvalidOption, "positive"},
+		{"zero timeout", "n1", "app", kv, []Option{WithRequestTimeout(0)}, ErrInvalidOption, "positive"},
 		{"nil clock", "n1", "app", kv, []Option{WithClock(nil)}, ErrInvalidOption, "nil"},
 		{"nil logger", "n1", "app", kv, []Option{WithLogger(nil)}, ErrInvalidOption, "nil"},
 		{"nil recorder", "n1", "app", kv, []Option{WithRecorder(nil)}, ErrInvalidOption, "nil"},
@@ -70,8 +70,8 @@ func TestStartRejectsBucketsThatCannotHoldElections(t *testing.T) {
 		{"history", jetstream.KeyValueConfig{Bucket: "HIST", TTL: 5 * time.Second, History: 5}, nil, []error{ErrInvalidBucket}, "keeps 5 values per key"},
 		{"limit markers", jetstream.KeyValueConfig{Bucket: "MARKERS", TTL: 5 * time.Second, LimitMarkerTTL: 5 * time.Second}, nil, []error{ErrInvalidBucket}, "limit markers"},
 		{"value size", jetstream.KeyValueConfig{Bucket: "TINY", TTL: 5 * time.Second, MaxValueSize: 4}, nil, []error{ErrInvalidBucket}, "at most 4 bytes"},
-		{"margin vs TTL", jetstream.KeyValueConfig{Bucket: "MARGIN", TTL: 2 * time.Second}, []Option{SafetyMargin(time.Second)}, []error{ErrInvalidOption}, "below half"},
-		{"renew vs TTL", jetstream.KeyValueConfig{Bucket: "RENEW", TTL: 2 * time.Second}, []Option{RenewInterval(time.Second)}, []error{ErrInvalidOption}, "no room to retry"},
+		{"margin vs TTL", jetstream.KeyValueConfig{Bucket: "MARGIN", TTL: 2 * time.Second}, []Option{WithSafetyMargin(time.Second)}, []error{ErrInvalidOption}, "below half"},
+		{"renew vs TTL", jetstream.KeyValueConfig{Bucket: "RENEW", TTL: 2 * time.Second}, []Option{WithRenewInterval(time.Second)}, []error{ErrInvalidOption}, "no room to retry"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			kv, err := js.CreateKeyValue(context.Background(), tc.cfg)
@@ -302,7 +302,7 @@ func TestReleaseOnStopFalseLeavesTheKeyToExpire(t *testing.T) {
 	ts := newTestServer(t)
 	kv := createBucket(t, connect(t, ts.url()), bucketConfig(time.Second))
 	rec := newRecorder()
-	a := mustElection(t, "a", "norelease", kv, append(rec.options("a"), ReleaseOnStop(false))...)
+	a := mustElection(t, "a", "norelease", kv, append(rec.options("a"), WithReleaseOnStop(false))...)
 	stopA := runElection(t, a)
 	rec.waitFor(t, 5*time.Second, "a to win", func(evs []event) bool { return wins(evs, "a") == 1 })
 	stopA()

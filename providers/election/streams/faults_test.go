@@ -299,7 +299,7 @@ func TestStartRetriesWhileTheBrokerIsDown(t *testing.T) {
 	rec := newRecorder()
 	var logs strings.Builder
 	var mu sync.Mutex
-	e := mustElection(t, "a", "late", kv, append(rec.options("a"), RequestTimeout(200*time.Millisecond), WithLogger(funcLogger(func(s string) {
+	e := mustElection(t, "a", "late", kv, append(rec.options("a"), WithRequestTimeout(200*time.Millisecond), WithLogger(funcLogger(func(s string) {
 		mu.Lock()
 		logs.WriteString(s + "\n")
 		mu.Unlock()
@@ -323,9 +323,9 @@ func TestGraceDelaysWinningAfterAnExpiry(t *testing.T) {
 	ts := newTestServer(t)
 	kv := createBucket(t, connect(t, ts.url()), bucketConfig(ttl))
 	rec := newRecorder()
-	stopA := runElection(t, mustElection(t, "a", "grace", kv, append(rec.options("a"), ReleaseOnStop(false))...))
+	stopA := runElection(t, mustElection(t, "a", "grace", kv, append(rec.options("a"), WithReleaseOnStop(false))...))
 	rec.waitFor(t, 5*time.Second, "a to win", func(evs []event) bool { return wins(evs, "a") == 1 })
-	b := mustElection(t, "b", "grace", kv, append(rec.options("b"), Grace(grace))...)
+	b := mustElection(t, "b", "grace", kv, append(rec.options("b"), WithGrace(grace))...)
 	runElection(t, b)
 	time.Sleep(100 * time.Millisecond)
 	stopA()

@@ -186,11 +186,11 @@ func ObserveRenewals() ObserverOption {
 	return func(o *observerOptions) error { o.renewals = true; return nil }
 }
 
-// ObserverLogger sets where the observer logs.
-func ObserverLogger(l Logger) ObserverOption {
+// ObserveWithLogger sets where the observer logs.
+func ObserveWithLogger(l Logger) ObserverOption {
 	return func(o *observerOptions) error {
 		if l == nil {
-			return fmt.Errorf("%w: ObserverLogger(nil)", ErrInvalidOption)
+			return fmt.Errorf("%w: ObserveWithLogger(nil)", ErrInvalidOption)
 		}
 		o.log = l
 		return nil

@@ -96,7 +96,7 @@ func TestObserverFollowsTermsReleasesRemovalsAndExpiries(t *testing.T) {
 	}
 
 	// A leader that stops without releasing: the key expires.
-	stopB := runElection(t, mustElection(t, "b", "watched", kv, append(rec.options("b"), ReleaseOnStop(false))...))
+	stopB := runElection(t, mustElection(t, "b", "watched", kv, append(rec.options("b"), WithReleaseOnStop(false))...))
 	b := seen.waitFor(t, "b elected", func(l Leadership) bool { return l.Event == EventElected && l.Leader == "b" })
 	stopB()
 	seen.reset()
@@ -178,7 +178,7 @@ func TestNewObserverRejectsBadInput(t *testing.T) {
 	if _, err := NewObserver("ok", nil); !errors.Is(err, ErrInvalidOption) {
 		t.Fatalf("nil bucket: %v", err)
 	}
-	if _, err := NewObserver("ok", jsFor(kv), ObserverLogger(nil)); !errors.Is(err, ErrInvalidOption) {
+	if _, err := NewObserver("ok", jsFor(kv), ObserveWithLogger(nil)); !errors.Is(err, ErrInvalidOption) {
 		t.Fatalf("nil logger: %v", err)
 	}
 }
@@ -346,7 +346,7 @@ func waitExpired(t *testing.T, kv jetstream.KeyValue, key string, within time.Du
 func newObserver(t *testing.T, key string, kv jetstream.KeyValue, opts ...ObserverOption) (*Observer, *changes) {
 	t.Helper()
 	seen := &changes{}
-	o, err := NewObserver(key, jsFor(kv), append([]ObserverOption{observeKV(kv), OnChange(seen.add), ObserverLogger(testLogger{t: t})}, opts...)...)
+	o, err := NewObserver(key, jsFor(kv), append([]ObserverOption{observeKV(kv), OnChange(seen.add), ObserveWithLogger(testLogger{t: t})}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,7 +70,7 @@ func (r *truthObserver) history() string {
 func startTruthObserver(t *testing.T, key string, kv jetstream.KeyValue, js jetstream.JetStream, runMayFail bool, opts ...ObserverOption) *truthObserver {
 	t.Helper()
 	r := &truthObserver{done: make(chan struct{})}
-	opts = append([]ObserverOption{OnChange(r.add), ObserverLogger(testLogger{t: t, prefix: "observer: "})}, opts...)
+	opts = append([]ObserverOption{OnChange(r.add), ObserveWithLogger(testLogger{t: t, prefix: "observer: "})}, opts...)
 	o, err := NewObserver(key, js, opts...)
 	if err != nil {
 		t.Fatalf("NewObserver: %v", err)

@@ -89,7 +89,7 @@ func TestStandbyStartedBeforeATTLDropLeadsByTheNewTTL(t *testing.T) {
 	nc := connect(t, ts.url())
 	kv := createBucket(t, nc, bucketConfig(4*time.Second))
 	rec := newRecorder()
-	stopA := runElection(t, mustElection(t, "a", "shrink", kv, append(rec.options("a"), ReleaseOnStop(false))...))
+	stopA := runElection(t, mustElection(t, "a", "shrink", kv, append(rec.options("a"), WithReleaseOnStop(false))...))
 	rec.waitFor(t, 5*time.Second, "a to lead", func(evs []event) bool { return wins(evs, "a") == 1 })
 	runElection(t, mustElection(t, "b", "shrink", kv, rec.options("b")...))
 	time.Sleep(100 * time.Millisecond) // b is a standby that read the 4s TTL

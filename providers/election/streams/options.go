@@ -88,42 +88,42 @@ func OnCampaign(cb func(State)) Option {
 	return func(o *options) error { o.onCampaign = cb; return nil }
 }
 
-// BackOff slows down a standby's safety-net campaigns: the attempts it makes
+// WithBackoff slows down a standby's safety-net campaigns: the attempts it makes
 // when it predicts the leader's key expired, or when its view of the key may
 // be stale. Attempt n after a failed one waits bo.Duration(n). Takeovers the
 // watch reports (a released or removed key) are not delayed. Without it, a
 // standby retries quickly (from 20ms, growing to a quarter of the TTL) so
 // that a crashed leader is replaced within the TTL plus the broker's expiry
 // lateness.
-func BackOff(bo Backoff) Option {
+func WithBackoff(bo Backoff) Option {
 	return func(o *options) error {
 		if bo == nil {
-			return fmt.Errorf("%w: BackOff(nil): pass a policy such as backoff.TwentySec, or leave the option out", ErrInvalidOption)
+			return fmt.Errorf("%w: WithBackoff(nil): pass a policy such as backoff.TwentySec, or leave the option out", ErrInvalidOption)
 		}
 		o.backoff = bo
 		return nil
 	}
 }
 
-// ReleaseOnStop sets whether a leader that stops hands its key over at once
+// WithReleaseOnStop sets whether a leader that stops hands its key over at once
 // (true, the default) or leaves it to expire after the TTL (false). Handing
 // over, it first offers the key to the best-ranked healthy standby it knows
 // of, which takes it with one write of its own, and otherwise releases it.
 // Both write only with a revision check, so they never disturb another
 // leader.
-func ReleaseOnStop(release bool) Option {
+func WithReleaseOnStop(release bool) Option {
 	return func(o *options) error { o.releaseOnStop = release; return nil }
 }
 
-// Grace delays OnWon by d after a takeover of an expired key, as a
+// WithGrace delays OnWon by d after a takeover of an expired key, as a
 // cool-down for elections that mix in candidates that do not step down by a
 // local deadline (Choria's own candidates, for example). Takeovers of a key
 // removed by someone else already wait a full TTL; takeovers of a released key
 // never wait.
-func Grace(d time.Duration) Option {
+func WithGrace(d time.Duration) Option {
 	return func(o *options) error {
 		if d < 0 {
-			return fmt.Errorf("%w: Grace(%v) is negative", ErrInvalidOption, d)
+			return fmt.Errorf("%w: WithGrace(%v) is negative", ErrInvalidOption, d)
 		}
 		o.grace = d
 		return nil
@@ -144,40 +144,40 @@ func WithInstance(name string) Option {
 	}
 }
 
-// SafetyMargin sets how long before the broker could expire its key a leader
+// WithSafetyMargin sets how long before the broker could expire its key a leader
 // stops counting itself leader. It absorbs clock-rate differences between the
 // leader and the broker. Default: a tenth of the TTL. It must be below half
 // the TTL.
-func SafetyMargin(d time.Duration) Option {
+func WithSafetyMargin(d time.Duration) Option {
 	return func(o *options) error {
 		if d <= 0 {
-			return fmt.Errorf("%w: SafetyMargin(%v) must be positive", ErrInvalidOption, d)
+			return fmt.Errorf("%w: WithSafetyMargin(%v) must be positive", ErrInvalidOption, d)
 		}
 		o.margin = d
 		return nil
 	}
 }
 
-// RenewInterval sets how often a leader renews its key. Default: a third of
+// WithRenewInterval sets how often a leader renews its key. Default: a third of
 // the TTL, which leaves room for several retries before the deadline. It must
 // leave at least as much time again before the deadline.
-func RenewInterval(d time.Duration) Option {
+func WithRenewInterval(d time.Duration) Option {
 	return func(o *options) error {
 		if d <= 0 {
-			return fmt.Errorf("%w: RenewInterval(%v) must be positive", ErrInvalidOption, d)
+			return fmt.Errorf("%w: WithRenewInterval(%v) must be positive", ErrInvalidOption, d)
 		}
 		o.renewInterval = d
 		return nil
 	}
 }
 
-// RequestTimeout bounds each request to the broker. Default: a fifth of the
+// WithRequestTimeout bounds each request to the broker. Default: a fifth of the
 // TTL, between 200ms and 5s. A leader's requests are also cut off at its
 // deadline.
-func RequestTimeout(d time.Duration) Option {
+func WithRequestTimeout(d time.Duration) Option {
 	return func(o *options) error {
 		if d <= 0 {
-			return fmt.Errorf("%w: RequestTimeout(%v) must be positive", ErrInvalidOption, d)
+			return fmt.Errorf("%w: WithRequestTimeout(%v) must be positive", ErrInvalidOption, d)
 		}
 		o.requestTimeout = d
 		return nil

@@ -63,7 +63,7 @@ func TestCampaignThroughAJetStreamDomain(t *testing.T) {
 	defer cancel()
 
 	rec := newRecorder()
-	e, err := NewElection("a", "app.domain", js, append(rec.options("a"), RequestTimeout(time.Second))...)
+	e, err := NewElection("a", "app.domain", js, append(rec.options("a"), WithRequestTimeout(time.Second))...)
 	if err != nil {
 		t.Fatal(err)
 	}
