@@ -70,7 +70,7 @@ func TestJSONVocabulary(t *testing.T) {
 		"info":            {"bucket", "candidates", "elections", "warnings"},
 		"stand-down":      {"bucket", "election", "marker_revision", "new_leader", "removed_leader", "removed_revision", "token"},
 		"stand-down --to": {"bucket", "election", "from", "handed_over", "marker_revision", "new_leader", "to", "token"},
-		"watch":           {"election", "event", "expires_at", "leader", "previous_leader", "released_by", "revision", "state", "time", "token", "written"},
+		"watch":           {"election", "event", "expires_at", "handed_over_by", "handed_over_by_instance", "instance", "leader", "previous_leader", "released_by", "revision", "state", "time", "token", "written"},
 		"run":             {"bucket", "election", "event", "exit_status", "identity", "message", "status", "time", "token"},
 		"error":           {"error", "event", "exit_status", "time"},
 	}

@@ -392,9 +392,9 @@ type watchJSON struct {
 	Event          string  `json:"event"`
 	State          string  `json:"state"`
 	Leader         string  `json:"leader"`
-	Instance       string  `json:"instance,omitempty"`
-	HandedOverBy   string  `json:"handed_over_by,omitempty"`
-	HandedOverFrom string  `json:"handed_over_by_instance,omitempty"`
+	Instance       string  `json:"instance"`
+	HandedOverBy   string  `json:"handed_over_by"`
+	HandedOverFrom string  `json:"handed_over_by_instance"`
 	PreviousLeader string  `json:"previous_leader"`
 	ReleasedBy     string  `json:"released_by"`
 	Token          *uint64 `json:"token"`

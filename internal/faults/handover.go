@@ -2,6 +2,7 @@ package faults
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -35,8 +36,9 @@ func (h *harness) standby(leader *host) *host {
 // handOver asks the leader to hand the election over to another host's
 // identity through its hand-over subject, as `conclave election stand-down
 // --to ID` does, and waits until a candidate leads: the named host's at
-// once, or, for hand-over-cut (the named host's links blackholed just
-// before), any other once the window has passed.
+// once; for hand-over-cut (the named host's links blackholed just before)
+// the leader refuses, since the host does not answer who is standing, and
+// leads on.
 func (h *harness) handOver(ctx context.Context, k Kind) error {
 	hs, last, to, ok := h.leaderAndStandby(ctx, k)
 	if !ok {
@@ -55,6 +57,20 @@ func (h *harness) handOver(ctx context.Context, k Kind) error {
 	}
 	asked := Mono()
 	leader, err := h.requestHandOver(ctx, to.identity)
+	if k == HandOverCut && errors.Is(err, streams.ErrHandOverRefused) {
+		// The named host cannot answer who is standing: the leader refuses
+		// before its term ends, and leads on.
+		wctx, cancel := context.WithTimeout(ctx, time.Second)
+		next, moved := h.fence.AwaitAccepted(wctx, asked, func(w WriteRecord) bool { return w.Token > last.Token })
+		cancel()
+		heal()
+		if moved {
+			h.end(k, to.identity, "%s refused to hand over to a host cut off, but %s wrote a new term %v later", leader, next.Cand, time.Duration(next.At-asked).Round(time.Millisecond))
+		} else {
+			h.end(k, to.identity, "%s refused to hand over to a host cut off, and led on", leader)
+		}
+		return nil
+	}
 	if err != nil {
 		heal()
 		h.skip(k, to.identity, "%v", err)

@@ -39,8 +39,8 @@ const (
 	HandOver Kind = "hand-over"
 	// HandOverCut asks the leader to hand over to a host whose links it
 	// has just blackholed, for longer than the TTL: the named candidate
-	// cannot take the key, and the election falls back to the normal rules
-	// once the hand-over's window has passed.
+	// does not answer who is standing, so the leader refuses before its
+	// term ends (streams.ErrHandOverRefused) and leads on.
 	HandOverCut Kind = "hand-over-cut"
 	// PriorityMove restarts a standby host's process (SIGTERM) with a
 	// priority above every other host's, which it keeps from then on
@@ -127,7 +127,7 @@ func (k Kind) Describe() string {
 	case HandOver:
 		return "ask the leader to hand over to another host (stand-down --to), wait until it leads"
 	case HandOverCut:
-		return "ask the leader to hand over to a host whose links were just cut for TTL+: the election falls back"
+		return "ask the leader to hand over to a host whose links were just cut for TTL+: it refuses and leads on"
 	case PriorityMove:
 		return "restart a standby host with the highest priority: the leader hands over after its min term"
 	case RestartBroker:

@@ -295,6 +295,9 @@ type handOverRequest struct {
 type handOverAnswer struct {
 	Leader string `json:"leader"`
 	Error  string `json:"error,omitempty"`
+	// Refused is set when the leader refused before its term ended
+	// (ErrHandOverRefused): the term goes on.
+	Refused bool `json:"refused,omitempty"`
 }
 
 // RequestHandOver asks the leader of election key in bucket, over nc, to
@@ -333,6 +336,9 @@ func RequestHandOver(ctx context.Context, nc *nats.Conn, bucket, key, to string)
 	var ans handOverAnswer
 	if err := json.Unmarshal(msg.Data, &ans); err != nil {
 		return "", fmt.Errorf("election %s: hand over: unreadable answer %q: %w", key, msg.Data, err)
+	}
+	if ans.Error != "" && ans.Refused {
+		return ans.Leader, fmt.Errorf("election %s: %s refused to hand over to %s, and leads on: %w: %s", key, ans.Leader, to, ErrHandOverRefused, ans.Error)
 	}
 	if ans.Error != "" {
 		return ans.Leader, fmt.Errorf("election %s: %s refused to hand over to %s: %s", key, ans.Leader, to, ans.Error)
@@ -779,7 +785,7 @@ func (s *steward) onHandOver(ctx context.Context, m *nats.Msg) {
 	if err != nil {
 		ans.Error = fmt.Sprintf("unreadable request %q: %v", m.Data, err)
 	} else if err := s.e.HandOver(ctx, req.To); err != nil {
-		ans.Error = err.Error()
+		ans.Error, ans.Refused = err.Error(), errors.Is(err, ErrHandOverRefused)
 	} else {
 		s.e.opts.log.Infof("election %s: handed over to %s as asked", s.e.key, req.To)
 	}
