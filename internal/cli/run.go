@@ -95,11 +95,16 @@ run's own flags go before NAME, or between NAME and a "--" that ends them.
 A broker that does not answer yet, or has no election bucket yet, is waited
 for (run says so once); after the first connection run reconnects forever.
 
-A candidate that takes a key that is absent or expired (a new election, or
-one whose leader vanished without releasing) waits --grace before it starts
-its command, so that an old leader's command has been killed by then; give
-every candidate of an election the same --grace. A key removed by stand-down
-is taken over after a TTL, a released one at once.
+How long a take-over waits: a candidate that takes a released key (the
+leader stopped, or handed over) leads at once and starts its command at once;
+one that takes a removed key (stand-down, nats kv del) leads a TTL after the
+removal, when the removed leader has surely stopped counting on its lease;
+one that takes an absent or expired key (a new election, or one whose leader
+vanished) leads at once. Except after a release, run then waits --grace
+before it starts the command, and says so, so that an earlier leader's
+command, killed --grace after its term ended, is surely gone; give every
+candidate of an election the same --grace. The term, and --min-term, count
+from when it leads, not from when the command starts.
 
 --priority ranks candidates: a leader hands the election over to a healthy
 candidate of a higher priority once its term has lasted --min-term (default
@@ -129,7 +134,7 @@ otherwise keeps leading.`,
 	// (splitRunArgs reads flags between NAME and --).
 	cmd.Flags().SetInterspersed(false)
 	cmd.Flags().StringVar(&f.identity, "identity", "", "the name to campaign as, the value of the election key (default: --config's identity, $CONCLAVE_IDENTITY, else the host name)")
-	durationVar(cmd.Flags(), &f.grace, "grace", 10*time.Second, "how long the command has to exit after SIGTERM before it gets SIGKILL")
+	durationVar(cmd.Flags(), &f.grace, "grace", 10*time.Second, "how long the command has to exit after SIGTERM before it gets SIGKILL; a new leader waits as long before starting its command, except after a release")
 	cmd.Flags().BoolVar(&f.restart, "restart", false, "restart the command when it exits on its own while leading, instead of exiting")
 	cmd.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "log what the election does")
 	// Not --timeout: that is every command's connection timeout, which a
@@ -265,13 +270,12 @@ func (e *elections) run(ctx context.Context, name string, argv []string, f runFl
 		streams.InBucket(s.bucket),
 		streams.OnLeading(r.onLeading),
 		streams.OnLost(r.onLost),
-		streams.Grace(f.grace),
 		streams.WithLogger(stderrLogger{log: log, verbose: f.verbose}),
 	}, standOpts...)...)
 	if err != nil {
 		return err
 	}
-	r.log.event("campaigning", map[string]any{"bucket": bucketRefJSON{Name: s.bucket, TTLSeconds: seconds(st.TTL())}}, "%s campaigning in %s (identity from %s; bucket %s on %s, TTL %v); on taking over a key that is absent or expired it waits --grace (%v) before starting %s, so that an old leader's command is surely gone",
+	r.log.event("campaigning", map[string]any{"bucket": bucketRefJSON{Name: s.bucket, TTLSeconds: seconds(st.TTL())}}, "%s campaigning in %s (identity from %s; bucket %s on %s, TTL %v); leading after a take-over that was not a release, it waits --grace (%v) before starting %s, so that an earlier leader's command is surely gone",
 		identity, name, from, s.bucket, s.url, st.TTL(), f.grace, argv[0])
 	startDone := make(chan error, 1)
 	// The election outlives ctx: the supervisor stops the command before it
@@ -289,6 +293,7 @@ type lead struct {
 	term    *streams.Term
 	stopped chan struct{} // closed once the term's command is not running
 	once    sync.Once
+	started bool // the command was started in this term; supervisor only
 }
 
 func (l *lead) markStopped() { l.once.Do(func() { close(l.stopped) }) }
@@ -350,9 +355,9 @@ func (r *runner) onLost() {
 // (--lead-timeout, --once).
 func (r *runner) supervise(ctx context.Context, el *streams.Election, startDone <-chan error, giveUp <-chan time.Time) error {
 	var (
-		cur       *lead  // the term being led
-		ch        *child // the running command
-		restartAt <-chan time.Time
+		cur     *lead  // the term being led
+		ch      *child // the running command
+		startAt <-chan time.Time
 	)
 	stopAll := func() int {
 		status := 0
@@ -403,22 +408,29 @@ func (r *runner) supervise(ctx context.Context, el *streams.Election, startDone 
 			if cur != nil {
 				cur.markStopped()
 			}
-			cur, restartAt = l, nil
+			cur, startAt = l, nil
 			if !l.term.Valid() {
 				l.markStopped()
 				cur = nil
 				continue
 			}
 			giveUp = nil
+			if wait := r.startDelay(l.term); wait > 0 {
+				r.log.event("elected", map[string]any{"token": l.term.Token()}, "%s leads %s, token %d, over a key that was %s: starting %s in %v (--grace), when an earlier leader's command is surely gone",
+					r.identity, r.name, l.term.Token(), l.term.From(), strings.Join(r.argv, " "), wait)
+				startAt = time.After(wait)
+				continue
+			}
 			r.log.event("elected", map[string]any{"token": l.term.Token()}, "%s leads %s, token %d: starting %s", r.identity, r.name, l.term.Token(), strings.Join(r.argv, " "))
 			var err error
 			if ch, err = r.start(l.term); err != nil {
 				l.markStopped()
 				return r.finish(el, startDone, exitCannotRun, err)
 			}
+			l.started = true
 
 		case <-termDone:
-			restartAt = nil
+			startAt = nil
 			if ch != nil {
 				r.log.event("lost", map[string]any{"cause": cur.term.Cause().String()}, "%s no longer leads %s (%s): stopping %s (SIGTERM, SIGKILL after %v)", r.identity, r.name, cur.term.Cause(), r.argv[0], r.flags.grace)
 				status := r.stop(ch)
@@ -449,25 +461,40 @@ func (r *runner) supervise(ctx context.Context, el *streams.Election, startDone 
 			}
 			if r.flags.restart {
 				r.log.event("exited", map[string]any{"status": status}, "%s exited with status %d while leading %s: starting it again in %v (--restart)", r.argv[0], status, r.name, restartDelay)
-				restartAt = time.After(restartDelay)
+				startAt = time.After(restartDelay)
 				continue
 			}
 			r.log.event("exited", map[string]any{"status": status}, "%s exited with status %d: releasing %s", r.argv[0], status, r.name)
 			cur.markStopped()
 			return r.finish(el, startDone, status, nil)
 
-		case <-restartAt:
-			restartAt = nil
+		case <-startAt:
+			startAt = nil
 			if cur == nil || !cur.term.Valid() || ch != nil {
 				continue
+			}
+			if !cur.started {
+				r.log.event("starting", map[string]any{"token": cur.term.Token()}, "%s leads %s, token %d, and --grace (%v) has passed: starting %s", r.identity, r.name, cur.term.Token(), r.flags.grace, strings.Join(r.argv, " "))
 			}
 			var err error
 			if ch, err = r.start(cur.term); err != nil {
 				cur.markStopped()
 				return r.finish(el, startDone, exitCannotRun, err)
 			}
+			cur.started = true
 		}
 	}
+}
+
+// startDelay is how long to wait, once leading in term t, before starting
+// the command: nothing after a release or hand-over, whose leader stopped
+// its command before it let go; else --grace, the longest an earlier
+// leader's command can outlive its term (it gets SIGKILL --grace after).
+func (r *runner) startDelay(t *streams.Term) time.Duration {
+	if t.From() == streams.KeyReleased {
+		return 0
+	}
+	return r.flags.grace
 }
 
 // finish stops the election, releasing it if leading, and returns run's

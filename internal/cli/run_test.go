@@ -345,8 +345,8 @@ func TestRunJSON(t *testing.T) {
 		}
 		events = append(events, ev.Event)
 	}
-	if got := strings.Join(events, ","); got != "campaigning,elected,exited,released" {
-		t.Errorf("events %s, want campaigning,elected,exited,released", got)
+	if got := strings.Join(events, ","); got != "campaigning,elected,starting,exited,released" {
+		t.Errorf("events %s, want campaigning,elected,starting,exited,released (a new election: the command starts --grace after the term)", got)
 	}
 
 	text := conclave(t, "--server", url, "election", "run", "--identity", "r1", "--grace", "100ms", "job", "true")

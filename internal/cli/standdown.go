@@ -39,9 +39,10 @@ marker, as ` + "`choria kv del`" + ` does; not a purge). It asks for confirmatio
 standard input unless --force is given.
 
 The leader notices the removal and stands down; candidates take the key at
-once but wait a TTL before they act as leader, so that the old leader has
-surely stopped (Choria's own candidates take the key on their next campaign,
-within about a TTL). stand-down then waits up to the TTL plus 5s (--wait) for
+once but lead only a TTL after the removal, when the old leader has surely
+stopped (Choria's own candidates take the key on their next campaign, within
+about a TTL); a candidate run by ` + "`conclave election run`" + ` then waits its --grace
+before it starts its command. stand-down then waits up to the TTL plus 5s (--wait) for
 a candidate to take the key and reports it with its fencing token, the
 revision of the write that began its term (or says the token is unknown, when
 a renewal overwrote that write before stand-down read it); --no-wait returns
@@ -193,7 +194,7 @@ func (e *elections) standDown(ctx context.Context, name string, force bool, wait
 			taken.leader, name, again, taken.revision)
 		return nil
 	}
-	fmt.Fprintf(e.a.stdout, "%s leads %s %s, token %d (a leader that takes a removed key waits up to the TTL, %v, before acting, so that %s has surely stopped).\n",
+	fmt.Fprintf(e.a.stdout, "%s leads %s %s, token %d: a candidate that takes a removed key leads a TTL (%v) after the removal, when %s has surely stopped; `conclave election run` starts its command its --grace after that.\n",
 		taken.leader, name, again, taken.revision, st.TTL(), rec.Leader)
 	return nil
 }

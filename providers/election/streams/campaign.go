@@ -422,7 +422,9 @@ func (c *campaigner) beginTerm(token uint64, until time.Time) {
 	if s := c.e.steward; s != nil {
 		defer s.poke() // a better candidate may stand already
 	}
-	t := newTerm(c.ctx, c.clock, c.e.key, c.e.identity, token, until)
+	// The machine is ours (this goroutine steps it); its hold is the one
+	// that began this term.
+	t := newTerm(c.ctx, c.clock, c.e.key, c.e.identity, token, c.m.hold.from, until)
 	c.term = t
 	c.e.setTerm(t)
 	c.rec.Won(c.e.key)
