@@ -83,11 +83,15 @@ func (e *elections) watch(ctx context.Context, name string, asJSON, verbose bool
 		return err
 	}
 	defer s.Close()
+	// What watch says on standard error is JSON lines too with --json,
+	// so that 2>&1 stays JSON.
+	elog := newEventLog(e.a.stderr, asJSON)
+	elog.election = name
 	w := &bucketWatch{
 		s:       s,
 		out:     &watchPrinter{w: e.a.stdout, json: asJSON},
 		verbose: verbose,
-		log:     stderrLogger{log: newEventLog(e.a.stderr, false)},
+		log:     stderrLogger{log: elog},
 		errs:    make(chan error, 1),
 	}
 	defer w.wg.Wait()
@@ -101,7 +105,7 @@ func (e *elections) watch(ctx context.Context, name string, asJSON, verbose bool
 		}
 		if len(recs) == 0 {
 			note := s.unknownElection(ctx, name)
-			fmt.Fprintf(e.a.stderr, "conclave: %v; waiting for it to begin (Ctrl-C to stop)\n", note)
+			watchStatus(elog, "waiting", "%v; waiting for it to begin (Ctrl-C to stop)", note)
 		}
 		if err := w.follow(ctx, name, false, 0); err != nil {
 			return err
@@ -118,8 +122,19 @@ func (e *elections) watch(ctx context.Context, name string, asJSON, verbose bool
 		if pattern != ">" {
 			what = "the elections matching " + pattern
 		}
-		fmt.Fprintf(e.a.stderr, "conclave: watching %s in %s on %s (Ctrl-C to stop)\n", what, s.bucket, s.url)
+		watchStatus(elog, "watching", "watching %s in %s on %s (Ctrl-C to stop)", what, s.bucket, s.url)
 	}), pattern, "watch")
+}
+
+// watchStatus prints one of watch's own lines on standard error: as
+// "conclave: " and the message, or with --json as a JSON object with the
+// event (waiting, watching), so that the two streams can be merged.
+func watchStatus(log *eventLog, event, format string, args ...any) {
+	if log.json {
+		log.event(event, nil, format, args...)
+		return
+	}
+	fmt.Fprintf(log.w, "conclave: %s\n", fmt.Sprintf(format, args...))
 }
 
 // bucketWatch follows elections with one streams.Observer each.
@@ -376,16 +391,19 @@ type watchJSON struct {
 
 func (ev watchEvent) json() watchJSON {
 	j := watchJSON{
-		Time:           formatJSONTime(ev.at),
-		Election:       ev.key,
-		Event:          string(ev.event),
-		State:          ev.state,
-		Leader:         ev.leader,
-		PreviousLeader: ev.previous,
-		ReleasedBy:     ev.releasedBy,
-		Revision:       ev.revision,
-		Written:        jsonTimePtr(ev.written),
-		ExpiresAt:      jsonTimePtr(ev.expires),
+		Time:       formatJSONTime(ev.at),
+		Election:   ev.key,
+		Event:      string(ev.event),
+		State:      ev.state,
+		Leader:     ev.leader,
+		ReleasedBy: ev.releasedBy,
+		Revision:   ev.revision,
+		Written:    jsonTimePtr(ev.written),
+		ExpiresAt:  jsonTimePtr(ev.expires),
+	}
+	switch ev.event {
+	case streams.EventReleased, streams.EventRemoved, streams.EventExpired:
+		j.PreviousLeader = ev.previous
 	}
 	if ev.token != 0 {
 		t := ev.token
