@@ -291,6 +291,32 @@ func awaitTakeover(ctx context.Context, msgs <-chan jetstream.Msg, marker uint64
 	}
 }
 
+// tookEmptyKey reports whether the write at revision rev of election name
+// took the key when it had no message: its revision check expected none.
+// Such a write began a term, and rev is its token; a renewal expects the
+// revision before it. False when it cannot be told within --timeout, as
+// when the write was replaced before it could be read.
+func (s *session) tookEmptyKey(ctx context.Context, name string, rev uint64) bool {
+	feed, err := s.keyFeed(ctx, name, rev)
+	if err != nil {
+		return false
+	}
+	defer feed.stop()
+	timer := time.NewTimer(s.timeout)
+	defer timer.Stop()
+	select {
+	case m := <-feed.msgs:
+		md, err := m.Metadata()
+		if err != nil || md.Sequence.Stream != rev || len(m.Data()) == 0 || m.Headers().Get(kvOperationHeader) != "" {
+			return false
+		}
+		return m.Headers().Get(jetstream.ExpectedLastSubjSeqHeader) == "0"
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	return false
+}
+
 // kvOperationHeader is the header NATS KV marks deletes and purges with.
 const kvOperationHeader = "KV-Operation"
 
