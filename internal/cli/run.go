@@ -204,7 +204,8 @@ func (e *elections) run(ctx context.Context, name string, argv []string, f runFl
 	if f.once && f.restart {
 		return errors.New("--once and --restart contradict each other: pass one of them")
 	}
-	standOpts, err := f.standingOptions()
+	health := &healthReport{name: name, healthy: true}
+	standOpts, err := f.standingOptions(health)
 	if err != nil {
 		return err
 	}
@@ -227,6 +228,7 @@ func (e *elections) run(ctx context.Context, name string, argv []string, f runFl
 	}
 	log := newEventLog(e.a.stderr, f.json)
 	log.election, log.identity = name, identity
+	health.log, health.identity = log, identity
 	openCtx := ctx
 	if !deadline.IsZero() {
 		var cancel context.CancelFunc
@@ -270,11 +272,12 @@ func (e *elections) run(ctx context.Context, name string, argv []string, f runFl
 		streams.InBucket(s.bucket),
 		streams.OnLeading(r.onLeading),
 		streams.OnLost(r.onLost),
-		streams.WithLogger(stderrLogger{log: log, verbose: f.verbose}),
+		streams.WithLogger(runLogger{stderrLogger: stderrLogger{log: log, verbose: f.verbose}, health: f.healthCmd != ""}),
 	}, standOpts...)...)
 	if err != nil {
 		return err
 	}
+	health.el = el
 	r.log.event("campaigning", map[string]any{"bucket": bucketRefJSON{Name: s.bucket, TTLSeconds: seconds(st.TTL())}}, "%s campaigning in %s (identity from %s; bucket %s on %s, TTL %v); leading after a take-over that was not a release, it waits --grace (%v) before starting %s, so that an earlier leader's command is surely gone",
 		identity, name, from, s.bucket, s.url, st.TTL(), f.grace, argv[0])
 	startDone := make(chan error, 1)

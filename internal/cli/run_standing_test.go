@@ -82,9 +82,13 @@ func TestRunHealthCmd(t *testing.T) {
 		t.Fatalf("an unhealthy run campaigned: the key is there (%v)", err)
 	}
 
+	r1.stderr.waitFor(t, 0, regexp.MustCompile(`warning: r1 is unhealthy \(health command .*\): not campaigning in job until it is healthy again`))
+
 	if err := os.WriteFile(healthy, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// Without --verbose too: the log does not end at "not campaigning".
+	recovered, _ := r1.stderr.waitFor(t, 0, regexp.MustCompile(`r1 is healthy again: campaigning in job$`))
 	r1.stdout.waitFor(t, 0, regexp.MustCompile(`^started r1 \d+ job$`))
 
 	c2 := campaign(t, jetStream(t, url), "c2", "job")
@@ -93,7 +97,17 @@ func TestRunHealthCmd(t *testing.T) {
 		t.Fatal(err)
 	}
 	c2.waitLeading(t)
-	r1.stderr.waitFor(t, 0, regexp.MustCompile(`r1 no longer leads job \(handed over\): stopping`))
+	warned, _ := r1.stderr.waitFor(t, recovered, regexp.MustCompile(`warning: r1 is unhealthy \(health command .*\): it still leads job, and hands over to a healthy candidate if one stands`))
+	lost, _ := r1.stderr.waitFor(t, recovered, regexp.MustCompile(`r1 no longer leads job \(handed over\): stopping`))
+	if warned > lost {
+		t.Errorf("the warning that r1 still leads came after it handed over (line %d, %d)", warned, lost)
+	}
+	all, _ := r1.stderr.snapshot()
+	for _, l := range all[recovered:lost] {
+		if strings.Contains(l, "not campaigning") {
+			t.Errorf("while leading, r1 logged %q", l)
+		}
+	}
 	waitCandidate(t, url, "job", "r1", func(c streams.Candidate) bool { return !c.Healthy && !c.Leader })
 }
 
