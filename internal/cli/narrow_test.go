@@ -113,10 +113,12 @@ func TestNonAdminInfoPrintsNoRawNATSError(t *testing.T) {
 // with silence, but the CLI learns of the refusal at once from the
 // connection and does not wait out --timeout: a refused list or watch of
 // every election, a refused read of one election, and info's refused
-// request for the account's limits (which info goes without).
+// request for the account's limits (which info goes without), and a
+// refused forced stand-down.
 func TestRefusalsDoNotWaitForTheTimeout(t *testing.T) {
 	u := cli.StartUsersBroker(t)
-	campaign(t, u.JetStream(t, "admin"), "a-1", "app-a.cron").waitLeading(t)
+	admin := u.JetStream(t, "admin")
+	campaign(t, admin, "a-1", "app-a.cron").waitLeading(t)
 	const timeout, most = 40 * time.Second, 20 * time.Second
 	for _, tc := range []struct {
 		user string
@@ -127,6 +129,8 @@ func TestRefusalsDoNotWaitForTheTimeout(t *testing.T) {
 		{"app-a", []string{"election", "watch"}, 1},
 		{"app-a", []string{"election", "info", "app-b.cron"}, 1},
 		{"dash", []string{"election", "info", "app-a.cron"}, 0},
+		// dash may read app-a.cron but not write it.
+		{"dash", []string{"election", "stand-down", "--force", "app-a.cron"}, 1},
 	} {
 		began := time.Now()
 		r := conclave(t, append([]string{"--config", u.Conf[tc.user], "--timeout", timeout.String()}, tc.args...)...)

@@ -358,9 +358,13 @@ func (s *session) remove(ctx context.Context, rec *record) (uint64, error) {
 	for try := 1; ; try++ {
 		rctx, cancel := s.request(ctx)
 		before := denied.Last(s.nc)
+		// The broker drops a refused publish without an answer: learn of
+		// the refusal from the connection, not from --timeout.
+		stop := s.cancelOnRefusal(cancel, before, subject)
 		m := nats.NewMsg(subject)
 		m.Header.Set(kvOperationHeader, "DEL")
 		ack, err := s.js.PublishMsg(rctx, m, jetstream.WithExpectLastSequencePerSubject(rec.Revision))
+		stop()
 		cancel()
 		if err == nil {
 			return ack.Sequence, nil
