@@ -387,7 +387,7 @@ func (r *runner) supervise(ctx context.Context, el *streams.Election, startDone 
 			if ch == nil {
 				return r.finish(el, startDone, 0, nil)
 			}
-			r.log.event("interrupted", nil, "interrupted: stopping %s and releasing %s", r.argv[0], r.name)
+			r.log.event("interrupted", nil, "interrupted: stopping %s, then handing %s over", r.argv[0], r.name)
 			status := stopAll()
 			if status == 128+int(syscall.SIGTERM) {
 				// It died of the SIGTERM it was sent: the stop that was
@@ -467,7 +467,7 @@ func (r *runner) supervise(ctx context.Context, el *streams.Election, startDone 
 				startAt = time.After(restartDelay)
 				continue
 			}
-			r.log.event("exited", map[string]any{"status": status}, "%s exited with status %d: releasing %s", r.argv[0], status, r.name)
+			r.log.event("exited", map[string]any{"status": status}, "%s exited with status %d: handing %s over", r.argv[0], status, r.name)
 			cur.markStopped()
 			return r.finish(el, startDone, status, nil)
 
@@ -500,7 +500,8 @@ func (r *runner) startDelay(t *streams.Term) time.Duration {
 	return r.flags.grace
 }
 
-// finish stops the election, releasing it if leading, and returns run's
+// finish stops the election, handing it over or releasing it if leading,
+// says which, and returns run's
 // result: err, else the exit status.
 func (r *runner) finish(el *streams.Election, startDone <-chan error, status int, err error) error {
 	r.closeQuit()
@@ -513,8 +514,11 @@ func (r *runner) finish(el *streams.Election, startDone <-chan error, status int
 	switch {
 	case serr != nil:
 		r.log.event("stopped_campaigning", map[string]any{"exit_status": exitCode(status, err)}, "stopped campaigning in %s; exiting with status %d", r.name, exitCode(status, err))
+	case leading && el.HandedOverTo() != "":
+		to := el.HandedOverTo()
+		r.log.event("handed_over", map[string]any{"new_leader": to, "exit_status": exitCode(status, err)}, "handed %s over to %s, which leads at once; exiting with status %d", r.name, to, exitCode(status, err))
 	case leading:
-		r.log.event("released", map[string]any{"exit_status": exitCode(status, err)}, "released %s; exiting with status %d", r.name, exitCode(status, err))
+		r.log.event("released", map[string]any{"exit_status": exitCode(status, err)}, "released %s (no standby took it up); exiting with status %d", r.name, exitCode(status, err))
 	default:
 		r.log.event("stopped_campaigning", map[string]any{"exit_status": exitCode(status, err)}, "stopped campaigning in %s (not leading); exiting with status %d", r.name, exitCode(status, err))
 	}
