@@ -152,6 +152,8 @@ type target struct {
 	// connection uses; nil without one. cfgName names it for messages.
 	cfg     *config.Config
 	cfgName string
+	// cfgFound: the file was found (config.FindUserConfig), not given.
+	cfgFound bool
 	// login are the options of the NATS CLI's login and TLS flags and
 	// variables, applied last so that they win.
 	login []nats.Option
@@ -159,6 +161,33 @@ type target struct {
 	// whether --tlscert or $NATS_CERT gives a client certificate.
 	user       string
 	clientCert bool
+}
+
+// who names the user the connection logs in as and where that login came
+// from, for the errors of a refused request: "the user "app-a" (plugin.nats.user
+// in ./conclave.conf, …)"; "this user" when nothing names one.
+func (t *target) who() string {
+	switch {
+	case t.user != "":
+		return fmt.Sprintf("the user %q (--user or $%s)", t.user, envUser)
+	case t.creds != "":
+		return fmt.Sprintf("the user of the credentials file %s (%s)", t.creds, t.credsSource)
+	case t.ctx != nil && t.ctx.User != "":
+		return fmt.Sprintf("the user %q (%s)", t.ctx.User, t.ctx.source)
+	case t.cfg != nil && (t.cfg.NATSUser != "" || t.cfg.NATSCredentials != ""):
+		name := t.cfg.NATSUser
+		if name == "" {
+			name = "of " + t.cfg.NATSCredentials
+		} else {
+			name = strconv.Quote(name)
+		}
+		from := t.cfgName // "--config FILE"
+		if t.cfgFound {
+			from = t.cfgName + ", the configuration file found as --config was not given: it logs in even with --server; pass --config, or --user, for another login"
+		}
+		return fmt.Sprintf("the user %s (logged in by %s)", name, from)
+	}
+	return "this user"
 }
 
 // resolve works out the target. Explicit flags win over environment
@@ -257,7 +286,7 @@ func (f *connFlags) resolve() (*target, error) {
 		if err != nil {
 			return nil, err
 		}
-		t.cfg, t.cfgName = cfg, cfgName
+		t.cfg, t.cfgName, t.cfgFound = cfg, cfgName, f.config == ""
 	}
 
 	const startHint = "start one with `conclave broker run --config FILE`"
@@ -405,6 +434,14 @@ func (r *refusals) notify() {
 }
 
 // target resolves where and how to connect, once.
+// who is the target's who, once resolved.
+func (a *app) who() string {
+	if a.resolved == nil {
+		return "this user"
+	}
+	return a.resolved.who()
+}
+
 func (a *app) target() (*target, error) {
 	if a.resolved == nil {
 		t, err := a.conn.resolve()

@@ -83,6 +83,9 @@ func TestRunRefusedFailsAtOnce(t *testing.T) {
 		t.Errorf("run exited %d, want 1", r.code)
 	}
 	mustContain(t, "run's error", r.stderr, "permission denied", "billing")
+	if n := strings.Count(r.stderr, "permission denied"); n != 1 {
+		t.Errorf("run said permission denied %d times, want once (its error):\n%s", n, r.stderr)
+	}
 	if strings.Contains(r.stderr, "watch not set up") {
 		t.Errorf("run waited for the watch's timeout before failing:\n%s", r.stderr)
 	}

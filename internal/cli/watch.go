@@ -129,7 +129,7 @@ func (e *elections) watch(ctx context.Context, name string, asJSON, verbose bool
 			what = "the elections matching " + pattern
 		}
 		watchStatus(elog, "watching", "watching %s in %s on %s (Ctrl-C to stop)", what, s.bucket, s.url)
-	}), pattern, "watch")
+	}), pattern, "watch", e.a.who())
 }
 
 // testHookWatchRead, when set, runs after watch NAME has read the
