@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -604,8 +605,16 @@ func (t *target) connectError(err error) error {
 			return explained
 		}
 	}
-	var netErr net.Error
+	var (
+		netErr      net.Error
+		unknownCA   x509.UnknownAuthorityError
+		badHostname x509.HostnameError
+	)
 	switch {
+	case errors.As(err, &unknownCA):
+		return fmt.Errorf("the broker at %s (from %s) presented a certificate signed by a CA this client does not trust: pass --tlsca FILE (the CA that signed the broker's certificate, else $%s), or --config FILE with plugin.security.file.ca: %w", urls, t.source, envCA, err)
+	case errors.As(err, &badHostname):
+		return fmt.Errorf("the broker at %s (from %s) presented a certificate for another name: connect by a name its certificate holds (%w)", urls, t.source, err)
 	case t.refusedWithoutCertificate(err):
 		return fmt.Errorf("%w: the broker at %s (from %s) refused this client: it requires a client certificate its CA signed (plugin.choria.network.client_tls_force_required, on by default) and none was given: pass --tlscert FILE and --tlskey FILE with --tlsca FILE, or --config FILE with plugin.security.file.certificate, .key and .ca: %w",
 			natsconn.ErrLogin, urls, t.source, err)
