@@ -83,11 +83,12 @@ exits with the command's exit status; with --restart it keeps leading and
 starts the command again after 1s instead.
 
 On Ctrl-C (SIGINT) or SIGTERM, run stops the command (SIGTERM, then SIGKILL
-after --grace), hands the election over at once (to the best-ranked standby it
-knows of, or by a release that any candidate may take), says so, and exits with status 0 when the command exited with 0 or died
-of that SIGTERM (a stop that was asked for), else with the command's exit
-status (128 plus the signal's number for a signal, as in shells: 137 when it
-had to be killed).
+after --grace), hands the election over at once (to the best-ranked standby
+it knows of, or by a release that any candidate may take), says which, and
+exits with status 0 when the command exited with 0 or died of that SIGTERM
+(a stop that was asked for), else with the command's exit status (128 plus
+the signal's number for a signal, as in shells: 137 when it had to be
+killed).
 
 Everything after NAME is the command, its flags included (run job ls -l);
 run's own flags go before NAME, or between NAME and a "--" that ends them.
@@ -114,9 +115,12 @@ bounded by that interval: while it exits non-zero the candidate does not
 campaign, and as leader hands over to a healthy candidate if one stands, and
 otherwise keeps leading.`,
 		Example: `  conclave election run my_app ./cron.sh --verbose
-  conclave --config /etc/conclave/client.conf election run --grace 30s reports -- ./report.sh -l
-  conclave election run --identity "$(hostname -f)" --restart --json my_app ./worker
-  conclave election run --priority 10 --health-cmd 'curl -fs localhost:8080/healthz' my_app ./worker`,
+  conclave --config /etc/conclave/client.conf election run \
+      --grace 30s reports -- ./report.sh -l
+  conclave election run --identity "$(hostname -f)" --restart --json \
+      my_app ./worker
+  conclave election run --priority 10 \
+      --health-cmd 'curl -fs localhost:8080/healthz' my_app ./worker`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name, argv, err := splitRunArgs(cmd, args)
