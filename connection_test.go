@@ -3,7 +3,9 @@ package conclave_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,7 +13,9 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/conclave-io/conclave"
+	"github.com/conclave-io/conclave/config"
 	"github.com/conclave-io/conclave/embedded"
+	"github.com/conclave-io/conclave/inter"
 	"github.com/conclave-io/conclave/internal/brokertest"
 	"github.com/conclave-io/conclave/internal/natstest"
 )
@@ -89,9 +93,12 @@ func TestUnreachableBroker(t *testing.T) {
 					t.Errorf("error %q does not say %q", err, want)
 				}
 			}
-			// The election constructors report the same.
-			if _, err := fw.NewElection(ctx, nil, "app"); !errors.Is(err, conclave.ErrNoBroker) {
-				t.Errorf("NewElection error %v does not match ErrNoBroker", err)
+			// The election constructors wait for a broker while ctx
+			// lasts, and then report the same.
+			short, cancelShort := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancelShort()
+			if _, err := fw.NewElection(short, nil, "app"); !errors.Is(err, conclave.ErrNoBroker) || !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("NewElection error %v does not match ErrNoBroker and context.DeadlineExceeded", err)
 			}
 		})
 	}
@@ -266,5 +273,59 @@ func TestUseBroker(t *testing.T) {
 	}
 	if got := fw.Servers(); len(got) != 1 || got[0] != conclave.DefaultServer {
 		t.Errorf("Servers = %v after a failed start, want [%s]: the framework kept the broker", got, conclave.DefaultServer)
+	}
+}
+
+// signalHook closes seen at the first log line containing text.
+type signalHook struct {
+	text string
+	once sync.Once
+	seen chan struct{}
+}
+
+func (h *signalHook) Levels() []logrus.Level { return logrus.AllLevels }
+
+func (h *signalHook) Fire(e *logrus.Entry) error {
+	if strings.Contains(e.Message, h.text) {
+		h.once.Do(func() { close(h.seen) })
+	}
+	return nil
+}
+
+// TestNewElectionWaitsForTheBroker: NewElection with no broker up yet
+// waits for one, as `conclave election run` does, saying so once, and
+// returns the election once the broker answers.
+func TestNewElectionWaitsForTheBroker(t *testing.T) {
+	port := natstest.FreePort(t)
+	log := brokertest.Logger(t).Logger
+	hook := &signalHook{text: "Waiting for a broker", seen: make(chan struct{})}
+	log.AddHook(hook)
+	fw := newFramework(t, testConfig("patient-node", "nats://127.0.0.1:"+strconv.Itoa(port)), conclave.WithLogger(log))
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	type result struct {
+		e   inter.Election
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		e, err := fw.NewElection(ctx, nil, "app")
+		done <- result{e, err}
+	}()
+	select {
+	case <-hook.seen:
+	case r := <-done:
+		t.Fatalf("NewElection returned before any broker was up: %v", r.err)
+	case <-ctx.Done():
+		t.Fatal("NewElection did not say it waits for a broker")
+	}
+	brokertest.StartSingle(t, func(c *config.Config) { c.ClientPort = port; c.LeaderElectionTTL = testTTL })
+	select {
+	case r := <-done:
+		if r.err != nil || r.e == nil {
+			t.Fatalf("NewElection once the broker is up: %v", r.err)
+		}
+	case <-ctx.Done():
+		t.Fatal("NewElection still waits after the broker came up")
 	}
 }

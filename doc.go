@@ -29,7 +29,11 @@
 // with a nil connection, …), reconnects forever, is named after the identity,
 // and logs its disconnections and reconnections. Connect makes further
 // connections with the same settings, for candidates that must not share a
-// connection's fate.
+// connection's fate. Connection and Connect fail at once with ErrNoBroker
+// when no broker answers; NewElection, NewCampaign, NewObserver and Bucket
+// with a nil connection wait for one instead, as `conclave election run`
+// does, logging once that they wait, until their context ends: give it a
+// deadline to fail instead.
 //
 // # Logging in
 //

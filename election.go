@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/conclave-io/conclave/backoff"
 	"github.com/conclave-io/conclave/bucket"
 	"github.com/conclave-io/conclave/inter"
 	"github.com/conclave-io/conclave/internal/denied"
@@ -38,9 +40,14 @@ func (fw *Framework) NewElection(ctx context.Context, conn *nats.Conn, name stri
 // WithHealthCheck's check. Options in opts override them. ctx bounds connecting and
 // opening the bucket, not the campaign.
 //
-// It returns an error wrapping ErrNoBroker when the shared connection cannot
-// be made, ErrNoBucket when the broker has no election bucket, ErrClosed
-// after Close, and those of streams.NewElection (streams.ErrInvalidKey, …).
+// With conn nil and no broker answering yet (not started, or restarting), it
+// waits for one as `conclave election run` does, trying quickly at first and
+// then every 2s and logging once that it waits, until one answers or ctx
+// ends: give ctx a deadline to fail instead (then the error wraps
+// ErrNoBroker and ctx's error). Errors that waiting cannot mend return at
+// once: ErrLogin for a refused login, ErrNoBucket when the broker that
+// answers has no election bucket, ErrClosed after Close, and those of
+// streams.NewElection (streams.ErrInvalidKey, …).
 func (fw *Framework) NewCampaign(ctx context.Context, conn *nats.Conn, name string, opts ...streams.Option) (*streams.Election, error) {
 	if err := streams.ValidateKey(name); err != nil {
 		return nil, err
@@ -95,7 +102,8 @@ func (fw *Framework) NewObserver(ctx context.Context, conn *nats.Conn, name stri
 }
 
 // Bucket opens the election bucket, CHORIA_LEADER_ELECTION, over conn, or
-// over the shared connection when conn is nil. It returns an error wrapping
+// over the shared connection when conn is nil, waiting for a broker as
+// NewCampaign does. It returns an error wrapping
 // ErrNoBucket, naming the server and the setting that provisions the
 // bucket, when the broker has none.
 func (fw *Framework) Bucket(ctx context.Context, conn *nats.Conn) (jetstream.KeyValue, error) {
@@ -103,11 +111,39 @@ func (fw *Framework) Bucket(ctx context.Context, conn *nats.Conn) (jetstream.Key
 	return kv, err
 }
 
+// brokerRetry spaces the attempts of awaitConnection: quickly at first,
+// then every 2s, as `conclave election run` does.
+var brokerRetry = backoff.Linear(100*time.Millisecond, 2*time.Second, 10)
+
+// awaitConnection is Connection, waiting while no broker answers (a broker
+// that is not up yet, or restarting) until one does or ctx ends, and
+// saying once that it waits. Other errors (a refused login, a bad
+// certificate, Close) return at once: waiting would not mend them.
+func (fw *Framework) awaitConnection(ctx context.Context) (*nats.Conn, error) {
+	var said bool
+	for try := 0; ; try++ {
+		conn, err := fw.Connection(ctx)
+		if err == nil || !errors.Is(err, ErrNoBroker) {
+			if err == nil && said {
+				fw.Logger("connection").Infof("Connected to %s: the broker answers now", conn.ConnectedUrlRedacted())
+			}
+			return conn, err
+		}
+		if !said {
+			said = true
+			fw.Logger("connection").Warnf("Waiting for a broker, for as long as the context allows: %v", err)
+		}
+		if serr := backoff.Sleep(ctx, brokerRetry.Duration(try)); serr != nil {
+			return nil, fmt.Errorf("%w (waited for one until the context ended: %w)", err, serr)
+		}
+	}
+}
+
 // bucket is Bucket, also returning the JetStream context it was opened with.
 func (fw *Framework) bucket(ctx context.Context, conn *nats.Conn) (jetstream.KeyValue, jetstream.JetStream, error) {
 	if conn == nil {
 		var err error
-		if conn, err = fw.Connection(ctx); err != nil {
+		if conn, err = fw.awaitConnection(ctx); err != nil {
 			return nil, nil, err
 		}
 		fw.mu.Lock()

@@ -57,7 +57,7 @@ func (d *demo) stepDown() {
 		d.log.Warn("No worker leads right now: nothing to step down")
 		return
 	}
-	d.log.WithField("worker", w.id).Info("Leader stepping down: it hands the key over, the next worker should lead within milliseconds")
+	d.log.WithField("worker", w.id).Info("Leader stepping down: it hands the key over to a standby it knows, or releases it; the next worker should lead within milliseconds")
 	w.stepDown()
 }
 

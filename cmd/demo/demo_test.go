@@ -322,6 +322,18 @@ func TestDemoStepDownHandsOver(t *testing.T) {
 			t.Errorf("output lacks %s", want)
 		}
 	}
+	// The step-down says where the key went: handed over, naming who took
+	// it, or released (the workers share one identity, and a candidate
+	// does not hand over to its own identity). The election's own line
+	// does not call a stop that may hand over a release.
+	handed := regexp.MustCompile(fmt.Sprintf(`msg="Handed the key over: [^"]*" component=worker to=\S+ worker=%d\b`, a)).MatchString(out)
+	released := regexp.MustCompile(fmt.Sprintf(`msg="Released the key: [^"]*" component=worker worker=%d\b`, a)).MatchString(out)
+	if handed == released {
+		t.Errorf("worker %d's step-down is logged as handed over %v, released %v: want one of them", a, handed, released)
+	}
+	if handed && regexp.MustCompile(fmt.Sprintf(`worker %d: election \S+: \S+ stopped leading \(released\)`, a)).MatchString(out) {
+		t.Errorf("worker %d's hand-over is logged as a release", a)
+	}
 	if _, err := os.Stat(store); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the embedded broker's store %s is still there: %v", store, err)
 	}

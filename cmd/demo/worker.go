@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -93,13 +94,21 @@ func (w *worker) member(ctx context.Context) error {
 	w.log.Info("Worker starting")
 	err = e.Start(ctx)
 	w.mu.Lock()
-	crashed := w.crashed
+	crashed, last := w.crashed, w.term
 	w.mu.Unlock()
 	if crashed {
 		// The c command closed the connection: the campaign ending
 		// with it is what was asked for, not an error to report.
 		w.log.Info("Crashed: the campaign ended with its connection")
 		return nil
+	}
+	if err == nil && last != nil && last.Cause() == streams.CauseReleased {
+		// It led until its stop (s, q): say where the key went.
+		if to := e.HandedOverTo(); to != "" {
+			w.log.WithField("to", to).Info("Handed the key over: the standby it named leads at once")
+		} else {
+			w.log.Info("Released the key: the first standby to campaign leads at once")
+		}
 	}
 	return err
 }
@@ -112,10 +121,35 @@ type workerLogger struct {
 	id  int
 }
 
-func (l workerLogger) Debugf(format string, args ...any) { l.log.Debugf(l.prefix(format), args...) }
-func (l workerLogger) Infof(format string, args ...any)  { l.log.Infof(l.prefix(format), args...) }
-func (l workerLogger) Warnf(format string, args ...any)  { l.log.Warnf(l.prefix(format), args...) }
-func (l workerLogger) Errorf(format string, args ...any) { l.log.Errorf(l.prefix(format), args...) }
+func (l workerLogger) Debugf(format string, args ...any) {
+	l.log.Debugf(l.prefix(format), noNegative(args)...)
+}
+
+func (l workerLogger) Infof(format string, args ...any) {
+	l.log.Infof(l.prefix(format), noNegative(args)...)
+}
+
+func (l workerLogger) Warnf(format string, args ...any) {
+	l.log.Warnf(l.prefix(format), noNegative(args)...)
+}
+
+func (l workerLogger) Errorf(format string, args ...any) {
+	l.log.Errorf(l.prefix(format), noNegative(args)...)
+}
+
+// noNegative shows a wait that is already over as 0s: the election
+// reports how long until a term begins ("leading in …") counted from a
+// read that may come after that instant, and "leading in -1ms" reads as
+// an error.
+func noNegative(args []any) []any {
+	for i, a := range args {
+		if d, ok := a.(time.Duration); ok && d < 0 {
+			args = slices.Clone(args)
+			args[i] = time.Duration(0)
+		}
+	}
+	return args
+}
 
 func (l workerLogger) prefix(format string) string {
 	return "worker " + strconv.Itoa(l.id) + ": " + format

@@ -309,10 +309,18 @@ func (s *session) withStamp(ctx context.Context, r record) record {
 	return streams.ReadMsg(s.bucket, msg)
 }
 
+// errElectionAppeared is what unknownElection's error wraps when the
+// election it was asked about appeared while it listed the others.
+var errElectionAppeared = errors.New("it appeared just after it was read: try again")
+
 // unknownElection explains that the bucket has no key name, listing the
-// elections it has.
+// elections it has; when name is among them, it appeared meanwhile, and
+// the error wraps errElectionAppeared.
 func (s *session) unknownElection(ctx context.Context, name string) error {
 	recs, err := s.readRecords(ctx, ">")
+	if err == nil && slices.ContainsFunc(recs, func(r record) bool { return r.Key == name }) {
+		return fmt.Errorf("election %q in %s: %w", name, s.bucket, errElectionAppeared)
+	}
 	if errors.Is(err, denied.ErrPermissionDenied) {
 		return fmt.Errorf("no election %q in %s (the others are not listed: this user may not read every election)", name, s.bucket)
 	}

@@ -9,11 +9,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"golang.org/x/term"
 
 	"github.com/conclave-io/conclave/internal/buildinfo"
 )
@@ -164,6 +166,7 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		},
 	}
 	asGroup(root)
+	wrapFlagUsages(root, stdout)
 	root.Version = buildinfo.Read().String()
 	root.SetVersionTemplate("conclave {{.Version}}\n")
 	root.SetIn(stdin)
@@ -175,6 +178,24 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	a.addElectionCommand(root)
 	usageOnArgs(root)
 	return root
+}
+
+// wrapFlagUsages makes the help of cmd and its subcommands wrap each
+// flag's usage to the terminal's width on standard output (at most 100
+// columns), else to 80, indented under the usage's start, rather than
+// leave the terminal to break long lines anywhere.
+func wrapFlagUsages(cmd *cobra.Command, stdout io.Writer) {
+	width := 80
+	if f, ok := stdout.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		if w, _, err := term.GetSize(int(f.Fd())); err == nil && w > 40 {
+			width = min(w, 100)
+		}
+	}
+	tmpl := cmd.UsageTemplate()
+	for _, set := range []string{".LocalFlags", ".InheritedFlags"} {
+		tmpl = strings.ReplaceAll(tmpl, set+".FlagUsages ", fmt.Sprintf("%s.FlagUsagesWrapped %d ", set, width))
+	}
+	cmd.SetUsageTemplate(tmpl)
 }
 
 // asGroup makes cmd, which only groups subcommands, fail with exit status 1

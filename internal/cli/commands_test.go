@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/conclave-io/conclave/internal/natstest"
 )
@@ -144,4 +145,22 @@ func TestCompleteElectionNames(t *testing.T) {
 	script := conclave(t, "completion", "bash")
 	mustSucceed(t, script)
 	mustContain(t, "bash completion", script.stdout, "__start_conclave")
+}
+
+// TestRunHelpIsTidy: election run --help says no "(default 0s)" (a zero
+// duration's usage says what 0 means, or its default in words), and every
+// line fits 80 columns, flag usages wrapped under their start, rather than
+// left for the terminal to break anywhere.
+func TestRunHelpIsTidy(t *testing.T) {
+	r := conclave(t, "election", "run", "--help")
+	mustSucceed(t, r)
+	if strings.Contains(r.stdout, "(default 0s)") {
+		t.Errorf("run --help says (default 0s):\n%s", r.stdout)
+	}
+	for _, l := range strings.Split(r.stdout, "\n") {
+		if n := utf8.RuneCountInString(l); n > 80 {
+			t.Errorf("a line of run --help has %d columns, want at most 80: %q", n, l)
+		}
+	}
+	mustContain(t, "run --help", r.stdout, "--min-term duration", "--lead-timeout duration", "(default 10s)")
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -152,6 +153,8 @@ type target struct {
 	// connection uses; nil without one. cfgName names it for messages.
 	cfg     *config.Config
 	cfgName string
+	// cfgFound: the file was found (config.FindUserConfig), not given.
+	cfgFound bool
 	// login are the options of the NATS CLI's login and TLS flags and
 	// variables, applied last so that they win.
 	login []nats.Option
@@ -159,6 +162,33 @@ type target struct {
 	// whether --tlscert or $NATS_CERT gives a client certificate.
 	user       string
 	clientCert bool
+}
+
+// who names the user the connection logs in as and where that login came
+// from, for the errors of a refused request: "the user "app-a" (plugin.nats.user
+// in ./conclave.conf, …)"; "this user" when nothing names one.
+func (t *target) who() string {
+	switch {
+	case t.user != "":
+		return fmt.Sprintf("the user %q (--user or $%s)", t.user, envUser)
+	case t.creds != "":
+		return fmt.Sprintf("the user of the credentials file %s (%s)", t.creds, t.credsSource)
+	case t.ctx != nil && t.ctx.User != "":
+		return fmt.Sprintf("the user %q (%s)", t.ctx.User, t.ctx.source)
+	case t.cfg != nil && (t.cfg.NATSUser != "" || t.cfg.NATSCredentials != ""):
+		name := t.cfg.NATSUser
+		if name == "" {
+			name = "of " + t.cfg.NATSCredentials
+		} else {
+			name = strconv.Quote(name)
+		}
+		from := t.cfgName // "--config FILE"
+		if t.cfgFound {
+			from = t.cfgName + ", the configuration file found as --config was not given: it logs in even with --server; pass --config, or --user, for another login"
+		}
+		return fmt.Sprintf("the user %s (logged in by %s)", name, from)
+	}
+	return "this user"
 }
 
 // resolve works out the target. Explicit flags win over environment
@@ -257,7 +287,7 @@ func (f *connFlags) resolve() (*target, error) {
 		if err != nil {
 			return nil, err
 		}
-		t.cfg, t.cfgName = cfg, cfgName
+		t.cfg, t.cfgName, t.cfgFound = cfg, cfgName, f.config == ""
 	}
 
 	const startHint = "start one with `conclave broker run --config FILE`"
@@ -405,6 +435,14 @@ func (r *refusals) notify() {
 }
 
 // target resolves where and how to connect, once.
+// who is the target's who, once resolved.
+func (a *app) who() string {
+	if a.resolved == nil {
+		return "this user"
+	}
+	return a.resolved.who()
+}
+
 func (a *app) target() (*target, error) {
 	if a.resolved == nil {
 		t, err := a.conn.resolve()
@@ -567,8 +605,16 @@ func (t *target) connectError(err error) error {
 			return explained
 		}
 	}
-	var netErr net.Error
+	var (
+		netErr      net.Error
+		unknownCA   x509.UnknownAuthorityError
+		badHostname x509.HostnameError
+	)
 	switch {
+	case errors.As(err, &unknownCA):
+		return fmt.Errorf("the broker at %s (from %s) presented a certificate signed by a CA this client does not trust: pass --tlsca FILE (the CA that signed the broker's certificate, else $%s), or --config FILE with plugin.security.file.ca: %w", urls, t.source, envCA, err)
+	case errors.As(err, &badHostname):
+		return fmt.Errorf("the broker at %s (from %s) presented a certificate for another name: connect by a name its certificate holds (%w)", urls, t.source, err)
 	case t.refusedWithoutCertificate(err):
 		return fmt.Errorf("%w: the broker at %s (from %s) refused this client: it requires a client certificate its CA signed (plugin.choria.network.client_tls_force_required, on by default) and none was given: pass --tlscert FILE and --tlskey FILE with --tlsca FILE, or --config FILE with plugin.security.file.certificate, .key and .ca: %w",
 			natsconn.ErrLogin, urls, t.source, err)

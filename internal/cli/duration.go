@@ -31,4 +31,10 @@ func (d *durationValue) Type() string   { return "duration" }
 func durationVar(fs *pflag.FlagSet, p *time.Duration, name string, value time.Duration, usage string) {
 	*p = value
 	fs.Var((*durationValue)(p), name, usage)
+	if value == 0 {
+		// pflag shows a default unless it reads as zero, and "0s" does
+		// not for a Value of its own: a zero default goes unsaid, as for
+		// its own durations, and the usage says what 0 means.
+		fs.Lookup(name).DefValue = "0"
+	}
 }

@@ -1,11 +1,13 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
 
 	"github.com/conclave-io/conclave/bucket"
+	"github.com/conclave-io/conclave/internal/denied"
 	"github.com/conclave-io/conclave/providers/election/streams"
 )
 
@@ -76,8 +78,19 @@ func (l stderrLogger) Infof(format string, args ...any) {
 	}
 }
 
-func (l stderrLogger) Warnf(format string, args ...any)  { l.print("warning", format, args) }
-func (l stderrLogger) Errorf(format string, args ...any) { l.print("error", format, args) }
+func (l stderrLogger) Warnf(format string, args ...any) { l.print("warning", format, args) }
+
+// Errorf logs an error, except a refusal for permissions: that ends the
+// election or observer, whose error the command ends with, and it is said
+// once, there.
+func (l stderrLogger) Errorf(format string, args ...any) {
+	for _, a := range args {
+		if err, ok := a.(error); ok && errors.Is(err, denied.ErrPermissionDenied) {
+			return
+		}
+	}
+	l.print("error", format, args)
+}
 
 func (l stderrLogger) print(level, format string, args []any) {
 	l.log.event("log", map[string]any{"level": level}, "%s: %s", level, fmt.Sprintf(format, args...))

@@ -84,7 +84,7 @@ func (e *elections) file(ctx context.Context, name, path, identityFlag string, v
 			return "", false
 		}
 		ledAtStop.Store(true)
-		return "stopping: releasing " + name, true
+		return "stopping: handing " + name + " over", true
 	}}
 	if err := lf.remove("left from an earlier run"); err != nil {
 		return err
@@ -125,9 +125,12 @@ func (e *elections) file(ctx context.Context, name, path, identityFlag string, v
 	if err != nil {
 		return fmt.Errorf("election %s: %w", name, err)
 	}
-	if ledAtStop.Load() {
-		log.event("released", map[string]any{"exit_status": 0}, "released %s; exiting with status 0", name)
-	} else {
+	switch to := el.HandedOverTo(); {
+	case ledAtStop.Load() && to != "":
+		log.event("handed_over", map[string]any{"new_leader": to, "exit_status": 0}, "handed %s over to %s, which leads at once; exiting with status 0", name, to)
+	case ledAtStop.Load():
+		log.event("released", map[string]any{"exit_status": 0}, "released %s (no standby took it up); exiting with status 0", name)
+	default:
 		log.event("stopped_campaigning", map[string]any{"exit_status": 0}, "stopped campaigning in %s (not leading); exiting with status 0", name)
 	}
 	return nil

@@ -85,12 +85,12 @@ type infoJSON struct {
 
 // candidateJSON is one candidate standing, in info's JSON output.
 type candidateJSON struct {
-	Identity string    `json:"identity"`
-	Instance string    `json:"instance,omitempty"`
-	Priority int       `json:"priority"`
-	Healthy  bool      `json:"healthy"`
-	Leading  bool      `json:"leading"`
-	Since    time.Time `json:"since"`
+	Identity string `json:"identity"`
+	Instance string `json:"instance,omitempty"`
+	Priority int    `json:"priority"`
+	Healthy  bool   `json:"healthy"`
+	Leading  bool   `json:"leading"`
+	Since    string `json:"since"` // RFC 3339, UTC, milliseconds
 }
 
 func (e *elections) info(ctx context.Context, name string, asJSON bool) error {
@@ -172,7 +172,7 @@ func (e *elections) info(ctx context.Context, name string, asJSON bool) error {
 			out.Elections = append(out.Elections, newElectionJSON(*rec, cfg.MaxAge, now))
 			out.Candidates = []candidateJSON{}
 			for _, c := range standing {
-				out.Candidates = append(out.Candidates, candidateJSON{Identity: c.Identity, Instance: c.Instance, Priority: c.Priority, Healthy: c.Healthy, Leading: c.Leader, Since: c.Since.UTC()})
+				out.Candidates = append(out.Candidates, candidateJSON{Identity: c.Identity, Instance: c.Instance, Priority: c.Priority, Healthy: c.Healthy, Leading: c.Leader, Since: formatJSONTime(c.Since)})
 			}
 		}
 		return writeJSON(e.a.stdout, out)

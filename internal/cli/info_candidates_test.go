@@ -56,6 +56,21 @@ func TestInfoCandidates(t *testing.T) {
 	if len(out.Candidates) != len(wants) {
 		t.Fatalf("candidates: %+v, want %v", out.Candidates, wants)
 	}
+	// Times in JSON have milliseconds, as every --json time (docs/cli.md).
+	var rawOut struct {
+		Candidates []struct {
+			Since string `json:"since"`
+		} `json:"candidates"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rawOut); err != nil {
+		t.Fatal(err)
+	}
+	msTime := regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$`)
+	for i, c := range rawOut.Candidates {
+		if !msTime.MatchString(c.Since) {
+			t.Errorf("candidates[%d].since is %q, want RFC 3339 in UTC with milliseconds", i, c.Since)
+		}
+	}
 	for i, w := range wants {
 		c := out.Candidates[i]
 		if c.Identity != w.id || c.Priority != w.prio || c.Healthy != w.healthy || c.Leader != w.lead || c.Since.IsZero() {

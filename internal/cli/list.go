@@ -75,7 +75,7 @@ func (e *elections) list(ctx context.Context, pattern string, asJSON bool) error
 	}
 	recs, err := s.readRecords(ctx, pattern)
 	if err != nil {
-		return everyElectionRefused(err, pattern, "list")
+		return everyElectionRefused(err, pattern, "list", e.a.who())
 	}
 	now := time.Now()
 	ttl := st.TTL()
@@ -141,9 +141,9 @@ func checkPattern(pattern string) error {
 // matching pattern for command (list, watch), when it is the broker refusing
 // the user every election (">"): the user must pass a pattern it may read.
 // Other errors are returned as they are.
-func everyElectionRefused(err error, pattern, command string) error {
+func everyElectionRefused(err error, pattern, command, who string) error {
 	if pattern != ">" || !errors.Is(err, denied.ErrPermissionDenied) {
 		return err
 	}
-	return fmt.Errorf("this user may not read every election (the broker refused it a watch of >): pass a pattern of the elections it may read, such as `conclave election %s 'app-a.>'` for a user whose plugin.conclave.user.NAME.campaign or .observe is app-a.>: %w", command, err)
+	return fmt.Errorf("%s may not read every election (the broker refused it a watch of >): pass a pattern of the elections it may read, such as `conclave election %s 'app-a.>'` for a user whose plugin.conclave.user.NAME.campaign or .observe is app-a.>: %w", who, command, err)
 }

@@ -30,14 +30,30 @@ func TestNarrowUserListsAndWatchesAPattern(t *testing.T) {
 			t.Errorf("%s as app-a exited %d, want 1", strings.Join(args, " "), r.code)
 		}
 		mustContain(t, strings.Join(args, " ")+"'s error", r.stderr,
-			"this user may not read every election", "pass a pattern of the elections it may read",
+			`the user "app-a" (logged in by --config `+conf+`) may not read every election`, "pass a pattern of the elections it may read",
 			"`conclave "+strings.Join(args, " ")+" 'app-a.>'`", "permission denied")
 		if strings.Contains(r.stderr, "deadline exceeded") || strings.Contains(r.stderr, "watching every election") {
 			t.Errorf("%s: the refusal reads as a timeout or a watch that began:\n%s", strings.Join(args, " "), r.stderr)
 		}
 	}
 
-	r := conclave(t, "--config", conf, "election", "list", "app-a.>")
+	// In a folder holding app-a's conclave.conf, --server says where to
+	// connect but the file still logs in: the error says so.
+	dir := t.TempDir()
+	raw, err := os.ReadFile(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "conclave.conf"), raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := conclaveWith(t, runOpts{dir: dir}, "--server", u.URL, "--timeout", "2s", "election", "list")
+	if r.code != 1 {
+		t.Errorf("list as app-a by ./conclave.conf exited %d, want 1", r.code)
+	}
+	mustContain(t, "list's error", r.stderr, `the user "app-a" (logged in by `, `conclave.conf, the configuration file found as --config was not given`)
+
+	r = conclave(t, "--config", conf, "election", "list", "app-a.>")
 	mustSucceed(t, r)
 	mustContain(t, "list app-a.>", r.stdout, "app-a.cron", "a-1", "1 election matching app-a.> in")
 	if strings.Contains(r.stdout, "app-b") {
@@ -113,10 +129,12 @@ func TestNonAdminInfoPrintsNoRawNATSError(t *testing.T) {
 // with silence, but the CLI learns of the refusal at once from the
 // connection and does not wait out --timeout: a refused list or watch of
 // every election, a refused read of one election, and info's refused
-// request for the account's limits (which info goes without).
+// request for the account's limits (which info goes without), and a
+// refused forced stand-down.
 func TestRefusalsDoNotWaitForTheTimeout(t *testing.T) {
 	u := cli.StartUsersBroker(t)
-	campaign(t, u.JetStream(t, "admin"), "a-1", "app-a.cron").waitLeading(t)
+	admin := u.JetStream(t, "admin")
+	campaign(t, admin, "a-1", "app-a.cron").waitLeading(t)
 	const timeout, most = 40 * time.Second, 20 * time.Second
 	for _, tc := range []struct {
 		user string
@@ -127,6 +145,8 @@ func TestRefusalsDoNotWaitForTheTimeout(t *testing.T) {
 		{"app-a", []string{"election", "watch"}, 1},
 		{"app-a", []string{"election", "info", "app-b.cron"}, 1},
 		{"dash", []string{"election", "info", "app-a.cron"}, 0},
+		// dash may read app-a.cron but not write it.
+		{"dash", []string{"election", "stand-down", "--force", "app-a.cron"}, 1},
 	} {
 		began := time.Now()
 		r := conclave(t, append([]string{"--config", u.Conf[tc.user], "--timeout", timeout.String()}, tc.args...)...)

@@ -83,11 +83,12 @@ exits with the command's exit status; with --restart it keeps leading and
 starts the command again after 1s instead.
 
 On Ctrl-C (SIGINT) or SIGTERM, run stops the command (SIGTERM, then SIGKILL
-after --grace), hands the election over at once (to the best-ranked standby it
-knows of, or by a release that any candidate may take), says so, and exits with status 0 when the command exited with 0 or died
-of that SIGTERM (a stop that was asked for), else with the command's exit
-status (128 plus the signal's number for a signal, as in shells: 137 when it
-had to be killed).
+after --grace), hands the election over at once (to the best-ranked standby
+it knows of, or by a release that any candidate may take), says which, and
+exits with status 0 when the command exited with 0 or died of that SIGTERM
+(a stop that was asked for), else with the command's exit status (128 plus
+the signal's number for a signal, as in shells: 137 when it had to be
+killed).
 
 Everything after NAME is the command, its flags included (run job ls -l);
 run's own flags go before NAME, or between NAME and a "--" that ends them.
@@ -95,11 +96,16 @@ run's own flags go before NAME, or between NAME and a "--" that ends them.
 A broker that does not answer yet, or has no election bucket yet, is waited
 for (run says so once); after the first connection run reconnects forever.
 
-A candidate that takes a key that is absent or expired (a new election, or
-one whose leader vanished without releasing) waits --grace before it starts
-its command, so that an old leader's command has been killed by then; give
-every candidate of an election the same --grace. A key removed by stand-down
-is taken over after a TTL, a released one at once.
+How long a take-over waits: a candidate that takes a released key (the
+leader stopped, or handed over) leads at once and starts its command at once;
+one that takes a removed key (stand-down, nats kv del) leads a TTL after the
+removal, when the removed leader has surely stopped counting on its lease;
+one that takes an absent or expired key (a new election, or one whose leader
+vanished) leads at once. Except after a release, run then waits --grace
+before it starts the command, and says so, so that an earlier leader's
+command, killed --grace after its term ended, is surely gone; give every
+candidate of an election the same --grace. The term, and --min-term, count
+from when it leads, not from when the command starts.
 
 --priority ranks candidates: a leader hands the election over to a healthy
 candidate of a higher priority once its term has lasted --min-term (default
@@ -109,9 +115,12 @@ bounded by that interval: while it exits non-zero the candidate does not
 campaign, and as leader hands over to a healthy candidate if one stands, and
 otherwise keeps leading.`,
 		Example: `  conclave election run my_app ./cron.sh --verbose
-  conclave --config /etc/conclave/client.conf election run --grace 30s reports -- ./report.sh -l
-  conclave election run --identity "$(hostname -f)" --restart --json my_app ./worker
-  conclave election run --priority 10 --health-cmd 'curl -fs localhost:8080/healthz' my_app ./worker`,
+  conclave --config /etc/conclave/client.conf election run \
+      --grace 30s reports -- ./report.sh -l
+  conclave election run --identity "$(hostname -f)" --restart --json \
+      my_app ./worker
+  conclave election run --priority 10 \
+      --health-cmd 'curl -fs localhost:8080/healthz' my_app ./worker`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name, argv, err := splitRunArgs(cmd, args)
@@ -129,7 +138,7 @@ otherwise keeps leading.`,
 	// (splitRunArgs reads flags between NAME and --).
 	cmd.Flags().SetInterspersed(false)
 	cmd.Flags().StringVar(&f.identity, "identity", "", "the name to campaign as, the value of the election key (default: --config's identity, $CONCLAVE_IDENTITY, else the host name)")
-	durationVar(cmd.Flags(), &f.grace, "grace", 10*time.Second, "how long the command has to exit after SIGTERM before it gets SIGKILL")
+	durationVar(cmd.Flags(), &f.grace, "grace", 10*time.Second, "how long the command has to exit after SIGTERM before it gets SIGKILL; a new leader waits as long before starting its command, except after a release")
 	cmd.Flags().BoolVar(&f.restart, "restart", false, "restart the command when it exits on its own while leading, instead of exiting")
 	cmd.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "log what the election does")
 	// Not --timeout: that is every command's connection timeout, which a
@@ -199,7 +208,8 @@ func (e *elections) run(ctx context.Context, name string, argv []string, f runFl
 	if f.once && f.restart {
 		return errors.New("--once and --restart contradict each other: pass one of them")
 	}
-	standOpts, err := f.standingOptions()
+	health := &healthReport{name: name, healthy: true}
+	standOpts, err := f.standingOptions(health)
 	if err != nil {
 		return err
 	}
@@ -222,6 +232,7 @@ func (e *elections) run(ctx context.Context, name string, argv []string, f runFl
 	}
 	log := newEventLog(e.a.stderr, f.json)
 	log.election, log.identity = name, identity
+	health.log, health.identity = log, identity
 	openCtx := ctx
 	if !deadline.IsZero() {
 		var cancel context.CancelFunc
@@ -265,13 +276,13 @@ func (e *elections) run(ctx context.Context, name string, argv []string, f runFl
 		streams.InBucket(s.bucket),
 		streams.OnLeading(r.onLeading),
 		streams.OnLost(r.onLost),
-		streams.WithGrace(f.grace),
-		streams.WithLogger(stderrLogger{log: log, verbose: f.verbose}),
+		streams.WithLogger(runLogger{stderrLogger: stderrLogger{log: log, verbose: f.verbose}, health: f.healthCmd != ""}),
 	}, standOpts...)...)
 	if err != nil {
 		return err
 	}
-	r.log.event("campaigning", map[string]any{"bucket": bucketRefJSON{Name: s.bucket, TTLSeconds: seconds(st.TTL())}}, "%s campaigning in %s (identity from %s; bucket %s on %s, TTL %v); on taking over a key that is absent or expired it waits --grace (%v) before starting %s, so that an old leader's command is surely gone",
+	health.el = el
+	r.log.event("campaigning", map[string]any{"bucket": bucketRefJSON{Name: s.bucket, TTLSeconds: seconds(st.TTL())}}, "%s campaigning in %s (identity from %s; bucket %s on %s, TTL %v); leading after a take-over that was not a release, it waits --grace (%v) before starting %s, so that an earlier leader's command is surely gone",
 		identity, name, from, s.bucket, s.url, st.TTL(), f.grace, argv[0])
 	startDone := make(chan error, 1)
 	// The election outlives ctx: the supervisor stops the command before it
@@ -289,6 +300,7 @@ type lead struct {
 	term    *streams.Term
 	stopped chan struct{} // closed once the term's command is not running
 	once    sync.Once
+	started bool // the command was started in this term; supervisor only
 }
 
 func (l *lead) markStopped() { l.once.Do(func() { close(l.stopped) }) }
@@ -350,9 +362,9 @@ func (r *runner) onLost() {
 // (--lead-timeout, --once).
 func (r *runner) supervise(ctx context.Context, el *streams.Election, startDone <-chan error, giveUp <-chan time.Time) error {
 	var (
-		cur       *lead  // the term being led
-		ch        *child // the running command
-		restartAt <-chan time.Time
+		cur     *lead  // the term being led
+		ch      *child // the running command
+		startAt <-chan time.Time
 	)
 	stopAll := func() int {
 		status := 0
@@ -379,7 +391,7 @@ func (r *runner) supervise(ctx context.Context, el *streams.Election, startDone 
 			if ch == nil {
 				return r.finish(el, startDone, 0, nil)
 			}
-			r.log.event("interrupted", nil, "interrupted: stopping %s and releasing %s", r.argv[0], r.name)
+			r.log.event("interrupted", nil, "interrupted: stopping %s, then handing %s over", r.argv[0], r.name)
 			status := stopAll()
 			if status == 128+int(syscall.SIGTERM) {
 				// It died of the SIGTERM it was sent: the stop that was
@@ -403,22 +415,29 @@ func (r *runner) supervise(ctx context.Context, el *streams.Election, startDone 
 			if cur != nil {
 				cur.markStopped()
 			}
-			cur, restartAt = l, nil
+			cur, startAt = l, nil
 			if !l.term.Valid() {
 				l.markStopped()
 				cur = nil
 				continue
 			}
 			giveUp = nil
+			if wait := r.startDelay(l.term); wait > 0 {
+				r.log.event("elected", map[string]any{"token": l.term.Token()}, "%s leads %s, token %d, over a key that was %s: starting %s in %v (--grace), when an earlier leader's command is surely gone",
+					r.identity, r.name, l.term.Token(), l.term.From(), strings.Join(r.argv, " "), wait)
+				startAt = time.After(wait)
+				continue
+			}
 			r.log.event("elected", map[string]any{"token": l.term.Token()}, "%s leads %s, token %d: starting %s", r.identity, r.name, l.term.Token(), strings.Join(r.argv, " "))
 			var err error
 			if ch, err = r.start(l.term); err != nil {
 				l.markStopped()
 				return r.finish(el, startDone, exitCannotRun, err)
 			}
+			l.started = true
 
 		case <-termDone:
-			restartAt = nil
+			startAt = nil
 			if ch != nil {
 				r.log.event("lost", map[string]any{"cause": cur.term.Cause().String()}, "%s no longer leads %s (%s): stopping %s (SIGTERM, SIGKILL after %v)", r.identity, r.name, cur.term.Cause(), r.argv[0], r.flags.grace)
 				status := r.stop(ch)
@@ -449,28 +468,44 @@ func (r *runner) supervise(ctx context.Context, el *streams.Election, startDone 
 			}
 			if r.flags.restart {
 				r.log.event("exited", map[string]any{"status": status}, "%s exited with status %d while leading %s: starting it again in %v (--restart)", r.argv[0], status, r.name, restartDelay)
-				restartAt = time.After(restartDelay)
+				startAt = time.After(restartDelay)
 				continue
 			}
-			r.log.event("exited", map[string]any{"status": status}, "%s exited with status %d: releasing %s", r.argv[0], status, r.name)
+			r.log.event("exited", map[string]any{"status": status}, "%s exited with status %d: handing %s over", r.argv[0], status, r.name)
 			cur.markStopped()
 			return r.finish(el, startDone, status, nil)
 
-		case <-restartAt:
-			restartAt = nil
+		case <-startAt:
+			startAt = nil
 			if cur == nil || !cur.term.Valid() || ch != nil {
 				continue
+			}
+			if !cur.started {
+				r.log.event("starting", map[string]any{"token": cur.term.Token()}, "%s leads %s, token %d, and --grace (%v) has passed: starting %s", r.identity, r.name, cur.term.Token(), r.flags.grace, strings.Join(r.argv, " "))
 			}
 			var err error
 			if ch, err = r.start(cur.term); err != nil {
 				cur.markStopped()
 				return r.finish(el, startDone, exitCannotRun, err)
 			}
+			cur.started = true
 		}
 	}
 }
 
-// finish stops the election, releasing it if leading, and returns run's
+// startDelay is how long to wait, once leading in term t, before starting
+// the command: nothing after a release or hand-over, whose leader stopped
+// its command before it let go; else --grace, the longest an earlier
+// leader's command can outlive its term (it gets SIGKILL --grace after).
+func (r *runner) startDelay(t *streams.Term) time.Duration {
+	if t.From() == streams.KeyReleased {
+		return 0
+	}
+	return r.flags.grace
+}
+
+// finish stops the election, handing it over or releasing it if leading,
+// says which, and returns run's
 // result: err, else the exit status.
 func (r *runner) finish(el *streams.Election, startDone <-chan error, status int, err error) error {
 	r.closeQuit()
@@ -483,8 +518,11 @@ func (r *runner) finish(el *streams.Election, startDone <-chan error, status int
 	switch {
 	case serr != nil:
 		r.log.event("stopped_campaigning", map[string]any{"exit_status": exitCode(status, err)}, "stopped campaigning in %s; exiting with status %d", r.name, exitCode(status, err))
+	case leading && el.HandedOverTo() != "":
+		to := el.HandedOverTo()
+		r.log.event("handed_over", map[string]any{"new_leader": to, "exit_status": exitCode(status, err)}, "handed %s over to %s, which leads at once; exiting with status %d", r.name, to, exitCode(status, err))
 	case leading:
-		r.log.event("released", map[string]any{"exit_status": exitCode(status, err)}, "released %s; exiting with status %d", r.name, exitCode(status, err))
+		r.log.event("released", map[string]any{"exit_status": exitCode(status, err)}, "released %s (no standby took it up); exiting with status %d", r.name, exitCode(status, err))
 	default:
 		r.log.event("stopped_campaigning", map[string]any{"exit_status": exitCode(status, err)}, "stopped campaigning in %s (not leading); exiting with status %d", r.name, exitCode(status, err))
 	}

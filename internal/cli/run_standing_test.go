@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,9 +82,13 @@ func TestRunHealthCmd(t *testing.T) {
 		t.Fatalf("an unhealthy run campaigned: the key is there (%v)", err)
 	}
 
+	r1.stderr.waitFor(t, 0, regexp.MustCompile(`warning: r1 is unhealthy \(health command .*\): not campaigning in job until it is healthy again`))
+
 	if err := os.WriteFile(healthy, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// Without --verbose too: the log does not end at "not campaigning".
+	recovered, _ := r1.stderr.waitFor(t, 0, regexp.MustCompile(`r1 is healthy again: campaigning in job$`))
 	r1.stdout.waitFor(t, 0, regexp.MustCompile(`^started r1 \d+ job$`))
 
 	c2 := campaign(t, jetStream(t, url), "c2", "job")
@@ -92,7 +97,17 @@ func TestRunHealthCmd(t *testing.T) {
 		t.Fatal(err)
 	}
 	c2.waitLeading(t)
-	r1.stderr.waitFor(t, 0, regexp.MustCompile(`r1 no longer leads job \(handed over\): stopping`))
+	warned, _ := r1.stderr.waitFor(t, recovered, regexp.MustCompile(`warning: r1 is unhealthy \(health command .*\): it still leads job, and hands over to a healthy candidate if one stands`))
+	lost, _ := r1.stderr.waitFor(t, recovered, regexp.MustCompile(`r1 no longer leads job \(handed over\): stopping`))
+	if warned > lost {
+		t.Errorf("the warning that r1 still leads came after it handed over (line %d, %d)", warned, lost)
+	}
+	all, _ := r1.stderr.snapshot()
+	for _, l := range all[recovered:lost] {
+		if strings.Contains(l, "not campaigning") {
+			t.Errorf("while leading, r1 logged %q", l)
+		}
+	}
 	waitCandidate(t, url, "job", "r1", func(c streams.Candidate) bool { return !c.Healthy && !c.Leader })
 }
 
@@ -128,4 +143,33 @@ func TestRunPriorityFromConfig(t *testing.T) {
 	startConclave(t, env, "--server", url, "election", "run", "--identity", "r2", "--priority", "2", "job", "sleep", "600")
 	waitCandidate(t, url, "job", "r1", func(c streams.Candidate) bool { return c.Priority == 7 })
 	waitCandidate(t, url, "job", "r2", func(c streams.Candidate) bool { return c.Priority == 2 })
+}
+
+// TestRunGraceDoesNotStretchMinTerm: --grace delays the command of a new
+// leader that took an absent key, and says so, but not its term: the term
+// begins when it takes the key, and --min-term counts from then, so that a
+// leader with --min-term 1s and --grace 15s hands over to a candidate of a
+// higher priority well before its grace has passed (and so never starts its
+// command), and the candidate, taking a handed-over key, leads at once.
+func TestRunGraceDoesNotStretchMinTerm(t *testing.T) {
+	const grace = 15 * time.Second
+	url := startBroker(t, time.Second)
+	script, log := workerSetup(t)
+	began := time.Now()
+	r1 := startConclave(t, []string{"LOG=" + log}, "--server", url, "election", "run",
+		"--identity", "r1", "--min-term", "1s", "--grace", grace.String(), "job", script)
+	r1.stderr.waitFor(t, 0, regexp.MustCompile(`r1 leads job, token \d+, over a key that was absent: starting \S+ in 15s \(--grace\)`))
+
+	c2 := campaign(t, jetStream(t, url), "c2", "job", streams.WithPriority(5))
+	term := c2.waitLeading(t)
+	if took := time.Since(began); took > grace-3*time.Second {
+		t.Errorf("r1 handed over %v after it started: its --min-term 1s counted from after its --grace %v", took, grace)
+	}
+	if term.From() != streams.KeyReleased {
+		t.Errorf("c2's term is from a key that was %v, want released (a hand-over)", term.From())
+	}
+	r1.stderr.waitFor(t, 0, regexp.MustCompile(`r1 no longer leads job \(handed over\); campaigning again`))
+	if strings.Contains(r1.stdout.String(), "started r1") {
+		t.Errorf("r1 started its command although it handed over before its --grace passed:\n%s", r1.stdout)
+	}
 }

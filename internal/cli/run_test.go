@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -176,7 +177,7 @@ func TestRunExitStatus(t *testing.T) {
 		t.Errorf("exit status %d, want the command's 3", r.code)
 	}
 	mustContain(t, "stdout", r.stdout, "identity r1")
-	mustContain(t, "stderr", r.stderr, "exited with status 3: releasing job")
+	mustContain(t, "stderr", r.stderr, "exited with status 3: handing job over")
 
 	// Released on the way out.
 	lr := conclave(t, "--server", url, "election", "list", "--json")
@@ -279,7 +280,7 @@ func TestRunInterrupted(t *testing.T) {
 				t.Errorf("exit status %d after %v, want 0", code, sig)
 			}
 			all := strings.Split(strings.TrimSpace(p.stderr.String()), "\n")
-			if last := all[len(all)-1]; !strings.Contains(last, "released job; exiting with status 0") {
+			if last := all[len(all)-1]; !strings.Contains(last, "released job (no standby took it up); exiting with status 0") {
 				t.Errorf("last line %q, want it to say run released job", last)
 			}
 		})
@@ -345,8 +346,8 @@ func TestRunJSON(t *testing.T) {
 		}
 		events = append(events, ev.Event)
 	}
-	if got := strings.Join(events, ","); got != "campaigning,elected,exited,released" {
-		t.Errorf("events %s, want campaigning,elected,exited,released", got)
+	if got := strings.Join(events, ","); got != "campaigning,elected,starting,exited,released" {
+		t.Errorf("events %s, want campaigning,elected,starting,exited,released (a new election: the command starts --grace after the term)", got)
 	}
 
 	text := conclave(t, "--server", url, "election", "run", "--identity", "r1", "--grace", "100ms", "job", "true")
@@ -448,5 +449,43 @@ func TestRunInterruptedWhileTheBrokerIsSilent(t *testing.T) {
 	}
 	if took := time.Since(interrupted); took > 2*time.Second {
 		t.Errorf("run took %v to stop after SIGINT: it waited for requests the broker never answers (timeout 5s)", took)
+	}
+}
+
+// TestRunStopHandsOverAndSaysSo: a run leader stopped by SIGTERM while
+// another run stands hands the election over to it, and its log says so,
+// naming it (event handed_over, new_leader), instead of "released"; the
+// standby, taking a handed-over key, starts its command without waiting
+// its --grace.
+func TestRunStopHandsOverAndSaysSo(t *testing.T) {
+	url := startBroker(t, 2*time.Second)
+	script, log := workerSetup(t)
+	r1 := startConclave(t, []string{"LOG=" + log}, "--server", url, "election", "run", "--json", "--identity", "r1", "--grace", "100ms", "job", "sh", "-c", "echo up; exec sleep 1000")
+	r1.stdout.waitFor(t, 0, regexp.MustCompile(`^up$`))
+	r2 := startConclave(t, []string{"LOG=" + log}, "--server", url, "election", "run", "--identity", "r2", "--grace", "30s", "job", script)
+	waitStanding(t, url, "job", "r1", "r2")
+
+	r1.signal(syscall.SIGTERM)
+	if code := r1.wait(); code != 0 {
+		t.Errorf("r1 exited %d after SIGTERM, want 0", code)
+	}
+	r2.stdout.waitFor(t, 0, regexp.MustCompile(`^started r2 \d+ job$`)) // at once, not after --grace 30s
+	var events []string
+	var handedOver map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(r1.stderr.String()), "\n") {
+		var ev map[string]any
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("stderr line %q is not JSON: %v", line, err)
+		}
+		events = append(events, ev["event"].(string))
+		if ev["event"] == "handed_over" {
+			handedOver = ev
+		}
+	}
+	if handedOver == nil || handedOver["new_leader"] != "r2" || handedOver["exit_status"] != 0.0 {
+		t.Errorf("r1 logged no handed_over event naming r2 with exit_status 0: events %v, handed_over %v", events, handedOver)
+	}
+	if slices.Contains(events, "released") {
+		t.Errorf("r1 logged released although it handed over: %v", events)
 	}
 }

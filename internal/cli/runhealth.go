@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/conclave-io/conclave/config"
@@ -69,9 +70,83 @@ func healthDeadline(ctx context.Context) string {
 // streams.WithPriority takes it.
 const maxRunPriority = 1 << 30
 
+// healthReport tells run's log when its health command turns failing or
+// passing, in words that fit whether it leads: the election's own lines
+// about it are dropped (see runLogger). Its election is set before the
+// election starts, so before the first check.
+type healthReport struct {
+	log      *eventLog
+	identity string
+	name     string
+	el       *streams.Election
+
+	mu      sync.Mutex
+	healthy bool
+}
+
+// wrap returns check, reporting each change of its outcome.
+func (h *healthReport) wrap(check func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		err := check(ctx)
+		if ctx.Err() == nil {
+			h.outcome(err)
+		}
+		return err
+	}
+}
+
+func (h *healthReport) outcome(err error) {
+	h.mu.Lock()
+	changed := (err == nil) != h.healthy
+	h.healthy = err == nil
+	h.mu.Unlock()
+	switch {
+	case !changed:
+	case err == nil:
+		h.log.event("healthy", nil, "%s is healthy again: campaigning in %s", h.identity, h.name)
+	case h.el != nil && h.el.IsLeader():
+		h.log.event("unhealthy", nil, "warning: %s is unhealthy (%v): it still leads %s, and hands over to a healthy candidate if one stands", h.identity, err, h.name)
+	default:
+		h.log.event("unhealthy", nil, "warning: %s is unhealthy (%v): not campaigning in %s until it is healthy again", h.identity, err, h.name)
+	}
+}
+
+// runLogger is run's logger for its election: stderrLogger, less the
+// election's own lines about the health check when run reports them
+// (healthReport), since those say "not campaigning" to a leader and show
+// the recovery only with --verbose.
+type runLogger struct {
+	stderrLogger
+	health bool
+}
+
+func (l runLogger) Infof(format string, args ...any) {
+	if !l.healthLine(format, args) {
+		l.stderrLogger.Infof(format, args...)
+	}
+}
+
+func (l runLogger) Warnf(format string, args ...any) {
+	if !l.healthLine(format, args) {
+		l.stderrLogger.Warnf(format, args...)
+	}
+}
+
+// healthLine reports whether a line is the election's about a change of
+// health, which healthReport says instead.
+func (l runLogger) healthLine(format string, args []any) bool {
+	if !l.health {
+		return false
+	}
+	msg := fmt.Sprintf(format, args...)
+	return strings.Contains(msg, " is healthy again: campaigning") ||
+		(strings.Contains(msg, " is unhealthy (") && strings.Contains(msg, "not campaigning"))
+}
+
 // standingOptions are the election options of run's --priority,
-// --health-cmd, --health-every and --min-term, checked.
-func (f runFlags) standingOptions() ([]streams.Option, error) {
+// --health-cmd, --health-every and --min-term, checked; report, when not
+// nil, is told of each change of health.
+func (f runFlags) standingOptions(report *healthReport) ([]streams.Option, error) {
 	var opts []streams.Option
 	if f.priority > maxRunPriority || f.priority < -maxRunPriority {
 		return nil, fmt.Errorf("--priority %d is out of range: give a number between -%d and %d (higher is preferred; negative for a candidate that should lead only when no other can)", f.priority, maxRunPriority, maxRunPriority)
@@ -88,7 +163,11 @@ func (f runFlags) standingOptions() ([]streams.Option, error) {
 		return nil, fmt.Errorf("--health-every %v is not positive: give how often to run --health-cmd, such as 5s", f.healthEvery)
 	}
 	if f.healthCmd != "" {
-		opts = append(opts, streams.WithHealthCheck(shellHealthCheck(f.healthCmd), f.healthEvery))
+		check := shellHealthCheck(f.healthCmd)
+		if report != nil {
+			check = report.wrap(check)
+		}
+		opts = append(opts, streams.WithHealthCheck(check, f.healthEvery))
 	}
 	if f.set["min-term"] {
 		if f.minTerm <= 0 {

@@ -83,6 +83,9 @@ func TestRunRefusedFailsAtOnce(t *testing.T) {
 		t.Errorf("run exited %d, want 1", r.code)
 	}
 	mustContain(t, "run's error", r.stderr, "permission denied", "billing")
+	if n := strings.Count(r.stderr, "permission denied"); n != 1 {
+		t.Errorf("run said permission denied %d times, want once (its error):\n%s", n, r.stderr)
+	}
 	if strings.Contains(r.stderr, "watch not set up") {
 		t.Errorf("run waited for the watch's timeout before failing:\n%s", r.stderr)
 	}
@@ -122,4 +125,17 @@ func TestOperatorLogsInWithPasswordAndCertificate(t *testing.T) {
 
 	r = conclave(t, append(login, "--tlscert", ops.CertFile, "--tlskey", ops.KeyFile, "election", "list")...)
 	mustSucceed(t, r)
+}
+
+// TestTLSBrokerWithoutCAHintsAtTLSCA: --server tls://… to a broker whose
+// certificate this client cannot verify (no CA given) says so and names
+// --tlsca, instead of a bare "x509: certificate signed by unknown
+// authority".
+func TestTLSBrokerWithoutCAHintsAtTLSCA(t *testing.T) {
+	u := cli.StartUsersBroker(t)
+	r := conclave(t, "--server", u.URL, "--timeout", "5s", "election", "list")
+	if r.code != 1 {
+		t.Errorf("list exited %d, want 1", r.code)
+	}
+	mustContain(t, "list's error", r.stderr, "signed by a CA this client does not trust", "--tlsca FILE")
 }

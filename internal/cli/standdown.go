@@ -39,9 +39,10 @@ marker, as ` + "`choria kv del`" + ` does; not a purge). It asks for confirmatio
 standard input unless --force is given.
 
 The leader notices the removal and stands down; candidates take the key at
-once but wait a TTL before they act as leader, so that the old leader has
-surely stopped (Choria's own candidates take the key on their next campaign,
-within about a TTL). stand-down then waits up to the TTL plus 5s (--wait) for
+once but lead only a TTL after the removal, when the old leader has surely
+stopped (Choria's own candidates take the key on their next campaign, within
+about a TTL); a candidate run by ` + "`conclave election run`" + ` then waits its --grace
+before it starts its command. stand-down then waits up to the TTL plus 5s (--wait) for
 a candidate to take the key and reports it with its fencing token, the
 revision of the write that began its term (or says the token is unknown, when
 a renewal overwrote that write before stand-down read it); --no-wait returns
@@ -193,7 +194,7 @@ func (e *elections) standDown(ctx context.Context, name string, force bool, wait
 			taken.leader, name, again, taken.revision)
 		return nil
 	}
-	fmt.Fprintf(e.a.stdout, "%s leads %s %s, token %d (a leader that takes a removed key waits up to the TTL, %v, before acting, so that %s has surely stopped).\n",
+	fmt.Fprintf(e.a.stdout, "%s leads %s %s, token %d: a candidate that takes a removed key leads a TTL (%v) after the removal, when %s has surely stopped; `conclave election run` starts its command its --grace after that.\n",
 		taken.leader, name, again, taken.revision, st.TTL(), rec.Leader)
 	return nil
 }
@@ -290,6 +291,32 @@ func awaitTakeover(ctx context.Context, msgs <-chan jetstream.Msg, marker uint64
 	}
 }
 
+// tookEmptyKey reports whether the write at revision rev of election name
+// took the key when it had no message: its revision check expected none.
+// Such a write began a term, and rev is its token; a renewal expects the
+// revision before it. False when it cannot be told within --timeout, as
+// when the write was replaced before it could be read.
+func (s *session) tookEmptyKey(ctx context.Context, name string, rev uint64) bool {
+	feed, err := s.keyFeed(ctx, name, rev)
+	if err != nil {
+		return false
+	}
+	defer feed.stop()
+	timer := time.NewTimer(s.timeout)
+	defer timer.Stop()
+	select {
+	case m := <-feed.msgs:
+		md, err := m.Metadata()
+		if err != nil || md.Sequence.Stream != rev || len(m.Data()) == 0 || m.Headers().Get(kvOperationHeader) != "" {
+			return false
+		}
+		return m.Headers().Get(jetstream.ExpectedLastSubjSeqHeader) == "0"
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	return false
+}
+
 // kvOperationHeader is the header NATS KV marks deletes and purges with.
 const kvOperationHeader = "KV-Operation"
 
@@ -331,9 +358,13 @@ func (s *session) remove(ctx context.Context, rec *record) (uint64, error) {
 	for try := 1; ; try++ {
 		rctx, cancel := s.request(ctx)
 		before := denied.Last(s.nc)
+		// The broker drops a refused publish without an answer: learn of
+		// the refusal from the connection, not from --timeout.
+		stop := s.cancelOnRefusal(cancel, before, subject)
 		m := nats.NewMsg(subject)
 		m.Header.Set(kvOperationHeader, "DEL")
 		ack, err := s.js.PublishMsg(rctx, m, jetstream.WithExpectLastSequencePerSubject(rec.Revision))
+		stop()
 		cancel()
 		if err == nil {
 			return ack.Sequence, nil

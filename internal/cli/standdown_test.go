@@ -41,7 +41,7 @@ func TestStandDown(t *testing.T) {
 		mustSucceed(t, r)
 		mustContain(t, "stderr", r.stderr, "Really force n1 to stand down from my_app? [y/N]")
 		m := regexp.MustCompile(`(?m)^Removed my_app at revision \d+: n1 must stand down\.\n` +
-			`n2 leads my_app now, token (\d+) `).FindStringSubmatch(r.stdout)
+			`n2 leads my_app now, token (\d+): `).FindStringSubmatch(r.stdout)
 		if m == nil {
 			t.Fatalf("stand-down did not report n2 taking over:\n%s", r.stdout)
 		}
@@ -63,7 +63,7 @@ func TestStandDown(t *testing.T) {
 			t.Errorf("--force asked anyway:\n%s", r.stderr)
 		}
 		m := regexp.MustCompile(`(?m)^Removed my_app at revision \d+: n2 must stand down\.\n` +
-			`n1 leads my_app now, token (\d+) `).FindStringSubmatch(r.stdout)
+			`n1 leads my_app now, token (\d+): `).FindStringSubmatch(r.stdout)
 		if m == nil {
 			t.Fatalf("stand-down did not report n1 taking over:\n%s", r.stdout)
 		}

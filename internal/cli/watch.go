@@ -83,11 +83,15 @@ func (e *elections) watch(ctx context.Context, name string, asJSON, verbose bool
 		return err
 	}
 	defer s.Close()
+	// What watch says on standard error is JSON lines too with --json,
+	// so that 2>&1 stays JSON.
+	elog := newEventLog(e.a.stderr, asJSON)
+	elog.election = name
 	w := &bucketWatch{
 		s:       s,
 		out:     &watchPrinter{w: e.a.stdout, json: asJSON},
 		verbose: verbose,
-		log:     stderrLogger{log: newEventLog(e.a.stderr, false)},
+		log:     stderrLogger{log: elog},
 		errs:    make(chan error, 1),
 	}
 	defer w.wg.Wait()
@@ -99,11 +103,17 @@ func (e *elections) watch(ctx context.Context, name string, asJSON, verbose bool
 		if err != nil {
 			return err
 		}
-		if len(recs) == 0 {
-			note := s.unknownElection(ctx, name)
-			fmt.Fprintf(e.a.stderr, "conclave: %v; waiting for it to begin (Ctrl-C to stop)\n", note)
+		if testHookWatchRead != nil {
+			testHookWatchRead()
 		}
-		if err := w.follow(ctx, name, false, 0); err != nil {
+		// No message: whatever term the watch finds began since it read.
+		fresh := len(recs) == 0
+		if fresh {
+			if note := s.unknownElection(ctx, name); !errors.Is(note, errElectionAppeared) {
+				watchStatus(elog, "waiting", "%v; waiting for it to begin (Ctrl-C to stop)", note)
+			}
+		}
+		if err := w.follow(ctx, name, false, 0, fresh); err != nil {
 			return err
 		}
 		select {
@@ -118,8 +128,24 @@ func (e *elections) watch(ctx context.Context, name string, asJSON, verbose bool
 		if pattern != ">" {
 			what = "the elections matching " + pattern
 		}
-		fmt.Fprintf(e.a.stderr, "conclave: watching %s in %s on %s (Ctrl-C to stop)\n", what, s.bucket, s.url)
-	}), pattern, "watch")
+		watchStatus(elog, "watching", "watching %s in %s on %s (Ctrl-C to stop)", what, s.bucket, s.url)
+	}), pattern, "watch", e.a.who())
+}
+
+// testHookWatchRead, when set, runs after watch NAME has read the
+// election and before it starts following it: tests make the election
+// begin in between.
+var testHookWatchRead func()
+
+// watchStatus prints one of watch's own lines on standard error: as
+// "conclave: " and the message, or with --json as a JSON object with the
+// event (waiting, watching), so that the two streams can be merged.
+func watchStatus(log *eventLog, event, format string, args ...any) {
+	if log.json {
+		log.event(event, nil, format, args...)
+		return
+	}
+	fmt.Fprintf(log.w, "conclave: %s\n", fmt.Sprintf(format, args...))
 }
 
 // bucketWatch follows elections with one streams.Observer each.
@@ -161,7 +187,7 @@ func (w *bucketWatch) all(ctx context.Context, pattern string, started func()) e
 				inInitial = false
 				slices.Sort(initial)
 				for _, k := range initial {
-					if err := w.follow(ctx, k, false, 0); err != nil {
+					if err := w.follow(ctx, k, false, 0, false); err != nil {
 						return err
 					}
 				}
@@ -176,7 +202,7 @@ func (w *bucketWatch) all(ctx context.Context, pattern string, started func()) e
 				initial = append(initial, ent.Key())
 				continue
 			}
-			if err := w.follow(ctx, ent.Key(), true, ent.Revision()); err != nil {
+			if err := w.follow(ctx, ent.Key(), true, ent.Revision(), false); err != nil {
 				return err
 			}
 		}
@@ -212,9 +238,13 @@ func (w *bucketWatch) watchKeys(ctx context.Context, pattern string) (keys jetst
 
 // follow starts an observer of election key and waits until it has reported
 // the state it found. live means the key appeared while watching the bucket,
-// revealed by the write at revision rev.
-func (w *bucketWatch) follow(ctx context.Context, key string, live bool, rev uint64) error {
+// revealed by the write at revision rev; fresh that the key had no message
+// when the watch read it.
+func (w *bucketWatch) follow(ctx context.Context, key string, live bool, rev uint64, fresh bool) error {
 	ew := &electionWatch{key: key, out: w.out, first: true, live: live, liveRev: rev, started: make(chan struct{})}
+	if fresh {
+		ew.tookEmpty = func(rev uint64) bool { return w.s.tookEmptyKey(ctx, key, rev) }
+	}
 	opts := []streams.ObserverOption{streams.OnChange(ew.onChange), streams.ObserveWithLogger(w.log), streams.ObserveInBucket(w.s.bucket)}
 	if w.verbose {
 		opts = append(opts, streams.ObserveRenewals())
@@ -252,7 +282,11 @@ type electionWatch struct {
 	first   bool   // the next report is the state the observer found
 	live    bool   // the key appeared while watching: its first report is a change
 	liveRev uint64 // the revision that revealed it
-	started chan struct{}
+	// tookEmpty, when the key had no message as the watch read it, says
+	// whether the write at a revision took the key from no message, which
+	// began a term since.
+	tookEmpty func(rev uint64) bool
+	started   chan struct{}
 
 	leader    string // the current leader, "" when none
 	token     uint64 // the current term's token, 0 when unknown
@@ -280,6 +314,9 @@ func (w *electionWatch) onChange(l streams.Leadership) {
 		w.first = false
 		defer close(w.started)
 		switch {
+		case w.tookEmpty != nil && l.Event == streams.EventCurrent && l.HasLeader() && w.tookEmpty(l.Revision):
+			// The term began after the watch found no key.
+			ev.event, ev.token, ev.previous = streams.EventElected, l.Revision, ""
 		case !w.live:
 			ev.event, ev.previous = streams.EventCurrent, ""
 		case l.Event == streams.EventCurrent && l.HasLeader() && l.Revision == w.liveRev:
@@ -413,11 +450,14 @@ func (ev watchEvent) json() watchJSON {
 		Instance:       ev.instance,
 		HandedOverBy:   ev.handedOver,
 		HandedOverFrom: ev.handedInst,
-		PreviousLeader: ev.previous,
 		ReleasedBy:     ev.releasedBy,
 		Revision:       ev.revision,
 		Written:        jsonTimePtr(ev.written),
 		ExpiresAt:      jsonTimePtr(ev.expires),
+	}
+	switch ev.event {
+	case streams.EventReleased, streams.EventRemoved, streams.EventExpired:
+		j.PreviousLeader = ev.previous
 	}
 	if ev.token != 0 {
 		t := ev.token

@@ -44,6 +44,9 @@ func TestWatch(t *testing.T) {
 	one := startConclave(t, nil, "--server", url, "election", "watch", "job", "--json")
 	all.stdout.waitFor(t, 0, regexp.MustCompile(`  current\s+old: ghost leads, revision `+itoa(ghostRev)+` \(token unknown`))
 	one.stdout.waitFor(t, 0, regexp.MustCompile(`"event":"current"`))
+	// With renewals, as a script that merges the streams reads it.
+	merged := startConclave(t, nil, "--server", url, "election", "watch", "job", "--json", "--verbose")
+	merged.stdout.waitFor(t, 0, regexp.MustCompile(`"event":"current"`))
 
 	// A new election: the watch of the whole bucket discovers the key and
 	// reports the term's start with its token. (w1 stops without releasing:
@@ -87,7 +90,7 @@ func TestWatch(t *testing.T) {
 	all.stdout.waitFor(t, 0, regexp.MustCompile(`  expired\s+old: ghost stopped renewing: its key expired \(last revision `+itoa(ghostRev)+`\)$`))
 	c2.stop()
 
-	for _, p := range []*proc{all, one} {
+	for _, p := range []*proc{all, one, merged} {
 		p.signal(syscall.SIGINT)
 		if code := p.wait(); code != 0 {
 			t.Errorf("watch exited with status %d after SIGINT, want 0", code)
@@ -144,6 +147,42 @@ func TestWatch(t *testing.T) {
 			t.Fatalf("watch job --json reported\n%q\nwant it to begin with\n%q", got, want)
 		}
 	}
+	// Standard error is JSON too (the "waiting for it to begin" line), so
+	// that 2>&1 stays JSON; previous_leader is set only on released,
+	// removed and expired events, renewals included.
+	for _, p := range []*proc{one, merged} {
+		errLines, _ := p.stderr.snapshot()
+		if len(errLines) == 0 {
+			t.Errorf("watch %s said nothing on standard error; want its waiting line", p.name)
+		}
+		for _, l := range errLines {
+			var v map[string]any
+			if err := json.Unmarshal([]byte(l), &v); err != nil || v["event"] == nil || v["time"] == nil {
+				t.Errorf("watch %s printed a line on standard error that is not a JSON event: %q", p.name, l)
+			}
+		}
+	}
+	renewals := 0
+	for _, l := range func() []string { ls, _ := merged.stdout.snapshot(); return ls }() {
+		var w watchLine
+		if err := json.Unmarshal([]byte(l), &w); err != nil {
+			t.Fatalf("watch --json line %q: %v", l, err)
+		}
+		if w.Event == "renewed" {
+			renewals++
+		}
+		switch w.Event {
+		case "released", "removed", "expired":
+		default:
+			if w.PreviousLeader != "" {
+				t.Errorf("a %s event has previous_leader %q, want it only on released, removed and expired: %s", w.Event, w.PreviousLeader, l)
+			}
+		}
+	}
+	if renewals == 0 {
+		t.Error("watch job --json --verbose reported no renewal")
+	}
+
 	if e := events[1]; e.Written == nil || e.ExpiresAt == nil {
 		t.Errorf("elected event without written or expires_at: %+v", e)
 	} else {

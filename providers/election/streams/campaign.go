@@ -37,6 +37,8 @@ type driver struct {
 	// successor, when set, names the standby a stopping leader offers the
 	// key to ("" for none): asked once, as the campaign stops.
 	successor func() handOver
+	// stopTo is the standby the stop offers the key to, once stopping.
+	stopTo string
 
 	w      jetstream.KeyWatcher // the watch, or nil
 	cancel context.CancelFunc   // ends the watch's context
@@ -109,6 +111,7 @@ func (d *driver) loop(ctx context.Context, wake time.Time) {
 			in := input{kind: inStop, now: d.clock.Now()}
 			if d.successor != nil {
 				in.handOver = d.successor()
+				d.stopTo = in.handOver.to
 			}
 			wake = d.handle(in)
 		case ent, ok := <-d.updates():
@@ -423,7 +426,10 @@ func (c *campaigner) beginTerm(token uint64, until time.Time) {
 	if s := c.e.steward; s != nil {
 		defer s.poke() // a better candidate may stand already
 	}
-	t := newTerm(c.ctx, c.clock, c.e.key, c.e.identity, token, until)
+	// The machine is ours (this goroutine steps it); its hold is the one
+	// that began this term.
+	t := newTerm(c.ctx, c.clock, c.e.key, c.e.identity, token, c.m.hold.from, until)
+	c.e.setHandedTo("")
 	c.term = t
 	c.e.setTerm(t)
 	c.rec.Won(c.e.key)
@@ -454,7 +460,13 @@ func (c *campaigner) finishTerm(cause Cause) {
 	c.e.setTerm(nil)
 	c.rec.Lost(c.e.key, cause)
 	c.rec.Leading(c.e.key, false)
-	c.log.Infof("election %s: %s stopped leading (%s), token %d", c.e.key, c.e.identity, cause, t.Token())
+	if cause == CauseReleased && c.stopTo != "" {
+		// The outcome of the offer is logged as it is known, and read
+		// from HandedOverTo.
+		c.log.Infof("election %s: %s stopped leading (stopping: offering the key to %s, else releasing it), token %d", c.e.key, c.e.identity, c.stopTo, t.Token())
+	} else {
+		c.log.Infof("election %s: %s stopped leading (%s), token %d", c.e.key, c.e.identity, cause, t.Token())
+	}
 	lost := c.e.opts.onLost
 	c.lastLost = c.n.post(func() {
 		if lost != nil {

@@ -51,6 +51,7 @@ type Election struct {
 	lastRenewal time.Time
 	tm          timings     // as the campaign last adopted them
 	campaign    *campaigner // the running campaign, for HandOver
+	handedTo    string      // who took the key up when the latest term ended, "" for none
 	steward     *steward    // announces the candidate and moves leadership where it should go
 }
 
@@ -230,7 +231,14 @@ func (e *Election) Start(ctx context.Context) error {
 		}
 	}
 	if s != nil {
-		c.offer, c.successor, c.m.cfg.offers = s.offer, s.successor, true
+		c.offer = func(ctx context.Context, to handOver, rev uint64, epoch time.Time) error {
+			err := s.offer(ctx, to, rev, epoch)
+			if err == nil {
+				e.setHandedTo(to.to)
+			}
+			return err
+		}
+		c.successor, c.m.cfg.offers = s.successor, true
 	}
 	e.mu.Lock()
 	e.campaign, e.steward = c, s
@@ -380,6 +388,23 @@ func (e *Election) Stop() {
 	if e.cancel != nil {
 		e.cancel()
 	}
+}
+
+// HandedOverTo returns the candidate that took the key up from this one as
+// its latest term ended, when it offered the key on Stop (to the best-ranked
+// standby it knew of) or by HandOver; "" when that term ended otherwise (a
+// release, a loss), has not ended, or there was none. Read after Start
+// returns, it tells whether the stop handed over, and to whom, or released.
+func (e *Election) HandedOverTo() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.handedTo
+}
+
+func (e *Election) setHandedTo(to string) {
+	e.mu.Lock()
+	e.handedTo = to
+	e.mu.Unlock()
 }
 
 // IsLeader reports whether this candidate leads at this instant. It is read

@@ -21,6 +21,7 @@ type Term struct {
 	key      string
 	identity string
 	token    uint64
+	from     KeyState
 	started  time.Time
 	clock    clock.Clock
 	parent   context.Context
@@ -33,9 +34,9 @@ type Term struct {
 	done       chan struct{}
 }
 
-func newTerm(parent context.Context, c clock.Clock, key, identity string, token uint64, validUntil time.Time) *Term {
+func newTerm(parent context.Context, c clock.Clock, key, identity string, token uint64, from KeyState, validUntil time.Time) *Term {
 	return &Term{
-		key: key, identity: identity, token: token, started: c.Now(), clock: c, parent: parent,
+		key: key, identity: identity, token: token, from: from, started: c.Now(), clock: c, parent: parent,
 		validUntil: validUntil, done: make(chan struct{}),
 	}
 }
@@ -50,8 +51,21 @@ func (t *Term) Identity() string { return t.identity }
 // term. Tokens of later terms in the same bucket are always larger.
 func (t *Term) Token() uint64 { return t.token }
 
-// Started returns when the term began, on the election's clock.
+// Started returns when the term began, on the election's clock. The
+// minimum term (WithMinTerm) counts from then.
 func (t *Term) Started() time.Time { return t.started }
+
+// From returns what the key was when this candidate took it, which decides
+// how long the term waited to begin (see KeyState): KeyReleased after a
+// release or a hand-over, when the previous leader had stopped before it
+// let go (the term begins at once); KeyRemoved after a removal such as a
+// forced stand-down (the term begins a TTL after the removal, when the
+// removed leader has surely stopped counting on its lease); KeyAbsent for a
+// new key or one that expired (at once, or after Grace). A leader whose
+// work can outlive its term by some time, as a command that is killed only
+// a grace period after its term ends, waits that long after a term that is
+// not From KeyReleased before it starts the work.
+func (t *Term) From() KeyState { return t.from }
 
 // ValidUntil returns the local time until which leadership is guaranteed.
 // Renewals move it later while the term lasts; once the term has ended it is
