@@ -28,9 +28,11 @@ type Member struct {
 // floor(n/M) or ceil(n/M). The assignment is sticky: a shard stays with
 // its holder while the holder is a healthy member within its bound; only a
 // member's excess moves (its highest-numbered shards), and free, orphaned
-// and excess shards go to the members furthest below their target. It
+// and excess shards go to members below their target, each shard to the
+// one it ranks highest (rendezvous hashing), which spreads a departed
+// member's shards over all the others. It
 // moves the fewest shards any assignment within the bounds could: the extra
-// shards that a remainder allows go to the members holding most beyond
+// shards that a remainder allows go first to members holding more than
 // their lower bound.
 //
 // Members not listed (left or silent) hold nothing: their shards are
@@ -69,7 +71,7 @@ func Assign(n int, members []Member, holders []string) []string {
 		if out[shard] != "" {
 			continue
 		}
-		i := mostShort(target, kept)
+		i := preferred(shard, eligible, target, kept)
 		out[shard] = eligible[i].Identity
 		kept[i]++
 	}
@@ -101,11 +103,12 @@ func eligibleMembers(members []Member) []Member {
 
 // targets returns how many shards each member should hold: its lower bound
 // floor(n*w/W), plus one for as many members as the remainder allows among
-// those whose share is fractional, chosen by the most shards held now
-// beyond the lower bound (then by identity). Each member so chosen that
-// holds more than its lower bound keeps a shard that would move otherwise,
-// so the moves are fewest; and the members chosen once are chosen again,
-// so the assignment is a fixed point.
+// those whose share is fractional: first those that hold more than their
+// lower bound (each keeps a shard that would move otherwise, so the moves
+// are fewest), then by identity. The choice depends on counts only through
+// "more than the lower bound", which a member below it crosses only by
+// reaching its target: the members chosen stay chosen as the group moves
+// toward the assignment, and once there (a fixed point).
 func targets(n int, members []Member, held [][]int) []int {
 	total := 0
 	for _, m := range members {
@@ -122,26 +125,51 @@ func targets(n int, members []Member, held [][]int) []int {
 			fractional = append(fractional, i)
 		}
 	}
-	slices.SortStableFunc(fractional, func(a, b int) int {
-		return cmp.Compare(len(held[b])-target[b], len(held[a])-target[a])
-	})
+	above := func(i int) int {
+		if len(held[i]) > target[i] {
+			return 1
+		}
+		return 0
+	}
+	slices.SortStableFunc(fractional, func(a, b int) int { return cmp.Compare(above(b), above(a)) })
 	for _, i := range fractional[:remainder] {
 		target[i]++
 	}
 	return target
 }
 
-// mostShort returns the member furthest below its target (the first, by
-// identity, among equals).
-func mostShort(target, kept []int) int {
-	best := -1
-	for i := range target {
+// preferred returns the member a shard to be placed goes to: of the
+// members below their target, the one that ranks highest for this shard
+// (rendezvous hashing of shard and identity). A shard placed this way keeps
+// its member while the others are placed: once it is held by that member,
+// the remaining shards go where they went before, so that members acting
+// on slightly older views of the group still agree, and no shard moves
+// twice on the way to an even spread.
+func preferred(shard int, members []Member, target, kept []int) int {
+	best, bestRank := -1, uint64(0)
+	for i, m := range members {
 		if kept[i] >= target[i] {
 			continue
 		}
-		if best < 0 || target[i]-kept[i] > target[best]-kept[best] {
-			best = i
+		if r := rank(shard, m.Identity); best < 0 || r > bestRank {
+			best, bestRank = i, r
 		}
 	}
 	return best
+}
+
+// rank is the FNV-1a hash of identity and shard, mixed.
+func rank(shard int, identity string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(identity); i++ {
+		h ^= uint64(identity[i])
+		h *= 1099511628211
+	}
+	h ^= uint64(shard) + 0x9e3779b97f4a7c15
+	h *= 1099511628211
+	// A final mix spreads the shard's bits over the whole word.
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	h ^= h >> 33
+	return h
 }
