@@ -1,8 +1,12 @@
 package shards
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,9 +34,12 @@ type Announcement struct {
 	// Leaving is set once the member is stopping: it takes no shard and
 	// hands its own over.
 	Leaving bool `json:"leaving,omitempty"`
+	// Shards is the group's number of shards, as the member was given it.
+	Shards int `json:"shards,omitempty"`
 	// Held lists the shards the member holds, each with its term's
-	// fencing token: [shard, token].
-	Held [][2]uint64 `json:"held,omitempty"`
+	// fencing token and when the term began (Unix milliseconds): [shard,
+	// token, since].
+	Held [][3]uint64 `json:"held,omitempty"`
 	// Standing lists the shards the member campaigns for without holding
 	// them: a holder hands a shard over only to a member standing for it.
 	Standing []int `json:"standing,omitempty"`
@@ -137,4 +144,48 @@ func deliver(key hubKey, m *nats.Msg) {
 	for _, l := range ls {
 		l.hear(a, at)
 	}
+}
+
+// rollWait is how long Roll collects announcements by default.
+const rollWait = 500 * time.Millisecond
+
+// Roll asks the members of group in bucket, over nc, to announce themselves
+// and returns the latest announcement of each member heard within wait
+// (0: 500ms), sorted by identity; a member that announced it leaves is
+// included, with Leaving set. It is what `conclave shards info` shows.
+func Roll(ctx context.Context, nc *nats.Conn, bucket, group string, wait time.Duration) ([]Announcement, error) {
+	if err := ValidateGroup(group); err != nil {
+		return nil, err
+	}
+	if wait <= 0 {
+		wait = rollWait
+	}
+	heard := make(chan *nats.Msg, 1024)
+	sub, err := nc.ChanSubscribe(Subject(bucket, group), heard)
+	if err != nil {
+		return nil, fmt.Errorf("shards: group %s: listening to its members: %w", group, err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := nc.Publish(Subject(bucket, group), encode(Announcement{Ask: true})); err != nil {
+		return nil, fmt.Errorf("shards: group %s: asking its members: %w", group, err)
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	latest := map[string]Announcement{}
+	for {
+		select {
+		case m := <-heard:
+			var a Announcement
+			if json.Unmarshal(m.Data, &a) == nil && a.Identity != "" {
+				latest[a.Identity] = a
+			}
+			continue
+		case <-timer.C:
+		case <-ctx.Done():
+		}
+		break
+	}
+	out := slices.Collect(maps.Values(latest))
+	slices.SortFunc(out, func(a, b Announcement) int { return strings.Compare(a.Identity, b.Identity) })
+	return out, nil
 }

@@ -2,6 +2,7 @@ package shards
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -451,10 +452,10 @@ func (r *run) own() Announcement {
 	g.mu.Lock()
 	a := Announcement{
 		Identity: g.identity, Instance: g.instance, Since: g.since, Weight: g.o.weight,
-		Healthy: g.healthy, Leaving: r.leaving,
+		Healthy: g.healthy, Leaving: r.leaving, Shards: g.n,
 	}
 	for s, t := range g.held {
-		a.Held = append(a.Held, [2]uint64{uint64(s), t.Token()})
+		a.Held = append(a.Held, [3]uint64{uint64(s), t.Token(), uint64(max(t.Started().UnixMilli(), 0))})
 	}
 	for s, sr := range r.runs {
 		if _, held := g.held[s]; !held && !sr.stopping {
@@ -462,7 +463,7 @@ func (r *run) own() Announcement {
 		}
 	}
 	g.mu.Unlock()
-	slices.SortFunc(a.Held, func(x, y [2]uint64) int { return int(x[0]) - int(y[0]) })
+	slices.SortFunc(a.Held, func(x, y [3]uint64) int { return cmp.Compare(x[0], y[0]) })
 	slices.Sort(a.Standing)
 	return a
 }
