@@ -12,10 +12,11 @@ import (
 //	conclave_shards_held          shards held now, by group and member
 //	conclave_shards_moves_total   shards moved, by group and cause: rebalance, leave, unhealthy, takeover
 //
-// A member counts the hand-overs it makes (rebalance, leave, unhealthy) and
-// the shards it takes without one (takeover: free at the start, or left by
-// a member that vanished, once its key expired). So a group's moves are the
-// sum over its members' processes.
+// The member a shard moves to counts the move, by why it moved: from a
+// member that held more than its share (rebalance), that leaves (leave) or
+// is unhealthy (unhealthy), or from nobody (takeover: free at the start, or
+// left by a member that vanished, once its key expired). So a group's
+// moves are the sum over its members' processes.
 type ShardRecorder struct {
 	held  *prometheus.GaugeVec
 	moves *prometheus.CounterVec
@@ -31,7 +32,7 @@ func NewShards(reg prometheus.Registerer) (*ShardRecorder, error) {
 			Name: "conclave_shards_held", Help: "Shards of the group this member holds now.",
 		}, []string{"group", "member"}),
 		moves: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "conclave_shards_moves_total", Help: "Shards this process's members handed over (cause rebalance, leave, unhealthy) or took without a hand-over (takeover).",
+			Name: "conclave_shards_moves_total", Help: "Shards this process's members began to hold, by why they moved: rebalance, leave, unhealthy, or takeover (from nobody).",
 		}, []string{"group", "cause"}),
 	}
 	for _, c := range []prometheus.Collector{r.held, r.moves} {

@@ -55,7 +55,7 @@ type Group struct {
 	healthy  bool                  // the last health check's verdict
 	asked    bool                  // a question was heard: announce
 	clash    *Announcement         // an older member under this identity
-	takeover map[int]bool          // shards stood for while nobody held them
+	standFor map[int]MoveCause     // why each shard stood for would move to this member
 }
 
 // heard is another member's latest announcement and when it came.
@@ -110,7 +110,7 @@ func NewGroup(identity, group string, n int, js jetstream.JetStream, opts ...Opt
 		poke:     make(chan struct{}, 1),
 		held:     map[int]*streams.Term{},
 		roll:     map[string]heard{},
-		takeover: map[int]bool{},
+		standFor: map[int]MoveCause{},
 		healthy:  true,
 	}, nil
 }

@@ -185,7 +185,8 @@ const (
 type Recorder interface {
 	// Holding says that member holds shards shards of group now.
 	Holding(group, member string, shards int)
-	// Moved counts a shard of group this member handed over or took over,
-	// by cause.
+	// Moved counts a shard of group that this member began to hold, by
+	// why it moved here: from a member that leaves, is unhealthy, or held
+	// more than its share (a hand-over), or from nobody (a takeover).
 	Moved(group string, cause MoveCause)
 }

@@ -202,7 +202,9 @@ func (r *run) pass(now time.Time) {
 	holders := make([]string, g.n)
 	tokens := make([]uint64, g.n)
 	standing := map[string]map[int]bool{}
+	byIdentity := map[string]Announcement{}
 	for _, h := range roll {
+		byIdentity[h.Identity] = h.Announcement
 		if !h.Leaving {
 			members = append(members, Member{Identity: h.Identity, Weight: h.Weight, Healthy: h.Healthy})
 		}
@@ -221,15 +223,40 @@ func (r *run) pass(now time.Time) {
 		holders[s] = g.identity
 	}
 	desired := Assign(g.n, members, holders)
+	// Why each shard this member stands for would move to it. A holder
+	// that just handed a shard over may announce before the win is seen
+	// here: the cause already known is kept rather than read as a
+	// takeover.
+	g.mu.Lock()
+	causes := make(map[int]MoveCause, len(g.standFor))
+	for s, d := range desired {
+		if d != g.identity || held[s] != nil {
+			continue
+		}
+		cause := moveCause(holders[s], byIdentity)
+		if old, ok := g.standFor[s]; ok && cause == MoveTakeover {
+			cause = old
+		}
+		causes[s] = cause
+	}
+	g.standFor = causes
+	g.mu.Unlock()
+
 	for s, d := range desired {
 		sr := r.runs[s]
 		if d == g.identity {
 			if sr == nil && !now.Before(r.retryAt[s]) {
-				r.startShard(s, holders[s] == "")
+				r.startShard(s)
 			}
 			continue
 		}
-		if term := held[s]; term != nil {
+		term := held[s]
+		if term == nil && sr != nil && sr.e.IsLeader() {
+			// It won and OnAssigned has not run yet: stopping it now
+			// would release the shard rather than hand it over.
+			term = sr.e.Term()
+		}
+		if term != nil {
 			if r.handing[s] || d == "" || !standing[d][s] {
 				continue
 			}
@@ -253,7 +280,10 @@ func (r *run) pass(now time.Time) {
 			r.handOver(sr, d, cause)
 			continue
 		}
-		if sr != nil && !sr.stopping && !r.handing[s] {
+		// A leaving member keeps its candidates until it is done: one
+		// that is winning as it is stopped would release the shard rather
+		// than hand it over.
+		if sr != nil && !sr.stopping && !r.handing[s] && !r.leaving {
 			sr.stopping = true
 			sr.cancel()
 		}
@@ -268,6 +298,22 @@ func (r *run) pass(now time.Time) {
 	r.announce(asked, false)
 }
 
+// moveCause says why a shard held by holder moves: to even the spread
+// unless its holder leaves or is unhealthy; a takeover when nobody on the
+// roll holds it.
+func moveCause(holder string, roll map[string]Announcement) MoveCause {
+	a, ok := roll[holder]
+	switch {
+	case holder == "" || !ok:
+		return MoveTakeover
+	case a.Leaving:
+		return MoveLeave
+	case !a.Healthy:
+		return MoveUnhealthy
+	}
+	return MoveRebalance
+}
+
 func earliest(a, b time.Time) time.Time {
 	if b.Before(a) {
 		return b
@@ -275,9 +321,8 @@ func earliest(a, b time.Time) time.Time {
 	return a
 }
 
-// startShard starts the election of shard s. takeover says that nobody
-// holds it as far as this member knows: winning it is then no hand-over.
-func (r *run) startShard(s int, takeover bool) {
+// startShard starts the election of shard s.
+func (r *run) startShard(s int) {
 	g := r.g
 	opts := []streams.Option{
 		streams.InBucket(g.o.bucket),
@@ -293,9 +338,6 @@ func (r *run) startShard(s int, takeover bool) {
 		r.retryAt[s] = time.Now().Add(retryDelay)
 		return
 	}
-	g.mu.Lock()
-	g.takeover[s] = takeover
-	g.mu.Unlock()
 	ctx, cancel := context.WithCancel(r.electionCtx)
 	sr := &shardRun{shard: s, e: e, cancel: cancel}
 	r.runs[s] = sr
@@ -385,9 +427,6 @@ func (r *run) handOverDone(res handOverResult) {
 	switch {
 	case res.err == nil:
 		g.logf("info", "group %s: handed shard %d over to %s (%s)", g.group, res.shard, res.to, res.cause)
-		if g.o.recorder != nil {
-			g.o.recorder.Moved(g.group, res.cause)
-		}
 	case errors.Is(res.err, streams.ErrHandOverTooSoon):
 		r.retryAt[res.shard] = time.Now().Add(retryDelay)
 	case errors.Is(res.err, streams.ErrNotLeader):
@@ -522,15 +561,15 @@ func (g *Group) assigned(s int, t *streams.Term) {
 	g.mu.Lock()
 	g.held[s] = t
 	count := len(g.held)
-	takeover := g.takeover[s]
-	g.takeover[s] = false
+	cause, moved := g.standFor[s]
+	if !moved {
+		cause = MoveTakeover // won while nobody was known to hold it
+	}
 	g.mu.Unlock()
 	g.wake()
 	if rec := g.o.recorder; rec != nil {
 		rec.Holding(g.group, g.identity, count)
-		if takeover {
-			rec.Moved(g.group, MoveTakeover)
-		}
+		rec.Moved(g.group, cause)
 	}
 	if g.o.onAssigned != nil {
 		g.o.onAssigned(s, t)
