@@ -94,3 +94,18 @@ func ExampleNewGroup() {
 	// Start returned: <nil>
 	// held: [] working on: 0
 }
+
+func ExampleAssign() {
+	members := []shards.Member{
+		{Identity: "a", Weight: 1, Healthy: true},
+		{Identity: "b", Weight: 1, Healthy: true},
+		{Identity: "c", Weight: 1, Healthy: true},
+	}
+	// a and b split 6 shards; c joins: each of them gives it one shard,
+	// and nothing else moves.
+	before := []string{"a", "a", "a", "b", "b", "b"}
+	after := shards.Assign(6, members, before)
+	fmt.Println(after)
+	// Output:
+	// [a a c b b c]
+}
