@@ -266,3 +266,26 @@ func TestNewGroupValidates(t *testing.T) {
 		t.Errorf("nil JetStream: %v", err)
 	}
 }
+
+// TestMinHoldDelaysRebalancing: a member given WithMinHold keeps a shard
+// at least that long before it hands it to a member that joins.
+func TestMinHoldDelaysRebalancing(t *testing.T) {
+	const hold = 1500 * time.Millisecond
+	f := newFleet(t, startBroker(t), "held", 4)
+	a := f.start("a", shards.WithMinHold(hold))
+	f.await("a holds all", f.spread([]string{"a"}, 4, 4))
+	var earliest time.Time
+	for _, s := range a.g.Held() {
+		if term := a.g.Term(s); term != nil && (earliest.IsZero() || term.Started().Before(earliest)) {
+			earliest = term.Started()
+		}
+	}
+	f.start("b")
+	f.await("2 each", f.spread([]string{"a", "b"}, 2, 2))
+	// Every term of a began at earliest or later, and each hand-over
+	// waited for its term's minimum hold.
+	if since := time.Since(earliest); since < hold {
+		t.Errorf("b got its shards %v after a's first term began, before the minimum hold of %v", since, hold)
+	}
+	f.check()
+}
