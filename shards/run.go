@@ -36,19 +36,19 @@ type run struct {
 	// releases after it ends.
 	electionCtx context.Context
 
-	runs       map[int]*shardRun   // the elections running, by shard
-	handing    map[int]bool        // hand-overs in flight
-	retryAt    map[int]time.Time   // no hand-over or restart before
-	handedOver chan handOverResult // hand-overs' outcomes
-	ended      chan *shardRun      // elections whose Start returned
-	wakeAt     time.Time           // the next pass due on time
-	leaving    bool                // Start's context ended
-	clash      bool                // an older member has our identity
-	closed     error               // the connection closed for good
-	announced  []byte              // the last announcement, Ask aside
-	nextAnnnc  time.Time           // the next periodic announcement
-	health     sync.WaitGroup      // the health checker
-	stopHealth context.CancelFunc  // ends the health checker
+	runs         map[int]*shardRun   // the elections running, by shard
+	handing      map[int]bool        // hand-overs in flight
+	retryAt      map[int]time.Time   // no hand-over or restart before
+	handedOver   chan handOverResult // hand-overs' outcomes
+	ended        chan *shardRun      // elections whose Start returned
+	wakeAt       time.Time           // the next pass due on time
+	leaving      bool                // Start's context ended
+	clash        bool                // an older member has our identity
+	closed       error               // the connection closed for good
+	announced    []byte              // the last announcement, Ask aside
+	nextAnnounce time.Time           // the next periodic announcement
+	health       sync.WaitGroup      // the health checker
+	stopHealth   context.CancelFunc  // ends the health checker
 }
 
 // shardRun is one shard's election.
@@ -461,13 +461,13 @@ func (r *run) announce(force, ask bool) {
 	a := r.own()
 	body := encode(a)
 	now := time.Now()
-	if !force && bytes.Equal(body, r.announced) && now.Before(r.nextAnnnc) {
-		r.wakeAt = earliest(r.wakeAt, r.nextAnnnc)
+	if !force && bytes.Equal(body, r.announced) && now.Before(r.nextAnnounce) {
+		r.wakeAt = earliest(r.wakeAt, r.nextAnnounce)
 		return
 	}
 	r.announced = body
-	r.nextAnnnc = now.Add(r.interval)
-	r.wakeAt = earliest(r.wakeAt, r.nextAnnnc)
+	r.nextAnnounce = now.Add(r.interval)
+	r.wakeAt = earliest(r.wakeAt, r.nextAnnounce)
 	if ask {
 		a.Ask = true
 		body = encode(a)
