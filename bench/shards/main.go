@@ -144,7 +144,7 @@ func run() error {
 		return err
 	}
 	e := &env{s: s, self: self, dir: dir, url: b.url, kv: kv, broker: b}
-	var rep report
+	rep := report{smoke: s.smoke}
 	start := time.Now()
 	if err := e.moves(ctx, &rep); err != nil {
 		return err
@@ -703,7 +703,7 @@ func (e *env) cpu(ctx context.Context, rep *report) error {
 	rep.ratio = ratio
 	rep.lines = append(rep.lines, line{fmt.Sprintf("broker CPU: %d elections / %d shards × %d members", n, n, members), fmt.Sprintf("%.3f / %.3f cores, ratio %.2f (want ≤ 1.2)", elections, group, ratio), ratio <= 1.2})
 	if ratio > 1.2 {
-		rep.failed = append(rep.failed, "CPU ratio")
+		rep.fail("CPU ratio", false)
 	}
 	return nil
 }
@@ -726,6 +726,10 @@ func cpuTicks(pid int) (uint64, error) {
 
 // report collects the results.
 type report struct {
+	// smoke: timings, CPU and move counts are printed but fail only a full
+	// run: a smoke run's short windows on a shared CI machine are noise.
+	// A shard moved twice fails either.
+	smoke      bool
 	lines      []line
 	failed     []string
 	cpu        [2]float64
@@ -733,6 +737,7 @@ type report struct {
 	cpuMembers int
 	ratio      float64
 	ok         bool
+	lenient    []string // missed, but not failing a smoke run
 }
 
 type line struct {
@@ -740,10 +745,20 @@ type line struct {
 	met         bool
 }
 
+// fail records a missed check; in a smoke run only a structural one
+// (always) fails the run.
+func (r *report) fail(what string, always bool) {
+	if r.smoke && !always {
+		r.lenient = append(r.lenient, what)
+		return
+	}
+	r.failed = append(r.failed, what)
+}
+
 func (r *report) add(what string, d, want time.Duration) {
 	r.lines = append(r.lines, line{what, d.Round(time.Millisecond).String(), d <= want})
 	if d > want {
-		r.failed = append(r.failed, what)
+		r.fail(what, false)
 	}
 }
 
@@ -754,14 +769,14 @@ func (r *report) count(what string, got, want int) {
 	}
 	r.lines = append(r.lines, line{what, strconv.Itoa(got), met})
 	if !met {
-		r.failed = append(r.failed, what)
+		r.fail(what, strings.Contains(what, "twice"))
 	}
 }
 
 func (r *report) gaps(what string, gaps []time.Duration, want time.Duration) {
 	if len(gaps) == 0 {
 		r.lines = append(r.lines, line{what, "no gap measured", false})
-		r.failed = append(r.failed, what)
+		r.fail(what, false)
 		return
 	}
 	slices.Sort(gaps)
@@ -771,7 +786,7 @@ func (r *report) gaps(what string, gaps []time.Duration, want time.Duration) {
 	p99 := pct(0.99)
 	r.lines = append(r.lines, line{what, fmt.Sprintf("p50 %v, p99 %v, max %v over %d", pct(0.5).Round(10*time.Microsecond), p99.Round(10*time.Microsecond), gaps[len(gaps)-1].Round(10*time.Microsecond), len(gaps)), p99 <= want})
 	if p99 > want {
-		r.failed = append(r.failed, what)
+		r.fail(what, false)
 	}
 }
 
@@ -788,6 +803,9 @@ func (r *report) print(w io.Writer, s settings, took time.Duration) {
 			mark = "MISSED"
 		}
 		fmt.Fprintf(w, "  %-*s  %-40s %s\n", width, l.what, l.value, mark)
+	}
+	if len(r.lenient) > 0 {
+		fmt.Fprintf(w, "\n  -smoke: %d missed (timings and counts on a short run), not failing the run\n", len(r.lenient))
 	}
 	fmt.Fprintln(w)
 }
