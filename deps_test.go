@@ -27,6 +27,7 @@ func TestCampaigningDoesNotLinkTheServer(t *testing.T) {
 		"github.com/conclave-io/conclave/inter",
 		"github.com/conclave-io/conclave/metrics",
 		"github.com/conclave-io/conclave/providers/election/streams",
+		"github.com/conclave-io/conclave/shards",
 	}
 	for _, pkg := range light {
 		t.Run(pkg, func(t *testing.T) {

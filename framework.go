@@ -27,6 +27,8 @@ type Framework struct {
 	log      *logrus.Logger
 	closeLog func() error
 	recorder *metrics.Recorder // nil without WithRegisterer
+	// shardRecorder records shard groups; nil without WithRegisterer.
+	shardRecorder *metrics.ShardRecorder
 	// health is WithHealthCheck's check, nil without it.
 	health      func(context.Context) error
 	healthEvery time.Duration
@@ -114,6 +116,10 @@ func NewWithConfig(cfg *config.Config, opts ...Option) (*Framework, error) {
 			return nil, fmt.Errorf("conclave: registering the election metrics: %w", err)
 		}
 		fw.recorder = rec
+		if fw.shardRecorder, err = metrics.NewShards(o.reg); err != nil {
+			_ = fw.closeLog()
+			return nil, fmt.Errorf("conclave: registering the shard group metrics: %w", err)
+		}
 	}
 	return fw, nil
 }

@@ -26,8 +26,8 @@ type options struct {
 	healthEvery time.Duration
 }
 
-// WithRegisterer makes every election of the framework record Prometheus
-// metrics (see package metrics) on reg. The metrics are registered once, when
+// WithRegisterer makes every election and shard group of the framework
+// record Prometheus metrics (see package metrics) on reg. The metrics are registered once, when
 // the framework is built; registering them twice on the same registerer
 // fails. Without it, elections record nothing.
 func WithRegisterer(reg prometheus.Registerer) Option {

@@ -176,6 +176,7 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(a.hashPasswordCommand())
 	root.AddCommand(a.versionCommand())
 	a.addElectionCommand(root)
+	root.AddCommand(a.shardsCommand())
 	usageOnArgs(root)
 	return root
 }

@@ -1,0 +1,648 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+
+	"github.com/conclave-io/conclave/bucket"
+	"github.com/conclave-io/conclave/internal/kvwatch"
+	"github.com/conclave-io/conclave/providers/election/streams"
+	"github.com/conclave-io/conclave/shards"
+)
+
+// Environment variables shards run gives the command.
+const (
+	envShards      = "CONCLAVE_SHARDS"
+	envShardTokens = "CONCLAVE_SHARD_TOKENS"
+	envGroup       = "CONCLAVE_GROUP"
+)
+
+// shardsSettle is how long shards run lets changes of the held shards
+// gather before it restarts the command with the new list: a rebalance
+// moves several shards within a few milliseconds.
+const shardsSettle = 200 * time.Millisecond
+
+func (a *app) shardsCommand() *cobra.Command {
+	e := &elections{a: a}
+	cmd := &cobra.Command{
+		Use:   "shards",
+		Short: "Inspect shard groups, and run a command on a share of a group's shards",
+		Long: `A shard group splits a service's work into N shards spread over the copies
+that run it, each shard held by one copy at a time. Shard i of group GROUP is
+the election GROUP.i in the election bucket, so election list and info show
+shards too. Documentation: ` + docsURL("shards.md") + `.`,
+		Example: `  conclave shards info ingest
+  conclave shards watch ingest
+  conclave shards run ingest 64 -- ./worker`,
+	}
+	asGroup(cmd)
+	cmd.PersistentFlags().StringVar(&e.bucket, "bucket", bucket.Name, "the KV bucket holding the shards' elections")
+	cmd.AddCommand(e.shardsInfoCommand(), e.shardsWatchCommand(), e.shardsRunCommand())
+	return cmd
+}
+
+func (e *elections) shardsInfoCommand() *cobra.Command {
+	var (
+		asJSON bool
+		wait   time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "info GROUP",
+		Short: "Show who holds each shard of a group, with its token and since when, and each member's share",
+		Long: `Shows each shard of GROUP (its holder, the fencing token of the holder's term
+and when the term began) and each member (how many shards it holds, its
+weight and health). Members are asked to announce themselves and heard for
+--wait; token and since come from the holders' announcements, the holder
+from the bucket.`,
+		Example: `  conclave shards info ingest
+  conclave shards info ingest --json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return e.shardsInfo(cmd.Context(), args[0], wait, asJSON)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON for scripts")
+	durationVar(cmd.Flags(), &wait, "wait", 500*time.Millisecond, "how long to hear the members' announcements")
+	return cmd
+}
+
+// shardsInfoJSON is the JSON output of shards info.
+type shardsInfoJSON struct {
+	Group  string        `json:"group"`
+	Bucket bucketRefJSON `json:"bucket"`
+	// ShardCount is the group's number of shards, as its members know it
+	// (or, with no member running, one more than the highest shard key).
+	ShardCount int               `json:"shard_count"`
+	Held       int               `json:"held"`
+	Members    []shardMemberJSON `json:"members"`
+	Shards     []shardJSON       `json:"shards"`
+}
+
+type shardMemberJSON struct {
+	Identity string `json:"identity"`
+	Held     int    `json:"held"`
+	Weight   int    `json:"weight"`
+	Healthy  bool   `json:"healthy"`
+	Leaving  bool   `json:"leaving"`
+	Standing int    `json:"standing"`
+	Since    string `json:"since"`
+}
+
+type shardJSON struct {
+	Shard  int    `json:"shard"`
+	Key    string `json:"key"`
+	State  string `json:"state"`
+	Holder string `json:"holder"`
+	// Token is the holder's fencing token, when it announced it.
+	Token *uint64 `json:"token"`
+	// Since is when the holder's term began, when it announced it.
+	Since    *string `json:"since"`
+	Revision uint64  `json:"revision"`
+	Written  *string `json:"written"`
+}
+
+// claim is what a member says of a shard it holds.
+type claim struct {
+	member string
+	token  uint64
+	since  time.Time
+}
+
+func (e *elections) shardsInfo(ctx context.Context, group string, wait time.Duration, asJSON bool) error {
+	if err := shards.ValidateGroup(group); err != nil {
+		return err
+	}
+	s, err := e.open(ctx, connectOptions{name: "conclave shards info " + group})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	recs, err := s.readRecords(ctx, group+".*")
+	if err != nil {
+		return err
+	}
+	roll, err := shards.Roll(ctx, s.nc, s.bucket, group, wait)
+	if err != nil {
+		return err
+	}
+	st, err := s.status(ctx)
+	if err != nil {
+		return err
+	}
+	out := shardsView(group, bucketRefJSON{Name: s.bucket, TTLSeconds: seconds(st.TTL())}, recs, roll)
+	if asJSON {
+		return writeJSON(e.a.stdout, out)
+	}
+	return writeShardsInfo(e.a.stdout, out, time.Now())
+}
+
+// shardsView combines the bucket's shard keys and the members'
+// announcements.
+func shardsView(group string, b bucketRefJSON, recs []record, roll []shards.Announcement) shardsInfoJSON {
+	out := shardsInfoJSON{Group: group, Bucket: b, Members: []shardMemberJSON{}, Shards: []shardJSON{}}
+	claims := map[int]claim{}
+	for _, a := range roll {
+		out.ShardCount = max(out.ShardCount, a.Shards)
+		out.Members = append(out.Members, shardMemberJSON{
+			Identity: a.Identity, Held: len(a.Held), Weight: a.Weight, Healthy: a.Healthy,
+			Leaving: a.Leaving, Standing: len(a.Standing), Since: formatJSONTime(a.Since),
+		})
+		for _, h := range a.Held {
+			if c, ok := claims[int(h[0])]; !ok || h[1] > c.token {
+				claims[int(h[0])] = claim{member: a.Identity, token: h[1], since: time.UnixMilli(int64(h[2]))}
+			}
+		}
+	}
+	byShard := map[int]record{}
+	for _, r := range recs {
+		i, err := strconv.Atoi(strings.TrimPrefix(r.Key, group+"."))
+		if err != nil || i < 0 {
+			continue
+		}
+		byShard[i] = r
+		out.ShardCount = max(out.ShardCount, i+1)
+	}
+	for i := range out.ShardCount {
+		r, ok := byShard[i]
+		sj := shardJSON{Shard: i, Key: shards.Key(group, i), State: streams.KeyAbsent.String()}
+		if ok {
+			sj.State, sj.Revision, sj.Written = stateText(r), r.Revision, jsonTimePtr(r.Written)
+			if r.State == streams.KeyHeld {
+				sj.Holder = r.Leader
+				out.Held++
+			}
+		}
+		if c, ok := claims[i]; ok && c.member == sj.Holder {
+			tok := c.token
+			sj.Token, sj.Since = &tok, jsonTimePtr(c.since)
+		}
+		out.Shards = append(out.Shards, sj)
+	}
+	return out
+}
+
+func writeShardsInfo(w io.Writer, v shardsInfoJSON, now time.Time) error {
+	fmt.Fprintf(w, "Group %s: %d shards in bucket %s, %d held, %d members\n\n", v.Group, v.ShardCount, v.Bucket.Name, v.Held, len(v.Members))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "MEMBER\tHELD\tWEIGHT\tHEALTH\tSTANDING FOR\tSTARTED")
+	for _, m := range v.Members {
+		health := "healthy"
+		switch {
+		case m.Leaving:
+			health = "leaving"
+		case !m.Healthy:
+			health = "unhealthy"
+		}
+		since, _ := time.Parse(jsonTime, m.Since)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%d\t%s\n", m.Identity, m.Held, m.Weight, health, m.Standing, ago(since, now))
+	}
+	if len(v.Members) == 0 {
+		fmt.Fprintln(tw, "(no member answered)\t\t\t\t\t")
+	}
+	fmt.Fprintln(tw, "\t\t\t\t\t")
+	fmt.Fprintln(tw, "SHARD\tKEY\tHOLDER\tTOKEN\tSINCE\t")
+	for _, s := range v.Shards {
+		holder, token, since := s.Holder, "-", "-"
+		if holder == "" {
+			holder = "(" + s.State + ")"
+		}
+		if s.Token != nil {
+			token = strconv.FormatUint(*s.Token, 10)
+		}
+		if s.Since != nil {
+			t, _ := time.Parse(jsonTime, *s.Since)
+			since = ago(t, now)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t\n", s.Shard, s.Key, holder, token, since)
+	}
+	return tw.Flush()
+}
+
+func (e *elections) shardsWatchCommand() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "watch GROUP",
+		Short: "Print each change of a shard's holder, and members joining, leaving and changing health",
+		Long: `Follows GROUP until interrupted: a line each time a shard changes holder (taken,
+released, removed; renewals are not shown, and an expiry is silent until the
+next holder takes the key), and each time a member joins, leaves or turns
+healthy or unhealthy.`,
+		Example: `  conclave shards watch ingest
+  conclave shards watch ingest --json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return e.shardsWatch(cmd.Context(), args[0], asJSON)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per line (time, event, group, shard, key, holder, revision, member, healthy)")
+	return cmd
+}
+
+func (e *elections) shardsWatch(ctx context.Context, group string, asJSON bool) error {
+	if err := shards.ValidateGroup(group); err != nil {
+		return err
+	}
+	s, err := e.open(ctx, connectOptions{name: "conclave shards watch " + group, longLived: true})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	w, err := s.kv.Watch(ctx, group+".*")
+	if err != nil {
+		return fmt.Errorf("watching group %s in bucket %s: %w", group, s.bucket, err)
+	}
+	defer kvwatch.Stop(w)
+	heard := make(chan *nats.Msg, 1024)
+	sub, err := s.nc.ChanSubscribe(shards.Subject(s.bucket, group), heard)
+	if err != nil {
+		return fmt.Errorf("listening to group %s: %w", group, err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	_ = s.nc.Publish(shards.Subject(s.bucket, group), mustJSON(shards.Announcement{Ask: true}))
+
+	p := &shardPrinter{w: e.a.stdout, json: asJSON, group: group}
+	last := map[string]string{} // key → what it last said
+	members := map[string]shards.Announcement{}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ent, ok := <-w.Updates():
+			if !ok {
+				return fmt.Errorf("watching group %s: the watch ended", group)
+			}
+			if ent == nil {
+				p.line("current", map[string]any{}, "watching group %s in bucket %s", group, s.bucket)
+				continue
+			}
+			r := streams.ReadEntry(ent)
+			what := r.Describe()
+			if last[r.Key] == what {
+				continue // a renewal
+			}
+			last[r.Key] = what
+			shard, _ := strconv.Atoi(strings.TrimPrefix(r.Key, group+"."))
+			p.line("shard", map[string]any{"shard": shard, "key": r.Key, "state": r.State.String(), "holder": r.Leader, "revision": r.Revision},
+				"shard %d (%s) %s, revision %d", shard, r.Key, what, r.Revision)
+		case m := <-heard:
+			var a shards.Announcement
+			if json.Unmarshal(m.Data, &a) != nil || a.Identity == "" {
+				continue
+			}
+			before, known := members[a.Identity]
+			members[a.Identity] = a
+			attrs := map[string]any{"member": a.Identity, "healthy": a.Healthy, "held": len(a.Held)}
+			switch {
+			case a.Leaving && (!known || !before.Leaving):
+				p.line("left", attrs, "member %s leaves, handing over %d shards", a.Identity, len(a.Held))
+			case a.Leaving:
+			case !known || before.Leaving || before.Instance != a.Instance:
+				p.line("joined", attrs, "member %s is in the group (weight %d, %s, holding %d)", a.Identity, a.Weight, healthWord(a.Healthy), len(a.Held))
+			case before.Healthy != a.Healthy:
+				p.line("health", attrs, "member %s is %s", a.Identity, healthWord(a.Healthy))
+			}
+		}
+	}
+}
+
+func healthWord(ok bool) string {
+	if ok {
+		return "healthy"
+	}
+	return "unhealthy"
+}
+
+func mustJSON(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// shardPrinter prints watch's lines.
+type shardPrinter struct {
+	w     io.Writer
+	json  bool
+	group string
+}
+
+func (p *shardPrinter) line(event string, attrs map[string]any, format string, args ...any) {
+	now := time.Now()
+	if !p.json {
+		fmt.Fprintf(p.w, "%s %s\n", now.Format(textTime), fmt.Sprintf(format, args...))
+		return
+	}
+	attrs["time"], attrs["event"], attrs["group"] = formatJSONTime(now), event, p.group
+	fmt.Fprintf(p.w, "%s\n", mustJSON(attrs))
+}
+
+// shardsRunFlags are shards run's flags.
+type shardsRunFlags struct {
+	identity string
+	grace    time.Duration
+	weight   int
+	verbose  bool
+	json     bool
+}
+
+func (e *elections) shardsRunCommand() *cobra.Command {
+	var f shardsRunFlags
+	cmd := &cobra.Command{
+		Use:   "run [flags] GROUP N [--] COMMAND [ARGS...]",
+		Short: "Join a shard group of N shards and run a command on the shards held",
+		Long: `Joins shard group GROUP of N shards as --identity (else as the framework would:
+--config's identity, $CONCLAVE_IDENTITY, else the host name; every member
+needs its own), and runs COMMAND while it holds at least one shard, with
+standard input, output and error passed through and these variables added to
+its environment:
+
+  CONCLAVE_SHARDS        the shards held, ascending, comma-separated: 1,5,9
+  CONCLAVE_SHARD_TOKENS  each shard's fencing token: 1:812,5:815,9:820
+  CONCLAVE_GROUP         the group (GROUP)
+  CONCLAVE_IDENTITY      the identity run joins as
+  CONCLAVE_BUCKET        the bucket
+
+When the shards held change, the command is restarted: it gets SIGTERM (and
+SIGKILL if it still runs --grace later), then starts again with the new list.
+A shard is handed to another member only once the command has stopped, so
+no two commands ever work on one shard; changes within 200ms are gathered
+into one restart. The command runs in its own process group, and the signals
+go to the whole group.
+
+If the command exits on its own, run starts it again after 1s with the same
+shards. On Ctrl-C (SIGINT) or SIGTERM, run stops the command, hands each
+shard to another member, and exits with status 0.`,
+		Example: `  conclave shards run ingest 64 -- ./consume --partitions-from-env
+  conclave shards run --identity "$(hostname)-1" --grace 30s ingest 64 ./worker`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.ArgsLenAtDash() >= 0 && cmd.ArgsLenAtDash() < 2 {
+				return fmt.Errorf("missing GROUP and N before --: %s", shardsRunUsage)
+			}
+			if len(args) < 3 {
+				return fmt.Errorf("missing GROUP, N or COMMAND: %s", shardsRunUsage)
+			}
+			n, err := strconv.Atoi(args[1])
+			if err != nil {
+				return fmt.Errorf("N %q is not a number of shards: %s", args[1], shardsRunUsage)
+			}
+			argv := args[2:]
+			if argv[0] == "--" {
+				argv = argv[1:]
+			}
+			if len(argv) == 0 {
+				return fmt.Errorf("missing the COMMAND to run: %s", shardsRunUsage)
+			}
+			return e.shardsRun(cmd.Context(), args[0], n, argv, f)
+		},
+	}
+	cmd.Flags().SetInterspersed(false)
+	cmd.Flags().StringVar(&f.identity, "identity", "", "the name to join as, the value of the shard keys held (default: --config's identity, $CONCLAVE_IDENTITY, else the host name)")
+	durationVar(cmd.Flags(), &f.grace, "grace", 10*time.Second, "how long the command has to exit after SIGTERM before it gets SIGKILL")
+	cmd.Flags().IntVar(&f.weight, "weight", 1, "this member's share relative to the others' weights (1 to 1000)")
+	cmd.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "log what the group does")
+	cmd.Flags().BoolVar(&f.json, "json", false, "log to standard error as JSON, one object per line")
+	return cmd
+}
+
+const shardsRunUsage = "usage: conclave shards run [flags] GROUP N [--] COMMAND [ARGS...]"
+
+// shardChange is a change of the held shards, from the group's callbacks to
+// the supervisor. A revocation carries done, closed once the command no
+// longer runs with the shard.
+type shardChange struct {
+	shard int
+	term  *streams.Term // nil for a revocation
+	done  chan struct{}
+}
+
+func (e *elections) shardsRun(ctx context.Context, group string, n int, argv []string, f shardsRunFlags) error {
+	if f.grace < 0 {
+		return fmt.Errorf("--grace %v is negative", f.grace)
+	}
+	identity, from, err := e.a.identity(f.identity)
+	if err != nil {
+		return err
+	}
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		return &exitError{code: exitNotFound, err: fmt.Errorf("cannot run %q: %w", argv[0], err)}
+	}
+	log := newEventLog(e.a.stderr, f.json)
+	log.identity = identity
+	changes := make(chan shardChange)
+	quit := make(chan struct{})
+	send := func(c shardChange) {
+		select {
+		case changes <- c:
+		case <-quit:
+		}
+	}
+	opts := []shards.Option{
+		shards.WithWeight(f.weight),
+		shards.OnAssigned(func(s int, t *streams.Term) { send(shardChange{shard: s, term: t}) }),
+		shards.OnRevoked(func(s int) {
+			done := make(chan struct{})
+			send(shardChange{shard: s, done: done})
+			select {
+			case <-done:
+			case <-quit:
+			}
+		}),
+		shards.WithLogger(stderrLogger{log: log, verbose: f.verbose}),
+	}
+	// Check the arguments before waiting for a broker.
+	if err := shards.ValidateGroup(group); err != nil {
+		return err
+	}
+	if n < 1 || n > shards.MaxShards {
+		return fmt.Errorf("%w: N %d: a group has 1 to %d shards", shards.ErrInvalidShardCount, n, shards.MaxShards)
+	}
+	if f.weight < 1 || f.weight > shards.MaxWeight {
+		return fmt.Errorf("--weight %d: give 1 to %d", f.weight, shards.MaxWeight)
+	}
+	s, err := e.open(ctx, connectOptions{name: "conclave shards run " + group, longLived: true, wait: true, log: log, verbose: f.verbose})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	defer s.Close()
+	g, err := shards.NewGroup(identity, group, n, s.js, append(opts, shards.InBucket(s.bucket))...)
+	if err != nil {
+		return err
+	}
+	log.event("joining", map[string]any{"group": group, "shards": n}, "%s joining shard group %s of %d shards (identity from %s; bucket %s on %s)", identity, group, n, from, s.bucket, s.url)
+	gctx, stopGroup := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopGroup()
+	groupDone := make(chan error, 1)
+	go func() { groupDone <- g.Start(gctx) }()
+
+	sv := &shardSupervisor{e: e, group: group, identity: identity, argv: argv, path: path, grace: f.grace, log: log, held: map[int]uint64{}}
+	var groupErr error
+	stopping := false
+	for {
+		var exited <-chan int
+		if sv.ch != nil {
+			exited = sv.ch.exited
+		}
+		select {
+		case <-ctx.Done():
+			if !stopping {
+				stopping = true
+				log.event("interrupted", nil, "interrupted: handing over %d shards of %s", len(sv.held), group)
+				stopGroup()
+				ctx = context.Background()
+			}
+		case c := <-changes:
+			sv.apply(c)
+		case <-sv.restartAt:
+			sv.restart()
+		case status := <-exited:
+			_ = terminateGroup(sv.ch.cmd.Process.Pid)
+			sv.ch = nil
+			log.event("exited", map[string]any{"status": status}, "%s exited with status %d: starting it again in %v", argv[0], status, restartDelay)
+			sv.restartAt = time.After(restartDelay)
+		case groupErr = <-groupDone:
+			close(quit)
+			sv.stop()
+			if groupErr != nil {
+				return fmt.Errorf("shard group %s: %w", group, groupErr)
+			}
+			log.event("stopped", map[string]any{"exit_status": 0}, "left shard group %s; exiting with status 0", group)
+			return nil
+		}
+	}
+}
+
+// shardSupervisor runs the command with the shards held.
+type shardSupervisor struct {
+	e         *elections
+	group     string
+	identity  string
+	argv      []string
+	path      string
+	grace     time.Duration
+	log       *eventLog
+	held      map[int]uint64 // shard → token
+	ch        *child
+	restartAt <-chan time.Time
+}
+
+// apply takes a change: a revocation stops the command at once (the shard
+// is handed over only after), a new shard restarts it after the settle.
+func (sv *shardSupervisor) apply(c shardChange) {
+	if c.term != nil {
+		sv.held[c.shard] = c.term.Token()
+		sv.log.event("assigned", map[string]any{"shard": c.shard, "token": c.term.Token()}, "holding shard %d of %s, token %d", c.shard, sv.group, c.term.Token())
+	} else {
+		delete(sv.held, c.shard)
+		sv.log.event("revoked", map[string]any{"shard": c.shard}, "no longer holding shard %d of %s", c.shard, sv.group)
+		sv.stop()
+		close(c.done)
+	}
+	sv.restartAt = time.After(shardsSettle)
+}
+
+// restart stops the command if it runs and starts it with the shards held,
+// if any.
+func (sv *shardSupervisor) restart() {
+	sv.restartAt = nil
+	sv.stop()
+	if len(sv.held) == 0 {
+		return
+	}
+	list, tokens := sv.lists()
+	sv.log.event("starting", map[string]any{"shards": list}, "starting %s with shards %s", strings.Join(sv.argv, " "), list)
+	ch, err := sv.start(list, tokens)
+	if err != nil {
+		sv.log.event("error", nil, "%v", err)
+		sv.restartAt = time.After(restartDelay)
+		return
+	}
+	sv.ch = ch
+}
+
+func (sv *shardSupervisor) lists() (string, string) {
+	shardsHeld := make([]int, 0, len(sv.held))
+	for s := range sv.held {
+		shardsHeld = append(shardsHeld, s)
+	}
+	slices.Sort(shardsHeld)
+	var list, tokens []string
+	for _, s := range shardsHeld {
+		list = append(list, strconv.Itoa(s))
+		tokens = append(tokens, strconv.Itoa(s)+":"+strconv.FormatUint(sv.held[s], 10))
+	}
+	return strings.Join(list, ","), strings.Join(tokens, ",")
+}
+
+func (sv *shardSupervisor) start(list, tokens string) (*child, error) {
+	cmd := exec.Command(sv.path)
+	cmd.Args = sv.argv
+	cmd.Env = append(os.Environ(),
+		envShards+"="+list,
+		envShardTokens+"="+tokens,
+		envGroup+"="+sv.group,
+		envIdentity+"="+sv.identity,
+		envBucket+"="+sv.e.bucket,
+	)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = sv.e.a.stdin, sv.e.a.stdout, sv.e.a.stderr
+	cmd.WaitDelay = time.Second
+	setProcessGroup(cmd)
+	ch := &child{cmd: cmd, exited: make(chan int, 1)}
+	started := make(chan error, 1)
+	go func() {
+		// The command gets a signal when the thread that started it ends
+		// (Linux): keep the thread until the command has exited.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		err := cmd.Wait()
+		ch.exited <- exitStatus(cmd.ProcessState, err)
+	}()
+	if err := <-started; err != nil {
+		return nil, fmt.Errorf("starting %s: %w", sv.argv[0], err)
+	}
+	return ch, nil
+}
+
+// stop stops the command if it runs: SIGTERM, then SIGKILL after the grace.
+func (sv *shardSupervisor) stop() {
+	if sv.ch == nil {
+		return
+	}
+	ch := sv.ch
+	sv.ch = nil
+	pid := ch.cmd.Process.Pid
+	if err := terminateGroup(pid); err != nil {
+		sv.log.event("error", nil, "cannot send SIGTERM to %s: %v", sv.argv[0], err)
+	}
+	timer := time.NewTimer(sv.grace)
+	defer timer.Stop()
+	select {
+	case status := <-ch.exited:
+		sv.log.event("stopped", map[string]any{"status": status}, "%s stopped with status %d", sv.argv[0], status)
+		return
+	case <-timer.C:
+	}
+	sv.log.event("killing", nil, "%s still runs %v after SIGTERM: sending SIGKILL", sv.argv[0], sv.grace)
+	_ = killGroup(pid)
+	<-ch.exited
+}

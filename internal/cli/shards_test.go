@@ -1,0 +1,142 @@
+package cli_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/conclave-io/conclave/shards"
+)
+
+// shardWorker prints the shards it was started with, and its SIGTERM.
+const shardWorker = `#!/bin/sh
+trap 'echo "term $CONCLAVE_IDENTITY"; exit 0' TERM
+echo "started $CONCLAVE_IDENTITY $CONCLAVE_GROUP $CONCLAVE_SHARDS $CONCLAVE_SHARD_TOKENS"
+while true; do sleep 0.1; done
+`
+
+// shardsInfoOutput is the part of shards info --json the tests read.
+type shardsInfoOutput struct {
+	ShardCount int `json:"shard_count"`
+	Held       int `json:"held"`
+	Members    []struct {
+		Identity string `json:"identity"`
+		Held     int    `json:"held"`
+		Weight   int    `json:"weight"`
+		Healthy  bool   `json:"healthy"`
+	} `json:"members"`
+	Shards []struct {
+		Shard  int     `json:"shard"`
+		Holder string  `json:"holder"`
+		Token  *uint64 `json:"token"`
+		Since  *string `json:"since"`
+	} `json:"shards"`
+}
+
+// TestShardsRunSplitsAGroupAndHandsOverOnStop: two shards run members of a
+// 4-shard group run their commands with 2 shards each, info shows them,
+// and when one stops the other is restarted with all four.
+func TestShardsRunSplitsAGroupAndHandsOverOnStop(t *testing.T) {
+	url := startBroker(t, 2*time.Second)
+	script := filepath.Join(t.TempDir(), "worker.sh")
+	if err := os.WriteFile(script, []byte(shardWorker), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run := func(id string) *proc {
+		return startConclave(t, nil, "--server", url, "shards", "run", "--identity", id, "--grace", "2s", "jobs", "4", "--", script)
+	}
+	r1 := run("r1")
+	r1.stdout.waitFor(t, 0, regexp.MustCompile(`^started r1 jobs 0,1,2,3 0:\d+,1:\d+,2:\d+,3:\d+$`))
+	r2 := run("r2")
+	_, m := r2.stdout.waitFor(t, 0, regexp.MustCompile(`^started r2 jobs (\d,\d) `))
+	i, m1 := r1.stdout.waitFor(t, 1, regexp.MustCompile(`^started r1 jobs (\d,\d) `))
+	if got := strings.Split(m[1]+","+m1[1], ","); len(got) != 4 {
+		t.Errorf("r1 runs %s and r2 %s", m1[1], m[1])
+	}
+
+	r := conclave(t, "--server", url, "shards", "info", "jobs", "--json")
+	mustSucceed(t, r)
+	var info shardsInfoOutput
+	if err := json.Unmarshal([]byte(r.stdout), &info); err != nil {
+		t.Fatalf("%v\n%s", err, r.stdout)
+	}
+	if info.ShardCount != 4 || info.Held != 4 || len(info.Members) != 2 {
+		t.Errorf("info: %d shards, %d held, %d members; want 4, 4, 2", info.ShardCount, info.Held, len(info.Members))
+	}
+	for _, mem := range info.Members {
+		if mem.Held != 2 || mem.Weight != 1 || !mem.Healthy {
+			t.Errorf("member %+v, want 2 held, weight 1, healthy", mem)
+		}
+	}
+	for _, s := range info.Shards {
+		if s.Holder == "" || s.Token == nil || s.Since == nil {
+			t.Errorf("shard %d: holder %q, token %v, since %v", s.Shard, s.Holder, s.Token, s.Since)
+		}
+	}
+	text := conclave(t, "--server", url, "shards", "info", "jobs")
+	mustSucceed(t, text)
+	mustContain(t, "info", text.stdout, "Group jobs: 4 shards", "r1", "r2", "jobs.3")
+
+	r2.signal(syscall.SIGTERM)
+	if code := r2.wait(); code != 0 {
+		t.Errorf("shards run r2 exited with %d after SIGTERM, want 0", code)
+	}
+	r2.stdout.waitFor(t, 0, regexp.MustCompile(`^term r2$`))
+	r1.stdout.waitFor(t, i+1, regexp.MustCompile(`^started r1 jobs 0,1,2,3 `))
+	r1.signal(syscall.SIGINT)
+	if code := r1.wait(); code != 0 {
+		t.Errorf("shards run r1 exited with %d after SIGINT, want 0", code)
+	}
+}
+
+// TestShardsWatchShowsHoldersAndMembers: watch prints a line as a member
+// joins and as it takes each shard.
+func TestShardsWatchShowsHoldersAndMembers(t *testing.T) {
+	url := startBroker(t, 2*time.Second)
+	w := startConclave(t, nil, "--server", url, "shards", "watch", "feed")
+	w.stdout.waitFor(t, 0, regexp.MustCompile(`watching group feed`))
+
+	g, err := shards.NewGroup("m1", "feed", 2, jetStream(t, url))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Start(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Start: %v", err)
+		}
+	}()
+	w.stdout.waitFor(t, 0, regexp.MustCompile(`member m1 is in the group`))
+	w.stdout.waitFor(t, 0, regexp.MustCompile(`shard 0 \(feed\.0\) held by m1`))
+	w.stdout.waitFor(t, 0, regexp.MustCompile(`shard 1 \(feed\.1\) held by m1`))
+	w.signal(syscall.SIGINT)
+	if code := w.wait(); code != 0 {
+		t.Errorf("watch exited with %d", code)
+	}
+}
+
+func TestShardsArgumentErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"shards", "info", "bad group"}, "invalid group name"},
+		{[]string{"shards", "run", "g", "zero", "--", "true"}, "not a number"},
+		{[]string{"shards", "run", "g", "0", "--", "true"}, "invalid shard count"},
+		{[]string{"shards", "run", "g", "4"}, "missing GROUP, N or COMMAND"},
+	} {
+		r := conclave(t, append([]string{"--server", "nats://127.0.0.1:1"}, tc.args...)...)
+		if r.code == 0 || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("conclave %v: status %d, stderr %q; want an error mentioning %q", tc.args, r.code, r.stderr, tc.want)
+		}
+	}
+}

@@ -1,0 +1,26 @@
+package shards
+
+import "errors"
+
+var (
+	// ErrInvalidGroup means the group's name cannot name election keys:
+	// GROUP.i must be a valid NATS KV key (letters, digits, '-', '_', '='
+	// and '/', tokens separated by '.', no wildcards).
+	ErrInvalidGroup = errors.New("shards: invalid group name")
+	// ErrInvalidShardCount means the number of shards is out of range (1 to
+	// MaxShards).
+	ErrInvalidShardCount = errors.New("shards: invalid shard count")
+	// ErrInvalidIdentity means the member's identity cannot be a key's
+	// value.
+	ErrInvalidIdentity = errors.New("shards: invalid identity")
+	// ErrInvalidOption means an option was given a value it cannot use.
+	ErrInvalidOption = errors.New("shards: invalid option")
+	// ErrAlreadyStarted is returned by a second call to Start: a Group runs
+	// once; make a new one to run again.
+	ErrAlreadyStarted = errors.New("shards: already started")
+	// ErrDuplicateIdentity is returned by Start when another member of the
+	// group runs under the same identity and started first: members of a
+	// group need distinct identities, since a shard's holder is known by
+	// its identity alone. The member hands its shards over and stops.
+	ErrDuplicateIdentity = errors.New("shards: another member runs under this identity")
+)

@@ -1,0 +1,272 @@
+package shards_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/conclave-io/conclave/broker"
+	"github.com/conclave-io/conclave/config"
+	"github.com/conclave-io/conclave/internal/brokertest"
+	"github.com/conclave-io/conclave/providers/election/streams"
+	"github.com/conclave-io/conclave/shards"
+)
+
+// testTTL is the test brokers' bucket TTL: short, so that crashed members'
+// keys expire quickly.
+const testTTL = 2 * time.Second
+
+// wait bounds every wait for an event.
+const wait = 30 * time.Second
+
+func startBroker(t *testing.T) *broker.Broker {
+	t.Helper()
+	return brokertest.StartSingle(t, func(c *config.Config) { c.LeaderElectionTTL = testTTL })
+}
+
+// fleet is the members of one group in a test, and what their callbacks
+// told: who holds each shard, every term's token, and violations of the
+// group's promises (two holders at once, a token that did not grow).
+type fleet struct {
+	t      *testing.T
+	url    string
+	group  string
+	n      int
+	mu     sync.Mutex
+	holder map[int]string    // shard → member holding it, per the callbacks
+	tokens map[int]uint64    // shard → last token
+	moves  map[int]int       // shard → terms begun since resetMoves
+	revAt  map[int]time.Time // shard → when its last holder's term ended
+	gaps   []time.Duration   // revoked → next assigned, per shard moved
+	errs   []string
+	change chan struct{} // poked on every callback
+	rec    *countingRecorder
+}
+
+func newFleet(t *testing.T, b *broker.Broker, group string, n int) *fleet {
+	return &fleet{
+		t: t, url: b.ClientURL(), group: group, n: n,
+		holder: map[int]string{}, tokens: map[int]uint64{}, moves: map[int]int{}, revAt: map[int]time.Time{},
+		change: make(chan struct{}, 1), rec: &countingRecorder{moved: map[shards.MoveCause]int{}},
+	}
+}
+
+// member is one running member.
+type member struct {
+	id     string
+	g      *shards.Group
+	nc     *nats.Conn
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func (f *fleet) poke() {
+	select {
+	case f.change <- struct{}{}:
+	default:
+	}
+}
+
+// connect returns a new connection to the fleet's broker, closed when the
+// test ends.
+func (f *fleet) connect() (*nats.Conn, jetstream.JetStream) {
+	f.t.Helper()
+	nc, err := nats.Connect(f.url)
+	if err != nil {
+		f.t.Fatalf("connect: %v", err)
+	}
+	f.t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return nc, js
+}
+
+// start starts member id on a connection of its own.
+func (f *fleet) start(id string, opts ...shards.Option) *member {
+	f.t.Helper()
+	nc, js := f.connect()
+	return f.startOn(nc, js, id, opts...)
+}
+
+// startOn starts member id on nc.
+func (f *fleet) startOn(nc *nats.Conn, js jetstream.JetStream, id string, opts ...shards.Option) *member {
+	f.t.Helper()
+	all := append([]shards.Option{
+		shards.OnAssigned(func(s int, term *streams.Term) { f.assigned(id, s, term) }),
+		shards.OnRevoked(func(s int) { f.revoked(id, s) }),
+		shards.WithRecorder(f.rec),
+		shards.WithLogger(brokertest.Logger(f.t).WithField("member", id)),
+	}, opts...)
+	g, err := shards.NewGroup(id, f.group, f.n, js, all...)
+	if err != nil {
+		f.t.Fatalf("NewGroup: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &member{id: id, g: g, nc: nc, cancel: cancel, done: make(chan error, 1)}
+	go func() { m.done <- g.Start(ctx) }()
+	f.t.Cleanup(func() { m.stop(f.t) })
+	return m
+}
+
+// stop ends the member and waits for Start to return.
+func (m *member) stop(t *testing.T) error {
+	t.Helper()
+	if m.cancel == nil {
+		return nil
+	}
+	m.cancel()
+	m.cancel = nil
+	select {
+	case err := <-m.done:
+		return err
+	case <-time.After(wait):
+		t.Errorf("%s: Start did not return within %v", m.id, wait)
+		return nil
+	}
+}
+
+func (f *fleet) assigned(id string, s int, term *streams.Term) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	defer f.poke()
+	if h, ok := f.holder[s]; ok {
+		f.errs = append(f.errs, fmt.Sprintf("shard %d assigned to %s while %s holds it", s, id, h))
+	}
+	if term.Token() <= f.tokens[s] {
+		f.errs = append(f.errs, fmt.Sprintf("shard %d: token %d after %d", s, term.Token(), f.tokens[s]))
+	}
+	if term.Key() != shards.Key(f.group, s) {
+		f.errs = append(f.errs, fmt.Sprintf("shard %d: term of key %s", s, term.Key()))
+	}
+	f.holder[s], f.tokens[s] = id, term.Token()
+	f.moves[s]++
+	if at, ok := f.revAt[s]; ok {
+		f.gaps = append(f.gaps, time.Since(at))
+		delete(f.revAt, s)
+	}
+}
+
+func (f *fleet) revoked(id string, s int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	defer f.poke()
+	if f.holder[s] != id {
+		f.errs = append(f.errs, fmt.Sprintf("shard %d revoked from %s, held by %q", s, id, f.holder[s]))
+	}
+	delete(f.holder, s)
+	f.revAt[s] = time.Now()
+}
+
+// counts returns how many shards each member holds, per the callbacks.
+func (f *fleet) counts() map[string]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := map[string]int{}
+	for _, id := range f.holder {
+		c[id]++
+	}
+	return c
+}
+
+// resetMoves forgets the terms and gaps counted so far.
+func (f *fleet) resetMoves() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	clear(f.moves)
+	f.gaps = nil
+	clear(f.revAt)
+	f.rec.reset()
+}
+
+// await waits until cond holds over the counts, failing after wait.
+func (f *fleet) await(what string, cond func(c map[string]int) bool) {
+	f.t.Helper()
+	deadline := time.After(wait)
+	for {
+		c := f.counts()
+		if cond(c) {
+			return
+		}
+		select {
+		case <-f.change:
+		case <-time.After(200 * time.Millisecond): // the counts may hold without a callback
+		case <-deadline:
+			f.t.Fatalf("%s: not within %v; holding %v", what, wait, c)
+		}
+	}
+}
+
+// spread returns a condition: every member in ids holds between lo and hi
+// shards, all of the group's shards are held, and nobody else holds any.
+func (f *fleet) spread(ids []string, lo, hi int) func(map[string]int) bool {
+	return func(c map[string]int) bool {
+		total := 0
+		for _, id := range ids {
+			if c[id] < lo || c[id] > hi {
+				return false
+			}
+			total += c[id]
+		}
+		return total == f.n && len(c) == len(ids)
+	}
+}
+
+// check fails the test with every violation the callbacks saw.
+func (f *fleet) check() {
+	f.t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, e := range f.errs {
+		f.t.Error(e)
+	}
+}
+
+// heldAgree checks that each member's Held matches the callbacks.
+func (f *fleet) heldAgree(ms ...*member) {
+	f.t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, m := range ms {
+		var want []int
+		for s, id := range f.holder {
+			if id == m.id {
+				want = append(want, s)
+			}
+		}
+		slices.Sort(want)
+		if got := m.g.Held(); !slices.Equal(got, want) {
+			f.t.Errorf("%s: Held() = %v, callbacks say %v", m.id, got, want)
+		}
+	}
+}
+
+// countingRecorder counts moves by cause.
+type countingRecorder struct {
+	mu    sync.Mutex
+	moved map[shards.MoveCause]int
+}
+
+func (r *countingRecorder) Holding(string, string, int) {}
+func (r *countingRecorder) Moved(_ string, cause shards.MoveCause) {
+	r.mu.Lock()
+	r.moved[cause]++
+	r.mu.Unlock()
+}
+func (r *countingRecorder) snapshot() map[shards.MoveCause]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.moved)
+}
+func (r *countingRecorder) reset() { r.mu.Lock(); clear(r.moved); r.mu.Unlock() }
+
+var errUnhealthy = errors.New("unhealthy on purpose")

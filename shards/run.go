@@ -1,0 +1,592 @@
+package shards
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/conclave-io/conclave/providers/election/streams"
+)
+
+// handOverTimeout bounds one hand-over; the election returns well within it
+// (its offer waits at most a second before it releases).
+const handOverTimeout = 5 * time.Second
+
+// retryDelay is how long a member waits before it tries again a hand-over
+// the election refused as too soon, or restarts a shard's election that
+// failed.
+const retryDelay = time.Second
+
+// run is one Start of a Group: the loop that decides what the member stands
+// for and hands over. Its fields are the loop's own.
+type run struct {
+	g        *Group
+	ttl      time.Duration
+	interval time.Duration
+	silence  time.Duration
+	// electionCtx outlives Start's context: the member hands over and
+	// releases after it ends.
+	electionCtx context.Context
+
+	runs         map[int]*shardRun   // the elections running, by shard
+	handing      map[int]bool        // hand-overs in flight
+	retryAt      map[int]time.Time   // no hand-over or restart before
+	handedOver   chan handOverResult // hand-overs' outcomes
+	ended        chan *shardRun      // elections whose Start returned
+	wakeAt       time.Time           // the next pass due on time
+	leaving      bool                // Start's context ended
+	clash        bool                // an older member has our identity
+	closed       error               // the connection closed for good
+	announced    []byte              // the last announcement, Ask aside
+	nextAnnounce time.Time           // the next periodic announcement
+	health       sync.WaitGroup      // the health checker
+	stopHealth   context.CancelFunc  // ends the health checker
+}
+
+// shardRun is one shard's election.
+type shardRun struct {
+	shard    int
+	e        *streams.Election
+	cancel   context.CancelFunc
+	stopping bool
+	err      error // Start's result, once ended
+}
+
+type handOverResult struct {
+	shard int
+	to    string
+	cause MoveCause
+	err   error
+}
+
+func newRun(g *Group, ttl time.Duration) *run {
+	return &run{
+		g: g, ttl: ttl, interval: announceInterval(ttl), silence: rollSilence(ttl),
+		runs: map[int]*shardRun{}, handing: map[int]bool{}, retryAt: map[int]time.Time{},
+		handedOver: make(chan handOverResult, g.n), ended: make(chan *shardRun, g.n),
+	}
+}
+
+func (r *run) main(ctx context.Context) error {
+	g := r.g
+	r.electionCtx = context.WithoutCancel(ctx)
+	nc := g.js.Conn()
+	unlisten, err := listen(nc, g.subject, g)
+	if err != nil {
+		return err
+	}
+	defer unlisten()
+	r.startHealth()
+	defer r.endHealth()
+
+	g.logf("info", "group %s: %s joins (%d shards, weight %d, TTL %v)", g.group, g.identity, g.n, g.o.weight, r.ttl)
+	r.announce(true, true)
+	settle := time.NewTimer(joinSettle)
+	select {
+	case <-ctx.Done():
+		settle.Stop()
+		r.announceLeaving()
+		return nil
+	case <-settle.C:
+	}
+
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	var leaveBy time.Time
+	for {
+		now := time.Now()
+		r.pass(now)
+		if r.leaving && (r.doneLeaving() || !now.Before(leaveBy)) {
+			break
+		}
+		if r.closed != nil {
+			break
+		}
+		if r.clash && !r.leaving {
+			g.logf("error", "group %s: another member runs as %s and started first: leaving", g.group, g.identity)
+			r.leaving, leaveBy = true, now.Add(g.o.leaveWithin)
+			continue
+		}
+		wait := time.Until(r.wakeAt)
+		if r.leaving {
+			wait = min(wait, time.Until(leaveBy))
+		}
+		timer.Reset(max(wait, time.Millisecond))
+		select {
+		case <-ctx.Done():
+			if !r.leaving {
+				r.leaving, leaveBy = true, time.Now().Add(g.o.leaveWithin)
+				g.logf("info", "group %s: %s leaves, handing over %d shards", g.group, g.identity, len(g.Held()))
+			}
+			ctx = context.Background() // Done once
+		case <-g.poke:
+		case <-timer.C:
+		case res := <-r.handedOver:
+			r.handOverDone(res)
+		case sr := <-r.ended:
+			r.electionEnded(sr)
+		}
+		timer.Stop()
+	}
+	r.stopAll()
+	r.announceLeaving()
+	switch {
+	case r.closed != nil:
+		return r.closed
+	case r.clash:
+		return fmt.Errorf("%w: %s in group %s", ErrDuplicateIdentity, g.identity, g.group)
+	}
+	return nil
+}
+
+// doneLeaving reports whether a leaving member has nothing left to hand
+// over: it holds nothing, or nobody else is there to take what it holds.
+func (r *run) doneLeaving() bool {
+	if len(r.handing) > 0 {
+		return false
+	}
+	g := r.g
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, h := range g.roll {
+		if !h.Leaving {
+			return len(g.held) == 0
+		}
+	}
+	return true
+}
+
+// pass computes the assignment and acts on it: stands for the shards it
+// gives this member, stops standing for the others, and hands over shards
+// held for someone else who stands for them.
+func (r *run) pass(now time.Time) {
+	g := r.g
+	r.wakeAt = now.Add(r.interval)
+
+	g.mu.Lock()
+	for id, h := range g.roll {
+		if now.Sub(h.at) > r.silence {
+			delete(g.roll, id)
+			g.logf("info", "group %s: %s silent for %v: dropped from the roll", g.group, id, now.Sub(h.at).Round(time.Millisecond))
+			continue
+		}
+		r.wakeAt = earliest(r.wakeAt, h.at.Add(r.silence+time.Millisecond))
+	}
+	if g.clash != nil {
+		r.clash = true
+	}
+	healthy, asked := g.healthy, g.asked
+	g.asked = false
+	roll := make([]heard, 0, len(g.roll))
+	for _, h := range g.roll {
+		roll = append(roll, h)
+	}
+	held := make(map[int]*streams.Term, len(g.held))
+	for s, t := range g.held {
+		held[s] = t
+	}
+	g.mu.Unlock()
+
+	var members []Member
+	if !r.leaving {
+		members = append(members, Member{Identity: g.identity, Weight: g.o.weight, Healthy: healthy})
+	}
+	holders := make([]string, g.n)
+	tokens := make([]uint64, g.n)
+	standing := map[string]map[int]bool{}
+	byIdentity := map[string]Announcement{}
+	for _, h := range roll {
+		byIdentity[h.Identity] = h.Announcement
+		if !h.Leaving {
+			members = append(members, Member{Identity: h.Identity, Weight: h.Weight, Healthy: h.Healthy})
+		}
+		for _, c := range h.Held {
+			if s := int(c[0]); s < g.n && c[1] > tokens[s] {
+				holders[s], tokens[s] = h.Identity, c[1]
+			}
+		}
+		set := make(map[int]bool, len(h.Standing))
+		for _, s := range h.Standing {
+			set[s] = true
+		}
+		standing[h.Identity] = set
+	}
+	for s := range held {
+		holders[s] = g.identity
+	}
+	desired := Assign(g.n, members, holders)
+	// Why each shard this member stands for would move to it. A holder
+	// that just handed a shard over may announce before the win is seen
+	// here: the cause already known is kept rather than read as a
+	// takeover.
+	g.mu.Lock()
+	causes := make(map[int]MoveCause, len(g.standFor))
+	for s, d := range desired {
+		if d != g.identity || held[s] != nil {
+			continue
+		}
+		cause := moveCause(holders[s], byIdentity)
+		if old, ok := g.standFor[s]; ok && cause == MoveTakeover {
+			cause = old
+		}
+		causes[s] = cause
+	}
+	g.standFor = causes
+	g.mu.Unlock()
+
+	for s, d := range desired {
+		sr := r.runs[s]
+		if d == g.identity {
+			if sr == nil && !now.Before(r.retryAt[s]) {
+				r.startShard(s)
+			}
+			continue
+		}
+		term := held[s]
+		if term == nil && sr != nil && sr.e.IsLeader() {
+			// It won and OnAssigned has not run yet: stopping it now
+			// would release the shard rather than hand it over.
+			term = sr.e.Term()
+		}
+		if term != nil {
+			if r.handing[s] || d == "" || !standing[d][s] {
+				continue
+			}
+			cause := MoveRebalance
+			switch {
+			case r.leaving:
+				cause = MoveLeave
+			case !healthy:
+				cause = MoveUnhealthy
+			}
+			if cause != MoveLeave {
+				if until := term.Started().Add(g.o.minHold); now.Before(until) {
+					r.wakeAt = earliest(r.wakeAt, until)
+					continue
+				}
+				if at := r.retryAt[s]; now.Before(at) {
+					r.wakeAt = earliest(r.wakeAt, at)
+					continue
+				}
+			}
+			r.handOver(sr, d, cause)
+			continue
+		}
+		// A leaving member keeps its candidates until it is done: one
+		// that is winning as it is stopped would release the shard rather
+		// than hand it over.
+		if sr != nil && !sr.stopping && !r.handing[s] && !r.leaving {
+			sr.stopping = true
+			sr.cancel()
+		}
+	}
+	for s, at := range r.retryAt {
+		if now.Before(at) {
+			r.wakeAt = earliest(r.wakeAt, at)
+		} else {
+			delete(r.retryAt, s)
+		}
+	}
+	r.announce(asked, false)
+}
+
+// moveCause says why a shard held by holder moves: to even the spread
+// unless its holder leaves or is unhealthy; a takeover when nobody on the
+// roll holds it.
+func moveCause(holder string, roll map[string]Announcement) MoveCause {
+	a, ok := roll[holder]
+	switch {
+	case holder == "" || !ok:
+		return MoveTakeover
+	case a.Leaving:
+		return MoveLeave
+	case !a.Healthy:
+		return MoveUnhealthy
+	}
+	return MoveRebalance
+}
+
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// startShard starts the election of shard s.
+func (r *run) startShard(s int) {
+	g := r.g
+	opts := []streams.Option{
+		streams.InBucket(g.o.bucket),
+		streams.OnLeading(func(t *streams.Term) { g.assigned(s, t) }),
+		streams.OnLost(func() { g.revoked(s) }),
+	}
+	if g.o.log != nil {
+		opts = append(opts, streams.WithLogger(g.o.log))
+	}
+	e, err := streams.NewElection(g.identity, Key(g.group, s), g.js, opts...)
+	if err != nil { // NewGroup checked the same arguments
+		g.logf("error", "group %s: shard %d: %v", g.group, s, err)
+		r.retryAt[s] = time.Now().Add(retryDelay)
+		return
+	}
+	ctx, cancel := context.WithCancel(r.electionCtx)
+	sr := &shardRun{shard: s, e: e, cancel: cancel}
+	r.runs[s] = sr
+	go func() {
+		sr.err = e.Start(ctx)
+		cancel()
+		r.ended <- sr
+	}()
+}
+
+// electionEnded forgets a shard's election whose Start returned.
+func (r *run) electionEnded(sr *shardRun) {
+	if r.runs[sr.shard] == sr {
+		delete(r.runs, sr.shard)
+	}
+	switch {
+	case sr.err == nil:
+	case errors.Is(sr.err, nats.ErrConnectionClosed):
+		r.closed = fmt.Errorf("shards: group %s: %w", r.g.group, sr.err)
+	default:
+		r.g.logf("error", "group %s: shard %d's election stopped: %v", r.g.group, sr.shard, sr.err)
+		r.retryAt[sr.shard] = time.Now().Add(retryDelay)
+	}
+}
+
+// handOver hands shard sr.shard over to to, on a goroutine of its own.
+func (r *run) handOver(sr *shardRun, to string, cause MoveCause) {
+	if sr == nil {
+		return
+	}
+	r.handing[sr.shard] = true
+	r.g.logf("debug", "group %s: handing shard %d over to %s (%s)", r.g.group, sr.shard, to, cause)
+	nc, bucket, key := r.g.js.Conn(), r.g.o.bucket, Key(r.g.group, sr.shard)
+	go func() {
+		ctx, cancel := context.WithTimeout(r.electionCtx, handOverTimeout)
+		defer cancel()
+		// The offer is taken with one write only by a candidate whose
+		// election is up; one still starting takes the release that names
+		// it instead, once it has read the key.
+		awaitCandidate(ctx, nc, bucket, key, to, candidateWait)
+		err := sr.e.HandOver(ctx, to)
+		r.handedOver <- handOverResult{shard: sr.shard, to: to, cause: cause, err: err}
+	}()
+}
+
+// candidateWait bounds how long a holder waits for the member it hands a
+// shard to to answer as a candidate of the shard's election.
+const candidateWait = time.Second
+
+// awaitCandidate asks who stands in election key until to answers, or
+// within at most within, whichever is first.
+func awaitCandidate(ctx context.Context, nc *nats.Conn, bucket, key, to string, within time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	answers := make(chan *nats.Msg, 64)
+	inbox := nc.NewRespInbox()
+	sub, err := nc.ChanSubscribe(inbox, answers)
+	if err != nil {
+		return
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	ask := time.NewTicker(50 * time.Millisecond)
+	defer ask.Stop()
+	for {
+		if err := nc.PublishRequest(streams.CandidatesSubject(bucket, key), inbox, nil); err != nil {
+			return
+		}
+		for waiting := true; waiting; {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ask.C:
+				waiting = false
+			case m := <-answers:
+				var c streams.Candidate
+				if json.Unmarshal(m.Data, &c) == nil && c.Identity == to {
+					return
+				}
+			}
+		}
+	}
+}
+
+func (r *run) handOverDone(res handOverResult) {
+	delete(r.handing, res.shard)
+	g := r.g
+	switch {
+	case res.err == nil:
+		g.logf("info", "group %s: handed shard %d over to %s (%s)", g.group, res.shard, res.to, res.cause)
+	case errors.Is(res.err, streams.ErrHandOverTooSoon):
+		r.retryAt[res.shard] = time.Now().Add(retryDelay)
+	case errors.Is(res.err, streams.ErrNotLeader):
+	default:
+		g.logf("warn", "group %s: handing shard %d over to %s: %v", g.group, res.shard, res.to, res.err)
+		r.retryAt[res.shard] = time.Now().Add(retryDelay)
+	}
+}
+
+// stopAll stops every shard's election and waits for them to end: held
+// shards are released (OnRevoked first), so that any member may take them.
+func (r *run) stopAll() {
+	for len(r.handing) > 0 {
+		r.handOverDone(<-r.handedOver)
+	}
+	for _, sr := range r.runs {
+		if !sr.stopping {
+			sr.stopping = true
+			sr.cancel()
+		}
+	}
+	for len(r.runs) > 0 {
+		r.electionEnded(<-r.ended)
+	}
+}
+
+// announce publishes this member's announcement when it changed, when the
+// periodic one is due, or when force; with ask, it asks the others to
+// announce themselves too.
+func (r *run) announce(force, ask bool) {
+	g := r.g
+	a := r.own()
+	body := encode(a)
+	now := time.Now()
+	if !force && bytes.Equal(body, r.announced) && now.Before(r.nextAnnounce) {
+		r.wakeAt = earliest(r.wakeAt, r.nextAnnounce)
+		return
+	}
+	r.announced = body
+	r.nextAnnounce = now.Add(r.interval)
+	r.wakeAt = earliest(r.wakeAt, r.nextAnnounce)
+	if ask {
+		a.Ask = true
+		body = encode(a)
+	}
+	if err := g.js.Conn().Publish(g.subject, body); err != nil {
+		g.logf("warn", "group %s: announcing: %v", g.group, err)
+	}
+}
+
+// announceLeaving says that this member has left, holding nothing.
+func (r *run) announceLeaving() {
+	r.leaving = true
+	clear(r.runs)
+	r.announce(true, false)
+	_ = r.g.js.Conn().Flush()
+}
+
+// own returns this member's announcement as it stands.
+func (r *run) own() Announcement {
+	g := r.g
+	g.mu.Lock()
+	a := Announcement{
+		Identity: g.identity, Instance: g.instance, Since: g.since, Weight: g.o.weight,
+		Healthy: g.healthy, Leaving: r.leaving, Shards: g.n,
+	}
+	for s, t := range g.held {
+		a.Held = append(a.Held, [3]uint64{uint64(s), t.Token(), uint64(max(t.Started().UnixMilli(), 0))})
+	}
+	for s, sr := range r.runs {
+		if _, held := g.held[s]; !held && !sr.stopping {
+			a.Standing = append(a.Standing, s)
+		}
+	}
+	g.mu.Unlock()
+	slices.SortFunc(a.Held, func(x, y [3]uint64) int { return cmp.Compare(x[0], y[0]) })
+	slices.Sort(a.Standing)
+	return a
+}
+
+// startHealth runs the health check once, then every interval on a
+// goroutine of its own.
+func (r *run) startHealth() {
+	g := r.g
+	if g.o.health == nil {
+		r.stopHealth = func() {}
+		return
+	}
+	check := func(ctx context.Context) {
+		cctx, cancel := context.WithTimeout(ctx, g.o.healthEvery)
+		err := g.o.health(cctx)
+		cancel()
+		g.mu.Lock()
+		changed := g.healthy != (err == nil)
+		g.healthy = err == nil
+		g.mu.Unlock()
+		if changed {
+			if err != nil {
+				g.logf("warn", "group %s: %s is unhealthy: %v", g.group, g.identity, err)
+			} else {
+				g.logf("info", "group %s: %s is healthy again", g.group, g.identity)
+			}
+			g.wake()
+		}
+	}
+	ctx, cancel := context.WithCancel(r.electionCtx)
+	r.stopHealth = cancel
+	check(ctx)
+	r.health.Add(1)
+	go func() {
+		defer r.health.Done()
+		t := time.NewTicker(g.o.healthEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				check(ctx)
+			}
+		}
+	}()
+}
+
+func (r *run) endHealth() {
+	r.stopHealth()
+	r.health.Wait()
+}
+
+// assigned runs on shard s's election goroutine as its term begins.
+func (g *Group) assigned(s int, t *streams.Term) {
+	g.mu.Lock()
+	g.held[s] = t
+	count := len(g.held)
+	cause, moved := g.standFor[s]
+	if !moved {
+		cause = MoveTakeover // won while nobody was known to hold it
+	}
+	g.mu.Unlock()
+	g.wake()
+	if rec := g.o.recorder; rec != nil {
+		rec.Holding(g.group, g.identity, count)
+		rec.Moved(g.group, cause)
+	}
+	if g.o.onAssigned != nil {
+		g.o.onAssigned(s, t)
+	}
+}
+
+// revoked runs on shard s's election goroutine as its term ends.
+func (g *Group) revoked(s int) {
+	g.mu.Lock()
+	delete(g.held, s)
+	count := len(g.held)
+	g.mu.Unlock()
+	g.wake()
+	if rec := g.o.recorder; rec != nil {
+		rec.Holding(g.group, g.identity, count)
+	}
+	if g.o.onRevoked != nil {
+		g.o.onRevoked(s)
+	}
+}
