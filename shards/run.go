@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/conclave-io/conclave/providers/election/standing"
 	"slices"
 	"sync"
 	"time"
@@ -402,7 +403,7 @@ func awaitCandidate(ctx context.Context, nc *nats.Conn, bucket, key, to string, 
 	ask := time.NewTicker(50 * time.Millisecond)
 	defer ask.Stop()
 	for {
-		if err := nc.PublishRequest(streams.CandidatesSubject(bucket, key), inbox, nil); err != nil {
+		if err := nc.PublishRequest(standing.CandidatesSubject(bucket, key), inbox, nil); err != nil {
 			return
 		}
 		for waiting := true; waiting; {
