@@ -1578,7 +1578,7 @@ func (m *machine) onTTL(in input) {
 		if m.hold.from == KeyRemoved {
 			m.hold.fromTTL = max(m.hold.fromTTL, known)
 			if at, ok := m.earlierHoldersGone(); ok {
-				m.log.Infof("election %s: %s took the key at revision %d after it was removed; leading in %v, when a leader that was deposed has surely stood down", m.cfg.key, m.cfg.identity, m.hold.rev, at.Sub(done).Round(time.Millisecond))
+				m.log.Infof("election %s: %s took the key at revision %d after it was removed; leading in %v, when a leader that was deposed has surely stood down", m.cfg.key, m.cfg.identity, m.hold.rev, max(at.Sub(done), 0).Round(time.Millisecond))
 			}
 		}
 	}

@@ -872,7 +872,11 @@ func (s *steward) checkHealth(ctx context.Context) {
 	if healthy {
 		e.opts.log.Infof("election %s: %s is healthy again: campaigning", e.key, e.identity)
 	} else {
-		e.opts.log.Warnf("election %s: %s is unhealthy (%v): not campaigning; a leader hands over to a healthy candidate if one stands", e.key, e.identity, err)
+		if e.IsLeader() {
+			e.opts.log.Warnf("election %s: %s is unhealthy (%v): it leads on, and hands over to a healthy candidate once one stands", e.key, e.identity, err)
+		} else {
+			e.opts.log.Warnf("election %s: %s is unhealthy (%v): not campaigning until its check passes", e.key, e.identity, err)
+		}
 	}
 	e.tell(input{kind: inHealth, healthy: healthy})
 	s.announce(false)
