@@ -13,6 +13,7 @@ package acl
 import (
 	"github.com/conclave-io/conclave/providers/election/standing"
 	"slices"
+	"strings"
 )
 
 // InboxPrefix is the inbox prefix of user: its clients must use it
@@ -47,6 +48,18 @@ type Permissions struct {
 // streamName is the JetStream stream behind a KV bucket.
 func streamName(bucket string) string { return "KV_" + bucket }
 
+// shardGroupSubjects returns the subjects of the shard groups whose every
+// shard election pattern p covers: G and its subgroups for G.>, all for >.
+func shardGroupSubjects(bucket, p string) []string {
+	if p == ">" {
+		return []string{standing.ShardsSubject(bucket, ">")}
+	}
+	if g, ok := strings.CutSuffix(p, ".>"); ok && g != "" {
+		return []string{standing.ShardsSubject(bucket, g), standing.ShardsSubject(bucket, g+".>")}
+	}
+	return nil
+}
+
 // Compile returns the allow lists of user with grant g on bucket, sorted
 // and without duplicates. A grant that allows nothing compiles to empty
 // lists (not nil), which NATS reads as "nothing".
@@ -60,7 +73,11 @@ func streamName(bucket string) string { return "KV_" + bucket }
 //   - publish and subscribe conclave.handover.<bucket>.P: ask the leader to
 //     hand over to a named candidate, take such requests as leader, offer
 //     the key to the named candidate, and take such an offer up;
-//   - answer requests (AllowResponses): the answers go to the asker's inbox.
+//   - answer requests (AllowResponses): the answers go to the asker's inbox;
+//   - publish and subscribe conclave.shards.<bucket>.G and
+//     conclave.shards.<bucket>.G.> when P is G.> (every shard of the groups
+//     named G or under it), or conclave.shards.<bucket>.> when P is >: the
+//     members of a shard group announce themselves there.
 //
 // For each P the user may observe:
 //   - publish conclave.candidates.<bucket>.P: ask who is standing;
@@ -107,6 +124,8 @@ func Compile(bucket, user string, g Grant) Permissions {
 	for _, p := range campaign {
 		pub = append(pub, kv+p, standing.CandidatesSubject(bucket, p), standing.AnnounceSubject(bucket, p), standing.HandOverSubject(bucket, p))
 		sub = append(sub, standing.CandidatesSubject(bucket, p), standing.AnnounceSubject(bucket, p), standing.HandOverSubject(bucket, p))
+		groups := shardGroupSubjects(bucket, p)
+		pub, sub = append(pub, groups...), append(sub, groups...)
 	}
 	for _, p := range observe {
 		pub = append(pub, standing.CandidatesSubject(bucket, p))

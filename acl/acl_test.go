@@ -61,6 +61,27 @@ func TestCompileGolden(t *testing.T) {
 	}
 }
 
+// TestShardGroupSubjects: a user who may campaign in every shard of a
+// group, G.>, may talk on the group's subject and its subgroups'; one who
+// may campaign in a few shards, or one election, may not.
+func TestShardGroupSubjects(t *testing.T) {
+	for _, tc := range []struct {
+		pattern string
+		want    []string
+	}{
+		{">", []string{"conclave.shards.B.>"}},
+		{"ingest.>", []string{"conclave.shards.B.ingest", "conclave.shards.B.ingest.>"}},
+		{"app-a.ingest.>", []string{"conclave.shards.B.app-a.ingest", "conclave.shards.B.app-a.ingest.>"}},
+		{"ingest.*", nil},
+		{"ingest.3", nil},
+		{"cron", nil},
+	} {
+		if got := shardGroupSubjects("B", tc.pattern); !slices.Equal(got, tc.want) {
+			t.Errorf("shardGroupSubjects(%q) = %v, want %v", tc.pattern, got, tc.want)
+		}
+	}
+}
+
 // TestCompileMakesAllowListsOnly: every list is sorted and duplicate-free,
 // every subscription is under the user's own inbox (or the stream's
 // announcements, or the candidates' and hand-over subjects of its
@@ -91,6 +112,8 @@ func TestCompileMakesAllowListsOnly(t *testing.T) {
 		for _, c := range campaign {
 			standing := []string{standing.CandidatesSubject(bucket, c), standing.AnnounceSubject(bucket, c), standing.HandOverSubject(bucket, c)}
 			allowedSub = append(allowedSub, standing...)
+			// The shard groups whose every shard it may campaign in.
+			allowedSub = append(allowedSub, shardGroupSubjects(bucket, c)...)
 			for _, want := range standing {
 				if !slices.Contains(p.Publish, want) || !slices.Contains(p.Subscribe, want) {
 					t.Errorf("%s campaigns in %s but may not publish and subscribe %s", ex.user, c, want)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/conclave-io/conclave/providers/election/standing"
 	"maps"
 	"slices"
 	"strings"
@@ -15,7 +16,7 @@ import (
 
 // Subject is the core NATS subject on which the members of group in bucket
 // announce themselves, and on which anyone may ask them to (see Roll).
-func Subject(bucket, group string) string { return "conclave.shards." + bucket + "." + group }
+func Subject(bucket, group string) string { return standing.ShardsSubject(bucket, group) }
 
 // Announcement is what a member says of itself on the group's subject:
 // every announce interval, at once when what it holds or stands for

@@ -13,6 +13,10 @@ func CandidatesSubject(bucket, key string) string { return "conclave.candidates.
 // bucket announce themselves, to its leader and to observers.
 func AnnounceSubject(bucket, key string) string { return "conclave.announce." + bucket + "." + key }
 
+// ShardsSubject is the subject on which the members of shard group group
+// in bucket announce themselves and what they hold (package shards).
+func ShardsSubject(bucket, group string) string { return "conclave.shards." + bucket + "." + group }
+
 // HandOverSubject is the subject on which the leader of election key in
 // bucket takes requests to hand over, and on which it then offers the key
 // to the candidate named.
