@@ -96,7 +96,7 @@ func printReport(w io.Writer, s settings, results []*result, took time.Duration)
 				num(within), num(k.itLed), dur(pct(k.onWon, 50)), dur(last(k.onWon)), sdur(pct(k.late, 50)), sdur(last(k.late)), k.changes, k.unresolved)
 		}
 		fmt.Fprintln(w, "\nTimes run from the kill to the new leader's write as the broker stamped it (seen on the watch), and to its OnWon")
-		fmt.Fprintln(w, "in the candidate process. The kill lands up to TTL/3 after a renewal, so a key expires 2/3 TTL to TTL after it;")
+		fmt.Fprintln(w, "in the candidate process. The kill lands up to a renew interval after a renewal, so a key expires up to that interval before a TTL after it;")
 		fmt.Fprintln(w, "\"past expiry\" is the new leader's write less (the killed leader's last write + TTL): expiry lateness plus takeover.")
 	}
 
@@ -117,7 +117,7 @@ func printReport(w io.Writer, s settings, results []*result, took time.Duration)
 			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %d | %d | %d | %d |\n", num(r.elections), nr.node, orDash(nr.newLeader),
 				dur(nr.streamLeader), all, dur(pct(nr.took, 50)), nr.changes, nr.losses, len(r.overlaps), len(r.leaderless))
 		}
-		fmt.Fprintln(w, "\nAn election is written again when its leader renews (every TTL/3) or a new leader wins after the kill;")
+		fmt.Fprintln(w, "\nAn election is written again when its leader renews (every renew interval) or a new leader wins after the kill;")
 		fmt.Fprintln(w, "a leader change or an OnLost means a leader lost its term to the outage.")
 	}
 
