@@ -530,8 +530,10 @@ func runScaleChild(a childArgs) error {
 	for range copies {
 		for i, key := range keys {
 			e, err := choria.NewElection(id, key, kv,
-				choria.OnWon(func() { mu.Lock(); st.Wins++; leading[i]++; mu.Unlock() }),
-				choria.OnLost(func() { mu.Lock(); st.Losses++; leading[i]--; mu.Unlock() }))
+				// Choria calls OnLost when a leader's update fails, also
+				// before it called OnWon for that lease: never below 0.
+				choria.OnWon(func() { mu.Lock(); st.Wins++; leading[i] = min(leading[i]+1, copies); mu.Unlock() }),
+				choria.OnLost(func() { mu.Lock(); st.Losses++; leading[i] = max(leading[i]-1, 0); mu.Unlock() }))
 			if err != nil {
 				return fmt.Errorf("election %s: %w", key, err)
 			}
