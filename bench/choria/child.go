@@ -36,6 +36,9 @@ type childArgs struct {
 	// the scale child campaigns in instead of Prefix0 … (bench/scale runs
 	// Choria's side of its comparison this way).
 	KeysFile string `json:"keys_file,omitempty"`
+	// Copies is how many candidates the scale child runs in each of its
+	// elections (all under its one identity); 0 or 1 means one.
+	Copies int `json:"copies,omitempty"`
 }
 
 type brokerReady struct {
@@ -95,7 +98,7 @@ func runBrokerChild(a childArgs) error {
 	}
 	ready, _ := json.Marshal(brokerReady{URL: srv.ClientURL(), Monitor: "http://" + srv.MonitorAddr().String()})
 	fmt.Printf("READY %s\n", ready)
-	serveStdin(func() any { return struct{}{} })
+	serveStdin(func(string) any { return struct{}{} })
 	return nil
 }
 
@@ -135,7 +138,7 @@ func runClientsChild(a childArgs) error {
 		c.start()
 	}
 	fmt.Println("READY {}")
-	serveStdin(func() any {
+	serveStdin(func(string) any {
 		mu.Lock()
 		defer mu.Unlock()
 		s := st
@@ -149,10 +152,10 @@ func runClientsChild(a childArgs) error {
 
 // serveStdin answers each line on stdin with status() as JSON until stdin
 // closes.
-func serveStdin(status func() any) {
+func serveStdin(status func(line string) any) {
 	sc := bufio.NewScanner(os.Stdin)
 	for sc.Scan() {
-		b, _ := json.Marshal(status())
+		b, _ := json.Marshal(status(strings.TrimSpace(sc.Text())))
 		fmt.Printf("%s\n", b)
 	}
 }

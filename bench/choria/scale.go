@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -224,6 +225,30 @@ type scaleStatus struct {
 	Losses  int    `json:"losses"`
 	Errors  int    `json:"errors"`
 	Error   string `json:"error,omitempty"` // the first error
+	// Mem is the process's memory at rest, after a garbage collection,
+	// in the answer to a "mem" line only.
+	Mem *memStatus `json:"mem,omitempty"`
+}
+
+// memStatus is a process's memory and goroutines after a garbage
+// collection, as bench/scale reads them per candidate.
+type memStatus struct {
+	Candidates  int    `json:"candidates"`
+	Goroutines  int    `json:"goroutines"`
+	HeapBytes   uint64 `json:"heap_bytes"`   // live heap (HeapAlloc) after runtime.GC
+	HeapObjects uint64 `json:"heap_objects"` // live objects after runtime.GC
+	StackBytes  uint64 `json:"stack_bytes"`  // goroutine stacks in use (StackInuse)
+	SysBytes    uint64 `json:"sys_bytes"`    // memory the Go runtime got from the OS
+}
+
+// readMem collects garbage and reads the process's memory for candidates
+// candidates.
+func readMem(candidates int) *memStatus {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return &memStatus{Candidates: candidates, Goroutines: runtime.NumGoroutine(), HeapBytes: ms.HeapAlloc,
+		HeapObjects: ms.HeapObjects, StackBytes: ms.StackInuse, SysBytes: ms.Sys}
 }
 
 // fleet is the candidate processes of one size.
@@ -498,30 +523,40 @@ func runScaleChild(a childArgs) error {
 	if err != nil {
 		return err
 	}
-	leading := make([]bool, len(keys))
+	copies := max(a.Copies, 1)
+	leading := make([]int, len(keys)) // candidates of this process that lead each election
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	for i, key := range keys {
-		e, err := choria.NewElection(id, key, kv,
-			choria.OnWon(func() { mu.Lock(); st.Wins++; leading[i] = true; mu.Unlock() }),
-			choria.OnLost(func() { mu.Lock(); st.Losses++; leading[i] = false; mu.Unlock() }))
-		if err != nil {
-			return fmt.Errorf("election %s: %w", key, err)
-		}
-		go func() {
-			if err := e.Start(ctx); err != nil && ctx.Err() == nil {
-				fail(fmt.Errorf("election %s: Start: %w", key, err))
+	for range copies {
+		for i, key := range keys {
+			e, err := choria.NewElection(id, key, kv,
+				// Choria calls OnLost when a leader's update fails, also
+				// before it called OnWon for that lease: never below 0.
+				choria.OnWon(func() { mu.Lock(); st.Wins++; leading[i] = min(leading[i]+1, copies); mu.Unlock() }),
+				choria.OnLost(func() { mu.Lock(); st.Losses++; leading[i] = max(leading[i]-1, 0); mu.Unlock() }))
+			if err != nil {
+				return fmt.Errorf("election %s: %w", key, err)
 			}
-		}()
+			go func() {
+				if err := e.Start(ctx); err != nil && ctx.Err() == nil {
+					fail(fmt.Errorf("election %s: Start: %w", key, err))
+				}
+			}()
+		}
 	}
 	fmt.Println("READY {}")
-	serveStdin(func() any {
+	serveStdin(func(line string) any {
+		var mem *memStatus
+		if line == "mem" {
+			mem = readMem(copies * len(keys))
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		s := st
+		s.Mem = mem
 		s.Leading = make([]int, 0, len(leading))
 		for i, l := range leading {
-			if l {
+			for range l {
 				s.Leading = append(s.Leading, i)
 			}
 		}

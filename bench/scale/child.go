@@ -8,6 +8,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,6 +33,12 @@ import (
 //	status        answer a "status" line: elections led now, wins, losses
 //	wins <ns>     answer a "wins" line: the elections whose last OnWon was at
 //	              or after <ns> (Unix nanoseconds), with those times
+//	mem           collect garbage, then answer a "mem" line: goroutines,
+//	              live heap and objects, goroutine stacks, for its candidates
+//	cpu-start <f> start a CPU profile into file f; answer "ok"
+//	cpu-stop      end the CPU profile; answer "ok"
+//	heap <f>      collect garbage, write a heap profile (live and allocated
+//	              since the start) to file f; answer "ok"
 //
 // When its standard input closes it stops every campaign (leaders release)
 // and exits, so it never outlives the benchmark. It never prints a line per
@@ -41,27 +49,52 @@ const (
 	msgReady  = "ready"
 	msgStatus = "status"
 	msgWins   = "wins"
+	msgMem    = "mem"
+	msgOK     = "ok"
 	msgError  = "error"
 )
 
 // childMsg is one line a candidate process prints.
 type childMsg struct {
-	Type      string  `json:"type"`
-	Elections int     `json:"elections,omitempty"`
-	Leading   int64   `json:"leading,omitempty"`
-	Wins      int64   `json:"wins,omitempty"`
-	Losses    int64   `json:"losses,omitempty"`
-	Failed    int64   `json:"failed,omitempty"`      // campaigns whose Start returned an error
-	Err       string  `json:"err,omitempty"`         // an error message, or the first failed campaign's
-	Keys      []int   `json:"keys,omitempty"`        // wins: election indexes (0-based, in the process's own list)
-	At        []int64 `json:"at,omitempty"`          // wins: their last OnWon, Unix nanoseconds
-	Setup     float64 `json:"setup_s,omitempty"`     // ready: seconds spent building the elections
-	BaseRSS   float64 `json:"base_rss_mb,omitempty"` // ready: RSS once connected, before any election
-	Started   int64   `json:"started,omitempty"`     // status: campaigns started
-	Returned  int64   `json:"returned,omitempty"`    // status: campaigns whose Start returned
-	KVMsgs    int64   `json:"kv_msgs,omitempty"`     // status: messages on the bucket's subjects its connection received
-	OwnMsgs   int64   `json:"own_msgs,omitempty"`    // status: those on its own keys
-	InMsgs    uint64  `json:"in_msgs,omitempty"`     // status: every message its connection received
+	Type      string    `json:"type"`
+	Elections int       `json:"elections,omitempty"`
+	Leading   int64     `json:"leading,omitempty"`
+	Wins      int64     `json:"wins,omitempty"`
+	Losses    int64     `json:"losses,omitempty"`
+	Failed    int64     `json:"failed,omitempty"`      // campaigns whose Start returned an error
+	Err       string    `json:"err,omitempty"`         // an error message, or the first failed campaign's
+	Keys      []int     `json:"keys,omitempty"`        // wins: election indexes (0-based, in the process's own list)
+	At        []int64   `json:"at,omitempty"`          // wins: their last OnWon, Unix nanoseconds
+	Setup     float64   `json:"setup_s,omitempty"`     // ready: seconds spent building the elections
+	BaseRSS   float64   `json:"base_rss_mb,omitempty"` // ready: RSS once connected, before any election
+	Started   int64     `json:"started,omitempty"`     // status: campaigns started
+	Returned  int64     `json:"returned,omitempty"`    // status: campaigns whose Start returned
+	KVMsgs    int64     `json:"kv_msgs,omitempty"`     // status: messages on the bucket's subjects its connection received
+	OwnMsgs   int64     `json:"own_msgs,omitempty"`    // status: those on its own keys
+	InMsgs    uint64    `json:"in_msgs,omitempty"`     // status: every message its connection received
+	Mem       *memStats `json:"mem,omitempty"`         // mem: the process's memory after a GC
+}
+
+// memStats is a candidate process's memory and goroutines at rest, after a
+// garbage collection. Choria's candidate processes (bench/choria) answer
+// "mem" with the same fields.
+type memStats struct {
+	Candidates  int    `json:"candidates"`
+	Goroutines  int    `json:"goroutines"`
+	HeapBytes   uint64 `json:"heap_bytes"`   // live heap (HeapAlloc) after runtime.GC
+	HeapObjects uint64 `json:"heap_objects"` // live objects after runtime.GC
+	StackBytes  uint64 `json:"stack_bytes"`  // goroutine stacks in use (StackInuse)
+	SysBytes    uint64 `json:"sys_bytes"`    // memory the Go runtime got from the OS
+}
+
+// readMem collects garbage and reads this process's memory for candidates
+// candidates.
+func readMem(candidates int) *memStats {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return &memStats{Candidates: candidates, Goroutines: runtime.NumGoroutine(), HeapBytes: ms.HeapAlloc,
+		HeapObjects: ms.HeapObjects, StackBytes: ms.StackInuse, SysBytes: ms.Sys}
 }
 
 // childRequested reports whether the command line asks for a candidate
@@ -94,11 +127,15 @@ func runChild(args []string) error {
 	cfgPath := fs.String("child-config", "", "configuration file")
 	keysPath := fs.String("child-keys", "", "file of the election keys to campaign in, one a line")
 	announce := fs.Bool("child-announce", true, "announce who is standing; false: no announcements, answers or subscriptions (internal/nostanding)")
+	copies := fs.Int("child-copies", 1, "candidates in each election (all under the process's identity)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *cfgPath == "" || *keysPath == "" {
 		return errors.New("-child needs -child-config and -child-keys")
+	}
+	if *copies < 1 {
+		return fmt.Errorf("-child-copies %d: at least 1", *copies)
 	}
 	keys, err := readKeys(*keysPath)
 	if err != nil {
@@ -111,20 +148,20 @@ func runChild(args []string) error {
 		_ = w.Encode(m)
 		_ = bw.Flush()
 	}
-	if err := campaignAll(*cfgPath, keys, *announce, emit); err != nil {
+	if err := campaignAll(*cfgPath, keys, *copies, *announce, emit); err != nil {
 		emit(childMsg{Type: msgError, Err: err.Error()})
 		return err
 	}
 	return nil
 }
 
-// campaignAll builds an election per key over one framework, then serves
-// the commands on standard input until it closes.
+// campaignAll builds copies elections per key over one framework, then
+// serves the commands on standard input until it closes.
 //
 // The framework's one connection is made by the framework's Connect, with
 // the settings of the connection it would make itself, plus a dialer that
 // counts the messages delivered on the bucket's subjects.
-func campaignAll(cfgPath string, keys []string, announce bool, emit func(childMsg)) error {
+func campaignAll(cfgPath string, keys []string, copies int, announce bool, emit func(childMsg)) error {
 	began := time.Now()
 	n := len(keys)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -158,11 +195,18 @@ func campaignAll(cfgPath string, keys []string, announce bool, emit func(childMs
 	}
 
 	m := &member{lastWin: make([]atomic.Int64, n)}
-	elections := make([]inter.Election, n)
+	elections := make([]inter.Election, n*copies)
 	if err := buildElections(ctx, fw, keys, m, elections); err != nil {
 		return err
 	}
 	emit(childMsg{Type: msgReady, Elections: n, Setup: time.Since(began).Seconds(), BaseRSS: base})
+	var cpuProfile *os.File
+	defer func() {
+		if cpuProfile != nil {
+			pprof.StopCPUProfile()
+			cpuProfile.Close()
+		}
+	}()
 
 	var wg sync.WaitGroup
 	in := bufio.NewScanner(os.Stdin)
@@ -208,6 +252,14 @@ func campaignAll(cfgPath string, keys []string, announce bool, emit func(childMs
 				}
 			}
 			emit(ws)
+		case "mem":
+			emit(childMsg{Type: msgMem, Mem: readMem(len(elections))})
+		case "cpu-start", "cpu-stop", "heap":
+			if err := profileCommand(cmd, arg, &cpuProfile); err != nil {
+				emit(childMsg{Type: msgError, Err: err.Error()})
+				continue
+			}
+			emit(childMsg{Type: msgOK})
 		default:
 			emit(childMsg{Type: msgError, Err: fmt.Sprintf("unknown command %q", cmd)})
 		}
@@ -224,8 +276,55 @@ func campaignAll(cfgPath string, keys []string, announce bool, emit func(childMs
 	return nil
 }
 
+// profileCommand runs a profiling command of the command loop: cpu-start
+// path, cpu-stop, or heap path. *cpu is the file of the CPU profile
+// running, if any.
+func profileCommand(cmd, path string, cpu **os.File) error {
+	switch cmd {
+	case "cpu-start":
+		if *cpu != nil {
+			return errors.New("cpu-start: a CPU profile is already running")
+		}
+		f, err := os.Create(path)
+		if err != nil {
+			return fmt.Errorf("cpu-start: %w", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return fmt.Errorf("cpu-start: %w", err)
+		}
+		*cpu = f
+	case "cpu-stop":
+		if *cpu == nil {
+			return errors.New("cpu-stop: no CPU profile running")
+		}
+		pprof.StopCPUProfile()
+		err := (*cpu).Close()
+		*cpu = nil
+		if err != nil {
+			return fmt.Errorf("cpu-stop: %w", err)
+		}
+	case "heap":
+		runtime.GC()
+		f, err := os.Create(path)
+		if err != nil {
+			return fmt.Errorf("heap: %w", err)
+		}
+		if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+			f.Close()
+			return fmt.Errorf("heap: %w", err)
+		}
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("heap: %w", err)
+		}
+	}
+	return nil
+}
+
 // buildElections creates the elections with fw.NewElection, a few at a
-// time, each counting its wins and losses into m.
+// time, each counting its wins and losses into m: elections holds
+// len(elections)/len(keys) candidates in each key, candidate i in key
+// i mod len(keys).
 func buildElections(ctx context.Context, fw *conclave.Framework, keys []string, m *member, elections []inter.Election) error {
 	const workers = 8
 	var (
@@ -241,10 +340,11 @@ func buildElections(ctx context.Context, fw *conclave.Framework, keys []string, 
 				if i >= len(elections) {
 					return
 				}
-				key := keys[i]
+				k := i % len(keys)
+				key := keys[k]
 				e, err := fw.NewElection(ctx, nil, key,
 					streams.OnWon(func() {
-						m.lastWin[i].Store(time.Now().UnixNano())
+						m.lastWin[k].Store(time.Now().UnixNano())
 						m.wins.Add(1)
 						m.leading.Add(1)
 					}),

@@ -32,15 +32,17 @@ type choriaChildArgs struct {
 	URL      string `json:"url"`
 	KeysFile string `json:"keys_file"`
 	Proc     int    `json:"proc"`
+	Copies   int    `json:"copies,omitempty"`
 }
 
 // choriaStatus is bench/choria's scaleStatus.
 type choriaStatus struct {
-	Leading []int  `json:"leading"` // indexes of the process's keys it leads now
-	Wins    int    `json:"wins"`
-	Losses  int    `json:"losses"`
-	Errors  int    `json:"errors"`
-	Error   string `json:"error,omitempty"`
+	Leading []int     `json:"leading"` // indexes of the process's keys it leads now
+	Wins    int       `json:"wins"`
+	Losses  int       `json:"losses"`
+	Errors  int       `json:"errors"`
+	Error   string    `json:"error,omitempty"`
+	Mem     *memStats `json:"mem,omitempty"` // in the answer to "mem"
 }
 
 // choriaLine turns a line of a Choria candidate process into a childMsg.
@@ -52,6 +54,9 @@ func choriaLine(line []byte) (childMsg, error) {
 	if err := json.Unmarshal(line, &st); err != nil {
 		return childMsg{}, err
 	}
+	if st.Mem != nil {
+		return childMsg{Type: msgMem, Mem: st.Mem}, nil
+	}
 	return childMsg{Type: msgStatus, Leading: int64(len(st.Leading)), Wins: int64(st.Wins), Losses: int64(st.Losses),
 		Failed: int64(st.Errors), Err: st.Error, Keys: st.Leading}, nil
 }
@@ -59,15 +64,15 @@ func choriaLine(line []byte) (childMsg, error) {
 // choriaIdentity is the identity bench/choria's scale child p campaigns as.
 func choriaIdentity(p int) string { return fmt.Sprintf("choria-scale-%d", p) }
 
-// startChoria starts Choria candidate process p for keys on the broker at
-// url, with its files under dir.
-func startChoria(dir, bin string, p int, url string, keys []string) (*candidate, error) {
+// startChoria starts Choria candidate process p for keys, copies
+// candidates in each, on the broker at url, with its files under dir.
+func startChoria(dir, bin string, p int, url string, keys []string, copies int) (*candidate, error) {
 	id := choriaIdentity(p)
 	keysFile := filepath.Join(dir, id+".keys")
 	if err := writeKeys(keysFile, keys); err != nil {
 		return nil, err
 	}
-	raw, err := json.Marshal(choriaChildArgs{Kind: "scale", URL: url, KeysFile: keysFile, Proc: p})
+	raw, err := json.Marshal(choriaChildArgs{Kind: "scale", URL: url, KeysFile: keysFile, Proc: p, Copies: copies})
 	if err != nil {
 		return nil, err
 	}

@@ -23,7 +23,7 @@ func (b *bench) brokerBin() string {
 // them all to campaign. It returns when it told them.
 func (b *bench) startConclave(ctx context.Context, e *env, dir string, urls []string, assigned [][]string, r *result) (time.Time, error) {
 	for i, keys := range assigned {
-		c, err := startCandidate(dir, b.self, fmt.Sprintf("p%d", i+1), urls, keys, r.announce)
+		c, err := startCandidate(dir, b.self, fmt.Sprintf("p%d", i+1), urls, keys, r.copies, r.announce)
 		if err != nil {
 			return time.Time{}, err
 		}
@@ -38,6 +38,9 @@ func (b *bench) startConclave(ctx context.Context, e *env, dir string, urls []st
 		c.baseRSS = m.BaseRSS
 	}
 	progress("%d candidate processes built %d elections each (slowest in %v); campaigning", len(assigned), r.perProc, r.setupMax.Round(time.Millisecond))
+	if err := b.profileCandidates(ctx, e, r, "start", "heap built", "cpu-start"); err != nil {
+		return time.Time{}, err
+	}
 	goAt := time.Now()
 	for _, c := range e.candidates {
 		if err := c.send("go"); err != nil {
@@ -69,7 +72,7 @@ func (b *bench) awaitFirstLeaders(ctx context.Context, obs *observer, goAt time.
 // election was first seen led (polled every 500 ms).
 func (b *bench) startChoria(ctx context.Context, e *env, dir, url string, assigned [][]string, n int) (bool, []time.Time, error) {
 	for i, keys := range assigned {
-		c, err := startChoria(dir, b.choriaBin, i, url, keys)
+		c, err := startChoria(dir, b.choriaBin, i, url, keys, b.set.copies)
 		if err != nil {
 			return false, nil, err
 		}

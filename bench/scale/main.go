@@ -27,6 +27,9 @@
 //     and out per second at the broker (/varz), each candidate process's CPU
 //     and RSS; and the cost per election, to show whether it stays flat as
 //     N grows;
+//   - memory per candidate at rest, for both libraries: each candidate
+//     process's RSS over its candidates, and after a garbage collection
+//     its live heap, goroutine stacks and goroutines over its candidates;
 //   - per Conclave process: the messages on the bucket's subjects its
 //     connection received (its watches' deliveries) against the writes to
 //     its own keys (target ≤ 2×);
@@ -46,6 +49,11 @@
 // With -profile DIR the brokers are bench/scale/pprofbroker (the CLI plus
 // net/http/pprof on loopback) and a CPU profile of each over every
 // steady-state window is written to DIR, with its `go tool pprof -top`.
+// Conclave's candidate processes write theirs too: a CPU profile of the
+// start (from "go" until every election led) and of the window, and heap
+// profiles when built, when all led, and at both ends of the window, so
+// that `go tool pprof -sample_index=alloc_space -base` gives what the start
+// and the window allocated.
 //
 // Usage (from the module root; the full run takes a long while):
 //
@@ -54,6 +62,7 @@
 //	go run ./bench/scale -sizes 10000 -cluster 0 -kill=false -settle 35s -choria-ttl 15s   # at equal worst-case crash failover
 //	go run ./bench/scale -shape many -sizes 1000 -cluster 0          # 200 processes x 5 keys of 1,000
 //	go run ./bench/scale -sizes 1500 -cluster 0 -choria=false -profile /tmp/prof
+//	go run ./bench/scale -sizes 10000 -cluster 0 -procs 1 -copies 3 -kill=false   # every election's 3 candidates in one process
 //	go run ./bench/scale -sizes 0 -cluster 2000          # only the cluster
 //	go run ./bench/scale -sizes 10000 -cluster 0 -choria=false -kill=false -announce both   # what candidate announcements cost the broker
 //	go run ./bench/scale -smoke                          # CI: 30 elections x 3, TTL 2 s, one kill, no Choria, announcements off then on
@@ -86,6 +95,7 @@ type settings struct {
 	sizes         []int         // elections per single-broker scenario
 	cluster       int           // elections on the 3-node cluster; 0 skips it
 	procs         int           // candidate processes
+	copies        int           // candidates each process runs in each of its elections
 	ttl           time.Duration // the bucket TTL the broker provisions
 	choriaTTL     time.Duration // the bucket TTL of Choria's scenarios (from -ttl unless -choria-ttl)
 	window        time.Duration // steady-state window
@@ -170,6 +180,7 @@ func parseFlags(args []string) (settings, error) {
 	fs.IntVar(&s.procs, "procs", 3, "candidate processes: each campaigns in every election (-shape one), or in -keys of them (-shape many: default 200)")
 	fs.StringVar(&s.names, "names", namesFlat, "election names: flat (svc42), dotted (svc.42) or mixed (svc1, svc.2, team2.svc3, …)")
 	fs.StringVar(&s.shape, "shape", shapeOne, "one: every process in every election; many: -procs processes with -keys elections each, spread over the -sizes elections")
+	fs.IntVar(&s.copies, "copies", 1, "candidates each process runs in each of its elections, under its one identity (-procs 1 -copies 3: every election's 3 candidates in one process)")
 	fs.IntVar(&s.keys, "keys", 5, "with -shape many: elections each candidate process campaigns in")
 	fs.BoolVar(&s.choria, "choria", true, "also run Choria's candidates (go-choria v0.30.2, built from bench/choria) at every size, on a broker of their own, after Conclave's; needs TTL >= 4s")
 	fs.StringVar(&s.announce, "announce", announceOn, "Conclave's candidates announce who is standing (on), do not (off: no announcements, answers or subscriptions), or both: each size runs off then on, and a table gives what the announcements cost the broker")
@@ -235,8 +246,12 @@ func parseFlags(args []string) (settings, error) {
 		return s, fmt.Errorf("-announce %q: on, off or both", s.announce)
 	case s.shape != shapeOne && s.shape != shapeMany:
 		return s, fmt.Errorf("-shape %q: one or many", s.shape)
-	case s.shape == shapeOne && s.procs < 2:
-		return s, fmt.Errorf("-procs %d: at least 2, so that a killed leader has a successor", s.procs)
+	case s.copies < 1 || s.copies > 100:
+		return s, fmt.Errorf("-copies %d: from 1 to 100", s.copies)
+	case s.shape == shapeOne && s.procs < 1, s.shape == shapeOne && s.procs*s.copies < 2:
+		return s, fmt.Errorf("-procs %d -copies %d: at least 2 candidates per election", s.procs, s.copies)
+	case s.shape == shapeMany && s.copies != 1:
+		return s, errors.New("-copies: with -shape one only")
 	case s.shape == shapeMany && (s.procs < 1 || s.keys < 1):
 		return s, fmt.Errorf("-shape many: -procs %d and -keys %d must be at least 1", s.procs, s.keys)
 	case s.shape == shapeMany && s.cluster > 0:

@@ -356,10 +356,10 @@ type candidate struct {
 	mu       sync.Mutex    // serialises requests
 }
 
-// startCandidate starts candidate process identity for the elections keys
-// with its files under dir, announcing who is standing unless announce is
-// false. It does not wait for it to build them.
-func startCandidate(dir, self, identity string, urls []string, keys []string, announce bool) (*candidate, error) {
+// startCandidate starts candidate process identity for the elections keys,
+// copies candidates in each, with its files under dir, announcing who is
+// standing unless announce is false. It does not wait for it to build them.
+func startCandidate(dir, self, identity string, urls []string, keys []string, copies int, announce bool) (*candidate, error) {
 	keysFile := filepath.Join(dir, identity+".keys")
 	if err := writeKeys(keysFile, keys); err != nil {
 		return nil, err
@@ -370,7 +370,7 @@ func startCandidate(dir, self, identity string, urls []string, keys []string, an
 	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
 		return nil, fmt.Errorf("candidate %s: %w", identity, err)
 	}
-	cmd := exec.Command(self, "-child", "-child-config", cfg, "-child-keys", keysFile, fmt.Sprintf("-child-announce=%v", announce))
+	cmd := exec.Command(self, "-child", "-child-config", cfg, "-child-keys", keysFile, fmt.Sprintf("-child-announce=%v", announce), fmt.Sprintf("-child-copies=%d", copies))
 	return runCandidate(dir, identity, keys, cmd, false)
 }
 

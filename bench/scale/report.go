@@ -72,6 +72,7 @@ func printReport(w io.Writer, s settings, results []*result, took time.Duration)
 			st.brokerCores/n*1000, st.inPerSec/n, st.outPerSec/n, cpe, mean(st.procCores)/n*1000, mb)
 	}
 
+	printMemory(w, results)
 	printDeliveries(w, results)
 	printAnnouncementCost(w, s, results)
 
@@ -95,7 +96,7 @@ func printReport(w io.Writer, s settings, results []*result, took time.Duration)
 				num(within), num(k.itLed), dur(pct(k.onWon, 50)), dur(last(k.onWon)), sdur(pct(k.late, 50)), sdur(last(k.late)), k.changes, k.unresolved)
 		}
 		fmt.Fprintln(w, "\nTimes run from the kill to the new leader's write as the broker stamped it (seen on the watch), and to its OnWon")
-		fmt.Fprintln(w, "in the candidate process. The kill lands up to TTL/3 after a renewal, so a key expires 2/3 TTL to TTL after it;")
+		fmt.Fprintln(w, "in the candidate process. The kill lands up to a renew interval after a renewal, so a key expires up to that interval before a TTL after it;")
 		fmt.Fprintln(w, "\"past expiry\" is the new leader's write less (the killed leader's last write + TTL): expiry lateness plus takeover.")
 	}
 
@@ -116,7 +117,7 @@ func printReport(w io.Writer, s settings, results []*result, took time.Duration)
 			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %d | %d | %d | %d |\n", num(r.elections), nr.node, orDash(nr.newLeader),
 				dur(nr.streamLeader), all, dur(pct(nr.took, 50)), nr.changes, nr.losses, len(r.overlaps), len(r.leaderless))
 		}
-		fmt.Fprintln(w, "\nAn election is written again when its leader renews (every TTL/3) or a new leader wins after the kill;")
+		fmt.Fprintln(w, "\nAn election is written again when its leader renews (every renew interval) or a new leader wins after the kill;")
 		fmt.Fprintln(w, "a leader change or an OnLost means a leader lost its term to the outage.")
 	}
 
@@ -239,12 +240,15 @@ func (r *result) shapeDesc() string {
 	if r.shape == shapeMany {
 		return fmt.Sprintf("%d × %d keys", r.procs, r.perProc)
 	}
+	if r.copies > 1 {
+		return fmt.Sprintf("%d × all × %d copies", r.procs, r.copies)
+	}
 	return fmt.Sprintf("%d × all", r.procs)
 }
 
 // candidatesPer is the candidates per election, e.g. "3".
 func candidatesPer(r *result) string {
-	c := float64(r.procs*r.perProc) / float64(r.elections)
+	c := float64(r.procs*r.perProc*max(r.copies, 1)) / float64(r.elections)
 	if c == float64(int(c)) {
 		return fmt.Sprint(int(c))
 	}
@@ -423,5 +427,77 @@ func printAnnouncementCost(w io.Writer, s settings, results []*result) {
 		fmt.Fprintln(w, "default minimum term of two TTLs): a window that begins sooner after the start (-settle) counts those questions and answers too.")
 		fmt.Fprintln(w, "The two windows come from two fleets on two brokers, one after the other: compare them knowing this machine's noise")
 		fmt.Fprintln(w, "(the load averages say how busy it was).")
+	}
+}
+
+// memPer is one scenario's memory at rest per candidate, over all its
+// candidate processes: RSS, live heap and goroutine stacks in KB, heap
+// objects and goroutines, each summed over the processes and divided by
+// their candidates.
+type memPer struct {
+	candidates                 int
+	rssKB, heapKB, stackKB     float64
+	objects, goroutines, rssMB float64 // rssMB: mean per process
+}
+
+// memoryPer sums r's processes' memory at rest over their candidates; ok
+// is false when it was not measured.
+func memoryPer(r *result) (memPer, bool) {
+	st := r.steady
+	if st == nil || len(st.mem) == 0 || len(st.mem) != len(st.procRSS) {
+		return memPer{}, false
+	}
+	var m memPer
+	var heap, stack, objects, gor float64
+	for i, x := range st.mem {
+		if x == nil || x.Candidates == 0 {
+			return memPer{}, false
+		}
+		m.candidates += x.Candidates
+		m.rssKB += st.procRSS[i] * 1024
+		heap += float64(x.HeapBytes) / 1024
+		stack += float64(x.StackBytes) / 1024
+		objects += float64(x.HeapObjects)
+		gor += float64(x.Goroutines)
+	}
+	c := float64(m.candidates)
+	m.rssMB = mean(st.procRSS)
+	m.rssKB, m.heapKB, m.stackKB, m.objects, m.goroutines = m.rssKB/c, heap/c, stack/c, objects/c, gor/c
+	return m, true
+}
+
+// printMemory prints each scenario's memory per candidate at rest, and
+// Conclave's against Choria's of the same size in the same run.
+func printMemory(w io.Writer, results []*result) {
+	header := false
+	for i, r := range results {
+		m, ok := memoryPer(r)
+		if !ok {
+			continue
+		}
+		if !header {
+			header = true
+			fmt.Fprintln(w, "\nMemory per candidate at rest, after the window (RSS from /proc; heap, stacks, objects and goroutines from each process after a GC), and Conclave/Choria of the same size:")
+			fmt.Fprintln(w)
+			fmt.Fprintln(w, "| library | elections × candidates | processes | candidates per process | RSS per process (MB, mean) | RSS per candidate (KB) | live heap per candidate (KB) | heap objects per candidate | goroutine stacks per candidate (KB) | goroutines per candidate | RSS per candidate, Conclave/Choria | heap, Conclave/Choria | goroutines, Conclave/Choria |")
+			fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+		}
+		cr := "– | – | –"
+		if r.lib == libConclave {
+			for _, o := range results[i+1:] {
+				if o.lib != libChoria || o.elections != r.elections {
+					continue
+				}
+				if c, ok := memoryPer(o); ok {
+					cr = fmt.Sprintf("%.2f× | %.2f× | %.2f×", m.rssKB/c.rssKB, m.heapKB/c.heapKB, m.goroutines/c.goroutines)
+				}
+				break
+			}
+		}
+		fmt.Fprintf(w, "| %s | %s × %s | %s | %s | %.0f | %.1f | %.1f | %.0f | %.1f | %.3f | %s |\n", r.label(), num(r.elections), candidatesPer(r), r.shapeDesc(),
+			num(m.candidates/len(r.steady.mem)), m.rssMB, m.rssKB, m.heapKB, m.objects, m.stackKB, m.goroutines, cr)
+	}
+	if header {
+		fmt.Fprintln(w, "\nRSS per candidate is the processes' RSS, whole (the runtime, the connection and the Go collector's headroom included), over their candidates.")
 	}
 }

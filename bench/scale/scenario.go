@@ -40,6 +40,7 @@ type result struct {
 	announce                bool   // Conclave's candidates announce who is standing
 	names, shape            string // the -names and -shape it ran with
 	elections, nodes, procs int
+	copies                  int           // candidates each process runs in each of its elections
 	perProc                 int           // elections each candidate process campaigns in
 	ttl                     time.Duration // the bucket's TTL: -ttl, or for Choria -choria-ttl
 	loadStart               string        // load averages when it started and ended
@@ -73,9 +74,10 @@ type steady struct {
 	consumers   int
 	procCores   []float64 // per candidate process
 	procRSS     []float64
-	procBase    []float64 // each candidate process's RSS before it built any election
-	leading     int64     // candidates leading, by their own count, at the end
-	changes     int       // leader changes during the window
+	procBase    []float64   // each candidate process's RSS before it built any election
+	leading     int64       // candidates leading, by their own count, at the end
+	mem         []*memStats // per candidate process, after the window and a GC
+	changes     int         // leader changes during the window
 	watchMsgs   float64
 
 	// Per Conclave candidate process, over the window: messages its
@@ -175,7 +177,7 @@ const (
 // started is stopped before it returns.
 func (b *bench) scenario(ctx context.Context, lib string, n, nodes int, announce bool) *result {
 	s := b.set
-	r := &result{lib: lib, announce: announce, names: s.names, shape: s.shape, elections: n, nodes: nodes, procs: s.procs, perProc: s.perProc(n), ttl: s.ttl}
+	r := &result{lib: lib, announce: announce, names: s.names, shape: s.shape, elections: n, nodes: nodes, procs: s.procs, copies: s.copies, perProc: s.perProc(n), ttl: s.ttl}
 	if lib == libChoria {
 		r.ttl = s.choriaTTL
 	}
@@ -185,7 +187,7 @@ func (b *bench) scenario(ctx context.Context, lib string, n, nodes int, announce
 		r.fail("%v", err)
 		return r
 	}
-	what := fmt.Sprintf("%s: %d elections (%s names), %d processes x %d keys, TTL %v, ", r.label(), n, s.names, s.procs, r.perProc, r.ttl)
+	what := fmt.Sprintf("%s: %d elections (%s names), %d processes x %d keys x %d copies, TTL %v, ", r.label(), n, s.names, s.procs, r.perProc, s.copies, r.ttl)
 	if nodes == 1 {
 		what += "one broker"
 	} else {
@@ -242,6 +244,7 @@ func (b *bench) run(ctx context.Context, e *env, dir string, r *result) error {
 		if err == nil {
 			ok = b.awaitFirstLeaders(ctx, obs, goAt, n)
 			_, firsts = obs.firsts(n)
+			err = b.profileCandidates(ctx, e, r, "start", "cpu-stop", "heap led")
 		}
 	}
 	if err != nil {
@@ -458,11 +461,17 @@ func (b *bench) measure(ctx context.Context, e *env, obs *observer, r *result) (
 		return nil, err
 	}
 	profiles := b.startProfiles(ctx, e, r)
+	if err := b.profileCandidates(ctx, e, r, "window", "heap window0", "cpu-start"); err != nil {
+		return nil, err
+	}
 	if err := sleepCtx(ctx, b.set.window); err != nil {
 		return nil, err
 	}
 	s1, err := b.take(ctx, e, obs)
 	if err != nil {
+		return nil, err
+	}
+	if err := b.profileCandidates(ctx, e, r, "window", "cpu-stop", "heap window1"); err != nil {
 		return nil, err
 	}
 	w1 := obs.writeCounts()
@@ -505,6 +514,21 @@ func (b *bench) measure(ctx context.Context, e *env, obs *observer, r *result) (
 		st.inMsgs = append(st.inMsgs, float64(st1[i].InMsgs-st0[i].InMsgs))
 	}
 	st.profiles = profiles()
+	// Memory at rest, after the window: RSS above, then each process's
+	// own account after a garbage collection.
+	for _, c := range e.candidates {
+		m, err := c.request(ctx, "mem", msgMem)
+		if err != nil {
+			return nil, err
+		}
+		st.mem = append(st.mem, m.Mem)
+	}
+	if len(st.mem) > 0 && st.mem[0] != nil {
+		m := st.mem[0]
+		progress("memory at rest, %s: RSS %.0f MB for %d candidates (%.1f KB each); heap %.1f KB, stacks %.1f KB, %.2f goroutines per candidate",
+			e.candidates[0].name, st.procRSS[0], m.Candidates, st.procRSS[0]*1024/float64(m.Candidates),
+			float64(m.HeapBytes)/1024/float64(m.Candidates), float64(m.StackBytes)/1024/float64(m.Candidates), float64(m.Goroutines)/float64(m.Candidates))
+	}
 	// An overloaded broker may answer late: the window's figures stand
 	// without the consumer count.
 	if info, err := b.streamInfoWithin(ctx, e, 30*time.Second); err == nil {
@@ -755,3 +779,37 @@ func pct(ds []time.Duration, p float64) time.Duration {
 
 // first returns at most n elements of s.
 func first(s []string, n int) []string { return s[:min(n, len(s))] }
+
+// profileCandidates runs profiling commands (cpu-start, cpu-stop, heap
+// <what>) in every Conclave candidate process when -profile is set, in
+// order; each command's file is named for the scenario, the phase and the
+// process.
+func (b *bench) profileCandidates(ctx context.Context, e *env, r *result, phase string, cmds ...string) error {
+	if b.set.profile == "" || r.lib != libConclave {
+		return nil
+	}
+	for _, c := range e.candidates {
+		if c.exited() {
+			continue
+		}
+		for _, cmd := range cmds {
+			verb, what, _ := strings.Cut(cmd, " ")
+			line := verb
+			switch verb {
+			case "cpu-start":
+				line += " " + b.candidateProfile(r, c, phase+".cpu")
+			case "heap":
+				line += " " + b.candidateProfile(r, c, what+".heap")
+			}
+			if _, err := c.request(ctx, line, msgOK); err != nil {
+				return fmt.Errorf("profiling: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// candidateProfile is the path of candidate process c's profile what.
+func (b *bench) candidateProfile(r *result, c *candidate, what string) string {
+	return filepath.Join(b.set.profile, fmt.Sprintf("cand-%s-%s-%dx%dx%d-%s-%s.pprof", r.fileLabel(), r.names, r.elections, r.procs, r.copies, c.identity, what))
+}

@@ -159,8 +159,11 @@ func WithSafetyMargin(d time.Duration) Option {
 }
 
 // WithRenewInterval sets how often a leader renews its key. Default: a third of
-// the TTL, which leaves room for several retries before the deadline. It must
-// leave at least as much time again before the deadline.
+// the TTL up to a TTL of about 27 s; above, as often as keeps 10 s plus the
+// request timeout and a retry pause (15.25 s by default) before the
+// deadline, for a renewal lost to a broker restart or a stream-leader
+// election to be retried; and from about 34 s, half the lease. It must leave
+// at least as much time again before the deadline.
 func WithRenewInterval(d time.Duration) Option {
 	return func(o *options) error {
 		if d <= 0 {

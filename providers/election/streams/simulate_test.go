@@ -544,12 +544,17 @@ func (w *simWorld) start(id int, after time.Duration) {
 func (w *simWorld) ttlRead() time.Duration { return w.ttl }
 
 // simTimings returns the default timings with a standby backoff that
-// draws its jitter from rng.
+// draws its jitter from rng. Every other call renews at an interval drawn
+// between TTL/3 and half the lease, the span the default cadence covers at
+// long TTLs (renewCadence), which the simulator's TTLs do not reach.
 func simTimings(rng *rand.Rand) func(time.Duration) (timings, error) {
 	return func(ttl time.Duration) (timings, error) {
 		e := &Election{opts: defaultOptions()}
 		tm, err := e.timings(ttl)
 		tm.standby = simBackoff{tm.standby, rng}
+		if hi := (ttl - tm.margin) / 2; err == nil && hi > tm.renew && rng.IntN(2) == 0 {
+			tm.renew += time.Duration(rng.Int64N(int64(hi-tm.renew) + 1))
+		}
 		return tm, err
 	}
 }

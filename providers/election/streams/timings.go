@@ -12,7 +12,7 @@ import (
 type timings struct {
 	ttl     time.Duration // bucket TTL: the broker expires a key this long after its last write
 	margin  time.Duration // a leader's deadline is its last write's send time + ttl - margin
-	renew   time.Duration // a leader renews this long after its last successful write
+	renew   time.Duration // a leader renews this long after its last successful write's send time
 	retry   time.Duration // a leader retries a failed renewal after about this long
 	request time.Duration // bound on each request
 	standby Backoff       // spaces out a standby's safety-net campaigns
@@ -20,12 +20,38 @@ type timings struct {
 
 func clamp(d, lo, hi time.Duration) time.Duration { return min(max(d, lo), hi) }
 
+// outageRoom is the time a leader keeps, between a renewal falling due and
+// its deadline, for the broker to come back: a restart, or the election of
+// a new leader for the stream, which took 5.2–5.9 s on the benchmark
+// cluster. It is not the whole retry room: a renewal lost in the outage
+// also waits out its request timeout and the retry pause (see renewCadence).
+const outageRoom = 10 * time.Second
+
+// renewCadence is the default renew interval for a TTL, given the margin,
+// request timeout and retry pause in force. It keeps a retry room (from
+// when a renewal falls due to the deadline) of at least
+//
+//	outageRoom + request + retry
+//
+// so that a renewal lost as the broker goes away, after its request times
+// out, is retried once the outage ends and still lands before the deadline;
+// and never less room than a third of the TTL left, so that at short TTLs it
+// renews every TTL/3 as before. Long TTLs renew less often, down to one
+// renewal per half lease, the longest interval RenewInterval accepts:
+//
+//	renew = max(ttl/3, min(lease − (outageRoom + request + retry), lease/2))
+//	lease = ttl − margin
+func renewCadence(ttl, margin, request, retry time.Duration) time.Duration {
+	lease := ttl - margin
+	room := outageRoom + request + retry
+	return max(ttl/3, min(lease-room, lease/2))
+}
+
 func (e *Election) timings(ttl time.Duration) (timings, error) {
 	o := e.opts
 	t := timings{
 		ttl:     ttl,
 		margin:  ttl / 10,
-		renew:   ttl / 3,
 		retry:   clamp(ttl/20, 10*time.Millisecond, 250*time.Millisecond),
 		request: clamp(ttl/5, 200*time.Millisecond, 5*time.Second),
 		standby: o.backoff,
@@ -33,11 +59,12 @@ func (e *Election) timings(ttl time.Duration) (timings, error) {
 	if o.margin > 0 {
 		t.margin = o.margin
 	}
-	if o.renewInterval > 0 {
-		t.renew = o.renewInterval
-	}
 	if o.requestTimeout > 0 {
 		t.request = o.requestTimeout
+	}
+	t.renew = renewCadence(ttl, t.margin, t.request, t.retry)
+	if o.renewInterval > 0 {
+		t.renew = o.renewInterval
 	}
 	if t.standby == nil {
 		t.standby = defaultStandbyBackoff(ttl)

@@ -7,7 +7,9 @@
 package transport
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -193,11 +195,11 @@ func (s *Store) Write(ctx context.Context, key string, value []byte, rev uint64,
 	m := nats.NewMsg(s.putSubject(key))
 	m.Data = value
 	st.set(m.Header)
-	opts := []jetstream.PublishOpt{jetstream.WithExpectLastSequencePerSubject(rev)}
+	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(rev, 10))
 	if ttl > 0 {
-		opts = append(opts, jetstream.WithMsgTTL(ttl))
+		m.Header.Set(jetstream.MsgTTLHeader, ttl.String())
 	}
-	ack, err := s.js.PublishMsg(ctx, m, opts...)
+	seq, err := s.publish(ctx, m)
 	if err != nil {
 		var apiErr *jetstream.APIError
 		if errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeMessageTTLDisabled {
@@ -208,6 +210,82 @@ func (s *Store) Write(ctx context.Context, key string, value []byte, rev uint64,
 			s.mu.Unlock()
 		}
 		return 0, s.denied(MapMismatch(err), before, "writing election "+key, s.putSubject(key))
+	}
+	return seq, nil
+}
+
+// publish sends m, a message of the bucket's stream with its headers set,
+// and returns the stream sequence the broker acknowledged, as the JetStream
+// context's PublishMsg does: a request bounded by ctx (by the JetStream
+// API's default timeout when ctx has none), tried twice more 250 ms apart
+// while no stream answers (jetstream.ErrNoStreamResponse after), a refusal
+// returned as a *jetstream.APIError, an unreadable acknowledgement as
+// jetstream.ErrInvalidJSAck. It reads an acknowledgement of a stored message
+// without encoding/json (readAck): every renewal gets one. Without the
+// JetStream context's connection it calls PublishMsg.
+func (s *Store) publish(ctx context.Context, m *nats.Msg) (uint64, error) {
+	nc := s.js.Conn()
+	if nc == nil {
+		ack, err := s.js.PublishMsg(ctx, m)
+		if err != nil {
+			return 0, err
+		}
+		return ack.Sequence, nil
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, defaultAPITimeout)
+		defer cancel()
+	}
+	resp, err := nc.RequestMsgWithContext(ctx, m)
+	for try := 0; errors.Is(err, nats.ErrNoResponders) && try < jetstream.DefaultPubRetryAttempts; try++ {
+		t := time.NewTimer(jetstream.DefaultPubRetryWait)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+		resp, err = nc.RequestMsgWithContext(ctx, m)
+	}
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return 0, jetstream.ErrNoStreamResponse
+	case err != nil:
+		return 0, err
+	}
+	return readAck(resp.Data)
+}
+
+// defaultAPITimeout is the JetStream context's default bound on a request
+// whose context has no deadline.
+const defaultAPITimeout = 5 * time.Second
+
+// readAck reads a publish's acknowledgement: the stream sequence of the
+// message stored, or the broker's refusal. The broker writes the two as
+// {"stream":"KV_…","seq":N} (with, for some, more fields after the
+// sequence) and {"error":{"code":N,"err_code":M,"description":"…"}}: those
+// shapes are read by hand (readStored, readRefusal); any other goes through
+// encoding/json, with the errors of the JetStream context's PublishMsg.
+func readAck(data []byte) (uint64, error) {
+	if seq, ok := readStored(data); ok {
+		return seq, nil
+	}
+	if apiErr, ok := readRefusal(data); ok {
+		return 0, fmt.Errorf("nats: %w", apiErr)
+	}
+	var ack struct {
+		Error    *jetstream.APIError `json:"error"`
+		Stream   string              `json:"stream"`
+		Sequence uint64              `json:"seq"`
+	}
+	if err := json.Unmarshal(data, &ack); err != nil {
+		return 0, jetstream.ErrInvalidJSAck
+	}
+	if ack.Error != nil {
+		return 0, fmt.Errorf("nats: %w", ack.Error)
+	}
+	if ack.Stream == "" {
+		return 0, jetstream.ErrInvalidJSAck
 	}
 	return ack.Sequence, nil
 }
@@ -252,7 +330,8 @@ func (s *Store) Delete(ctx context.Context, key string, rev uint64, payload []by
 	m.Header.Set(kvOperationHeader, "DEL")
 	st.set(m.Header)
 	m.Data = payload
-	_, err = s.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(rev))
+	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(rev, 10))
+	_, err = s.publish(ctx, m)
 	return true, s.denied(err, before, "releasing election "+key, s.putSubject(key))
 }
 
@@ -416,4 +495,76 @@ func StreamCreated(st jetstream.KeyValueStatus) time.Time {
 		return bs.StreamInfo().Created
 	}
 	return time.Time{}
+}
+
+// readStored reads an acknowledgement {"stream":"<name>","seq":<N>…}; ok
+// is false for any other shape.
+func readStored(data []byte) (seq uint64, ok bool) {
+	rest, ok := bytes.CutPrefix(data, []byte(`{"stream":`))
+	if !ok {
+		return 0, false
+	}
+	name, rest, ok := cutString(rest)
+	if !ok || len(name) == 0 {
+		return 0, false
+	}
+	if rest, ok = bytes.CutPrefix(rest, []byte(`,"seq":`)); !ok {
+		return 0, false
+	}
+	seq, rest, ok = cutUint(rest)
+	return seq, ok && len(rest) > 0 && (rest[0] == '}' || rest[0] == ',')
+}
+
+// readRefusal reads a refusal {"error":{"code":N,"err_code":M,
+// "description":"<text>"}}; ok is false for any other shape.
+func readRefusal(data []byte) (apiErr *jetstream.APIError, ok bool) {
+	rest, ok := bytes.CutPrefix(data, []byte(`{"error":{"code":`))
+	if !ok {
+		return nil, false
+	}
+	code, rest, ok := cutUint(rest)
+	if !ok || code > 999 {
+		return nil, false
+	}
+	if rest, ok = bytes.CutPrefix(rest, []byte(`,"err_code":`)); !ok {
+		return nil, false
+	}
+	errCode, rest, ok := cutUint(rest)
+	if !ok || errCode > 65535 {
+		return nil, false
+	}
+	if rest, ok = bytes.CutPrefix(rest, []byte(`,"description":`)); !ok {
+		return nil, false
+	}
+	desc, rest, ok := cutString(rest)
+	if !ok || !bytes.Equal(rest, []byte("}}")) {
+		return nil, false
+	}
+	return &jetstream.APIError{Code: int(code), ErrorCode: jetstream.ErrorCode(errCode), Description: string(desc)}, true
+}
+
+// cutString cuts a JSON string without escapes off the front of b: its
+// contents and what follows; ok is false for anything else.
+func cutString(b []byte) (s, rest []byte, ok bool) {
+	if len(b) == 0 || b[0] != '"' {
+		return nil, b, false
+	}
+	end := bytes.IndexByte(b[1:], '"')
+	if end < 0 || bytes.IndexByte(b[1:1+end], '\\') >= 0 {
+		return nil, b, false
+	}
+	return b[1 : 1+end], b[2+end:], true
+}
+
+// cutUint cuts a JSON unsigned integer of at most 19 digits (no overflow)
+// off the front of b; ok is false for anything else.
+func cutUint(b []byte) (n uint64, rest []byte, ok bool) {
+	i := 0
+	for ; i < len(b) && i < 19 && b[i] >= '0' && b[i] <= '9'; i++ {
+		n = n*10 + uint64(b[i]-'0')
+	}
+	if i == 0 || i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		return 0, b, false
+	}
+	return n, b[i:], true
 }
