@@ -247,7 +247,7 @@ func (e *Election) Start(ctx context.Context) error {
 		// The steward outlives the campaign's context, so that a leader
 		// that stops still knows whom to offer the key to (successor),
 		// and answers who is standing until it has wound down.
-		s.ctx = context.WithoutCancel(ctx)
+		s.ctx, s.campaign = context.WithoutCancel(ctx), ctx
 		defer s.stop()
 	}
 	return c.run(ctx, born)

@@ -367,10 +367,13 @@ type steward struct {
 	// The steward starts once the campaign has read its key: a candidate
 	// that may not read it would only add refusals of its subscriptions
 	// to the refusal Start reports.
-	ctx    context.Context
-	once   sync.Once
-	cancel context.CancelFunc
-	passes sync.WaitGroup // the pass under way, if any
+	ctx context.Context
+	// campaign is the campaign's own context: once it ends the candidate
+	// is stopping, and says so in its answers while it winds down.
+	campaign context.Context
+	once     sync.Once
+	cancel   context.CancelFunc
+	passes   sync.WaitGroup // the pass under way, if any
 
 	known *roll // while leading: the other candidates, as they last announced themselves or answered
 
@@ -697,12 +700,15 @@ func (s *steward) self() Candidate {
 	if t := s.e.Term(); t != nil && t.Valid() {
 		c.Leader, c.Token = true, t.Token()
 	}
+	// A stopping candidate answers, until it has wound down, as leaving:
+	// whoever asks must not count it, nor offer it the key.
+	c.Leaving = s.campaign != nil && s.campaign.Err() != nil
 	return c
 }
 
 func (s *steward) announce(leaving bool) {
 	c := s.self()
-	c.Leaving = leaving
+	c.Leaving = c.Leaving || leaving
 	body, _ := json.Marshal(c)
 	_ = s.nc.Publish(standing.AnnounceSubject(s.bucket, s.e.key), body)
 }
