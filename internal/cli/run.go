@@ -311,6 +311,58 @@ type child struct {
 	exited chan int // receives the exit status once
 }
 
+// startChild starts the command path with argv, a's standard streams and
+// the environment with env added, in a process group of its own.
+func startChild(a *app, path string, argv []string, env ...string) (*child, error) {
+	cmd := exec.Command(path)
+	cmd.Args = argv
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = a.stdin, a.stdout, a.stderr
+	cmd.WaitDelay = time.Second
+	setProcessGroup(cmd)
+	ch := &child{cmd: cmd, exited: make(chan int, 1)}
+	started := make(chan error, 1)
+	go func() {
+		// The command gets a signal when the thread that started it ends
+		// (Linux): keep the thread until the command has exited.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		err := cmd.Wait()
+		ch.exited <- exitStatus(cmd.ProcessState, err)
+	}()
+	if err := <-started; err != nil {
+		return nil, fmt.Errorf("starting %s: %w", argv[0], err)
+	}
+	return ch, nil
+}
+
+// stop stops the command, SIGTERM first and SIGKILL after grace, and
+// returns its exit status; it logs to log what it had to do.
+func (ch *child) stop(log *eventLog, grace time.Duration) int {
+	name := ch.cmd.Args[0]
+	pid := ch.cmd.Process.Pid
+	if err := terminateGroup(pid); err != nil {
+		log.event("error", nil, "cannot send SIGTERM to %s: %v", name, err)
+	}
+	timer := time.NewTimer(grace)
+	defer timer.Stop()
+	select {
+	case status := <-ch.exited:
+		return status
+	case <-timer.C:
+	}
+	log.event("killing", nil, "%s still runs %v after SIGTERM: sending SIGKILL", name, grace)
+	if err := killGroup(pid); err != nil {
+		log.event("error", nil, "cannot send SIGKILL to %s: %v", name, err)
+	}
+	return <-ch.exited
+}
+
 // runner starts and stops the command as leadership comes and goes. The
 // supervisor (supervise) owns the command; the election's callbacks only
 // hand terms over and wait for the command to stop.
@@ -549,55 +601,14 @@ func (r *runner) closeQuit() { r.quitOnce.Do(func() { close(r.quit) }) }
 
 // start starts the command for term t.
 func (r *runner) start(t *streams.Term) (*child, error) {
-	cmd := exec.Command(r.path)
-	cmd.Args = r.argv
-	cmd.Env = append(os.Environ(),
+	return startChild(r.e.a, r.path, r.argv,
 		envElection+"="+r.name,
 		envToken+"="+strconv.FormatUint(t.Token(), 10),
 		envIdentity+"="+r.identity,
 		envBucket+"="+r.e.bucket,
 	)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = r.e.a.stdin, r.e.a.stdout, r.e.a.stderr
-	cmd.WaitDelay = time.Second
-	setProcessGroup(cmd)
-	ch := &child{cmd: cmd, exited: make(chan int, 1)}
-	started := make(chan error, 1)
-	go func() {
-		// The command gets a signal when the thread that started it ends
-		// (Linux): keep the thread until the command has exited.
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		err := cmd.Wait()
-		ch.exited <- exitStatus(cmd.ProcessState, err)
-	}()
-	if err := <-started; err != nil {
-		return nil, fmt.Errorf("starting %s: %w", r.argv[0], err)
-	}
-	return ch, nil
 }
 
 // stop stops the command, SIGTERM first and SIGKILL after the grace, and
 // returns its exit status.
-func (r *runner) stop(ch *child) int {
-	pid := ch.cmd.Process.Pid
-	if err := terminateGroup(pid); err != nil {
-		r.log.event("error", nil, "cannot send SIGTERM to %s: %v", r.argv[0], err)
-	}
-	timer := time.NewTimer(r.flags.grace)
-	defer timer.Stop()
-	select {
-	case status := <-ch.exited:
-		return status
-	case <-timer.C:
-	}
-	r.log.event("killing", nil, "%s still runs %v after SIGTERM: sending SIGKILL", r.argv[0], r.flags.grace)
-	if err := killGroup(pid); err != nil {
-		r.log.event("error", nil, "cannot send SIGKILL to %s: %v", r.argv[0], err)
-	}
-	return <-ch.exited
-}
+func (r *runner) stop(ch *child) int { return ch.stop(r.log, r.flags.grace) }

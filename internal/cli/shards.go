@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -590,37 +588,13 @@ func (sv *shardSupervisor) lists() (string, string) {
 }
 
 func (sv *shardSupervisor) start(list, tokens string) (*child, error) {
-	cmd := exec.Command(sv.path)
-	cmd.Args = sv.argv
-	cmd.Env = append(os.Environ(),
+	return startChild(sv.e.a, sv.path, sv.argv,
 		envShards+"="+list,
 		envShardTokens+"="+tokens,
 		envGroup+"="+sv.group,
 		envIdentity+"="+sv.identity,
 		envBucket+"="+sv.e.bucket,
 	)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = sv.e.a.stdin, sv.e.a.stdout, sv.e.a.stderr
-	cmd.WaitDelay = time.Second
-	setProcessGroup(cmd)
-	ch := &child{cmd: cmd, exited: make(chan int, 1)}
-	started := make(chan error, 1)
-	go func() {
-		// The command gets a signal when the thread that started it ends
-		// (Linux): keep the thread until the command has exited.
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		err := cmd.Wait()
-		ch.exited <- exitStatus(cmd.ProcessState, err)
-	}()
-	if err := <-started; err != nil {
-		return nil, fmt.Errorf("starting %s: %w", sv.argv[0], err)
-	}
-	return ch, nil
 }
 
 // stop stops the command if it runs: SIGTERM, then SIGKILL after the grace.
@@ -630,19 +604,6 @@ func (sv *shardSupervisor) stop() {
 	}
 	ch := sv.ch
 	sv.ch = nil
-	pid := ch.cmd.Process.Pid
-	if err := terminateGroup(pid); err != nil {
-		sv.log.event("error", nil, "cannot send SIGTERM to %s: %v", sv.argv[0], err)
-	}
-	timer := time.NewTimer(sv.grace)
-	defer timer.Stop()
-	select {
-	case status := <-ch.exited:
-		sv.log.event("stopped", map[string]any{"status": status}, "%s stopped with status %d", sv.argv[0], status)
-		return
-	case <-timer.C:
-	}
-	sv.log.event("killing", nil, "%s still runs %v after SIGTERM: sending SIGKILL", sv.argv[0], sv.grace)
-	_ = killGroup(pid)
-	<-ch.exited
+	status := ch.stop(sv.log, sv.grace)
+	sv.log.event("stopped", map[string]any{"status": status}, "%s stopped with status %d", sv.argv[0], status)
 }
