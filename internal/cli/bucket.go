@@ -296,17 +296,26 @@ func (s *session) readElection(ctx context.Context, name string) (record, error)
 // It returns r as it is when that read fails (a user that may not read
 // messages directly, say) or finds another message.
 func (s *session) withStamp(ctx context.Context, r record) record {
+	if latest, ok := s.readRaw(ctx, r.Key); ok && latest.Revision == r.Revision {
+		return latest
+	}
+	return r
+}
+
+// readRaw reads election key's latest message straight from the stream,
+// with what its writer said of itself; ok is false when it cannot.
+func (s *session) readRaw(ctx context.Context, key string) (record, bool) {
 	rctx, cancel := s.request(ctx)
 	defer cancel()
 	st, err := s.js.Stream(rctx, "KV_"+s.bucket)
 	if err != nil {
-		return r
+		return record{}, false
 	}
-	msg, err := st.GetLastMsgForSubject(rctx, "$KV."+s.bucket+"."+r.Key)
-	if err != nil || msg.Sequence != r.Revision {
-		return r
+	msg, err := st.GetLastMsgForSubject(rctx, "$KV."+s.bucket+"."+key)
+	if err != nil {
+		return record{}, false
 	}
-	return streams.ReadMsg(s.bucket, msg)
+	return streams.ReadMsg(s.bucket, msg), true
 }
 
 // errElectionAppeared is what unknownElection's error wraps when the

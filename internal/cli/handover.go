@@ -209,18 +209,8 @@ func standingNames(cs []streams.Candidate) []string {
 // it), and sets t's revision to it when it names a write after read and at
 // or before t's: it reports whether it did.
 func (e *elections) askToken(ctx context.Context, s *session, name string, read uint64, t *takeover) bool {
-	rctx, cancel := s.request(ctx)
-	defer cancel()
-	st, err := s.js.Stream(rctx, "KV_"+s.bucket)
-	if err != nil {
-		return false
-	}
-	msg, err := st.GetLastMsgForSubject(rctx, "$KV."+s.bucket+"."+name)
-	if err != nil {
-		return false
-	}
-	r := streams.ReadMsg(s.bucket, msg)
-	if tok := r.Token(); r.Leader == t.leader && tok > read && tok <= t.revision {
+	r, ok := s.readRaw(ctx, name)
+	if tok := r.Token(); ok && r.Leader == t.leader && tok > read && tok <= t.revision {
 		t.revision = tok
 		return true
 	}
