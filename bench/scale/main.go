@@ -314,7 +314,7 @@ func run() (bool, error) {
 
 	bin := s.conclave
 	if bin == "" {
-		if bin, err = buildCLI(ctx, dir); err != nil {
+		if bin, err = buildCLIReported(ctx, dir); err != nil {
 			return false, err
 		}
 	}

@@ -2,13 +2,12 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/conclave-io/conclave/internal/benchproc"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -32,40 +31,9 @@ func checkPlatform() error {
 	return nil
 }
 
-// buildCLI builds ./cmd/conclave of the module this program is run from
-// into dir and returns the binary's path.
-func buildCLI(ctx context.Context, dir string) (string, error) {
-	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	mod := strings.TrimSpace(string(out))
-	if mod == "" || mod == os.DevNull {
-		return "", errors.New("not inside the conclave module: run from its root, or pass -conclave")
-	}
-	bin := filepath.Join(dir, "conclave")
-	progress("building the CLI: go build -o %s ./cmd/conclave", bin)
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/conclave")
-	cmd.Dir = filepath.Dir(mod)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/conclave: %w\n%s", err, out)
-	}
-	return bin, nil
-}
-
 // progress writes a timestamped line to standard error.
 func progress(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "%s  %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
-}
-
-// freePort returns a TCP port on the loopback that was free a moment ago.
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("finding a free port: %w", err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
 // proc is a child OS process the benchmark started: a broker or a candidate
@@ -218,14 +186,14 @@ func startBrokers(dir, cli string, n int, ttl time.Duration, pprof bool) ([]*bro
 	var peers []string
 	for i := range ps {
 		var err error
-		if ps[i].client, err = freePort(); err != nil {
+		if ps[i].client, err = benchproc.FreePort(); err != nil {
 			return nil, err
 		}
-		if ps[i].stats, err = freePort(); err != nil {
+		if ps[i].stats, err = benchproc.FreePort(); err != nil {
 			return nil, err
 		}
 		if n > 1 {
-			if ps[i].peer, err = freePort(); err != nil {
+			if ps[i].peer, err = benchproc.FreePort(); err != nil {
 				return nil, err
 			}
 			peers = append(peers, fmt.Sprintf("nats://127.0.0.1:%d", ps[i].peer))
@@ -245,7 +213,7 @@ func startBrokers(dir, cli string, n int, ttl time.Duration, pprof bool) ([]*bro
 		cmd := exec.Command(cli, "broker", "run", "--config", cfg)
 		var pprofURL string
 		if pprof {
-			port, err := freePort()
+			port, err := benchproc.FreePort()
 			if err != nil {
 				return out, err
 			}
@@ -297,31 +265,6 @@ func (b *broker) readVarz(ctx context.Context) (varz, error) {
 		return v, fmt.Errorf("%s /varz: %w", b.identity, err)
 	}
 	return v, nil
-}
-
-// cpuTicks returns the user plus system CPU time of process pid, in clock
-// ticks, from /proc/<pid>/stat.
-func cpuTicks(pid int) (uint64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, fmt.Errorf("reading CPU time of pid %d: %w", pid, err)
-	}
-	// The command name (field 2) may hold spaces: count fields after its ')'.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: no ')' in %q", pid, b)
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: only %d fields after the name", pid, len(f))
-	}
-	// f[0] is field 3 (state); utime is field 14, stime field 15.
-	u, err1 := strconv.ParseUint(f[11], 10, 64)
-	s, err2 := strconv.ParseUint(f[12], 10, 64)
-	if err := errors.Join(err1, err2); err != nil {
-		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
-	}
-	return u + s, nil
 }
 
 // rssMB returns the resident set size of process pid in MB (VmRSS in
@@ -465,4 +408,10 @@ func (c *candidate) request(ctx context.Context, line, want string) (childMsg, e
 func (c *candidate) shutdown(grace time.Duration) {
 	_ = c.stdin.Close()
 	c.stop(nil, grace)
+}
+
+// buildCLIReported builds the conclave binary into dir, saying so.
+func buildCLIReported(ctx context.Context, dir string) (string, error) {
+	progress("building the CLI: go build -o %s ./cmd/conclave", filepath.Join(dir, "conclave"))
+	return benchproc.BuildCLI(ctx, dir)
 }

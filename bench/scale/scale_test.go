@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/conclave-io/conclave/internal/benchproc"
 	"os"
 	"runtime"
 	"slices"
@@ -124,7 +125,7 @@ func TestProcReaders(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("reads /proc")
 	}
-	if _, err := cpuTicks(os.Getpid()); err != nil {
+	if _, err := benchproc.CPUTicks(os.Getpid()); err != nil {
 		t.Fatal(err)
 	}
 	rss, err := rssMB(os.Getpid())

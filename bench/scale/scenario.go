@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/conclave-io/conclave/internal/benchproc"
 	"os"
 	"path/filepath"
 	"slices"
@@ -417,7 +418,7 @@ type sample struct {
 func (b *bench) take(ctx context.Context, e *env, obs *observer) (sample, error) {
 	s := sample{at: time.Now()}
 	for _, br := range e.brokers {
-		t, err := cpuTicks(br.pid())
+		t, err := benchproc.CPUTicks(br.pid())
 		if err != nil {
 			return s, err
 		}
@@ -432,7 +433,7 @@ func (b *bench) take(ctx context.Context, e *env, obs *observer) (sample, error)
 		s.outB += v.OutBytes
 	}
 	for _, c := range e.candidates {
-		t, err := cpuTicks(c.pid())
+		t, err := benchproc.CPUTicks(c.pid())
 		if err != nil {
 			return s, err
 		}

@@ -19,14 +19,13 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/conclave-io/conclave/internal/benchproc"
 	"io"
 	"math"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -120,7 +119,7 @@ func run() error {
 	cli := s.conclave
 	if cli == "" {
 		var err error
-		if cli, err = buildCLI(ctx, dir); err != nil {
+		if cli, err = buildCLIReported(ctx, dir); err != nil {
 			return err
 		}
 	}
@@ -171,26 +170,6 @@ type env struct {
 	kv     jetstream.KeyValue
 	broker *proc
 	seq    int
-}
-
-// buildCLI builds ./cmd/conclave of this module into dir.
-func buildCLI(ctx context.Context, dir string) (string, error) {
-	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	mod := strings.TrimSpace(string(out))
-	if mod == "" || mod == os.DevNull {
-		return "", errors.New("not inside the conclave module: run from its root, or pass -conclave")
-	}
-	bin := filepath.Join(dir, "conclave")
-	progress("building the CLI: go build -o %s ./cmd/conclave", bin)
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/conclave")
-	cmd.Dir = filepath.Dir(mod)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/conclave: %w\n%s", err, out)
-	}
-	return bin, nil
 }
 
 // proc is a process the benchmark started.
@@ -246,19 +225,10 @@ func (p *proc) stop(sig os.Signal, grace time.Duration) {
 	}
 }
 
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
 // startBroker starts `conclave broker run` with the bucket TTL ttl and
 // waits until its bucket can be opened.
 func startBroker(ctx context.Context, cli, dir string, ttl time.Duration) (*proc, error) {
-	port, err := freePort()
+	port, err := benchproc.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -660,13 +630,13 @@ func (e *env) cpu(ctx context.Context, rep *report) error {
 			return 0, err
 		}
 		time.Sleep(e.s.ttl) // let the starts' requests pass
-		before, err := cpuTicks(e.broker.cmd.Process.Pid)
+		before, err := benchproc.CPUTicks(e.broker.cmd.Process.Pid)
 		if err != nil {
 			return 0, err
 		}
 		began := time.Now()
 		time.Sleep(e.s.cpuWindow)
-		after, err := cpuTicks(e.broker.cmd.Process.Pid)
+		after, err := benchproc.CPUTicks(e.broker.cmd.Process.Pid)
 		if err != nil {
 			return 0, err
 		}
@@ -706,22 +676,6 @@ func (e *env) cpu(ctx context.Context, rep *report) error {
 		rep.fail("CPU ratio", false)
 	}
 	return nil
-}
-
-// cpuTicks returns the user plus system CPU time of pid in clock ticks.
-func cpuTicks(pid int) (uint64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	i := bytes.LastIndexByte(b, ')')
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: too few fields", pid)
-	}
-	u, err1 := strconv.ParseUint(f[11], 10, 64)
-	s, err2 := strconv.ParseUint(f[12], 10, 64)
-	return u + s, errors.Join(err1, err2)
 }
 
 // report collects the results.
@@ -808,4 +762,10 @@ func (r *report) print(w io.Writer, s settings, took time.Duration) {
 		fmt.Fprintf(w, "\n  -smoke: %d missed (timings and counts on a short run), not failing the run\n", len(r.lenient))
 	}
 	fmt.Fprintln(w)
+}
+
+// buildCLIReported builds the conclave binary into dir, saying so.
+func buildCLIReported(ctx context.Context, dir string) (string, error) {
+	progress("building the CLI: go build -o %s ./cmd/conclave", filepath.Join(dir, "conclave"))
+	return benchproc.BuildCLI(ctx, dir)
 }
