@@ -99,6 +99,13 @@ func New(jitter float64, steps ...time.Duration) (Policy, error) {
 // or the last one past the end, less a random share of at most Jitter of it.
 // Negative n counts as 0.
 func (p Policy) Duration(n int) time.Duration {
+	return p.DurationAt(n, rand.Float64())
+}
+
+// DurationAt is Duration with the random share given: share, from 0 to 1,
+// of the step's jitter is removed. Callers that must repeat a run exactly
+// (a simulator replaying a seed) draw share from their own source.
+func (p Policy) DurationAt(n int, share float64) time.Duration {
 	if len(p.Steps) == 0 {
 		return 0
 	}
@@ -110,7 +117,8 @@ func (p Policy) Duration(n int) time.Duration {
 	case jitter == 0:
 		jitter = DefaultJitter
 	}
-	cut := time.Duration(float64(step) * jitter * rand.Float64())
+	share = min(max(share, 0), 1)
+	cut := time.Duration(float64(step) * jitter * share)
 	return step - cut
 }
 

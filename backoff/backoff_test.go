@@ -146,3 +146,29 @@ func TestSleep(t *testing.T) {
 		t.Fatalf("Sleep on a done context = %v", err)
 	}
 }
+
+// TestDurationAtRemovesTheGivenShareOfTheJitter: the share is the caller's
+// random draw, so the same share always gives the same delay.
+func TestDurationAtRemovesTheGivenShareOfTheJitter(t *testing.T) {
+	p := Policy{Steps: []time.Duration{time.Second, 10 * time.Second}, Jitter: 0.5}
+	for _, c := range []struct {
+		n     int
+		share float64
+		want  time.Duration
+	}{
+		{0, 0, time.Second},
+		{0, 1, 500 * time.Millisecond},
+		{1, 0.5, 7500 * time.Millisecond},
+		{5, 1, 5 * time.Second},   // past the end: the last step
+		{1, 2, 5 * time.Second},   // a share above 1 counts as 1
+		{1, -1, 10 * time.Second}, // below 0 as 0
+	} {
+		if got := p.DurationAt(c.n, c.share); got != c.want {
+			t.Errorf("DurationAt(%d, %v) = %v, want %v", c.n, c.share, got, c.want)
+		}
+	}
+	exact := Policy{Steps: []time.Duration{time.Second}, Jitter: NoJitter}
+	if got := exact.DurationAt(0, 1); got != time.Second {
+		t.Errorf("NoJitter DurationAt(0, 1) = %v, want 1s", got)
+	}
+}

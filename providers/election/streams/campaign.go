@@ -157,6 +157,7 @@ func newCampaigner(e *Election, n *notifier, tm timings) *campaigner {
 	cfg := machineConfig{
 		identity: e.identity, key: e.key, writes: true,
 		grace: e.opts.grace, releaseOnStop: e.opts.releaseOnStop, timings: e.timings,
+		random: e.opts.random,
 	}
 	c := &campaigner{e: e, n: n, log: e.opts.log, rec: e.opts.recorder}
 	c.driver = driver{key: e.key, identity: e.identity, instance: e.instance, store: e.store, clock: e.opts.clock,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"testing"
@@ -282,7 +283,9 @@ type sim struct {
 func newSim(t *testing.T, st *fakeStore, identity string, opts ...Option) *sim {
 	t.Helper()
 	s := &sim{t: t, clk: st.clk, st: st, log: &logSink{t: t, prefix: identity + ": "}}
-	opts = append([]Option{withStore(st), WithClock(st.clk), WithLogger(s.log),
+	// A fixed seed: a table test runs the same way every time.
+	rng := rand.New(rand.NewPCG(uint64(len(identity)), 7))
+	opts = append([]Option{withStore(st), WithClock(st.clk), WithLogger(s.log), withRandom(rng.Int64N),
 		OnWon(func() { s.mu.Lock(); s.won++; s.mu.Unlock() }),
 		OnLost(func() { s.mu.Lock(); s.lost++; s.mu.Unlock() }),
 		OnLeading(func(term *Term) { s.mu.Lock(); s.terms = append(s.terms, term); s.mu.Unlock() }),

@@ -153,6 +153,7 @@ func TestHandOverIsOneWriteChoriaSeesANewHolder(t *testing.T) {
 	b := mustElection(t, "b", "one-write", openBucket(t, connect(t, ts.url())), rec.options("b")...)
 	runElection(t, b)
 	eventually(t, 5*time.Second, "b to stand by", func() bool { return b.State() == CandidateState })
+	waitStanding(t, connect(t, ts.url()), "one-write", "a", "b")
 
 	choria := openBucket(t, connect(t, ts.url()))
 	w, err := choria.Watch(context.Background(), "one-write")

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/conclave-io/conclave/backoff"
 	"github.com/conclave-io/conclave/bucket"
 )
 
@@ -315,6 +316,17 @@ func (m *machine) jittered(d time.Duration) time.Duration {
 		return 0
 	}
 	return d - time.Duration(m.cfg.random(int64(d)/4+1))
+}
+
+// standbyWait is how long a standby waits before safety-net campaign n. A
+// backoff.Policy's jitter is drawn from the machine's own source, so that
+// a seed replays the same run.
+func (m *machine) standbyWait(n int) time.Duration {
+	if p, ok := m.tm.standby.(backoff.Policy); ok {
+		const scale = 1 << 53
+		return p.DurationAt(n, float64(m.cfg.random(scale))/scale)
+	}
+	return m.tm.standby.Duration(n)
 }
 
 // step takes in what happened and returns what to do.
@@ -747,7 +759,7 @@ func (m *machine) onRead(in input) {
 			m.observe(done, keyView{known: true, Entry: Entry{Key: m.cfg.key}, seenAt: done, readAt: done})
 		}
 		m.tries++
-		m.nextCampaign = done.Add(m.tm.standby.Duration(m.tries))
+		m.nextCampaign = done.Add(m.standbyWait(m.tries))
 		m.log.Debugf("election %s: cannot read the key (try %d): %v", m.cfg.key, m.tries, in.err)
 		return
 	}
@@ -801,7 +813,7 @@ func bucketGone(err error, writes bool) bool {
 // predicted expiry, and reads the TTL, which may have been raised.
 func (m *machine) overdue(now time.Time) {
 	m.tries++
-	m.nextCampaign = later(now.Add(max(m.tm.standby.Duration(m.tries-1), minCheckInterval)), m.checkAt(now))
+	m.nextCampaign = later(now.Add(max(m.standbyWait(m.tries-1), minCheckInterval)), m.checkAt(now))
 	if m.tries == 1 {
 		m.askTTL(now, now)
 	}
@@ -827,7 +839,7 @@ func (m *machine) onCampaign(in input) {
 		m.won(sent, done, in.rev, in.expect)
 	case isMismatch(err):
 		m.tries++
-		m.nextCampaign = done.Add(m.tm.standby.Duration(m.tries))
+		m.nextCampaign = done.Add(m.standbyWait(m.tries))
 		m.notPastLapse(done)
 		if rev, ok := mismatchRevision(err); ok && rev > m.seenRev {
 			// The key holds a message we never saw, written at most now: its
@@ -854,7 +866,7 @@ func (m *machine) onCampaign(in input) {
 	case m.failed(err):
 	default:
 		m.tries++
-		m.nextCampaign = done.Add(m.tm.standby.Duration(m.tries))
+		m.nextCampaign = done.Add(m.standbyWait(m.tries))
 		switch {
 		case notSent(err):
 			// The process's requests are backed up (thousands of elections

@@ -43,8 +43,9 @@ type options struct {
 	clock          clock.Clock
 	log            Logger
 	recorder       Recorder
-	bucket         string // the bucket's name (InBucket)
-	store          store  // tests only: replaces the bucket
+	bucket         string              // the bucket's name (InBucket)
+	store          store               // tests only: replaces the bucket
+	random         func(n int64) int64 // tests only: the machine's jitter (nil: math/rand)
 	priority       int
 	healthCheck    func(context.Context) error
 	healthEvery    time.Duration
@@ -304,6 +305,12 @@ func validateBucketName(name string) error {
 // withStore replaces the bucket with s: for table tests with a fake store.
 func withStore(s store) Option {
 	return func(o *options) error { o.store = s; return nil }
+}
+
+// withRandom makes the machine's jitter come from random: for tests that
+// must run the same way every time.
+func withRandom(random func(n int64) int64) Option {
+	return func(o *options) error { o.random = random; return nil }
 }
 
 type nopLogger struct{}

@@ -205,6 +205,12 @@ type standingCount struct{ healthy, unhealthy int }
 // standingWait is how long Standing collects answers by default.
 const standingWait = 250 * time.Millisecond
 
+// targetWait is how long a hand-over waits for its target to answer who
+// is standing. The question ends as soon as the target answers, so only a
+// refusal waits it out; it is longer than standingWait so that a loaded
+// host's slow answer does not refuse a hand-over to a candidate that stands.
+const targetWait = time.Second
+
 // standingAnswers is how many answers to one question may wait to be
 // read; more at once are dropped by the connection (a slow consumer).
 const standingAnswers = 1024
@@ -940,7 +946,7 @@ func (s *steward) considerMove(ctx context.Context) time.Duration {
 // none answers, or the one named is unhealthy or leaving.
 func (s *steward) target(ctx context.Context, to string) (Candidate, error) {
 	matches := func(c Candidate) bool { return c.is(to) && !s.isSelf(c) }
-	answers, err := askStanding(ctx, s.nc, s.bucket, s.e.key, 0, func(got []Candidate) bool {
+	answers, err := askStanding(ctx, s.nc, s.bucket, s.e.key, targetWait, func(got []Candidate) bool {
 		for _, c := range got {
 			if matches(c) && c.Healthy && !c.Leaving {
 				return true
@@ -966,7 +972,7 @@ func (s *steward) target(ctx context.Context, to string) (Candidate, error) {
 	case len(found) == 0 && to == s.e.identity:
 		return Candidate{}, fmt.Errorf("%w: %w: %q is this candidate, and no other candidate of that identity answers; name another", ErrHandOverRefused, ErrInvalidIdentity, to)
 	case len(found) == 0:
-		return Candidate{}, fmt.Errorf("%w: %s is not standing (no candidate of that identity or instance answered within %v); see who stands with Standing or `conclave election info`", ErrHandOverRefused, to, standingWait)
+		return Candidate{}, fmt.Errorf("%w: %s is not standing (no candidate of that identity or instance answered within %v); see who stands with Standing or `conclave election info`", ErrHandOverRefused, to, targetWait)
 	case found[0].Leaving:
 		return Candidate{}, fmt.Errorf("%w: %s is stopping", ErrHandOverRefused, to)
 	}
