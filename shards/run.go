@@ -342,14 +342,16 @@ func (r *run) startShard(s int) {
 	ctx, cancel := context.WithCancel(r.electionCtx)
 	sr := &shardRun{shard: s, e: e, cancel: cancel}
 	r.runs[s] = sr
-	go func() {
-		sr.err = e.Start(ctx)
+	// Launched, not started on a goroutine: a group's shards at rest
+	// share the process's scheduler and hold no goroutine each.
+	e.Launch(ctx, func(err error) {
+		sr.err = err
 		cancel()
 		r.ended <- sr
-	}()
+	})
 }
 
-// electionEnded forgets a shard's election whose Start returned.
+// electionEnded forgets a shard's election that ended.
 func (r *run) electionEnded(sr *shardRun) {
 	if r.runs[sr.shard] == sr {
 		delete(r.runs, sr.shard)

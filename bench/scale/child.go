@@ -20,7 +20,6 @@ import (
 
 	"github.com/conclave-io/conclave"
 	"github.com/conclave-io/conclave/bucket"
-	"github.com/conclave-io/conclave/inter"
 	"github.com/conclave-io/conclave/internal/nostanding"
 	"github.com/conclave-io/conclave/providers/election/streams"
 )
@@ -195,7 +194,7 @@ func campaignAll(cfgPath string, keys []string, copies int, announce bool, emit 
 	}
 
 	m := &member{lastWin: make([]atomic.Int64, n)}
-	elections := make([]inter.Election, n*copies)
+	elections := make([]*streams.Election, n*copies)
 	if err := buildElections(ctx, fw, keys, m, elections); err != nil {
 		return err
 	}
@@ -219,11 +218,15 @@ func campaignAll(cfgPath string, keys []string, copies int, announce bool, emit 
 				continue
 			}
 			started = true
+			// Launched: the candidates at rest share the process's
+			// scheduler, with no goroutine each (see streams.Launch).
 			for _, e := range elections {
 				m.started.Add(1)
-				wg.Go(func() {
+				wg.Add(1)
+				e.Launch(campaignCtx, func(err error) {
+					defer wg.Done()
 					defer m.returned.Add(1)
-					if err := e.Start(campaignCtx); err != nil {
+					if err != nil {
 						m.failed.Add(1)
 						msg := err.Error()
 						m.firstErr.CompareAndSwap(nil, &msg)
@@ -325,7 +328,7 @@ func profileCommand(cmd, path string, cpu **os.File) error {
 // time, each counting its wins and losses into m: elections holds
 // len(elections)/len(keys) candidates in each key, candidate i in key
 // i mod len(keys).
-func buildElections(ctx context.Context, fw *conclave.Framework, keys []string, m *member, elections []inter.Election) error {
+func buildElections(ctx context.Context, fw *conclave.Framework, keys []string, m *member, elections []*streams.Election) error {
 	const workers = 8
 	var (
 		next    atomic.Int64
@@ -342,7 +345,7 @@ func buildElections(ctx context.Context, fw *conclave.Framework, keys []string, 
 				}
 				k := i % len(keys)
 				key := keys[k]
-				e, err := fw.NewElection(ctx, nil, key,
+				e, err := fw.NewCampaign(ctx, nil, key,
 					streams.OnWon(func() {
 						m.lastWin[k].Store(time.Now().UnixNano())
 						m.wins.Add(1)

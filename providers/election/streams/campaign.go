@@ -14,10 +14,12 @@ import (
 	"github.com/conclave-io/conclave/providers/election/streams/internal/transport"
 )
 
-// driver runs a lease machine on a single goroutine: it performs the
-// machine's actions on the store, feeds it their outcomes and the watch's
-// messages, and hands the machine's notes to apply. It decides nothing
-// itself. A candidate's campaigner and an Observer are drivers.
+// driver steps a lease machine on its process's scheduler (see
+// scheduler): it performs the machine's actions on the store, feeds it
+// their outcomes and the watch's messages, and hands the machine's notes to
+// apply. It decides nothing itself. A candidate's campaigner and an
+// Observer are drivers. Its machine is stepped by one goroutine at a time,
+// never while its action is in flight.
 type driver struct {
 	key, identity string
 	instance      string // stamped on writes; "" for an observer
@@ -45,13 +47,31 @@ type driver struct {
 	drains sync.WaitGroup       // stopped watches still being drained
 	done   bool
 
-	// asks are requests to the machine from other goroutines (HandOver,
-	// an offer of the key), answered in order, each by the first note of
-	// its kind; exited closes when the loop has ended, and the asks not
-	// answered then get ErrNotLeader.
-	asks    chan ask
-	exited  chan struct{}
+	// waiting are the asks taken (HandOver, an offer of the key), answered
+	// in order, each by the first note of its kind; those not answered
+	// when the driver finishes get ErrNotLeader.
 	waiting []ask
+	wakeAt  time.Time // when the machine asked to be stepped next
+	// launched is set once launch put the driver on its scheduler, whose
+	// loop reads its watch when told to; a driver stepped by hand (tests)
+	// reads its watch itself.
+	launched bool
+
+	// The scheduler's, under its mu.
+	sched        *scheduler
+	added        bool        // on the scheduler
+	inbox        []ask       // inputs posted, not taken yet
+	result       *input      // the outcome of the action, not taken yet
+	settingsSent time.Time   // a change of the bucket's settings not taken yet, or zero
+	watchReady   bool        // the watch may have delivered something
+	tickDue      bool        // the wake-up came
+	queued       bool        // in the scheduler's ready list
+	inFlight     bool        // an action is under way
+	ended        bool        // finished: takes nothing more
+	slot         int         // index in the scheduler's heap, -1 when not in it
+	finished     func()      // called off the loop once the driver ended
+	stopChanges  func()      // stops the notices of changes of the settings
+	stopOnDone   func() bool // stops the stop that ctx's end posts
 }
 
 // ask is a request to the machine, and where its outcome goes: the error of
@@ -73,71 +93,35 @@ func (d *driver) answer(k noteKind, err error) {
 	}
 }
 
-// loop steps the machine until it finishes: with inStop once ctx ends, with
-// what the watch delivers, and with inTick when it asked to be woken.
-func (d *driver) loop(ctx context.Context, wake time.Time) {
-	timer := d.clock.NewTimer(time.Hour)
-	defer timer.Stop()
-	var changes <-chan time.Time
+// post hands the machine a, taken in order after the asks posted before;
+// an ask posted once the driver has finished gets ErrNotLeader.
+func (d *driver) post(a ask) { d.sched.post(d, a) }
+
+// launch runs the driver on its scheduler from in, its first input, until
+// it finishes: ctx's end tells the machine to stop, the watch and the
+// bucket's notices of changes of its settings feed it. done is called once
+// it has finished, on a goroutine of its own, after the watches it stopped
+// have been drained.
+func (d *driver) launch(ctx context.Context, first input, done func()) {
+	if d.sched == nil {
+		d.sched = schedulerFor(d.clock)
+	}
+	s := d.sched
+	d.launched = true
 	if sc, ok := d.store.(settingsNotifier); ok {
-		var stop func()
-		changes, stop = sc.SettingsChanges()
-		defer stop()
+		d.stopChanges = sc.SettingsChanges(func(sent time.Time) { s.settingsChanged(d, sent) })
 	}
-	defer func() {
-		if d.exited != nil {
-			close(d.exited)
-		}
-		for _, a := range d.waiting {
-			a.done <- ErrNotLeader
-		}
-		d.waiting = nil
-	}()
-	stopped := false
-	for !d.done {
-		timer.Stop()
-		select {
-		case <-timer.C():
-		default:
-		}
-		timer.Reset(max(wake.Sub(d.clock.Now()), 0))
-		done := ctx.Done()
-		if stopped {
-			done = nil
-		}
-		select {
-		case <-done:
-			stopped = true
-			in := input{kind: inStop, now: d.clock.Now()}
-			if d.successor != nil {
-				in.handOver = d.successor()
-				d.stopTo = in.handOver.to
-			}
-			wake = d.handle(in)
-		case ent, ok := <-d.updates():
-			wake = d.handle(d.watchInput(ent, ok))
-		case <-timer.C():
-			wake = d.handle(input{kind: inTick, now: d.clock.Now()})
-		case a := <-d.asks:
-			if a.done != nil {
-				d.waiting = append(d.waiting, a)
-			}
-			a.in.now = d.clock.Now()
-			wake = d.handle(a.in)
-		case sent := <-changes:
-			// The bucket's settings changed: read them, served by the
-			// read the process made since.
-			now := d.clock.Now()
-			wake = d.handle(input{kind: inAskTTL, now: now, sent: now.Add(-time.Since(sent))})
-		}
-	}
-	d.drains.Wait()
+	d.stopOnDone = context.AfterFunc(ctx, func() { s.post(d, ask{in: input{kind: inStop}}) })
+	s.add(d, first, func() {
+		d.drains.Wait()
+		done()
+	})
 }
 
 // settingsNotifier is a store that tells of changes of the bucket's
 // settings (see transport.Store.SettingsChanges).
 type settingsNotifier interface {
-	SettingsChanges() (<-chan time.Time, func())
+	SettingsChanges(notify func(sent time.Time)) (stop func())
 }
 
 // campaigner drives one Election's lease machine and passes its notes on to
@@ -163,18 +147,23 @@ func newCampaigner(e *Election, n *notifier, tm timings) *campaigner {
 	c.driver = driver{key: e.key, identity: e.identity, instance: e.instance, store: e.store, clock: e.opts.clock,
 		m: newMachine(cfg, tm, e.opts.log), apply: c.apply, before: c.notifyCampaign,
 		lastLost: func() <-chan struct{} { return c.lastLost },
-		asks:     make(chan ask), exited: make(chan struct{})}
+		sched:    schedulerFor(e.opts.clock)}
 	return c
 }
 
-// run campaigns until ctx ends, and returns an error only if the campaign
-// could not go on: the connection was closed for good, or permission was
-// refused.
-func (c *campaigner) run(ctx context.Context, born time.Time) error {
+// launch campaigns until ctx ends, on the process's scheduler, and
+// returns at once; done gets nil once the campaign has wound down, or an
+// error when it could not go on: the connection was closed for good, or
+// permission was refused.
+func (c *campaigner) launch(ctx context.Context, born time.Time, done func(error)) {
 	if sr, ok := c.rec.(StartRecorder); ok {
 		sr.Started(c.e.key)
 	}
-	c.loop(ctx, c.begin(ctx, born))
+	c.driver.launch(ctx, c.begin(ctx, born), func() { done(c.result()) })
+}
+
+// result is the campaign's error once it has finished.
+func (c *campaigner) result() error {
 	switch fatal := c.m.fatal; {
 	case errors.Is(fatal, ErrPermissionDenied):
 		return fmt.Errorf("election %s: %w", c.e.key, fatal)
@@ -184,18 +173,19 @@ func (c *campaigner) run(ctx context.Context, born time.Time) error {
 	return nil
 }
 
-// begin starts the machine under ctx; born is when the bucket's stream was
-// created, as Start read it.
-func (c *campaigner) begin(ctx context.Context, born time.Time) time.Time {
+// begin readies the campaign under ctx and returns its first input; born
+// is when the bucket's stream was created, as Start read it.
+func (c *campaigner) begin(ctx context.Context, born time.Time) input {
 	c.ctx = ctx
 	tm := c.m.tm
 	c.log.Debugf("election %s: %s campaigning, ttl %v, renew every %v, safety margin %v", c.e.key, c.e.identity, tm.ttl, tm.renew, tm.margin)
-	return c.handle(input{kind: inStart, now: c.clock.Now(), born: born})
+	return input{kind: inStart, now: c.clock.Now(), born: born}
 }
 
-// handle steps the machine with in, performs what it asks until it asks
-// for nothing, and returns when to step it again.
-func (d *driver) handle(in input) time.Time {
+// handle steps the machine with in and passes its notes on until it asks
+// for nothing more, and returns when to step it again, or the action to
+// perform first (its outcome is the next input).
+func (d *driver) handle(in input) (time.Time, action) {
 	out := d.m.step(in)
 	for {
 		d.watchNotes(out.notes)
@@ -205,21 +195,10 @@ func (d *driver) handle(in input) time.Time {
 		}
 		if out.done {
 			d.done = true
-			return out.wake
+			return out.wake, action{}
 		}
-		if out.do.kind == doNothing {
-			return out.wake
-		}
-		out = d.m.step(d.perform(out.do))
+		return out.wake, out.do // perform it, off the loop
 	}
-}
-
-// updates is the watch's channel, or nil (never ready) without a watch.
-func (d *driver) updates() <-chan jetstream.KeyValueEntry {
-	if d.w == nil {
-		return nil
-	}
-	return d.w.Updates()
 }
 
 // watchInput reads what the watch delivered: a message, the end of its
@@ -312,8 +291,8 @@ func (d *driver) perform(a action) input {
 		return in
 	case doWatch:
 		err := d.makeWatch(a.timeout)
-		_, restartable := d.w.(interface{ Restart() })
-		return input{kind: inWatchMade, sent: sent, now: d.clock.Now(), err: err, restartable: restartable}
+		_, canRestart := restartable(d.w)
+		return input{kind: inWatchMade, sent: sent, now: d.clock.Now(), err: err, restartable: canRestart}
 	}
 	panic(fmt.Sprintf("election %s: bug: unknown action %d", d.key, a.kind))
 }
@@ -347,6 +326,9 @@ func (d *driver) makeWatch(timeout time.Duration) error {
 		cancel()
 		return err
 	}
+	if d.launched {
+		w = notifying(w, &d.drains, func() { d.sched.notify(d) })
+	}
 	d.w, d.cancel = w, cancel
 	return nil
 }
@@ -357,9 +339,18 @@ func (d *driver) stopWatch() {
 	if d.w == nil {
 		return
 	}
-	kvwatch.StopInBackground(d.w, &d.drains)
+	// Stopped and drained off the scheduler's loop: stopping a shared
+	// watch's last subscription stops its consumer, which waits for one
+	// being made (seconds, when the broker is slow or refuses it), and
+	// the loop steps every machine of the process.
+	w, cancel := d.w, d.cancel
 	d.w = nil
-	d.cancel()
+	d.drains.Add(1)
+	go func() {
+		defer d.drains.Done()
+		kvwatch.Stop(w)
+		cancel()
+	}()
 }
 
 // watchNotes stops or restarts the watch as the machine's notes say.
@@ -369,7 +360,7 @@ func (d *driver) watchNotes(notes []note) {
 		case noteStopWatch:
 			d.stopWatch()
 		case noteRestartWatch:
-			if r, ok := d.w.(interface{ Restart() }); ok {
+			if r, ok := restartable(d.w); ok {
 				r.Restart() // a shared watch is made again for all, and stays subscribed
 			}
 		}

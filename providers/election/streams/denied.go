@@ -136,11 +136,11 @@ func (s *refusingStore) Status(ctx context.Context, maxAge time.Duration) (st je
 
 // SettingsChanges passes on the wrapped store's notices of changes of the
 // bucket's settings (see transport.Store.SettingsChanges).
-func (s *refusingStore) SettingsChanges() (<-chan time.Time, func()) {
+func (s *refusingStore) SettingsChanges(notify func(sent time.Time)) (stop func()) {
 	if sc, ok := s.store.(settingsNotifier); ok {
-		return sc.SettingsChanges()
+		return sc.SettingsChanges(notify)
 	}
-	return nil, func() {}
+	return func() {}
 }
 
 func (s *refusingStore) Latest(ctx context.Context, key string) (ent jetstream.KeyValueEntry, err error) {

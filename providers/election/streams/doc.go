@@ -20,13 +20,24 @@
 // which takes the key with one write, or else the first to campaign after
 // the leader's release (see below: the release mark).
 //
+// A process that runs many candidates (a fleet of elections, a shard
+// group's) launches them instead: Launch returns at once and calls back
+// with what Start would return once the campaign has wound down.
+//
+//	e.Launch(ctx, func(err error) { ... }) // campaigns until ctx ends or e.Stop()
+//
+// A process's candidates and observers share one scheduler that steps
+// their machines on one goroutine (sched.go), so a launched candidate at
+// rest costs no goroutine of its own.
+//
 // # The algorithm
 //
 // The rules below are stated once, in rules.go, and applied by one pure
 // lease machine (machine.go): it takes what happened (a message seen, a
 // request's outcome, a read of the bucket's settings, time passing) and
 // returns the one thing to do next and when to be woken, from one function.
-// A candidate (campaign.go) and an Observer are thin drivers of it, and a
+// A candidate (campaign.go) and an Observer are thin drivers of it, stepped
+// by the process's scheduler (sched.go), and a
 // deterministic simulator of many candidates and observers (simulate_test.go,
 // go run ./cmd/simulate) checks it under faults.
 //

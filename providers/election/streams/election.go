@@ -177,43 +177,69 @@ func (e *Election) Instance() string { return e.instance }
 // did may lead, and its requests and release keep their timeouts. An
 // Election campaigns once: a second Start returns ErrAlreadyStarted.
 func (e *Election) Start(ctx context.Context) error {
+	result := make(chan error, 1)
+	e.Launch(ctx, func(err error) { result <- err })
+	return <-result
+}
+
+// Launch starts the campaign as Start does and returns at once; ended,
+// unless nil, is called with what Start would return once the campaign
+// has wound down, on a goroutine of its own (it may block, and call the
+// Election's methods). It is the way to run many candidates in one process
+// (a fleet of elections, a shard group's): the candidates of a process
+// share one scheduler, and a candidate at rest holds no goroutine of its
+// own, where Start holds its caller's for the candidate's life. Stop, or
+// the end of ctx, ends the campaign as with Start.
+func (e *Election) Launch(ctx context.Context, ended func(error)) {
+	if ended == nil {
+		ended = func(error) {}
+	}
 	e.mu.Lock()
 	if e.started {
 		e.mu.Unlock()
-		return ErrAlreadyStarted
+		go ended(ErrAlreadyStarted)
+		return
 	}
 	e.started = true
 	if e.stopped {
 		e.mu.Unlock()
-		return nil
+		go ended(nil)
+		return
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	e.cancel = cancel
 	e.done, e.stopCtx = ctx.Done(), ctx
 	e.running = true
 	e.mu.Unlock()
-	defer func() {
+	go e.begin(ctx, func(err error) {
 		cancel()
 		e.mu.Lock()
 		e.running = false
 		e.mu.Unlock()
-	}()
+		ended(err)
+	})
+}
 
+// begin opens the bucket, reads its settings and sets the campaign going
+// on the process's scheduler; finish is called with the campaign's
+// outcome once it has wound down.
+func (e *Election) begin(ctx context.Context, finish func(error)) {
 	ttl, born, err := e.awaitBucket(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil
+			err = nil
 		}
-		return err
+		finish(err)
+		return
 	}
 	tm, err := e.timings(ttl)
 	if err != nil {
-		return err
+		finish(err)
+		return
 	}
 	e.setTimings(tm)
 
 	n := newNotifier()
-	defer n.close()
 	c := newCampaigner(e, n, tm)
 	var s *steward
 	// This module's benchmarks may run candidates without who is standing,
@@ -248,9 +274,14 @@ func (e *Election) Start(ctx context.Context) error {
 		// that stops still knows whom to offer the key to (successor),
 		// and answers who is standing until it has wound down.
 		s.ctx, s.campaign = context.WithoutCancel(ctx), ctx
-		defer s.stop()
 	}
-	return c.run(ctx, born)
+	c.launch(ctx, born, func(err error) {
+		if s != nil {
+			s.stop()
+		}
+		n.close()
+		finish(err)
+	})
 }
 
 // tell passes in to the running campaign's machine, if any.
@@ -261,10 +292,7 @@ func (e *Election) tell(in input) {
 	if c == nil {
 		return
 	}
-	select {
-	case c.asks <- ask{in: in}:
-	case <-c.exited:
-	}
+	c.post(ask{in: in})
 }
 
 // HandOver hands a running term over to the candidate named to, an
@@ -333,13 +361,7 @@ func (e *Election) handOver(ctx context.Context, ho handOver) error {
 		to += " (instance " + ho.instance + ")"
 	}
 	done := make(chan error, 1)
-	select {
-	case c.asks <- ask{in: input{kind: inHandOver, handOver: ho}, answer: noteHandOver, done: done}:
-	case <-c.exited:
-		return fmt.Errorf("election %s: hand over: %w: the campaign has stopped", e.key, ErrNotLeader)
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	c.post(ask{in: input{kind: inHandOver, handOver: ho}, answer: noteHandOver, done: done})
 	select {
 	case err := <-done:
 		if err != nil {
@@ -363,13 +385,7 @@ func (e *Election) takeOver(ctx context.Context, req handOverRequest) error {
 	}
 	done := make(chan error, 1)
 	in := input{kind: inOffered, from: req.From, expect: req.Revision, born: req.Epoch}
-	select {
-	case c.asks <- ask{in: in, answer: noteTakeOver, done: done}:
-	case <-c.exited:
-		return errors.New("the candidate has stopped")
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	c.post(ask{in: in, answer: noteTakeOver, done: done})
 	select {
 	case err := <-done:
 		return err

@@ -301,17 +301,38 @@ func newSim(t *testing.T, st *fakeStore, identity string, opts ...Option) *sim {
 	e.setTimings(tm)
 	s.e, s.n = e, newNotifier()
 	s.c = newCampaigner(e, s.n, tm)
-	s.wake = s.c.begin(context.Background(), st.created) // born as Start reads it
+	s.wake = s.handle(s.c.begin(context.Background(), st.created)) // born as Start reads it
 	t.Cleanup(func() { s.n.close() })
 	return s
+}
+
+// handle steps the campaign with in, performing what it asks on the
+// test's goroutine, as the scheduler does off its loop, until it asks for
+// nothing, and returns when to step it next.
+func (s *sim) handle(in input) time.Time {
+	for {
+		wake, act := s.c.handle(in)
+		if act.kind == doNothing {
+			return wake
+		}
+		in = s.c.perform(act)
+	}
+}
+
+// updates is the campaign's watch's channel, or nil without a watch.
+func (s *sim) updates() <-chan jetstream.KeyValueEntry {
+	if s.c.w == nil {
+		return nil
+	}
+	return s.c.w.Updates()
 }
 
 // pump hands the campaign whatever its watch has delivered.
 func (s *sim) pump() {
 	for {
 		select {
-		case ent, ok := <-s.c.updates():
-			s.wake = s.c.handle(s.c.watchInput(ent, ok))
+		case ent, ok := <-s.updates():
+			s.wake = s.handle(s.c.watchInput(ent, ok))
 		default:
 			return
 		}
@@ -322,7 +343,7 @@ func (s *sim) pump() {
 func (s *sim) step() time.Time {
 	s.pump()
 	if !s.wake.After(s.clk.Now()) {
-		s.wake = s.c.handle(input{kind: inTick, now: s.clk.Now()})
+		s.wake = s.handle(input{kind: inTick, now: s.clk.Now()})
 	}
 	s.pump()
 	s.turns++
@@ -358,7 +379,7 @@ func (s *sim) run(d time.Duration) {
 // stop shuts the campaign down as Stop would.
 func (s *sim) stop() {
 	s.pump()
-	s.wake = s.c.handle(input{kind: inStop, now: s.clk.Now()})
+	s.wake = s.handle(input{kind: inStop, now: s.clk.Now()})
 	if !s.c.done {
 		s.t.Fatalf("the campaign did not finish when stopped (phase %s)", s.c.m.phase)
 	}

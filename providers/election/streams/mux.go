@@ -19,8 +19,11 @@ const muxBuffer = 1 << 16
 // Each candidate subscribes to two subjects (and its leader to a third),
 // and nats.go gives every subscription with a callback a goroutine of its
 // own: two or three per candidate, tens of thousands in a process of
-// thousands of elections. Handlers run on the mux's goroutine one message
-// at a time, so they must not block.
+// thousands of elections. The candidates of one process in one election
+// (a host's workers) share one subscription to each subject, which hands
+// each message to all of them: the broker routes it to the process once.
+// Handlers run on the mux's goroutine one message at a time, so they must
+// not block, and must not change the message.
 type subMux struct {
 	nc     *nats.Conn
 	ch     chan *nats.Msg
@@ -28,7 +31,16 @@ type subMux struct {
 	closed chan nats.Status // the connection's closing: the mux ends with it
 
 	mu       sync.Mutex
-	handlers map[*nats.Subscription]func(*nats.Msg)
+	subjects map[string]*subjectSub // the subscription to each subject
+	bySub    map[*nats.Subscription]*subjectSub
+}
+
+// subjectSub is the mux's one subscription to a subject, and the handlers
+// that share it.
+type subjectSub struct {
+	subject  string
+	sub      *nats.Subscription
+	handlers map[*muxSub]func(*nats.Msg)
 }
 
 // muxes holds the mux of each connection with subscriptions.
@@ -37,51 +49,72 @@ var muxes = struct {
 	m  map[*nats.Conn]*subMux
 }{m: map[*nats.Conn]*subMux{}}
 
-// muxSub is one subscription through a connection's mux.
+// muxSub is one handler's subscription through a connection's mux.
 type muxSub struct {
 	nc  *nats.Conn
 	mux *subMux
-	sub *nats.Subscription
+	ss  *subjectSub
 }
 
 // muxSubscribe subscribes handler to subject on nc through nc's mux (see
-// subMux), which it starts if nc has none.
+// subMux), which it starts if nc has none: through the mux's subscription
+// to subject, made if it has none.
 func muxSubscribe(nc *nats.Conn, subject string, handler func(*nats.Msg)) (*muxSub, error) {
 	muxes.mu.Lock()
 	defer muxes.mu.Unlock()
 	m := muxes.m[nc]
 	if m == nil {
 		m = &subMux{nc: nc, ch: make(chan *nats.Msg, muxBuffer), quit: make(chan struct{}),
-			closed: nc.StatusChanged(nats.CLOSED), handlers: map[*nats.Subscription]func(*nats.Msg){}}
+			closed: nc.StatusChanged(nats.CLOSED), subjects: map[string]*subjectSub{}, bySub: map[*nats.Subscription]*subjectSub{}}
 		go m.run()
 		muxes.m[nc] = m
 	}
 	// The handler is in place before run can look it up: a message may
 	// reach the channel as soon as the subscription is sent.
 	m.mu.Lock()
-	sub, err := nc.ChanSubscribe(subject, m.ch)
+	ss := m.subjects[subject]
+	var err error
+	if ss == nil {
+		var sub *nats.Subscription
+		if sub, err = nc.ChanSubscribe(subject, m.ch); err == nil {
+			ss = &subjectSub{subject: subject, sub: sub, handlers: map[*muxSub]func(*nats.Msg){}}
+			m.subjects[subject], m.bySub[sub] = ss, ss
+		}
+	}
+	var s *muxSub
 	if err == nil {
-		m.handlers[sub] = handler
+		s = &muxSub{nc: nc, mux: m, ss: ss}
+		ss.handlers[s] = handler
 	}
 	m.mu.Unlock()
 	if err != nil {
 		m.stopIfIdleLocked(nc)
 		return nil, fmt.Errorf("subscribing to %s: %w", subject, err)
 	}
-	return &muxSub{nc: nc, mux: m, sub: sub}, nil
+	return s, nil
 }
 
-// Unsubscribe ends the subscription; the mux stops with its connection's
-// last one. A message taken from the channel before may still reach the
-// handler, as with nats.go's own subscriptions.
+// Unsubscribe ends the subscription, and the mux's subscription to its
+// subject with the subject's last handler; the mux stops with its
+// connection's last one. A message taken from the channel before may
+// still reach the handler, as with nats.go's own subscriptions.
 func (s *muxSub) Unsubscribe() error {
 	muxes.mu.Lock()
 	defer muxes.mu.Unlock()
-	err := s.sub.Unsubscribe()
-	s.mux.mu.Lock()
-	delete(s.mux.handlers, s.sub)
-	s.mux.mu.Unlock()
-	s.mux.stopIfIdleLocked(s.nc)
+	m := s.mux
+	m.mu.Lock()
+	delete(s.ss.handlers, s)
+	last := len(s.ss.handlers) == 0 && m.subjects[s.ss.subject] == s.ss
+	if last {
+		delete(m.subjects, s.ss.subject)
+		delete(m.bySub, s.ss.sub)
+	}
+	m.mu.Unlock()
+	var err error
+	if last {
+		err = s.ss.sub.Unsubscribe()
+	}
+	m.stopIfIdleLocked(s.nc)
 	return err
 }
 
@@ -89,7 +122,7 @@ func (s *muxSub) Unsubscribe() error {
 // The caller holds muxes.mu.
 func (m *subMux) stopIfIdleLocked(nc *nats.Conn) {
 	m.mu.Lock()
-	idle := len(m.handlers) == 0
+	idle := len(m.subjects) == 0
 	m.mu.Unlock()
 	if idle && muxes.m[nc] == m {
 		delete(muxes.m, nc)
@@ -115,9 +148,15 @@ func (m *subMux) run() {
 			return
 		case msg := <-m.ch:
 			m.mu.Lock()
-			h := m.handlers[msg.Sub]
+			var hs []func(*nats.Msg)
+			if ss := m.bySub[msg.Sub]; ss != nil {
+				hs = make([]func(*nats.Msg), 0, len(ss.handlers))
+				for _, h := range ss.handlers {
+					hs = append(hs, h)
+				}
+			}
 			m.mu.Unlock()
-			if h != nil {
+			for _, h := range hs {
 				h(msg)
 			}
 		}

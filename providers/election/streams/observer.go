@@ -175,8 +175,10 @@ func ObserveWithRecorder(r StandingRecorder) ObserverOption {
 	}
 }
 
-// OnChange sets a function called with each change of leadership, on the
-// observer's goroutine. With ObserveRenewals, renewals are changes too.
+// OnChange sets a function called with each change of leadership, one
+// call at a time and in order, never while the observer holds a lock; Run
+// returns once the last call has. With ObserveRenewals, renewals are
+// changes too.
 func OnChange(cb func(Leadership)) ObserverOption {
 	return func(o *observerOptions) error { o.onChange = cb; return nil }
 }
@@ -216,8 +218,9 @@ type Observer struct {
 
 	standing *roll // with ObserveStanding: who stands
 
-	// The rest is used only by Run's goroutine.
+	// The rest is used only by the steps of the observer's machine.
 	driver driver
+	n      *notifier // runs OnChange
 	// last is the latest held write judged, and when it was seen: a
 	// renewal must follow it within a TTL.
 	last keyView
@@ -345,9 +348,12 @@ func (o *Observer) Run(ctx context.Context) error {
 		}()
 	}
 	cfg := machineConfig{key: o.key, timings: observerTimings}
+	o.n = newNotifier()
 	o.driver = driver{key: o.key, store: o.store, clock: o.opts.clock, m: newMachine(cfg, tm, o.opts.log), apply: o.apply}
-	wake := o.driver.handle(input{kind: inStart, now: o.opts.clock.Now(), born: transport.StreamCreated(st)})
-	o.driver.loop(ctx, wake)
+	ended := make(chan struct{})
+	o.driver.launch(ctx, input{kind: inStart, now: o.opts.clock.Now(), born: transport.StreamCreated(st)}, func() { close(ended) })
+	<-ended
+	o.n.close()
 	if fatal := o.driver.m.fatal; fatal != nil {
 		return o.fatalError(fatal)
 	}
@@ -597,7 +603,7 @@ func (o *Observer) publish(l Leadership, notify bool) {
 	o.mu.Lock()
 	o.current = l
 	o.mu.Unlock()
-	if notify && o.opts.onChange != nil {
-		o.opts.onChange(l)
+	if cb := o.opts.onChange; notify && cb != nil {
+		o.n.post(func() { cb(l) })
 	}
 }

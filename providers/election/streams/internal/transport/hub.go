@@ -90,7 +90,7 @@ type watchHub struct {
 	// which the advisories of the stream deleted or made again tell to make
 	// theirs again (see followAdvisories).
 	changesMu sync.Mutex
-	listeners map[chan time.Time]struct{}
+	listeners map[*listener]struct{}
 	feedsLive int // feeds with a consumer
 	advisory  *nats.Subscription
 	rereading bool // a read after an advisory is under way
@@ -342,6 +342,9 @@ func (h *watchHub) detachLocked(s *hubWatch, err error) bool {
 	if !s.closed {
 		s.closed, s.err = true, err
 		close(s.c)
+		if s.notify != nil {
+			s.notify()
+		}
 		if s.release != nil {
 			s.release()
 		}
@@ -465,6 +468,21 @@ type hubWatch struct {
 	closed  bool
 	err     error
 	release func() bool // stops the unsubscribing when the caller's context ends
+	notify  func()      // told of each delivery and of the end (see Notify)
+}
+
+// Notify has the subscription call f each time it delivers an entry or
+// ends, and at once if it holds some already: a scheduler of many
+// subscribers then reads each one when it has something, with no
+// goroutine waiting on its channel. f is called under the hub's lock: it
+// must not block nor call into the hub.
+func (s *hubWatch) Notify(f func()) {
+	s.hub.mu.Lock()
+	defer s.hub.mu.Unlock()
+	s.notify = f
+	if s.closed || len(s.c) > 0 {
+		f()
+	}
 }
 
 // Updates returns the key's changes, as a KV watch's Updates does.
@@ -506,6 +524,9 @@ func (s *hubWatch) sendLocked(ent jetstream.KeyValueEntry) {
 	}
 	select {
 	case s.c <- ent:
+		if s.notify != nil {
+			s.notify()
+		}
 	default:
 		s.hub.detachLocked(s, errors.New("the watch fell behind"))
 	}
@@ -642,31 +663,34 @@ const (
 	statusPatience = 250 * time.Millisecond
 )
 
-// settingsChanges returns a channel that receives, each time the bucket's
-// stream announces a change of its settings (an update, or the stream made
-// or deleted), when a read of the settings made after the announcement was
-// sent, and a function that stops the deliveries. The process subscribes
-// to the stream's advisories once, while it has listeners, and reads the
-// settings once per advisory for all of them; a listener that has not
-// taken the last instant gets only the latest. Advisories are an
+// settingsChanges calls notify, each time the bucket's stream announces a
+// change of its settings (an update, or the stream made or deleted), with
+// when a read of the settings made after the announcement was sent, and
+// returns a function that stops the calls. The process subscribes to the
+// stream's advisories once, while it has listeners, and reads the settings
+// once per advisory for all of them. notify is called under a lock of the
+// hub's: it must not block nor call into the hub. Advisories are an
 // accelerator: ones lost while disconnected, or refused by permissions,
 // leave the elections' routine reads (see the machine's scheduleTTLCheck).
-func (h *watchHub) settingsChanges() (<-chan time.Time, func()) {
-	c := make(chan time.Time, 1)
+func (h *watchHub) settingsChanges(notify func(sent time.Time)) func() {
+	l := &listener{notify: notify}
 	h.changesMu.Lock()
 	defer h.changesMu.Unlock()
 	if h.listeners == nil {
-		h.listeners = map[chan time.Time]struct{}{}
+		h.listeners = map[*listener]struct{}{}
 	}
-	h.listeners[c] = struct{}{}
+	h.listeners[l] = struct{}{}
 	h.adviseLocked()
-	return c, func() {
+	return func() {
 		h.changesMu.Lock()
 		defer h.changesMu.Unlock()
-		delete(h.listeners, c)
+		delete(h.listeners, l)
 		h.adviseLocked()
 	}
 }
+
+// listener is one listener to changes of the bucket's settings.
+type listener struct{ notify func(sent time.Time) }
 
 // followAdvisories keeps the hub subscribed to the stream's advisories
 // while a feed's consumer runs, and returns the function that says it
@@ -777,12 +801,8 @@ func (h *watchHub) settingsChanged() {
 			sent := time.Now().Add(-age)
 			h.changesMu.Lock()
 			if err == nil {
-				for c := range h.listeners {
-					select {
-					case <-c: // replace an instant not yet taken
-					default:
-					}
-					c <- sent
+				for l := range h.listeners {
+					l.notify(sent)
 				}
 			}
 			if !h.reread {

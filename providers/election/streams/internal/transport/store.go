@@ -122,10 +122,12 @@ func (s *Store) ShareByPrefix() {
 	s.hub.noSet = time.Now().Add(24 * time.Hour)
 }
 
-// SettingsChanges returns a channel that receives, when the bucket's
-// settings change, when a read of them made since was sent (see
-// watchHub.settingsChanges), and a function that stops it.
-func (s *Store) SettingsChanges() (<-chan time.Time, func()) { return s.hub.settingsChanges() }
+// SettingsChanges calls notify, when the bucket's settings change, with
+// when a read of them made since was sent (see watchHub.settingsChanges),
+// and returns a function that stops the calls. notify must not block.
+func (s *Store) SettingsChanges(notify func(sent time.Time)) (stop func()) {
+	return s.hub.settingsChanges(notify)
+}
 
 // MessageTTL is the per-message TTL for a bucket TTL: whole seconds, as the
 // server counts them, rounded up so that a message never expires before the

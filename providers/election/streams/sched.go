@@ -1,0 +1,355 @@
+package streams
+
+import (
+	"container/heap"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/conclave-io/conclave/clock"
+)
+
+// A scheduler steps the lease machines of a process's candidates and
+// observers that share a clock, on one goroutine: every driver's next
+// wake-up waits in one heap under one timer, the watches and the
+// candidates' callers hand their inputs in (post, notify), and each turn
+// steps one driver's machine until it asks for nothing or for an action.
+// Actions talk to the broker, so they run off the loop, each on a
+// goroutine of its own while it is in flight, and their outcome is the
+// driver's next input: a driver at rest costs its place in the heap, not a
+// goroutine. A driver takes one input at a time, in order, and none while
+// its action is in flight, as when each ran its own loop. The loop calls no
+// user code: callbacks go through each candidate's notifier.
+//
+// The loop's goroutine runs while the scheduler has drivers, and ends with
+// the last one.
+type scheduler struct {
+	clock clock.Clock
+	kick  chan struct{} // wakes the loop: a driver became ready
+
+	mu      sync.Mutex
+	asleep  wakeHeap  // drivers waiting for their wake-up
+	ready   []*driver // drivers with an input to take
+	members int       // drivers not finished
+	running bool      // the loop's goroutine runs
+}
+
+// schedulers holds the scheduler of each clock in use.
+var schedulers = struct {
+	mu sync.Mutex
+	m  map[clock.Clock]*scheduler
+}{m: map[clock.Clock]*scheduler{}}
+
+// schedulerFor returns the scheduler of c, shared by the process's drivers
+// on that clock (a clock that cannot be a map key gets one of its own).
+func schedulerFor(c clock.Clock) *scheduler {
+	if !reflect.TypeOf(c).Comparable() {
+		return &scheduler{clock: c, kick: make(chan struct{}, 1)}
+	}
+	schedulers.mu.Lock()
+	defer schedulers.mu.Unlock()
+	s := schedulers.m[c]
+	if s == nil {
+		s = &scheduler{clock: c, kick: make(chan struct{}, 1)}
+		schedulers.m[c] = s
+	}
+	return s
+}
+
+// add runs d on the scheduler, from in, its first input; done is called,
+// off the loop, once d has finished and has no action in flight.
+func (s *scheduler) add(d *driver, first input, done func()) {
+	schedulers.mu.Lock() // the loop ends under it: see collect
+	s.mu.Lock()
+	d.sched, d.finished, d.slot, d.added = s, done, -1, true
+	d.inbox = append([]ask{{in: first}}, d.inbox...) // asks posted before it wait for the start
+	s.members++
+	s.readyLocked(d)
+	start := !s.running
+	s.running = true
+	s.mu.Unlock()
+	schedulers.mu.Unlock()
+	if start {
+		go s.loop()
+	}
+	s.wake()
+}
+
+// post hands a an input for d, taken in order after those posted before.
+func (s *scheduler) post(d *driver, a ask) {
+	s.mu.Lock()
+	if d.ended {
+		s.mu.Unlock()
+		if a.done != nil {
+			a.done <- ErrNotLeader
+		}
+		return
+	}
+	d.inbox = append(d.inbox, a)
+	s.readyLocked(d)
+	s.mu.Unlock()
+	s.wake()
+}
+
+// notify tells the loop that d's watch has delivered something.
+func (s *scheduler) notify(d *driver) {
+	s.mu.Lock()
+	d.watchReady = true
+	s.readyLocked(d)
+	s.mu.Unlock()
+	s.wake()
+}
+
+// settingsChanged hands d the latest change of the bucket's settings:
+// one not taken yet is replaced.
+func (s *scheduler) settingsChanged(d *driver, sent time.Time) {
+	s.mu.Lock()
+	d.settingsSent = sent
+	s.readyLocked(d)
+	s.mu.Unlock()
+	s.wake()
+}
+
+// outcome hands d the outcome of its action: its next input.
+func (s *scheduler) outcome(d *driver, in input) {
+	s.mu.Lock()
+	d.result, d.inFlight = &in, false
+	s.readyLocked(d)
+	s.mu.Unlock()
+	s.wake()
+}
+
+func (s *scheduler) wake() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// readyLocked queues d for a turn unless it is queued or busy.
+func (s *scheduler) readyLocked(d *driver) {
+	if !d.added || d.queued || d.inFlight || d.ended {
+		return
+	}
+	d.queued = true
+	s.ready = append(s.ready, d)
+}
+
+// loop takes turns while the scheduler has drivers.
+func (s *scheduler) loop() {
+	timer := s.clock.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		batch, next, ok := s.collect()
+		if !ok {
+			return
+		}
+		for _, d := range batch {
+			s.turn(d)
+		}
+		if len(batch) > 0 {
+			continue
+		}
+		timer.Stop()
+		select {
+		case <-timer.C():
+		default:
+		}
+		wait := time.Hour
+		if !next.IsZero() {
+			wait = max(next.Sub(s.clock.Now()), 0)
+		}
+		timer.Reset(wait)
+		select {
+		case <-timer.C():
+		case <-s.kick:
+		}
+	}
+}
+
+// collect queues the drivers whose wake-up is due, and returns those ready
+// and the next wake-up; ok is false once the scheduler has no driver left,
+// and the loop must end.
+func (s *scheduler) collect() (batch []*driver, next time.Time, ok bool) {
+	s.mu.Lock()
+	if s.members == 0 {
+		s.mu.Unlock()
+		schedulers.mu.Lock()
+		s.mu.Lock()
+		idle := s.members == 0
+		if idle {
+			s.running = false
+			if schedulers.m[s.clock] == s {
+				delete(schedulers.m, s.clock)
+			}
+		}
+		s.mu.Unlock()
+		schedulers.mu.Unlock()
+		if idle {
+			return nil, time.Time{}, false
+		}
+		s.mu.Lock()
+	}
+	now := s.clock.Now()
+	for len(s.asleep) > 0 && !s.asleep[0].wakeAt.After(now) {
+		d := heap.Pop(&s.asleep).(*driver)
+		d.tickDue = true
+		s.readyLocked(d)
+	}
+	batch, s.ready = s.ready, nil
+	if len(s.asleep) > 0 {
+		next = s.asleep[0].wakeAt
+	}
+	s.mu.Unlock()
+	return batch, next, true
+}
+
+// turn steps d with the inputs it has, one at a time, until it has none,
+// starts an action, or finishes.
+func (s *scheduler) turn(d *driver) {
+	s.mu.Lock()
+	d.queued = false
+	if d.inFlight || d.ended {
+		s.mu.Unlock()
+		return
+	}
+	if d.slot >= 0 {
+		heap.Remove(&s.asleep, d.slot)
+	}
+	s.mu.Unlock()
+	for {
+		in, ok := d.take(s)
+		if !ok {
+			break
+		}
+		wake, act := d.handle(in)
+		if act.kind != doNothing {
+			s.mu.Lock()
+			d.inFlight = true
+			s.mu.Unlock()
+			go func() { s.outcome(d, d.perform(act)) }()
+			return
+		}
+		d.wakeAt = wake
+		if d.done {
+			s.finish(d)
+			return
+		}
+	}
+	s.mu.Lock()
+	heap.Push(&s.asleep, d)
+	s.mu.Unlock()
+}
+
+// finish takes d off the scheduler: asks still waiting get ErrNotLeader,
+// and d's done runs on a goroutine of its own.
+func (s *scheduler) finish(d *driver) {
+	s.mu.Lock()
+	d.ended = true
+	s.members--
+	late := d.inbox
+	d.inbox = nil
+	s.mu.Unlock()
+	for _, a := range append(d.waiting, late...) {
+		if a.done != nil {
+			a.done <- ErrNotLeader
+		}
+	}
+	d.waiting = nil
+	d.stopWatch()
+	if d.stopChanges != nil {
+		d.stopChanges()
+	}
+	if d.stopOnDone != nil {
+		d.stopOnDone()
+	}
+	if d.finished != nil {
+		go d.finished()
+	}
+	s.wake() // the loop ends with the last driver
+}
+
+// take returns d's next input: the outcome of its action first, then what
+// was posted, then a change of the bucket's settings, then what its watch
+// delivered, then its wake-up once due.
+func (d *driver) take(s *scheduler) (input, bool) {
+	s.mu.Lock()
+	now := s.clock.Now()
+	switch {
+	case d.result != nil:
+		in := *d.result
+		d.result = nil
+		s.mu.Unlock()
+		return in, true
+	case len(d.inbox) > 0:
+		a := d.inbox[0]
+		d.inbox[0] = ask{}
+		d.inbox = d.inbox[1:]
+		s.mu.Unlock()
+		if a.done != nil {
+			d.waiting = append(d.waiting, a)
+		}
+		a.in.now = now
+		if a.in.kind == inStop && d.successor != nil {
+			a.in.handOver = d.successor()
+			d.stopTo = a.in.handOver.to
+		}
+		return a.in, true
+	case !d.settingsSent.IsZero():
+		// The bucket's settings changed: read them, served by the read
+		// the process made since.
+		sent := d.settingsSent
+		d.settingsSent = time.Time{}
+		s.mu.Unlock()
+		return input{kind: inAskTTL, now: now, sent: now.Add(-time.Since(sent))}, true
+	}
+	watch := d.watchReady
+	d.watchReady = false
+	tick := d.tickDue && !d.wakeAt.After(now)
+	d.tickDue = false
+	s.mu.Unlock()
+	if watch && d.w != nil {
+		select {
+		case ent, ok := <-d.w.Updates():
+			s.mu.Lock()
+			d.watchReady = true // there may be more
+			s.mu.Unlock()
+			if tick {
+				s.mu.Lock()
+				d.tickDue = true
+				s.mu.Unlock()
+			}
+			return d.watchInput(ent, ok), true
+		default:
+		}
+	}
+	if tick {
+		return input{kind: inTick, now: now}, true
+	}
+	return input{}, false
+}
+
+// wakeHeap orders asleep drivers by wake-up.
+type wakeHeap []*driver
+
+func (h wakeHeap) Len() int           { return len(h) }
+func (h wakeHeap) Less(i, j int) bool { return h[i].wakeAt.Before(h[j].wakeAt) }
+func (h wakeHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].slot, h[j].slot = i, j
+}
+
+func (h *wakeHeap) Push(x any) {
+	d := x.(*driver)
+	d.slot = len(*h)
+	*h = append(*h, d)
+}
+
+func (h *wakeHeap) Pop() any {
+	old := *h
+	d := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	d.slot = -1
+	return d
+}

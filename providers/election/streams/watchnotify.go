@@ -1,0 +1,65 @@
+package streams
+
+import (
+	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// watchNotifier is a KeyWatcher that calls a function, without blocking,
+// each time it delivers an entry or ends, so that a scheduler reads it
+// only then: the process's shared watches are (see transport's
+// hubWatch.Notify).
+type watchNotifier interface {
+	Notify(func())
+}
+
+// notifying returns w, made to call notify each time it delivers an entry
+// or ends. A watcher that cannot (not the process's shared watch) is
+// forwarded by a goroutine of its own, counted by wg, while it runs.
+func notifying(w jetstream.KeyWatcher, wg *sync.WaitGroup, notify func()) jetstream.KeyWatcher {
+	if n, ok := w.(watchNotifier); ok {
+		n.Notify(notify)
+		return w
+	}
+	f := &forwarded{KeyWatcher: w, c: make(chan jetstream.KeyValueEntry, 64)}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(f.c)
+		for ent := range w.Updates() {
+			f.c <- ent
+			notify()
+		}
+		notify()
+	}()
+	return f
+}
+
+// forwarded is a watcher whose deliveries a goroutine forwards, calling
+// the scheduler's notify after each (see notifying).
+type forwarded struct {
+	jetstream.KeyWatcher
+	c chan jetstream.KeyValueEntry
+}
+
+// Updates returns the forwarded deliveries.
+func (f *forwarded) Updates() <-chan jetstream.KeyValueEntry { return f.c }
+
+// Err returns why the wrapped watch ended, if it tells.
+func (f *forwarded) Err() error {
+	if e, ok := f.KeyWatcher.(interface{ Err() error }); ok {
+		return e.Err()
+	}
+	return nil
+}
+
+// restartable reports whether w can be made again while it stays
+// subscribed (a shared watch can), looking through forwarding.
+func restartable(w jetstream.KeyWatcher) (interface{ Restart() }, bool) {
+	if f, ok := w.(*forwarded); ok {
+		w = f.KeyWatcher
+	}
+	r, ok := w.(interface{ Restart() })
+	return r, ok
+}
