@@ -24,6 +24,7 @@ type driver struct {
 	store         store
 	clock         clock.Clock
 	m             *machine
+	log           Logger // where the machine's noteLog lines go
 	// apply passes notes on, and returns what the machine must be told
 	// next, if anything.
 	apply func([]note) (input, bool)
@@ -161,7 +162,7 @@ func newCampaigner(e *Election, n *notifier, tm timings) *campaigner {
 	}
 	c := &campaigner{e: e, n: n, log: e.opts.log, rec: e.opts.recorder}
 	c.driver = driver{key: e.key, identity: e.identity, instance: e.instance, store: e.store, clock: e.opts.clock,
-		m: newMachine(cfg, tm, e.opts.log), apply: c.apply, before: c.notifyCampaign,
+		m: newMachine(cfg, tm), log: e.opts.log, apply: c.apply, before: c.notifyCampaign,
 		lastLost: func() <-chan struct{} { return c.lastLost },
 		asks:     make(chan ask), exited: make(chan struct{})}
 	return c
@@ -196,11 +197,12 @@ func (c *campaigner) begin(ctx context.Context, born time.Time) time.Time {
 // handle steps the machine with in, performs what it asks until it asks
 // for nothing, and returns when to step it again.
 func (d *driver) handle(in input) time.Time {
-	out := d.m.step(in)
+	out := d.m.step(classified(in))
 	for {
+		logNotes(d.log, out.notes)
 		d.watchNotes(out.notes)
 		if next, ok := d.apply(out.notes); ok {
-			out = d.m.step(next)
+			out = d.m.step(classified(next))
 			continue
 		}
 		if out.done {
@@ -210,7 +212,7 @@ func (d *driver) handle(in input) time.Time {
 		if out.do.kind == doNothing {
 			return out.wake
 		}
-		out = d.m.step(d.perform(out.do))
+		out = d.m.step(classified(d.perform(out.do)))
 	}
 }
 
@@ -360,6 +362,25 @@ func (d *driver) stopWatch() {
 	kvwatch.StopInBackground(d.w, &d.drains)
 	d.w = nil
 	d.cancel()
+}
+
+// logNotes logs the machine's noteLog lines to log, in order.
+func logNotes(log Logger, notes []note) {
+	for _, n := range notes {
+		if n.kind != noteLog {
+			continue
+		}
+		switch n.level {
+		case levelDebug:
+			log.Debugf(n.format, n.args...)
+		case levelInfo:
+			log.Infof(n.format, n.args...)
+		case levelWarn:
+			log.Warnf(n.format, n.args...)
+		default:
+			log.Errorf(n.format, n.args...)
+		}
+	}
 }
 
 // watchNotes stops or restarts the watch as the machine's notes say.

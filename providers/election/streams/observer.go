@@ -345,7 +345,7 @@ func (o *Observer) Run(ctx context.Context) error {
 		}()
 	}
 	cfg := machineConfig{key: o.key, timings: observerTimings}
-	o.driver = driver{key: o.key, store: o.store, clock: o.opts.clock, m: newMachine(cfg, tm, o.opts.log), apply: o.apply}
+	o.driver = driver{key: o.key, store: o.store, clock: o.opts.clock, m: newMachine(cfg, tm), log: o.opts.log, apply: o.apply}
 	wake := o.driver.handle(input{kind: inStart, now: o.opts.clock.Now(), born: transport.StreamCreated(st)})
 	o.driver.loop(ctx, wake)
 	if fatal := o.driver.m.fatal; fatal != nil {

@@ -233,6 +233,7 @@ type simNode struct {
 	id   int
 	name string
 	m    *machine
+	log  Logger // where its machine's lines go
 	// priority and sick are what the candidate announces of itself to the
 	// hand-over policy (WithPriority, a failing health check).
 	priority int
@@ -531,7 +532,7 @@ func (w *simWorld) start(id int, after time.Duration) {
 		if w.verbose {
 			log = simLog{w, name}
 		}
-		n.m = newMachine(cfg, tm, log)
+		n.m, n.log = newMachine(cfg, tm), log
 		w.nodes[id] = n
 		w.all = append(w.all, n)
 		_, born, _ := w.b.Status(w.now)
@@ -583,11 +584,12 @@ func (w *simWorld) step(n *simNode, in input) {
 	if in.entry != nil && n.obs != nil {
 		n.saw = append(n.saw, sawMsg{rev: in.entry.Revision, leader: in.entry.Leader})
 	}
-	out := n.m.step(in)
+	out := n.m.feed(in)
 	for {
+		w.logNotes(n, out.notes)
 		extra, ok := w.apply(n, out.notes)
 		if ok {
-			out = n.m.step(extra)
+			out = n.m.feed(extra)
 			continue
 		}
 		break
@@ -1347,8 +1349,8 @@ func (w *simWorld) startObserver(id int) {
 	if w.verbose {
 		log = simLog{w, name}
 	}
-	o.driver.m = newMachine(machineConfig{key: simKey, timings: observerTimings, random: rng.Int64N}, tm, log)
-	n := &simNode{w: w, id: 1000 + id, name: name, obs: o, m: o.driver.m, base: w.now, baseTrue: w.now, alive: true, started: w.now,
+	o.driver.m = newMachine(machineConfig{key: simKey, timings: observerTimings, random: rng.Int64N}, tm)
+	n := &simNode{w: w, id: 1000 + id, name: name, obs: o, m: o.driver.m, log: log, base: w.now, baseTrue: w.now, alive: true, started: w.now,
 		drift: (w.rng.Float64()*2 - 1) * simMaxDrift}
 	w.obs = append(w.obs, n)
 	w.all = append(w.all, n)
@@ -1492,6 +1494,17 @@ func (w *simWorld) allSettled() bool {
 		}
 	}
 	return true
+}
+
+// logNotes logs a machine's lines as the driver does, and fails the seed
+// on a line that reports a bug.
+func (w *simWorld) logNotes(n *simNode, notes []note) {
+	logNotes(n.log, notes)
+	for _, nt := range notes {
+		if nt.kind == noteLog && strings.Contains(nt.format, "bug:") {
+			w.fail("%s logged a bug: %s", n.name, fmt.Sprintf(nt.format, nt.args...))
+		}
+	}
 }
 
 // simLog puts a machine's log lines in the trace of a replayed seed.
