@@ -220,7 +220,16 @@ type simHandOver struct {
 	to     string
 	at     time.Time // true time
 	within time.Duration
+	// ready: when it was stored, the candidate named could take the key
+	// at once (running, healthy, watching, unhindered).
+	ready bool
 }
+
+// simTakeBound is how soon a candidate that a release names, and that was
+// ready to take the key, must take it unless a fault held it up since: it
+// learns of the release by its watch, whose delivery may lag by up to
+// 500ms, and writes once.
+const simTakeBound = 750 * time.Millisecond
 
 type simTerm struct {
 	epoch int
@@ -594,6 +603,9 @@ func (w *simWorld) step(n *simNode, in input) {
 		}
 		break
 	}
+	if v := n.m.view; n.obs == nil && v.known && v.State == KeyReleased && v.HandOverTo == n.name && n.m.sitOut.until.After(in.now) {
+		w.fail("%s sits out for %v a release that hands the key over to it", n.name, n.m.sitOut.until.Sub(in.now).Round(time.Millisecond))
+	}
 	if out.done {
 		w.logf("%s finished", n.name)
 		n.alive = false
@@ -900,6 +912,16 @@ func (w *simWorld) apply2(n *simNode, a action) input {
 				// they learn of the release), anyone.
 				if n.name == ho.to {
 					w.res.landed++
+					if w.now.Before(w.quietFrom) && w.rng.IntN(3) != 0 {
+						// Pass it on at once, while the others may still sit
+						// out the window of the release that named n, and
+						// may not even see n's write (a lagging consumer
+						// skips a message replaced meanwhile).
+						w.at(w.now.Add(w.dur(100*time.Microsecond, 5*time.Millisecond)), func() { w.passOn(n) })
+					}
+					if took := w.now.Sub(ho.at); ho.ready && n.hinderedAfter(ho.at).Equal(ho.at) && took > simTakeBound {
+						w.fail("%s took the key handed over to it %v after the release, though it was ready: it sat the hand-over out", n.name, took.Round(time.Millisecond))
+					}
 				} else if w.now.Sub(ho.at) < ho.within*99/100 {
 					w.fail("%s took the key %v after it was handed over to %s, within the hand-over's window of %v", n.name, w.now.Sub(ho.at).Round(time.Millisecond), ho.to, ho.within)
 				}
@@ -928,7 +950,7 @@ func (w *simWorld) apply2(n *simNode, a action) input {
 		}
 		rev, err := b.Delete(w.now, simKey, a.expect, payload)
 		if err == nil && a.marked && a.handOver.to != "" {
-			w.handedOver = simHandOver{to: a.handOver.to, at: w.now, within: a.handOver.within}
+			w.handedOver = simHandOver{to: a.handOver.to, at: w.now, within: a.handOver.within, ready: w.readyToTake(a.handOver.to)}
 			w.res.handOvers++
 			w.logf("%s hands over to %s within %v", n.name, a.handOver.to, a.handOver.within)
 		}
@@ -1398,6 +1420,40 @@ func (w *simWorld) checkObserver(n *simNode) {
 			w.fail("observer %s reports %s's term with token %d, but the term that runs has token %d", n.name, l.Leader, l.Token, c.token)
 		}
 	}
+}
+
+// passOn asks n, if it leads, to hand over to another running candidate
+// at once: a quick succession of hand-overs, which must not leave the
+// next candidate sitting out the window of the one before.
+func (w *simWorld) passOn(n *simNode) {
+	if !n.alive || !n.active || n.stopping {
+		return
+	}
+	var alive []*simNode
+	for _, c := range w.nodes {
+		if c != nil && c.alive && !c.stopping {
+			alive = append(alive, c)
+		}
+	}
+	if to := w.otherCandidate(alive, n); to != "" {
+		w.logf("FAULT %s is asked to pass the election on to %s", n.name, to)
+		w.notify(n, input{kind: inHandOver, handOver: handOver{to: to}})
+	}
+}
+
+// readyToTake reports whether the candidate named can take the key at
+// once when a release names it: running, healthy, watching the key, with
+// a TTL it can use and no fault holding it up.
+func (w *simWorld) readyToTake(name string) bool {
+	for _, c := range w.nodes {
+		if c == nil || c.name != name {
+			continue
+		}
+		m := c.m
+		return c.alive && c.obs == nil && !c.sick && !m.unhealthy && !m.stopping() && m.mode == running &&
+			m.ttlUnusable == nil && m.watch.up && !m.watch.initial && !c.hinderedAfter(w.now).After(w.now)
+	}
+	return false
 }
 
 // hinderedAfter is the later of t and the end of every fault that holds up
