@@ -1511,51 +1511,48 @@ func (m *machine) offerTimeout(now time.Time, ho handOver) time.Duration {
 	return max(d, time.Millisecond)
 }
 
-// onStopOffer takes in the answer to a stopping leader's offer of the key.
-// Taken up: the key is the standby's, and nothing is left to release.
-// Otherwise the key is released as on any stop (see due), which covers an
-// answer lost after the standby's write was stored: the release then
-// fails, as the key moved on.
-func (m *machine) onStopOffer(in input) {
-	so, rev := m.stopOffer, m.hold.rev
-	if in.err != nil {
-		m.log.Infof("election %s: %s did not take up the offer of revision %d on stop (%v): releasing the key", m.cfg.key, so.to, rev, in.err)
-		m.stopOffer.offered, m.stopOffer.declined, m.stopOffer.declinedOut = true, in.err, in.out
-		return
-	}
-	m.released = true
-	m.move(candidate)
-	m.hold = hold{}
-	m.log.Infof("election %s: %s took the key over revision %d: handed over on stop", m.cfg.key, so.to, rev)
-}
-
 // maxOfferTimeout bounds the wait for an offer of the key to be taken up,
 // well inside RequestHandOver's default deadline and the CLI's --timeout.
 const maxOfferTimeout = time.Second
 
-// onOffer takes in the answer to our offer of the key. Taken up: the key
-// is the candidate's, and we are a candidate again that sits the window out
-// until we see its write. Otherwise the release names the candidate (see
-// due), which covers an answer lost after the write was stored: the
-// release then fails, as the key moved on.
-func (m *machine) onOffer(in input) {
+// offering is the hand-over whose offer of the key is due or under way:
+// the one asked for (or moved to by the policy), or else, while stopping,
+// the successor named on stop. One path serves both; only what follows a
+// taken offer differs.
+func (m *machine) offering() *handOver {
 	if m.handOver.to == "" && m.stopOffer.to != "" {
-		m.onStopOffer(in)
-		return
+		return &m.stopOffer
 	}
+	return &m.handOver
+}
+
+// onOffer takes in the answer to our offer of the key. Taken up: the key
+// is the candidate's. On stop nothing is left to release; otherwise we are
+// a candidate again that sits the window out until we see its write. Not
+// taken up: the key is released (see dueStopping, dueHandingOver), which
+// covers an answer lost after the write was stored: the release then
+// fails, as the key moved on.
+func (m *machine) onOffer(in input) {
 	done := in.now
-	ho, rev := m.handOver, m.hold.rev
+	ho, rev := m.offering(), m.hold.rev
+	onStop := ho == &m.stopOffer
 	if in.err != nil {
-		m.log.Infof("election %s: %s did not take up the offer of revision %d (%v): releasing the key to it", m.cfg.key, ho.to, rev, in.err)
-		m.handOver.offered, m.handOver.declined, m.handOver.declinedOut = true, in.err, in.out
+		m.log.Infof("election %s: %s did not take up the offer of revision %d (%v): releasing the key", m.cfg.key, ho.to, rev, in.err)
+		ho.offered, ho.declined, ho.declinedOut = true, in.err, in.out
 		return
 	}
+	taken := *ho
 	m.move(candidate)
 	m.hold = hold{}
-	m.sitOut = sitOut{until: done.Add(ho.within), rev: rev}
+	if onStop {
+		m.released = true
+		m.log.Infof("election %s: %s took the key over revision %d: handed over on stop", m.cfg.key, taken.to, rev)
+		return
+	}
+	m.sitOut = sitOut{until: done.Add(taken.within), rev: rev}
 	m.view.readAt, m.view.confirmed = time.Time{}, false
 	m.nextCampaign = done
-	m.log.Infof("election %s: %s took the key over revision %d: handed over", m.cfg.key, ho.to, rev)
+	m.log.Infof("election %s: %s took the key over revision %d: handed over", m.cfg.key, taken.to, rev)
 	m.endHandOver(nil)
 }
 
