@@ -21,6 +21,9 @@ func newTestMachine(t *testing.T) (*machine, time.Time) {
 	return newMachine(cfg, tm), time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 }
 
+// feed steps m with in, its error classified as the driver does.
+func (m *machine) feed(in input) output { return m.step(classified(in)) }
+
 // noteKinds lists the kinds of notes, for logs.
 func noteKinds(ns []note) []noteKind {
 	var k []noteKind
