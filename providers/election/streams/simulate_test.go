@@ -221,8 +221,10 @@ type simHandOver struct {
 	at     time.Time // true time
 	within time.Duration
 	// ready: when it was stored, the candidate named could take the key
-	// at once (running, healthy, watching, unhindered).
-	ready bool
+	// at once (running, healthy, watching, unhindered); failures is how
+	// many of its requests had failed then (a failure since excuses it).
+	ready    bool
+	failures int
 }
 
 // simTakeBound is how soon a candidate that a release names, and that was
@@ -243,6 +245,9 @@ type simNode struct {
 	name string
 	m    *machine
 	log  Logger // where its machine's lines go
+	// failures counts its requests answered with an error (lost, refused,
+	// timed out).
+	failures int
 	// priority and sick are what the candidate announces of itself to the
 	// hand-over policy (WithPriority, a failing health check).
 	priority int
@@ -919,7 +924,7 @@ func (w *simWorld) apply2(n *simNode, a action) input {
 						// skips a message replaced meanwhile).
 						w.at(w.now.Add(w.dur(100*time.Microsecond, 5*time.Millisecond)), func() { w.passOn(n) })
 					}
-					if took := w.now.Sub(ho.at); ho.ready && n.hinderedAfter(ho.at).Equal(ho.at) && took > simTakeBound {
+					if took := w.now.Sub(ho.at); ho.ready && n.failures == ho.failures && n.hinderedAfter(ho.at).Equal(ho.at) && took > simTakeBound {
 						w.fail("%s took the key handed over to it %v after the release, though it was ready: it sat the hand-over out", n.name, took.Round(time.Millisecond))
 					}
 				} else if w.now.Sub(ho.at) < ho.within*99/100 {
@@ -950,7 +955,10 @@ func (w *simWorld) apply2(n *simNode, a action) input {
 		}
 		rev, err := b.Delete(w.now, simKey, a.expect, payload)
 		if err == nil && a.marked && a.handOver.to != "" {
-			w.handedOver = simHandOver{to: a.handOver.to, at: w.now, within: a.handOver.within, ready: w.readyToTake(a.handOver.to)}
+			w.handedOver = simHandOver{to: a.handOver.to, at: w.now, within: a.handOver.within}
+			if to := w.node(a.handOver.to); to != nil {
+				w.handedOver.ready, w.handedOver.failures = w.readyToTake(to), to.failures
+			}
 			w.res.handOvers++
 			w.logf("%s hands over to %s within %v", n.name, a.handOver.to, a.handOver.within)
 		}
@@ -989,6 +997,9 @@ func (w *simWorld) answer(n *simNode, a action, in input) {
 		return
 	}
 	in.expect = a.expect
+	if in.err != nil {
+		n.failures++
+	}
 	if in.kind == 0 && in.err != nil {
 		in.kind = map[actionKind]inputKind{doRead: inRead, doWrite: inWrite, doRelease: inRelease, doReadTTL: inTTL, doWatch: inWatchMade, doOffer: inOffer}[a.kind]
 		if a.kind == doWatch {
@@ -1444,16 +1455,20 @@ func (w *simWorld) passOn(n *simNode) {
 // readyToTake reports whether the candidate named can take the key at
 // once when a release names it: running, healthy, watching the key, with
 // a TTL it can use and no fault holding it up.
-func (w *simWorld) readyToTake(name string) bool {
+func (w *simWorld) readyToTake(c *simNode) bool {
+	m := c.m
+	return c.alive && c.obs == nil && !c.sick && !m.unhealthy && !m.stopping() && m.mode == running &&
+		m.ttlUnusable == nil && m.watch.up && !m.watch.initial && !c.hinderedAfter(w.now).After(w.now)
+}
+
+// node returns the running candidate named name, or nil.
+func (w *simWorld) node(name string) *simNode {
 	for _, c := range w.nodes {
-		if c == nil || c.name != name {
-			continue
+		if c != nil && c.alive && c.obs == nil && c.name == name {
+			return c
 		}
-		m := c.m
-		return c.alive && c.obs == nil && !c.sick && !m.unhealthy && !m.stopping() && m.mode == running &&
-			m.ttlUnusable == nil && m.watch.up && !m.watch.initial && !c.hinderedAfter(w.now).After(w.now)
 	}
-	return false
+	return nil
 }
 
 // hinderedAfter is the later of t and the end of every fault that holds up
