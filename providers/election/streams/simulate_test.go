@@ -228,9 +228,9 @@ type simHandOver struct {
 }
 
 // simTakeBound is how soon a candidate that a release names, and that was
-// ready to take the key, must take it unless a fault held it up since: it
-// learns of the release by its watch, whose delivery may lag by up to
-// 500ms, and writes once.
+// ready to take the key, must send the write that takes it unless a fault
+// held it up since: it learns of the release by its watch, whose delivery
+// may lag by up to 500ms, and writes at once.
 const simTakeBound = 750 * time.Millisecond
 
 type simTerm struct {
@@ -246,8 +246,9 @@ type simNode struct {
 	m    *machine
 	log  Logger // where its machine's lines go
 	// failures counts its requests answered with an error (lost, refused,
-	// timed out).
+	// timed out); sentAt is when it sent its latest request (true time).
 	failures int
+	sentAt   time.Time
 	// priority and sick are what the candidate announces of itself to the
 	// hand-over policy (WithPriority, a failing health check).
 	priority int
@@ -820,6 +821,7 @@ func (w *simWorld) send(n *simNode, a action) {
 			n.trueAt(n.m.view.seenAt).Sub(w.t0).Seconds(), n.trueAt(n.m.view.expiresBy).Sub(w.t0).Seconds(), n.m.tm.ttl)
 	}
 	n.busy = true
+	n.sentAt = w.now
 	sent := n.local(w.now)
 	if c := n.ttlRead; a.kind == doReadTTL && c != nil && !a.since.IsZero() && !c.sent.Before(a.since) && w.rng.IntN(2) == 0 {
 		// Served by a read the process made before (see simNode.ttlRead).
@@ -924,8 +926,8 @@ func (w *simWorld) apply2(n *simNode, a action) input {
 						// skips a message replaced meanwhile).
 						w.at(w.now.Add(w.dur(100*time.Microsecond, 5*time.Millisecond)), func() { w.passOn(n) })
 					}
-					if took := w.now.Sub(ho.at); ho.ready && n.failures == ho.failures && n.hinderedAfter(ho.at).Equal(ho.at) && took > simTakeBound {
-						w.fail("%s took the key handed over to it %v after the release, though it was ready: it sat the hand-over out", n.name, took.Round(time.Millisecond))
+					if took := n.sentAt.Sub(ho.at); ho.ready && n.failures == ho.failures && n.hinderedAfter(ho.at).Equal(ho.at) && took > simTakeBound {
+						w.fail("%s sent the write that took the key handed over to it %v after the release, though it was ready: it sat the hand-over out", n.name, took.Round(time.Millisecond))
 					}
 				} else if w.now.Sub(ho.at) < ho.within*99/100 {
 					w.fail("%s took the key %v after it was handed over to %s, within the hand-over's window of %v", n.name, w.now.Sub(ho.at).Round(time.Millisecond), ho.to, ho.within)
