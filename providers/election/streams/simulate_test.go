@@ -241,7 +241,7 @@ type simWorld struct {
 	// stepped, when set, is told of every step of a node (the shard group
 	// simulator follows its members' elections so).
 	stepped func(n *simNode)
-	actions     map[[2]int64]int // (node, simulated second) → actions
+	actions map[[2]int64]int // (node, simulated second) → actions
 }
 
 // simHandOver is a stored release that hands the key over.
