@@ -142,31 +142,33 @@ const (
 // shardWorld is one seed's run of a shard group.
 type shardWorld struct {
 	*simBase
-	n       int
-	ttl     time.Duration
-	keys    []*simWorld  // one election per shard
-	slots   []*simMember // the current process of each member
-	all     []*simMember
-	weights []int // each slot's weight
+	n           int
+	ttl         time.Duration
+	keys        []*simWorld  // one election per shard
+	slots       []*simMember // the current process of each member
+	all         []*simMember
+	weights     []int // each slot's weight
+	sameWeights bool
 
 	// lastHolder is each shard's latest holder; moves counts the shards'
 	// moves since the planned event (nil until then).
-	lastHolder []string
-	moves      []int
-	quiet      bool // the planned event is not yet due: nothing may move
-	stage      string
-	stageAt    time.Time // when the stage began
-	stageBy    time.Time // when the spread must be even again
-	event      string
-	eventAt    time.Time
-	settledAt  time.Time
-	handOvers  int
-	moved      int // shards that moved to another member
-	faults     int
-	byFault    map[string]int
-	seen       map[*simNode][3]int // each node's terms begun and ended, and whether it runs, as last seen
-	dirty      map[*simWorld]bool  // the shards whose elections stepped since the last check
-	fullAt     time.Time           // when every shard is checked next
+	lastHolder  []string
+	moves       []int
+	quiet       bool // the planned event is not yet due: nothing may move
+	stage       string
+	stageAt     time.Time // when the stage began
+	stageBy     time.Time // when the spread must be even again
+	event       string
+	eventMember string // who joined, left, crashed or turned unhealthy
+	eventAt     time.Time
+	settledAt   time.Time
+	handOvers   int
+	moved       int // shards that moved to another member
+	faults      int
+	byFault     map[string]int
+	seen        map[*simNode][3]int // each node's terms begun and ended, and whether it runs, as last seen
+	dirty       map[*simWorld]bool  // the shards whose elections stepped since the last check
+	fullAt      time.Time           // when every shard is checked next
 }
 
 // simMember is one process of a shard group member.
@@ -247,6 +249,7 @@ func simulateShards(seed uint64, verbose bool) shardResult {
 			sw.weights[i] = 2
 		}
 	}
+	sw.sameWeights = !slices.Contains(sw.weights, 2)
 	sw.logf("seed %d: %d shards, %d member slots (weights %v), ttl %v, per-message TTL %v", seed, sw.n, slots, sw.weights, sw.ttl, msgTTL)
 	for i := range slots - 1 {
 		sw.startMember(i, sw.dur(0, sw.ttl))
@@ -607,6 +610,13 @@ func (sw *shardWorld) stepped(n *simNode) {
 					sw.fail("shard %d moved from %s to %s in a quiet group", s, prev, n.name)
 				}
 				if sw.moves != nil {
+					// One member of equal weight joined or went: only shards
+					// moving to or from it need to move (Assign moves the
+					// fewest; with weights a remainder may move between
+					// the others).
+					if sw.sameWeights && (sw.event == "join" && n.name != sw.eventMember || sw.event != "join" && prev != sw.eventMember) {
+						sw.fail("shard %d moved from %s to %s after %s's %s: only its shards should move", s, prev, n.name, sw.eventMember, sw.event)
+					}
 					sw.moves[s]++
 					if sw.moves[s] > 1 {
 						sw.fail("shard %d moved %d times after one %s (now from %s to %s)", s, sw.moves[s], sw.event, prev, n.name)
@@ -918,6 +928,10 @@ func (sw *shardWorld) planned() {
 	// A joining member counts once its join settle has passed.
 	sw.stage, sw.stageAt, sw.stageBy, sw.settledAt = "after the "+sw.event, sw.now, sw.now.Add(sw.settleBound()), sw.now.Add(shardJoinSettle+time.Millisecond)
 	m := up[sw.rng.IntN(len(up))]
+	sw.eventMember = m.name
+	if sw.event == "join" {
+		sw.eventMember = fmt.Sprintf("m%d", free)
+	}
 	switch sw.event {
 	case "join":
 		sw.logf("EVENT m%d joins", free)
