@@ -204,7 +204,7 @@ type simBase struct {
 	trace   []string
 	res     simResult
 	err     error
-	// calm: requests are neither lost nor slower than 100ms (the shard
+	// calm: requests are neither lost nor slower than 5ms (the shard
 	// group simulator's quiet spells: a lease lapsed by a lost renewal
 	// moves its shard).
 	calm bool
@@ -852,13 +852,13 @@ func (w *simWorld) send(n *simNode, a action) {
 		case r < 98:
 			return w.dur(5*time.Millisecond, 100*time.Millisecond)
 		default:
-			if d := w.dur(100*time.Millisecond, 2*a.timeout); !w.calm {
-				return d
-			}
-			return 100 * time.Millisecond
+			return w.dur(100*time.Millisecond, 2*a.timeout)
 		}
 	}
 	l1, l2 := lat(), lat()
+	if w.calm {
+		l1, l2 = min(l1, 5*time.Millisecond), min(l2, 5*time.Millisecond)
+	}
 	cut := w.now.Before(n.cut)
 	if cut || w.rng.IntN(200) == 0 && !w.calm {
 		// Lost on the way, or never sent (it waited out its time for a
