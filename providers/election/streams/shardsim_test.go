@@ -64,6 +64,21 @@ func TestSimulateShards(t *testing.T) {
 	}
 }
 
+// TestSimulateShardsReplays: a seed replayed with its trace runs as it ran
+// among the others, event for event, so that the command a failure prints
+// shows that failure.
+func TestSimulateShardsReplays(t *testing.T) {
+	for _, seed := range []uint64{3, 4242, 9002821} {
+		a, b := simulateShards(seed, false), simulateShards(seed, true)
+		if a.summary() != b.summary() || fmt.Sprint(a.err) != fmt.Sprint(b.err) {
+			t.Errorf("seed %d ran\n  %s (%v)\nand replayed\n  %s (%v)", seed, a.summary(), a.err, b.summary(), b.err)
+		}
+		if a.terms == 0 || a.checks == 0 {
+			t.Errorf("seed %d ran nothing: %s", seed, a.summary())
+		}
+	}
+}
+
 // flagGiven reports whether the test's command line set flag name.
 func flagGiven(name string) bool {
 	given := false
