@@ -175,6 +175,7 @@ type shardWorld struct {
 	stageBy     time.Time // when the spread must be even again
 	event       string
 	eventMember string // who joined, left, crashed or turned unhealthy
+	budget      int    // the fewest moves the event needs
 	eventAt     time.Time
 	settledAt   time.Time
 	handOvers   int
@@ -633,6 +634,9 @@ func (sw *shardWorld) stepped(n *simNode) {
 						sw.fail("shard %d moved from %s to %s after %s's %s: only its shards should move", s, prev, n.name, sw.eventMember, sw.event)
 					}
 					sw.moves[s]++
+					if moved := sumOf(sw.moves); moved > sw.budget {
+						sw.fail("the %s of %s moved %d shards, more than the %d it needs", sw.event, sw.eventMember, moved, sw.budget)
+					}
 					if sw.moves[s] > 1 {
 						sw.fail("shard %d moved %d times after one %s (now from %s to %s)", s, sw.moves[s], sw.event, prev, n.name)
 					}
@@ -862,6 +866,14 @@ func (sw *shardWorld) leave(m *simMember) {
 	m.wake()
 }
 
+func sumOf(xs []int) int {
+	n := 0
+	for _, x := range xs {
+		n += x
+	}
+	return n
+}
+
 func btoi(b bool) int {
 	if b {
 		return 1
@@ -947,6 +959,28 @@ func (sw *shardWorld) planned() {
 	if sw.event == "join" {
 		sw.eventMember = fmt.Sprintf("m%d", free)
 	}
+	// The fewest moves the event needs: those the assignment of the
+	// members after it makes from the holders before it (Assign moves the
+	// fewest, and its answer holds as the group follows it).
+	var after []shardplan.Member
+	for _, u := range up {
+		if u != m || sw.event == "join" {
+			after = append(after, shardplan.Member{Identity: u.name, Weight: u.weight, Healthy: true})
+		}
+	}
+	switch sw.event {
+	case "join":
+		after = append(after, shardplan.Member{Identity: sw.eventMember, Weight: sw.weights[free], Healthy: true})
+	case "sick":
+		after = append(after, shardplan.Member{Identity: m.name, Weight: m.weight})
+	}
+	sw.budget = 0
+	for s, d := range shardplan.Assign(sw.n, after, sw.lastHolder) {
+		if d != sw.lastHolder[s] {
+			sw.budget++
+		}
+	}
+	sw.logf("the %s should move %d shards", sw.event, sw.budget)
 	switch sw.event {
 	case "join":
 		sw.logf("EVENT m%d joins", free)
