@@ -518,16 +518,11 @@ func (m *machine) dueStopping(now time.Time) (time.Time, action, func(time.Time)
 	if m.taking.rev != 0 {
 		return now, action{}, func(time.Time) { m.endTakeOver(errors.New("the candidate is stopping")) }
 	}
+	if move := m.dueWindDown(now, m.stopCause()); move != nil {
+		return now, action{}, move
+	}
 	keeps := m.phase.holds() && m.phase != doomed && m.fatal == nil && !m.released
 	switch {
-	case m.leading:
-		return now, action{}, func(time.Time) { m.endTerm(m.stopCause()) }
-	case m.leaseLapsedUnread(now):
-		// A lease that lapsed (a pause, the stop and the lease's timer
-		// due together): as while running, nothing rests on the hold
-		// until the bucket's settings are read again, so neither an
-		// offer nor a marked release follows.
-		return now, action{}, m.lapseLease
 	case keeps && m.stopOffer.to != "" && !m.stopOffer.offered && m.handOver.to == "" && m.releaseMarked(now):
 		// The best standby known takes the key with one synced write
 		// of its own over ours, as in a hand-over, rather than after a
@@ -542,19 +537,30 @@ func (m *machine) dueStopping(now time.Time) (time.Time, action, func(time.Time)
 	return now, action{}, nil
 }
 
+// dueWindDown is what comes first when a hold is to be offered or
+// released (stopping, handing over): the term ends, for cause; and a lease
+// that lapsed (a pause, the stop or hand-over and the lease's timer due
+// together) is no ground for an offer or a marked release until the
+// bucket's settings are read again, as while running. nil: neither.
+func (m *machine) dueWindDown(now time.Time, cause Cause) func(time.Time) {
+	switch {
+	case m.leading:
+		return func(time.Time) { m.endTerm(cause) }
+	case m.leaseLapsedUnread(now):
+		return m.lapseLease
+	}
+	return nil
+}
+
 // dueHandingOver: end the term, then offer the key to the candidate named
 // or release it naming the candidate, once no deposed leader can count on
 // the key.
 func (m *machine) dueHandingOver(now time.Time) (time.Time, action, func(time.Time)) {
+	if move := m.dueWindDown(now, CauseHandedOver); move != nil {
+		return now, action{}, move
+	}
 	keeps := m.phase.holds() && m.phase != doomed
 	switch {
-	case m.leading:
-		return now, action{}, func(time.Time) { m.endTerm(CauseHandedOver) }
-	case m.leaseLapsedUnread(now):
-		// As on stop: a lapsed lease (a pause, the hand-over asked as
-		// the lease's timer came due) is no ground for an offer or a
-		// marked release until the settings are read again.
-		return now, action{}, m.lapseLease
 	case keeps && m.releaseMarked(now) && m.cfg.offers && !m.handOver.offered:
 		// One synced write moves the key: the candidate's own, over
 		// ours, once our term has ended. Offered only when a release

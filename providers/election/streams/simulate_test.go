@@ -1159,12 +1159,7 @@ func (w *simWorld) deliver(n *simNode, in input) {
 // fault draws one fault and applies it.
 func (w *simWorld) fault() {
 	kind := simFaultKinds[w.rng.IntN(len(simFaultKinds))]
-	var alive []*simNode
-	for _, n := range w.nodes {
-		if n != nil && n.alive && !n.stopping {
-			alive = append(alive, n)
-		}
-	}
+	alive := w.running()
 	pick := func() *simNode {
 		// Leaders are picked more often: faults matter most there.
 		for _, n := range alive {
@@ -1449,6 +1444,17 @@ func (w *simWorld) checkObserver(n *simNode) {
 	}
 }
 
+// running returns the nodes alive and not stopping, in slot order.
+func (w *simWorld) running() []*simNode {
+	var alive []*simNode
+	for _, n := range w.nodes {
+		if n != nil && n.alive && !n.stopping {
+			alive = append(alive, n)
+		}
+	}
+	return alive
+}
+
 // passOn asks n, if it leads, to hand over to another running candidate
 // at once: a quick succession of hand-overs, which must not leave the
 // next candidate sitting out the window of the one before.
@@ -1456,13 +1462,7 @@ func (w *simWorld) passOn(n *simNode) {
 	if !n.alive || !n.active || n.stopping {
 		return
 	}
-	var alive []*simNode
-	for _, c := range w.nodes {
-		if c != nil && c.alive && !c.stopping {
-			alive = append(alive, c)
-		}
-	}
-	if to := w.otherCandidate(alive, n); to != "" {
+	if to := w.otherCandidate(w.running(), n); to != "" {
 		w.logf("FAULT %s is asked to pass the election on to %s", n.name, to)
 		w.notify(n, input{kind: inHandOver, handOver: handOver{to: to}})
 	}
