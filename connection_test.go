@@ -10,9 +10,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sirupsen/logrus"
 
 	"github.com/conclave-io/conclave"
+	"github.com/conclave-io/conclave/bucket"
 	"github.com/conclave-io/conclave/config"
 	"github.com/conclave-io/conclave/embedded"
 	"github.com/conclave-io/conclave/inter"
@@ -327,5 +330,59 @@ func TestNewElectionWaitsForTheBroker(t *testing.T) {
 		}
 	case <-ctx.Done():
 		t.Fatal("NewElection still waits after the broker came up")
+	}
+}
+
+// TestNewElectionWaitsForTheBucketOfABrokerThatCameUp: a broker answers
+// clients a moment before it has provisioned its bucket. NewElection,
+// having waited for the broker, waits for the bucket too (it fails at
+// once only on a broker that was up when asked: TestMissingBucket).
+func TestNewElectionWaitsForTheBucketOfABrokerThatCameUp(t *testing.T) {
+	port := natstest.FreePort(t)
+	log := brokertest.Logger(t).Logger
+	brokerHook := &signalHook{text: "Waiting for a broker", seen: make(chan struct{})}
+	bucketHook := &signalHook{text: "provision its bucket", seen: make(chan struct{})}
+	log.AddHook(brokerHook)
+	log.AddHook(bucketHook)
+	fw := newFramework(t, testConfig("patient-node", "nats://127.0.0.1:"+strconv.Itoa(port)), conclave.WithLogger(log))
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := fw.NewElection(ctx, nil, "app")
+		done <- err
+	}()
+	for _, h := range []*signalHook{brokerHook, bucketHook} {
+		select {
+		case <-h.seen:
+		case err := <-done:
+			t.Fatalf("NewElection returned while waiting for %q: %v", h.text, err)
+		case <-ctx.Done():
+			t.Fatalf("NewElection did not say %q", h.text)
+		}
+		if h == brokerHook {
+			// A server with JetStream and, for now, no bucket.
+			natstest.Start(t, &server.Options{ServerName: "starting", Port: port, JetStream: true})
+		}
+	}
+	nc, err := nats.Connect("nats://127.0.0.1:" + strconv.Itoa(port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket.Name, TTL: testTTL, History: 1}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("NewElection once the bucket is there: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("NewElection still waits after the bucket was made")
 	}
 }

@@ -103,9 +103,10 @@ func (fw *Framework) NewObserver(ctx context.Context, conn *nats.Conn, name stri
 
 // Bucket opens the election bucket, CHORIA_LEADER_ELECTION, over conn, or
 // over the shared connection when conn is nil, waiting for a broker as
-// NewCampaign does. It returns an error wrapping
+// NewCampaign does (and, for a broker that was not up when asked, for the
+// bucket it provisions as it starts). It returns an error wrapping
 // ErrNoBucket, naming the server and the setting that provisions the
-// bucket, when the broker has none.
+// bucket, when a broker that was up has none.
 func (fw *Framework) Bucket(ctx context.Context, conn *nats.Conn) (jetstream.KeyValue, error) {
 	kv, _, err := fw.bucket(ctx, conn)
 	return kv, err
@@ -119,7 +120,9 @@ var brokerRetry = backoff.Linear(100*time.Millisecond, 2*time.Second, 10)
 // that is not up yet, or restarting) until one does or ctx ends, and
 // saying once that it waits. Other errors (a refused login, a bad
 // certificate, Close) return at once: waiting would not mend them.
-func (fw *Framework) awaitConnection(ctx context.Context) (*nats.Conn, error) {
+// It reports whether it waited: a broker that was not up may still be
+// provisioning its bucket.
+func (fw *Framework) awaitConnection(ctx context.Context) (*nats.Conn, bool, error) {
 	var said bool
 	for try := 0; ; try++ {
 		conn, err := fw.Connection(ctx)
@@ -127,14 +130,34 @@ func (fw *Framework) awaitConnection(ctx context.Context) (*nats.Conn, error) {
 			if err == nil && said {
 				fw.Logger("connection").Infof("Connected to %s: the broker answers now", conn.ConnectedUrlRedacted())
 			}
-			return conn, err
+			return conn, said, err
 		}
 		if !said {
 			said = true
 			fw.Logger("connection").Warnf("Waiting for a broker, for as long as the context allows: %v", err)
 		}
 		if serr := backoff.Sleep(ctx, brokerRetry.Duration(try)); serr != nil {
-			return nil, fmt.Errorf("%w (waited for one until the context ended: %w)", err, serr)
+			return nil, said, fmt.Errorf("%w (waited for one until the context ended: %w)", err, serr)
+		}
+	}
+}
+
+// awaitBucket is openBucket on a broker that has just come up, which
+// provisions the bucket moments after it answers: a missing bucket is
+// asked for again, as long as ctx allows, saying once that it waits.
+func (fw *Framework) awaitBucket(ctx context.Context, conn *nats.Conn) (jetstream.KeyValue, jetstream.JetStream, error) {
+	var said bool
+	for try := 0; ; try++ {
+		kv, js, err := fw.openBucket(ctx, conn)
+		if err == nil || !errors.Is(err, ErrNoBucket) {
+			return kv, js, err
+		}
+		if !said {
+			said = true
+			fw.Logger("connection").Warnf("Waiting for the broker that just came up to provision its bucket, for as long as the context allows: %v", err)
+		}
+		if serr := backoff.Sleep(ctx, brokerRetry.Duration(try)); serr != nil {
+			return nil, nil, fmt.Errorf("%w (waited for it until the context ended: %w)", err, serr)
 		}
 	}
 }
@@ -142,8 +165,11 @@ func (fw *Framework) awaitConnection(ctx context.Context) (*nats.Conn, error) {
 // bucket is Bucket, also returning the JetStream context it was opened with.
 func (fw *Framework) bucket(ctx context.Context, conn *nats.Conn) (jetstream.KeyValue, jetstream.JetStream, error) {
 	if conn == nil {
-		var err error
-		if conn, err = fw.awaitConnection(ctx); err != nil {
+		var (
+			err    error
+			waited bool
+		)
+		if conn, waited, err = fw.awaitConnection(ctx); err != nil {
 			return nil, nil, err
 		}
 		fw.mu.Lock()
@@ -152,7 +178,11 @@ func (fw *Framework) bucket(ctx context.Context, conn *nats.Conn) (jetstream.Key
 		if kv != nil {
 			return kv, js, nil
 		}
-		if kv, js, err = fw.openBucket(ctx, conn); err != nil {
+		open := fw.openBucket
+		if waited {
+			open = fw.awaitBucket
+		}
+		if kv, js, err = open(ctx, conn); err != nil {
 			return nil, nil, err
 		}
 		fw.mu.Lock()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/conclave-io/conclave/providers/election/standing"
 	"maps"
 	"slices"
 	"strings"
@@ -12,6 +11,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/conclave-io/conclave/providers/election/standing"
 )
 
 // Subject is the core NATS subject on which the members of group in bucket
@@ -55,20 +56,6 @@ func (a Announcement) HeldShards() []int {
 		out[i] = int(h[0])
 	}
 	return out
-}
-
-// announceInterval is how often a member announces itself for a bucket
-// TTL ttl: a quarter TTL, between 250ms and 15s. A member silent for
-// rollSilence is dropped from the roll.
-func announceInterval(ttl time.Duration) time.Duration {
-	return min(max(ttl/4, 250*time.Millisecond), 15*time.Second)
-}
-
-// rollSilence is how long a member may stay silent before the others drop
-// it from their roll: about one TTL, and at least three announce
-// intervals.
-func rollSilence(ttl time.Duration) time.Duration {
-	return max(ttl, 3*announceInterval(ttl))
 }
 
 // listener hears the announcements of a group. hear must not block: it runs

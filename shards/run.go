@@ -7,13 +7,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/conclave-io/conclave/providers/election/standing"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/conclave-io/conclave/internal/shardplan"
+	"github.com/conclave-io/conclave/providers/election/standing"
 	"github.com/conclave-io/conclave/providers/election/streams"
 )
 
@@ -70,7 +71,7 @@ type handOverResult struct {
 
 func newRun(g *Group, ttl time.Duration) *run {
 	return &run{
-		g: g, ttl: ttl, interval: announceInterval(ttl), silence: rollSilence(ttl),
+		g: g, ttl: ttl, interval: shardplan.AnnounceInterval(ttl), silence: shardplan.RollSilence(ttl),
 		runs: map[int]*shardRun{}, handing: map[int]bool{}, retryAt: map[int]time.Time{},
 		handedOver: make(chan handOverResult, g.n), ended: make(chan *shardRun, g.n),
 	}
@@ -196,45 +197,45 @@ func (r *run) pass(now time.Time) {
 	}
 	g.mu.Unlock()
 
-	var members []Member
-	if !r.leaving {
-		members = append(members, Member{Identity: g.identity, Weight: g.o.weight, Healthy: healthy})
+	st := shardplan.State{
+		N: g.n, Self: Member{Identity: g.identity, Weight: g.o.weight, Healthy: healthy}, Leaving: r.leaving,
+		Held: make(map[int]time.Time, len(held)), Won: map[int]time.Time{}, Running: make(map[int]bool, len(r.runs)),
+		Handing: r.handing, RetryAt: r.retryAt, MinHold: g.o.minHold, Now: now,
 	}
-	holders := make([]string, g.n)
-	tokens := make([]uint64, g.n)
-	standing := map[string]map[int]bool{}
 	byIdentity := map[string]Announcement{}
 	for _, h := range roll {
 		byIdentity[h.Identity] = h.Announcement
-		if !h.Leaving {
-			members = append(members, Member{Identity: h.Identity, Weight: h.Weight, Healthy: h.Healthy})
-		}
+		p := shardplan.Peer{Member: Member{Identity: h.Identity, Weight: h.Weight, Healthy: h.Healthy}, Leaving: h.Leaving, Standing: h.Standing}
 		for _, c := range h.Held {
-			if s := int(c[0]); s < g.n && c[1] > tokens[s] {
-				holders[s], tokens[s] = h.Identity, c[1]
+			p.Held = append(p.Held, shardplan.Held{Shard: int(c[0]), Token: c[1]})
+		}
+		st.Peers = append(st.Peers, p)
+	}
+	for s, t := range held {
+		st.Held[s] = t.Started()
+	}
+	for s, sr := range r.runs {
+		st.Running[s] = sr.stopping
+		if held[s] == nil && sr.e.IsLeader() {
+			// It won and OnAssigned has not run yet: stopping it now
+			// would release the shard rather than hand it over.
+			if t := sr.e.Term(); t != nil {
+				st.Won[s] = t.Started()
 			}
 		}
-		set := make(map[int]bool, len(h.Standing))
-		for _, s := range h.Standing {
-			set[s] = true
-		}
-		standing[h.Identity] = set
 	}
-	for s := range held {
-		holders[s] = g.identity
-	}
-	desired := Assign(g.n, members, holders)
+	plan := shardplan.Decide(st)
 	// Why each shard this member stands for would move to it. A holder
 	// that just handed a shard over may announce before the win is seen
 	// here: the cause already known is kept rather than read as a
 	// takeover.
 	g.mu.Lock()
 	causes := make(map[int]MoveCause, len(g.standFor))
-	for s, d := range desired {
+	for s, d := range plan.Desired {
 		if d != g.identity || held[s] != nil {
 			continue
 		}
-		cause := moveCause(holders[s], byIdentity)
+		cause := moveCause(plan.Holders[s], byIdentity)
 		if old, ok := g.standFor[s]; ok && cause == MoveTakeover {
 			cause = old
 		}
@@ -243,51 +244,19 @@ func (r *run) pass(now time.Time) {
 	g.standFor = causes
 	g.mu.Unlock()
 
-	for s, d := range desired {
+	for _, s := range plan.Start {
+		r.startShard(s)
+	}
+	for _, mv := range plan.HandOver {
+		r.handOver(r.runs[mv.Shard], mv.To, reasons[mv.Reason])
+	}
+	for _, s := range plan.Stop {
 		sr := r.runs[s]
-		if d == g.identity {
-			if sr == nil && !now.Before(r.retryAt[s]) {
-				r.startShard(s)
-			}
-			continue
-		}
-		term := held[s]
-		if term == nil && sr != nil && sr.e.IsLeader() {
-			// It won and OnAssigned has not run yet: stopping it now
-			// would release the shard rather than hand it over.
-			term = sr.e.Term()
-		}
-		if term != nil {
-			if r.handing[s] || d == "" || !standing[d][s] {
-				continue
-			}
-			cause := MoveRebalance
-			switch {
-			case r.leaving:
-				cause = MoveLeave
-			case !healthy:
-				cause = MoveUnhealthy
-			}
-			if cause != MoveLeave {
-				if until := term.Started().Add(g.o.minHold); now.Before(until) {
-					r.wakeAt = earliest(r.wakeAt, until)
-					continue
-				}
-				if at := r.retryAt[s]; now.Before(at) {
-					r.wakeAt = earliest(r.wakeAt, at)
-					continue
-				}
-			}
-			r.handOver(sr, d, cause)
-			continue
-		}
-		// A leaving member keeps its candidates until it is done: one
-		// that is winning as it is stopped would release the shard rather
-		// than hand it over.
-		if sr != nil && !sr.stopping && !r.handing[s] && !r.leaving {
-			sr.stopping = true
-			sr.cancel()
-		}
+		sr.stopping = true
+		sr.cancel()
+	}
+	if !plan.WakeAt.IsZero() {
+		r.wakeAt = earliest(r.wakeAt, plan.WakeAt)
 	}
 	for s, at := range r.retryAt {
 		if now.Before(at) {
@@ -297,6 +266,13 @@ func (r *run) pass(now time.Time) {
 		}
 	}
 	r.announce(asked, false)
+}
+
+// reasons names the causes of the hand-overs a pass asks for.
+var reasons = map[shardplan.Reason]MoveCause{
+	shardplan.Rebalance: MoveRebalance,
+	shardplan.Leave:     MoveLeave,
+	shardplan.Unhealthy: MoveUnhealthy,
 }
 
 // moveCause says why a shard held by holder moves: to even the spread

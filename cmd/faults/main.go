@@ -45,6 +45,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	minTerm := fs.Duration("min-term", 0, "how long a leader leads before it hands over to a better-ranked candidate (0: twice the TTL)")
 	hosts := fs.Int("hosts", 4, "candidate processes")
 	workers := fs.Int("workers", 3, "candidates per process, sharing its identity")
+	shardCount := fs.Int("shards", 8, "shards of the shard group every process joins beside its elections (-1: none)")
 	seed := fs.Uint64("seed", 0, "seed for the choice and timing of faults (0: from the clock)")
 	out := fs.String("out", "", "directory for the run's files (default: a temporary one, removed after a passing run)")
 	keep := fs.Bool("keep", false, "keep the temporary directory after a passing run")
@@ -125,7 +126,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			continue // none of the kinds applies to this mode
 		}
 		res, err := faults.Run(ctx, faults.Config{
-			Mode: m, TTL: *ttl, Short: *short, Duration: *duration, Kinds: mine, Settle: *settle, Hosts: *hosts, Workers: *workers, MinTerm: *minTerm,
+			Mode: m, TTL: *ttl, Short: *short, Duration: *duration, Kinds: mine, Settle: *settle, Hosts: *hosts, Workers: *workers, MinTerm: *minTerm, Shards: *shardCount,
 			Seed: *seed, Dir: runDir, Bin: bin, Progress: progress,
 		})
 		if err != nil {

@@ -137,7 +137,13 @@ type Report struct {
 	// PromotedLed counts the priority-move faults after which a candidate
 	// of the promoted host led before the next fault began.
 	PromotedLed int
-	Violations  []string
+	// ShardSpans are the terms of the shard group's shards, by key and
+	// start; ShardKeys counts the shards held at some time, ShardMoves the
+	// terms that began on another host than the shard's term before, and
+	// ShardOverlaps the pairs of terms of one shard that overlapped.
+	ShardSpans                           []ShardSpan
+	ShardKeys, ShardMoves, ShardOverlaps int
+	Violations                           []string
 
 	start int64 // run-start, CLOCK_MONOTONIC
 }
@@ -159,6 +165,8 @@ func (r *Report) fail(format string, args ...any) {
 // leaderless gap longer than the allowed one while a quorum was reachable,
 // tokens that grow from term to term, and a fencing resource that took writes
 // only from the leader of their term and rejected stale ones.
+// The shard group's terms are held to one holder per shard key at a time
+// and growing tokens per key.
 func Check(h *History, p Params) *Report {
 	r := &Report{Faults: map[Kind]int{}, Allowed: p.AllowedGap(), Moves: map[Kind][]time.Duration{}, Stayed: map[Kind]int{}, GapByKind: map[Kind]Gap{}}
 	c := newChecker(h, r)
@@ -171,6 +179,7 @@ func Check(h *History, p Params) *Report {
 	c.checkTokens()
 	c.checkGaps(p)
 	c.checkWrites()
+	c.checkShards()
 	return r
 }
 
@@ -833,6 +842,6 @@ func (r *Report) String() string {
 	if !r.OK() {
 		verdict = fmt.Sprintf("FAIL (%d violations)", len(r.Violations))
 	}
-	return fmt.Sprintf("%s: %d terms, %d elections, %d overlaps, worst gap %v (allowed %v), %d accepted, %d stale rejected: %s",
-		r.Mode, len(r.Spans), r.Elections, r.Overlaps, r.WorstGap.Counted.Round(time.Millisecond), r.Allowed, r.Accepted, r.StaleRejected, verdict)
+	return fmt.Sprintf("%s: %d terms, %d elections, %d overlaps, worst gap %v (allowed %v), %d accepted, %d stale rejected; %s: %s",
+		r.Mode, len(r.Spans), r.Elections, r.Overlaps, r.WorstGap.Counted.Round(time.Millisecond), r.Allowed, r.Accepted, r.StaleRejected, r.shardSummary(), verdict)
 }

@@ -552,3 +552,47 @@ func TestQuantile(t *testing.T) {
 		t.Error("Quantile of none is not 0")
 	}
 }
+
+// shard records a term of shard key held by process proc from from to to,
+// ended by cause.
+func (b *hist) shard(proc, key string, token uint64, from, to int, cause string) *hist {
+	b.rec(CandidateRecord{Ev: EvShardLeading, Proc: proc, Key: key, Token: token, Started: b.at(from), ValidUntil: b.at(from + 1000)}, from)
+	b.rec(CandidateRecord{Ev: EvShardRenewed, Proc: proc, Key: key, Token: token, ValidUntil: b.at(to)}, from+10)
+	return b.rec(CandidateRecord{Ev: EvShardLost, Proc: proc, Key: key, Token: token, Cause: cause, ValidUntil: b.at(to)}, to)
+}
+
+// TestCheckShards: the shard group's terms are checked per key. A shard
+// handed from one process to another, and two shards held at once, pass;
+// two holders of one shard at once fail, and so does a token that does
+// not grow.
+func TestCheckShards(t *testing.T) {
+	b := newHist().proc("h1.1", 0).proc("h2.1", 0).
+		term("h1.1.w0", 1, 10, 5000).
+		shard("h1.1", "g.0", 2, 100, 2000, "handed over").
+		shard("h2.1", "g.0", 7, 2000, 5000, "released").
+		shard("h2.1", "g.1", 3, 100, 5000, "released").
+		ev(HarnessEvent{Ev: HvRunStop}, 5000)
+	r := Check(&b.h, Params{TTL: time.Second})
+	if !r.OK() || r.ShardOverlaps != 0 || r.ShardKeys != 2 || r.ShardMoves != 1 || len(r.ShardSpans) != 3 {
+		t.Fatalf("a hand-over and two shards: %d overlaps, %d keys, %d moves, %d spans, violations %q", r.ShardOverlaps, r.ShardKeys, r.ShardMoves, len(r.ShardSpans), r.Violations)
+	}
+
+	b = newHist().proc("h1.1", 0).proc("h2.1", 0).
+		term("h1.1.w0", 1, 10, 5000).
+		shard("h1.1", "g.0", 4, 100, 2500, "deadline").
+		shard("h2.1", "g.0", 3, 2000, 5000, "released").
+		ev(HarnessEvent{Ev: HvRunStop}, 5000)
+	r = Check(&b.h, Params{TTL: time.Second})
+	if r.ShardOverlaps != 1 {
+		t.Fatalf("two holders of g.0 for 500ms: %d overlaps, violations %q", r.ShardOverlaps, r.Violations)
+	}
+	found := 0
+	for _, v := range r.Violations {
+		if strings.Contains(v, "shard g.0: overlap of 500ms") || strings.Contains(v, "shard g.0: token 3") {
+			found++
+		}
+	}
+	if found != 2 {
+		t.Fatalf("want the overlap and the token that did not grow among the violations: %q", r.Violations)
+	}
+}

@@ -21,7 +21,10 @@
 // win, a leaderless gap longer than its bound (the TTL in force plus the
 // failover time, while a quorum was reachable; 1s after a graceful full
 // restart), a token that does not grow, and a fencing resource
-// that took a write from anyone but the leader of its term.
+// that took a write from anyone but the leader of its term. Beside the
+// elections, every candidate process runs a member of a shard group
+// (package shards), whose shard keys the checker holds to one holder at a
+// time and growing tokens each.
 //
 // docs/faults.md explains how to run it (go run ./cmd/faults, or
 // TestFaultsShort) and what each fault and check is for.

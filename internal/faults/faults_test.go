@@ -13,7 +13,7 @@ import (
 // TestFaultsShort is the harness's CI mode: it builds the conclave command
 // and the candidate program, then injects every fault kind once against a
 // single broker and once against a three-node cluster, and fails on anything
-// the checker finds, and on named hand-overs and priority moves that did
+// the checker finds (the shard group's beside the elections included), and on named hand-overs and priority moves that did
 // not land where nothing else interfered. It takes about four minutes;
 // -short skips it.
 //
@@ -61,6 +61,9 @@ func TestFaultsShort(t *testing.T) {
 		}
 		if res.Report.PausedRejected < 1 {
 			t.Errorf("%s run: no paused leader's stale write was rejected", mode)
+		}
+		if got, want := res.Report.ShardKeys, res.Config.Shards; got != want || res.Report.ShardMoves < 1 {
+			t.Errorf("%s run: the shard group held %d of its %d shards and moved %d: it did not run beside the elections", mode, got, want, res.Report.ShardMoves)
 		}
 		checkHandOvers(t, mode, res.Report)
 		for _, v := range res.Report.Violations {

@@ -24,6 +24,12 @@ const (
 	EvReconnected  = "reconnected"  // the NATS connection came back
 	EvExit         = "exit"         // the process is about to exit cleanly
 	EvCampaigns    = "campaigns"    // Count campaign attempts (OnCampaign as candidate) in the second before At
+
+	// The process's member of the shard group beside the elections
+	// records its shards' terms by Key, without Cand.
+	EvShardLeading = "shard-leading" // OnAssigned ran for Key: token, Started, ValidUntil
+	EvShardRenewed = "shard-renewed" // the shard's term's ValidUntil moved
+	EvShardLost    = "shard-lost"    // OnRevoked ran for Key: final ValidUntil
 )
 
 // CandidateRecord is one line of a candidate process's record file. Times
@@ -45,6 +51,7 @@ type CandidateRecord struct {
 	Sent       int64  `json:"sent,omitempty"`        // when the write was sent
 	Verdict    string `json:"verdict,omitempty"`     // the resource's answer, or "error"
 	Count      int    `json:"count,omitempty"`       // for EvCampaigns
+	Key        string `json:"key,omitempty"`         // for the EvShard records: the shard's election key
 	Detail     string `json:"detail,omitempty"`
 }
 

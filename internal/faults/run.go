@@ -61,6 +61,9 @@ const (
 // crash still takes only about 3.5s, so a run sees many of them.
 const DefaultTTL = 3 * time.Second
 
+// ShardGroup is the shard group the candidate processes join.
+const ShardGroup = "faultshards"
+
 // Config describes one run.
 type Config struct {
 	Mode Mode
@@ -82,6 +85,10 @@ type Config struct {
 	// ranked candidate (streams.WithMinTerm; see PriorityMove). Default
 	// twice the TTL.
 	MinTerm time.Duration
+	// Shards is the number of shards of the shard group each candidate
+	// process joins beside its elections (group ShardGroup, one member a
+	// process, named by the host's identity). Default 8; -1 for none.
+	Shards int
 	// Seed seeds the choice and timing of faults. 0 picks one.
 	Seed uint64
 	// Dir is the run directory: broker configurations and stores, logs and
@@ -114,6 +121,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.MinTerm == 0 {
 		c.MinTerm = 2 * c.TTL
+	}
+	if c.Shards == 0 {
+		c.Shards = 8
 	}
 	if c.Seed == 0 {
 		c.Seed = uint64(time.Now().UnixNano())
@@ -453,6 +463,7 @@ type runConfig struct {
 	Hosts    int           `json:"hosts"`
 	Workers  int           `json:"workers"`
 	MinTerm  time.Duration `json:"min_term,omitempty"`
+	Shards   int           `json:"shards,omitempty"`
 	Seed     uint64        `json:"seed"`
 	Kinds    []Kind        `json:"kinds,omitempty"`
 	Settle   time.Duration `json:"settle,omitempty"`
@@ -461,7 +472,7 @@ type runConfig struct {
 
 func writeRunConfig(cfg Config) error {
 	b, err := json.MarshalIndent(runConfig{Mode: cfg.Mode, TTL: cfg.TTL, Short: cfg.Short, Duration: cfg.Duration,
-		Hosts: cfg.Hosts, Workers: cfg.Workers, MinTerm: cfg.MinTerm, Seed: cfg.Seed, Kinds: cfg.Kinds, Settle: cfg.Settle, Tree: cfg.Bin.Tree}, "", "  ")
+		Hosts: cfg.Hosts, Workers: cfg.Workers, MinTerm: cfg.MinTerm, Shards: cfg.Shards, Seed: cfg.Seed, Kinds: cfg.Kinds, Settle: cfg.Settle, Tree: cfg.Bin.Tree}, "", "  ")
 	if err != nil {
 		return err
 	}
@@ -480,7 +491,7 @@ func Reload(dir string) (*Result, error) {
 		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "run.json"), err)
 	}
 	cfg := Config{Mode: rc.Mode, TTL: rc.TTL, Short: rc.Short, Duration: rc.Duration, Hosts: rc.Hosts, Workers: rc.Workers,
-		MinTerm: rc.MinTerm, Seed: rc.Seed, Kinds: rc.Kinds, Settle: rc.Settle, Dir: dir, Bin: Binaries{Tree: rc.Tree}}
+		MinTerm: rc.MinTerm, Shards: rc.Shards, Seed: rc.Seed, Kinds: rc.Kinds, Settle: rc.Settle, Dir: dir, Bin: Binaries{Tree: rc.Tree}}
 	hist, err := LoadHistory(dir)
 	if err != nil {
 		return nil, err
@@ -521,6 +532,7 @@ func (h *harness) startHost(hs *host) error {
 		"-proc", hs.procName, "-identity", hs.identity, "-workers", fmt.Sprint(h.cfg.Workers),
 		"-servers", strings.Join(servers, ","), "-key", "faults", "-fence", h.fence.URL(),
 		"-records", base + ".jsonl", "-priority", fmt.Sprint(hs.priority), "-min-term", h.cfg.MinTerm.String(),
+		"-shards", fmt.Sprint(max(h.cfg.Shards, 0)), "-shard-group", ShardGroup,
 	}
 	p, err := startProcess(hs.procName, h.cfg.Bin.Candidate, args, base+".log")
 	if err != nil {

@@ -65,6 +65,10 @@ func WriteSummary(w io.Writer, results []*Result) {
 		{"terms", func(r *Result) string { return fmt.Sprint(len(r.Report.Spans)) }},
 		{"overlaps", func(r *Result) string { return fmt.Sprint(r.Report.Overlaps) }},
 		{"overlaps settled by fencing", func(r *Result) string { return fmt.Sprint(r.Report.FencedOverlaps) }},
+		{"shard group beside the elections: terms over shards (moves to another host)", func(r *Result) string {
+			return fmt.Sprintf("%d over %d (%d)", len(r.Report.ShardSpans), r.Report.ShardKeys, r.Report.ShardMoves)
+		}},
+		{"shard overlaps (one holder per shard key)", func(r *Result) string { return fmt.Sprint(r.Report.ShardOverlaps) }},
 		{"worst leaderless gap (allowed)", func(r *Result) string {
 			allowed := r.Report.WorstGap.Allowed
 			if allowed == 0 {

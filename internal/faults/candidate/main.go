@@ -7,7 +7,9 @@
 //
 // -priority ranks the process's candidates (streams.WithPriority) and
 // -min-term sets how long a leader leads before it hands over to a better
-// ranked one (streams.WithMinTerm).
+// ranked one (streams.WithMinTerm). With -shards N the process also joins
+// shard group -shard-group of N shards under its identity, and records each
+// shard's term (OnAssigned, renewals, OnRevoked) by its key.
 //
 // SIGUSR1 arms a pause: the next write, right after its term was found
 // valid, stops the whole process with SIGSTOP, which the harness ends with
@@ -40,6 +42,7 @@ import (
 
 	"github.com/conclave-io/conclave/internal/faults"
 	"github.com/conclave-io/conclave/providers/election/streams"
+	"github.com/conclave-io/conclave/shards"
 )
 
 func main() {
@@ -54,7 +57,8 @@ func main() {
 
 type settings struct {
 	proc, identity, servers, bucket, key, fence, records string
-	workers, priority                                    int
+	shardGroup                                           string
+	workers, priority, shards                            int
 	minEvery, maxEvery, minTerm                          time.Duration
 }
 
@@ -71,6 +75,8 @@ func parse(args []string) (settings, error) {
 	fs.StringVar(&s.records, "records", "", "JSON-lines record file to create")
 	fs.IntVar(&s.priority, "priority", 0, "rank of the candidates (streams.WithPriority)")
 	fs.DurationVar(&s.minTerm, "min-term", 0, "how long a leader leads before it hands over to a better ranked candidate (0: the election's default)")
+	fs.IntVar(&s.shards, "shards", 0, "shards of the shard group the process joins beside its elections (0: none)")
+	fs.StringVar(&s.shardGroup, "shard-group", "faultshards", "the shard group's name")
 	fs.DurationVar(&s.minEvery, "min-every", 50*time.Millisecond, "shortest pause between a leader's writes")
 	fs.DurationVar(&s.maxEvery, "max-every", 100*time.Millisecond, "longest pause between a leader's writes")
 	if err := fs.Parse(args); err != nil {
@@ -81,6 +87,8 @@ func parse(args []string) (settings, error) {
 		return s, errors.New("-proc, -identity, -servers, -fence and -records are required")
 	case s.workers < 1:
 		return s, fmt.Errorf("-workers %d: need at least 1", s.workers)
+	case s.shards < 0:
+		return s, fmt.Errorf("-shards %d: need 0 (none) or more", s.shards)
 	case s.minTerm < 0:
 		return s, fmt.Errorf("-min-term %v: need 0 (the default) or more", s.minTerm)
 	case s.minEvery <= 0 || s.maxEvery < s.minEvery:
@@ -167,9 +175,55 @@ func run(ctx context.Context, args []string) error {
 		wg.Go(func() { w.work(ctx) })
 	}
 	wg.Go(func() { p.countCampaigns(ctx, workers) })
+	var shardErr error
+	if set.shards > 0 {
+		m := &member{p: p, terms: map[int]*streams.Term{}}
+		g, err := shards.NewGroup(set.identity, set.shardGroup, set.shards, js,
+			shards.InBucket(set.bucket), shards.OnAssigned(m.assigned), shards.OnRevoked(m.revoked),
+			shards.WithLogger(log.WithField("group", set.shardGroup)))
+		if err != nil {
+			return err
+		}
+		wg.Go(func() { shardErr = g.Start(ctx) })
+	}
 	wg.Wait()
 	p.record(faults.CandidateRecord{Ev: faults.EvExit})
-	return errors.Join(errs...)
+	return errors.Join(append(errs, shardErr)...)
+}
+
+// member is the process's member of the shard group: it records each
+// shard's term as a worker records its election's.
+type member struct {
+	p     *process
+	mu    sync.Mutex
+	terms map[int]*streams.Term
+}
+
+func (m *member) key(shard int) string { return shards.Key(m.p.set.shardGroup, shard) }
+
+func (m *member) assigned(shard int, t *streams.Term) {
+	vu := t.ValidUntil()
+	m.p.record(faults.CandidateRecord{Ev: faults.EvShardLeading, Key: m.key(shard), Token: t.Token(),
+		Started: m.p.cal.Mono(t.Started()), ValidUntil: m.p.cal.Mono(vu)})
+	m.mu.Lock()
+	m.terms[shard] = t
+	m.mu.Unlock()
+	go watchRenewals(t, vu, func(vu time.Time) {
+		m.p.record(faults.CandidateRecord{Ev: faults.EvShardRenewed, Key: m.key(shard), Token: t.Token(), ValidUntil: m.p.cal.Mono(vu)})
+	})
+}
+
+func (m *member) revoked(shard int) {
+	m.mu.Lock()
+	t := m.terms[shard]
+	delete(m.terms, shard)
+	m.mu.Unlock()
+	if t == nil {
+		m.p.record(faults.CandidateRecord{Ev: faults.EvShardLost, Key: m.key(shard), Detail: "no term seen"})
+		return
+	}
+	m.p.record(faults.CandidateRecord{Ev: faults.EvShardLost, Key: m.key(shard), Token: t.Token(),
+		Cause: t.Cause().String(), ValidUntil: m.p.cal.Mono(t.ValidUntil())})
 }
 
 func (p *process) record(r faults.CandidateRecord) {
@@ -276,7 +330,9 @@ func (w *worker) leading(t *streams.Term) {
 	w.p.record(faults.CandidateRecord{Ev: faults.EvLeading, Cand: w.name, Token: t.Token(),
 		Started: w.p.cal.Mono(t.Started()), ValidUntil: w.p.cal.Mono(vu)})
 	w.term.Store(t)
-	go w.watchRenewals(t, vu)
+	go watchRenewals(t, vu, func(vu time.Time) {
+		w.p.record(faults.CandidateRecord{Ev: faults.EvRenewed, Cand: w.name, Token: t.Token(), ValidUntil: w.p.cal.Mono(vu)})
+	})
 }
 
 func (w *worker) lost() {
@@ -289,10 +345,10 @@ func (w *worker) lost() {
 		Cause: t.Cause().String(), ValidUntil: w.p.cal.Mono(t.ValidUntil())})
 }
 
-// watchRenewals records every move of the term's deadline, so that the
-// checker knows how long the term could last if the process dies without an
-// OnLost.
-func (w *worker) watchRenewals(t *streams.Term, last time.Time) {
+// watchRenewals calls renewed at every move of the term's deadline, so
+// that the checker knows how long the term could last if the process dies
+// without an OnLost.
+func watchRenewals(t *streams.Term, last time.Time, renewed func(validUntil time.Time)) {
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -307,7 +363,7 @@ func (w *worker) watchRenewals(t *streams.Term, last time.Time) {
 		}
 		if !vu.Equal(last) {
 			last = vu
-			w.p.record(faults.CandidateRecord{Ev: faults.EvRenewed, Cand: w.name, Token: t.Token(), ValidUntil: w.p.cal.Mono(vu)})
+			renewed(vu)
 		}
 	}
 }

@@ -26,6 +26,7 @@ type driver struct {
 	store         store
 	clock         clock.Clock
 	m             *machine
+	log           Logger // where the machine's noteLog lines go
 	// apply passes notes on, and returns what the machine must be told
 	// next, if anything.
 	apply func([]note) (input, bool)
@@ -145,7 +146,7 @@ func newCampaigner(e *Election, n *notifier, tm timings) *campaigner {
 	}
 	c := &campaigner{e: e, n: n, log: e.opts.log, rec: e.opts.recorder}
 	c.driver = driver{key: e.key, identity: e.identity, instance: e.instance, store: e.store, clock: e.opts.clock,
-		m: newMachine(cfg, tm, e.opts.log), apply: c.apply, before: c.notifyCampaign,
+		m: newMachine(cfg, tm), log: e.opts.log, apply: c.apply, before: c.notifyCampaign,
 		lastLost: func() <-chan struct{} { return c.lastLost },
 		sched:    schedulerFor(e.opts.clock)}
 	return c
@@ -186,11 +187,12 @@ func (c *campaigner) begin(ctx context.Context, born time.Time) input {
 // for nothing more, and returns when to step it again, or the action to
 // perform first (its outcome is the next input).
 func (d *driver) handle(in input) (time.Time, action) {
-	out := d.m.step(in)
+	out := d.m.step(classified(in))
 	for {
+		logNotes(d.log, out.notes)
 		d.watchNotes(out.notes)
 		if next, ok := d.apply(out.notes); ok {
-			out = d.m.step(next)
+			out = d.m.step(classified(next))
 			continue
 		}
 		if out.done {
@@ -351,6 +353,25 @@ func (d *driver) stopWatch() {
 		kvwatch.Stop(w)
 		cancel()
 	}()
+}
+
+// logNotes logs the machine's noteLog lines to log, in order.
+func logNotes(log Logger, notes []note) {
+	for _, n := range notes {
+		if n.kind != noteLog {
+			continue
+		}
+		switch n.level {
+		case levelDebug:
+			log.Debugf(n.format, n.args...)
+		case levelInfo:
+			log.Infof(n.format, n.args...)
+		case levelWarn:
+			log.Warnf(n.format, n.args...)
+		default:
+			log.Errorf(n.format, n.args...)
+		}
+	}
 }
 
 // watchNotes stops or restarts the watch as the machine's notes say.

@@ -264,3 +264,6 @@ func (e Entry) Describe() string {
 		return "absent"
 	}
 }
+
+// opPurge is the operation of a key gone without a marker, as by a purge.
+const opPurge = jetstream.KeyValuePurge

@@ -1,6 +1,7 @@
 package streams
 
 import (
+	"context"
 	"errors"
 	"strconv"
 	"strings"
@@ -46,30 +47,47 @@ var (
 	ErrHandOverRefused = errors.New("election: hand-over refused")
 )
 
-// isMismatch reports whether err is a compare-and-swap failure: the key's
-// latest revision was not the one the write expected.
-func isMismatch(err error) bool {
-	return errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists)
+// classified returns in with the outcome of its request read from its
+// error (and, for a mismatch, the revision the broker named): the machine
+// decides on the outcome alone.
+func classified(in input) input {
+	in.out, in.conflict = classify(in.err)
+	in.logged = isLogged(in.err)
+	return in
 }
 
-// mayHaveApplied reports whether a write that failed with err may still have
-// been stored. Only an answer from JetStream, or the certainty that no
-// JetStream server received the request (nobody listening, or the request
-// never sent: transport.ErrNotSent), rules it out: a timeout or a
-// connection lost mid-request leaves the outcome unknown.
-func mayHaveApplied(err error) bool {
+// classify reads what became of a request from its error.
+func classify(err error) (outcome, uint64) {
 	var apiErr *jetstream.APIError
 	switch {
 	case err == nil:
-		return true
-	case errors.As(err, &apiErr),
-		errors.Is(err, transport.ErrNotSent),
-		errors.Is(err, jetstream.ErrNoStreamResponse),
-		errors.Is(err, nats.ErrNoResponders),
-		errors.Is(err, jetstream.ErrInvalidKey):
-		return false
+		return outDone, 0
+	case errors.Is(err, ErrPermissionDenied):
+		return outDenied, 0
+	case errors.Is(err, nats.ErrConnectionClosed):
+		return outClosed, 0
+	case errors.Is(err, jetstream.ErrKeyRevisionMismatch), errors.Is(err, jetstream.ErrKeyExists):
+		rev, _ := mismatchRevision(err)
+		return outMismatch, rev
+	case errors.Is(err, jetstream.ErrStreamNotFound), errors.Is(err, jetstream.ErrBucketNotFound):
+		return outBucketGone, 0
+	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrNoStreamResponse):
+		return outNoResponders, 0
+	case errors.Is(err, transport.ErrNotSent):
+		return outNotSent, 0
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
+		return outTimeout, 0
+	case errors.As(err, &apiErr), errors.Is(err, jetstream.ErrInvalidKey):
+		return outRejected, 0
 	}
-	return true
+	return outUnknown, 0
+}
+
+// isLogged reports whether err was already logged by the store's shared
+// watch, which logs once for all its subscribers.
+func isLogged(err error) bool {
+	var logged errLogged
+	return err != nil && errors.As(err, &logged)
 }
 
 // mismatchRevision returns the key's latest revision that a failed
@@ -88,7 +106,3 @@ func mismatchRevision(err error) (uint64, bool) {
 	rev, perr := strconv.ParseUint(strings.TrimSpace(num), 10, 64)
 	return rev, perr == nil
 }
-
-// notSent reports whether a request failed without being sent: it waited
-// out its time for a turn in the process (see transport.ErrNotSent).
-func notSent(err error) bool { return errors.Is(err, transport.ErrNotSent) }

@@ -1,14 +1,10 @@
 package streams
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
-
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/conclave-io/conclave/backoff"
 	"github.com/conclave-io/conclave/bucket"
@@ -26,7 +22,7 @@ import (
 type machine struct {
 	cfg machineConfig
 	tm  timings
-	log Logger
+	log noteLogger // logs by note
 	out output
 
 	phase   phase
@@ -80,14 +76,10 @@ type machine struct {
 
 	watch watchState
 
-	// stopping: Stop was asked for or the campaign cannot go on (fatal).
-	stopping bool
-	released bool // the release after stopping was attempted
-	// giveUpRelease: the key is to be released while running, because the
-	// bucket's TTL cannot hold elections any more.
-	giveUpRelease bool
-	finished      bool  // nothing more to do
-	fatal         error // a permission refusal or a connection closed for good
+	mode     mode
+	released bool    // stopping: the release after stopping was attempted
+	fatal    error   // a permission refusal or a connection closed for good
+	fatalOut outcome // which of the two fatal was
 }
 
 // machineConfig is what a machine is given once.
@@ -112,8 +104,9 @@ type handOver struct {
 	within   time.Duration
 	// offered: the offer of the key was made and not taken up (why:
 	// declined); the release names the candidate instead.
-	offered  bool
-	declined error
+	offered     bool
+	declined    error
+	declinedOut outcome // what became of the offer
 }
 
 // takeOver is an offer of the key a leader made us after its term ended:
@@ -196,7 +189,15 @@ type input struct {
 	expect uint64        // the revision the write expected
 	ttl    time.Duration // the bucket's TTL
 	born   time.Time     // when the bucket's stream was created; zero if unknown
-	err    error
+	// err is what went wrong, for messages; out is what became of the
+	// request, which the machine decides on (see classified).
+	err error
+	out outcome
+	// conflict: for outMismatch, the key's latest revision if the broker
+	// named it.
+	conflict uint64
+	// logged: err was logged already (by a shared watch).
+	logged bool
 	// marked: a release carried its mark.
 	marked bool
 	// restartable: the watch made can be made again in place (a shared one).
@@ -276,6 +277,11 @@ type note struct {
 	latency time.Duration
 	at      time.Time
 	err     error // noteHandOver, noteTakeOver: why it did not happen, or nil
+	// level, format and args: a noteLog's line, formatted by the driver's
+	// logger (only if it logs at that level).
+	level  logLevel
+	format string
+	args   []any
 }
 
 type noteKind int
@@ -293,7 +299,31 @@ const (
 	noteRestartWatch // the watch seems to have missed changes: make it again
 	noteHandOver     // a hand-over asked for is done (err nil) or refused
 	noteTakeOver     // an offer of the key was taken up (err nil) or not
+	noteLog          // a line for the driver's log: level, format, args
 )
+
+// logLevel is the level of a noteLog.
+type logLevel uint8
+
+const (
+	levelDebug logLevel = iota
+	levelInfo
+	levelWarn
+	levelError
+)
+
+// noteLogger is the machine's Logger: each line goes out as a noteLog, for
+// the driver to log; the machine writes nowhere itself.
+type noteLogger struct{ m *machine }
+
+func (l noteLogger) Debugf(f string, a ...any) { l.m.logNote(levelDebug, f, a) }
+func (l noteLogger) Infof(f string, a ...any)  { l.m.logNote(levelInfo, f, a) }
+func (l noteLogger) Warnf(f string, a ...any)  { l.m.logNote(levelWarn, f, a) }
+func (l noteLogger) Errorf(f string, a ...any) { l.m.logNote(levelError, f, a) }
+
+func (m *machine) logNote(level logLevel, format string, args []any) {
+	m.note(note{kind: noteLog, level: level, format: format, args: args})
+}
 
 // output is the machine's answer to one step.
 type output struct {
@@ -303,11 +333,13 @@ type output struct {
 	notes []note
 }
 
-func newMachine(cfg machineConfig, tm timings, log Logger) *machine {
+func newMachine(cfg machineConfig, tm timings) *machine {
 	if cfg.random == nil {
 		cfg.random = rand.Int64N
 	}
-	return &machine{cfg: cfg, tm: tm, log: log}
+	m := &machine{cfg: cfg, tm: tm}
+	m.log = noteLogger{m}
+	return m
 }
 
 // jittered returns d less up to a quarter of it, at random.
@@ -332,6 +364,10 @@ func (m *machine) standbyWait(n int) time.Duration {
 // step takes in what happened and returns what to do.
 func (m *machine) step(in input) output {
 	m.out = output{}
+	if in.err != nil && in.out == outDone {
+		m.log.Errorf("election %s: bug: an input with an error came unclassified (%v); please report this", m.cfg.key, in.err)
+		in.out = outUnknown
+	}
 	now := in.now
 	switch in.kind {
 	case inStart:
@@ -342,7 +378,7 @@ func (m *machine) step(in input) output {
 		m.scheduleTTLCheck(now)
 	case inTick:
 	case inStop:
-		m.stopping = true
+		m.enter(stopping)
 		// A successor of our identity is another copy when it names its
 		// instance (the policy never names this candidate).
 		ho := in.handOver
@@ -423,114 +459,149 @@ func (m *machine) plan(now time.Time) (action, time.Time) {
 			}
 			return act, time.Time{}
 		}
-		if m.stopping && act.kind == doNothing && move == nil && !m.finished {
-			m.finished = true
+		if m.mode == stopping && act.kind == doNothing && move == nil {
+			m.enter(finished)
 		}
-		m.out.done = m.finished
+		m.out.done = m.mode == finished
 		return action{}, at
 	}
 }
 
 // due returns the first thing due at now, in order of priority, or else the
 // earliest thing that will be: an action for the driver, or a move of the
-// machine's own.
+// machine's own. Each mode decides in its own function.
 func (m *machine) due(now time.Time) (time.Time, action, func(time.Time)) {
-	var (
-		wake     = now.Add(time.Hour)
-		wakeAct  action
-		wakeMove func(time.Time)
-		found    bool
-	)
-	// consider offers a thing due at at; the first offered that is due wins.
-	consider := func(at time.Time, act action, move func(time.Time)) bool {
-		if found {
-			return true
-		}
-		if !at.After(now) {
-			wake, wakeAct, wakeMove, found = at, act, move, true
-			return true
-		}
-		if at.Before(wake) {
-			wake, wakeAct, wakeMove = at, act, move
-		}
-		return false
+	switch m.mode {
+	case stopping, finished:
+		return m.dueStopping(now)
+	case givingUp:
+		return now, action{kind: doRelease, expect: m.hold.rev, marked: m.releaseMarked(now)}, nil
+	case handingOver:
+		return m.dueHandingOver(now)
+	case taking:
+		return m.dueTaking(now)
 	}
-	if m.taking.rev != 0 && (m.stopping || m.phase.holds()) {
+	d := dueList{now: now, wake: now.Add(time.Hour)}
+	if m.phase.holds() {
+		m.dueHolder(&d)
+	} else {
+		m.dueCandidate(&d)
+	}
+	return d.wake, d.act, d.move
+}
+
+// dueList gathers what is due: the first thing offered that is due at now
+// wins; else the earliest offered.
+type dueList struct {
+	now   time.Time
+	wake  time.Time
+	act   action
+	move  func(time.Time)
+	found bool
+}
+
+// consider offers a thing due at at.
+func (d *dueList) consider(at time.Time, act action, move func(time.Time)) {
+	switch {
+	case d.found:
+	case !at.After(d.now):
+		d.wake, d.act, d.move, d.found = at, act, move, true
+	case at.Before(d.wake):
+		d.wake, d.act, d.move = at, act, move
+	}
+}
+
+// dueStopping: end a running take-over and the term, then offer the key
+// to the standby named on stop or release it, then stop watching; once
+// nothing is due at once, the machine is finished.
+func (m *machine) dueStopping(now time.Time) (time.Time, action, func(time.Time)) {
+	if m.taking.rev != 0 {
 		return now, action{}, func(time.Time) { m.endTakeOver(errors.New("the candidate is stopping")) }
 	}
-	if m.stopping {
-		switch {
-		case m.leading:
-			consider(now, action{}, func(time.Time) { m.endTerm(m.stopCause()) })
-		case m.leaseLapsedUnread(now):
-			// A lease that lapsed (a pause, the stop and the lease's timer
-			// due together): as while running, nothing rests on the hold
-			// until the bucket's settings are read again, so neither an
-			// offer nor a marked release follows.
-			consider(now, action{}, m.lapseLease)
-		case m.stopOffer.to != "" && !m.stopOffer.offered && m.handOver.to == "" &&
-			m.phase.holds() && m.phase != doomed && m.fatal == nil && !m.released && m.releaseMarked(now):
-			// The best standby known takes the key with one synced write
-			// of its own over ours, as in a hand-over, rather than after a
-			// release and a race of campaigns; offered only when a release
-			// could be marked, so that its term may begin at once (rule 1).
-			consider(now, action{kind: doOffer, expect: m.hold.rev, handOver: m.stopOffer, epoch: m.epoch, timeout: m.offerTimeout(now, m.stopOffer)}, nil)
-		case m.phase.holds() && m.phase != doomed && m.fatal == nil && m.cfg.releaseOnStop && !m.released:
-			consider(now, action{kind: doRelease, expect: m.hold.rev, marked: m.releaseMarked(now)}, nil)
-		case m.watch.up:
-			consider(now, action{}, func(time.Time) { m.watch.up = false; m.note(note{kind: noteStopWatch}) })
-		}
-		if found {
-			return wake, wakeAct, wakeMove
-		}
-		return now, action{}, nil
+	if move := m.dueWindDown(now, m.stopCause()); move != nil {
+		return now, action{}, move
 	}
-
-	if m.giveUpRelease {
+	keeps := m.phase.holds() && m.phase != doomed && m.fatal == nil && !m.released
+	switch {
+	case keeps && m.stopOffer.to != "" && !m.stopOffer.offered && m.handOver.to == "" && m.releaseMarked(now):
+		// The best standby known takes the key with one synced write
+		// of its own over ours, as in a hand-over, rather than after a
+		// release and a race of campaigns; offered only when a release
+		// could be marked, so that its term may begin at once (rule 1).
+		return now, action{kind: doOffer, expect: m.hold.rev, handOver: m.stopOffer, epoch: m.epoch, timeout: m.offerTimeout(now, m.stopOffer)}, nil
+	case keeps && m.cfg.releaseOnStop:
 		return now, action{kind: doRelease, expect: m.hold.rev, marked: m.releaseMarked(now)}, nil
+	case m.watch.up:
+		return now, action{}, func(time.Time) { m.watch.up = false; m.note(note{kind: noteStopWatch}) }
 	}
-	if m.handOver.to != "" {
-		switch {
-		case m.leading:
-			return now, action{}, func(time.Time) { m.endTerm(CauseHandedOver) }
-		case m.leaseLapsedUnread(now):
-			// As on stop: a lapsed lease (a pause, the hand-over asked as
-			// the lease's timer came due) is no ground for an offer or a
-			// marked release until the settings are read again.
-			return now, action{}, m.lapseLease
-		case m.phase.holds() && m.phase != doomed && m.releaseMarked(now) && m.cfg.offers && !m.handOver.offered:
-			// One synced write moves the key: the candidate's own, over
-			// ours, once our term has ended. Offered only when a release
-			// could be marked, so that the taker's term may begin at once
-			// (rule 1).
-			return now, action{kind: doOffer, expect: m.hold.rev, handOver: m.handOver, epoch: m.epoch, timeout: m.offerTimeout(now, m.handOver)}, nil
-		case m.phase.holds() && m.phase != doomed && m.releaseMarked(now):
-			return now, action{kind: doRelease, expect: m.hold.rev, marked: true, handOver: m.handOver.releaseNames()}, nil
-		case m.phase.holds() && m.phase != doomed:
-			// The term ended, but the release may not name a successor
-			// yet (askHandOver refuses this; only a change since the
-			// ask leads here). The key is still ours: give the hand-over
-			// up and lead again from the next renewal, rather than keep
-			// the key renewed with nobody leading.
-			return now, action{}, func(now time.Time) {
-				m.endHandOver(m.handOverTooSoon(now))
-				if m.phase == leading {
-					m.move(winning)
-				}
+	return now, action{}, nil
+}
+
+// dueWindDown is what comes first when a hold is to be offered or
+// released (stopping, handing over): the term ends, for cause; and a lease
+// that lapsed (a pause, the stop or hand-over and the lease's timer due
+// together) is no ground for an offer or a marked release until the
+// bucket's settings are read again, as while running. nil: neither.
+func (m *machine) dueWindDown(now time.Time, cause Cause) func(time.Time) {
+	switch {
+	case m.leading:
+		return func(time.Time) { m.endTerm(cause) }
+	case m.leaseLapsedUnread(now):
+		return m.lapseLease
+	}
+	return nil
+}
+
+// dueHandingOver: end the term, then offer the key to the candidate named
+// or release it naming the candidate, once no deposed leader can count on
+// the key.
+func (m *machine) dueHandingOver(now time.Time) (time.Time, action, func(time.Time)) {
+	if move := m.dueWindDown(now, CauseHandedOver); move != nil {
+		return now, action{}, move
+	}
+	keeps := m.phase.holds() && m.phase != doomed
+	switch {
+	case keeps && m.releaseMarked(now) && m.cfg.offers && !m.handOver.offered:
+		// One synced write moves the key: the candidate's own, over
+		// ours, once our term has ended. Offered only when a release
+		// could be marked, so that the taker's term may begin at once
+		// (rule 1).
+		return now, action{kind: doOffer, expect: m.hold.rev, handOver: m.handOver, epoch: m.epoch, timeout: m.offerTimeout(now, m.handOver)}, nil
+	case keeps && m.releaseMarked(now):
+		return now, action{kind: doRelease, expect: m.hold.rev, marked: true, handOver: m.handOver.releaseNames()}, nil
+	case keeps:
+		// The term ended, but the release may not name a successor
+		// yet (askHandOver refuses this; only a change since the
+		// ask leads here). The key is still ours: give the hand-over
+		// up and lead again from the next renewal, rather than keep
+		// the key renewed with nobody leading.
+		return now, action{}, func(now time.Time) {
+			m.endHandOver(m.handOverTooSoon(now))
+			if m.phase == leading {
+				m.move(winning)
 			}
-		default:
-			return now, action{}, func(time.Time) { m.endHandOver(errors.New("the key was lost before the release")) }
 		}
 	}
+	return now, action{}, func(time.Time) { m.endHandOver(errors.New("the key was lost before the release")) }
+}
 
-	if m.taking.rev != 0 {
-		return now, action{kind: doWrite, expect: m.taking.rev, urgent: true, term: m.takeMark(m.taking.rev)}, nil
+// dueTaking: write over the revision offered to us, unless we hold the
+// key already (the write landed: the take-over is done).
+func (m *machine) dueTaking(now time.Time) (time.Time, action, func(time.Time)) {
+	if m.phase.holds() {
+		return now, action{}, func(time.Time) { m.endTakeOver(errors.New("the candidate is stopping")) }
 	}
+	return now, action{kind: doWrite, expect: m.taking.rev, urgent: true, term: m.takeMark(m.taking.rev)}, nil
+}
 
+// dueHolder: while our write holds the key, the term's deadline, the
+// lease's lapse, the watch, renewals, the TTL's reads and the term's
+// beginning.
+func (m *machine) dueHolder(d *dueList) {
 	h := &m.hold
 	if m.leading {
 		// First: a term ends at its deadline whatever else is due.
-		consider(h.lease, action{}, func(now time.Time) {
+		d.consider(h.lease, action{}, func(now time.Time) {
 			m.log.Warnf("election %s: %s reached its deadline without renewing: standing down", m.cfg.key, m.cfg.identity)
 			m.endTerm(CauseDeadline)
 			if m.phase == leading {
@@ -538,44 +609,52 @@ func (m *machine) due(now time.Time) (time.Time, action, func(time.Time)) {
 			}
 		})
 	}
-	if m.phase.holds() && m.phase != doomed && h.ttlRead && !h.lease.Equal(h.lapsed) {
+	if m.phase != doomed && h.ttlRead && !h.lease.Equal(h.lapsed) {
 		// A lease that lapsed while we keep the key: before another term
 		// rests on it, read the bucket's settings again, which tells
 		// whether the bucket was made again meanwhile (noteBucketBorn).
-		consider(h.lease, action{}, m.lapseLease)
+		d.consider(h.lease, action{}, m.lapseLease)
 	}
+	m.dueWatch(d)
+	if m.phase == doomed {
+		d.consider(h.lease, action{}, func(now time.Time) { m.dropHold(now, false) })
+		return
+	}
+	d.consider(h.nextRenew, action{kind: doWrite, expect: h.rev, renewal: true, term: m.renewalMark()}, nil)
+	if !h.ttlRead {
+		d.consider(h.ttlRetryAt, action{kind: doReadTTL, since: h.ttlSince}, nil)
+	} else if at, ok := m.termBegins(d.now); ok {
+		d.consider(at, action{}, func(time.Time) { m.beginTerm() })
+	}
+	if h.ttlRead {
+		d.consider(m.nextTTLCheck, action{kind: doReadTTL, since: m.ttlSince}, nil)
+	}
+}
 
-	// the watch
+// dueWatch: a watch that delivered nothing in time is dropped; a watch
+// that is down is made again.
+func (m *machine) dueWatch(d *dueList) {
 	w := &m.watch
 	if w.up && w.initial {
-		consider(w.lastEvent.Add(initTimeout(m.tm)), action{}, func(now time.Time) {
-			m.watchFailed(now, fmt.Errorf("watch delivered nothing within %v of being made", initTimeout(m.tm)))
+		d.consider(w.lastEvent.Add(initTimeout(m.tm)), action{}, func(now time.Time) {
+			m.watchFailed(input{now: now, out: outTimeout, err: fmt.Errorf("watch delivered nothing within %v of being made", initTimeout(m.tm))})
 		})
 	}
 	if !w.up {
-		consider(w.retryAt, action{kind: doWatch}, nil)
+		d.consider(w.retryAt, action{kind: doWatch}, nil)
 	}
+}
 
-	if m.phase.holds() {
-		if m.phase == doomed {
-			consider(h.lease, action{}, func(now time.Time) { m.dropHold(now, false) })
-			return wake, wakeAct, wakeMove
-		}
-		consider(h.nextRenew, action{kind: doWrite, expect: h.rev, renewal: true, term: m.renewalMark()}, nil)
-		if !h.ttlRead {
-			consider(h.ttlRetryAt, action{kind: doReadTTL, since: h.ttlSince}, nil)
-		} else if at, ok := m.termBegins(now); ok {
-			consider(at, action{}, func(time.Time) { m.beginTerm() })
-		}
-		if h.ttlRead {
-			consider(m.nextTTLCheck, action{kind: doReadTTL, since: m.ttlSince}, nil)
-		}
-		return wake, wakeAct, wakeMove
-	}
-
-	consider(m.nextTTLCheck, action{kind: doReadTTL, since: m.ttlSince}, nil)
+// dueCandidate: while the key is not ours, the watch, the TTL's reads and
+// the campaign: read the key when the view is not fresh, else write to
+// take it when it is free; an observer reads where a candidate would
+// campaign.
+func (m *machine) dueCandidate(d *dueList) {
+	now := d.now
+	m.dueWatch(d)
+	d.consider(m.nextTTLCheck, action{kind: doReadTTL, since: m.ttlSince}, nil)
 	if m.confirmRead {
-		consider(now, action{kind: doRead}, nil)
+		d.consider(now, action{kind: doRead}, nil)
 	}
 	if at, expect, ok := m.mayTake(now); ok {
 		switch {
@@ -583,19 +662,19 @@ func (m *machine) due(now time.Time) (time.Time, action, func(time.Time)) {
 			// A campaign starting: the watch's initial values will say
 			// what a read would; read only if they are late. Thousands of
 			// elections starting at once each save a read.
-			consider(later(at, m.watch.lastEvent.Add(initialWait(m.tm))), action{kind: doRead}, nil)
+			d.consider(later(at, m.watch.lastEvent.Add(initialWait(m.tm))), action{kind: doRead}, nil)
 		case !m.viewFresh(now):
-			consider(at, action{kind: doRead}, nil)
+			d.consider(at, action{kind: doRead}, nil)
 		case m.takeoverNeedsTTL(now):
 			// Read the TTL first, so that the campaign can take the lapsed
 			// lease over its revision at once (see lapseAt). Once per
 			// revision: if the read fails, the campaign waits for the broker.
-			consider(at, action{}, func(now time.Time) {
+			d.consider(at, action{}, func(now time.Time) {
 				m.ttlAskedRev = m.view.Revision
 				m.askTTL(now, m.view.seenAt.Add(time.Nanosecond))
 			})
 		default:
-			consider(at, action{kind: doWrite, expect: expect, term: m.takeMark(expect)}, nil)
+			d.consider(at, action{kind: doWrite, expect: expect, term: m.takeMark(expect)}, nil)
 		}
 	} else if !m.cfg.writes {
 		// An observer checks the key where a candidate would campaign,
@@ -605,10 +684,9 @@ func (m *machine) due(now time.Time) (time.Time, action, func(time.Time)) {
 			next = earliest(next, m.view.readAt.Add(m.tm.ttl/2))
 		}
 		if !next.IsZero() {
-			consider(next, action{kind: doRead}, nil)
+			d.consider(next, action{kind: doRead}, nil)
 		}
 	}
-	return wake, wakeAct, wakeMove
 }
 
 // takeMark is what a write that takes the key expecting revision expect
@@ -650,7 +728,7 @@ func earliest(a, b time.Time) time.Time {
 // stopCause is why a term ends as the machine stops.
 func (m *machine) stopCause() Cause {
 	switch {
-	case errors.Is(m.fatal, ErrPermissionDenied):
+	case m.fatalOut == outDenied:
 		return CauseDenied
 	case m.fatal != nil:
 		return CauseClosed
@@ -660,6 +738,20 @@ func (m *machine) stopCause() Cause {
 
 func (m *machine) note(n note) { m.out.notes = append(m.out.notes, n) }
 
+// enter changes the mode; a change modeMoves does not allow is a bug.
+func (m *machine) enter(next mode) {
+	if m.mode == next {
+		return
+	}
+	if !m.mode.canEnter(next) {
+		m.log.Errorf("election %s: bug: a campaign cannot go from %s to %s; please report this", m.cfg.key, m.mode, next)
+	}
+	m.mode = next
+}
+
+// stopping reports whether the machine is stopping or has stopped.
+func (m *machine) stopping() bool { return m.mode >= stopping }
+
 // move changes the phase; a move that phaseMoves does not allow is a bug.
 func (m *machine) move(next phase) {
 	if !m.phase.canMove(next) {
@@ -668,21 +760,21 @@ func (m *machine) move(next phase) {
 	m.phase = next
 }
 
-// failed notes an error that ends the campaign: a permission refusal or a
-// connection closed for good.
-func (m *machine) failed(err error) bool {
-	if !errors.Is(err, ErrPermissionDenied) && !errors.Is(err, nats.ErrConnectionClosed) {
+// failed notes an outcome that ends the campaign: a permission refusal
+// or a connection closed for good.
+func (m *machine) failed(in input) bool {
+	if !in.out.fatal() {
 		return false
 	}
 	if m.fatal == nil {
-		if errors.Is(err, ErrPermissionDenied) {
-			m.log.Errorf("election %s: ending the campaign: %v", m.cfg.key, err)
+		if in.out == outDenied {
+			m.log.Errorf("election %s: ending the campaign: %v", m.cfg.key, in.err)
 		} else {
 			m.log.Errorf("election %s: the connection to the broker was closed: ending the campaign", m.cfg.key)
 		}
-		m.fatal = err
+		m.fatal, m.fatalOut = in.err, in.out
 	}
-	m.stopping = true
+	m.enter(stopping)
 	return true
 }
 
@@ -751,10 +843,10 @@ func (m *machine) onRead(in input) {
 	done := in.now
 	m.confirmRead = false
 	if in.err != nil {
-		if m.failed(in.err) {
+		if m.failed(in) {
 			return
 		}
-		if bucketGone(in.err, m.cfg.writes) {
+		if in.out.bucketGone(m.cfg.writes) {
 			// No bucket, no holder: the key is gone, as by a removal.
 			m.observe(done, keyView{known: true, Entry: Entry{Key: m.cfg.key}, seenAt: done, readAt: done})
 		}
@@ -796,19 +888,6 @@ func (m *machine) onRead(in input) {
 	}
 }
 
-// bucketGone reports whether a read's error says the bucket is not there:
-// no holder then. For an observer, no JetStream answering at all counts
-// too: no holder could renew through it either.
-func bucketGone(err error, writes bool) bool {
-	switch {
-	case errors.Is(err, jetstream.ErrStreamNotFound), errors.Is(err, jetstream.ErrBucketNotFound):
-		return true
-	case writes:
-		return false
-	}
-	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse)
-}
-
 // overdue spaces out an observer's checks of a write that outlived its
 // predicted expiry, and reads the TTL, which may have been raised.
 func (m *machine) overdue(now time.Time) {
@@ -837,11 +916,11 @@ func (m *machine) onCampaign(in input) {
 	switch {
 	case err == nil:
 		m.won(sent, done, in.rev, in.expect)
-	case isMismatch(err):
+	case in.out == outMismatch:
 		m.tries++
 		m.nextCampaign = done.Add(m.standbyWait(m.tries))
 		m.notPastLapse(done)
-		if rev, ok := mismatchRevision(err); ok && rev > m.seenRev {
+		if rev := in.conflict; rev > m.seenRev {
 			// The key holds a message we never saw, written at most now: its
 			// writer may count on it for up to a TTL from now. Should the
 			// key then vanish, that is a removal (see vanishedUnderLease).
@@ -863,16 +942,16 @@ func (m *machine) onCampaign(in input) {
 			m.log.Debugf("election %s: view of the key looks stale, restarting the watch", m.cfg.key)
 			m.restartWatch(done)
 		}
-	case m.failed(err):
+	case m.failed(in):
 	default:
 		m.tries++
 		m.nextCampaign = done.Add(m.standbyWait(m.tries))
 		switch {
-		case notSent(err):
+		case in.out == outNotSent:
 			// The process's requests are backed up (thousands of elections
 			// starting at once): routine, and retried with backoff.
 			m.log.Debugf("election %s: campaign failed: %v", m.cfg.key, err)
-		case mayHaveApplied(err):
+		case in.out.mayHaveApplied():
 			m.log.Warnf("election %s: campaign failed with an unknown outcome (%v): if it was stored, the key holds %s's name and is left to expire, because it cannot be told apart from another candidate's with the same identity", m.cfg.key, err, m.cfg.identity)
 		default:
 			m.log.Warnf("election %s: campaign failed: %v", m.cfg.key, err)
@@ -930,7 +1009,7 @@ func (m *machine) observe(now time.Time, v keyView) bool {
 	}
 	if !m.phase.holds() && m.vanishedUnderLease(judgedAt, v) {
 		m.log.Warnf("election %s: the key %s held vanished without a marker %v before it could expire (the bucket deleted and made again, or purged): taking it as a forced removal, so a term begun on it waits a TTL, until %s has surely stood down", m.cfg.key, m.view.Leader, m.view.expiresBy.Sub(now).Round(time.Millisecond), m.view.Leader)
-		v.State, v.Operation = KeyRemoved, jetstream.KeyValuePurge // gone without a marker, as by a purge
+		v.State, v.Operation = KeyRemoved, opPurge // gone without a marker, as by a purge
 	}
 	prev, named := m.view, m.view
 	switch {
@@ -1080,7 +1159,7 @@ func (m *machine) noteBucketBorn(now, born time.Time) {
 	// in the new bucket, and a removal found next removed it (seed
 	// 1261420).
 	ours := m.view
-	m.view = keyView{known: true, Entry: Entry{Key: m.cfg.key, State: KeyRemoved, Operation: jetstream.KeyValuePurge}, seenAt: now, ttl: m.tm.ttl}
+	m.view = keyView{known: true, Entry: Entry{Key: m.cfg.key, State: KeyRemoved, Operation: opPurge}, seenAt: now, ttl: m.tm.ttl}
 	m.displaced = keyView{}
 	if m.phase.holds() {
 		// Our write went to the old bucket, or to the new one without our
@@ -1207,7 +1286,7 @@ func (m *machine) onRenewal(in input) {
 				m.note(note{kind: noteExtended, until: h.lease})
 			}
 		}
-	case isMismatch(err) && h.inDoubt:
+	case in.out == outMismatch && h.inDoubt:
 		// An earlier renewal failed without an answer and may have been
 		// stored, which would explain the mismatch; but a candidate with our
 		// identity may also have taken the key after someone removed it, and
@@ -1215,7 +1294,7 @@ func (m *machine) onRenewal(in input) {
 		// lease ends, so we lead until then and stop renewing.
 		m.move(doomed)
 		m.log.Warnf("election %s: renewal of revision %d refused after an earlier renewal's outcome was unknown; leading until the deadline in %v, then standing down", m.cfg.key, h.rev, h.lease.Sub(done).Round(time.Millisecond))
-	case isMismatch(err):
+	case in.out == outMismatch:
 		deposed := done.Before(h.lease)
 		cause := CauseExpired
 		if deposed {
@@ -1223,9 +1302,9 @@ func (m *machine) onRenewal(in input) {
 		}
 		m.log.Warnf("election %s: renewal of revision %d refused (%s): standing down", m.cfg.key, h.rev, cause)
 		m.dropHold(done, deposed)
-	case m.failed(err):
+	case m.failed(in):
 	default:
-		h.inDoubt = h.inDoubt || mayHaveApplied(err)
+		h.inDoubt = h.inDoubt || in.out.mayHaveApplied()
 		h.tries++
 		delay := m.tm.retry
 		if !done.Before(h.lease) {
@@ -1314,15 +1393,15 @@ func (m *machine) onRelease(in input) {
 	// Only the release after stopping counts as such: a giving-up release
 	// while running is followed by campaigns, and a later hold of the key
 	// is released (or offered) again when we stop.
-	m.released = m.stopping
-	if m.giveUpRelease {
-		m.giveUpRelease = false
+	m.released = m.stopping()
+	if m.mode == givingUp {
+		m.enter(running)
 		m.move(candidate)
 		m.hold = hold{}
 		m.nextCampaign = time.Time{}
 	}
 	switch {
-	case in.err != nil && m.stopOffer.offered && unanswered(m.stopOffer.declined) && isMismatch(in.err):
+	case in.err != nil && m.stopOffer.offered && m.stopOffer.declinedOut.unanswered() && in.out == outMismatch:
 		m.log.Infof("election %s: revision %d moved on before the release: %s may have taken up the offer", m.cfg.key, rev, m.stopOffer.to)
 	case in.err != nil:
 		m.log.Warnf("election %s: could not release revision %d, the key expires within %v: %v", m.cfg.key, rev, m.tm.ttl, in.err)
@@ -1338,7 +1417,7 @@ func (m *machine) onRelease(in input) {
 // candidate (see due).
 func (m *machine) askHandOver(now time.Time, ho handOver) {
 	switch {
-	case !m.cfg.writes || m.stopping || !m.leading || m.phase != leading:
+	case !m.cfg.writes || m.stopping() || !m.leading || m.phase != leading:
 		m.note(note{kind: noteHandOver, err: ErrNotLeader})
 	case m.handOver.to != "":
 		m.note(note{kind: noteHandOver, err: fmt.Errorf("%w: a hand-over to %s is under way", ErrNotLeader, m.handOver.to)})
@@ -1349,6 +1428,7 @@ func (m *machine) askHandOver(now time.Time, ho handOver) {
 			ho.within = m.handOverWindow()
 		}
 		m.handOver = ho
+		m.enter(handingOver)
 		m.log.Infof("election %s: %s handing over to %s", m.cfg.key, m.cfg.identity, ho.to)
 	}
 }
@@ -1358,7 +1438,7 @@ func (m *machine) askHandOver(now time.Time, ho handOver) {
 // others out for its window and leave the election without a leader; the
 // release is then plain, and the next candidate takes the key at once.
 func (ho handOver) releaseNames() handOver {
-	if ho.offered && ho.declined != nil && !unanswered(ho.declined) {
+	if ho.offered && ho.declined != nil && !ho.declinedOut.unanswered() {
 		return handOver{}
 	}
 	return ho
@@ -1395,10 +1475,10 @@ func (m *machine) onHandOverRelease(in input) {
 	m.view.readAt, m.view.confirmed = time.Time{}, false
 	m.nextCampaign = done
 	switch {
-	case in.err != nil && ho.offered && isMismatch(in.err):
+	case in.err != nil && ho.offered && in.out == outMismatch:
 		// The answer to our offer was lost or late, and the key moved on:
 		// most likely the candidate's write took it.
-		if unanswered(ho.declined) {
+		if ho.declinedOut.unanswered() {
 			m.log.Infof("election %s: revision %d moved on before the release: %s may have taken up the offer", m.cfg.key, rev, ho.to)
 			m.endHandOver(fmt.Errorf("%s did not answer the offer of the key (%v), and the key moved on before the release (it may have taken the key; see who leads): %w", ho.to, ho.declined, in.err))
 			return
@@ -1415,15 +1495,12 @@ func (m *machine) onHandOverRelease(in input) {
 	m.endHandOver(nil)
 }
 
-// unanswered reports whether an offer failed for want of an answer (rather
-// than by a refusal): the candidate may have taken the key meanwhile.
-func unanswered(err error) bool {
-	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders)
-}
-
 // endHandOver tells the driver how the hand-over under way ended.
 func (m *machine) endHandOver(err error) {
 	m.handOver = handOver{}
+	if m.mode == handingOver {
+		m.enter(running)
+	}
 	m.note(note{kind: noteHandOver, err: err})
 }
 
@@ -1440,51 +1517,48 @@ func (m *machine) offerTimeout(now time.Time, ho handOver) time.Duration {
 	return max(d, time.Millisecond)
 }
 
-// onStopOffer takes in the answer to a stopping leader's offer of the key.
-// Taken up: the key is the standby's, and nothing is left to release.
-// Otherwise the key is released as on any stop (see due), which covers an
-// answer lost after the standby's write was stored: the release then
-// fails, as the key moved on.
-func (m *machine) onStopOffer(in input) {
-	so, rev := m.stopOffer, m.hold.rev
-	if in.err != nil {
-		m.log.Infof("election %s: %s did not take up the offer of revision %d on stop (%v): releasing the key", m.cfg.key, so.to, rev, in.err)
-		m.stopOffer.offered, m.stopOffer.declined = true, in.err
-		return
-	}
-	m.released = true
-	m.move(candidate)
-	m.hold = hold{}
-	m.log.Infof("election %s: %s took the key over revision %d: handed over on stop", m.cfg.key, so.to, rev)
-}
-
 // maxOfferTimeout bounds the wait for an offer of the key to be taken up,
 // well inside RequestHandOver's default deadline and the CLI's --timeout.
 const maxOfferTimeout = time.Second
 
-// onOffer takes in the answer to our offer of the key. Taken up: the key
-// is the candidate's, and we are a candidate again that sits the window out
-// until we see its write. Otherwise the release names the candidate (see
-// due), which covers an answer lost after the write was stored: the
-// release then fails, as the key moved on.
-func (m *machine) onOffer(in input) {
+// offering is the hand-over whose offer of the key is due or under way:
+// the one asked for (or moved to by the policy), or else, while stopping,
+// the successor named on stop. One path serves both; only what follows a
+// taken offer differs.
+func (m *machine) offering() *handOver {
 	if m.handOver.to == "" && m.stopOffer.to != "" {
-		m.onStopOffer(in)
-		return
+		return &m.stopOffer
 	}
+	return &m.handOver
+}
+
+// onOffer takes in the answer to our offer of the key. Taken up: the key
+// is the candidate's. On stop nothing is left to release; otherwise we are
+// a candidate again that sits the window out until we see its write. Not
+// taken up: the key is released (see dueStopping, dueHandingOver), which
+// covers an answer lost after the write was stored: the release then
+// fails, as the key moved on.
+func (m *machine) onOffer(in input) {
 	done := in.now
-	ho, rev := m.handOver, m.hold.rev
+	ho, rev := m.offering(), m.hold.rev
+	onStop := ho == &m.stopOffer
 	if in.err != nil {
-		m.log.Infof("election %s: %s did not take up the offer of revision %d (%v): releasing the key to it", m.cfg.key, ho.to, rev, in.err)
-		m.handOver.offered, m.handOver.declined = true, in.err
+		m.log.Infof("election %s: %s did not take up the offer of revision %d (%v): releasing the key", m.cfg.key, ho.to, rev, in.err)
+		ho.offered, ho.declined, ho.declinedOut = true, in.err, in.out
 		return
 	}
+	taken := *ho
 	m.move(candidate)
 	m.hold = hold{}
-	m.sitOut = sitOut{until: done.Add(ho.within), rev: rev}
+	if onStop {
+		m.released = true
+		m.log.Infof("election %s: %s took the key over revision %d: handed over on stop", m.cfg.key, taken.to, rev)
+		return
+	}
+	m.sitOut = sitOut{until: done.Add(taken.within), rev: rev}
 	m.view.readAt, m.view.confirmed = time.Time{}, false
 	m.nextCampaign = done
-	m.log.Infof("election %s: %s took the key over revision %d: handed over", m.cfg.key, ho.to, rev)
+	m.log.Infof("election %s: %s took the key over revision %d: handed over", m.cfg.key, taken.to, rev)
 	m.endHandOver(nil)
 }
 
@@ -1502,7 +1576,7 @@ func (m *machine) askTakeOver(in input) {
 	switch {
 	case !m.cfg.writes:
 		err = errors.New("an observer does not campaign")
-	case m.stopping:
+	case m.stopping():
 		err = errors.New("the candidate is stopping")
 	case m.ttlUnusable != nil:
 		err = m.ttlUnusable
@@ -1522,6 +1596,7 @@ func (m *machine) askTakeOver(in input) {
 		return
 	}
 	m.taking = takeOver{from: from, rev: rev}
+	m.enter(taking)
 	m.log.Infof("election %s: %s takes the key over from %s at revision %d", m.cfg.key, m.cfg.identity, from, rev)
 }
 
@@ -1531,6 +1606,9 @@ func (m *machine) endTakeOver(err error) {
 		m.log.Infof("election %s: could not take the key over from %s: %v", m.cfg.key, m.taking.from, err)
 	}
 	m.taking = takeOver{}
+	if m.mode == taking {
+		m.enter(running)
+	}
 	m.note(note{kind: noteTakeOver, err: err})
 }
 
@@ -1558,7 +1636,7 @@ func (m *machine) onTTL(in input) {
 	now, done := in.sent, in.now
 	defer m.note(note{kind: noteTTLRead, at: done})
 	if in.err != nil {
-		m.failed(in.err)
+		m.failed(in)
 		m.log.Debugf("election %s: cannot read the bucket's TTL: %v", m.cfg.key, in.err)
 		if m.phase.holds() && !m.hold.ttlRead {
 			m.hold.ttlRetryAt = done.Add(m.jittered(m.tm.retry))
@@ -1677,7 +1755,9 @@ func (m *machine) giveUp() {
 		m.endTerm(CauseDeadline)
 	}
 	if m.phase != doomed {
-		m.giveUpRelease = true // the release's answer makes us a candidate
+		if !m.stopping() {
+			m.enter(givingUp) // the release's answer makes us a candidate
+		}
 		return
 	}
 	m.move(candidate)
@@ -1706,8 +1786,8 @@ func (m *machine) watchRetry(tries int) time.Duration {
 func (m *machine) onWatchMade(in input) {
 	w := &m.watch
 	if in.err != nil {
-		if !m.failed(in.err) {
-			m.watchFailed(in.now, in.err)
+		if !m.failed(in) {
+			m.watchFailed(in)
 		}
 		return
 	}
@@ -1719,7 +1799,8 @@ func (m *machine) onWatchMade(in input) {
 
 // watchFailed drops the watch, if any, and schedules another try with
 // backoff, logging the cause once.
-func (m *machine) watchFailed(now time.Time, err error) {
+func (m *machine) watchFailed(in input) {
+	now, err := in.now, in.err
 	w := &m.watch
 	if w.up {
 		w.up = false
@@ -1727,11 +1808,10 @@ func (m *machine) watchFailed(now time.Time, err error) {
 	}
 	w.tries++
 	w.retryAt = now.Add(m.watchRetry(w.tries))
-	if m.stopping {
+	if m.stopping() {
 		return
 	}
-	var logged errLogged
-	if msg := err.Error(); msg != w.logged && !errors.As(err, &logged) {
+	if msg := err.Error(); msg != w.logged && !in.logged {
 		w.logged = msg
 		m.log.Warnf("election %s: cannot watch the key, campaigning on timers and retrying the watch with backoff: %v", m.cfg.key, err)
 	} else {
@@ -1752,15 +1832,14 @@ func (m *machine) restartWatch(now time.Time) {
 }
 
 func (m *machine) onWatchEnded(in input) {
-	err := in.err
-	if err == nil {
-		err = errors.New("the watch ended")
+	if in.err == nil {
+		in.err, in.out = errors.New("the watch ended"), outUnknown
 	}
-	if m.failed(err) {
+	if m.failed(in) {
 		m.watch.up = false
 		return
 	}
-	m.watchFailed(in.now, err)
+	m.watchFailed(in)
 }
 
 // onWatchEntry takes in a message the watch delivered.

@@ -18,8 +18,11 @@ func newTestMachine(t *testing.T) (*machine, time.Time) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return newMachine(cfg, tm, nopLogger{}), time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	return newMachine(cfg, tm), time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 }
+
+// feed steps m with in, its error classified as the driver does.
+func (m *machine) feed(in input) output { return m.step(classified(in)) }
 
 // noteKinds lists the kinds of notes, for logs.
 func noteKinds(ns []note) []noteKind {
@@ -40,16 +43,16 @@ func TestMachinePausedLeaderReadsSettingsBeforeANewTerm(t *testing.T) {
 	t.Logf("leading, token %d, lease %v", m.token, m.hold.lease.Sub(t0))
 	// paused for 10 s: the bucket is deleted and made again meanwhile
 	now = now.Add(10 * time.Second)
-	out := m.step(input{kind: inTick, now: now})
+	out := m.feed(input{kind: inTick, now: now})
 	t.Logf("after pause: notes %v, action %v, leading %v phase %v ttlRead %v", noteKinds(out.notes), out.do.kind, m.leading, m.phase, m.hold.ttlRead)
 	for out.do.kind == doWatch {
-		out = m.step(input{kind: inWatchMade, now: now, sent: now, err: errTest})
+		out = m.feed(input{kind: inWatchMade, now: now, sent: now, err: errTest})
 	}
 	if out.do.kind != doWrite || !out.do.renewal {
 		t.Fatalf("expected a renewal, got %v", out.do.kind)
 	}
 	// the new bucket's key happens to be at revision 10: the CAS succeeds
-	out = m.step(input{kind: inWrite, now: now.Add(time.Millisecond), sent: now, rev: 11, expect: 10})
+	out = m.feed(input{kind: inWrite, now: now.Add(time.Millisecond), sent: now, rev: 11, expect: 10})
 	t.Logf("after renewal: notes %v, action %v, leading %v", noteKinds(out.notes), out.do.kind, m.leading)
 	for _, n := range out.notes {
 		if n.kind == noteBegan {
@@ -69,30 +72,30 @@ func TestMachineObserverWithoutAWatchReadsEveryHalfTTL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := newMachine(machineConfig{key: "k", timings: observerTimings, random: func(int64) int64 { return 0 }}, tm, nopLogger{})
+	m := newMachine(machineConfig{key: "k", timings: observerTimings, random: func(int64) int64 { return 0 }}, tm)
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	out := m.step(input{kind: inStart, now: now, born: now.Add(-time.Hour)})
+	out := m.feed(input{kind: inStart, now: now, born: now.Add(-time.Hour)})
 	var reads []time.Time
 	held := &Entry{Key: "k", State: KeyHeld, Leader: "l", Revision: 7, Written: now.Add(3 * time.Second)}
 	for end := now.Add(3 * ttl); now.Before(end); {
 		switch out.do.kind {
 		case doWatch:
-			out = m.step(input{kind: inWatchMade, now: now, sent: now, err: errTest})
+			out = m.feed(input{kind: inWatchMade, now: now, sent: now, err: errTest})
 		case doReadTTL:
-			out = m.step(input{kind: inTTL, now: now, sent: now, ttl: ttl, born: now.Add(-time.Hour)})
+			out = m.feed(input{kind: inTTL, now: now, sent: now, ttl: ttl, born: now.Add(-time.Hour)})
 		case doRead:
 			reads = append(reads, now)
 			in := input{kind: inRead, now: now, sent: now}
 			if !now.Before(held.Written) {
 				in.entry = held // a leader took the key 3 s in
 			}
-			out = m.step(in)
+			out = m.feed(in)
 		case doNothing:
 			if !out.wake.After(now) {
 				t.Fatalf("woken at %v for nothing at %v: a spin", out.wake, now)
 			}
 			now = out.wake
-			out = m.step(input{kind: inTick, now: now})
+			out = m.feed(input{kind: inTick, now: now})
 		default:
 			t.Fatalf("an observer asked for action %d", out.do.kind)
 		}
@@ -121,13 +124,13 @@ func wrongLastSequence(rev uint64) error {
 // watch; it returns the first action due after that, and the instant.
 func startWatching(t *testing.T, m *machine, now time.Time) (output, time.Time) {
 	t.Helper()
-	out := m.step(input{kind: inStart, now: now, born: now.Add(-time.Hour)})
+	out := m.feed(input{kind: inStart, now: now, born: now.Add(-time.Hour)})
 	for range 10 {
 		switch out.do.kind {
 		case doReadTTL:
-			out = m.step(input{kind: inTTL, now: now, sent: now, ttl: 3 * time.Second, born: now.Add(-time.Hour)})
+			out = m.feed(input{kind: inTTL, now: now, sent: now, ttl: 3 * time.Second, born: now.Add(-time.Hour)})
 		case doWatch:
-			return m.step(input{kind: inWatchMade, now: now, sent: now}), now
+			return m.feed(input{kind: inWatchMade, now: now, sent: now}), now
 		default:
 			t.Fatalf("starting: action %v before the watch", out.do.kind)
 		}
@@ -149,7 +152,7 @@ func TestMachineStartingCampaignWaitsForItsWatchNotARead(t *testing.T) {
 	if want := now.Add(initialWait(m.tm)); out.wake.After(want) {
 		t.Fatalf("wakes at %v, want by %v to read if the watch is late", out.wake.Sub(now), want.Sub(now))
 	}
-	out = m.step(input{kind: inWatchInitialDone, now: now.Add(time.Millisecond)})
+	out = m.feed(input{kind: inWatchInitialDone, now: now.Add(time.Millisecond)})
 	if out.do.kind != doWrite || out.do.expect != 0 {
 		t.Fatalf("after the watch said the key is absent: action %v expect %d, want a campaign on no message", out.do.kind, out.do.expect)
 	}
@@ -159,7 +162,7 @@ func TestMachineStartingCampaignWaitsForItsWatchNotARead(t *testing.T) {
 	out, now = startWatching(t, m, t0)
 	for out.do.kind == doNothing && out.wake.Before(now.Add(time.Second)) {
 		now = out.wake
-		out = m.step(input{kind: inTick, now: now})
+		out = m.feed(input{kind: inTick, now: now})
 	}
 	if out.do.kind != doRead || now.Sub(t0) < initialWait(m.tm) {
 		t.Fatalf("silent watch: action %v after %v, want a read after %v", out.do.kind, now.Sub(t0), initialWait(m.tm))
@@ -176,22 +179,22 @@ func TestMachineWatchBeginningAbsentAfterALostCampaignIsNoRemoval(t *testing.T) 
 	out, now := startWatching(t, m, t0)
 	for out.do.kind == doNothing {
 		now = out.wake
-		out = m.step(input{kind: inTick, now: now})
+		out = m.feed(input{kind: inTick, now: now})
 	}
 	if out.do.kind == doRead {
-		out = m.step(input{kind: inRead, now: now, sent: now}) // absent
+		out = m.feed(input{kind: inRead, now: now, sent: now}) // absent
 	}
 	if out.do.kind != doWrite {
 		t.Fatalf("action %v, want a campaign", out.do.kind)
 	}
-	out = m.step(input{kind: inWrite, now: now.Add(time.Millisecond), sent: now, expect: 0, err: wrongLastSequence(7)})
+	out = m.feed(input{kind: inWrite, now: now.Add(time.Millisecond), sent: now, expect: 0, err: wrongLastSequence(7)})
 	now = now.Add(2 * time.Millisecond)
-	out = m.step(input{kind: inWatchInitialDone, now: now})
+	out = m.feed(input{kind: inWatchInitialDone, now: now})
 	if m.view.State != KeyHeld || m.view.Revision != 7 {
 		t.Fatalf("view %s at revision %d after the watch began empty, want held at revision 7", m.view.describe(), m.view.Revision)
 	}
 	for out.do.kind == doReadTTL { // the lost campaign also reads the TTL (perhaps raised)
-		out = m.step(input{kind: inTTL, now: now, sent: now, ttl: 3 * time.Second, born: t0.Add(-time.Hour)})
+		out = m.feed(input{kind: inTTL, now: now, sent: now, ttl: 3 * time.Second, born: t0.Add(-time.Hour)})
 	}
 	if out.do.kind != doRead {
 		t.Fatalf("action %v, want a read of the key now", out.do.kind)
@@ -200,7 +203,7 @@ func TestMachineWatchBeginningAbsentAfterALostCampaignIsNoRemoval(t *testing.T) 
 		t.Fatalf("view %s, want still held", m.view.describe())
 	}
 	won := time.Now()
-	out = m.step(input{kind: inRead, now: now.Add(time.Millisecond), sent: now,
+	out = m.feed(input{kind: inRead, now: now.Add(time.Millisecond), sent: now,
 		entry: &Entry{Key: "k", State: KeyHeld, Leader: "b", Revision: 7, Written: won}})
 	if m.view.State != KeyHeld || m.view.Leader != "b" {
 		t.Fatalf("view %s after the read, want held by b", m.view.describe())
@@ -219,17 +222,17 @@ func TestMachineWatchBeginningAbsentAfterALostCampaignIsNoRemoval(t *testing.T) 
 func TestMachineAbsenceConfirmedLateIsJudgedFromTheWatch(t *testing.T) {
 	m, t0 := newTestMachine(t)
 	out, now := startWatching(t, m, t0)
-	out = m.step(input{kind: inWatchEntry, now: now, entry: &Entry{Key: "k", State: KeyHeld, Leader: "b", Revision: 7, Written: now}})
-	out = m.step(input{kind: inWatchInitialDone, now: now})
+	out = m.feed(input{kind: inWatchEntry, now: now, entry: &Entry{Key: "k", State: KeyHeld, Leader: "b", Revision: 7, Written: now}})
+	out = m.feed(input{kind: inWatchInitialDone, now: now})
 	// The watch is made again (a broker restart) and begins empty.
 	out, now = remakeWatchEmpty(m, now.Add(500*time.Millisecond))
 	if out.do.kind != doRead {
 		t.Fatalf("action %v, want a read of the key", out.do.kind)
 	}
-	out = m.step(input{kind: inRead, now: now.Add(time.Millisecond), sent: now, err: errTest})
+	out = m.feed(input{kind: inRead, now: now.Add(time.Millisecond), sent: now, err: errTest})
 	// The next read succeeds only past the predicted expiry: absent.
 	late := t0.Add(m.tm.ttl + time.Second)
-	m.step(input{kind: inRead, now: late, sent: late})
+	m.feed(input{kind: inRead, now: late, sent: late})
 	if m.view.State != KeyRemoved {
 		t.Fatalf("view %s after the late read, want removed (it vanished when the watch began empty)", m.view.describe())
 	}
@@ -239,14 +242,14 @@ func TestMachineAbsenceConfirmedLateIsJudgedFromTheWatch(t *testing.T) {
 // the new one empty; it returns m's action then and the time the watch was
 // remade.
 func remakeWatchEmpty(m *machine, now time.Time) (output, time.Time) {
-	out := m.step(input{kind: inWatchEnded, now: now, err: errTest})
+	out := m.feed(input{kind: inWatchEnded, now: now, err: errTest})
 	for range 20 {
 		if out.do.kind == doWatch {
 			break
 		}
 		now = later(now, out.wake)
-		out = m.step(input{kind: inTick, now: now})
+		out = m.feed(input{kind: inTick, now: now})
 	}
-	m.step(input{kind: inWatchMade, now: now, sent: now})
-	return m.step(input{kind: inWatchInitialDone, now: now}), now
+	m.feed(input{kind: inWatchMade, now: now, sent: now})
+	return m.feed(input{kind: inWatchInitialDone, now: now}), now
 }

@@ -349,7 +349,7 @@ func (o *Observer) Run(ctx context.Context) error {
 	}
 	cfg := machineConfig{key: o.key, timings: observerTimings}
 	o.n = newNotifier()
-	o.driver = driver{key: o.key, store: o.store, clock: o.opts.clock, m: newMachine(cfg, tm, o.opts.log), apply: o.apply}
+	o.driver = driver{key: o.key, store: o.store, clock: o.opts.clock, m: newMachine(cfg, tm), log: o.opts.log, apply: o.apply}
 	ended := make(chan struct{})
 	o.driver.launch(ctx, input{kind: inStart, now: o.opts.clock.Now(), born: transport.StreamCreated(st)}, func() { close(ended) })
 	<-ended

@@ -19,18 +19,18 @@ func leadingMachine(t *testing.T, offers bool) (*machine, output, time.Time) {
 	m.cfg.offers = offers
 	born := t0.Add(-time.Hour)
 	out, now := startWatching(t, m, t0)
-	out = m.step(input{kind: inWatchInitialDone, now: now})
+	out = m.feed(input{kind: inWatchInitialDone, now: now})
 	for i := 0; i < 100 && !m.leading; i++ {
 		switch out.do.kind {
 		case doRead:
-			out = m.step(input{kind: inRead, now: now, sent: now})
+			out = m.feed(input{kind: inRead, now: now, sent: now})
 		case doWrite:
-			out = m.step(input{kind: inWrite, now: now, sent: now, rev: m.hold.rev + 1, expect: out.do.expect})
+			out = m.feed(input{kind: inWrite, now: now, sent: now, rev: m.hold.rev + 1, expect: out.do.expect})
 		case doReadTTL:
-			out = m.step(input{kind: inTTL, now: now, sent: now, ttl: m.tm.ttl, born: born})
+			out = m.feed(input{kind: inTTL, now: now, sent: now, ttl: m.tm.ttl, born: born})
 		default:
 			now = now.Add(m.tm.ttl / 20)
-			out = m.step(input{kind: inTick, now: now})
+			out = m.feed(input{kind: inTick, now: now})
 		}
 	}
 	if !m.leading {
@@ -44,7 +44,7 @@ func leadingMachine(t *testing.T, offers bool) (*machine, output, time.Time) {
 func offering(t *testing.T) (*machine, output, time.Time) {
 	t.Helper()
 	m, _, now := leadingMachine(t, true)
-	out := m.step(input{kind: inHandOver, now: now, handOver: handOver{to: "c"}})
+	out := m.feed(input{kind: inHandOver, now: now, handOver: handOver{to: "c"}})
 	if out.do.kind != doOffer || out.do.handOver.to != "c" {
 		t.Fatalf("action %v to %q, want an offer to c", out.do.kind, out.do.handOver.to)
 	}
@@ -68,7 +68,7 @@ func handOverNote(out output, kind noteKind) (err error, ok bool) {
 func TestMachineLeaderOffersTheKeyAfterItsTerm(t *testing.T) {
 	m, _, now := leadingMachine(t, true)
 	rev := m.hold.rev
-	out := m.step(input{kind: inHandOver, now: now, handOver: handOver{to: "c"}})
+	out := m.feed(input{kind: inHandOver, now: now, handOver: handOver{to: "c"}})
 	if m.leading || !slices.Contains(noteKinds(out.notes), noteEnded) {
 		t.Fatalf("the term goes on (notes %v): it must end before the offer", noteKinds(out.notes))
 	}
@@ -79,7 +79,7 @@ func TestMachineLeaderOffersTheKeyAfterItsTerm(t *testing.T) {
 		t.Fatalf("offer timeout %v: want within the window %v and the lease", out.do.timeout, within)
 	}
 	now = now.Add(2 * time.Millisecond)
-	out = m.step(input{kind: inOffer, now: now, sent: now.Add(-2 * time.Millisecond)})
+	out = m.feed(input{kind: inOffer, now: now, sent: now.Add(-2 * time.Millisecond)})
 	if err, ok := handOverNote(out, noteHandOver); !ok || err != nil {
 		t.Fatalf("hand-over outcome %v (noted %v), want done", err, ok)
 	}
@@ -95,7 +95,7 @@ func TestMachineOfferNotTakenUpReleasesToTheNamed(t *testing.T) {
 	m, out, now := offering(t)
 	rev := m.hold.rev
 	now = now.Add(out.do.timeout)
-	out = m.step(input{kind: inOffer, now: now, sent: now.Add(-out.do.timeout), err: context.DeadlineExceeded})
+	out = m.feed(input{kind: inOffer, now: now, sent: now.Add(-out.do.timeout), err: context.DeadlineExceeded})
 	if _, ok := handOverNote(out, noteHandOver); ok {
 		t.Fatal("the hand-over was answered before the release")
 	}
@@ -108,7 +108,7 @@ func TestMachineOfferNotTakenUpReleasesToTheNamed(t *testing.T) {
 // (no connection to send on) gets the named release at once.
 func TestMachineWithoutOffersReleasesToTheNamed(t *testing.T) {
 	m, _, now := leadingMachine(t, false)
-	out := m.step(input{kind: inHandOver, now: now, handOver: handOver{to: "c"}})
+	out := m.feed(input{kind: inHandOver, now: now, handOver: handOver{to: "c"}})
 	if out.do.kind != doRelease || out.do.handOver.to != "c" {
 		t.Fatalf("action %v to %q, want the release naming c", out.do.kind, out.do.handOver.to)
 	}
@@ -123,21 +123,21 @@ func TestMachineOfferedKeyIsTakenAndLedAtOnce(t *testing.T) {
 	m.cfg.grace = time.Second // a takeover of a lapsed lease would wait it
 	born := t0.Add(-time.Hour)
 	out, now := startWatching(t, m, t0)
-	out = m.step(input{kind: inWatchEntry, now: now, entry: &Entry{Key: "k", State: KeyHeld, Leader: "b", Revision: 7, Written: now, Operation: jetstream.KeyValuePut}})
-	out = m.step(input{kind: inWatchInitialDone, now: now})
+	out = m.feed(input{kind: inWatchEntry, now: now, entry: &Entry{Key: "k", State: KeyHeld, Leader: "b", Revision: 7, Written: now, Operation: jetstream.KeyValuePut}})
+	out = m.feed(input{kind: inWatchInitialDone, now: now})
 	now = now.Add(10 * time.Millisecond)
-	out = m.step(input{kind: inOffered, now: now, from: "b", expect: 7, born: born})
+	out = m.feed(input{kind: inOffered, now: now, from: "b", expect: 7, born: born})
 	if out.do.kind != doWrite || out.do.expect != 7 || out.do.renewal {
 		t.Fatalf("action %v expect %d renewal %v; want a campaign write over b's revision 7", out.do.kind, out.do.expect, out.do.renewal)
 	}
-	out = m.step(input{kind: inWrite, now: now, sent: now, rev: 8, expect: 7})
+	out = m.feed(input{kind: inWrite, now: now, sent: now, rev: 8, expect: 7})
 	if err, ok := handOverNote(out, noteTakeOver); !ok || err != nil {
 		t.Fatalf("take-over answer %v (noted %v), want taken", err, ok)
 	}
 	if out.do.kind != doReadTTL {
 		t.Fatalf("action %v, want the TTL read a term rests on", out.do.kind)
 	}
-	out = m.step(input{kind: inTTL, now: now, sent: now, ttl: m.tm.ttl, born: born})
+	out = m.feed(input{kind: inTTL, now: now, sent: now, ttl: m.tm.ttl, born: born})
 	if !m.leading || !slices.Contains(noteKinds(out.notes), noteBegan) {
 		t.Fatalf("leading %v (notes %v): the term must begin at once, as after a release", m.leading, noteKinds(out.notes))
 	}
@@ -166,12 +166,12 @@ func TestMachineRefusesAnOfferItCannotTakeUp(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			m, t0 := newTestMachine(t)
 			out, now := startWatching(t, m, t0)
-			out = m.step(input{kind: inWatchEntry, now: now, entry: &Entry{Key: "k", State: KeyHeld, Leader: "b", Revision: 7, Written: now, Operation: jetstream.KeyValuePut}})
-			out = m.step(input{kind: inWatchInitialDone, now: now})
+			out = m.feed(input{kind: inWatchEntry, now: now, entry: &Entry{Key: "k", State: KeyHeld, Leader: "b", Revision: 7, Written: now, Operation: jetstream.KeyValuePut}})
+			out = m.feed(input{kind: inWatchInitialDone, now: now})
 			if tc.setup != nil {
 				tc.setup(m, now)
 			}
-			out = m.step(input{kind: inOffered, now: now, from: tc.from, expect: tc.rev, born: tc.born})
+			out = m.feed(input{kind: inOffered, now: now, from: tc.from, expect: tc.rev, born: tc.born})
 			err, ok := handOverNote(out, noteTakeOver)
 			if !ok || err == nil {
 				t.Fatalf("answer %v (noted %v), want a refusal", err, ok)
@@ -193,12 +193,12 @@ func TestMachineRefusedOfferIsReportedAsRefused(t *testing.T) {
 	m, out, now := offering(t)
 	rev := m.hold.rev
 	now = now.Add(time.Millisecond)
-	out = m.step(input{kind: inOffer, now: now, sent: now, err: errors.New("the key moved on to revision 99 since")})
+	out = m.feed(input{kind: inOffer, now: now, sent: now, err: errors.New("the key moved on to revision 99 since")})
 	if out.do.kind != doRelease {
 		t.Fatalf("action %v, want the fallback release", out.do.kind)
 	}
 	now = now.Add(time.Millisecond)
-	out = m.step(input{kind: inRelease, now: now, sent: now, err: wrongLastSequence(99), expect: rev})
+	out = m.feed(input{kind: inRelease, now: now, sent: now, err: wrongLastSequence(99), expect: rev})
 	err, ok := handOverNote(out, noteHandOver)
 	if !ok || err == nil {
 		t.Fatalf("hand-over outcome %v (noted %v), want an error", err, ok)
@@ -215,10 +215,10 @@ func TestMachineRefusedOfferIsReportedAsRefused(t *testing.T) {
 func TestMachineTakesUpAnOfferWhileUnhealthy(t *testing.T) {
 	m, t0 := newTestMachine(t)
 	out, now := startWatching(t, m, t0)
-	out = m.step(input{kind: inWatchEntry, now: now, entry: &Entry{Key: "k", State: KeyHeld, Leader: "b", Revision: 7, Written: now, Operation: jetstream.KeyValuePut}})
-	out = m.step(input{kind: inWatchInitialDone, now: now})
-	m.step(input{kind: inHealth, now: now, healthy: false})
-	out = m.step(input{kind: inOffered, now: now, from: "b", expect: 7})
+	out = m.feed(input{kind: inWatchEntry, now: now, entry: &Entry{Key: "k", State: KeyHeld, Leader: "b", Revision: 7, Written: now, Operation: jetstream.KeyValuePut}})
+	out = m.feed(input{kind: inWatchInitialDone, now: now})
+	m.feed(input{kind: inHealth, now: now, healthy: false})
+	out = m.feed(input{kind: inOffered, now: now, from: "b", expect: 7})
 	if out.do.kind != doWrite || out.do.expect != 7 || !out.do.term.begins {
 		t.Fatalf("action %v expect %d mark %+v; want a write over b's revision 7 that says its term begins", out.do.kind, out.do.expect, out.do.term)
 	}

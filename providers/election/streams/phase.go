@@ -2,8 +2,9 @@ package streams
 
 import "fmt"
 
-// phase is where a campaign stands. It is the one field that says what the
-// campaign may do; everything else is data for the phase.
+// phase is where the campaign's hold of the key stands; mode says what the
+// machine is about. The two say what the machine may do, each mode with
+// its own due function (see machine.due); everything else is data for them.
 type phase int
 
 const (
@@ -52,6 +53,71 @@ var phaseMoves = map[phase][]phase{
 // canMove reports whether a campaign may go from p to next.
 func (p phase) canMove(next phase) bool {
 	for _, q := range phaseMoves[p] {
+		if q == next {
+			return true
+		}
+	}
+	return false
+}
+
+// mode is what the machine is about, beside where its hold of the key
+// stands (phase).
+type mode uint8
+
+const (
+	// running: campaign for the key, or keep it and its term (phase says
+	// which: dueCandidate, dueHolder).
+	running mode = iota
+	// taking: an offer of the key was taken up: the write over taking.rev
+	// is due or under way (dueTaking).
+	taking
+	// handingOver: a hand-over was asked for: the term ends, the key is
+	// offered to handOver.to, or else released naming it (dueHandingOver).
+	handingOver
+	// givingUp: the bucket's TTL can no longer hold elections: the key is
+	// released, then the campaign waits until it can (dueGivingUp).
+	givingUp
+	// stopping: Stop was asked for, or the campaign cannot go on: the term
+	// ends, the key is offered to stopOffer.to or released, the watch
+	// stops (dueStopping).
+	stopping
+	// finished: nothing is left to do; the driver ends.
+	finished
+)
+
+func (md mode) String() string {
+	switch md {
+	case running:
+		return "running"
+	case taking:
+		return "taking"
+	case handingOver:
+		return "handing over"
+	case givingUp:
+		return "giving up"
+	case stopping:
+		return "stopping"
+	case finished:
+		return "finished"
+	}
+	return fmt.Sprintf("mode(%d)", int(md))
+}
+
+// modeMoves lists every change of mode the machine may make. Stopping may
+// come from any mode but finished; a mode whose work is done returns to
+// running; giving up overrides a hand-over or an offer taken up.
+var modeMoves = map[mode][]mode{
+	running:     {taking, handingOver, givingUp, stopping},
+	taking:      {running, givingUp, stopping},
+	handingOver: {running, givingUp, stopping},
+	givingUp:    {running, stopping},
+	stopping:    {finished},
+	finished:    {},
+}
+
+// canEnter reports whether the machine may go from mode md to next.
+func (md mode) canEnter(next mode) bool {
+	for _, q := range modeMoves[md] {
 		if q == next {
 			return true
 		}

@@ -25,18 +25,18 @@ func TestMachineRemovalFoundByAWriteCountsFromItsConfirmation(t *testing.T) {
 	m, t0 := newTestMachine(t)
 	out, now := startWatching(t, m, t0)
 	// The watch shows b holding the key, freshly written.
-	out = m.step(input{kind: inWatchEntry, now: now, entry: &Entry{Key: "k", State: KeyHeld, Leader: "b", Revision: 7, Written: now}})
-	out = m.step(input{kind: inWatchInitialDone, now: now})
+	out = m.feed(input{kind: inWatchEntry, now: now, entry: &Entry{Key: "k", State: KeyHeld, Leader: "b", Revision: 7, Written: now}})
+	out = m.feed(input{kind: inWatchInitialDone, now: now})
 	if m.view.State != KeyHeld {
 		t.Fatalf("view %s, want held by b", m.view.describe())
 	}
 	// Half a TTL later the candidate's health check passes again: it
 	// campaigns at once, expecting no message (the broker's expiry path).
 	now = now.Add(m.tm.ttl / 2)
-	m.step(input{kind: inHealth, now: now, healthy: false})
-	out = m.step(input{kind: inHealth, now: now, healthy: true})
+	m.feed(input{kind: inHealth, now: now, healthy: false})
+	out = m.feed(input{kind: inHealth, now: now, healthy: true})
 	for out.do.kind == doReadTTL {
-		out = m.step(input{kind: inTTL, now: now, sent: now, ttl: m.tm.ttl, born: t0.Add(-time.Hour)})
+		out = m.feed(input{kind: inTTL, now: now, sent: now, ttl: m.tm.ttl, born: t0.Add(-time.Hour)})
 	}
 	if out.do.kind != doWrite || out.do.expect != 0 {
 		t.Fatalf("action %v expect %d, want a campaign expecting no message", out.do.kind, out.do.expect)
@@ -45,17 +45,17 @@ func TestMachineRemovalFoundByAWriteCountsFromItsConfirmation(t *testing.T) {
 	// renews, the stream is purged, and our write lands on the empty key.
 	sent := now
 	done := sent.Add(m.tm.request * 3 / 4)
-	out = m.step(input{kind: inWrite, now: done, sent: sent, rev: 9, expect: 0})
+	out = m.feed(input{kind: inWrite, now: done, sent: sent, rev: 9, expect: 0})
 	if m.phase != winning || m.hold.from != KeyRemoved {
 		t.Fatalf("phase %s, taken from %s: want winning a removed key", m.phase, m.hold.from)
 	}
 	// Read the TTL since winning (rule 1 needs it).
 	for i := 0; i < 10 && !m.hold.ttlRead; i++ {
 		if out.do.kind == doReadTTL {
-			out = m.step(input{kind: inTTL, now: done, sent: done, ttl: m.tm.ttl, born: t0.Add(-time.Hour)})
+			out = m.feed(input{kind: inTTL, now: done, sent: done, ttl: m.tm.ttl, born: t0.Add(-time.Hour)})
 			continue
 		}
-		out = m.step(input{kind: inTick, now: done})
+		out = m.feed(input{kind: inTick, now: done})
 	}
 	at, ok := m.earlierHoldersGone()
 	if !ok {
@@ -79,30 +79,30 @@ func TestMachineRemovalFoundByAWriteCountsFromItsConfirmation(t *testing.T) {
 func TestMachineHandOverTooSoonKeepsTheTerm(t *testing.T) {
 	m, t0 := newTestMachine(t)
 	out, now := startWatching(t, m, t0)
-	out = m.step(input{kind: inWatchEntry, now: now, entry: &Entry{Key: "k", State: KeyHeld, Leader: "b", Revision: 7, Written: now}})
-	out = m.step(input{kind: inWatchInitialDone, now: now})
+	out = m.feed(input{kind: inWatchEntry, now: now, entry: &Entry{Key: "k", State: KeyHeld, Leader: "b", Revision: 7, Written: now}})
+	out = m.feed(input{kind: inWatchInitialDone, now: now})
 	// The stream is purged under b's lease: the watch shows the key gone.
 	now = now.Add(m.tm.ttl / 4)
-	out = m.step(input{kind: inWatchEntry, now: now, entry: &Entry{Key: "k", State: KeyRemoved, Revision: 8, Written: now}})
+	out = m.feed(input{kind: inWatchEntry, now: now, entry: &Entry{Key: "k", State: KeyRemoved, Revision: 8, Written: now}})
 	readTTL := func() {
 		for i := 0; i < 10 && out.do.kind == doReadTTL; i++ {
-			out = m.step(input{kind: inTTL, now: now, sent: now, ttl: m.tm.ttl, born: t0.Add(-time.Hour)})
+			out = m.feed(input{kind: inTTL, now: now, sent: now, ttl: m.tm.ttl, born: t0.Add(-time.Hour)})
 		}
 	}
 	readTTL()
 	if out.do.kind != doWrite || out.do.expect != 8 {
 		t.Fatalf("action %v expect %d, want a campaign over the removal marker", out.do.kind, out.do.expect)
 	}
-	out = m.step(input{kind: inWrite, now: now, sent: now, rev: 9, expect: 8})
+	out = m.feed(input{kind: inWrite, now: now, sent: now, rev: 9, expect: 8})
 	readTTL()
 	// tick moves a tenth of a TTL on, reading the TTL and renewing as
 	// the machine asks.
 	tick := func() {
 		now = now.Add(m.tm.ttl / 10)
-		out = m.step(input{kind: inTick, now: now})
+		out = m.feed(input{kind: inTick, now: now})
 		readTTL()
 		if out.do.kind == doWrite {
-			out = m.step(input{kind: inWrite, now: now, sent: now, rev: m.hold.rev + 1, expect: m.hold.rev})
+			out = m.feed(input{kind: inWrite, now: now, sent: now, rev: m.hold.rev + 1, expect: m.hold.rev})
 		}
 	}
 	// The term begins once b has surely stood down.
@@ -115,12 +115,12 @@ func TestMachineHandOverTooSoonKeepsTheTerm(t *testing.T) {
 	// The bucket's TTL is raised: b, had it learned of it, could count on
 	// the key for longer.
 	raised := 3 * m.tm.ttl
-	out = m.step(input{kind: inTTL, now: now, sent: now, ttl: raised, born: t0.Add(-time.Hour)})
+	out = m.feed(input{kind: inTTL, now: now, sent: now, ttl: raised, born: t0.Add(-time.Hour)})
 	at, ok := m.earlierHoldersGone()
 	if !ok || !now.Before(at) {
 		t.Fatalf("after the raise, earlier holders gone at %v (known %v), want after now", at.Sub(now), ok)
 	}
-	out = m.step(input{kind: inHandOver, now: now, handOver: handOver{to: "c"}})
+	out = m.feed(input{kind: inHandOver, now: now, handOver: handOver{to: "c"}})
 	var refused error
 	for _, n := range out.notes {
 		if n.kind == noteHandOver {
@@ -141,9 +141,9 @@ func TestMachineHandOverTooSoonKeepsTheTerm(t *testing.T) {
 	if !m.leading {
 		t.Fatal("the term did not go on until the wait was over")
 	}
-	out = m.step(input{kind: inHandOver, now: now, handOver: handOver{to: "c"}})
+	out = m.feed(input{kind: inHandOver, now: now, handOver: handOver{to: "c"}})
 	for i := 0; i < 5 && out.do.kind != doRelease; i++ {
-		out = m.step(input{kind: inTick, now: now})
+		out = m.feed(input{kind: inTick, now: now})
 	}
 	if m.leading || out.do.kind != doRelease || !out.do.marked || out.do.handOver.to != "c" {
 		t.Fatalf("leading %v, action %v marked %v to %q: want the term ended and a release naming c", m.leading, out.do.kind, out.do.marked, out.do.handOver.to)
@@ -162,36 +162,36 @@ func TestMachineRemovalFoundByAFailedCampaignStillSitsOut(t *testing.T) {
 	m, t0 := newTestMachine(t)
 	born := t0.Add(-time.Hour)
 	out, now := startWatching(t, m, t0)
-	out = m.step(input{kind: inWatchEntry, now: now, entry: &Entry{Key: "k", State: KeyHeld, Leader: "a", Revision: 1, Written: now, Operation: jetstream.KeyValuePut}})
-	out = m.step(input{kind: inWatchInitialDone, now: now})
+	out = m.feed(input{kind: inWatchEntry, now: now, entry: &Entry{Key: "k", State: KeyHeld, Leader: "a", Revision: 1, Written: now, Operation: jetstream.KeyValuePut}})
+	out = m.feed(input{kind: inWatchInitialDone, now: now})
 	for i := 0; i < 200 && !(out.do.kind == doWrite && out.do.expect == 1); i++ {
 		switch out.do.kind {
 		case doReadTTL:
-			out = m.step(input{kind: inTTL, now: now, sent: now, ttl: m.tm.ttl, born: born})
+			out = m.feed(input{kind: inTTL, now: now, sent: now, ttl: m.tm.ttl, born: born})
 		case doRead:
-			out = m.step(input{kind: inRead, now: now, sent: now, entry: &Entry{Key: "k", State: KeyHeld, Leader: "a", Revision: 1, Written: t0, Operation: jetstream.KeyValuePut}})
+			out = m.feed(input{kind: inRead, now: now, sent: now, entry: &Entry{Key: "k", State: KeyHeld, Leader: "a", Revision: 1, Written: t0, Operation: jetstream.KeyValuePut}})
 		default:
 			now = now.Add(m.tm.ttl / 20)
-			out = m.step(input{kind: inTick, now: now})
+			out = m.feed(input{kind: inTick, now: now})
 		}
 	}
 	if out.do.kind != doWrite || out.do.expect != 1 {
 		t.Fatalf("action %v expect %d: want a campaign over the lapsed revision 1", out.do.kind, out.do.expect)
 	}
-	out = m.step(input{kind: inWrite, now: now, sent: now, expect: 1, err: wrongLastSequence(2)})
+	out = m.feed(input{kind: inWrite, now: now, sent: now, expect: 1, err: wrongLastSequence(2)})
 	for i := 0; i < 10 && out.do.kind != doRead; i++ {
 		if out.do.kind == doReadTTL {
-			out = m.step(input{kind: inTTL, now: now, sent: now, ttl: m.tm.ttl, born: born})
+			out = m.feed(input{kind: inTTL, now: now, sent: now, ttl: m.tm.ttl, born: born})
 			continue
 		}
 		now = now.Add(10 * time.Millisecond)
-		out = m.step(input{kind: inTick, now: now})
+		out = m.feed(input{kind: inTick, now: now})
 	}
 	if out.do.kind != doRead {
 		t.Fatalf("action %v: want a read after the failed campaign", out.do.kind)
 	}
 	removedAt := now
-	out = m.step(input{kind: inRead, now: now, sent: now, entry: &Entry{Key: "k", State: KeyRemoved, Revision: 2, Written: now, Operation: jetstream.KeyValuePurge}})
+	out = m.feed(input{kind: inRead, now: now, sent: now, entry: &Entry{Key: "k", State: KeyRemoved, Revision: 2, Written: now, Operation: jetstream.KeyValuePurge}})
 	if !m.sitOut.until.After(removedAt) {
 		t.Fatalf("sit-out until %v: want past the removal at %v", m.sitOut.until.Sub(removedAt), removedAt)
 	}
@@ -202,12 +202,12 @@ func TestMachineRemovalFoundByAFailedCampaignStillSitsOut(t *testing.T) {
 		}
 		switch out.do.kind {
 		case doReadTTL:
-			out = m.step(input{kind: inTTL, now: now, sent: now, ttl: m.tm.ttl, born: born})
+			out = m.feed(input{kind: inTTL, now: now, sent: now, ttl: m.tm.ttl, born: born})
 		case doRead:
-			out = m.step(input{kind: inRead, now: now, sent: now, entry: &Entry{Key: "k", State: KeyRemoved, Revision: 2, Written: removedAt, Operation: jetstream.KeyValuePurge}})
+			out = m.feed(input{kind: inRead, now: now, sent: now, entry: &Entry{Key: "k", State: KeyRemoved, Revision: 2, Written: removedAt, Operation: jetstream.KeyValuePurge}})
 		default:
 			now = now.Add(m.tm.ttl / 20)
-			out = m.step(input{kind: inTick, now: now})
+			out = m.feed(input{kind: inTick, now: now})
 		}
 	}
 }
@@ -238,8 +238,8 @@ func TestMachineKeyGoneByItsOwnTTLIsNoRemoval(t *testing.T) {
 			m, t0 := newTestMachine(t)
 			out, now := startWatching(t, m, t0)
 			written := now
-			out = m.step(input{kind: inWatchEntry, now: now, entry: &Entry{Key: "k", State: KeyHeld, Leader: "b", Revision: 7, Written: written, TTL: c.msgTTL}})
-			out = m.step(input{kind: inWatchInitialDone, now: now})
+			out = m.feed(input{kind: inWatchEntry, now: now, entry: &Entry{Key: "k", State: KeyHeld, Leader: "b", Revision: 7, Written: written, TTL: c.msgTTL}})
+			out = m.feed(input{kind: inWatchInitialDone, now: now})
 			// The watch is made again and begins empty; the read it
 			// prompts finds the key absent.
 			out, now = remakeWatchEmpty(m, written.Add(c.endAt))
@@ -248,7 +248,7 @@ func TestMachineKeyGoneByItsOwnTTLIsNoRemoval(t *testing.T) {
 				t.Fatalf("watch remade %v after the write, want within [%v, %v)", gone, c.within[0], c.within[1])
 			}
 			if out.do.kind == doRead {
-				m.step(input{kind: inRead, now: now.Add(time.Millisecond), sent: now})
+				m.feed(input{kind: inRead, now: now.Add(time.Millisecond), sent: now})
 			}
 			if m.view.State != c.want {
 				t.Fatalf("key found gone %v after b's write with its own TTL %v: view %s, want %s", gone, c.msgTTL, m.view.describe(), c.want)
@@ -271,39 +271,39 @@ func TestMachineOwnTTLJudgedWithTheHoldersMargin(t *testing.T) {
 	out, now := startWatching(t, m, t0)
 	born := t0.Add(-time.Hour)
 	now = now.Add(time.Millisecond)
-	m.step(input{kind: inTTL, now: now, sent: now, ttl: 30 * time.Second, born: born})
+	m.feed(input{kind: inTTL, now: now, sent: now, ttl: 30 * time.Second, born: born})
 	if m.tm.ttl != 30*time.Second {
 		t.Fatalf("TTL %v, want 30s", m.tm.ttl)
 	}
 	// b's write, with its own TTL of 5 s, as the watch delivers it.
 	written := now
-	out = m.step(input{kind: inWatchEntry, now: now, entry: &Entry{Key: "k", State: KeyHeld, Leader: "b", Revision: 7, Written: written, TTL: 5 * time.Second}})
-	out = m.step(input{kind: inWatchInitialDone, now: now})
+	out = m.feed(input{kind: inWatchEntry, now: now, entry: &Entry{Key: "k", State: KeyHeld, Leader: "b", Revision: 7, Written: written, TTL: 5 * time.Second}})
+	out = m.feed(input{kind: inWatchInitialDone, now: now})
 	if m.view.State != KeyHeld {
 		t.Fatalf("view %s, want held by b", m.view.describe())
 	}
 	bLeaseEnd := written.Add(5*time.Second - 5*time.Second/10)
 	// 2.5 s later a campaigns at once (its health check passes again).
 	now = written.Add(2500 * time.Millisecond)
-	m.step(input{kind: inHealth, now: now, healthy: false})
-	out = m.step(input{kind: inHealth, now: now, healthy: true})
+	m.feed(input{kind: inHealth, now: now, healthy: false})
+	out = m.feed(input{kind: inHealth, now: now, healthy: true})
 	for out.do.kind == doReadTTL {
-		out = m.step(input{kind: inTTL, now: now, sent: now, ttl: m.tm.ttl, born: born})
+		out = m.feed(input{kind: inTTL, now: now, sent: now, ttl: m.tm.ttl, born: born})
 	}
 	if out.do.kind != doWrite || out.do.expect != 0 {
 		t.Fatalf("action %v expect %d, want a campaign expecting no message", out.do.kind, out.do.expect)
 	}
 	sent, done := now, now.Add(10*time.Millisecond)
-	out = m.step(input{kind: inWrite, now: done, sent: sent, rev: 9, expect: 0})
+	out = m.feed(input{kind: inWrite, now: done, sent: sent, rev: 9, expect: 0})
 	if m.phase != winning {
 		t.Fatalf("phase %s, want winning", m.phase)
 	}
 	for i := 0; i < 10 && !m.hold.ttlRead; i++ {
 		if out.do.kind == doReadTTL {
-			out = m.step(input{kind: inTTL, now: done, sent: done, ttl: m.tm.ttl, born: born})
+			out = m.feed(input{kind: inTTL, now: done, sent: done, ttl: m.tm.ttl, born: born})
 			continue
 		}
-		out = m.step(input{kind: inTick, now: done})
+		out = m.feed(input{kind: inTick, now: done})
 	}
 	at, ok := m.earlierHoldersGone()
 	if !ok {
@@ -327,22 +327,22 @@ func TestMachineCampaignsWhenTheMessagesOwnTTLEnds(t *testing.T) {
 		out, now := startWatching(t, m, t0)
 		written := now
 		held := &Entry{Key: "k", State: KeyHeld, Leader: "b", Revision: 7, Written: written, TTL: c.msgTTL}
-		m.step(input{kind: inWatchEntry, now: now, entry: held})
-		out = m.step(input{kind: inWatchInitialDone, now: now})
+		m.feed(input{kind: inWatchEntry, now: now, entry: held})
+		out = m.feed(input{kind: inWatchInitialDone, now: now})
 		for range 50 {
 			switch out.do.kind {
 			case doReadTTL:
-				out = m.step(input{kind: inTTL, now: now, sent: now, ttl: 3 * time.Second, born: t0.Add(-time.Hour)})
+				out = m.feed(input{kind: inTTL, now: now, sent: now, ttl: 3 * time.Second, born: t0.Add(-time.Hour)})
 				continue
 			case doRead: // the key is as the watch showed it
-				out = m.step(input{kind: inRead, now: now, sent: now, entry: held})
+				out = m.feed(input{kind: inRead, now: now, sent: now, entry: held})
 				continue
 			}
 			if out.do.kind == doWrite || out.wake.IsZero() {
 				break
 			}
 			now = later(now, out.wake)
-			out = m.step(input{kind: inTick, now: now})
+			out = m.feed(input{kind: inTick, now: now})
 		}
 		// Without a TTL of its own, the lease has surely lapsed by then
 		// too (lapseAt): the campaign may write over b's revision.
@@ -368,7 +368,7 @@ func TestMachineHolderOfARemadeBucketForgetsItsRevision(t *testing.T) {
 	// A read of the settings shows the bucket made again.
 	now = now.Add(time.Second)
 	remade := now.Add(-100 * time.Millisecond)
-	out := m.step(input{kind: inTTL, now: now, sent: now, ttl: 3 * time.Second, born: remade})
+	out := m.feed(input{kind: inTTL, now: now, sent: now, ttl: 3 * time.Second, born: remade})
 	if m.phase.holds() {
 		t.Fatalf("still holds revision %d of the old bucket", m.hold.rev)
 	}
@@ -393,17 +393,17 @@ func untilCampaign(t *testing.T, m *machine, out output, now, born time.Time) (o
 		case doWrite:
 			return out, now
 		case doWatch:
-			out = m.step(input{kind: inWatchMade, now: now, sent: now, err: errTest})
+			out = m.feed(input{kind: inWatchMade, now: now, sent: now, err: errTest})
 		case doRead:
-			out = m.step(input{kind: inRead, now: now, sent: now})
+			out = m.feed(input{kind: inRead, now: now, sent: now})
 		case doReadTTL:
-			out = m.step(input{kind: inTTL, now: now, sent: now, ttl: 3 * time.Second, born: born})
+			out = m.feed(input{kind: inTTL, now: now, sent: now, ttl: 3 * time.Second, born: born})
 		default:
 			if out.wake.IsZero() {
 				t.Fatalf("nothing to do (view %s)", m.view.describe())
 			}
 			now = later(now, out.wake)
-			out = m.step(input{kind: inTick, now: now})
+			out = m.feed(input{kind: inTick, now: now})
 		}
 	}
 	t.Fatal("no campaign within 200 steps")
@@ -417,20 +417,20 @@ func leadAtRevision(t *testing.T, m *machine, t0 time.Time, rev uint64) time.Tim
 	t.Helper()
 	born := t0.Add(-time.Hour)
 	now := t0
-	out := m.step(input{kind: inStart, now: now, born: born})
+	out := m.feed(input{kind: inStart, now: now, born: born})
 	for i := 0; i < 50 && !m.leading; i++ {
 		switch out.do.kind {
 		case doWatch:
-			out = m.step(input{kind: inWatchMade, now: now, sent: now, err: errTest})
+			out = m.feed(input{kind: inWatchMade, now: now, sent: now, err: errTest})
 		case doRead:
-			out = m.step(input{kind: inRead, now: now, sent: now})
+			out = m.feed(input{kind: inRead, now: now, sent: now})
 		case doWrite:
-			out = m.step(input{kind: inWrite, now: now, sent: now, rev: rev, expect: out.do.expect})
+			out = m.feed(input{kind: inWrite, now: now, sent: now, rev: rev, expect: out.do.expect})
 		case doReadTTL:
-			out = m.step(input{kind: inTTL, now: now, sent: now, ttl: 3 * time.Second, born: born})
+			out = m.feed(input{kind: inTTL, now: now, sent: now, ttl: 3 * time.Second, born: born})
 		default:
 			now = later(now, out.wake)
-			out = m.step(input{kind: inTick, now: now})
+			out = m.feed(input{kind: inTick, now: now})
 		}
 	}
 	if !m.leading || m.hold.rev != rev {
@@ -450,13 +450,13 @@ func TestMachineRemovalOfOurWriteInARemadeBucketStillSitsOut(t *testing.T) {
 	now := leadAtRevision(t, m, t0, 1) // revision 1: the new bucket's first message
 	remade := now.Add(-10 * time.Millisecond)
 	now = now.Add(10 * time.Millisecond)
-	m.step(input{kind: inTTL, now: now, sent: now, ttl: 3 * time.Second, born: remade})
+	m.feed(input{kind: inTTL, now: now, sent: now, ttl: 3 * time.Second, born: remade})
 	if m.phase.holds() {
 		t.Fatal("still holds its write after learning the bucket was made again")
 	}
 	// The new watch's first message: our write at 1, deleted by force.
 	now = now.Add(time.Second)
-	m.step(input{kind: inWatchEntry, now: now, entry: &Entry{Key: "k", State: KeyRemoved, Operation: jetstream.KeyValueDelete, Revision: 2, Written: now}})
+	m.feed(input{kind: inWatchEntry, now: now, entry: &Entry{Key: "k", State: KeyRemoved, Operation: jetstream.KeyValueDelete, Revision: 2, Written: now}})
 	if want := now.Add(m.tm.ttl); m.sitOut.until.Before(want) {
 		t.Fatalf("sits out until %v after the stand-down, want a TTL (%v)", m.sitOut.until.Sub(now), m.tm.ttl)
 	}
@@ -471,18 +471,18 @@ func TestMachineHolderOfARemadeBucketSitsOutDespiteItsOwnLaterWrite(t *testing.T
 	m, t0 := newTestMachine(t)
 	now := leadAtRevision(t, m, t0, 2)
 	now = now.Add(100 * time.Millisecond)
-	m.step(input{kind: inWrite, now: now, sent: now.Add(-50 * time.Millisecond), expect: 2, err: errTest})
+	m.feed(input{kind: inWrite, now: now, sent: now.Add(-50 * time.Millisecond), expect: 2, err: errTest})
 	if !m.hold.inDoubt {
 		t.Fatal("a renewal with an unknown outcome left the hold certain")
 	}
 	now = now.Add(10 * time.Millisecond)
-	m.step(input{kind: inWatchEntry, now: now, live: true, entry: &Entry{Key: "k", State: KeyHeld, Leader: "a", Revision: 3, Written: now}})
+	m.feed(input{kind: inWatchEntry, now: now, live: true, entry: &Entry{Key: "k", State: KeyHeld, Leader: "a", Revision: 3, Written: now}})
 	if !m.phase.holds() {
 		t.Fatal("gave its hold up on its own renewal landing late")
 	}
 	now = now.Add(100 * time.Millisecond)
 	learned := now
-	out := m.step(input{kind: inTTL, now: now, sent: now, ttl: 3 * time.Second, born: now.Add(-50 * time.Millisecond)})
+	out := m.feed(input{kind: inTTL, now: now, sent: now, ttl: 3 * time.Second, born: now.Add(-50 * time.Millisecond)})
 	if m.phase.holds() {
 		t.Fatal("still holds after learning the bucket was made again")
 	}

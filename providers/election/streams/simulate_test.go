@@ -60,16 +60,37 @@ func TestSimulate(t *testing.T) {
 		return
 	}
 	var (
+		mu     sync.Mutex
+		totals simTotals
+	)
+	ran, failures := runSeeds(*simSeeds, "go run ./cmd/simulate -seed %d", func(seed uint64) error {
+		r := simulate(seed, false)
+		mu.Lock()
+		totals.add(r)
+		mu.Unlock()
+		return r.err
+	})
+	t.Logf("simulated %d seeds from %d: %s", ran, *simFrom, totals)
+	if len(failures) > 0 {
+		t.Fatal(strings.Join(failures, "\n"))
+	}
+}
+
+// runSeeds runs one on seeds seeds from -sim.from (or on as many as fit in
+// -sim.for), on every processor, until the first failure.
+// It returns how many seeds ran, and for each that failed its error and
+// the command that replays it (replay, given the seed).
+func runSeeds(seeds int, replay string, one func(seed uint64) error) (int64, []string) {
+	var (
 		next     atomic.Uint64
 		ran      atomic.Int64
 		failed   atomic.Bool
 		mu       sync.Mutex
 		failures []string
-		totals   simTotals
 		wg       sync.WaitGroup
 	)
 	next.Store(*simFrom)
-	last := *simFrom + uint64(*simSeeds)
+	last := *simFrom + uint64(seeds)
 	deadline := time.Time{}
 	if *simFor > 0 {
 		deadline = time.Now().Add(*simFor)
@@ -84,23 +105,19 @@ func TestSimulate(t *testing.T) {
 				if seed >= last || (!deadline.IsZero() && time.Now().After(deadline)) {
 					return
 				}
-				r := simulate(seed, false)
+				err := one(seed)
 				ran.Add(1)
-				mu.Lock()
-				totals.add(r)
-				if r.err != nil {
+				if err != nil {
 					failed.Store(true)
-					failures = append(failures, fmt.Sprintf("seed %d: %v\nreplay it: go run ./cmd/simulate -seed %d", seed, r.err, seed))
+					mu.Lock()
+					failures = append(failures, fmt.Sprintf("seed %d: %v\nreplay it: "+replay, seed, err, seed))
+					mu.Unlock()
 				}
-				mu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
-	t.Logf("simulated %d seeds from %d: %s", ran.Load(), *simFrom, totals)
-	if len(failures) > 0 {
-		t.Fatal(strings.Join(failures, "\n"))
-	}
+	return ran.Load(), failures
 }
 
 // simTotals sums what the seeds did, to show the faults were exercised.
@@ -172,8 +189,10 @@ const (
 	simMaxLate    = 400 * time.Millisecond
 )
 
-// simWorld is one seed's run.
-type simWorld struct {
+// simBase is what the elections of one seed's run share: the seed's
+// randomness, true time, the events due, the bucket, the trace, the first
+// violation and the counts.
+type simBase struct {
 	rng     *rand.Rand
 	seed    uint64
 	t0      time.Time
@@ -181,13 +200,26 @@ type simWorld struct {
 	seq     uint64
 	events  simQueue
 	b       *simkv.Bucket
-	ttl     time.Duration
-	msgTTL  bool
-	nodes   []*simNode // the current process of each candidate
-	all     []*simNode // every process that ever ran, for the checks
-	obs     []*simNode // observers: machines with writes off
 	verbose bool
 	trace   []string
+	res     simResult
+	err     error
+	// calm: requests are neither lost nor slower than 5ms (the shard
+	// group simulator's quiet spells: a lease lapsed by a lost renewal
+	// moves its shard).
+	calm bool
+}
+
+// simWorld is one key's election in a seed's run: the election simulator
+// runs one, the shard group simulator one per shard.
+type simWorld struct {
+	*simBase
+	key    string
+	ttl    time.Duration
+	msgTTL bool
+	nodes  []*simNode // the current process of each candidate
+	all    []*simNode // every process that ever ran, for the checks
+	obs    []*simNode // observers: machines with writes off
 
 	epoch int // bumps when the bucket is made again
 	// lastMove is when the hand-over policy last moved a term.
@@ -210,9 +242,10 @@ type simWorld struct {
 	removed     bool          // the bucket is deleted
 	quietFrom   time.Time     // faults end here
 	ledAfter    bool          // a leader was seen after the faults
-	res         simResult
-	err         error
-	actions     map[[2]int64]int // (node, simulated second) → actions
+	// stepped, when set, is told of every step of a node (the shard group
+	// simulator follows its members' elections so).
+	stepped func(n *simNode)
+	actions map[[2]int64]int // (node, simulated second) → actions
 }
 
 // simHandOver is a stored release that hands the key over.
@@ -220,7 +253,18 @@ type simHandOver struct {
 	to     string
 	at     time.Time // true time
 	within time.Duration
+	// ready: when it was stored, the candidate named could take the key
+	// at once (running, healthy, watching, unhindered); failures is how
+	// many of its requests had failed then (a failure since excuses it).
+	ready    bool
+	failures int
 }
+
+// simTakeBound is how soon a candidate that a release names, and that was
+// ready to take the key, must send the write that takes it unless a fault
+// held it up since: it learns of the release by its watch, whose delivery
+// may lag by up to 500ms, and writes at once.
+const simTakeBound = 750 * time.Millisecond
 
 type simTerm struct {
 	epoch int
@@ -233,6 +277,11 @@ type simNode struct {
 	id   int
 	name string
 	m    *machine
+	log  Logger // where its machine's lines go
+	// failures counts its requests answered with an error (lost, refused,
+	// timed out); sentAt is when it sent its latest request (true time).
+	failures int
+	sentAt   time.Time
 	// priority and sick are what the candidate announces of itself to the
 	// hand-over policy (WithPriority, a failing health check).
 	priority int
@@ -327,7 +376,7 @@ func (q *simQueue) Pop() any {
 	return e
 }
 
-func (w *simWorld) at(t time.Time, fn func()) {
+func (w *simBase) at(t time.Time, fn func()) {
 	if t.Before(w.now) {
 		t = w.now
 	}
@@ -335,26 +384,21 @@ func (w *simWorld) at(t time.Time, fn func()) {
 	heap.Push(&w.events, simEvent{at: t, seq: w.seq, fn: fn})
 }
 
-func (w *simWorld) logf(format string, args ...any) {
-	line := fmt.Sprintf("%8.3fs ", w.now.Sub(w.t0).Seconds()) + fmt.Sprintf(format, args...)
-	if w.verbose {
-		w.trace = append(w.trace, line)
-		return
+func (w *simBase) logf(format string, args ...any) {
+	if !w.verbose {
+		return // only a replayed seed prints its trace
 	}
-	w.trace = append(w.trace, line)
-	if len(w.trace) > 400 {
-		w.trace = append(w.trace[:0], w.trace[200:]...)
-	}
+	w.trace = append(w.trace, fmt.Sprintf("%8.3fs ", w.now.Sub(w.t0).Seconds())+fmt.Sprintf(format, args...))
 }
 
-func (w *simWorld) fail(format string, args ...any) {
+func (w *simBase) fail(format string, args ...any) {
 	if w.err == nil {
 		w.err = fmt.Errorf("at %.3fs: %s", w.now.Sub(w.t0).Seconds(), fmt.Sprintf(format, args...))
 		w.logf("VIOLATION: %v", w.err)
 	}
 }
 
-func (w *simWorld) dur(lo, hi time.Duration) time.Duration {
+func (w *simBase) dur(lo, hi time.Duration) time.Duration {
 	if hi <= lo {
 		return lo
 	}
@@ -366,8 +410,8 @@ func simulate(seed uint64, verbose bool) simResult {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	t0 := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 	ttls := []time.Duration{time.Second, 2 * time.Second, 3 * time.Second, 5 * time.Second}
-	w := &simWorld{rng: rng, seed: seed, t0: t0, now: t0, verbose: verbose, lastToken: map[int]uint64{}, stamps: map[simWriteID]transport.Stamp{},
-		actions: map[[2]int64]int{}, res: simResult{seed: seed, byFault: map[string]int{}}}
+	w := &simWorld{simBase: &simBase{rng: rng, seed: seed, t0: t0, now: t0, verbose: verbose, res: simResult{seed: seed, byFault: map[string]int{}}},
+		key: simKey, lastToken: map[int]uint64{}, stamps: map[simWriteID]transport.Stamp{}, actions: map[[2]int64]int{}}
 	w.ttl = ttls[rng.IntN(len(ttls))]
 	w.msgTTL = rng.IntN(2) == 0
 	w.b = simkv.New(t0, w.ttl, w.msgTTL)
@@ -436,16 +480,20 @@ func (w *simWorld) maxTTL() time.Duration { return max(w.ttl, 5*time.Second) }
 // check tests the promises at this instant.
 func (w *simWorld) check() {
 	w.res.checks++
-	var leaders []string
+	var valid []*simNode
 	for _, n := range w.all {
 		if n.valid(w.now) {
-			leaders = append(leaders, fmt.Sprintf("%s (token %d, valid until %.3fs local)", n.name, n.token, n.until.Sub(n.base).Seconds()))
+			valid = append(valid, n)
 		}
 	}
-	if len(leaders) > 1 {
+	if len(valid) > 1 {
+		var leaders []string
+		for _, n := range valid {
+			leaders = append(leaders, fmt.Sprintf("%s (token %d, valid until %.3fs local)", n.name, n.token, n.until.Sub(n.base).Seconds()))
+		}
 		w.fail("two leaders at once: %s", strings.Join(leaders, ", "))
 	}
-	if len(leaders) == 1 && !w.now.Before(w.quietFrom) {
+	if len(valid) == 1 && !w.now.Before(w.quietFrom) {
 		w.ledAfter = true
 	}
 	for _, o := range w.obs {
@@ -522,7 +570,7 @@ func (w *simWorld) start(id int, after time.Duration) {
 		}
 		name := fmt.Sprintf("c%d", id)
 		rng := rand.New(rand.NewPCG(w.rng.Uint64(), w.rng.Uint64()))
-		cfg := machineConfig{identity: name, key: simKey, writes: true, releaseOnStop: true,
+		cfg := machineConfig{identity: name, key: w.key, writes: true, releaseOnStop: true,
 			timings: simTimings(rng), random: rng.Int64N,
 			offers: id%5 != 4} // one in five runs no steward: it neither offers (it releases to the candidate it names) nor takes offers
 		tm, _ := cfg.timings(w.ttlRead())
@@ -531,7 +579,7 @@ func (w *simWorld) start(id int, after time.Duration) {
 		if w.verbose {
 			log = simLog{w, name}
 		}
-		n.m = newMachine(cfg, tm, log)
+		n.m, n.log = newMachine(cfg, tm), log
 		w.nodes[id] = n
 		w.all = append(w.all, n)
 		_, born, _ := w.b.Status(w.now)
@@ -580,17 +628,24 @@ func (w *simWorld) step(n *simNode, in input) {
 	if n.busy {
 		panic(fmt.Sprintf("simulator bug: %s stepped while its request is outstanding", n.name))
 	}
+	if w.stepped != nil {
+		defer w.stepped(n)
+	}
 	if in.entry != nil && n.obs != nil {
 		n.saw = append(n.saw, sawMsg{rev: in.entry.Revision, leader: in.entry.Leader})
 	}
-	out := n.m.step(in)
+	out := n.m.feed(in)
 	for {
+		w.logNotes(n, out.notes)
 		extra, ok := w.apply(n, out.notes)
 		if ok {
-			out = n.m.step(extra)
+			out = n.m.feed(extra)
 			continue
 		}
 		break
+	}
+	if v := n.m.view; n.obs == nil && v.known && v.State == KeyReleased && v.HandOverTo == n.name && n.m.sitOut.until.After(in.now) {
+		w.fail("%s sits out for %v a release that hands the key over to it", n.name, n.m.sitOut.until.Sub(in.now).Round(time.Millisecond))
 	}
 	if out.done {
 		w.logf("%s finished", n.name)
@@ -801,6 +856,7 @@ func (w *simWorld) send(n *simNode, a action) {
 			n.trueAt(n.m.view.seenAt).Sub(w.t0).Seconds(), n.trueAt(n.m.view.expiresBy).Sub(w.t0).Seconds(), n.m.tm.ttl)
 	}
 	n.busy = true
+	n.sentAt = w.now
 	sent := n.local(w.now)
 	if c := n.ttlRead; a.kind == doReadTTL && c != nil && !a.since.IsZero() && !c.sent.Before(a.since) && w.rng.IntN(2) == 0 {
 		// Served by a read the process made before (see simNode.ttlRead).
@@ -821,8 +877,11 @@ func (w *simWorld) send(n *simNode, a action) {
 		}
 	}
 	l1, l2 := lat(), lat()
+	if w.calm {
+		l1, l2 = min(l1, 5*time.Millisecond), min(l2, 5*time.Millisecond)
+	}
 	cut := w.now.Before(n.cut)
-	if cut || w.rng.IntN(200) == 0 {
+	if cut || w.rng.IntN(200) == 0 && !w.calm {
 		// Lost on the way, or never sent (it waited out its time for a
 		// turn in the process's gate): never applied.
 		err := context.DeadlineExceeded
@@ -832,7 +891,7 @@ func (w *simWorld) send(n *simNode, a action) {
 		w.at(giveUp, func() { w.answer(n, a, input{sent: sent, err: err}) })
 		return
 	}
-	replyLost := w.now.Before(n.oneway) || w.rng.IntN(200) == 0
+	replyLost := w.now.Before(n.oneway) || w.rng.IntN(200) == 0 && !w.calm
 	w.at(w.now.Add(l1), func() {
 		in := w.apply2(n, a)
 		in.sent = sent
@@ -849,7 +908,7 @@ func (w *simWorld) apply2(n *simNode, a action) input {
 	b := w.b
 	switch a.kind {
 	case doRead:
-		msg, err := b.Latest(w.now, simKey)
+		msg, err := b.Latest(w.now, w.key)
 		if err != nil {
 			return input{kind: inRead, err: jetstream.ErrStreamNotFound}
 		}
@@ -872,7 +931,7 @@ func (w *simWorld) apply2(n *simNode, a action) input {
 		if w.msgTTL {
 			ttl = transport.MessageTTL(w.ttl)
 		}
-		rev, err := b.Put(w.now, simKey, []byte(n.name), a.expect, ttl)
+		rev, err := b.Put(w.now, w.key, []byte(n.name), a.expect, ttl)
 		if err == nil {
 			w.stamps[simWriteID{rev, w.now}] = transport.Stamp{Instance: n.name, Term: a.term.header()}
 			switch {
@@ -898,6 +957,16 @@ func (w *simWorld) apply2(n *simNode, a action) input {
 				// they learn of the release), anyone.
 				if n.name == ho.to {
 					w.res.landed++
+					if w.now.Before(w.quietFrom) && w.rng.IntN(3) != 0 {
+						// Pass it on at once, while the others may still sit
+						// out the window of the release that named n, and
+						// may not even see n's write (a lagging consumer
+						// skips a message replaced meanwhile).
+						w.at(w.now.Add(w.dur(100*time.Microsecond, 5*time.Millisecond)), func() { w.passOn(n) })
+					}
+					if took := n.sentAt.Sub(ho.at); ho.ready && n.failures == ho.failures && n.hinderedAfter(ho.at).Equal(ho.at) && took > simTakeBound {
+						w.fail("%s sent the write that took the key handed over to it %v after the release, though it was ready: it sat the hand-over out", n.name, took.Round(time.Millisecond))
+					}
 				} else if w.now.Sub(ho.at) < ho.within*99/100 {
 					w.fail("%s took the key %v after it was handed over to %s, within the hand-over's window of %v", n.name, w.now.Sub(ho.at).Round(time.Millisecond), ho.to, ho.within)
 				}
@@ -924,9 +993,12 @@ func (w *simWorld) apply2(n *simNode, a action) input {
 		case a.marked:
 			payload = releasePayload(n.name)
 		}
-		rev, err := b.Delete(w.now, simKey, a.expect, payload)
+		rev, err := b.Delete(w.now, w.key, a.expect, payload)
 		if err == nil && a.marked && a.handOver.to != "" {
 			w.handedOver = simHandOver{to: a.handOver.to, at: w.now, within: a.handOver.within}
+			if to := w.node(a.handOver.to); to != nil {
+				w.handedOver.ready, w.handedOver.failures = w.readyToTake(to), to.failures
+			}
 			w.res.handOvers++
 			w.logf("%s hands over to %s within %v", n.name, a.handOver.to, a.handOver.within)
 		}
@@ -947,7 +1019,7 @@ func (w *simWorld) apply2(n *simNode, a action) input {
 		}
 		return input{kind: inTTL, ttl: ttl, born: born}
 	case doWatch:
-		wt, err := b.Watch(w.now, simKey)
+		wt, err := b.Watch(w.now, w.key)
 		if err != nil {
 			return input{kind: inWatchMade, err: jetstream.ErrStreamNotFound}
 		}
@@ -965,6 +1037,9 @@ func (w *simWorld) answer(n *simNode, a action, in input) {
 		return
 	}
 	in.expect = a.expect
+	if in.err != nil {
+		n.failures++
+	}
 	if in.kind == 0 && in.err != nil {
 		in.kind = map[actionKind]inputKind{doRead: inRead, doWrite: inWrite, doRelease: inRelease, doReadTTL: inTTL, doWatch: inWatchMade, doOffer: inOffer}[a.kind]
 		if a.kind == doWatch {
@@ -1084,12 +1159,7 @@ func (w *simWorld) deliver(n *simNode, in input) {
 // fault draws one fault and applies it.
 func (w *simWorld) fault() {
 	kind := simFaultKinds[w.rng.IntN(len(simFaultKinds))]
-	var alive []*simNode
-	for _, n := range w.nodes {
-		if n != nil && n.alive && !n.stopping {
-			alive = append(alive, n)
-		}
-	}
+	alive := w.running()
 	pick := func() *simNode {
 		// Leaders are picked more often: faults matter most there.
 		for _, n := range alive {
@@ -1232,33 +1302,9 @@ func (w *simWorld) fault() {
 		w.logf("FAULT %s is asked to hand over to %s", leader.name, to)
 		w.notify(leader, input{kind: inHandOver, handOver: handOver{to: to}})
 	case "standdown", "purge":
-		if w.removed {
+		if !w.standDown(kind == "purge") {
 			return
 		}
-		msg, _ := w.b.Latest(w.now, simKey)
-		if msg == nil || msg.Op != simkv.Put {
-			return
-		}
-		// A forced stand-down moves leadership: the deposed holder sits
-		// out the takeover that follows.
-		w.deposed, w.deposedAt, w.deposedTTL = string(msg.Value), w.now, w.ttl
-		for _, n := range w.nodes {
-			if n != nil && n.alive && n.name == w.deposed {
-				w.deposedTTL = min(w.ttl, n.m.tm.ttl) // it sits out a TTL as it knows it (see setTTL)
-			}
-		}
-		if kind == "purge" {
-			w.logf("FAULT the key is purged")
-			w.b.Purge(w.now, simKey)
-			w.remember()
-		} else {
-			w.logf("FAULT forced stand-down of revision %d", msg.Revision)
-			if _, err := w.b.Delete(w.now, simKey, msg.Revision, nil); err != nil {
-				return
-			}
-			w.remember()
-		}
-		w.flushWatches()
 	case "vanish":
 		// The README does not promise that a candidate that has not yet
 		// read the key takes a vanished key as a stand-down.
@@ -1274,7 +1320,7 @@ func (w *simWorld) fault() {
 			}
 		}
 		w.lastVanish = w.now
-		w.b.Vanish(w.now, simKey)
+		w.b.Vanish(w.now, w.key)
 		w.noStartTil = later(w.noStartTil, w.now.Add(w.maxTTL()))
 		// A standby whose watch is made again now finds the key absent
 		// before it could expire: the case a removal must be told by.
@@ -1342,13 +1388,13 @@ func (w *simWorld) startObserver(id int) {
 	ttl, born, _ := w.b.Status(w.now)
 	tm, _ := observerTimings(ttl)
 	rng := rand.New(rand.NewPCG(w.rng.Uint64(), w.rng.Uint64()))
-	o := &Observer{key: simKey, opts: observerOptions{log: nopLogger{}}, current: Leadership{Key: simKey}}
+	o := &Observer{key: w.key, opts: observerOptions{log: nopLogger{}}, current: Leadership{Key: w.key}}
 	var log Logger = nopLogger{}
 	if w.verbose {
 		log = simLog{w, name}
 	}
-	o.driver.m = newMachine(machineConfig{key: simKey, timings: observerTimings, random: rng.Int64N}, tm, log)
-	n := &simNode{w: w, id: 1000 + id, name: name, obs: o, m: o.driver.m, base: w.now, baseTrue: w.now, alive: true, started: w.now,
+	o.driver.m = newMachine(machineConfig{key: w.key, timings: observerTimings, random: rng.Int64N}, tm)
+	n := &simNode{w: w, id: 1000 + id, name: name, obs: o, m: o.driver.m, log: log, base: w.now, baseTrue: w.now, alive: true, started: w.now,
 		drift: (w.rng.Float64()*2 - 1) * simMaxDrift}
 	w.obs = append(w.obs, n)
 	w.all = append(w.all, n)
@@ -1396,6 +1442,49 @@ func (w *simWorld) checkObserver(n *simNode) {
 			w.fail("observer %s reports %s's term with token %d, but the term that runs has token %d", n.name, l.Leader, l.Token, c.token)
 		}
 	}
+}
+
+// running returns the nodes alive and not stopping, in slot order.
+func (w *simWorld) running() []*simNode {
+	var alive []*simNode
+	for _, n := range w.nodes {
+		if n != nil && n.alive && !n.stopping {
+			alive = append(alive, n)
+		}
+	}
+	return alive
+}
+
+// passOn asks n, if it leads, to hand over to another running candidate
+// at once: a quick succession of hand-overs, which must not leave the
+// next candidate sitting out the window of the one before.
+func (w *simWorld) passOn(n *simNode) {
+	if !n.alive || !n.active || n.stopping {
+		return
+	}
+	if to := w.otherCandidate(w.running(), n); to != "" {
+		w.logf("FAULT %s is asked to pass the election on to %s", n.name, to)
+		w.notify(n, input{kind: inHandOver, handOver: handOver{to: to}})
+	}
+}
+
+// readyToTake reports whether the candidate named can take the key at
+// once when a release names it: running, healthy, watching the key, with
+// a TTL it can use and no fault holding it up.
+func (w *simWorld) readyToTake(c *simNode) bool {
+	m := c.m
+	return c.alive && c.obs == nil && !c.sick && !m.unhealthy && !m.stopping() && m.mode == running &&
+		m.ttlUnusable == nil && m.watch.up && !m.watch.initial && !c.hinderedAfter(w.now).After(w.now)
+}
+
+// node returns the running candidate named name, or nil.
+func (w *simWorld) node(name string) *simNode {
+	for _, c := range w.nodes {
+		if c != nil && c.alive && c.obs == nil && c.name == name {
+			return c
+		}
+	}
+	return nil
 }
 
 // hinderedAfter is the later of t and the end of every fault that holds up
@@ -1447,7 +1536,7 @@ func (w *simWorld) holder() string {
 	if w.removed {
 		return ""
 	}
-	msg, _ := w.b.Latest(w.now, simKey)
+	msg, _ := w.b.Latest(w.now, w.key)
 	if msg == nil || msg.Op != simkv.Put {
 		return ""
 	}
@@ -1470,7 +1559,7 @@ func (w *simWorld) observerBound() time.Duration { return 2*w.maxTTL() + 3*time.
 // another revision with: it names the key's latest revision.
 func (w *simWorld) mismatch() error {
 	var cur uint64
-	if msg, _ := w.b.Latest(w.now, simKey); msg != nil {
+	if msg, _ := w.b.Latest(w.now, w.key); msg != nil {
 		cur = msg.Revision
 	}
 	return transport.MapMismatch(&jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeStreamWrongLastSequence,
@@ -1482,7 +1571,7 @@ func (w *simWorld) mismatch() error {
 // recreated bucket is a stand-down only to candidates that knew the write
 // it removed.
 func (w *simWorld) allSettled() bool {
-	msg, _ := w.b.Latest(w.now, simKey)
+	msg, _ := w.b.Latest(w.now, w.key)
 	if msg == nil {
 		return false
 	}
@@ -1492,6 +1581,17 @@ func (w *simWorld) allSettled() bool {
 		}
 	}
 	return true
+}
+
+// logNotes logs a machine's lines as the driver does, and fails the seed
+// on a line that reports a bug.
+func (w *simWorld) logNotes(n *simNode, notes []note) {
+	logNotes(n.log, notes)
+	for _, nt := range notes {
+		if nt.kind == noteLog && strings.Contains(nt.format, "bug:") {
+			w.fail("%s logged a bug: %s", n.name, fmt.Sprintf(nt.format, nt.args...))
+		}
+	}
 }
 
 // simLog puts a machine's log lines in the trace of a replayed seed.
@@ -1592,7 +1692,7 @@ func (w *simWorld) notify(n *simNode, in input) {
 
 // remember notes the key's latest message, for stale reads.
 func (w *simWorld) remember() {
-	if msg, _ := w.b.Latest(w.now, simKey); msg != nil {
+	if msg, _ := w.b.Latest(w.now, w.key); msg != nil {
 		w.history = append(w.history, *msg)
 		if len(w.history) > 8 {
 			w.history = w.history[1:]
@@ -1613,5 +1713,38 @@ func (w *simWorld) hinder(pick func() *simNode, heal func() time.Duration, forma
 	for _, t := range until(n) {
 		*t = later(*t, w.now.Add(d))
 	}
+	return true
+}
+
+// standDown forces the key's holder to stand down, by a delete marker or,
+// with purge, a purge; it reports whether a holder was there to depose.
+func (w *simWorld) standDown(purge bool) bool {
+	if w.removed {
+		return false
+	}
+	msg, _ := w.b.Latest(w.now, w.key)
+	if msg == nil || msg.Op != simkv.Put {
+		return false
+	}
+	// A forced stand-down moves leadership: the deposed holder sits
+	// out the takeover that follows.
+	w.deposed, w.deposedAt, w.deposedTTL = string(msg.Value), w.now, w.ttl
+	for _, n := range w.nodes {
+		if n != nil && n.alive && n.name == w.deposed {
+			w.deposedTTL = min(w.ttl, n.m.tm.ttl) // it sits out a TTL as it knows it (see setTTL)
+		}
+	}
+	if purge {
+		w.logf("FAULT the key is purged")
+		w.b.Purge(w.now, w.key)
+		w.remember()
+	} else {
+		w.logf("FAULT forced stand-down of revision %d", msg.Revision)
+		if _, err := w.b.Delete(w.now, w.key, msg.Revision, nil); err != nil {
+			return false
+		}
+		w.remember()
+	}
+	w.flushWatches()
 	return true
 }

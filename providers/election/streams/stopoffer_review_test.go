@@ -14,37 +14,37 @@ func TestMachineStopAfterGiveUpReleaseStillHandsOver(t *testing.T) {
 	m, _, now := leadingMachine(t, true)
 	born := now.Add(-time.Hour)
 	now = now.Add(time.Millisecond)
-	out := m.step(input{kind: inTTL, now: now, sent: now, ttl: 500 * time.Millisecond, born: born})
+	out := m.feed(input{kind: inTTL, now: now, sent: now, ttl: 500 * time.Millisecond, born: born})
 	if out.do.kind != doRelease || m.leading {
 		t.Fatalf("action %v leading %v after the TTL became unusable; want the giving-up release", out.do.kind, m.leading)
 	}
-	out = m.step(input{kind: inRelease, now: now, sent: now, marked: out.do.marked})
+	out = m.feed(input{kind: inRelease, now: now, sent: now, marked: out.do.marked})
 	if m.phase != candidate {
 		t.Fatalf("phase %v after the giving-up release", m.phase)
 	}
 	rev := m.seenRev + 1 // the release's marker
 	now = now.Add(time.Millisecond)
-	out = m.step(input{kind: inTTL, now: now, sent: now, ttl: 3 * time.Second, born: born})
+	out = m.feed(input{kind: inTTL, now: now, sent: now, ttl: 3 * time.Second, born: born})
 	for i := 0; i < 200 && !m.leading; i++ {
 		switch out.do.kind {
 		case doRead:
-			out = m.step(input{kind: inRead, now: now, sent: now})
+			out = m.feed(input{kind: inRead, now: now, sent: now})
 		case doWrite:
 			rev++
-			out = m.step(input{kind: inWrite, now: now, sent: now, rev: rev, expect: out.do.expect})
+			out = m.feed(input{kind: inWrite, now: now, sent: now, rev: rev, expect: out.do.expect})
 		case doReadTTL:
-			out = m.step(input{kind: inTTL, now: now, sent: now, ttl: 3 * time.Second, born: born})
+			out = m.feed(input{kind: inTTL, now: now, sent: now, ttl: 3 * time.Second, born: born})
 		case doWatch:
-			out = m.step(input{kind: inWatchMade, now: now, sent: now})
+			out = m.feed(input{kind: inWatchMade, now: now, sent: now})
 		default:
 			now = now.Add(m.tm.ttl / 20)
-			out = m.step(input{kind: inTick, now: now})
+			out = m.feed(input{kind: inTick, now: now})
 		}
 	}
 	if !m.leading {
 		t.Fatal("the machine did not come to lead again")
 	}
-	out = m.step(input{kind: inStop, now: now, handOver: handOver{to: "c"}})
+	out = m.feed(input{kind: inStop, now: now, handOver: handOver{to: "c"}})
 	if out.do.kind != doOffer && out.do.kind != doRelease {
 		t.Fatalf("stopping leader of revision %d: action %v, done %v (released %v): the key is left to expire", m.hold.rev, out.do.kind, out.done, m.released)
 	}
@@ -59,7 +59,7 @@ func TestMachineStopAfterGiveUpReleaseStillHandsOver(t *testing.T) {
 func TestMachineStopOfferNotAfterTheLeaseLapsed(t *testing.T) {
 	m, _, now := leadingMachine(t, true)
 	now = m.hold.lease.Add(time.Second) // paused past the lease; no tick came first
-	out := m.step(input{kind: inStop, now: now, handOver: handOver{to: "c"}})
+	out := m.feed(input{kind: inStop, now: now, handOver: handOver{to: "c"}})
 	if out.do.kind == doOffer || (out.do.kind == doRelease && out.do.marked) {
 		t.Fatalf("action %v marked %v, %v after the lease lapsed, with no read of the settings since", out.do.kind, out.do.marked, now.Sub(m.hold.lease))
 	}
@@ -72,7 +72,7 @@ func TestMachineStopOfferNotAfterTheLeaseLapsed(t *testing.T) {
 func TestMachineHandOverNotAfterTheLeaseLapsed(t *testing.T) {
 	m, _, now := leadingMachine(t, true)
 	now = m.hold.lease.Add(time.Second)
-	out := m.step(input{kind: inHandOver, now: now, handOver: handOver{to: "c"}})
+	out := m.feed(input{kind: inHandOver, now: now, handOver: handOver{to: "c"}})
 	if out.do.kind == doOffer || (out.do.kind == doRelease && out.do.marked) {
 		t.Fatalf("action %v marked %v, %v after the lease lapsed, with no read of the settings since", out.do.kind, out.do.marked, now.Sub(m.hold.lease))
 	}

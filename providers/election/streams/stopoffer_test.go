@@ -15,7 +15,7 @@ import (
 func TestMachineStoppingLeaderOffersTheKeyToItsSuccessor(t *testing.T) {
 	m, _, now := leadingMachine(t, true)
 	rev := m.hold.rev
-	out := m.step(input{kind: inStop, now: now, handOver: handOver{to: "c"}})
+	out := m.feed(input{kind: inStop, now: now, handOver: handOver{to: "c"}})
 	if m.leading || !slices.Contains(noteKinds(out.notes), noteEnded) {
 		t.Fatalf("the term goes on (notes %v): it must end before the offer", noteKinds(out.notes))
 	}
@@ -26,14 +26,14 @@ func TestMachineStoppingLeaderOffersTheKeyToItsSuccessor(t *testing.T) {
 		t.Fatalf("offer timeout %v: want at most %v and within the lease", out.do.timeout, maxOfferTimeout)
 	}
 	now = now.Add(2 * time.Millisecond)
-	out = m.step(input{kind: inOffer, now: now, sent: now.Add(-2 * time.Millisecond)})
-	for i := 0; i < 10 && !m.finished; i++ {
+	out = m.feed(input{kind: inOffer, now: now, sent: now.Add(-2 * time.Millisecond)})
+	for i := 0; i < 10 && m.mode != finished; i++ {
 		if out.do.kind == doRelease || out.do.kind == doWrite {
 			t.Fatalf("action %v after the successor took the key: nothing is ours to write", out.do.kind)
 		}
-		out = m.step(input{kind: inTick, now: now})
+		out = m.feed(input{kind: inTick, now: now})
 	}
-	if !m.finished {
+	if m.mode != finished {
 		t.Fatalf("the machine did not finish after the offer was taken up (phase %v, action %v)", m.phase, out.do.kind)
 	}
 }
@@ -44,12 +44,12 @@ func TestMachineStoppingLeaderOffersTheKeyToItsSuccessor(t *testing.T) {
 func TestMachineStopOfferNotTakenUpReleases(t *testing.T) {
 	m, _, now := leadingMachine(t, true)
 	rev := m.hold.rev
-	out := m.step(input{kind: inStop, now: now, handOver: handOver{to: "c"}})
+	out := m.feed(input{kind: inStop, now: now, handOver: handOver{to: "c"}})
 	if out.do.kind != doOffer {
 		t.Fatalf("action %v, want the offer", out.do.kind)
 	}
 	now = now.Add(out.do.timeout)
-	out = m.step(input{kind: inOffer, now: now, sent: now.Add(-out.do.timeout), err: context.DeadlineExceeded})
+	out = m.feed(input{kind: inOffer, now: now, sent: now.Add(-out.do.timeout), err: context.DeadlineExceeded})
 	if out.do.kind != doRelease || !out.do.marked || out.do.handOver.to != "" || out.do.expect != rev {
 		t.Fatalf("action %v marked %v to %q expect %d; want the marked release of revision %d naming nobody", out.do.kind, out.do.marked, out.do.handOver.to, out.do.expect, rev)
 	}
@@ -74,7 +74,7 @@ func TestMachineStopWithoutSuccessorReleases(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			m, _, now := leadingMachine(t, tc.offers)
 			m.cfg.releaseOnStop = !tc.keep
-			out := m.step(input{kind: inStop, now: now, handOver: handOver{to: tc.to}})
+			out := m.feed(input{kind: inStop, now: now, handOver: handOver{to: tc.to}})
 			if out.do.kind != tc.want {
 				t.Fatalf("action %v, want %v", out.do.kind, tc.want)
 			}
@@ -97,7 +97,7 @@ func TestMachineStopOfferWaitsForEarlierHolders(t *testing.T) {
 	if m.releaseMarked(now) {
 		t.Fatal("a release is marked while the removed holder may count on the key")
 	}
-	out := m.step(input{kind: inStop, now: now, handOver: handOver{to: "c"}})
+	out := m.feed(input{kind: inStop, now: now, handOver: handOver{to: "c"}})
 	if out.do.kind == doOffer || (out.do.kind == doRelease && out.do.marked) {
 		t.Fatalf("action %v marked %v while an earlier holder may count on the key", out.do.kind, out.do.marked)
 	}

@@ -1,4 +1,4 @@
-package shards
+package shardplan
 
 import (
 	"fmt"
