@@ -58,7 +58,7 @@ func (fw *Framework) NewCampaign(ctx context.Context, conn *nats.Conn, name stri
 	if err != nil {
 		return nil, err
 	}
-	all := []streams.Option{streams.WithLogger(fw.Logger("election").WithField("election", name))}
+	all := []streams.Option{streams.WithLogger(fieldLogger{base: fw.componentLog("election"), field: "election", value: name})}
 	if fw.recorder != nil {
 		all = append(all, streams.WithRecorder(fw.recorder))
 	}
@@ -90,7 +90,7 @@ func (fw *Framework) NewObserver(ctx context.Context, conn *nats.Conn, name stri
 	if err != nil {
 		return nil, err
 	}
-	all := []streams.ObserverOption{streams.ObserveWithLogger(fw.Logger("observer").WithField("election", name))}
+	all := []streams.ObserverOption{streams.ObserveWithLogger(fieldLogger{base: fw.componentLog("observer"), field: "election", value: name})}
 	if nc := js.Conn(); nc != nil {
 		all = append(all, streams.ObserveStanding(nc))
 	}

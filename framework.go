@@ -42,6 +42,9 @@ type Framework struct {
 	// once: a process with thousands of elections looks it up once.
 	sharedKV jetstream.KeyValue
 	sharedJS jetstream.JetStream
+	// componentLogs are the entries of the components whose loggers the
+	// framework hands out by the thousand (see componentLog).
+	componentLogs map[string]*logrus.Entry
 }
 
 var _ inter.Framework = (*Framework)(nil)
@@ -148,6 +151,22 @@ func (fw *Framework) Config() *config.Config { return fw.cfg }
 //	log := fw.Logger("worker").WithField("worker", i)
 func (fw *Framework) Logger(component string) *logrus.Entry {
 	return fw.log.WithField("component", component)
+}
+
+// componentLog returns the framework's one entry for component, shared by
+// the loggers it hands its elections and observers.
+func (fw *Framework) componentLog(component string) *logrus.Entry {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	if e := fw.componentLogs[component]; e != nil {
+		return e
+	}
+	if fw.componentLogs == nil {
+		fw.componentLogs = map[string]*logrus.Entry{}
+	}
+	e := fw.Logger(component)
+	fw.componentLogs[component] = e
+	return e
 }
 
 // Close closes what the framework opened: the shared connection it made (not

@@ -44,7 +44,6 @@ type driver struct {
 	stopTo string
 
 	w      jetstream.KeyWatcher // the watch, or nil
-	cancel context.CancelFunc   // ends the watch's context
 	drains sync.WaitGroup       // stopped watches still being drained
 	done   bool
 
@@ -313,25 +312,24 @@ func (d *driver) awaitLastLost() {
 // makeWatch subscribes to the key; a watch not set up within timeout is
 // given up.
 func (d *driver) makeWatch(timeout time.Duration) error {
-	// The watch lives as long as its context, so it cannot carry a timeout:
-	// cancel it instead if setting up takes too long.
-	ctx, cancel := context.WithCancel(context.Background())
-	timer := time.AfterFunc(timeout, cancel) // network time, not the election's clock
+	// The context bounds the set-up only: the watch lives until stopped.
+	ctx, cancel := context.WithTimeout(context.Background(), timeout) // network time, not the election's clock
 	w, err := d.store.Watch(ctx, d.key)
-	if !timer.Stop() {
+	late := ctx.Err() != nil
+	cancel()
+	if late {
 		if err == nil {
 			kvwatch.StopInBackground(w, &d.drains)
 		}
 		err = fmt.Errorf("watch not set up within %v: %w", timeout, context.DeadlineExceeded)
 	}
 	if err != nil {
-		cancel()
 		return err
 	}
 	if d.launched {
 		w = notifying(w, &d.drains, func() { d.sched.notify(d) })
 	}
-	d.w, d.cancel = w, cancel
+	d.w = w
 	return nil
 }
 
@@ -345,13 +343,12 @@ func (d *driver) stopWatch() {
 	// watch's last subscription stops its consumer, which waits for one
 	// being made (seconds, when the broker is slow or refuses it), and
 	// the loop steps every machine of the process.
-	w, cancel := d.w, d.cancel
+	w := d.w
 	d.w = nil
 	d.drains.Add(1)
 	go func() {
 		defer d.drains.Done()
 		kvwatch.Stop(w)
-		cancel()
 	}()
 }
 

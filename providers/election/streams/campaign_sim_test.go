@@ -302,9 +302,11 @@ func TestSimHolderIgnoresAnOldWatchEntry(t *testing.T) {
 	if !s.leading() {
 		t.Fatal("a does not lead")
 	}
-	s.c.m.out = output{}
+	var out output
+	s.c.m.out = &out
 	s.c.m.restartWatch(clk.Now())
-	s.c.apply(s.c.m.out.notes)
+	s.c.m.out = nil
+	s.c.apply(out.notes)
 	s.run(2 * time.Second)
 	if won, lost := s.callbacks(); won != 1 || lost != 0 {
 		t.Fatalf("won %d lost %d after a watch restart", won, lost)

@@ -14,7 +14,6 @@ import (
 
 	"github.com/conclave-io/conclave/internal/denied"
 	"github.com/conclave-io/conclave/internal/jsapi"
-	"github.com/conclave-io/conclave/internal/kvwatch"
 	"github.com/conclave-io/conclave/providers/election/streams/internal/transport"
 )
 
@@ -174,24 +173,14 @@ func (s *refusingStore) Delete(ctx context.Context, key string, rev uint64, payl
 }
 
 // Watch sets the watch up under a context that ends on a refusal of its
-// consumer or when the campaign stops; once set up, the watch lives as
-// long as ctx, as the store's.
+// consumer or when the campaign stops; once set up, the watch lives until
+// stopped, as the store's.
 func (s *refusingStore) Watch(ctx context.Context, key string) (w jetstream.KeyWatcher, err error) {
-	// The watch lives as long as wctx, beyond the request's context: that
-	// one ends it only while it is being set up.
-	wctx, cancel := context.WithCancel(ctx)
 	err = s.request(ctx, "watching election "+key, 0, s.coversWatch(key), func(actx context.Context) error {
-		settingUp := context.AfterFunc(actx, cancel)
-		w, err = s.store.Watch(wctx, key)
-		if !settingUp() && err == nil {
-			// The request ended as the watch came up: it ends with wctx.
-			kvwatch.StopInBackground(w, new(sync.WaitGroup))
-			err = context.Cause(actx)
-		}
+		w, err = s.store.Watch(actx, key)
 		return err
 	})
 	if err != nil {
-		cancel()
 		return nil, err
 	}
 	return w, nil

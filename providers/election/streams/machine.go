@@ -23,7 +23,7 @@ type machine struct {
 	cfg machineConfig
 	tm  timings
 	log noteLogger // logs by note
-	out output
+	out *output    // while a step runs: what it outputs
 
 	phase   phase
 	view    keyView
@@ -32,13 +32,13 @@ type machine struct {
 	// lower revision written after it belongs to a bucket made again.
 	seenWritten time.Time
 	// gone is the held view the key was last found gone from, as expired.
-	gone keyView
+	gone *keyView
 	// displaced is the view a failed campaign replaced with the revision
 	// its error named (see onCampaign), or a holder's view of its own
 	// write when it learned the bucket was made again (see
 	// noteBucketBorn), until the next view: a removal then removed what
 	// displaced showed.
-	displaced keyView
+	displaced *keyView
 	// followsNew: a message showed the bucket was made again before its
 	// creation time was read.
 	followsNew bool
@@ -80,6 +80,16 @@ type machine struct {
 	released bool    // stopping: the release after stopping was attempted
 	fatal    error   // a permission refusal or a connection closed for good
 	fatalOut outcome // which of the two fatal was
+}
+
+// kept returns v to keep beside the view, or nil for a view that tells
+// nothing: the machine keeps the few views it looks back on behind
+// pointers, as most of the time it keeps none.
+func kept(v keyView) *keyView {
+	if !v.known {
+		return nil
+	}
+	return &v
 }
 
 // machineConfig is what a machine is given once.
@@ -140,7 +150,7 @@ type hold struct {
 	// held is, when we took a key we saw held and then found gone, the
 	// view of it we judged its expiry by, with heldTTL, the TTL we knew;
 	// goneAt is when we found it gone.
-	held    keyView
+	held    *keyView
 	heldTTL time.Duration
 	goneAt  time.Time
 
@@ -363,7 +373,15 @@ func (m *machine) standbyWait(n int) time.Duration {
 
 // step takes in what happened and returns what to do.
 func (m *machine) step(in input) output {
-	m.out = output{}
+	var out output
+	m.out = &out // the step's notes and decision, kept only while it runs
+	m.take(in)
+	m.out = nil
+	return out
+}
+
+// take decides on in, noting what the step outputs in m.out.
+func (m *machine) take(in input) {
 	if in.err != nil && in.out == outDone {
 		m.log.Errorf("election %s: bug: an input with an error came unclassified (%v); please report this", m.cfg.key, in.err)
 		in.out = outUnknown
@@ -436,7 +454,6 @@ func (m *machine) step(in input) output {
 		}
 	}
 	m.out.do, m.out.wake = m.plan(now)
-	return m.out
 }
 
 // plan is the one place that says what is due and when: it performs the
@@ -700,7 +717,7 @@ func (m *machine) takeMark(expect uint64) termMark {
 	switch {
 	case m.taking.rev != 0 && expect == m.taking.rev, v.State == KeyReleased:
 		return termMark{begins: true}
-	case m.cfg.grace == 0 && v.State == KeyAbsent && !m.gone.known:
+	case m.cfg.grace == 0 && v.State == KeyAbsent && m.gone == nil:
 		return termMark{begins: true}
 	case m.cfg.grace == 0 && v.State == KeyHeld && expect != 0 && expect == v.Revision:
 		return termMark{begins: true}
@@ -925,7 +942,7 @@ func (m *machine) onCampaign(in input) {
 			// writer may count on it for up to a TTL from now. Should the
 			// key then vanish, that is a removal (see vanishedUnderLease).
 			m.seenRev = rev
-			m.displaced = m.view
+			m.displaced = kept(m.view)
 			m.view = keyView{known: true, Entry: Entry{Key: m.cfg.key, State: KeyHeld, Revision: rev},
 				seenAt: done, expiresBy: done.Add(m.tm.ttl), ttl: m.tm.ttl}
 			m.note(note{kind: noteViewChanged, at: done})
@@ -1013,24 +1030,24 @@ func (m *machine) observe(now time.Time, v keyView) bool {
 	}
 	prev, named := m.view, m.view
 	switch {
-	case !m.displaced.known:
+	case m.displaced == nil:
 	case prev.State == KeyHeld && prev.Leader == "" && prev.Revision == v.Revision:
 		// The view only told a revision a failed campaign ran into, and
 		// this is that message: a removal removed what we knew before.
-		named = m.displaced
+		named = *m.displaced
 	case prev.State == KeyRemoved && prev.Revision == 0:
 		// The view only told that the bucket was made again, and this is
 		// the first message of it we learn of: a removal may have removed
 		// our write, made in the new bucket before we knew it was new.
-		named = m.displaced
+		named = *m.displaced
 	}
-	m.displaced = keyView{}
+	m.displaced = nil
 	m.view = v
 	switch {
 	case prev.State == KeyHeld && v.State == KeyAbsent:
-		m.gone = prev // judged expired; a TTL read later may say otherwise (vanishedByRaisedTTL)
+		m.gone = kept(prev) // judged expired; a TTL read later may say otherwise (vanishedByRaisedTTL)
 	case v.State != KeyAbsent:
-		m.gone = keyView{}
+		m.gone = nil
 	}
 	m.note(note{kind: noteViewChanged, at: now})
 	if m.phase.holds() {
@@ -1108,10 +1125,10 @@ func (m *machine) expiredFrom(v keyView, ttl time.Duration) time.Time {
 // vanishedUnderLease), judged with the TTL its holder may have used.
 func (m *machine) vanishedByRaisedTTL(ttl time.Duration) bool {
 	h := &m.hold
-	if h.from != KeyAbsent || !h.held.known || ttl <= h.heldTTL {
+	if h.from != KeyAbsent || h.held == nil || ttl <= h.heldTTL {
 		return false
 	}
-	return h.goneAt.Before(m.expiredFrom(h.held, ttl))
+	return h.goneAt.Before(m.expiredFrom(*h.held, ttl))
 }
 
 // sameMessage reports whether two entries of one revision are the same
@@ -1160,7 +1177,7 @@ func (m *machine) noteBucketBorn(now, born time.Time) {
 	// 1261420).
 	ours := m.view
 	m.view = keyView{known: true, Entry: Entry{Key: m.cfg.key, State: KeyRemoved, Operation: opPurge}, seenAt: now, ttl: m.tm.ttl}
-	m.displaced = keyView{}
+	m.displaced = nil
 	if m.phase.holds() {
 		// Our write went to the old bucket, or to the new one without our
 		// knowing it was new: either way no term may rest on it (a renewal
@@ -1176,7 +1193,7 @@ func (m *machine) noteBucketBorn(now, born time.Time) {
 		}
 		m.dropHold(now, true)
 		m.sitOut.rev = max(m.sitOut.rev, rev)
-		m.displaced = ours
+		m.displaced = kept(ours)
 	}
 	m.note(note{kind: noteViewChanged, at: now})
 	m.schedule(now)
@@ -1241,8 +1258,8 @@ func (m *machine) won(sent, done time.Time, rev, expect uint64) {
 	}
 	switch {
 	case m.view.State == KeyHeld && expect == 0:
-		m.hold.held, m.hold.heldTTL, m.hold.goneAt = m.view, max(m.view.ttl, m.tm.ttl), sent
-	case m.view.State == KeyAbsent && m.gone.known:
+		m.hold.held, m.hold.heldTTL, m.hold.goneAt = kept(m.view), max(m.view.ttl, m.tm.ttl), sent
+	case m.view.State == KeyAbsent && m.gone != nil:
 		// We found the key gone before taking it: judge that too by the
 		// TTL read after winning.
 		m.hold.held, m.hold.heldTTL, m.hold.goneAt = m.gone, max(m.gone.ttl, m.tm.ttl), m.view.seenAt

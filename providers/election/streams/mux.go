@@ -2,6 +2,7 @@ package streams
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/nats-io/nats.go"
@@ -40,7 +41,13 @@ type subMux struct {
 type subjectSub struct {
 	subject  string
 	sub      *nats.Subscription
-	handlers map[*muxSub]func(*nats.Msg)
+	handlers []muxHandler // few: a process's candidates in one election
+}
+
+// muxHandler is a handler and the subscription that put it there.
+type muxHandler struct {
+	s      *muxSub
+	handle func(*nats.Msg)
 }
 
 // muxes holds the mux of each connection with subscriptions.
@@ -77,14 +84,14 @@ func muxSubscribe(nc *nats.Conn, subject string, handler func(*nats.Msg)) (*muxS
 	if ss == nil {
 		var sub *nats.Subscription
 		if sub, err = nc.ChanSubscribe(subject, m.ch); err == nil {
-			ss = &subjectSub{subject: subject, sub: sub, handlers: map[*muxSub]func(*nats.Msg){}}
+			ss = &subjectSub{subject: subject, sub: sub}
 			m.subjects[subject], m.bySub[sub] = ss, ss
 		}
 	}
 	var s *muxSub
 	if err == nil {
 		s = &muxSub{nc: nc, mux: m, ss: ss}
-		ss.handlers[s] = handler
+		ss.handlers = append(ss.handlers, muxHandler{s: s, handle: handler})
 	}
 	m.mu.Unlock()
 	if err != nil {
@@ -103,7 +110,7 @@ func (s *muxSub) Unsubscribe() error {
 	defer muxes.mu.Unlock()
 	m := s.mux
 	m.mu.Lock()
-	delete(s.ss.handlers, s)
+	s.ss.handlers = slices.DeleteFunc(s.ss.handlers, func(h muxHandler) bool { return h.s == s })
 	last := len(s.ss.handlers) == 0 && m.subjects[s.ss.subject] == s.ss
 	if last {
 		delete(m.subjects, s.ss.subject)
@@ -152,7 +159,7 @@ func (m *subMux) run() {
 			if ss := m.bySub[msg.Sub]; ss != nil {
 				hs = make([]func(*nats.Msg), 0, len(ss.handlers))
 				for _, h := range ss.handlers {
-					hs = append(hs, h)
+					hs = append(hs, h.handle)
 				}
 			}
 			m.mu.Unlock()

@@ -30,7 +30,9 @@ type store interface {
 	// them too.
 	Latest(ctx context.Context, key string) (jetstream.KeyValueEntry, error)
 	// Watch follows key: its latest message first, then a nil entry, then
-	// every change.
+	// every change, until the watcher is stopped. ctx bounds the set-up
+	// only (a store whose watch ends with ctx is given one that does not
+	// end before the watch is stopped).
 	Watch(ctx context.Context, key string) (jetstream.KeyWatcher, error)
 }
 

@@ -2,6 +2,7 @@ package streams
 
 import (
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/conclave-io/conclave/backoff"
@@ -85,11 +86,19 @@ func (e *Election) timings(ttl time.Duration) (timings, error) {
 // enough to catch an expiry the broker runs a few hundred milliseconds late,
 // sparse enough that a wrong prediction costs little.
 func defaultStandbyBackoff(ttl time.Duration) Backoff {
+	if b, ok := standbyBackoffs.Load(ttl); ok {
+		return b.(Backoff)
+	}
 	limit := max(ttl/4, 20*time.Millisecond)
 	var steps []time.Duration
 	for d := 20 * time.Millisecond; d < limit; d *= 2 {
 		steps = append(steps, d)
 	}
 	steps = append(steps, limit)
-	return backoff.Policy{Steps: steps}
+	b, _ := standbyBackoffs.LoadOrStore(ttl, Backoff(backoff.Policy{Steps: steps}))
+	return b.(Backoff)
 }
+
+// standbyBackoffs holds the default standby backoff of each TTL in use,
+// shared by the process's candidates: a Policy is never changed.
+var standbyBackoffs sync.Map

@@ -54,6 +54,26 @@ func (f *forwarded) Err() error {
 	return nil
 }
 
+// poller is a watcher that hands its deliveries over without a channel of
+// its own (see transport's hubWatch.Poll).
+type poller interface {
+	Poll() (ent jetstream.KeyValueEntry, open, got bool)
+}
+
+// poll takes w's next delivery without waiting: got is false when it has
+// none yet, and open false once it ended.
+func poll(w jetstream.KeyWatcher) (ent jetstream.KeyValueEntry, open, got bool) {
+	if p, ok := w.(poller); ok {
+		return p.Poll()
+	}
+	select {
+	case ent, open = <-w.Updates():
+		return ent, open, true
+	default:
+		return nil, false, false
+	}
+}
+
 // restartable reports whether w can be made again while it stays
 // subscribed (a shared watch can), looking through forwarding.
 func restartable(w jetstream.KeyWatcher) (interface{ Restart() }, bool) {

@@ -196,11 +196,12 @@ func (h *watchHub) openStream(ctx context.Context) (jetstream.Stream, error) {
 
 // subscribe follows key: the returned watcher delivers the key's latest
 // message (if any), then nil, then every change, like a KV watch, until it
-// is stopped or ctx ends. ttl tunes the heartbeats of a feed made for it.
+// is stopped: ctx bounds its set-up only. ttl tunes the heartbeats of a
+// feed made for it.
 func (h *watchHub) subscribe(ctx context.Context, key string, ttl time.Duration) (jetstream.KeyWatcher, error) {
 	h.mu.Lock()
 	f := h.feedForLocked(key)
-	s := &hubWatch{hub: h, feed: f, key: key, c: make(chan jetstream.KeyValueEntry, subBuffer)}
+	s := &hubWatch{hub: h, feed: f, key: key}
 	f.add(s)
 	if prefix := prefixOf(key); h.following[key] == 0 && prefix != "" {
 		h.groupKeys[prefix]++
@@ -226,9 +227,8 @@ func (h *watchHub) subscribe(ctx context.Context, key string, ttl time.Duration)
 	if s.closed {
 		return nil, s.endErr()
 	}
-	// Like a KV watch, the subscription lives as long as ctx: its end
-	// unsubscribes, and the feed stops with its last subscriber.
-	s.release = context.AfterFunc(ctx, func() { h.unsubscribe(s) })
+	// ctx bounded the set-up only: the subscription lives until stopped,
+	// and the feed stops with its last subscriber.
 	return s, nil
 }
 
@@ -341,12 +341,11 @@ func (h *watchHub) detachLocked(s *hubWatch, err error) bool {
 	f := s.feed
 	if !s.closed {
 		s.closed, s.err = true, err
-		close(s.c)
+		if s.c != nil {
+			close(s.c)
+		}
 		if s.notify != nil {
 			s.notify()
-		}
-		if s.release != nil {
-			s.release()
 		}
 		h.following[s.key]--
 		if h.following[s.key] == 0 {
@@ -462,13 +461,16 @@ type hubWatch struct {
 	hub  *watchHub
 	feed *feed
 	key  string
-	c    chan jetstream.KeyValueEntry
 
 	// under hub.mu
-	closed  bool
-	err     error
-	release func() bool // stops the unsubscribing when the caller's context ends
-	notify  func()      // told of each delivery and of the end (see Notify)
+	// queued holds the deliveries not taken yet (Poll) until Updates is
+	// called; then c does. A subscription at rest holds neither a buffer
+	// nor a channel.
+	queued []jetstream.KeyValueEntry
+	c      chan jetstream.KeyValueEntry
+	closed bool
+	err    error
+	notify func() // told of each delivery and of the end (see Notify)
 }
 
 // Notify has the subscription call f each time it delivers an entry or
@@ -480,13 +482,54 @@ func (s *hubWatch) Notify(f func()) {
 	s.hub.mu.Lock()
 	defer s.hub.mu.Unlock()
 	s.notify = f
-	if s.closed || len(s.c) > 0 {
+	if s.closed || len(s.queued) > 0 || len(s.c) > 0 {
 		f()
 	}
 }
 
-// Updates returns the key's changes, as a KV watch's Updates does.
-func (s *hubWatch) Updates() <-chan jetstream.KeyValueEntry { return s.c }
+// Poll takes the next delivery without waiting: ent and open as a receive
+// from Updates would give them, and got false when there is none yet. A
+// caller polls or reads Updates, not both.
+func (s *hubWatch) Poll() (ent jetstream.KeyValueEntry, open, got bool) {
+	s.hub.mu.Lock()
+	defer s.hub.mu.Unlock()
+	if len(s.queued) > 0 {
+		ent = s.queued[0]
+		s.queued[0] = nil
+		s.queued = s.queued[1:]
+		if len(s.queued) == 0 {
+			s.queued = nil // the array goes with it
+		}
+		return ent, true, true
+	}
+	if s.c != nil {
+		select {
+		case ent, open = <-s.c:
+			return ent, open, true
+		default:
+			return nil, false, false
+		}
+	}
+	return nil, false, s.closed
+}
+
+// Updates returns the key's changes, as a KV watch's Updates does: a
+// channel made on the first call, holding what was queued before.
+func (s *hubWatch) Updates() <-chan jetstream.KeyValueEntry {
+	s.hub.mu.Lock()
+	defer s.hub.mu.Unlock()
+	if s.c == nil {
+		s.c = make(chan jetstream.KeyValueEntry, subBuffer)
+		for _, ent := range s.queued {
+			s.c <- ent
+		}
+		s.queued = nil
+		if s.closed {
+			close(s.c)
+		}
+	}
+	return s.c
+}
 
 // Stop ends the subscription and closes its channel.
 func (s *hubWatch) Stop() error {
@@ -522,14 +565,25 @@ func (s *hubWatch) sendLocked(ent jetstream.KeyValueEntry) {
 	if s.closed {
 		return
 	}
-	select {
-	case s.c <- ent:
-		if s.notify != nil {
-			s.notify()
+	if s.c == nil {
+		if len(s.queued) < subBuffer {
+			s.queued = append(s.queued, ent)
+			if s.notify != nil {
+				s.notify()
+			}
+			return
 		}
-	default:
-		s.hub.detachLocked(s, errors.New("the watch fell behind"))
+	} else {
+		select {
+		case s.c <- ent:
+			if s.notify != nil {
+				s.notify()
+			}
+			return
+		default:
+		}
 	}
+	s.hub.detachLocked(s, errors.New("the watch fell behind"))
 }
 
 // statusRead is one read of the bucket's settings that callers share.

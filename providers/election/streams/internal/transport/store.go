@@ -429,8 +429,8 @@ func msgTTLOf(hdr nats.Header) time.Duration {
 }
 
 // Watch follows key through the process's shared watches: its latest
-// message, then nil, then every change, until the watcher is stopped or ctx
-// ends. The watcher also has Err (why it ended on its own) and Restart (see
+// message, then nil, then every change, until the watcher is stopped: ctx
+// bounds its set-up only. The watcher also has Err (why it ended on its own) and Restart (see
 // hubWatch).
 func (s *Store) Watch(ctx context.Context, key string) (jetstream.KeyWatcher, error) {
 	s.mu.Lock()
