@@ -132,6 +132,9 @@ type takeOver struct {
 type sitOut struct {
 	until time.Time
 	rev   uint64 // the revision we were deposed at: a later holder ends the sit-out
+	// past: rev is a revision of a bucket deleted since (the hold given up
+	// in noteBucketBorn), not comparable with the new bucket's.
+	past bool
 }
 
 // hold is what a machine knows while its write holds the key.
@@ -1193,6 +1196,7 @@ func (m *machine) noteBucketBorn(now, born time.Time) {
 		}
 		m.dropHold(now, true)
 		m.sitOut.rev = max(m.sitOut.rev, rev)
+		m.sitOut.past = true
 		m.displaced = kept(ours)
 	}
 	m.note(note{kind: noteViewChanged, at: now})
@@ -1640,12 +1644,16 @@ func (m *machine) sitOutHandOver() {
 		return
 	}
 	if v.HandOverTo == m.cfg.identity {
-		if v.Revision > m.sitOut.rev {
+		// A revision of the bucket deleted since tells nothing of the new
+		// one's: its holder, whose term began only once earlier holders
+		// were gone, handed the key to us.
+		if v.Revision > m.sitOut.rev || m.sitOut.past {
 			m.sitOut = sitOut{}
 		}
 		return
 	}
-	m.sitOut = sitOut{until: later(m.sitOut.until, v.seenAt.Add(v.HandOverWithin)), rev: max(m.sitOut.rev, v.Revision)}
+	m.sitOut = sitOut{until: later(m.sitOut.until, v.seenAt.Add(v.HandOverWithin)), rev: max(m.sitOut.rev, v.Revision),
+		past: m.sitOut.past && m.sitOut.rev >= v.Revision}
 }
 
 // onTTL takes in a read of the bucket's settings.
