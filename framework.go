@@ -43,7 +43,9 @@ type Framework struct {
 	sharedKV jetstream.KeyValue
 	sharedJS jetstream.JetStream
 	// componentLogs are the entries of the components whose loggers the
-	// framework hands out by the thousand (see componentLog).
+	// framework hands out by the thousand (see componentLog), under logsMu:
+	// mu is held while the shared connection is dialled.
+	logsMu        sync.Mutex
 	componentLogs map[string]*logrus.Entry
 }
 
@@ -156,8 +158,8 @@ func (fw *Framework) Logger(component string) *logrus.Entry {
 // componentLog returns the framework's one entry for component, shared by
 // the loggers it hands its elections and observers.
 func (fw *Framework) componentLog(component string) *logrus.Entry {
-	fw.mu.Lock()
-	defer fw.mu.Unlock()
+	fw.logsMu.Lock()
+	defer fw.logsMu.Unlock()
 	if e := fw.componentLogs[component]; e != nil {
 		return e
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/conclave-io/conclave/internal/denied"
 	"github.com/conclave-io/conclave/internal/jsapi"
+	"github.com/conclave-io/conclave/internal/kvwatch"
 	"github.com/conclave-io/conclave/providers/election/streams/internal/transport"
 )
 
@@ -178,6 +179,13 @@ func (s *refusingStore) Delete(ctx context.Context, key string, rev uint64, payl
 func (s *refusingStore) Watch(ctx context.Context, key string) (w jetstream.KeyWatcher, err error) {
 	err = s.request(ctx, "watching election "+key, 0, s.coversWatch(key), func(actx context.Context) error {
 		w, err = s.store.Watch(actx, key)
+		if err == nil && actx.Err() != nil {
+			// The request ended as the watch came up (its consumer refused,
+			// or the campaign stopping): the watch goes with it, and the
+			// request reports why.
+			kvwatch.StopInBackground(w, new(sync.WaitGroup))
+			w, err = nil, context.Cause(actx)
+		}
 		return err
 	})
 	if err != nil {

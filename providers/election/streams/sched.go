@@ -32,48 +32,6 @@ type scheduler struct {
 	ready   []*driver // drivers with an input to take
 	members int       // drivers not finished
 	running bool      // the loop's goroutine runs
-	// waiting are the actions that wait for a worker, by class (see
-	// actionClass); workers is how many goroutines perform actions.
-	waiting [actionClasses][]queuedAction
-	workers int
-}
-
-// maxActionWorkers bounds the goroutines that perform a scheduler's
-// requests to the broker. The transport sends at most maxInFlight of a
-// connection's at once and orders the rest by priority; beyond a few
-// hundred, more goroutines only wait there, each costing its stack: 90,000
-// candidates starting at once made 90,000.
-const maxActionWorkers = 512
-
-// queuedAction is an action of d's waiting for a worker.
-type queuedAction struct {
-	d   *driver
-	act action
-}
-
-// Action classes, served in this order, as the transport serves its
-// priorities: renewals and urgent writes, then campaigns, then reads.
-const (
-	classUrgent = iota
-	classWrite
-	classRead
-	actionClasses
-)
-
-// actionClass returns a's class, or -1 for an action that may wait on a
-// user's callback (a release or an offer waits for OnLost to return) and
-// so runs on a goroutine of its own, never holding up a worker.
-func actionClass(a action) int {
-	switch {
-	case a.kind == doRelease || a.kind == doOffer:
-		return -1
-	case a.renewal || a.urgent:
-		return classUrgent
-	case a.kind == doWrite:
-		return classWrite
-	default:
-		return classRead
-	}
 }
 
 // schedulers holds the scheduler of each clock in use.
@@ -280,63 +238,16 @@ func (s *scheduler) turn(d *driver) {
 	s.mu.Unlock()
 }
 
-// start performs act, d's action, off the loop: on a worker, or on a
-// goroutine of its own (see actionClass). Its outcome is d's next input.
+// start performs act, d's action, off the loop on a goroutine of its own
+// while it is in flight: a leader's renewal is never held up by other
+// candidates' requests (the transport orders requests waiting for the
+// broker, per connection), and a term's deadline caps its request from
+// when the machine decided it. Its outcome is d's next input.
 func (s *scheduler) start(d *driver, act action) {
-	class := actionClass(act)
 	s.mu.Lock()
 	d.inFlight = true
-	if class < 0 {
-		s.mu.Unlock()
-		go func() { s.outcome(d, d.perform(act)) }()
-		return
-	}
-	if s.workers >= maxActionWorkers {
-		s.waiting[class] = append(s.waiting[class], queuedAction{d: d, act: act})
-		s.mu.Unlock()
-		return
-	}
-	s.workers++
 	s.mu.Unlock()
-	go s.work(d, act)
-}
-
-// work performs act, then the actions waiting, most urgent first, until
-// none waits.
-func (s *scheduler) work(d *driver, act action) {
-	for {
-		s.outcome(d, d.perform(act))
-		s.mu.Lock()
-		next, ok := s.nextActionLocked()
-		if !ok {
-			s.workers--
-			s.mu.Unlock()
-			return
-		}
-		s.mu.Unlock()
-		d, act = next.d, next.act
-	}
-}
-
-// nextActionLocked takes the first action of the most urgent class that
-// has one waiting.
-func (s *scheduler) nextActionLocked() (queuedAction, bool) {
-	for c := range s.waiting {
-		q := s.waiting[c]
-		if len(q) == 0 {
-			continue
-		}
-		next := q[0]
-		q[0] = queuedAction{}
-		if len(q) == 1 {
-			q = nil // the array goes with the last one
-		} else {
-			q = q[1:]
-		}
-		s.waiting[c] = q
-		return next, true
-	}
-	return queuedAction{}, false
+	go func() { s.outcome(d, d.perform(act)) }()
 }
 
 // finish takes d off the scheduler: asks still waiting get ErrNotLeader,

@@ -719,7 +719,7 @@ func (k *kvWatchSource) stop() {
 
 // startKVWatch makes the feed's KV watch. The watch is shared by the feed's
 // subscribers, so it lives until the feed stops it, not as long as ctx:
-// ctx bounds making it (and each subscription ends with its own context).
+// ctx bounds making it (and each subscription ends when it is stopped).
 func (f *feed) startKVWatch(ctx context.Context) (feedSource, error) {
 	wctx, cancel := context.WithCancel(context.Background())
 	timer := time.AfterFunc(time.Until(deadlineOr(ctx, 5*time.Second)), cancel)

@@ -531,7 +531,8 @@ func (s *hubWatch) Updates() <-chan jetstream.KeyValueEntry {
 	return s.c
 }
 
-// Stop ends the subscription and closes its channel.
+// Stop ends the subscription: Poll, or its channel if Updates made one,
+// then tells of its end.
 func (s *hubWatch) Stop() error {
 	s.hub.unsubscribe(s)
 	return nil
