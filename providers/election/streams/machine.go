@@ -171,6 +171,12 @@ type hold struct {
 	// saidWaits: our latest write said the term waits, so the term's first
 	// renewal is written as it begins, to tell observers its token.
 	saidWaits bool
+	// namesTerm: our latest write said it renews a term, which has ended
+	// since if none runs. A later term of the hold waits for a renewal
+	// that says it waits: its token is that write's revision, and a write
+	// that names an earlier term would make observers report that term's.
+	// renewalNames is what the renewal under way says.
+	namesTerm, renewalNames bool
 }
 
 // watchState is what the machine knows of its watch. The watch is an
@@ -457,6 +463,9 @@ func (m *machine) take(in input) {
 		}
 	}
 	m.out.do, m.out.wake = m.plan(now)
+	if a := m.out.do; a.kind == doWrite && a.renewal {
+		m.hold.renewalNames = a.term.token != 0
+	}
 }
 
 // plan is the one place that says what is due and when: it performs the
@@ -1285,6 +1294,7 @@ func (m *machine) onRenewal(in input) {
 	switch {
 	case err == nil:
 		h.rev, h.inDoubt, h.tries = in.rev, false, 0
+		h.namesTerm = h.renewalNames
 		h.sent = now
 		oldLease := h.lease
 		h.lease = leaseEnd(now, m.tm)

@@ -101,6 +101,9 @@ func (m *machine) termBegins(now time.Time) (time.Time, bool) {
 	if m.phase != winning {
 		return time.Time{}, false
 	}
+	if m.hold.token == 0 && m.hold.namesTerm {
+		return time.Time{}, false // a later term of the hold: see hold.namesTerm
+	}
 	at, ok := m.earlierHoldersGone()
 	if !ok || !at.Before(m.hold.lease) || !now.Before(m.hold.lease) {
 		return time.Time{}, false
