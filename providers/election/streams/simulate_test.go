@@ -523,7 +523,7 @@ func (n *simNode) candidate() Candidate {
 	return Candidate{Identity: n.name, Instance: n.name, Priority: n.priority, Healthy: !n.sick}
 }
 
-// askPolicy has the leader ask the real hand-over policy (moveOf) where
+// askPolicy has the leader ask the real hand-over policy (decide) where
 // leadership should go, as its steward does (about every 250ms, the time
 // a question of who stands takes), and hands over where it says. It
 // checks what the policy answers against the world: a healthy, running
@@ -537,10 +537,11 @@ func (w *simWorld) askPolicy() {
 		n.nextPolicy = w.now.Add(250 * time.Millisecond)
 		minTerm := simMinTerm * n.m.tm.ttl
 		held := n.local(w.now).Sub(n.local(n.since))
-		to, _, ok := moveOf(n.candidate(), w.roll(n), held, minTerm)
-		if !ok {
+		p := decide(policyInput{self: n.candidate(), roll: w.roll(n), fresh: true, leading: true, held: held, minTerm: minTerm})
+		if !p.moving {
 			continue
 		}
+		to := p.to
 		if to.Healthy == false || to.Identity == n.name {
 			w.fail("the hand-over policy moved %s's term to %+v", n.name, to)
 		}
@@ -1200,11 +1201,9 @@ func (w *simWorld) fault() {
 				stop.handOver.to = "ghost"
 			default:
 				// The real policy: the best healthy standby.
-				if c, ok := successorOf(n.candidate(), w.roll(n)); ok {
-					stop.handOver = handOver{to: c.Identity, instance: c.Instance}
-					if c.Healthy == false {
-						w.fail("the hand-over policy named unhealthy %s as %s's successor", c.Identity, n.name)
-					}
+				stop.handOver = decide(policyInput{self: n.candidate(), roll: w.roll(n)}).successor
+				if c := w.node(stop.handOver.to); c != nil && c.sick {
+					w.fail("the hand-over policy named unhealthy %s as %s's successor", c.name, n.name)
 				}
 			}
 			w.logf("FAULT %s is stopped (successor %q)", n.name, stop.handOver.to)

@@ -758,15 +758,23 @@ func (s *steward) isSelf(c Candidate) bool {
 	return c.Identity == s.e.identity
 }
 
-// successor names the standby a stopping leader offers the key to: the
-// best-ranked healthy candidate on the roll (see sortCandidates), or ""
-// when the roll has none, as for a standby, or a leader that has not yet
-// asked who is standing or heard an announcement.
+// successor names the standby a stopping leader offers the key to, as the
+// hand-over policy says (decide): the best-ranked healthy candidate on the
+// roll, or none when the roll has none, as for a standby, or a leader that
+// has not yet asked who is standing or heard an announcement.
 func (s *steward) successor() handOver {
-	if c, ok := successorOf(s.self(), s.known.list()); ok {
-		return handOver{to: c.Identity, instance: c.Instance}
+	return decide(s.policyInput(nil, s.known.list(), false)).successor
+}
+
+// policyInput is what the hand-over policy decides on for this candidate,
+// leading term (nil while a standby), with roll: the term's age is counted
+// on the election's clock, as the term's start.
+func (s *steward) policyInput(term *Term, roll []Candidate, fresh bool) policyInput {
+	in := policyInput{self: s.self(), roll: roll, fresh: fresh, minTerm: s.e.opts.minTerm}
+	if term != nil && term.Valid() {
+		in.leading, in.held = true, s.e.opts.clock.Now().Sub(term.Started())
 	}
-	return handOver{}
+	return in
 }
 
 // onHandOver takes a hand-over request: the leader hands over and
@@ -895,46 +903,47 @@ func (s *steward) checkHealth(ctx context.Context) {
 	s.poke()
 }
 
-// considerMove hands the term over when a better candidate stands, and
-// returns when to look again (0: when something changes).
+// considerMove hands the term over where the hand-over policy says, and
+// returns when to look again (0: when something changes). A move the
+// announcements call for is confirmed by asking who stands first: the
+// policy decides again on the answers.
 func (s *steward) considerMove(ctx context.Context) time.Duration {
 	e := s.e
 	term := e.Term()
 	if term == nil || !term.Valid() {
 		return 0
 	}
-	self := s.self()
-	held := e.opts.clock.Now().Sub(term.Started()) // on the election's clock, as the term's start
-	if _, wait, ok := moveOf(self, s.known.list(), held, e.opts.minTerm); !ok {
-		return wait
+	p := decide(s.policyInput(term, s.known.list(), false))
+	if !p.confirm {
+		return p.wait
 	}
-	// Ask afresh: a candidate that died without a word does not answer.
 	standing, err := Standing(ctx, s.nc, s.bucket, e.key, 0)
 	if err != nil || !term.Valid() {
 		return 0
 	}
 	s.known.reset()
 	s.learn(standing...)
-	target, _, ok := moveOf(self, standing, e.opts.clock.Now().Sub(term.Started()), e.opts.minTerm)
-	if !ok {
-		return 0
+	if p = decide(s.policyInput(term, s.known.list(), true)); !p.moving {
+		return p.wait
 	}
-	best := &target
-	why := fmt.Sprintf("%s has a higher priority (%d > %d)", best.Identity, best.Priority, self.Priority)
-	if !self.Healthy {
-		why = fmt.Sprintf("%s is unhealthy and %s is healthy", e.identity, best.Identity)
-	}
-	e.opts.log.Infof("election %s: handing over to %s: %s", e.key, best.Identity, why)
-	switch err := e.handOver(ctx, handOver{to: best.Identity, instance: best.Instance}); {
+	return s.move(ctx, p)
+}
+
+// move hands the term over as policy p says, and returns when to look
+// again (0: when something changes).
+func (s *steward) move(ctx context.Context, p policy) time.Duration {
+	e, to := s.e, p.to
+	e.opts.log.Infof("election %s: handing over to %s: %s", e.key, to.Identity, p.why)
+	switch err := e.handOver(ctx, handOver{to: to.Identity, instance: to.Instance}); {
 	case err == nil || ctx.Err() != nil:
 	case errors.Is(err, ErrHandOverTooSoon):
-		e.opts.log.Infof("election %s: not handing over to %s yet: %v", e.key, best.Identity, err)
+		e.opts.log.Infof("election %s: not handing over to %s yet: %v", e.key, to.Identity, err)
 		return e.ttl() / 2 // look again; it is at most a TTL away
 	case errors.Is(err, ErrNotLeader):
 		// The term ended meanwhile, as when the candidate stops.
-		e.opts.log.Infof("election %s: not handing over to %s: %v", e.key, best.Identity, err)
+		e.opts.log.Infof("election %s: not handing over to %s: %v", e.key, to.Identity, err)
 	default:
-		e.opts.log.Warnf("election %s: could not hand over to %s: %v", e.key, best.Identity, err)
+		e.opts.log.Warnf("election %s: could not hand over to %s: %v", e.key, to.Identity, err)
 	}
 	return 0
 }
