@@ -415,7 +415,7 @@ func (c *campaigner) apply(notes []note) (next input, ok bool) {
 			c.e.setTimings(c.m.tm)
 		case noteViewChanged:
 			if s := c.e.steward; s != nil {
-				s.start() // the key can be read: announce the candidate
+				s.start(c.sched) // the key can be read: announce the candidate
 			}
 		case noteHandOver, noteTakeOver:
 			c.answer(n.kind, n.err)

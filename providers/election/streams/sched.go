@@ -21,17 +21,21 @@ import (
 // its action is in flight, as when each ran its own loop. The loop calls no
 // user code: callbacks go through each candidate's notifier.
 //
-// The loop's goroutine runs while the scheduler has drivers, and ends with
-// the last one.
+// Beside the drivers, the loop fires wake-ups (wakeup): the timers of the
+// candidates' stewards, in a heap of their own under the same timer.
+//
+// The loop's goroutine runs while the scheduler has drivers or wake-ups
+// set, and ends with the last of them.
 type scheduler struct {
 	clock clock.Clock
 	kick  chan struct{} // wakes the loop: a driver became ready
 
 	mu      sync.Mutex
-	asleep  wakeHeap  // drivers waiting for their wake-up
-	ready   []*driver // drivers with an input to take
-	members int       // drivers not finished
-	running bool      // the loop's goroutine runs
+	asleep  wakeHeap   // drivers waiting for their wake-up
+	wakeups wakeupHeap // wake-ups set, soonest first
+	ready   []*driver  // drivers with an input to take
+	members int        // drivers not finished
+	running bool       // the loop's goroutine runs
 }
 
 // schedulers holds the scheduler of each clock in use.
@@ -140,14 +144,17 @@ func (s *scheduler) loop() {
 	timer := s.clock.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		batch, next, ok := s.collect()
+		batch, fires, next, ok := s.collect()
 		if !ok {
 			return
+		}
+		for _, fire := range fires {
+			fire()
 		}
 		for _, d := range batch {
 			s.turn(d)
 		}
-		if len(batch) > 0 {
+		if len(batch) > 0 || len(fires) > 0 {
 			continue
 		}
 		timer.Stop()
@@ -160,6 +167,11 @@ func (s *scheduler) loop() {
 			wait = max(next.Sub(s.clock.Now()), 0)
 		}
 		timer.Reset(wait)
+		if !next.IsZero() && !s.clock.Now().Before(next) {
+			// A clock stepped past next between the read and the reset
+			// (a test's) may have set the timer past it too.
+			continue
+		}
 		select {
 		case <-timer.C():
 		case <-s.kick:
@@ -167,16 +179,17 @@ func (s *scheduler) loop() {
 	}
 }
 
-// collect queues the drivers whose wake-up is due, and returns those ready
-// and the next wake-up; ok is false once the scheduler has no driver left,
+// collect queues the drivers whose wake-up is due, and returns those ready,
+// the wake-ups due (taken off the heap) and the next instant something is
+// due; ok is false once the scheduler has no driver and no wake-up left,
 // and the loop must end.
-func (s *scheduler) collect() (batch []*driver, next time.Time, ok bool) {
+func (s *scheduler) collect() (batch []*driver, fires []func(), next time.Time, ok bool) {
 	s.mu.Lock()
-	if s.members == 0 {
+	if s.idleLocked() {
 		s.mu.Unlock()
 		schedulers.mu.Lock()
 		s.mu.Lock()
-		idle := s.members == 0
+		idle := s.idleLocked()
 		if idle {
 			s.running = false
 			if schedulers.m[s.clock] == s {
@@ -186,7 +199,7 @@ func (s *scheduler) collect() (batch []*driver, next time.Time, ok bool) {
 		s.mu.Unlock()
 		schedulers.mu.Unlock()
 		if idle {
-			return nil, time.Time{}, false
+			return nil, nil, time.Time{}, false
 		}
 		s.mu.Lock()
 	}
@@ -196,13 +209,23 @@ func (s *scheduler) collect() (batch []*driver, next time.Time, ok bool) {
 		d.tickDue = true
 		s.readyLocked(d)
 	}
+	for len(s.wakeups) > 0 && !s.wakeups[0].at.After(now) {
+		fires = append(fires, heap.Pop(&s.wakeups).(*wakeup).fire)
+	}
 	batch, s.ready = s.ready, nil
 	if len(s.asleep) > 0 {
 		next = s.asleep[0].wakeAt
 	}
+	if len(s.wakeups) > 0 && (next.IsZero() || s.wakeups[0].at.Before(next)) {
+		next = s.wakeups[0].at
+	}
 	s.mu.Unlock()
-	return batch, next, true
+	return batch, fires, next, true
 }
+
+// idleLocked reports whether the loop has nothing left to serve: no
+// driver, and no wake-up set.
+func (s *scheduler) idleLocked() bool { return s.members == 0 && len(s.wakeups) == 0 }
 
 // turn steps d with the inputs it has, one at a time, until it has none,
 // starts an action, or finishes.
@@ -352,4 +375,83 @@ func (h *wakeHeap) Pop() any {
 	*h = old[:len(old)-1]
 	d.slot = -1
 	return d
+}
+
+// A wakeup calls its fire on its scheduler's loop once its time, on the
+// scheduler's clock, has come: a timer in the loop's heap rather than one
+// of the runtime's, so that a process's candidates share one timer. fire
+// must be quick, take no lock the loop's callers hold, and call no user
+// code. A wakeup fires at most once per set; set and stop are safe from
+// any goroutine.
+type wakeup struct {
+	s    *scheduler
+	fire func()
+	at   time.Time // when it fires, under s.mu
+	slot int       // index in s.wakeups, -1 while not set; under s.mu
+}
+
+// newWakeup returns a wake-up of s that calls fire, not set.
+func (s *scheduler) newWakeup(fire func()) *wakeup {
+	return &wakeup{s: s, fire: fire, slot: -1}
+}
+
+// set has w fire after d, at once if d is not positive, instead of when
+// it was set to fire before, if it was; it starts the loop if it is not
+// running.
+func (w *wakeup) set(d time.Duration) {
+	s := w.s
+	s.mu.Lock()
+	w.at = s.clock.Now().Add(max(d, 0))
+	if w.slot >= 0 {
+		heap.Fix(&s.wakeups, w.slot)
+	} else {
+		heap.Push(&s.wakeups, w)
+	}
+	start := !s.running
+	s.running = true
+	s.mu.Unlock()
+	if start {
+		go s.loop()
+	}
+	s.wake()
+}
+
+// stop has w not fire until set again. The loop hears of it, for it ends
+// once it has nothing left to serve.
+func (w *wakeup) stop() {
+	s := w.s
+	s.mu.Lock()
+	set := w.slot >= 0
+	if set {
+		heap.Remove(&s.wakeups, w.slot)
+	}
+	s.mu.Unlock()
+	if set {
+		s.wake()
+	}
+}
+
+// wakeupHeap orders the wake-ups set by when they fire.
+type wakeupHeap []*wakeup
+
+func (h wakeupHeap) Len() int           { return len(h) }
+func (h wakeupHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h wakeupHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].slot, h[j].slot = i, j
+}
+
+func (h *wakeupHeap) Push(x any) {
+	w := x.(*wakeup)
+	w.slot = len(*h)
+	*h = append(*h, w)
+}
+
+func (h *wakeupHeap) Pop() any {
+	old := *h
+	w := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	w.slot = -1
+	return w
 }

@@ -360,10 +360,11 @@ func RequestHandOver(ctx context.Context, nc *nats.Conn, bucket, key, to string)
 // term has lasted the minimum term. Equal priorities never move, so
 // leadership does not go back and forth between them.
 //
-// It holds no goroutine at rest: timers and pokes start a pass of its
-// work (pass) on a goroutine that ends when nothing more is due, and one
-// pass runs at a time. A fleet's candidates thus cost their process one
-// goroutine each, their campaign's.
+// It holds no goroutine and no timer at rest: its wake-ups wait in its
+// process's scheduler (wakeup), and they and pokes start a pass of its
+// work (pass) on a goroutine that ends when nothing more is due; one pass
+// runs at a time. Every instant it reads or sets is on the election's
+// clock, as the term's.
 type steward struct {
 	e      *Election
 	nc     *nats.Conn
@@ -392,6 +393,7 @@ type steward struct {
 	// What is due at the next pass, set by the timers.
 	healthDue, announceDue, askDue bool
 	timers                         stewardTimers
+	sched                          *scheduler // the campaign's, whose loop fires the timers
 
 	// Only passes (and stop, after the last) use these.
 	runCtx        context.Context
@@ -402,23 +404,31 @@ type steward struct {
 	reported      standingCount // what it was told last
 }
 
-// stewardTimers are the steward's timers; each starts a pass.
+// stewardTimers are the steward's timers, wake-ups on its scheduler; each
+// starts a pass.
 type stewardTimers struct {
-	health, announce, expire, move, ask *time.Timer
+	health, announce, expire, move, ask *wakeup
 }
 
 func newSteward(e *Election, nc *nats.Conn, bucket string) *steward {
-	return &steward{e: e, nc: nc, bucket: bucket, since: time.Now(), healthy: true, known: newRoll()}
+	return &steward{e: e, nc: nc, bucket: bucket, since: e.opts.clock.Now(), healthy: true, known: newRoll()}
 }
 
-// start starts serving, once, until stop.
-func (s *steward) start() {
+// now is the time on the election's clock.
+func (s *steward) now() time.Time { return s.e.opts.clock.Now() }
+
+// start starts serving, once, until stop, with its timers on sched, the
+// campaign's scheduler (nil: the one of the election's clock).
+func (s *steward) start(sched *scheduler) {
 	s.once.Do(func() {
 		// stop, which takes the same once first, never finds it closed
 		// here: it waits for this to return.
+		if sched == nil {
+			sched = schedulerFor(s.e.opts.clock)
+		}
 		ctx, cancel := context.WithCancel(s.ctx)
 		s.mu.Lock()
-		s.cancel, s.runCtx = cancel, ctx
+		s.cancel, s.runCtx, s.sched = cancel, ctx, sched
 		s.running = true // the first pass, below, is ours
 		s.passes.Add(1)
 		s.mu.Unlock()
@@ -438,9 +448,9 @@ func (s *steward) stop() {
 	cancel := s.cancel
 	t := s.timers
 	s.mu.Unlock()
-	for _, tm := range []*time.Timer{t.health, t.announce, t.expire, t.move, t.ask} {
-		if tm != nil {
-			tm.Stop()
+	for _, w := range []*wakeup{t.health, t.announce, t.expire, t.move, t.ask} {
+		if w != nil {
+			w.stop()
 		}
 	}
 	if cancel == nil {
@@ -479,17 +489,23 @@ func (s *steward) open(ctx context.Context) {
 		return
 	}
 	if e.opts.healthCheck != nil {
-		s.timers.health = time.AfterFunc(e.opts.healthEvery, s.due(&s.healthDue))
+		s.timers.health = s.sched.newWakeup(s.due(&s.healthDue))
+		s.timers.health.set(e.opts.healthEvery)
 	}
 	// One timer announces the candidate again; another forgets candidates
 	// once silent for the expiry. Neither asks the broker anything.
-	s.timers.announce = time.AfterFunc(time.Until(nextAnnouncement(time.Now(), announceEvery(e.ttl()), e.identity)), s.due(&s.announceDue))
-	s.timers.expire = time.AfterFunc(time.Hour, s.poke)
-	s.timers.expire.Stop()
-	s.timers.move = time.AfterFunc(time.Hour, s.poke)
-	s.timers.move.Stop()
-	s.timers.ask = time.AfterFunc(time.Hour, s.due(&s.askDue))
-	s.timers.ask.Stop()
+	s.timers.announce = s.sched.newWakeup(s.due(&s.announceDue))
+	s.timers.announce.set(s.untilAnnouncement())
+	s.timers.expire = s.sched.newWakeup(s.poke)
+	s.timers.move = s.sched.newWakeup(s.poke)
+	s.timers.ask = s.sched.newWakeup(s.due(&s.askDue))
+}
+
+// untilAnnouncement is how long, on the election's clock, until the
+// candidate announces itself again (nextAnnouncement).
+func (s *steward) untilAnnouncement() time.Duration {
+	now := s.now()
+	return nextAnnouncement(now, announceEvery(s.e.ttl()), s.e.identity).Sub(now)
 }
 
 // close unsubscribes, ends the roll, says the candidate leaves and
@@ -570,7 +586,7 @@ func (s *steward) pass(ctx context.Context) {
 	}
 	if announce {
 		s.announce(false)
-		s.reset(s.timers.announce, time.Until(nextAnnouncement(time.Now(), announceEvery(e.ttl()), e.identity)))
+		s.reset(s.timers.announce, s.untilAnnouncement())
 	}
 	if ask && s.leading != nil {
 		if !s.askWhoStands(ctx) && ctx.Err() == nil {
@@ -585,28 +601,29 @@ func (s *steward) pass(ctx context.Context) {
 	if wait := s.considerMove(ctx); wait > 0 {
 		s.reset(s.timers.move, wait)
 	}
-	if next := s.known.expire(time.Now(), announceExpiry(e.ttl())); !next.IsZero() {
-		s.reset(s.timers.expire, time.Until(next))
+	now := s.now()
+	if next := s.known.expire(now, announceExpiry(e.ttl())); !next.IsZero() {
+		s.reset(s.timers.expire, next.Sub(now))
 	}
 	s.report()
 }
 
-// reset sets timer t, one of s.timers, to fire after d (at once if d is
-// not positive), unless the steward is stopping. The timers are made
-// before the first pass (open) and not replaced, so passes read them
-// without the lock.
-func (s *steward) reset(t *time.Timer, d time.Duration) {
+// reset sets timer t, one of s.timers, to fire after d on the election's
+// clock (at once if d is not positive), unless the steward is stopping.
+// The timers are made before the first pass (open) and not replaced, so
+// passes read them without the lock.
+func (s *steward) reset(t *wakeup, d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if t != nil && !s.closed {
-		t.Reset(max(d, 0))
+		t.set(d)
 	}
 }
 
 // halt stops timer t, one of s.timers.
-func (s *steward) halt(t *time.Timer) {
+func (s *steward) halt(t *wakeup) {
 	if t != nil {
-		t.Stop()
+		t.stop()
 	}
 }
 
@@ -737,7 +754,7 @@ func (s *steward) onAnnouncement(term *Term, m *nats.Msg) {
 	}
 	s.mu.Lock()
 	if s.hearing == term {
-		s.known.learn(time.Now(), c)
+		s.known.learn(s.now(), c)
 	}
 	s.mu.Unlock()
 	s.poke()
@@ -746,7 +763,7 @@ func (s *steward) onAnnouncement(term *Term, m *nats.Msg) {
 // learn notes what other candidates said of themselves.
 func (s *steward) learn(cs ...Candidate) {
 	others := slices.DeleteFunc(slices.Clone(cs), s.isSelf)
-	s.known.learn(time.Now(), others...)
+	s.known.learn(s.now(), others...)
 }
 
 // isSelf reports whether c is this candidate: its instance, or, for an
