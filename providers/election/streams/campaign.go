@@ -52,7 +52,6 @@ type driver struct {
 	// in order, each by the first note of its kind; those not answered
 	// when the driver finishes get ErrNotLeader.
 	waiting []ask
-	wakeAt  time.Time // when the machine asked to be stepped next
 	// launched is set once launch put the driver on its scheduler, whose
 	// loop reads its watch when told to; a driver stepped by hand (tests)
 	// reads its watch itself.
@@ -69,7 +68,7 @@ type driver struct {
 	queued       bool        // in the scheduler's ready list
 	inFlight     bool        // an action is under way
 	ended        bool        // finished: takes nothing more
-	slot         int         // index in the scheduler's heap, -1 when not in it
+	wake         wakeup      // when the machine asked to be stepped next; in the heap while asleep
 	finished     func()      // called off the loop once the driver ended
 	stopChanges  func()      // stops the notices of changes of the settings
 	stopOnDone   func() bool // stops the stop that ctx's end posts

@@ -11,7 +11,7 @@ import (
 
 // A scheduler steps the lease machines of a process's candidates and
 // observers that share a clock, on one goroutine: every driver's next
-// wake-up waits in one heap under one timer, the watches and the
+// wake-up waits in one heap (wakeup) under one timer, the watches and the
 // candidates' callers hand their inputs in (post, notify), and each turn
 // steps one driver's machine until it asks for nothing or for an action.
 // Actions talk to the broker, so they run off the loop, each on a
@@ -21,8 +21,8 @@ import (
 // its action is in flight, as when each ran its own loop. The loop calls no
 // user code: callbacks go through each candidate's notifier.
 //
-// Beside the drivers, the loop fires wake-ups (wakeup): the timers of the
-// candidates' stewards, in a heap of their own under the same timer.
+// The candidates' stewards set their timers in the same heap: the loop
+// fires them too.
 //
 // The loop's goroutine runs while the scheduler has drivers or wake-ups
 // set, and ends with the last of them.
@@ -31,8 +31,7 @@ type scheduler struct {
 	kick  chan struct{} // wakes the loop: a driver became ready
 
 	mu      sync.Mutex
-	asleep  wakeHeap   // drivers waiting for their wake-up
-	wakeups wakeupHeap // wake-ups set, soonest first
+	wakeups wakeupHeap // drivers' and stewards' wake-ups set, soonest first
 	ready   []*driver  // drivers with an input to take
 	members int        // drivers not finished
 	running bool       // the loop's goroutine runs
@@ -65,7 +64,8 @@ func schedulerFor(c clock.Clock) *scheduler {
 func (s *scheduler) add(d *driver, first input, done func()) {
 	schedulers.mu.Lock() // the loop ends under it: see collect
 	s.mu.Lock()
-	d.sched, d.finished, d.slot, d.added = s, done, -1, true
+	d.sched, d.finished, d.added = s, done, true
+	d.wake = wakeup{s: s, d: d, slot: -1}
 	d.inbox = append([]ask{{in: first}}, d.inbox...) // asks posted before it wait for the start
 	s.members++
 	s.readyLocked(d)
@@ -204,19 +204,17 @@ func (s *scheduler) collect() (batch []*driver, fires []func(), next time.Time, 
 		s.mu.Lock()
 	}
 	now := s.clock.Now()
-	for len(s.asleep) > 0 && !s.asleep[0].wakeAt.After(now) {
-		d := heap.Pop(&s.asleep).(*driver)
-		d.tickDue = true
-		s.readyLocked(d)
-	}
 	for len(s.wakeups) > 0 && !s.wakeups[0].at.After(now) {
-		fires = append(fires, heap.Pop(&s.wakeups).(*wakeup).fire)
+		w := heap.Pop(&s.wakeups).(*wakeup)
+		if d := w.d; d != nil {
+			d.tickDue = true
+			s.readyLocked(d)
+		} else {
+			fires = append(fires, w.fire)
+		}
 	}
 	batch, s.ready = s.ready, nil
-	if len(s.asleep) > 0 {
-		next = s.asleep[0].wakeAt
-	}
-	if len(s.wakeups) > 0 && (next.IsZero() || s.wakeups[0].at.Before(next)) {
+	if len(s.wakeups) > 0 {
 		next = s.wakeups[0].at
 	}
 	s.mu.Unlock()
@@ -236,8 +234,8 @@ func (s *scheduler) turn(d *driver) {
 		s.mu.Unlock()
 		return
 	}
-	if d.slot >= 0 {
-		heap.Remove(&s.asleep, d.slot)
+	if d.wake.slot >= 0 {
+		heap.Remove(&s.wakeups, d.wake.slot)
 	}
 	s.mu.Unlock()
 	for {
@@ -253,14 +251,14 @@ func (s *scheduler) turn(d *driver) {
 			go func() { s.outcome(d, d.perform(act)) }()
 			return
 		}
-		d.wakeAt = wake
+		d.wake.at = wake
 		if d.done {
 			s.finish(d)
 			return
 		}
 	}
 	s.mu.Lock()
-	heap.Push(&s.asleep, d)
+	heap.Push(&s.wakeups, &d.wake)
 	s.mu.Unlock()
 }
 
@@ -328,7 +326,7 @@ func (d *driver) take(s *scheduler) (input, bool) {
 	}
 	watch := d.watchReady
 	d.watchReady = false
-	tick := d.tickDue && !d.wakeAt.After(now)
+	tick := d.tickDue && !d.wake.at.After(now)
 	d.tickDue = false
 	s.mu.Unlock()
 	if watch && d.w != nil {
@@ -352,45 +350,22 @@ func (d *driver) take(s *scheduler) (input, bool) {
 	return input{}, false
 }
 
-// wakeHeap orders asleep drivers by wake-up.
-type wakeHeap []*driver
-
-func (h wakeHeap) Len() int           { return len(h) }
-func (h wakeHeap) Less(i, j int) bool { return h[i].wakeAt.Before(h[j].wakeAt) }
-func (h wakeHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].slot, h[j].slot = i, j
-}
-
-func (h *wakeHeap) Push(x any) {
-	d := x.(*driver)
-	d.slot = len(*h)
-	*h = append(*h, d)
-}
-
-func (h *wakeHeap) Pop() any {
-	old := *h
-	d := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	d.slot = -1
-	return d
-}
-
-// A wakeup calls its fire on its scheduler's loop once its time, on the
-// scheduler's clock, has come: a timer in the loop's heap rather than one
-// of the runtime's, so that a process's candidates share one timer. fire
-// must be quick, take no lock the loop's callers hold, and call no user
-// code. A wakeup fires at most once per set; set and stop are safe from
-// any goroutine.
+// A wakeup is an instant, on its scheduler's clock, in the loop's heap:
+// a timer of the loop rather than one of the runtime's, so that a
+// process's candidates share one timer. A driver's (d) readies the driver
+// for a turn, which the loop sets after each turn; a steward's calls fire
+// on the loop, which must be quick, take no lock the loop's callers hold,
+// and call no user code, and is set and stopped from any goroutine (set,
+// stop). A wakeup fires at most once per set.
 type wakeup struct {
 	s    *scheduler
+	d    *driver
 	fire func()
-	at   time.Time // when it fires, under s.mu
+	at   time.Time // when it fires; under s.mu while set
 	slot int       // index in s.wakeups, -1 while not set; under s.mu
 }
 
-// newWakeup returns a wake-up of s that calls fire, not set.
+// newWakeup returns a wake-up of s that calls fire, not set (a steward's).
 func (s *scheduler) newWakeup(fire func()) *wakeup {
 	return &wakeup{s: s, fire: fire, slot: -1}
 }
