@@ -51,7 +51,6 @@ type driver struct {
 	// in order, each by the first note of its kind; those not answered
 	// when the driver finishes get ErrNotLeader.
 	waiting []ask
-	wakeAt  time.Time // when the machine asked to be stepped next
 	// launched is set once launch put the driver on its scheduler, whose
 	// loop reads its watch when told to; a driver stepped by hand (tests)
 	// reads its watch itself.
@@ -68,7 +67,7 @@ type driver struct {
 	queued       bool        // in the scheduler's ready list
 	inFlight     bool        // an action is under way
 	ended        bool        // finished: takes nothing more
-	slot         int         // index in the scheduler's heap, -1 when not in it
+	wake         wakeup      // when the machine asked to be stepped next; in the heap while asleep
 	finished     func()      // called off the loop once the driver ended
 	stopChanges  func()      // stops the notices of changes of the settings
 	stopOnDone   func() bool // stops the stop that ctx's end posts
@@ -412,7 +411,7 @@ func (c *campaigner) apply(notes []note) (next input, ok bool) {
 			c.e.setTimings(c.m.tm)
 		case noteViewChanged:
 			if s := c.e.steward; s != nil {
-				s.start() // the key can be read: announce the candidate
+				s.start(c.sched) // the key can be read: announce the candidate
 			}
 		case noteHandOver, noteTakeOver:
 			c.answer(n.kind, n.err)

@@ -1,17 +1,87 @@
 package streams
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
-// The hand-over policy: where leadership should go, as a pure function of
-// who stands (the roll), the candidate asking, and how long its term has
-// run on the election's clock. The steward asks it with what announcements
-// and answers told; the simulator asks it with the world it simulates. Its
-// answer enters the lease machine as an input: a hand-over (inHandOver),
-// or the successor a stop offers the key to (inStop).
+// The hand-over policy: where leadership should go, as one pure function
+// (decide) of who stands (the roll), the candidate asking, how long its
+// term has run on the election's clock, and its options. It reads no clock
+// and asks the network nothing: the steward gathers announcements and
+// answers first, then asks it; the simulator asks it with the world it
+// simulates. Its answer enters the lease machine as an input: a hand-over
+// (inHandOver), or the successor a stop offers the key to (inStop).
 
-// successorOf names the standby a stopping leader self offers the key to:
-// the best-ranked healthy candidate on roll (see sortCandidates) that is
-// not self and not leaving, if any.
+// policyInput is everything the hand-over policy decides on.
+type policyInput struct {
+	// self is the candidate asking, as it announces itself: its priority
+	// and its health.
+	self Candidate
+	// roll is who else stands, best first (sortCandidates); it may hold
+	// self, which the policy skips.
+	roll []Candidate
+	// fresh is set when roll is the answers to a question of who stands
+	// just asked, not only what announcements told: a candidate that died
+	// without a word does not answer, so only a fresh roll moves a term.
+	fresh bool
+	// leading is set while self leads a term, which has run for held,
+	// counted on the election's clock.
+	leading bool
+	held    time.Duration
+	// minTerm is how long a term runs before it moves (WithMinTerm).
+	minTerm time.Duration
+}
+
+// policy is what the hand-over policy says. At most one of moving,
+// confirm and a positive wait holds.
+type policy struct {
+	// successor is whom a stop offers the key to: the best-ranked healthy
+	// candidate on the roll other than self and not leaving; zero when the
+	// roll has none.
+	successor handOver
+	// moving is set when the leader hands its term over to to now, for the
+	// reason why: a healthy candidate of a higher priority stands, or the
+	// leader is unhealthy and a healthy one stands. Never to self, nor to
+	// one leaving or unhealthy, and never within the minimum term.
+	moving bool
+	to     Candidate
+	why    string
+	// confirm is set when a move is due on a roll that is not fresh: ask
+	// who stands, and decide again on the answers.
+	confirm bool
+	// wait, when positive, is how long the minimum term has to run before
+	// the move that is due: decide again then.
+	wait time.Duration
+}
+
+// decide is the hand-over policy: whom a stop offers the key to and, for a
+// leader, whether and when its term moves, and to whom. Equal priorities
+// never move a healthy leader, so leadership does not go back and forth
+// between them.
+func decide(in policyInput) policy {
+	var p policy
+	if c, ok := successorOf(in.self, in.roll); ok {
+		p.successor = handOver{to: c.Identity, instance: c.Instance}
+	}
+	if !in.leading {
+		return p
+	}
+	to, ok := preferred(in.self, in.roll)
+	switch {
+	case !ok:
+	case in.held < in.minTerm:
+		p.wait = in.minTerm - in.held
+	case !in.fresh:
+		p.confirm = true
+	default:
+		p.moving, p.to, p.why = true, to, moveReason(in.self, to)
+	}
+	return p
+}
+
+// successorOf returns the best-ranked healthy candidate on roll, sorted
+// best first, that is not self and not leaving, if any.
 func successorOf(self Candidate, roll []Candidate) (Candidate, bool) {
 	for _, c := range roll {
 		if c.Healthy && !c.Leaving && !c.sameAs(self) {
@@ -21,24 +91,26 @@ func successorOf(self Candidate, roll []Candidate) (Candidate, bool) {
 	return Candidate{}, false
 }
 
-// moveOf decides whether a leader self, whose term has run for held,
-// should hand over, and to whom: to the best-ranked healthy candidate of
-// a higher priority, or, while self is unhealthy, to the best-ranked
-// healthy one; never to itself or to one leaving, so that equal
-// priorities never move. A move waits until the term has lasted minTerm:
-// until then ok is false and wait says how long is left (0 when there is
-// nowhere to move).
-func moveOf(self Candidate, roll []Candidate, held, minTerm time.Duration) (to Candidate, wait time.Duration, ok bool) {
+// preferred returns the candidate on roll, sorted best first, that a
+// leader self should give way to, if any: the best-ranked healthy one of
+// a higher priority, or, while self is unhealthy, the best-ranked healthy
+// one; never self or one leaving.
+func preferred(self Candidate, roll []Candidate) (Candidate, bool) {
 	for _, c := range roll {
 		if !c.Healthy || c.Leaving || c.sameAs(self) || self.Healthy && c.Priority <= self.Priority {
 			continue
 		}
-		if held < minTerm {
-			return Candidate{}, minTerm - held, false
-		}
-		return c, 0, true // the roll is sorted best first
+		return c, true
 	}
-	return Candidate{}, 0, false
+	return Candidate{}, false
+}
+
+// moveReason says why self gives way to to.
+func moveReason(self, to Candidate) string {
+	if !self.Healthy {
+		return fmt.Sprintf("%s is unhealthy and %s is healthy", self.Identity, to.Identity)
+	}
+	return fmt.Sprintf("%s has a higher priority (%d > %d)", to.Identity, to.Priority, self.Priority)
 }
 
 // sameAs reports whether c and o are the same candidate: the same

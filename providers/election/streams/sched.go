@@ -11,7 +11,7 @@ import (
 
 // A scheduler steps the lease machines of a process's candidates and
 // observers that share a clock, on one goroutine: every driver's next
-// wake-up waits in one heap under one timer, the watches and the
+// wake-up waits in one heap (wakeup) under one timer, the watches and the
 // candidates' callers hand their inputs in (post, notify), and each turn
 // steps one driver's machine until it asks for nothing or for an action.
 // Actions talk to the broker, so they run off the loop, each on a
@@ -21,17 +21,20 @@ import (
 // its action is in flight, as when each ran its own loop. The loop calls no
 // user code: callbacks go through each candidate's notifier.
 //
-// The loop's goroutine runs while the scheduler has drivers, and ends with
-// the last one.
+// The candidates' stewards set their timers in the same heap: the loop
+// fires them too.
+//
+// The loop's goroutine runs while the scheduler has drivers or wake-ups
+// set, and ends with the last of them.
 type scheduler struct {
 	clock clock.Clock
 	kick  chan struct{} // wakes the loop: a driver became ready
 
 	mu      sync.Mutex
-	asleep  wakeHeap  // drivers waiting for their wake-up
-	ready   []*driver // drivers with an input to take
-	members int       // drivers not finished
-	running bool      // the loop's goroutine runs
+	wakeups wakeupHeap // drivers' and stewards' wake-ups set, soonest first
+	ready   []*driver  // drivers with an input to take
+	members int        // drivers not finished
+	running bool       // the loop's goroutine runs
 }
 
 // schedulers holds the scheduler of each clock in use.
@@ -61,7 +64,8 @@ func schedulerFor(c clock.Clock) *scheduler {
 func (s *scheduler) add(d *driver, first input, done func()) {
 	schedulers.mu.Lock() // the loop ends under it: see collect
 	s.mu.Lock()
-	d.sched, d.finished, d.slot, d.added = s, done, -1, true
+	d.sched, d.finished, d.added = s, done, true
+	d.wake = wakeup{s: s, d: d, slot: -1}
 	d.inbox = append([]ask{{in: first}}, d.inbox...) // asks posted before it wait for the start
 	s.members++
 	s.readyLocked(d)
@@ -140,14 +144,17 @@ func (s *scheduler) loop() {
 	timer := s.clock.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		batch, next, ok := s.collect()
+		batch, fires, next, ok := s.collect()
 		if !ok {
 			return
+		}
+		for _, fire := range fires {
+			fire()
 		}
 		for _, d := range batch {
 			s.turn(d)
 		}
-		if len(batch) > 0 {
+		if len(batch) > 0 || len(fires) > 0 {
 			continue
 		}
 		timer.Stop()
@@ -160,6 +167,11 @@ func (s *scheduler) loop() {
 			wait = max(next.Sub(s.clock.Now()), 0)
 		}
 		timer.Reset(wait)
+		if !next.IsZero() && !s.clock.Now().Before(next) {
+			// A clock stepped past next between the read and the reset
+			// (a test's) may have set the timer past it too.
+			continue
+		}
 		select {
 		case <-timer.C():
 		case <-s.kick:
@@ -167,16 +179,17 @@ func (s *scheduler) loop() {
 	}
 }
 
-// collect queues the drivers whose wake-up is due, and returns those ready
-// and the next wake-up; ok is false once the scheduler has no driver left,
+// collect queues the drivers whose wake-up is due, and returns those ready,
+// the wake-ups due (taken off the heap) and the next instant something is
+// due; ok is false once the scheduler has no driver and no wake-up left,
 // and the loop must end.
-func (s *scheduler) collect() (batch []*driver, next time.Time, ok bool) {
+func (s *scheduler) collect() (batch []*driver, fires []func(), next time.Time, ok bool) {
 	s.mu.Lock()
-	if s.members == 0 {
+	if s.idleLocked() {
 		s.mu.Unlock()
 		schedulers.mu.Lock()
 		s.mu.Lock()
-		idle := s.members == 0
+		idle := s.idleLocked()
 		if idle {
 			s.running = false
 			if schedulers.m[s.clock] == s {
@@ -186,23 +199,31 @@ func (s *scheduler) collect() (batch []*driver, next time.Time, ok bool) {
 		s.mu.Unlock()
 		schedulers.mu.Unlock()
 		if idle {
-			return nil, time.Time{}, false
+			return nil, nil, time.Time{}, false
 		}
 		s.mu.Lock()
 	}
 	now := s.clock.Now()
-	for len(s.asleep) > 0 && !s.asleep[0].wakeAt.After(now) {
-		d := heap.Pop(&s.asleep).(*driver)
-		d.tickDue = true
-		s.readyLocked(d)
+	for len(s.wakeups) > 0 && !s.wakeups[0].at.After(now) {
+		w := heap.Pop(&s.wakeups).(*wakeup)
+		if d := w.d; d != nil {
+			d.tickDue = true
+			s.readyLocked(d)
+		} else {
+			fires = append(fires, w.fire)
+		}
 	}
 	batch, s.ready = s.ready, nil
-	if len(s.asleep) > 0 {
-		next = s.asleep[0].wakeAt
+	if len(s.wakeups) > 0 {
+		next = s.wakeups[0].at
 	}
 	s.mu.Unlock()
-	return batch, next, true
+	return batch, fires, next, true
 }
+
+// idleLocked reports whether the loop has nothing left to serve: no
+// driver, and no wake-up set.
+func (s *scheduler) idleLocked() bool { return s.members == 0 && len(s.wakeups) == 0 }
 
 // turn steps d with the inputs it has, one at a time, until it has none,
 // starts an action, or finishes.
@@ -213,8 +234,8 @@ func (s *scheduler) turn(d *driver) {
 		s.mu.Unlock()
 		return
 	}
-	if d.slot >= 0 {
-		heap.Remove(&s.asleep, d.slot)
+	if d.wake.slot >= 0 {
+		heap.Remove(&s.wakeups, d.wake.slot)
 	}
 	s.mu.Unlock()
 	for {
@@ -227,14 +248,14 @@ func (s *scheduler) turn(d *driver) {
 			s.start(d, act)
 			return
 		}
-		d.wakeAt = wake
+		d.wake.at = wake
 		if d.done {
 			s.finish(d)
 			return
 		}
 	}
 	s.mu.Lock()
-	heap.Push(&s.asleep, d)
+	heap.Push(&s.wakeups, &d.wake)
 	s.mu.Unlock()
 }
 
@@ -317,7 +338,7 @@ func (d *driver) take(s *scheduler) (input, bool) {
 	}
 	watch := d.watchReady
 	d.watchReady = false
-	tick := d.tickDue && !d.wakeAt.After(now)
+	tick := d.tickDue && !d.wake.at.After(now)
 	d.tickDue = false
 	s.mu.Unlock()
 	if watch && d.w != nil {
@@ -337,27 +358,83 @@ func (d *driver) take(s *scheduler) (input, bool) {
 	return input{}, false
 }
 
-// wakeHeap orders asleep drivers by wake-up.
-type wakeHeap []*driver
+// A wakeup is an instant, on its scheduler's clock, in the loop's heap:
+// a timer of the loop rather than one of the runtime's, so that a
+// process's candidates share one timer. A driver's (d) readies the driver
+// for a turn, which the loop sets after each turn; a steward's calls fire
+// on the loop, which must be quick, take no lock the loop's callers hold,
+// and call no user code, and is set and stopped from any goroutine (set,
+// stop). A wakeup fires at most once per set.
+type wakeup struct {
+	s    *scheduler
+	d    *driver
+	fire func()
+	at   time.Time // when it fires; under s.mu while set
+	slot int       // index in s.wakeups, -1 while not set; under s.mu
+}
 
-func (h wakeHeap) Len() int           { return len(h) }
-func (h wakeHeap) Less(i, j int) bool { return h[i].wakeAt.Before(h[j].wakeAt) }
-func (h wakeHeap) Swap(i, j int) {
+// newWakeup returns a wake-up of s that calls fire, not set (a steward's).
+func (s *scheduler) newWakeup(fire func()) *wakeup {
+	return &wakeup{s: s, fire: fire, slot: -1}
+}
+
+// set has w fire after d, at once if d is not positive, instead of when
+// it was set to fire before, if it was; it starts the loop if it is not
+// running.
+func (w *wakeup) set(d time.Duration) {
+	s := w.s
+	s.mu.Lock()
+	w.at = s.clock.Now().Add(max(d, 0))
+	if w.slot >= 0 {
+		heap.Fix(&s.wakeups, w.slot)
+	} else {
+		heap.Push(&s.wakeups, w)
+	}
+	start := !s.running
+	s.running = true
+	s.mu.Unlock()
+	if start {
+		go s.loop()
+	}
+	s.wake()
+}
+
+// stop has w not fire until set again. The loop hears of it, for it ends
+// once it has nothing left to serve.
+func (w *wakeup) stop() {
+	s := w.s
+	s.mu.Lock()
+	set := w.slot >= 0
+	if set {
+		heap.Remove(&s.wakeups, w.slot)
+	}
+	s.mu.Unlock()
+	if set {
+		s.wake()
+	}
+}
+
+// wakeupHeap orders the wake-ups set by when they fire.
+type wakeupHeap []*wakeup
+
+func (h wakeupHeap) Len() int           { return len(h) }
+func (h wakeupHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h wakeupHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
 	h[i].slot, h[j].slot = i, j
 }
 
-func (h *wakeHeap) Push(x any) {
-	d := x.(*driver)
-	d.slot = len(*h)
-	*h = append(*h, d)
+func (h *wakeupHeap) Push(x any) {
+	w := x.(*wakeup)
+	w.slot = len(*h)
+	*h = append(*h, w)
 }
 
-func (h *wakeHeap) Pop() any {
+func (h *wakeupHeap) Pop() any {
 	old := *h
-	d := old[len(old)-1]
+	w := old[len(old)-1]
 	old[len(old)-1] = nil
 	*h = old[:len(old)-1]
-	d.slot = -1
-	return d
+	w.slot = -1
+	return w
 }

@@ -521,9 +521,7 @@ func (m *simMember) stopAll() {
 		m.stopping[s], n.stopping = true, true
 		k := sw.keys[s]
 		stop := input{kind: inStop}
-		if c, ok := successorOf(n.candidate(), k.roll(n)); ok {
-			stop.handOver = handOver{to: c.Identity, instance: c.Instance}
-		}
+		stop.handOver = decide(policyInput{self: n.candidate(), roll: k.roll(n)}).successor
 		k.notify(n, stop)
 	}
 	m.announce(true, false)

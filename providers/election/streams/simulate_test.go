@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -295,6 +296,7 @@ type simNode struct {
 	baseTrue   time.Time
 	alive      bool
 	started    time.Time // true time
+	crashed    time.Time // true time it crashed, if it did
 	gen        int       // wake generation; older wakes are dropped
 	busy       bool
 	paused     time.Time // true time until which the process does not run
@@ -505,12 +507,27 @@ func (w *simWorld) check() {
 // simMinTerm is the candidates' minimum term, in TTLs (WithMinTerm).
 const simMinTerm = 2
 
-// roll is who stands, as the candidates would announce themselves to n:
-// every other running candidate, best first.
+// roll is who stands, as the candidates would answer n's question of who
+// stands: every other running candidate, best first.
 func (w *simWorld) roll(n *simNode) []Candidate {
 	var roll []Candidate
 	for _, c := range w.nodes {
 		if c != nil && c != n && c.alive && c.obs == nil && !c.stopping && c.m.cfg.offers {
+			roll = append(roll, c.candidate())
+		}
+	}
+	sortCandidates(roll)
+	return roll
+}
+
+// heard is who stands as n's steward knows it from announcements: the
+// candidates that answer (roll), and those that crashed without a word
+// less than the announcement expiry ago, whose last word it still counts.
+func (w *simWorld) heard(n *simNode) []Candidate {
+	roll := w.roll(n)
+	for _, c := range w.all {
+		if c != n && !c.alive && !c.crashed.IsZero() && w.now.Sub(c.crashed) < announceExpiry(w.ttl) && c.m.cfg.offers &&
+			!slices.ContainsFunc(roll, func(o Candidate) bool { return o.sameAs(c.candidate()) }) {
 			roll = append(roll, c.candidate())
 		}
 	}
@@ -523,41 +540,56 @@ func (n *simNode) candidate() Candidate {
 	return Candidate{Identity: n.name, Instance: n.name, Priority: n.priority, Healthy: !n.sick}
 }
 
-// askPolicy has the leader ask the real hand-over policy (moveOf) where
-// leadership should go, as its steward does (about every 250ms, the time
-// a question of who stands takes), and hands over where it says. It
-// checks what the policy answers against the world: a healthy, running
-// target, and no second move of a term within the minimum term of the
-// first (no ping-pong).
+// policyInput is what n's steward hands the hand-over policy, with roll.
+func (w *simWorld) policyInput(n *simNode, roll []Candidate, fresh bool) policyInput {
+	return policyInput{self: n.candidate(), roll: roll, fresh: fresh, leading: n.valid(w.now),
+		held: n.local(w.now).Sub(n.local(n.since)), minTerm: simMinTerm * n.m.tm.ttl}
+}
+
+// askPolicy has each leader ask the real hand-over policy (decide) where
+// leadership should go, as its steward does, about every 250ms: on what
+// it heard first, and, when that calls for a move, again on the answers
+// to a question of who stands, which take standingWait; then it hands
+// over where the answers say (moved).
 func (w *simWorld) askPolicy() {
 	for _, n := range w.nodes {
 		if n == nil || !n.valid(w.now) || n.stopping || !n.m.cfg.offers || w.now.Before(n.nextPolicy) || w.now.Before(n.paused) {
 			continue
 		}
 		n.nextPolicy = w.now.Add(250 * time.Millisecond)
-		minTerm := simMinTerm * n.m.tm.ttl
-		held := n.local(w.now).Sub(n.local(n.since))
-		to, _, ok := moveOf(n.candidate(), w.roll(n), held, minTerm)
-		if !ok {
+		if p := decide(w.policyInput(n, w.heard(n), false)); !p.confirm {
 			continue
 		}
-		if to.Healthy == false || to.Identity == n.name {
-			w.fail("the hand-over policy moved %s's term to %+v", n.name, to)
-		}
-		if n.askedFor != n.token {
-			if !w.lastMove.IsZero() && w.now.Sub(w.lastMove) < minTerm*9/10 {
-				w.fail("the hand-over policy moved leadership again %v after the last move, within the minimum term of %v", w.now.Sub(w.lastMove).Round(time.Millisecond), minTerm)
+		asked := n.token
+		n.nextPolicy = w.now.Add(standingWait + 250*time.Millisecond)
+		w.at(w.now.Add(standingWait), func() {
+			if !n.alive || !n.valid(w.now) || n.token != asked || n.stopping || w.now.Before(n.paused) {
+				return
 			}
-			n.askedFor, w.lastMove = n.token, w.now
-			w.res.moves++
-		}
-		w.logf("%s's policy hands over to %s", n.name, to.Identity)
-		w.at(w.now, func() {
-			if n.valid(w.now) && !n.stopping {
-				w.notify(n, input{kind: inHandOver, handOver: handOver{to: to.Identity, instance: to.Instance}})
+			if p := decide(w.policyInput(n, w.roll(n), true)); p.moving {
+				w.moved(n, p)
 			}
 		})
 	}
+}
+
+// moved hands n's term over as policy p says, once it checked p against
+// the world: a healthy, running target other than n, and no second move
+// of a term within the minimum term of the first (no ping-pong).
+func (w *simWorld) moved(n *simNode, p policy) {
+	to, minTerm := p.to, simMinTerm*n.m.tm.ttl
+	if c := w.node(to.Identity); c == nil || c.sick || c.stopping || c == n {
+		w.fail("the hand-over policy moved %s's term to %+v, which cannot take it", n.name, to)
+	}
+	if n.askedFor != n.token {
+		if !w.lastMove.IsZero() && w.now.Sub(w.lastMove) < minTerm*9/10 {
+			w.fail("the hand-over policy moved leadership again %v after the last move, within the minimum term of %v", w.now.Sub(w.lastMove).Round(time.Millisecond), minTerm)
+		}
+		n.askedFor, w.lastMove = n.token, w.now
+		w.res.moves++
+	}
+	w.logf("%s's policy hands over to %s: %s", n.name, to.Identity, p.why)
+	w.notify(n, input{kind: inHandOver, handOver: handOver{to: to.Identity, instance: to.Instance}})
 }
 
 // nodes
@@ -1187,7 +1219,7 @@ func (w *simWorld) fault() {
 		}
 		if kind == "crash" {
 			w.logf("FAULT %s crashes", n.name)
-			n.alive = false
+			n.alive, n.crashed = false, w.now
 			w.stopWatch(n)
 		} else {
 			// A stopping leader offers the key to the standby its steward
@@ -1200,11 +1232,9 @@ func (w *simWorld) fault() {
 				stop.handOver.to = "ghost"
 			default:
 				// The real policy: the best healthy standby.
-				if c, ok := successorOf(n.candidate(), w.roll(n)); ok {
-					stop.handOver = handOver{to: c.Identity, instance: c.Instance}
-					if c.Healthy == false {
-						w.fail("the hand-over policy named unhealthy %s as %s's successor", c.Identity, n.name)
-					}
+				stop.handOver = decide(w.policyInput(n, w.heard(n), false)).successor
+				if c := w.node(stop.handOver.to); c != nil && c.sick {
+					w.fail("the hand-over policy named unhealthy %s as %s's successor", c.name, n.name)
 				}
 			}
 			w.logf("FAULT %s is stopped (successor %q)", n.name, stop.handOver.to)

@@ -360,10 +360,11 @@ func RequestHandOver(ctx context.Context, nc *nats.Conn, bucket, key, to string)
 // term has lasted the minimum term. Equal priorities never move, so
 // leadership does not go back and forth between them.
 //
-// It holds no goroutine at rest: timers and pokes start a pass of its
-// work (pass) on a goroutine that ends when nothing more is due, and one
-// pass runs at a time. A fleet's candidates thus cost their process one
-// goroutine each, their campaign's.
+// It holds no goroutine and no timer at rest: its wake-ups wait in its
+// process's scheduler (wakeup), and they and pokes start a pass of its
+// work (pass) on a goroutine that ends when nothing more is due; one pass
+// runs at a time. Every instant it reads or sets is on the election's
+// clock, as the term's.
 type steward struct {
 	e      *Election
 	nc     *nats.Conn
@@ -392,6 +393,7 @@ type steward struct {
 	// What is due at the next pass, set by the timers.
 	healthDue, announceDue, askDue bool
 	timers                         stewardTimers
+	sched                          *scheduler // the campaign's, whose loop fires the timers
 
 	// Only passes (and stop, after the last) use these.
 	runCtx        context.Context
@@ -402,23 +404,31 @@ type steward struct {
 	reported      standingCount // what it was told last
 }
 
-// stewardTimers are the steward's timers; each starts a pass.
+// stewardTimers are the steward's timers, wake-ups on its scheduler; each
+// starts a pass.
 type stewardTimers struct {
-	health, announce, expire, move, ask *time.Timer
+	health, announce, expire, move, ask *wakeup
 }
 
 func newSteward(e *Election, nc *nats.Conn, bucket string) *steward {
-	return &steward{e: e, nc: nc, bucket: bucket, since: time.Now(), healthy: true, known: newRoll()}
+	return &steward{e: e, nc: nc, bucket: bucket, since: e.opts.clock.Now(), healthy: true, known: newRoll()}
 }
 
-// start starts serving, once, until stop.
-func (s *steward) start() {
+// now is the time on the election's clock.
+func (s *steward) now() time.Time { return s.e.opts.clock.Now() }
+
+// start starts serving, once, until stop, with its timers on sched, the
+// campaign's scheduler (nil: the one of the election's clock).
+func (s *steward) start(sched *scheduler) {
 	s.once.Do(func() {
 		// stop, which takes the same once first, never finds it closed
 		// here: it waits for this to return.
+		if sched == nil {
+			sched = schedulerFor(s.e.opts.clock)
+		}
 		ctx, cancel := context.WithCancel(s.ctx)
 		s.mu.Lock()
-		s.cancel, s.runCtx = cancel, ctx
+		s.cancel, s.runCtx, s.sched = cancel, ctx, sched
 		s.running = true // the first pass, below, is ours
 		s.passes.Add(1)
 		s.mu.Unlock()
@@ -438,9 +448,9 @@ func (s *steward) stop() {
 	cancel := s.cancel
 	t := s.timers
 	s.mu.Unlock()
-	for _, tm := range []*time.Timer{t.health, t.announce, t.expire, t.move, t.ask} {
-		if tm != nil {
-			tm.Stop()
+	for _, w := range []*wakeup{t.health, t.announce, t.expire, t.move, t.ask} {
+		if w != nil {
+			w.stop()
 		}
 	}
 	if cancel == nil {
@@ -479,17 +489,23 @@ func (s *steward) open(ctx context.Context) {
 		return
 	}
 	if e.opts.healthCheck != nil {
-		s.timers.health = time.AfterFunc(e.opts.healthEvery, s.due(&s.healthDue))
+		s.timers.health = s.sched.newWakeup(s.due(&s.healthDue))
+		s.timers.health.set(e.opts.healthEvery)
 	}
 	// One timer announces the candidate again; another forgets candidates
 	// once silent for the expiry. Neither asks the broker anything.
-	s.timers.announce = time.AfterFunc(time.Until(nextAnnouncement(time.Now(), announceEvery(e.ttl()), e.identity)), s.due(&s.announceDue))
-	s.timers.expire = time.AfterFunc(time.Hour, s.poke)
-	s.timers.expire.Stop()
-	s.timers.move = time.AfterFunc(time.Hour, s.poke)
-	s.timers.move.Stop()
-	s.timers.ask = time.AfterFunc(time.Hour, s.due(&s.askDue))
-	s.timers.ask.Stop()
+	s.timers.announce = s.sched.newWakeup(s.due(&s.announceDue))
+	s.timers.announce.set(s.untilAnnouncement())
+	s.timers.expire = s.sched.newWakeup(s.poke)
+	s.timers.move = s.sched.newWakeup(s.poke)
+	s.timers.ask = s.sched.newWakeup(s.due(&s.askDue))
+}
+
+// untilAnnouncement is how long, on the election's clock, until the
+// candidate announces itself again (nextAnnouncement).
+func (s *steward) untilAnnouncement() time.Duration {
+	now := s.now()
+	return nextAnnouncement(now, announceEvery(s.e.ttl()), s.e.identity).Sub(now)
 }
 
 // close unsubscribes, ends the roll, says the candidate leaves and
@@ -570,7 +586,7 @@ func (s *steward) pass(ctx context.Context) {
 	}
 	if announce {
 		s.announce(false)
-		s.reset(s.timers.announce, time.Until(nextAnnouncement(time.Now(), announceEvery(e.ttl()), e.identity)))
+		s.reset(s.timers.announce, s.untilAnnouncement())
 	}
 	if ask && s.leading != nil {
 		if !s.askWhoStands(ctx) && ctx.Err() == nil {
@@ -585,28 +601,29 @@ func (s *steward) pass(ctx context.Context) {
 	if wait := s.considerMove(ctx); wait > 0 {
 		s.reset(s.timers.move, wait)
 	}
-	if next := s.known.expire(time.Now(), announceExpiry(e.ttl())); !next.IsZero() {
-		s.reset(s.timers.expire, time.Until(next))
+	now := s.now()
+	if next := s.known.expire(now, announceExpiry(e.ttl())); !next.IsZero() {
+		s.reset(s.timers.expire, next.Sub(now))
 	}
 	s.report()
 }
 
-// reset sets timer t, one of s.timers, to fire after d (at once if d is
-// not positive), unless the steward is stopping. The timers are made
-// before the first pass (open) and not replaced, so passes read them
-// without the lock.
-func (s *steward) reset(t *time.Timer, d time.Duration) {
+// reset sets timer t, one of s.timers, to fire after d on the election's
+// clock (at once if d is not positive), unless the steward is stopping.
+// The timers are made before the first pass (open) and not replaced, so
+// passes read them without the lock.
+func (s *steward) reset(t *wakeup, d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if t != nil && !s.closed {
-		t.Reset(max(d, 0))
+		t.set(d)
 	}
 }
 
 // halt stops timer t, one of s.timers.
-func (s *steward) halt(t *time.Timer) {
+func (s *steward) halt(t *wakeup) {
 	if t != nil {
-		t.Stop()
+		t.stop()
 	}
 }
 
@@ -737,7 +754,7 @@ func (s *steward) onAnnouncement(term *Term, m *nats.Msg) {
 	}
 	s.mu.Lock()
 	if s.hearing == term {
-		s.known.learn(time.Now(), c)
+		s.known.learn(s.now(), c)
 	}
 	s.mu.Unlock()
 	s.poke()
@@ -746,7 +763,7 @@ func (s *steward) onAnnouncement(term *Term, m *nats.Msg) {
 // learn notes what other candidates said of themselves.
 func (s *steward) learn(cs ...Candidate) {
 	others := slices.DeleteFunc(slices.Clone(cs), s.isSelf)
-	s.known.learn(time.Now(), others...)
+	s.known.learn(s.now(), others...)
 }
 
 // isSelf reports whether c is this candidate: its instance, or, for an
@@ -758,15 +775,23 @@ func (s *steward) isSelf(c Candidate) bool {
 	return c.Identity == s.e.identity
 }
 
-// successor names the standby a stopping leader offers the key to: the
-// best-ranked healthy candidate on the roll (see sortCandidates), or ""
-// when the roll has none, as for a standby, or a leader that has not yet
-// asked who is standing or heard an announcement.
+// successor names the standby a stopping leader offers the key to, as the
+// hand-over policy says (decide): the best-ranked healthy candidate on the
+// roll, or none when the roll has none, as for a standby, or a leader that
+// has not yet asked who is standing or heard an announcement.
 func (s *steward) successor() handOver {
-	if c, ok := successorOf(s.self(), s.known.list()); ok {
-		return handOver{to: c.Identity, instance: c.Instance}
+	return decide(s.policyInput(nil, s.known.list(), false)).successor
+}
+
+// policyInput is what the hand-over policy decides on for this candidate,
+// leading term (nil while a standby), with roll: the term's age is counted
+// on the election's clock, as the term's start.
+func (s *steward) policyInput(term *Term, roll []Candidate, fresh bool) policyInput {
+	in := policyInput{self: s.self(), roll: roll, fresh: fresh, minTerm: s.e.opts.minTerm}
+	if term != nil && term.Valid() {
+		in.leading, in.held = true, s.e.opts.clock.Now().Sub(term.Started())
 	}
-	return handOver{}
+	return in
 }
 
 // onHandOver takes a hand-over request: the leader hands over and
@@ -895,46 +920,47 @@ func (s *steward) checkHealth(ctx context.Context) {
 	s.poke()
 }
 
-// considerMove hands the term over when a better candidate stands, and
-// returns when to look again (0: when something changes).
+// considerMove hands the term over where the hand-over policy says, and
+// returns when to look again (0: when something changes). A move the
+// announcements call for is confirmed by asking who stands first: the
+// policy decides again on the answers.
 func (s *steward) considerMove(ctx context.Context) time.Duration {
 	e := s.e
 	term := e.Term()
 	if term == nil || !term.Valid() {
 		return 0
 	}
-	self := s.self()
-	held := e.opts.clock.Now().Sub(term.Started()) // on the election's clock, as the term's start
-	if _, wait, ok := moveOf(self, s.known.list(), held, e.opts.minTerm); !ok {
-		return wait
+	p := decide(s.policyInput(term, s.known.list(), false))
+	if !p.confirm {
+		return p.wait
 	}
-	// Ask afresh: a candidate that died without a word does not answer.
 	standing, err := Standing(ctx, s.nc, s.bucket, e.key, 0)
 	if err != nil || !term.Valid() {
 		return 0
 	}
 	s.known.reset()
 	s.learn(standing...)
-	target, _, ok := moveOf(self, standing, e.opts.clock.Now().Sub(term.Started()), e.opts.minTerm)
-	if !ok {
-		return 0
+	if p = decide(s.policyInput(term, s.known.list(), true)); !p.moving {
+		return p.wait
 	}
-	best := &target
-	why := fmt.Sprintf("%s has a higher priority (%d > %d)", best.Identity, best.Priority, self.Priority)
-	if !self.Healthy {
-		why = fmt.Sprintf("%s is unhealthy and %s is healthy", e.identity, best.Identity)
-	}
-	e.opts.log.Infof("election %s: handing over to %s: %s", e.key, best.Identity, why)
-	switch err := e.handOver(ctx, handOver{to: best.Identity, instance: best.Instance}); {
+	return s.move(ctx, p)
+}
+
+// move hands the term over as policy p says, and returns when to look
+// again (0: when something changes).
+func (s *steward) move(ctx context.Context, p policy) time.Duration {
+	e, to := s.e, p.to
+	e.opts.log.Infof("election %s: handing over to %s: %s", e.key, to.Identity, p.why)
+	switch err := e.handOver(ctx, handOver{to: to.Identity, instance: to.Instance}); {
 	case err == nil || ctx.Err() != nil:
 	case errors.Is(err, ErrHandOverTooSoon):
-		e.opts.log.Infof("election %s: not handing over to %s yet: %v", e.key, best.Identity, err)
+		e.opts.log.Infof("election %s: not handing over to %s yet: %v", e.key, to.Identity, err)
 		return e.ttl() / 2 // look again; it is at most a TTL away
 	case errors.Is(err, ErrNotLeader):
 		// The term ended meanwhile, as when the candidate stops.
-		e.opts.log.Infof("election %s: not handing over to %s: %v", e.key, best.Identity, err)
+		e.opts.log.Infof("election %s: not handing over to %s: %v", e.key, to.Identity, err)
 	default:
-		e.opts.log.Warnf("election %s: could not hand over to %s: %v", e.key, best.Identity, err)
+		e.opts.log.Warnf("election %s: could not hand over to %s: %v", e.key, to.Identity, err)
 	}
 	return 0
 }

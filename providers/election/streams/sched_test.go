@@ -1,0 +1,107 @@
+package streams
+
+import (
+	"context"
+	"encoding/json"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/conclave-io/conclave/clock/clocktest"
+	"github.com/conclave-io/conclave/providers/election/standing"
+)
+
+// TestWakeupsFireOnTheSchedulersClock: wake-ups fire on the scheduler's
+// loop in the order of their instants on its clock, as the clock reaches
+// each; one stopped or set again does not fire at its old instant; and the
+// loop ends once no wake-up is left set (goleak checks it).
+func TestWakeupsFireOnTheSchedulersClock(t *testing.T) {
+	fake := clocktest.New(time.Unix(1000, 0))
+	s := schedulerFor(fake)
+	fired := make(chan string, 8)
+	wakeup := func(name string) *wakeup { return s.newWakeup(func() { fired <- name }) }
+	a, b, c, stopped, moved := wakeup("a"), wakeup("b"), wakeup("c"), wakeup("stopped"), wakeup("moved")
+	c.set(3 * time.Second)
+	a.set(time.Second)
+	b.set(2 * time.Second)
+	stopped.set(1500 * time.Millisecond)
+	moved.set(500 * time.Millisecond)
+	stopped.stop()
+	moved.set(4 * time.Second)
+	expect := func(want string) {
+		t.Helper()
+		select {
+		case got := <-fired:
+			if got != want {
+				t.Fatalf("%s fired, want %s", got, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s did not fire", want)
+		}
+	}
+	for _, want := range []string{"a", "b", "c", "moved"} {
+		fake.Advance(time.Second)
+		expect(want)
+	}
+	select {
+	case got := <-fired:
+		t.Fatalf("%s fired once every wake-up had", got)
+	default:
+	}
+	s.mu.Lock()
+	left := len(s.wakeups)
+	s.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d wake-ups left set", left)
+	}
+	a.set(time.Hour)
+	a.stop() // the loop, started again, ends with it
+}
+
+// TestStewardRunsOnTheElectionsClock: a candidate's steward keeps its time
+// on the election's clock: it announces itself again and runs its health
+// check again once that clock reaches their instants, however little wall
+// time passed.
+func TestStewardRunsOnTheElectionsClock(t *testing.T) {
+	const ttl = time.Minute // announcements every two minutes, of the election's clock
+	ts := newTestServer(t)
+	nc := connect(t, ts.url())
+	kv := createBucket(t, nc, bucketConfig(ttl))
+	heard := make(chan struct{}, 16)
+	sub, err := nc.Subscribe(standing.AnnounceSubject(bucketName, "clocked"), func(m *nats.Msg) {
+		var c Candidate
+		if json.Unmarshal(m.Data, &c) == nil && c.Identity == "a" && !c.Leaving {
+			heard <- struct{}{}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	var checks atomic.Int64
+	const healthEvery = time.Hour
+	fake := clocktest.New(time.Now())
+	rec := newRecorder()
+	runElection(t, mustElection(t, "a", "clocked", kv, append(rec.options("a"), WithClock(fake),
+		WithHealthCheck(func(context.Context) error { checks.Add(1); return nil }, healthEvery))...))
+	rec.waitFor(t, 5*time.Second, "a to win", func(evs []event) bool { return wins(evs, "a") == 1 })
+	wait := func(what string) {
+		t.Helper()
+		select {
+		case <-heard:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no %s announcement of a", what)
+		}
+	}
+	wait("first")
+	next := nextAnnouncement(fake.Now(), announceEvery(ttl), "a")
+	fake.Advance(next.Sub(fake.Now()))
+	wait("second (the election's clock reached its instant)")
+	before := checks.Load()
+	fake.Advance(healthEvery)
+	eventually(t, 5*time.Second, "the health check to run once the election's clock passed its interval", func() bool {
+		return checks.Load() > before
+	})
+}
