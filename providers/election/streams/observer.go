@@ -2,12 +2,12 @@ package streams
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/conclave-io/conclave/providers/election/standing"
 	"sync"
 	"time"
+
+	"github.com/conclave-io/conclave/providers/election/standing"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -268,7 +268,7 @@ func NewObserver(key string, js jetstream.JetStream, opts ...ObserverOption) (*O
 // heard, best priority first, then by identity: each candidate's latest
 // announcement or answer, Leaving ones excepted. It is nil without
 // ObserveStanding, and empty until Run has asked.
-func (o *Observer) Candidates() []Candidate {
+func (o *Observer) Candidates() []standing.Candidate {
 	if o.standing == nil {
 		return nil
 	}
@@ -401,8 +401,8 @@ func (o *Observer) followStanding(ctx context.Context) {
 	nc, bucket := o.opts.standing, o.opts.bucket
 	wake := make(chan struct{}, 1)
 	sub, err := muxSubscribe(nc, standing.AnnounceSubject(bucket, o.key), func(m *nats.Msg) {
-		var c Candidate
-		if json.Unmarshal(m.Data, &c) != nil || c.Identity == "" {
+		c, err := standing.DecodeCandidate(m.Data)
+		if err != nil {
 			return // not an announcement
 		}
 		o.standing.learn(time.Now(), c)
@@ -416,7 +416,7 @@ func (o *Observer) followStanding(ctx context.Context) {
 		return
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	if cs, err := Standing(ctx, nc, bucket, o.key, 0); err == nil {
+	if cs, err := standing.Standing(ctx, nc, bucket, o.key, 0); err == nil {
 		o.standing.learn(time.Now(), cs...)
 	}
 	reporter := fmt.Sprintf("observer %p", o)
@@ -426,7 +426,7 @@ func (o *Observer) followStanding(ctx context.Context) {
 	expire.Stop()
 	defer expire.Stop()
 	for {
-		if next := o.standing.expire(time.Now(), announceExpiry(o.getTTL())); !next.IsZero() {
+		if next := o.standing.expire(time.Now(), standing.AnnouncementExpiry(o.getTTL())); !next.IsZero() {
 			expire.Reset(time.Until(next))
 		}
 		if r := o.opts.recorder; r != nil {

@@ -30,7 +30,7 @@ type StartRecorder interface {
 
 // StandingRecorder is a Recorder that is also told how many candidates
 // stand in the election, as a leader or an observer hears their
-// announcements (see Candidate): healthy and unhealthy, the candidate
+// announcements (see standing.Candidate): healthy and unhealthy, the candidate
 // itself included. Only the leader hears the others, so a standby counts
 // itself alone, and the most any reporter counts is the election's count
 // once a Conclave leader whose process reports has asked who stands

@@ -18,6 +18,7 @@ import (
 
 	"github.com/conclave-io/conclave/backoff"
 	"github.com/conclave-io/conclave/internal/simkv"
+	"github.com/conclave-io/conclave/providers/election/standing"
 	"github.com/conclave-io/conclave/providers/election/streams/internal/transport"
 )
 
@@ -507,20 +508,20 @@ const simMinTerm = 2
 
 // roll is who stands, as the candidates would announce themselves to n:
 // every other running candidate, best first.
-func (w *simWorld) roll(n *simNode) []Candidate {
-	var roll []Candidate
+func (w *simWorld) roll(n *simNode) []standing.Candidate {
+	var roll []standing.Candidate
 	for _, c := range w.nodes {
 		if c != nil && c != n && c.alive && c.obs == nil && !c.stopping && c.m.cfg.offers {
 			roll = append(roll, c.candidate())
 		}
 	}
-	sortCandidates(roll)
+	standing.Rank(roll)
 	return roll
 }
 
 // candidate is n as it announces itself.
-func (n *simNode) candidate() Candidate {
-	return Candidate{Identity: n.name, Instance: n.name, Priority: n.priority, Healthy: !n.sick}
+func (n *simNode) candidate() standing.Candidate {
+	return standing.Candidate{Identity: n.name, Instance: n.name, Priority: n.priority, Healthy: !n.sick}
 }
 
 // askPolicy has the leader ask the real hand-over policy (moveOf) where
