@@ -130,7 +130,7 @@ type observerOptions struct {
 	store    store              // tests: a store instead of the bucket's
 	kv       jetstream.KeyValue // tests: a bucket read through the KV API, without the JetStream context
 	standing *nats.Conn
-	recorder StandingRecorder
+	recorder Recorder
 }
 
 // ObserveInBucket follows the election in the named bucket instead of
@@ -163,9 +163,9 @@ func ObserveStanding(nc *nats.Conn) ObserverOption {
 }
 
 // ObserveWithRecorder makes an observer given ObserveStanding tell r how
-// many candidates stand, as they change (see StandingRecorder), so that a
+// many candidates stand, as they change (see Recorder.Standing), so that a
 // process that only observes an election can export the count.
-func ObserveWithRecorder(r StandingRecorder) ObserverOption {
+func ObserveWithRecorder(r Recorder) ObserverOption {
 	return func(o *observerOptions) error {
 		if r == nil {
 			return fmt.Errorf("%w: ObserveWithRecorder(nil)", ErrInvalidOption)

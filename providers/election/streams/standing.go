@@ -148,7 +148,7 @@ func (r *roll) count() (healthy, unhealthy int) {
 	return healthy, unhealthy
 }
 
-// standingCount is what a StandingRecorder was last told.
+// standingCount is what the recorder was last told (Recorder.Standing).
 type standingCount struct{ healthy, unhealthy int }
 
 // targetWait is how long a hand-over waits for its target to answer who
@@ -203,7 +203,7 @@ type steward struct {
 	subs          []*muxSub
 	leading       *Term         // the term the announcements serve; nil while a standby
 	announcements *muxSub       // while leading
-	counted       bool          // a StandingRecorder has been told a count
+	counted       bool          // the recorder has been told a count
 	reported      standingCount // what it was told last
 }
 
@@ -306,7 +306,7 @@ func (s *steward) close() {
 	s.follow(s.runCtx, nil)
 	s.announce(true)
 	if s.counted {
-		s.e.opts.recorder.(StandingRecorder).StandingWithdrawn(s.e.key, s.e.identity)
+		s.e.opts.recorder.StandingWithdrawn(s.e.key, s.e.identity)
 	}
 }
 
@@ -481,12 +481,13 @@ func (s *steward) follow(ctx context.Context, term *Term) (began bool) {
 	return true
 }
 
-// report tells a StandingRecorder how many candidates stand, this one
-// included, when that changed: a leader counts every candidate it hears
-// of, a standby itself alone. It runs in passes only (one at a time), holding
-// no lock, so that counts reach the recorder in order.
+// report tells the recorder how many candidates stand, this one included,
+// when that changed (Recorder.Standing): a leader counts every candidate
+// it hears of, a standby itself alone. It runs in passes only (one at a
+// time), holding no lock, so that counts reach the recorder in order. An
+// election given no recorder counts nothing.
 func (s *steward) report() {
-	if _, ok := s.e.opts.recorder.(StandingRecorder); !ok {
+	if _, none := s.e.opts.recorder.(nopRecorder); none {
 		return
 	}
 	var n standingCount
@@ -500,7 +501,7 @@ func (s *steward) report() {
 		return
 	}
 	s.counted, s.reported = true, n
-	s.e.opts.recorder.(StandingRecorder).Standing(s.e.key, s.e.identity, n.healthy, n.unhealthy)
+	s.e.opts.recorder.Standing(s.e.key, s.e.identity, n.healthy, n.unhealthy)
 }
 
 // self is the candidate as it announces itself now.

@@ -15,7 +15,7 @@ import (
 	"github.com/conclave-io/conclave/providers/election/standing"
 )
 
-// countRecorder is a StandingRecorder that keeps each reporter's latest
+// countRecorder is a Recorder that keeps each reporter's latest
 // count.
 type countRecorder struct {
 	nopRecorder
@@ -56,7 +56,7 @@ func (r *countRecorder) await(t *testing.T, within time.Duration, reporter strin
 	})
 }
 
-// TestCandidatesAreCounted: the leader's StandingRecorder and an observer
+// TestCandidatesAreCounted: the leader's Recorder and an observer
 // given ObserveStanding count the candidates standing, by health, from
 // their announcements: joining, turning unhealthy, stopping (at once), and
 // a process gone without a word (within the announcement expiry, not at
