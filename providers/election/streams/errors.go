@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/conclave-io/conclave/internal/denied"
 	"github.com/conclave-io/conclave/providers/election/internal/errs"
 	"github.com/conclave-io/conclave/providers/election/streams/internal/transport"
 )
@@ -46,6 +47,14 @@ var (
 	// over: none answers who is standing, or the one named is unhealthy or
 	// stopping. The leader keeps leading.
 	ErrHandOverRefused = errs.ErrHandOverRefused
+	// ErrPermissionDenied means the broker refused one of the election's
+	// requests because the connection's user may not make it: it may not
+	// publish to the election's key or to the JetStream API subject involved,
+	// or may not receive replies on the connection's inbox. The message names
+	// what was refused and what to change. Start returns it rather than
+	// retrying, since retrying cannot succeed until the broker's permissions
+	// change. Candidates and observers recognise it.
+	ErrPermissionDenied = denied.ErrPermissionDenied
 )
 
 // classified returns in with the outcome of its request read from its
