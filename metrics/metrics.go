@@ -18,7 +18,7 @@
 // conclave_election_candidates counts candidates of the election, in any
 // process, this one's included, as this process hears them: the leader's
 // process and an observer given streams.ObserveStanding and
-// streams.ObserveWithRecorder hear every candidate's announcements; a
+// streams.WithRecorder hear every candidate's announcements; a
 // process whose candidate is a standby counts that candidate alone. So
 // aggregate with max, not sum: the max is the election's count once the
 // leader has asked who stands (within half its minimum term of winning)

@@ -93,6 +93,9 @@ func NewElection(identity, key string, js jetstream.JetStream, opts ...Option) (
 			return nil, err
 		}
 	}
+	if o.observerOnly != "" {
+		return nil, fmt.Errorf("%w: %s serves observers: give it to NewObserver", ErrInvalidOption, o.observerOnly)
+	}
 	if js == nil && o.store == nil {
 		return nil, fmt.Errorf("%w: the JetStream context is nil: pass jetstream.New(nc), nc being the connection to campaign over", ErrInvalidOption)
 	}

@@ -13,7 +13,7 @@ import (
 
 // observeJS starts an observer of key that reads the writes' headers (the
 // shared watch, through the JetStream context of kv's connection).
-func observeJS(t *testing.T, key string, kv jetstream.KeyValue, opts ...ObserverOption) *changes {
+func observeJS(t *testing.T, key string, kv jetstream.KeyValue, opts ...Option) *changes {
 	t.Helper()
 	_, seen := newObserver(t, key, kv, opts...)
 	return seen

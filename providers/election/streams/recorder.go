@@ -36,7 +36,7 @@ type Recorder interface {
 	// candidate silent for two and a half announcement intervals (two TTLs
 	// each, between 2s and 2 min) is no longer counted. reporter names who
 	// counts: the candidate's identity, or "observer" and a number unique
-	// in the process for an Observer given ObserveWithRecorder.
+	// in the process for an Observer given WithRecorder.
 	Standing(key, reporter string, healthy, unhealthy int)
 	// StandingWithdrawn says that reporter no longer counts the candidates
 	// of election key: it stopped. It is called once, after its last

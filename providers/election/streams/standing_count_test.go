@@ -89,7 +89,7 @@ func TestCandidatesAreCounted(t *testing.T) {
 	rec.await(t, 5*time.Second, "c", standingCount{1, 0})
 
 	obsConn := connect(t, ts.url())
-	obs, err := NewObserver("counted", jsFor(openBucket(t, obsConn)), ObserveStanding(obsConn), ObserveWithRecorder(rec))
+	obs, err := NewObserver("counted", jsFor(openBucket(t, obsConn)), ObserveStanding(obsConn), WithRecorder(rec))
 	if err != nil {
 		t.Fatal(err)
 	}
