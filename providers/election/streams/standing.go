@@ -17,10 +17,11 @@ import (
 
 // Who is standing costs the broker little, and grows with the candidates
 // of an election, not with their square. Each candidate subscribes to its
-// election's candidates subject and answers the requests there (Standing)
-// with its standing.Candidate. It announces itself on the announcement subject when
-// it starts, when its health changes, as it stops, and again once per
-// announcement interval (two bucket TTLs, between 2s and 2 min), so that
+// election's candidates subject and answers the requests there
+// (standing.Standing) with its standing.Candidate. It announces itself on
+// the announcement subject when it starts, when its health changes, as
+// it stops, and again once per announcement interval (two bucket TTLs,
+// between 2s and 2 min), so that
 // those who hear it can count it and forget it when its process dies
 // without a word. Only the leader listens there, with the observers that
 // count candidates: a leader is the one that moves leadership, and a
