@@ -8,15 +8,15 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// DefaultWait is how long Standing collects answers when given no wait.
-const DefaultWait = 250 * time.Millisecond
+// defaultWait is how long Standing collects answers when given no wait.
+const defaultWait = 250 * time.Millisecond
 
 // maxAnswers is how many answers to one question may wait to be read;
 // more at once are dropped by the connection (a slow consumer).
 const maxAnswers = 1024
 
 // Standing asks who is standing in election key of bucket over nc: the
-// candidates that answer within wait (0: DefaultWait), one entry per
+// candidates that answer within wait (0: 250ms), one entry per
 // candidate (copies that share an identity each answer with their
 // instance), sorted by Rank. Candidates of older versions, and Choria's,
 // do not answer.
@@ -30,7 +30,7 @@ func Standing(ctx context.Context, nc *nats.Conn, bucket, key string, wait time.
 // over to.
 func StandingUntil(ctx context.Context, nc *nats.Conn, bucket, key string, wait time.Duration, enough func([]Candidate) bool) ([]Candidate, error) {
 	if wait <= 0 {
-		wait = DefaultWait
+		wait = defaultWait
 	}
 	// Answers arrive on a channel of our own: a synchronous subscription
 	// would allocate one of nats.go's default length (65,536 slots, 512

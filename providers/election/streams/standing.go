@@ -154,8 +154,9 @@ type standingCount struct{ healthy, unhealthy int }
 
 // targetWait is how long a hand-over waits for its target to answer who
 // is standing. The question ends as soon as the target answers, so only a
-// refusal waits it out; it is longer than standing.DefaultWait so that a loaded
-// host's slow answer does not refuse a hand-over to a candidate that stands.
+// refusal waits it out; it is longer than standing.Standing's default
+// (250ms) so that a loaded host's slow answer does not refuse a hand-over
+// to a candidate that stands.
 const targetWait = time.Second
 
 // steward announces a running candidate, answers who is standing, runs
