@@ -6,11 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conclave-io/conclave/providers/election/standing"
-
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/conclave-io/conclave/providers/election/standing"
 	"github.com/conclave-io/conclave/providers/election/streams"
 )
 

@@ -8,8 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/conclave-io/conclave/providers/election/standing"
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/conclave-io/conclave/providers/election/standing"
 )
 
 // printReport prints the tables of every scenario that ran.

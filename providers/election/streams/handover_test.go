@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/conclave-io/conclave/providers/election/standing"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/conclave-io/conclave/providers/election/standing"
 )
 
 // TestHandOverLandsOnTheNamedCandidate: a leader asked to hand the

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/conclave-io/conclave/providers/election/standing"
 	"slices"
 	"sort"
 	"sync"
@@ -19,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/conclave-io/conclave/internal/natstest"
+	"github.com/conclave-io/conclave/providers/election/standing"
 )
 
 func TestMain(m *testing.M) {

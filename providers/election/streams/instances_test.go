@@ -7,8 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conclave-io/conclave/providers/election/standing"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/conclave-io/conclave/providers/election/standing"
 )
 
 // observeJS starts an observer of key that reads the writes' headers (the

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/conclave-io/conclave/providers/election/standing"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -13,6 +12,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/conclave-io/conclave/providers/election/standing"
 )
 
 // TestMuxServesAConnectionsSubscriptionsOnOneGoroutine: 200 subscriptions

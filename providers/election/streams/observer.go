@@ -7,13 +7,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/conclave-io/conclave/providers/election/standing"
-
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/conclave-io/conclave/backoff"
 	"github.com/conclave-io/conclave/clock"
+	"github.com/conclave-io/conclave/providers/election/standing"
 	"github.com/conclave-io/conclave/providers/election/streams/internal/transport"
 )
 

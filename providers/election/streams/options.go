@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/conclave-io/conclave/bucket"
-	"github.com/conclave-io/conclave/clock"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/conclave-io/conclave/bucket"
+	"github.com/conclave-io/conclave/clock"
 )
 
 // Option configures an Election or an Observer. InBucket, WithLogger and

@@ -10,29 +10,28 @@ import (
 	"sync"
 	"time"
 
-	"github.com/conclave-io/conclave/providers/election/standing"
-
 	"github.com/nats-io/nats.go"
+
+	"github.com/conclave-io/conclave/providers/election/standing"
 )
 
-// Who is standing costs the broker little, and grows with the candidates
-// of an election, not with their square. Each candidate subscribes to its
+// Who is standing costs the broker little, and grows with the candidates of
+// an election, not with their square. Each candidate subscribes to its
 // election's candidates subject and answers the requests there
 // (standing.Standing) with its standing.Candidate. It announces itself on
-// the announcement subject when it starts, when its health changes, as
-// it stops, and again once per announcement interval (two bucket TTLs,
-// between 2s and 2 min), so that
-// those who hear it can count it and forget it when its process dies
-// without a word. Only the leader listens there, with the observers that
-// count candidates: a leader is the one that moves leadership, and a
-// standby has nothing to do with who stands. A candidate that wins asks
-// who is standing once, within half its minimum term (askDelay), since
-// the others' next announcements may be an interval away. Every candidate
-// also subscribes to the hand-over subject, which carries nothing at
-// rest: the leader acts on requests to hand over, and the candidate a
-// leader offers the key to takes the offer up. The candidates of a
-// process announce themselves together (see nextAnnouncement). The wire
-// (subjects, messages) and the asking side (Standing, RequestHandOver)
+// the announcement subject when it starts, when its health changes, as it
+// stops, and again once per announcement interval (two bucket TTLs, between
+// 2s and 2 min), so that those who hear it can count it and forget it when
+// its process dies without a word. Only the leader listens there, with the
+// observers that count candidates: a leader is the one that moves
+// leadership, and a standby has nothing to do with who stands. A candidate
+// that wins asks who is standing once, within half its minimum term
+// (askDelay), since the others' next announcements may be an interval away.
+// Every candidate also subscribes to the hand-over subject, which carries
+// nothing at rest: the leader acts on requests to hand over, and the
+// candidate a leader offers the key to takes the offer up. The candidates
+// of a process announce themselves together (see nextAnnouncement). The
+// wire (subjects, messages) and the asking side (Standing, RequestHandOver)
 // are package standing's; the candidate's side is here. A candidate that
 // does not answer is not standing, and one not heard from within the
 // announcement expiry (standing.AnnouncementExpiry) is no longer counted.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/conclave-io/conclave/providers/election/standing"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +12,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/conclave-io/conclave/providers/election/standing"
 )
 
 // TestWhoIsStanding: each running candidate answers who is standing with
