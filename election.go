@@ -82,7 +82,7 @@ func (fw *Framework) NewCampaign(ctx context.Context, conn *nats.Conn, name stri
 // metrics how many candidates stand (conclave_election_candidates). It
 // logs through fw.Logger("observer") unless opts set another logger.
 // Errors are as for NewCampaign.
-func (fw *Framework) NewObserver(ctx context.Context, conn *nats.Conn, name string, opts ...streams.ObserverOption) (*streams.Observer, error) {
+func (fw *Framework) NewObserver(ctx context.Context, conn *nats.Conn, name string, opts ...streams.Option) (*streams.Observer, error) {
 	if err := streams.ValidateKey(name); err != nil {
 		return nil, err
 	}
@@ -90,12 +90,12 @@ func (fw *Framework) NewObserver(ctx context.Context, conn *nats.Conn, name stri
 	if err != nil {
 		return nil, err
 	}
-	all := []streams.ObserverOption{streams.ObserveWithLogger(fieldLogger{base: fw.componentLog("observer"), field: "election", value: name})}
+	all := []streams.Option{streams.WithLogger(fieldLogger{base: fw.componentLog("observer"), field: "election", value: name})}
 	if nc := js.Conn(); nc != nil {
 		all = append(all, streams.ObserveStanding(nc))
 	}
 	if fw.recorder != nil {
-		all = append(all, streams.ObserveWithRecorder(fw.recorder))
+		all = append(all, streams.WithRecorder(fw.recorder))
 	}
 	all = append(all, opts...)
 	return streams.NewObserver(name, js, all...)

@@ -13,12 +13,12 @@ import (
 	"github.com/conclave-io/conclave"
 	"github.com/conclave-io/conclave/bucket"
 	"github.com/conclave-io/conclave/config"
-	"github.com/conclave-io/conclave/providers/election/streams"
+	"github.com/conclave-io/conclave/providers/election/standing"
 )
 
 // standingAs waits until identity answers who is standing in key as match
 // accepts.
-func standingAs(t *testing.T, url, key, identity string, match func(streams.Candidate) bool) {
+func standingAs(t *testing.T, url, key, identity string, match func(standing.Candidate) bool) {
 	t.Helper()
 	nc, err := nats.Connect(url)
 	if err != nil {
@@ -27,7 +27,7 @@ func standingAs(t *testing.T, url, key, identity string, match func(streams.Cand
 	defer nc.Close()
 	deadline := time.Now().Add(wait)
 	for {
-		cs, err := streams.Standing(context.Background(), nc, bucket.Name, key, 0)
+		cs, err := standing.Standing(context.Background(), nc, bucket.Name, key, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -75,7 +75,7 @@ func TestConfigPriorityAndMinTerm(t *testing.T) {
 		t.Errorf("low handed over %v into its term: min_term 1s not applied", took)
 	}
 	await(t, low.lost, "low's hand-over")
-	standingAs(t, b.ClientURL(), "ranked", "high", func(c streams.Candidate) bool { return c.Priority == 5 && c.Leader })
+	standingAs(t, b.ClientURL(), "ranked", "high", func(c standing.Candidate) bool { return c.Priority == 5 && c.Leader })
 }
 
 // TestFrameworkHealthCheck: WithHealthCheck gates the framework's
@@ -99,7 +99,7 @@ func TestFrameworkHealthCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.start(t, e)
-	standingAs(t, b.ClientURL(), "gated_app", "gated", func(c streams.Candidate) bool { return !c.Healthy })
+	standingAs(t, b.ClientURL(), "gated_app", "gated", func(c standing.Candidate) bool { return !c.Healthy })
 	select {
 	case <-c.won:
 		t.Fatal("an unhealthy node won")

@@ -3,13 +3,13 @@ package acl_test
 import (
 	"context"
 	"errors"
-	"github.com/conclave-io/conclave/providers/election/standing"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/conclave-io/conclave/providers/election/standing"
 	"github.com/conclave-io/conclave/providers/election/streams"
 )
 
@@ -49,7 +49,7 @@ func (f *fixture) stand(t *testing.T, user, identity, key string, lead bool) *st
 // whoStands asks, as nc's user, who stands in key.
 func whoStands(t *testing.T, nc *nats.Conn, key string) []string {
 	t.Helper()
-	cs, err := streams.Standing(context.Background(), nc, bucket, key, 500*time.Millisecond)
+	cs, err := standing.Standing(context.Background(), nc, bucket, key, 500*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,8 +108,8 @@ func TestWhoStandsIsScopedByElection(t *testing.T) {
 	// Nor ask billing.x's leader to hand over.
 	ctx, cancel := short()
 	defer cancel()
-	_, err := streams.RequestHandOver(ctx, ncA, bucket, "billing.x", "a1")
-	if !errors.Is(err, streams.ErrNoLeaderAnswered) {
+	_, err := standing.RequestHandOver(ctx, ncA, bucket, "billing.x", "a1")
+	if !errors.Is(err, standing.ErrNoLeaderAnswered) {
 		t.Errorf("app-a's hand-over request in billing.x: %v, want no answer", err)
 	}
 	refused(t, "app-a asking billing.x to hand over", ncA, err, standing.HandOverSubject(bucket, "billing.x"))
@@ -118,7 +118,7 @@ func TestWhoStandsIsScopedByElection(t *testing.T) {
 	ctx, cancel = short()
 	defer cancel()
 	ncD2 := f.conn(t, "dash")
-	_, err = streams.RequestHandOver(ctx, ncD2, bucket, "app-a.x", "a2")
+	_, err = standing.RequestHandOver(ctx, ncD2, bucket, "app-a.x", "a2")
 	refused(t, "dash asking app-a.x to hand over", ncD2, err, standing.HandOverSubject(bucket, "app-a.x"))
 
 	// app-a may: a1 hands over to a2, by offering a2 the key, which a2
@@ -132,7 +132,7 @@ func TestWhoStandsIsScopedByElection(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Stop()
-	if from, err := streams.RequestHandOver(ctx, ncA, bucket, "app-a.x", "a2"); err != nil || from != "a1" {
+	if from, err := standing.RequestHandOver(ctx, ncA, bucket, "app-a.x", "a2"); err != nil || from != "a1" {
 		t.Errorf("app-a's hand-over request in app-a.x: from %q, %v; want a1 to hand over", from, err)
 	}
 	took := false

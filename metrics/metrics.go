@@ -18,7 +18,7 @@
 // conclave_election_candidates counts candidates of the election, in any
 // process, this one's included, as this process hears them: the leader's
 // process and an observer given streams.ObserveStanding and
-// streams.ObserveWithRecorder hear every candidate's announcements; a
+// streams.WithRecorder hear every candidate's announcements; a
 // process whose candidate is a standby counts that candidate alone. So
 // aggregate with max, not sum: the max is the election's count once the
 // leader has asked who stands (within half its minimum term of winning)
@@ -29,7 +29,7 @@
 // such an observer follows it. A candidate that stops leaves the count at
 // once; one whose process dies, within two and a half announcement
 // intervals (two bucket TTLs each, between 2 s and 2 min): 2.5 min at a
-// TTL of 30 s. See streams.StandingRecorder.
+// TTL of 30 s. See streams.Recorder's Standing.
 package metrics
 
 import (
@@ -60,10 +60,7 @@ type Recorder struct {
 	counts  map[string]map[string][2]int // election → reporter → healthy, unhealthy candidates
 }
 
-var (
-	_ streams.StartRecorder    = (*Recorder)(nil)
-	_ streams.StandingRecorder = (*Recorder)(nil)
-)
+var _ streams.Recorder = (*Recorder)(nil)
 
 // Option configures a Recorder.
 type Option func(*Recorder)

@@ -316,7 +316,7 @@ func TestCandidatesGaugeFollowsTheCandidates(t *testing.T) {
 
 	// A process that only observes.
 	js4 := connJS()
-	obs, err := streams.NewObserver("app", js4, streams.ObserveStanding(js4.Conn()), streams.ObserveWithRecorder(rec3))
+	obs, err := streams.NewObserver("app", js4, streams.ObserveStanding(js4.Conn()), streams.WithRecorder(rec3))
 	if err != nil {
 		t.Fatal(err)
 	}

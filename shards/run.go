@@ -391,7 +391,7 @@ func awaitCandidate(ctx context.Context, nc *nats.Conn, bucket, key, to string, 
 			case <-ask.C:
 				waiting = false
 			case m := <-answers:
-				var c streams.Candidate
+				var c standing.Candidate
 				if json.Unmarshal(m.Data, &c) == nil && c.Identity == to {
 					return
 				}

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/conclave-io/conclave/internal/nostanding"
+	"github.com/conclave-io/conclave/providers/election/standing"
 	"github.com/conclave-io/conclave/providers/election/streams"
 )
 
@@ -34,13 +35,13 @@ type fleetCost struct {
 // until every one is led and a TTL more, and measures the broker's
 // messages and bytes over one announcement interval: each process's
 // candidates announce themselves exactly once in it.
-func (b *bench) fleetCost(standing bool) (fleetCost, error) {
+func (b *bench) fleetCost(standingOn bool) (fleetCost, error) {
 	var cost fleetCost
 	if err := b.provision(b.cfg.fleetTTL); err != nil {
 		return cost, err
 	}
 	ctx := context.Background()
-	if !standing {
+	if !standingOn {
 		ctx = nostanding.Context(ctx)
 	}
 	var (
@@ -111,7 +112,7 @@ func (b *bench) fleetCost(standing bool) (fleetCost, error) {
 	}
 	time.Sleep(b.cfg.fleetTTL) // past the start's announcements and first renewals
 
-	cost.window = streams.AnnouncementInterval(b.cfg.fleetTTL)
+	cost.window = standing.AnnouncementInterval(b.cfg.fleetTTL)
 	c0, err := b.counts()
 	if err != nil {
 		return cost, err

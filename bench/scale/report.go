@@ -10,7 +10,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
-	"github.com/conclave-io/conclave/providers/election/streams"
+	"github.com/conclave-io/conclave/providers/election/standing"
 )
 
 // printReport prints the tables of every scenario that ran.
@@ -421,7 +421,7 @@ func printAnnouncementCost(w io.Writer, s settings, results []*result) {
 			floats(a.brokerRSS, "%.0f"), floats(b.brokerRSS, "%.0f"), a.changes, b.changes, off.loadStart, off.loadEnd, on.loadStart, on.loadEnd)
 	}
 	if header {
-		every := streams.AnnouncementInterval(s.ttl)
+		every := standing.AnnouncementInterval(s.ttl)
 		fmt.Fprintf(w, "\nEach candidate announces itself once per %v (two TTLs, between 2 s and 2 min; a process's candidates together): candidates/%v messages in a second,\n", every, every.Round(time.Second))
 		fmt.Fprintln(w, "each delivered to its election's leader. A new leader also asks who stands once, within half its minimum term (a TTL at the")
 		fmt.Fprintln(w, "default minimum term of two TTLs): a window that begins sooner after the start (-settle) counts those questions and answers too.")

@@ -16,6 +16,7 @@ import (
 	"github.com/conclave-io/conclave/bucket"
 	"github.com/conclave-io/conclave/internal/denied"
 	"github.com/conclave-io/conclave/internal/jsapi"
+	"github.com/conclave-io/conclave/internal/keymsg"
 	"github.com/conclave-io/conclave/internal/kvwatch"
 	"github.com/conclave-io/conclave/internal/natsconn"
 	"github.com/conclave-io/conclave/providers/election/streams"
@@ -315,7 +316,7 @@ func (s *session) readRaw(ctx context.Context, key string) (record, bool) {
 	if err != nil {
 		return record{}, false
 	}
-	return streams.ReadMsg(s.bucket, msg), true
+	return streams.ReadEntry(keymsg.Entry(s.bucket, msg)), true
 }
 
 // errElectionAppeared is what unknownElection's error wraps when the

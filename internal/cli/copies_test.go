@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conclave-io/conclave/providers/election/standing"
 	"github.com/conclave-io/conclave/providers/election/streams"
 )
 
@@ -75,7 +76,7 @@ func waitInstances(t *testing.T, url, key string, n int) {
 	nc := jetStream(t, url).Conn()
 	deadline := time.Now().Add(eventTimeout)
 	for {
-		cs, err := streams.Standing(testCtx(t), nc, "CHORIA_LEADER_ELECTION", key, 0)
+		cs, err := standing.Standing(testCtx(t), nc, "CHORIA_LEADER_ELECTION", key, 0)
 		if err == nil && len(cs) == n {
 			return
 		}

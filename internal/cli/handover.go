@@ -10,6 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/conclave-io/conclave/internal/keymsg"
+	"github.com/conclave-io/conclave/providers/election/standing"
 	"github.com/conclave-io/conclave/providers/election/streams"
 )
 
@@ -56,17 +58,17 @@ func (e *elections) handOver(ctx context.Context, name, to string, force bool, w
 		return fmt.Errorf("%s already leads %s: nothing to hand over (name another candidate with --to)", named(rec.Leader, rec.Instance), name)
 	}
 	rctx, cancel := s.request(ctx)
-	standing, err := streams.Standing(rctx, s.nc, s.bucket, name, 0)
+	stands, err := standing.Standing(rctx, s.nc, s.bucket, name, 0)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("asking who stands in %s: %w", name, err)
 	}
 	// to names an identity or an instance; the leader itself is not a
 	// candidate to hand over to, a copy of its identity is.
-	var matches, healthy []streams.Candidate
+	var matches, healthy []standing.Candidate
 	leaderStands := false
-	names := standingNames(standing)
-	for _, c := range standing {
+	names := standingNames(stands)
+	for _, c := range stands {
 		leaderStands = leaderStands || c.Identity == rec.Leader
 		if (c.Identity == to || c.Instance == to) && !c.Leader {
 			matches = append(matches, c)
@@ -110,12 +112,12 @@ func (e *elections) handOver(ctx context.Context, name, to string, force bool, w
 	}
 	defer feed.stop()
 	rctx, cancel = s.request(ctx)
-	from, err := streams.RequestHandOver(rctx, s.nc, s.bucket, name, to)
+	from, err := standing.RequestHandOver(rctx, s.nc, s.bucket, name, to)
 	cancel()
 	switch {
-	case errors.Is(err, streams.ErrNoLeaderAnswered) && leaderStands:
+	case errors.Is(err, standing.ErrNoLeaderAnswered) && leaderStands:
 		return fmt.Errorf("%s holds %s but did not take the request to hand over within %v: it does not lead yet (after a forced stand-down or an expiry the new holder waits up to a TTL, %v, before it acts) or has just stopped leading; try again in a moment, `conclave election watch %s` shows when a term begins: %w", rec.Leader, name, s.timeout, st.TTL(), name, err)
-	case errors.Is(err, streams.ErrNoLeaderAnswered):
+	case errors.Is(err, standing.ErrNoLeaderAnswered):
 		return fmt.Errorf("%s leads %s but did not answer the request to hand over within %v: it is Choria's candidate or an older Conclave's, which cannot hand over to a named candidate; `conclave election stand-down %s` makes it stand down, and any candidate may then take over: %w", rec.Leader, name, s.timeout, name, err)
 	case err != nil:
 		return fmt.Errorf("handing %s over to %s: %w", name, to, err)
@@ -188,7 +190,7 @@ func bucketOf(subject string) string {
 
 // standingNames names the candidates that answer: by identity, with the
 // instance where several share one.
-func standingNames(cs []streams.Candidate) []string {
+func standingNames(cs []standing.Candidate) []string {
 	count := map[string]int{}
 	for _, c := range cs {
 		count[c.Identity]++
@@ -262,7 +264,7 @@ func awaitHandOver(ctx context.Context, msgs <-chan jetstream.Msg, read uint64, 
 			// A Conclave candidate's write says which instance wrote it
 			// and its term: its own revision for the write that took the
 			// key and began the term, or the running term's token.
-			ent := streams.ReadMsg(bucketOf(m.Subject()), &jetstream.RawStreamMsg{Subject: m.Subject(), Sequence: rev, Header: m.Headers(), Data: m.Data(), Time: md.Timestamp})
+			ent := streams.ReadEntry(keymsg.Entry(bucketOf(m.Subject()), &jetstream.RawStreamMsg{Subject: m.Subject(), Sequence: rev, Header: m.Headers(), Data: m.Data(), Time: md.Timestamp}))
 			token := ent.Token()
 			if leader+"\x00"+ent.Instance == from && hw.marker == 0 && token != rev {
 				writer[rev] = from // a renewal before the release

@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/conclave-io/conclave/bucket"
-	"github.com/conclave-io/conclave/providers/election/streams"
+	"github.com/conclave-io/conclave/providers/election/standing"
 )
 
 // TestStandDownTo: stand-down --to asks the leader to hand over to the named
@@ -120,7 +120,7 @@ func waitStanding(t *testing.T, url, key string, ids ...string) {
 	defer nc.Close()
 	deadline := time.Now().Add(eventTimeout)
 	for {
-		cs, err := streams.Standing(testCtx(t), nc, bucket.Name, key, 0)
+		cs, err := standing.Standing(testCtx(t), nc, bucket.Name, key, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

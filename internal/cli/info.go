@@ -14,6 +14,7 @@ import (
 	"github.com/conclave-io/conclave/broker"
 	"github.com/conclave-io/conclave/bucket"
 	"github.com/conclave-io/conclave/bucket/fit"
+	"github.com/conclave-io/conclave/providers/election/standing"
 	"github.com/conclave-io/conclave/providers/election/streams"
 )
 
@@ -116,12 +117,12 @@ func (e *elections) info(ctx context.Context, name string, asJSON bool) error {
 		}
 		rec = &r
 	}
-	var standing []streams.Candidate
+	var stands []standing.Candidate
 	if name != "" {
 		// Only Conclave's candidates answer (not Choria's, nor older
 		// Conclave's), within the wait: the list may be incomplete.
 		rctx, cancel := s.request(ctx)
-		standing, err = streams.Standing(rctx, s.nc, s.bucket, name, 0)
+		stands, err = standing.Standing(rctx, s.nc, s.bucket, name, 0)
 		cancel()
 		if err != nil {
 			return fmt.Errorf("asking who stands in %s: %w", name, err)
@@ -171,7 +172,7 @@ func (e *elections) info(ctx context.Context, name string, asJSON bool) error {
 		if rec != nil {
 			out.Elections = append(out.Elections, newElectionJSON(*rec, cfg.MaxAge, now))
 			out.Candidates = []candidateJSON{}
-			for _, c := range standing {
+			for _, c := range stands {
 				out.Candidates = append(out.Candidates, candidateJSON{Identity: c.Identity, Instance: c.Instance, Priority: c.Priority, Healthy: c.Healthy, Leading: c.Leader, Since: formatJSONTime(c.Since)})
 			}
 		}
@@ -180,11 +181,11 @@ func (e *elections) info(ctx context.Context, name string, asJSON bool) error {
 	if health.summary != "" {
 		cluster += "; " + health.summary
 	}
-	return writeInfo(e.a.stdout, s.bucket, rec, standing, cfg, cluster, st.Values(), use, warnings, now)
+	return writeInfo(e.a.stdout, s.bucket, rec, stands, cfg, cluster, st.Values(), use, warnings, now)
 }
 
 // shared reports whether more than one candidate of identity answers.
-func shared(cs []streams.Candidate, identity string) bool {
+func shared(cs []standing.Candidate, identity string) bool {
 	n := 0
 	for _, c := range cs {
 		if c.Identity == identity {
@@ -194,14 +195,14 @@ func shared(cs []streams.Candidate, identity string) bool {
 	return n > 1
 }
 
-func writeInfo(w io.Writer, bucket string, rec *record, standing []streams.Candidate, cfg jetstream.StreamConfig, cluster string, values uint64, use consumerUse, warnings []string, now time.Time) error {
+func writeInfo(w io.Writer, bucket string, rec *record, stands []standing.Candidate, cfg jetstream.StreamConfig, cluster string, values uint64, use consumerUse, warnings []string, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
 	if rec != nil {
 		fmt.Fprintf(tw, "Election:\t%s\n", rec.Key)
 		switch rec.State {
 		case streams.KeyHeld:
 			leader := rec.Leader
-			if shared(standing, rec.Leader) {
+			if shared(stands, rec.Leader) {
 				leader = named(rec.Leader, rec.Instance)
 			}
 			if tok := rec.Token(); tok != 0 {
@@ -220,9 +221,9 @@ func writeInfo(w io.Writer, bucket string, rec *record, standing []streams.Candi
 			exp := rec.Written.Add(cfg.MaxAge)
 			fmt.Fprintf(tw, "Expires:\t%s (%s) unless renewed\n", exp.Local().Format(textTime), until(exp, now))
 		}
-		fmt.Fprintf(tw, "Candidates that answer:\t%d (Choria's and older Conclave's do not)\n", len(standing))
-		names := standingNames(standing)
-		for i, c := range standing {
+		fmt.Fprintf(tw, "Candidates that answer:\t%d (Choria's and older Conclave's do not)\n", len(stands))
+		names := standingNames(stands)
+		for i, c := range stands {
 			health := "healthy"
 			if !c.Healthy {
 				health = "unhealthy"

@@ -13,12 +13,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/conclave-io/conclave/bucket"
+	"github.com/conclave-io/conclave/providers/election/standing"
 	"github.com/conclave-io/conclave/providers/election/streams"
 )
 
 // waitCandidate waits until identity answers who is standing in key as
 // match accepts, and returns what it answered.
-func waitCandidate(t *testing.T, url, key, identity string, match func(streams.Candidate) bool) streams.Candidate {
+func waitCandidate(t *testing.T, url, key, identity string, match func(standing.Candidate) bool) standing.Candidate {
 	t.Helper()
 	nc, err := nats.Connect(url)
 	if err != nil {
@@ -27,7 +28,7 @@ func waitCandidate(t *testing.T, url, key, identity string, match func(streams.C
 	defer nc.Close()
 	deadline := time.Now().Add(eventTimeout)
 	for {
-		cs, err := streams.Standing(testCtx(t), nc, bucket.Name, key, 0)
+		cs, err := standing.Standing(testCtx(t), nc, bucket.Name, key, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -52,7 +53,7 @@ func TestRunPriorityAndMinTerm(t *testing.T) {
 		"--identity", "r1", "--priority", "3", "--min-term", "1s", "--grace", "1s", "job", script)
 	r1.stdout.waitFor(t, 0, regexp.MustCompile(`^started r1 \d+ job$`))
 	began := time.Now()
-	waitCandidate(t, url, "job", "r1", func(c streams.Candidate) bool { return c.Priority == 3 && c.Healthy && c.Leader })
+	waitCandidate(t, url, "job", "r1", func(c standing.Candidate) bool { return c.Priority == 3 && c.Healthy && c.Leader })
 
 	c2 := campaign(t, jetStream(t, url), "c2", "job", streams.WithPriority(5))
 	c2.waitLeading(t)
@@ -74,10 +75,10 @@ func TestRunHealthCmd(t *testing.T) {
 		"--identity", "r1", "--health-cmd", "test -e '"+healthy+"'", "--health-every", "200ms",
 		"--min-term", "1s", "--grace", "1s", "job", script)
 	r1.stderr.waitFor(t, 0, regexp.MustCompile(`r1 campaigning in job`))
-	waitCandidate(t, url, "job", "r1", func(c streams.Candidate) bool { return !c.Healthy })
+	waitCandidate(t, url, "job", "r1", func(c standing.Candidate) bool { return !c.Healthy })
 	// Unhealthy for several checks: no campaign, so the key is never written.
 	kv := electionBucket(t, url)
-	waitCandidate(t, url, "job", "r1", func(c streams.Candidate) bool { return !c.Healthy && time.Since(c.Since) > time.Second })
+	waitCandidate(t, url, "job", "r1", func(c standing.Candidate) bool { return !c.Healthy && time.Since(c.Since) > time.Second })
 	if _, err := kv.Get(testCtx(t), "job"); !errors.Is(err, jetstream.ErrKeyNotFound) {
 		t.Fatalf("an unhealthy run campaigned: the key is there (%v)", err)
 	}
@@ -108,7 +109,7 @@ func TestRunHealthCmd(t *testing.T) {
 			t.Errorf("while leading, r1 logged %q", l)
 		}
 	}
-	waitCandidate(t, url, "job", "r1", func(c streams.Candidate) bool { return !c.Healthy && !c.Leader })
+	waitCandidate(t, url, "job", "r1", func(c standing.Candidate) bool { return !c.Healthy && !c.Leader })
 }
 
 // TestRunStandingFlagErrors: bad --priority, --health-* and --min-term
@@ -141,8 +142,8 @@ func TestRunPriorityFromConfig(t *testing.T) {
 	env := []string{"CONCLAVE_PLUGIN_CONCLAVE_ELECTION_PRIORITY=7"}
 	startConclave(t, env, "--server", url, "election", "run", "--identity", "r1", "job", "sleep", "600")
 	startConclave(t, env, "--server", url, "election", "run", "--identity", "r2", "--priority", "2", "job", "sleep", "600")
-	waitCandidate(t, url, "job", "r1", func(c streams.Candidate) bool { return c.Priority == 7 })
-	waitCandidate(t, url, "job", "r2", func(c streams.Candidate) bool { return c.Priority == 2 })
+	waitCandidate(t, url, "job", "r1", func(c standing.Candidate) bool { return c.Priority == 7 })
+	waitCandidate(t, url, "job", "r2", func(c standing.Candidate) bool { return c.Priority == 2 })
 }
 
 // TestRunGraceDoesNotStretchMinTerm: --grace delays the command of a new

@@ -245,7 +245,7 @@ func (w *bucketWatch) follow(ctx context.Context, key string, live bool, rev uin
 	if fresh {
 		ew.tookEmpty = func(rev uint64) bool { return w.s.tookEmptyKey(ctx, key, rev) }
 	}
-	opts := []streams.ObserverOption{streams.OnChange(ew.onChange), streams.ObserveWithLogger(w.log), streams.ObserveInBucket(w.s.bucket)}
+	opts := []streams.Option{streams.OnChange(ew.onChange), streams.WithLogger(w.log), streams.InBucket(w.s.bucket)}
 	if w.verbose {
 		opts = append(opts, streams.ObserveRenewals())
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/conclave-io/conclave/providers/election/standing"
 	"github.com/conclave-io/conclave/providers/election/streams"
 )
 
@@ -122,7 +123,7 @@ func (h *harness) requestHandOver(ctx context.Context, to string) (string, error
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	return streams.RequestHandOver(ctx, nc, Bucket, electionKey, to)
+	return standing.RequestHandOver(ctx, nc, Bucket, electionKey, to)
 }
 
 // priorityMove gives a standby host a priority above every other host's

@@ -34,7 +34,7 @@ const (
 	// `conclave election stand-down NAME --force --no-wait`.
 	StandDown Kind = "stand-down"
 	// HandOver asks the leader, as `conclave election stand-down --to ID`
-	// does (streams.RequestHandOver), to hand the election over to another
+	// does (standing.RequestHandOver), to hand the election over to another
 	// host's identity, and waits until a candidate of that host leads.
 	HandOver Kind = "hand-over"
 	// HandOverCut asks the leader to hand over to a host whose links it

@@ -155,9 +155,7 @@ func newCampaigner(e *Election, n *notifier, tm timings) *campaigner {
 // error when it could not go on: the connection was closed for good, or
 // permission was refused.
 func (c *campaigner) launch(ctx context.Context, born time.Time, done func(error)) {
-	if sr, ok := c.rec.(StartRecorder); ok {
-		sr.Started(c.e.key)
-	}
+	c.rec.Started(c.e.key)
 	c.driver.launch(ctx, c.begin(ctx, born), func() { done(c.result()) })
 }
 

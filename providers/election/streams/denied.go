@@ -18,15 +18,6 @@ import (
 	"github.com/conclave-io/conclave/providers/election/streams/internal/transport"
 )
 
-// ErrPermissionDenied means the broker refused one of the election's
-// requests because the connection's user may not make it: it may not
-// publish to the election's key or to the JetStream API subject involved,
-// or may not receive replies on the connection's inbox. The message names
-// what was refused and what to change. Start returns it rather than
-// retrying, since retrying cannot succeed until the broker's permissions
-// change. Candidates and observers recognise it.
-var ErrPermissionDenied = denied.ErrPermissionDenied
-
 // writeGrace is how long a claim in flight when a campaign that never held
 // its key stops may still take before it is given up: on a broker that
 // answers it takes milliseconds and is kept (a claim that wins is then

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -19,6 +18,8 @@ import (
 	"github.com/conclave-io/conclave/internal/denied"
 	"github.com/conclave-io/conclave/internal/jsapi"
 	"github.com/conclave-io/conclave/internal/nostanding"
+	"github.com/conclave-io/conclave/providers/election/internal/errs"
+	"github.com/conclave-io/conclave/providers/election/standing"
 	"github.com/conclave-io/conclave/providers/election/streams/internal/transport"
 )
 
@@ -92,6 +93,9 @@ func NewElection(identity, key string, js jetstream.JetStream, opts ...Option) (
 			return nil, err
 		}
 	}
+	if o.observerOnly != "" {
+		return nil, fmt.Errorf("%w: %s serves observers: give it to NewObserver", ErrInvalidOption, o.observerOnly)
+	}
 	if js == nil && o.store == nil {
 		return nil, fmt.Errorf("%w: the JetStream context is nil: pass jetstream.New(nc), nc being the connection to campaign over", ErrInvalidOption)
 	}
@@ -133,17 +137,10 @@ func ValidateKey(key string) error {
 	return nil
 }
 
-func validateIdentity(identity string) error {
-	switch {
-	case identity == "":
-		return fmt.Errorf("%w: identity is empty: give each candidate a name, such as its host name", ErrInvalidIdentity)
-	case strings.IndexFunc(identity, unicode.IsControl) >= 0:
-		return fmt.Errorf("%w: identity %q contains control characters", ErrInvalidIdentity, identity)
-	case strings.TrimSpace(identity) != identity:
-		return fmt.Errorf("%w: identity %q has leading or trailing spaces", ErrInvalidIdentity, identity)
-	}
-	return nil
-}
+// validateIdentity returns an error wrapping ErrInvalidIdentity unless
+// identity can be a leader's value (the rule is package errs', which
+// standing.RequestHandOver applies too).
+func validateIdentity(identity string) error { return errs.ValidateIdentity(identity) }
 
 // Identity returns the candidate's identity.
 func (e *Election) Identity() string { return e.identity }
@@ -373,10 +370,10 @@ func (e *Election) handOver(ctx context.Context, ho handOver) error {
 	}
 }
 
-// takeOver takes up a leader's offer of the key (see handOverRequest): it
+// takeOver takes up a leader's offer of the key (see standing.HandOverRequest): it
 // returns nil once this candidate's write holds the key, and why not
 // otherwise.
-func (e *Election) takeOver(ctx context.Context, req handOverRequest) error {
+func (e *Election) takeOver(ctx context.Context, req standing.HandOverRequest) error {
 	e.mu.Lock()
 	c := e.campaign
 	e.mu.Unlock()

@@ -39,6 +39,7 @@ func TestNewElectionRejectsBadInput(t *testing.T) {
 		{"nil clock", "n1", "app", kv, []Option{WithClock(nil)}, ErrInvalidOption, "nil"},
 		{"nil logger", "n1", "app", kv, []Option{WithLogger(nil)}, ErrInvalidOption, "nil"},
 		{"nil recorder", "n1", "app", kv, []Option{WithRecorder(nil)}, ErrInvalidOption, "nil"},
+		{"an observer's option", "n1", "app", kv, []Option{OnChange(func(Leadership) {})}, ErrInvalidOption, "OnChange serves observers"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := NewElection(tc.identity, tc.key, jsFor(tc.bucket), bucketOptions(tc.bucket, tc.opts...)...)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/conclave-io/conclave/internal/keymsg"
 	"github.com/conclave-io/conclave/providers/election/streams/internal/transport"
 )
 
@@ -212,17 +213,20 @@ func ReadEntry(ent jetstream.KeyValueEntry) Entry {
 	return e
 }
 
-// ReadMsg reads what a message of bucket's stream, read raw (such as by
-// jetstream.Stream.GetLastMsgForSubject), means for the election: as
-// ReadEntry, and with what its writer said of itself in its headers
-// (Instance, Token), which nats.go's KV API does not show.
-func ReadMsg(bucket string, msg *jetstream.RawStreamMsg) Entry {
+// readMsg reads a message of bucket's stream, read raw (such as by
+// jetstream.Stream.GetLastMsgForSubject), as a KV entry that ReadEntry reads
+// with what its writer said of itself in its headers (Instance, Token),
+// which nats.go's KV API does not show. The CLI reads keys so, through
+// internal/keymsg; nil for a nil msg.
+func readMsg(bucket string, msg *jetstream.RawStreamMsg) jetstream.KeyValueEntry {
 	if msg == nil {
-		return Entry{State: KeyAbsent}
+		return nil
 	}
 	key := strings.TrimPrefix(msg.Subject, "$KV."+bucket+".")
-	return ReadEntry(transport.EntryOf(bucket, key, msg.Data, msg.Header, msg.Sequence, msg.Time))
+	return transport.EntryOf(bucket, key, msg.Data, msg.Header, msg.Sequence, msg.Time)
 }
+
+func init() { keymsg.Entry = readMsg }
 
 // Token is the fencing token of the term a held message belongs to, as its
 // writer says (Conclave's candidates do, in the Conclave-Term header): the

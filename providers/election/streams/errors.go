@@ -9,6 +9,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/conclave-io/conclave/internal/denied"
+	"github.com/conclave-io/conclave/providers/election/internal/errs"
 	"github.com/conclave-io/conclave/providers/election/streams/internal/transport"
 )
 
@@ -17,7 +19,7 @@ var (
 	ErrInvalidKey = errors.New("election: invalid key")
 	// ErrInvalidIdentity means the candidate identity cannot be used as a
 	// leader's value.
-	ErrInvalidIdentity = errors.New("election: invalid identity")
+	ErrInvalidIdentity = errs.ErrInvalidIdentity
 	// ErrInvalidOption means an option was given a value it cannot use.
 	ErrInvalidOption = errors.New("election: invalid option")
 	// ErrInvalidBucket means the bucket cannot hold elections safely: its
@@ -40,11 +42,19 @@ var (
 	// the term began over a removal, or after the bucket's TTL was
 	// raised). The leader keeps leading; ask again later.
 	ErrHandOverTooSoon = errors.New("election: too soon to hand over")
-	// ErrHandOverRefused means HandOver found no candidate by the name
-	// given that can take the election over: none answers who is
-	// standing, or the one named is unhealthy or stopping. The leader
-	// keeps leading.
-	ErrHandOverRefused = errors.New("election: hand-over refused")
+	// ErrHandOverRefused means HandOver (or standing.RequestHandOver)
+	// found no candidate by the name given that can take the election
+	// over: none answers who is standing, or the one named is unhealthy or
+	// stopping. The leader keeps leading.
+	ErrHandOverRefused = errs.ErrHandOverRefused
+	// ErrPermissionDenied means the broker refused one of the election's
+	// requests because the connection's user may not make it: it may not
+	// publish to the election's key or to the JetStream API subject involved,
+	// or may not receive replies on the connection's inbox. The message names
+	// what was refused and what to change. Start returns it rather than
+	// retrying, since retrying cannot succeed until the broker's permissions
+	// change. Candidates and observers recognise it.
+	ErrPermissionDenied = denied.ErrPermissionDenied
 )
 
 // classified returns in with the outcome of its request read from its

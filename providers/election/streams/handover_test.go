@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/conclave-io/conclave/providers/election/standing"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/conclave-io/conclave/providers/election/standing"
 )
 
 // TestHandOverLandsOnTheNamedCandidate: a leader asked to hand the
@@ -93,7 +94,7 @@ func TestHandOverNotTakenUpFallsBack(t *testing.T) {
 	runElection(t, a)
 	rec.waitFor(t, 5*time.Second, "a to lead", func(evs []event) bool { return wins(evs, "a") == 1 })
 	runElection(t, mustElection(t, "b", "fallback", openBucket(t, connect(t, ts.url())), rec.options("b")...))
-	standAsOlder(t, connect(t, ts.url()), "fallback", Candidate{Identity: "old-host", Healthy: true})
+	standAsOlder(t, connect(t, ts.url()), "fallback", standing.Candidate{Identity: "old-host", Healthy: true})
 	released := time.Now()
 	if err := a.HandOver(context.Background(), "old-host"); err != nil {
 		t.Fatal(err)
@@ -232,7 +233,7 @@ func TestChoriaCandidateSeesAHandOverAsARelease(t *testing.T) {
 	a := mustElection(t, "a", "mixed", kv, rec.options("a")...)
 	runElection(t, a)
 	rec.waitFor(t, 5*time.Second, "a to lead", func(evs []event) bool { return wins(evs, "a") == 1 })
-	standAsOlder(t, connect(t, ts.url()), "mixed", Candidate{Identity: "b", Healthy: true})
+	standAsOlder(t, connect(t, ts.url()), "mixed", standing.Candidate{Identity: "b", Healthy: true})
 	if err := a.HandOver(context.Background(), "b"); err != nil {
 		t.Fatal(err)
 	}
@@ -305,9 +306,9 @@ func TestRequestHandOverOutlastsAnOfferNotTakenUp(t *testing.T) {
 	a := mustElection(t, "a", "slow-offer", kv, rec.options("a")...)
 	runElection(t, a)
 	rec.waitFor(t, 10*time.Second, "a to lead", func(evs []event) bool { return wins(evs, "a") == 1 })
-	standAsOlder(t, connect(t, ts.url()), "slow-offer", Candidate{Identity: "old-b", Healthy: true})
+	standAsOlder(t, connect(t, ts.url()), "slow-offer", standing.Candidate{Identity: "old-b", Healthy: true})
 	asked := time.Now()
-	from, err := RequestHandOver(context.Background(), connect(t, ts.url()), bucketName, "slow-offer", "old-b")
+	from, err := standing.RequestHandOver(context.Background(), connect(t, ts.url()), bucketName, "slow-offer", "old-b")
 	if err != nil || from != "a" {
 		t.Fatalf("RequestHandOver after %v: from %q, %v; want a's answer", time.Since(asked).Round(time.Millisecond), from, err)
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/conclave-io/conclave/providers/election/standing"
 	"slices"
 	"sort"
 	"sync"
@@ -19,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/conclave-io/conclave/internal/natstest"
+	"github.com/conclave-io/conclave/providers/election/standing"
 )
 
 func TestMain(m *testing.M) {
@@ -469,12 +469,12 @@ func setBucketTTL(ctx context.Context, js jetstream.JetStream, ttl time.Duration
 func waitStanding(t testing.TB, nc *nats.Conn, key string, names ...string) {
 	t.Helper()
 	eventually(t, 10*time.Second, fmt.Sprintf("%v to stand in %s", names, key), func() bool {
-		cs, err := Standing(context.Background(), nc, bucketName, key, 100*time.Millisecond)
+		cs, err := standing.Standing(context.Background(), nc, bucketName, key, 100*time.Millisecond)
 		if err != nil {
 			return false
 		}
 		for _, n := range names {
-			if !slices.ContainsFunc(cs, func(c Candidate) bool { return c.Identity == n }) {
+			if !slices.ContainsFunc(cs, func(c standing.Candidate) bool { return c.Identity == n }) {
 				return false
 			}
 		}
@@ -485,7 +485,7 @@ func waitStanding(t testing.TB, nc *nats.Conn, key string, names ...string) {
 // standAsOlder answers who is standing in election key as c, over nc, and
 // nothing else: a candidate of a version that does not take offers of the
 // key, so that a hand-over to it ends in a release naming it.
-func standAsOlder(t testing.TB, nc *nats.Conn, key string, c Candidate) {
+func standAsOlder(t testing.TB, nc *nats.Conn, key string, c standing.Candidate) {
 	t.Helper()
 	body, _ := json.Marshal(c)
 	sub, err := nc.Subscribe(standing.CandidatesSubject(bucketName, key), func(m *nats.Msg) { _ = m.Respond(body) })

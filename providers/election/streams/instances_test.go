@@ -8,11 +8,13 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/conclave-io/conclave/providers/election/standing"
 )
 
 // observeJS starts an observer of key that reads the writes' headers (the
 // shared watch, through the JetStream context of kv's connection).
-func observeJS(t *testing.T, key string, kv jetstream.KeyValue, opts ...ObserverOption) *changes {
+func observeJS(t *testing.T, key string, kv jetstream.KeyValue, opts ...Option) *changes {
 	t.Helper()
 	_, seen := newObserver(t, key, kv, opts...)
 	return seen
@@ -35,10 +37,10 @@ func TestCopiesOfOneIdentityStandApart(t *testing.T) {
 	runElection(t, mustElection(t, "other", "copies", kv, rec.options("other")...))
 	rec.waitFor(t, 10*time.Second, "a leader", func(evs []event) bool { return wins(evs, "") == 1 })
 	nc := connect(t, ts.url())
-	var cs []Candidate
+	var cs []standing.Candidate
 	eventually(t, 10*time.Second, "four candidates to answer", func() bool {
 		var err error
-		cs, err = Standing(context.Background(), nc, bucketName, "copies", 200*time.Millisecond)
+		cs, err = standing.Standing(context.Background(), nc, bucketName, "copies", 200*time.Millisecond)
 		return err == nil && len(cs) == 4
 	})
 	leaders := 0
@@ -87,7 +89,7 @@ func TestObserverReportsAHandOverBetweenCopiesOfOneIdentity(t *testing.T) {
 	}
 	waitStanding(t, connect(t, ts.url()), "twins", "vm")
 	eventually(t, 5*time.Second, "w2 to stand", func() bool {
-		cs, _ := Standing(context.Background(), connect(t, ts.url()), bucketName, "twins", 100*time.Millisecond)
+		cs, _ := standing.Standing(context.Background(), connect(t, ts.url()), bucketName, "twins", 100*time.Millisecond)
 		return len(cs) == 2
 	})
 	if err := a.HandOver(context.Background(), "w2"); err != nil {
@@ -210,7 +212,7 @@ func TestUnhealthyLeaderHandsOverToAHealthyCopyOfItsIdentity(t *testing.T) {
 		append(rec.options("b"), WithInstance("b2"), WithMinTerm(time.Second))...)
 	runElection(t, b2)
 	eventually(t, 5*time.Second, "both copies to stand", func() bool {
-		cs, _ := Standing(context.Background(), connect(t, ts.url()), bucketName, "sick-copy", 100*time.Millisecond)
+		cs, _ := standing.Standing(context.Background(), connect(t, ts.url()), bucketName, "sick-copy", 100*time.Millisecond)
 		return len(cs) == 2
 	})
 	sick.Store(true)
@@ -239,7 +241,7 @@ func TestHandOverToAnUnhealthyCandidateIsRefused(t *testing.T) {
 	if err := a.HandOver(context.Background(), "n1"); !errors.Is(err, ErrHandOverRefused) {
 		t.Fatalf("HandOver to an unhealthy candidate = %v, want ErrHandOverRefused", err)
 	}
-	leader, err := RequestHandOver(context.Background(), nc, bucketName, "sick-target", "n1")
+	leader, err := standing.RequestHandOver(context.Background(), nc, bucketName, "sick-target", "n1")
 	if err == nil || leader != "a" {
 		t.Fatalf("RequestHandOver to an unhealthy candidate = %q, %v; want a's refusal", leader, err)
 	}

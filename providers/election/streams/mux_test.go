@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/conclave-io/conclave/providers/election/standing"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -13,6 +12,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/conclave-io/conclave/providers/election/standing"
 )
 
 // TestMuxServesAConnectionsSubscriptionsOnOneGoroutine: 200 subscriptions
@@ -204,7 +205,7 @@ func TestCandidatesAnnounceEveryInterval(t *testing.T) {
 	kv := createBucket(t, nc, bucketConfig(time.Second))
 	heard := make(chan time.Time, 16)
 	sub, err := nc.Subscribe(standing.AnnounceSubject(bucketName, "announced"), func(m *nats.Msg) {
-		var c Candidate
+		var c standing.Candidate
 		if json.Unmarshal(m.Data, &c) == nil && c.Identity == "a" && !c.Leaving {
 			heard <- time.Now()
 		}
@@ -214,7 +215,7 @@ func TestCandidatesAnnounceEveryInterval(t *testing.T) {
 	}
 	defer sub.Unsubscribe()
 	runElection(t, mustElection(t, "a", "announced", kv))
-	every := announceEvery(time.Second)
+	every := standing.AnnouncementInterval(time.Second)
 	var at []time.Time
 	deadline := time.After(4*every + 10*time.Second)
 	for len(at) < 3 {

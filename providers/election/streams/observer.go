@@ -2,10 +2,8 @@ package streams
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/conclave-io/conclave/providers/election/standing"
 	"sync"
 	"time"
 
@@ -13,8 +11,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/conclave-io/conclave/backoff"
-	"github.com/conclave-io/conclave/bucket"
 	"github.com/conclave-io/conclave/clock"
+	"github.com/conclave-io/conclave/providers/election/standing"
 	"github.com/conclave-io/conclave/providers/election/streams/internal/transport"
 )
 
@@ -118,42 +116,30 @@ func (l Leadership) String() string {
 	return fmt.Sprintf("%s: %s leads (%s, %s, revision %d)", l.Key, l.Leader, l.Event, token, l.Revision)
 }
 
-// ObserverOption configures an Observer.
-type ObserverOption func(*observerOptions) error
-
+// observerOptions are what an observer was given (see Option).
 type observerOptions struct {
 	onChange func(Leadership)
 	renewals bool
 	log      Logger
-	bucket   string // ObserveInBucket; the election bucket by default
+	bucket   string // InBucket; the election bucket by default
 	clock    clock.Clock
 	store    store              // tests: a store instead of the bucket's
 	kv       jetstream.KeyValue // tests: a bucket read through the KV API, without the JetStream context
 	standing *nats.Conn
-	recorder StandingRecorder
+	recorder Recorder // nil: none
 }
 
-// ObserveInBucket follows the election in the named bucket instead of
-// CHORIA_LEADER_ELECTION, as InBucket does for a candidate.
-func ObserveInBucket(name string) ObserverOption {
-	return func(o *observerOptions) error {
-		if name == "" {
-			return fmt.Errorf("%w: ObserveInBucket: the bucket name is empty", ErrInvalidOption)
-		}
-		o.bucket = name
-		return nil
-	}
-}
-
-// ObserveStanding makes the observer follow who stands in the election
+// ObserveStanding makes an observer follow who stands in the election
 // too, over nc (the bucket's connection, or any to the same broker): it
 // asks once as Run starts, then hears the candidates' announcements, and
 // forgets a candidate silent for two and a half announcement intervals
-// (two TTLs each, between 2s and 2 min). Candidates then lists them. It costs
-// one subscription and one question per Run, and a delivery per
-// announcement (one per candidate every two TTLs).
-func ObserveStanding(nc *nats.Conn) ObserverOption {
-	return func(o *observerOptions) error {
+// (two TTLs each, between 2s and 2 min). Candidates then lists them, and
+// a recorder (WithRecorder) is told how many stand. It costs one
+// subscription and one question per Run, and a delivery per announcement
+// (one per candidate every two TTLs).
+func ObserveStanding(nc *nats.Conn) Option {
+	return func(o *options) error {
+		o.forObservers("ObserveStanding")
 		if nc == nil {
 			return fmt.Errorf("%w: ObserveStanding: the connection is nil", ErrInvalidOption)
 		}
@@ -162,41 +148,17 @@ func ObserveStanding(nc *nats.Conn) ObserverOption {
 	}
 }
 
-// ObserveWithRecorder makes an observer given ObserveStanding tell r how
-// many candidates stand, as they change (see StandingRecorder), so that a
-// process that only observes an election can export the count.
-func ObserveWithRecorder(r StandingRecorder) ObserverOption {
-	return func(o *observerOptions) error {
-		if r == nil {
-			return fmt.Errorf("%w: ObserveWithRecorder(nil)", ErrInvalidOption)
-		}
-		o.recorder = r
-		return nil
-	}
-}
-
-// OnChange sets a function called with each change of leadership, one
-// call at a time and in order, never while the observer holds a lock; Run
-// returns once the last call has. With ObserveRenewals, renewals are
-// changes too.
-func OnChange(cb func(Leadership)) ObserverOption {
-	return func(o *observerOptions) error { o.onChange = cb; return nil }
+// OnChange sets a function called with each change of leadership an
+// observer sees, one call at a time and in order, never while the observer
+// holds a lock; Run returns once the last call has. With ObserveRenewals,
+// renewals are changes too.
+func OnChange(cb func(Leadership)) Option {
+	return func(o *options) error { o.forObservers("OnChange"); o.onChange = cb; return nil }
 }
 
 // ObserveRenewals makes renewals count as changes for OnChange.
-func ObserveRenewals() ObserverOption {
-	return func(o *observerOptions) error { o.renewals = true; return nil }
-}
-
-// ObserveWithLogger sets where the observer logs.
-func ObserveWithLogger(l Logger) ObserverOption {
-	return func(o *observerOptions) error {
-		if l == nil {
-			return fmt.Errorf("%w: ObserveWithLogger(nil)", ErrInvalidOption)
-		}
-		o.log = l
-		return nil
-	}
+func ObserveRenewals() Option {
+	return func(o *options) error { o.forObservers("ObserveRenewals"); o.renewals = true; return nil }
 }
 
 // Observer follows one election without campaigning: who leads, since when,
@@ -232,24 +194,32 @@ type Observer struct {
 }
 
 // NewObserver returns an observer of election key in the bucket
-// CHORIA_LEADER_ELECTION (or the one ObserveInBucket names), over the
+// CHORIA_LEADER_ELECTION (or the one InBucket names), over the
 // JetStream context js of the connection to watch on, as NewElection takes
 // a candidate's. It shares its watch with the candidates and observers of
 // the process that follow the same election on that connection, and reads
 // what each write says of its instance and term. It does not talk to the
 // broker: Run opens the bucket.
-func NewObserver(key string, js jetstream.JetStream, opts ...ObserverOption) (*Observer, error) {
+func NewObserver(key string, js jetstream.JetStream, opts ...Option) (*Observer, error) {
 	if err := ValidateKey(key); err != nil {
 		return nil, err
 	}
-	o := observerOptions{log: nopLogger{}, clock: clock.System{}, bucket: bucket.Name}
+	given := defaultOptions()
 	for _, opt := range opts {
 		if opt == nil {
 			continue
 		}
-		if err := opt(&o); err != nil {
+		if err := opt(&given); err != nil {
 			return nil, err
 		}
+	}
+	if given.candidateOnly != "" {
+		return nil, fmt.Errorf("%w: %s serves candidates, and an observer does not campaign: give it to NewElection", ErrInvalidOption, given.candidateOnly)
+	}
+	o := observerOptions{onChange: given.onChange, renewals: given.renewals, log: given.log, bucket: given.bucket,
+		clock: clock.System{}, store: given.store, kv: given.kv, standing: given.standing}
+	if _, none := given.recorder.(nopRecorder); !none {
+		o.recorder = given.recorder
 	}
 	if o.kv != nil && o.store == nil {
 		o.store = newStore(o.kv, js, o.log)
@@ -268,7 +238,7 @@ func NewObserver(key string, js jetstream.JetStream, opts ...ObserverOption) (*O
 // heard, best priority first, then by identity: each candidate's latest
 // announcement or answer, Leaving ones excepted. It is nil without
 // ObserveStanding, and empty until Run has asked.
-func (o *Observer) Candidates() []Candidate {
+func (o *Observer) Candidates() []standing.Candidate {
 	if o.standing == nil {
 		return nil
 	}
@@ -401,8 +371,8 @@ func (o *Observer) followStanding(ctx context.Context) {
 	nc, bucket := o.opts.standing, o.opts.bucket
 	wake := make(chan struct{}, 1)
 	sub, err := muxSubscribe(nc, standing.AnnounceSubject(bucket, o.key), func(m *nats.Msg) {
-		var c Candidate
-		if json.Unmarshal(m.Data, &c) != nil || c.Identity == "" {
+		c, err := standing.DecodeCandidate(m.Data)
+		if err != nil {
 			return // not an announcement
 		}
 		o.standing.learn(time.Now(), c)
@@ -416,7 +386,7 @@ func (o *Observer) followStanding(ctx context.Context) {
 		return
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	if cs, err := Standing(ctx, nc, bucket, o.key, 0); err == nil {
+	if cs, err := standing.Standing(ctx, nc, bucket, o.key, 0); err == nil {
 		o.standing.learn(time.Now(), cs...)
 	}
 	reporter := fmt.Sprintf("observer %p", o)
@@ -426,7 +396,7 @@ func (o *Observer) followStanding(ctx context.Context) {
 	expire.Stop()
 	defer expire.Stop()
 	for {
-		if next := o.standing.expire(time.Now(), announceExpiry(o.getTTL())); !next.IsZero() {
+		if next := o.standing.expire(time.Now(), standing.AnnouncementExpiry(o.getTTL())); !next.IsZero() {
 			expire.Reset(time.Until(next))
 		}
 		if r := o.opts.recorder; r != nil {

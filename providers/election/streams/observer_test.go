@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -118,8 +119,8 @@ func TestObserverFollowsTermsReleasesRemovalsAndExpiries(t *testing.T) {
 // observeKV has the observer read kv, as a test wrapped it to inject
 // faults, over jsFor(kv) where the helpers opened it (the shared watch),
 // or through the KV API alone.
-func observeKV(kv jetstream.KeyValue) ObserverOption {
-	return func(o *observerOptions) error { o.kv = kv; return nil }
+func observeKV(kv jetstream.KeyValue) Option {
+	return func(o *options) error { o.kv = kv; return nil }
 }
 
 // TestObserverStartedMidTermKnowsTheLeaderAndTheToken: an observer that
@@ -178,8 +179,15 @@ func TestNewObserverRejectsBadInput(t *testing.T) {
 	if _, err := NewObserver("ok", nil); !errors.Is(err, ErrInvalidOption) {
 		t.Fatalf("nil bucket: %v", err)
 	}
-	if _, err := NewObserver("ok", jsFor(kv), ObserveWithLogger(nil)); !errors.Is(err, ErrInvalidOption) {
+	if _, err := NewObserver("ok", jsFor(kv), WithLogger(nil)); !errors.Is(err, ErrInvalidOption) {
 		t.Fatalf("nil logger: %v", err)
+	}
+	// A candidate's option is refused by name; the shared ones are taken.
+	if _, err := NewObserver("ok", jsFor(kv), WithPriority(3)); !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), "WithPriority") {
+		t.Fatalf("a candidate's option: %v", err)
+	}
+	if _, err := NewObserver("ok", jsFor(kv), InBucket("OTHER"), WithLogger(nopLogger{}), WithRecorder(nopRecorder{}), OnChange(func(Leadership) {})); err != nil {
+		t.Fatalf("the options observers take: %v", err)
 	}
 }
 
@@ -343,10 +351,10 @@ func waitExpired(t *testing.T, kv jetstream.KeyValue, key string, within time.Du
 
 // newObserver returns an observer of key in kv reporting into a fresh
 // changes, running until the test ends.
-func newObserver(t *testing.T, key string, kv jetstream.KeyValue, opts ...ObserverOption) (*Observer, *changes) {
+func newObserver(t *testing.T, key string, kv jetstream.KeyValue, opts ...Option) (*Observer, *changes) {
 	t.Helper()
 	seen := &changes{}
-	o, err := NewObserver(key, jsFor(kv), append([]ObserverOption{observeKV(kv), OnChange(seen.add), ObserveWithLogger(testLogger{t: t})}, opts...)...)
+	o, err := NewObserver(key, jsFor(kv), append([]Option{observeKV(kv), OnChange(seen.add), WithLogger(testLogger{t: t})}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -67,10 +67,10 @@ func (r *truthObserver) history() string {
 // startTruthObserver runs an observer of key in kv, sharing js's connection
 // as the framework's does, until the test ends. Unless runMayFail, Run must
 // not return before then.
-func startTruthObserver(t *testing.T, key string, kv jetstream.KeyValue, js jetstream.JetStream, runMayFail bool, opts ...ObserverOption) *truthObserver {
+func startTruthObserver(t *testing.T, key string, kv jetstream.KeyValue, js jetstream.JetStream, runMayFail bool, opts ...Option) *truthObserver {
 	t.Helper()
 	r := &truthObserver{done: make(chan struct{})}
-	opts = append([]ObserverOption{OnChange(r.add), ObserveWithLogger(testLogger{t: t, prefix: "observer: "})}, opts...)
+	opts = append([]Option{OnChange(r.add), WithLogger(testLogger{t: t, prefix: "observer: "})}, opts...)
 	o, err := NewObserver(key, js, opts...)
 	if err != nil {
 		t.Fatalf("NewObserver: %v", err)

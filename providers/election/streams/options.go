@@ -5,12 +5,19 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/conclave-io/conclave/bucket"
 	"github.com/conclave-io/conclave/clock"
 )
 
-// Option configures an Election. Options check their arguments and make
-// NewElection fail with an error wrapping ErrInvalidOption when one is unusable.
+// Option configures an Election or an Observer. InBucket, WithLogger and
+// WithRecorder serve both; OnChange, ObserveRenewals and ObserveStanding
+// serve observers alone; the others, candidates alone. Options check their
+// arguments: an unusable value, or an option given to the side it does not
+// serve, makes NewElection or NewObserver fail with an error wrapping
+// ErrInvalidOption.
 type Option func(*options) error
 
 // Backoff spaces out a standby's safety-net campaigns. backoff.Policy and its
@@ -51,6 +58,32 @@ type options struct {
 	healthEvery    time.Duration
 	minTerm        time.Duration // 0: twice the TTL, at least 10s
 	instance       string        // "": a random one
+
+	// For observers alone: OnChange, ObserveRenewals, ObserveStanding.
+	onChange func(Leadership)
+	renewals bool
+	standing *nats.Conn
+	kv       jetstream.KeyValue // tests only: an observer's bucket read through the KV API
+
+	// candidateOnly and observerOnly name the first option given that
+	// serves candidates alone, or observers alone.
+	candidateOnly, observerOnly string
+}
+
+// forCandidates notes that the option named, which serves candidates
+// alone, was given.
+func (o *options) forCandidates(name string) {
+	if o.candidateOnly == "" {
+		o.candidateOnly = name
+	}
+}
+
+// forObservers notes that the option named, which serves observers alone,
+// was given.
+func (o *options) forObservers(name string) {
+	if o.observerOnly == "" {
+		o.observerOnly = name
+	}
 }
 
 func defaultOptions() options {
@@ -61,7 +94,7 @@ func defaultOptions() options {
 // on the election's notification goroutine, never under a lock, and may call
 // any method of the Election, Stop included.
 func OnWon(cb func()) Option {
-	return func(o *options) error { o.onWon = cb; return nil }
+	return func(o *options) error { o.forCandidates("OnWon"); o.onWon = cb; return nil }
 }
 
 // OnLost sets a function called when this candidate stops being leader, for
@@ -69,7 +102,7 @@ func OnWon(cb func()) Option {
 // strictly alternate. It runs like OnWon. A graceful release waits for it to
 // return before handing over, so the next leader's OnWon runs after it.
 func OnLost(cb func()) Option {
-	return func(o *options) error { o.onLost = cb; return nil }
+	return func(o *options) error { o.forCandidates("OnLost"); o.onLost = cb; return nil }
 }
 
 // OnLeading sets a function called when this candidate becomes leader, right
@@ -78,7 +111,7 @@ func OnLost(cb func()) Option {
 // the leader's work to the term's context and send the token with every write
 // to a resource that can reject stale leaders.
 func OnLeading(cb func(*Term)) Option {
-	return func(o *options) error { o.onLeading = cb; return nil }
+	return func(o *options) error { o.forCandidates("OnLeading"); o.onLeading = cb; return nil }
 }
 
 // OnCampaign sets a function called as each campaign attempt is made, with
@@ -86,7 +119,7 @@ func OnLeading(cb func(*Term)) Option {
 // outcome is known. It runs like OnWon. For outcomes, use OnWon, OnLost,
 // the Term, or a Recorder (Renewed counts successful renewals).
 func OnCampaign(cb func(State)) Option {
-	return func(o *options) error { o.onCampaign = cb; return nil }
+	return func(o *options) error { o.forCandidates("OnCampaign"); o.onCampaign = cb; return nil }
 }
 
 // WithBackoff slows down a standby's safety-net campaigns: the attempts it makes
@@ -98,6 +131,7 @@ func OnCampaign(cb func(State)) Option {
 // lateness.
 func WithBackoff(bo Backoff) Option {
 	return func(o *options) error {
+		o.forCandidates("WithBackoff")
 		if bo == nil {
 			return fmt.Errorf("%w: WithBackoff(nil): pass a policy such as backoff.TwentySec, or leave the option out", ErrInvalidOption)
 		}
@@ -113,7 +147,7 @@ func WithBackoff(bo Backoff) Option {
 // Both write only with a revision check, so they never disturb another
 // leader.
 func WithReleaseOnStop(release bool) Option {
-	return func(o *options) error { o.releaseOnStop = release; return nil }
+	return func(o *options) error { o.forCandidates("WithReleaseOnStop"); o.releaseOnStop = release; return nil }
 }
 
 // WithGrace delays OnWon by d after a takeover of an expired key, as a
@@ -123,6 +157,7 @@ func WithReleaseOnStop(release bool) Option {
 // never wait.
 func WithGrace(d time.Duration) Option {
 	return func(o *options) error {
+		o.forCandidates("WithGrace")
 		if d < 0 {
 			return fmt.Errorf("%w: WithGrace(%v) is negative", ErrInvalidOption, d)
 		}
@@ -137,6 +172,7 @@ func WithGrace(d time.Duration) Option {
 // default is random. The same rules as for identities apply.
 func WithInstance(name string) Option {
 	return func(o *options) error {
+		o.forCandidates("WithInstance")
 		if err := validateIdentity(name); err != nil {
 			return fmt.Errorf("%w: WithInstance(%q): %w", ErrInvalidOption, name, err)
 		}
@@ -151,6 +187,7 @@ func WithInstance(name string) Option {
 // the TTL.
 func WithSafetyMargin(d time.Duration) Option {
 	return func(o *options) error {
+		o.forCandidates("WithSafetyMargin")
 		if d <= 0 {
 			return fmt.Errorf("%w: WithSafetyMargin(%v) must be positive", ErrInvalidOption, d)
 		}
@@ -167,6 +204,7 @@ func WithSafetyMargin(d time.Duration) Option {
 // at least as much time again before the deadline.
 func WithRenewInterval(d time.Duration) Option {
 	return func(o *options) error {
+		o.forCandidates("WithRenewInterval")
 		if d <= 0 {
 			return fmt.Errorf("%w: WithRenewInterval(%v) must be positive", ErrInvalidOption, d)
 		}
@@ -180,6 +218,7 @@ func WithRenewInterval(d time.Duration) Option {
 // deadline.
 func WithRequestTimeout(d time.Duration) Option {
 	return func(o *options) error {
+		o.forCandidates("WithRequestTimeout")
 		if d <= 0 {
 			return fmt.Errorf("%w: WithRequestTimeout(%v) must be positive", ErrInvalidOption, d)
 		}
@@ -197,6 +236,7 @@ func WithRequestTimeout(d time.Duration) Option {
 // no other can (a canary). At most 1<<30.
 func WithPriority(p int) Option {
 	return func(o *options) error {
+		o.forCandidates("WithPriority")
 		if p > maxPriority || p < -maxPriority {
 			return fmt.Errorf("%w: WithPriority(%d) is out of range (±%d)", ErrInvalidOption, p, maxPriority)
 		}
@@ -213,6 +253,7 @@ func WithPriority(p int) Option {
 // most once per minimum term (WithMinTerm).
 func WithHealthCheck(check func(ctx context.Context) error, every time.Duration) Option {
 	return func(o *options) error {
+		o.forCandidates("WithHealthCheck")
 		if check == nil || every <= 0 {
 			return fmt.Errorf("%w: WithHealthCheck needs a check and a positive interval (got every %v)", ErrInvalidOption, every)
 		}
@@ -226,6 +267,7 @@ func WithHealthCheck(check func(ctx context.Context) error, every time.Duration)
 // bucket's TTL, at least 10s. Forced and asked hand-overs do not wait.
 func WithMinTerm(d time.Duration) Option {
 	return func(o *options) error {
+		o.forCandidates("WithMinTerm")
 		if d <= 0 {
 			return fmt.Errorf("%w: WithMinTerm(%v) must be positive", ErrInvalidOption, d)
 		}
@@ -238,6 +280,7 @@ func WithMinTerm(d time.Duration) Option {
 // one (clock/clocktest) to step time.
 func WithClock(c clock.Clock) Option {
 	return func(o *options) error {
+		o.forCandidates("WithClock")
 		if c == nil {
 			return fmt.Errorf("%w: WithClock(nil)", ErrInvalidOption)
 		}
@@ -246,7 +289,8 @@ func WithClock(c clock.Clock) Option {
 	}
 }
 
-// WithLogger sets where the election logs what it does and why.
+// WithLogger sets where the election or the observer logs what it does
+// and why.
 func WithLogger(l Logger) Option {
 	return func(o *options) error {
 		if l == nil {
@@ -257,8 +301,11 @@ func WithLogger(l Logger) Option {
 	}
 }
 
-// WithRecorder sets a Recorder told of campaigns, wins, losses and renewals,
-// for metrics. See package metrics for a Prometheus one.
+// WithRecorder sets a Recorder told of campaigns, wins, losses, renewals
+// and who stands, for metrics. An observer given ObserveStanding tells it
+// how many candidates stand (Recorder.Standing), so that a process that
+// only observes an election can export the count. See package metrics for
+// a Prometheus one.
 func WithRecorder(r Recorder) Option {
 	return func(o *options) error {
 		if r == nil {
@@ -271,9 +318,9 @@ func WithRecorder(r Recorder) Option {
 
 // InBucket names the KV bucket the election's key lives in, for brokers that
 // keep elections elsewhere than in CHORIA_LEADER_ELECTION, the bucket Conclave
-// and Choria brokers provision and the default. Start opens it over the
-// JetStream context given to NewElection, and waits, retrying, while it does
-// not exist.
+// and Choria brokers provision and the default. Start (an observer's Run)
+// opens it over the JetStream context given to NewElection (NewObserver),
+// and waits, retrying, while it does not exist.
 func InBucket(name string) Option {
 	return func(o *options) error {
 		if err := validateBucketName(name); err != nil {

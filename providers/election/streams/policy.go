@@ -3,6 +3,8 @@ package streams
 import (
 	"fmt"
 	"time"
+
+	"github.com/conclave-io/conclave/providers/election/standing"
 )
 
 // The hand-over policy: where leadership should go, as one pure function
@@ -17,10 +19,10 @@ import (
 type policyInput struct {
 	// self is the candidate asking, as it announces itself: its priority
 	// and its health.
-	self Candidate
-	// roll is who else stands, best first (sortCandidates); it may hold
+	self standing.Candidate
+	// roll is who else stands, best first (standing.Rank); it may hold
 	// self, which the policy skips.
-	roll []Candidate
+	roll []standing.Candidate
 	// fresh is set when roll is the answers to a question of who stands
 	// just asked, not only what announcements told: a candidate that died
 	// without a word does not answer, so only a fresh roll moves a term.
@@ -45,7 +47,7 @@ type policy struct {
 	// leader is unhealthy and a healthy one stands. Never to self, nor to
 	// one leaving or unhealthy, and never within the minimum term.
 	moving bool
-	to     Candidate
+	to     standing.Candidate
 	why    string
 	// confirm is set when a move is due on a roll that is not fresh: ask
 	// who stands, and decide again on the answers.
@@ -82,31 +84,31 @@ func decide(in policyInput) policy {
 
 // successorOf returns the best-ranked healthy candidate on roll, sorted
 // best first, that is not self and not leaving, if any.
-func successorOf(self Candidate, roll []Candidate) (Candidate, bool) {
+func successorOf(self standing.Candidate, roll []standing.Candidate) (standing.Candidate, bool) {
 	for _, c := range roll {
-		if c.Healthy && !c.Leaving && !c.sameAs(self) {
+		if c.Healthy && !c.Leaving && !sameAs(c, self) {
 			return c, true
 		}
 	}
-	return Candidate{}, false
+	return standing.Candidate{}, false
 }
 
 // preferred returns the candidate on roll, sorted best first, that a
 // leader self should give way to, if any: the best-ranked healthy one of
 // a higher priority, or, while self is unhealthy, the best-ranked healthy
 // one; never self or one leaving.
-func preferred(self Candidate, roll []Candidate) (Candidate, bool) {
+func preferred(self standing.Candidate, roll []standing.Candidate) (standing.Candidate, bool) {
 	for _, c := range roll {
-		if !c.Healthy || c.Leaving || c.sameAs(self) || self.Healthy && c.Priority <= self.Priority {
+		if !c.Healthy || c.Leaving || sameAs(c, self) || self.Healthy && c.Priority <= self.Priority {
 			continue
 		}
 		return c, true
 	}
-	return Candidate{}, false
+	return standing.Candidate{}, false
 }
 
 // moveReason says why self gives way to to.
-func moveReason(self, to Candidate) string {
+func moveReason(self, to standing.Candidate) string {
 	if !self.Healthy {
 		return fmt.Sprintf("%s is unhealthy and %s is healthy", self.Identity, to.Identity)
 	}
@@ -115,7 +117,7 @@ func moveReason(self, to Candidate) string {
 
 // sameAs reports whether c and o are the same candidate: the same
 // instance, or, for answers without one, the same identity.
-func (c Candidate) sameAs(o Candidate) bool {
+func sameAs(c, o standing.Candidate) bool {
 	if c.Instance != "" || o.Instance != "" {
 		return c.Instance == o.Instance && c.Identity == o.Identity
 	}

@@ -71,7 +71,7 @@ func TestStewardRunsOnTheElectionsClock(t *testing.T) {
 	kv := createBucket(t, nc, bucketConfig(ttl))
 	heard := make(chan struct{}, 16)
 	sub, err := nc.Subscribe(standing.AnnounceSubject(bucketName, "clocked"), func(m *nats.Msg) {
-		var c Candidate
+		var c standing.Candidate
 		if json.Unmarshal(m.Data, &c) == nil && c.Identity == "a" && !c.Leaving {
 			heard <- struct{}{}
 		}
@@ -96,7 +96,7 @@ func TestStewardRunsOnTheElectionsClock(t *testing.T) {
 		}
 	}
 	wait("first")
-	next := nextAnnouncement(fake.Now(), announceEvery(ttl), "a")
+	next := nextAnnouncement(fake.Now(), standing.AnnouncementInterval(ttl), "a")
 	fake.Advance(next.Sub(fake.Now()))
 	wait("second (the election's clock reached its instant)")
 	before := checks.Load()

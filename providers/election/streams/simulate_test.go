@@ -19,6 +19,7 @@ import (
 
 	"github.com/conclave-io/conclave/backoff"
 	"github.com/conclave-io/conclave/internal/simkv"
+	"github.com/conclave-io/conclave/providers/election/standing"
 	"github.com/conclave-io/conclave/providers/election/streams/internal/transport"
 )
 
@@ -507,41 +508,45 @@ func (w *simWorld) check() {
 // simMinTerm is the candidates' minimum term, in TTLs (WithMinTerm).
 const simMinTerm = 2
 
+// simStandingWait is how long a question of who stands collects answers,
+// as standing.Standing does by default.
+const simStandingWait = 250 * time.Millisecond
+
 // roll is who stands, as the candidates would answer n's question of who
 // stands: every other running candidate, best first.
-func (w *simWorld) roll(n *simNode) []Candidate {
-	var roll []Candidate
+func (w *simWorld) roll(n *simNode) []standing.Candidate {
+	var roll []standing.Candidate
 	for _, c := range w.nodes {
 		if c != nil && c != n && c.alive && c.obs == nil && !c.stopping && c.m.cfg.offers {
 			roll = append(roll, c.candidate())
 		}
 	}
-	sortCandidates(roll)
+	standing.Rank(roll)
 	return roll
 }
 
 // heard is who stands as n's steward knows it from announcements: the
 // candidates that answer (roll), and those that crashed without a word
 // less than the announcement expiry ago, whose last word it still counts.
-func (w *simWorld) heard(n *simNode) []Candidate {
+func (w *simWorld) heard(n *simNode) []standing.Candidate {
 	roll := w.roll(n)
 	for _, c := range w.all {
-		if c != n && !c.alive && !c.crashed.IsZero() && w.now.Sub(c.crashed) < announceExpiry(w.ttl) && c.m.cfg.offers &&
-			!slices.ContainsFunc(roll, func(o Candidate) bool { return o.sameAs(c.candidate()) }) {
+		if c != n && !c.alive && !c.crashed.IsZero() && w.now.Sub(c.crashed) < standing.AnnouncementExpiry(w.ttl) && c.m.cfg.offers &&
+			!slices.ContainsFunc(roll, func(o standing.Candidate) bool { return sameAs(o, c.candidate()) }) {
 			roll = append(roll, c.candidate())
 		}
 	}
-	sortCandidates(roll)
+	standing.Rank(roll)
 	return roll
 }
 
 // candidate is n as it announces itself.
-func (n *simNode) candidate() Candidate {
-	return Candidate{Identity: n.name, Instance: n.name, Priority: n.priority, Healthy: !n.sick}
+func (n *simNode) candidate() standing.Candidate {
+	return standing.Candidate{Identity: n.name, Instance: n.name, Priority: n.priority, Healthy: !n.sick}
 }
 
 // policyInput is what n's steward hands the hand-over policy, with roll.
-func (w *simWorld) policyInput(n *simNode, roll []Candidate, fresh bool) policyInput {
+func (w *simWorld) policyInput(n *simNode, roll []standing.Candidate, fresh bool) policyInput {
 	return policyInput{self: n.candidate(), roll: roll, fresh: fresh, leading: n.valid(w.now),
 		held: n.local(w.now).Sub(n.local(n.since)), minTerm: simMinTerm * n.m.tm.ttl}
 }
@@ -549,7 +554,7 @@ func (w *simWorld) policyInput(n *simNode, roll []Candidate, fresh bool) policyI
 // askPolicy has each leader ask the real hand-over policy (decide) where
 // leadership should go, as its steward does, about every 250ms: on what
 // it heard first, and, when that calls for a move, again on the answers
-// to a question of who stands, which take standingWait; then it hands
+// to a question of who stands, which take simStandingWait; then it hands
 // over where the answers say (moved).
 func (w *simWorld) askPolicy() {
 	for _, n := range w.nodes {
@@ -561,8 +566,8 @@ func (w *simWorld) askPolicy() {
 			continue
 		}
 		asked := n.token
-		n.nextPolicy = w.now.Add(standingWait + 250*time.Millisecond)
-		w.at(w.now.Add(standingWait), func() {
+		n.nextPolicy = w.now.Add(simStandingWait + 250*time.Millisecond)
+		w.at(w.now.Add(simStandingWait), func() {
 			if !n.alive || !n.valid(w.now) || n.token != asked || n.stopping || w.now.Before(n.paused) {
 				return
 			}

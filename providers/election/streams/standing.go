@@ -1,12 +1,9 @@
 package streams
 
 import (
-	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/conclave-io/conclave/providers/election/standing"
 	"hash/fnv"
 	"math/rand/v2"
 	"slices"
@@ -14,71 +11,30 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/conclave-io/conclave/providers/election/standing"
 )
 
-// Candidate is one candidate standing in an election, as it announces
-// itself.
-type Candidate struct {
-	// Identity is the candidate's name.
-	Identity string `json:"identity"`
-	// Instance tells apart candidates that share an identity (see
-	// Election.Instance); "" for older versions.
-	Instance string `json:"instance,omitempty"`
-	// Priority ranks candidates: a leader hands over to a healthy candidate
-	// of a higher priority (see WithPriority). Default 0.
-	Priority int `json:"priority"`
-	// Healthy is false while the candidate's health check fails (see
-	// WithHealthCheck); such a candidate does not campaign.
-	Healthy bool `json:"healthy"`
-	// Leader is true for the candidate that leads, as it knows.
-	Leader bool `json:"leader"`
-	// Token is, while Leader, the fencing token of the term it leads.
-	Token uint64 `json:"token,omitempty"`
-	// Since is when the candidate started campaigning.
-	Since time.Time `json:"since"`
-	// Leaving is set in the announcement a candidate makes as it stops.
-	Leaving bool `json:"leaving,omitempty"`
-}
-
-// Who is standing costs the broker little, and grows with the candidates
-// of an election, not with their square. Each candidate subscribes to its
-// election's candidates subject and answers the requests there (Standing)
-// with its Candidate. It announces itself on the announcement subject when
-// it starts, when its health changes, as it stops, and again once per
-// announcement interval (two bucket TTLs, between 2s and 2 min), so that
-// those who hear it can count it and forget it when its process dies
-// without a word. Only the leader listens there, with the observers that
-// count candidates: a leader is the one that moves leadership, and a
-// standby has nothing to do with who stands. A candidate that wins asks
-// who is standing once, within half its minimum term (askDelay), since
-// the others' next announcements may be an interval away. Every candidate
-// also subscribes to the hand-over subject, which carries nothing at
-// rest: the leader acts on requests to hand over, and the candidate a
-// leader offers the key to takes the offer up. The candidates of
-// a process announce themselves together (see nextAnnouncement). Nothing of it is in the election bucket, which
-// Choria's tools list; it needs no JetStream, and dies with the process: a
-// candidate that does not answer is not standing, and one not heard from
-// within the announcement expiry is no longer counted.
-
-// announceEvery is how often a running candidate announces itself again,
-// for a bucket TTL ttl: every two TTLs, between 2s and 2 min. A steady
-// fleet of three candidates per election then sends 1.5 announcements per
-// election per TTL, half the renewals its leaders write, as core NATS
-// messages, which the broker neither stores nor syncs and delivers to the
-// leader alone (BENCHMARKS.md gives their cost).
-func announceEvery(ttl time.Duration) time.Duration {
-	return clamp(2*ttl, 2*time.Second, 2*time.Minute)
-}
-
-// AnnouncementInterval is how often a running candidate announces itself
-// to its election's leader and observers, for a bucket TTL ttl: every two
-// TTLs, between 2s and 2 min.
-func AnnouncementInterval(ttl time.Duration) time.Duration { return announceEvery(ttl) }
-
-// announceExpiry is how long a candidate not heard from is still counted:
-// two and a half announcement intervals, so that one lost or late
-// announcement does not drop it.
-func announceExpiry(ttl time.Duration) time.Duration { return announceEvery(ttl) * 5 / 2 }
+// Who is standing costs the broker little, and grows with the candidates of
+// an election, not with their square. Each candidate subscribes to its
+// election's candidates subject and answers the requests there
+// (standing.Standing) with its standing.Candidate. It announces itself on
+// the announcement subject when it starts, when its health changes, as it
+// stops, and again once per announcement interval (two bucket TTLs, between
+// 2s and 2 min), so that those who hear it can count it and forget it when
+// its process dies without a word. Only the leader listens there, with the
+// observers that count candidates: a leader is the one that moves
+// leadership, and a standby has nothing to do with who stands. A candidate
+// that wins asks who is standing once, within half its minimum term
+// (askDelay), since the others' next announcements may be an interval away.
+// Every candidate also subscribes to the hand-over subject, which carries
+// nothing at rest: the leader acts on requests to hand over, and the
+// candidate a leader offers the key to takes the offer up. The candidates
+// of a process announce themselves together (see nextAnnouncement). The
+// wire (subjects, messages) and the asking side (Standing, RequestHandOver)
+// are package standing's; the candidate's side is here. A candidate that
+// does not answer is not standing, and one not heard from within the
+// announcement expiry (standing.AnnouncementExpiry) is no longer counted.
 
 // nextAnnouncement is when a candidate named identity announces itself
 // again after now: on the boundaries of the interval every (counted from
@@ -101,7 +57,7 @@ func nextAnnouncement(now time.Time, every time.Duration, identity string) time.
 
 // heard is a candidate as it last announced itself or answered, and when.
 type heard struct {
-	Candidate
+	standing.Candidate
 	at time.Time
 }
 
@@ -116,30 +72,30 @@ type roll struct {
 func newRoll() *roll { return &roll{heard: map[string]heard{}} }
 
 // learn notes what candidates said of themselves at now.
-func (r *roll) learn(now time.Time, cs ...Candidate) {
+func (r *roll) learn(now time.Time, cs ...standing.Candidate) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, c := range cs {
 		if c.Leaving {
-			delete(r.heard, c.name())
+			delete(r.heard, nameOf(c))
 			continue
 		}
-		r.heard[c.name()] = heard{Candidate: c, at: now}
+		r.heard[nameOf(c)] = heard{Candidate: c, at: now}
 	}
 }
 
-// name is what tells c apart from the other candidates of its election:
-// its instance, or its identity for versions that have none.
-func (c Candidate) name() string {
+// nameOf is what tells c apart from the other candidates of its election
+// on the roll: its instance, or its identity for versions that have none.
+func nameOf(c standing.Candidate) string {
 	if c.Instance != "" {
 		return c.Instance + "\x00" + c.Identity
 	}
 	return c.Identity
 }
 
-// is reports whether c is the candidate a hand-over names by to: its
+// named reports whether c is the candidate a hand-over names by to: its
 // instance, or its identity.
-func (c Candidate) is(to string) bool { return c.Instance == to || c.Identity == to }
+func named(c standing.Candidate, to string) bool { return c.Instance == to || c.Identity == to }
 
 // reset forgets every candidate.
 func (r *roll) reset() {
@@ -166,16 +122,15 @@ func (r *roll) expire(now time.Time, expiry time.Duration) (next time.Time) {
 	return next
 }
 
-// list returns the candidates on the roll, best priority first, then by
-// identity.
-func (r *roll) list() []Candidate {
+// list returns the candidates on the roll, ranked as standing.Rank does.
+func (r *roll) list() []standing.Candidate {
 	r.mu.Lock()
-	out := make([]Candidate, 0, len(r.heard))
+	out := make([]standing.Candidate, 0, len(r.heard))
 	for _, h := range r.heard {
 		out = append(out, h.Candidate)
 	}
 	r.mu.Unlock()
-	sortCandidates(out)
+	standing.Rank(out)
 	return out
 }
 
@@ -193,164 +148,15 @@ func (r *roll) count() (healthy, unhealthy int) {
 	return healthy, unhealthy
 }
 
-func sortCandidates(cs []Candidate) {
-	slices.SortFunc(cs, func(a, b Candidate) int {
-		return cmp.Or(cmp.Compare(b.Priority, a.Priority), cmp.Compare(a.Identity, b.Identity), cmp.Compare(a.Instance, b.Instance))
-	})
-}
-
-// standingCount is what a StandingRecorder was last told.
+// standingCount is what the recorder was last told (Recorder.Standing).
 type standingCount struct{ healthy, unhealthy int }
-
-// standingWait is how long Standing collects answers by default.
-const standingWait = 250 * time.Millisecond
 
 // targetWait is how long a hand-over waits for its target to answer who
 // is standing. The question ends as soon as the target answers, so only a
-// refusal waits it out; it is longer than standingWait so that a loaded
-// host's slow answer does not refuse a hand-over to a candidate that stands.
+// refusal waits it out; it is longer than standing.Standing's default
+// (250ms) so that a loaded host's slow answer does not refuse a hand-over
+// to a candidate that stands.
 const targetWait = time.Second
-
-// standingAnswers is how many answers to one question may wait to be
-// read; more at once are dropped by the connection (a slow consumer).
-const standingAnswers = 1024
-
-// Standing asks who is standing in election key of bucket over nc: the
-// candidates that answer within wait (0: 250ms), one entry per candidate
-// (copies that share an identity each answer with their instance), sorted
-// by priority, best first, then by identity and instance. Candidates of
-// older versions, and Choria's, do not answer.
-func Standing(ctx context.Context, nc *nats.Conn, bucket, key string, wait time.Duration) ([]Candidate, error) {
-	return askStanding(ctx, nc, bucket, key, wait, nil)
-}
-
-// askStanding is Standing, ending early once enough reports that the answers
-// so far are enough (nil: wait it out).
-func askStanding(ctx context.Context, nc *nats.Conn, bucket, key string, wait time.Duration, enough func([]Candidate) bool) ([]Candidate, error) {
-	if wait <= 0 {
-		wait = standingWait
-	}
-	// Answers arrive on a channel of our own: a synchronous subscription
-	// would allocate one of nats.go's default length (65,536 slots, 512
-	// KB) per question, which thousands of winners asking at once made a
-	// storm of garbage.
-	inbox := nc.NewRespInbox()
-	answers := make(chan *nats.Msg, standingAnswers)
-	sub, err := nc.ChanSubscribe(inbox, answers)
-	if err != nil {
-		return nil, fmt.Errorf("election %s: asking who is standing: %w", key, err)
-	}
-	defer sub.Unsubscribe()
-	if err := nc.PublishRequest(standing.CandidatesSubject(bucket, key), inbox, nil); err != nil {
-		return nil, fmt.Errorf("election %s: asking who is standing: %w", key, err)
-	}
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	seen := map[string]Candidate{}
-	var got []Candidate
-	for collecting := true; collecting; {
-		select {
-		case msg := <-answers:
-			var c Candidate
-			if json.Unmarshal(msg.Data, &c) == nil && c.Identity != "" {
-				if _, dup := seen[c.name()]; !dup {
-					got = append(got, c)
-				}
-				seen[c.name()] = c
-				if enough != nil && enough(got) {
-					collecting = false
-				}
-			}
-		case <-timer.C:
-			collecting = false
-		case <-ctx.Done():
-			collecting = false
-		}
-	}
-	out := make([]Candidate, 0, len(seen))
-	for _, c := range seen {
-		out = append(out, c)
-	}
-	sortCandidates(out)
-	return out, nil
-}
-
-// ErrNoLeaderAnswered means a hand-over request reached no leader: the
-// election has none, or its leader is of a version or library (Choria's)
-// that does not take such requests.
-var ErrNoLeaderAnswered = errors.New("election: no leader answered the hand-over request")
-
-// handOverRetry is how long RequestHandOver waits before it asks again
-// when no candidate takes hand-over requests.
-const handOverRetry = 50 * time.Millisecond
-
-// handOverRequest and handOverAnswer are the messages of RequestHandOver.
-// handOverRequest is a request on the hand-over subject. Without a
-// revision it asks the leader to hand over to To (RequestHandOver). With
-// one it is the leader From's offer of the key, held at Revision in the
-// bucket created at Epoch, to the candidate To, made after From's term
-// ended: To takes the key with a write over Revision and answers.
-type handOverRequest struct {
-	To       string    `json:"to"`
-	Instance string    `json:"instance,omitempty"`
-	From     string    `json:"from,omitempty"`
-	Revision uint64    `json:"revision,omitempty"`
-	Epoch    time.Time `json:"epoch,omitzero"`
-}
-
-type handOverAnswer struct {
-	Leader string `json:"leader"`
-	Error  string `json:"error,omitempty"`
-	// Refused is set when the leader refused before its term ended
-	// (ErrHandOverRefused): the term goes on.
-	Refused bool `json:"refused,omitempty"`
-}
-
-// RequestHandOver asks the leader of election key in bucket, over nc, to
-// hand the election over to the candidate to (see Election.HandOver), and
-// returns the leader's identity once to took the key or the key was
-// released naming to (within a second or so of the request). It returns
-// ErrNoLeaderAnswered when no leader answers within ctx's deadline (5s if
-// it has none), and the leader's refusal otherwise. While no candidate
-// of the election runs, the request is sent again every handOverRetry
-// until the deadline.
-func RequestHandOver(ctx context.Context, nc *nats.Conn, bucket, key, to string) (leader string, err error) {
-	if err := validateIdentity(to); err != nil {
-		return "", fmt.Errorf("election %s: hand over: %w", key, err)
-	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-	}
-	body, _ := json.Marshal(handOverRequest{To: to})
-	subject := standing.HandOverSubject(bucket, key)
-	msg, err := nc.RequestWithContext(ctx, subject, body)
-	for errors.Is(err, nats.ErrNoResponders) && ctx.Err() == nil {
-		select {
-		case <-ctx.Done():
-		case <-time.After(handOverRetry):
-			msg, err = nc.RequestWithContext(ctx, subject, body)
-		}
-	}
-	switch {
-	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
-		return "", fmt.Errorf("election %s: %w", key, ErrNoLeaderAnswered)
-	case err != nil:
-		return "", fmt.Errorf("election %s: hand over: %w", key, err)
-	}
-	var ans handOverAnswer
-	if err := json.Unmarshal(msg.Data, &ans); err != nil {
-		return "", fmt.Errorf("election %s: hand over: unreadable answer %q: %w", key, msg.Data, err)
-	}
-	if ans.Error != "" && ans.Refused {
-		return ans.Leader, fmt.Errorf("election %s: %s refused to hand over to %s, and leads on: %w: %s", key, ans.Leader, to, ErrHandOverRefused, ans.Error)
-	}
-	if ans.Error != "" {
-		return ans.Leader, fmt.Errorf("election %s: %s refused to hand over to %s: %s", key, ans.Leader, to, ans.Error)
-	}
-	return ans.Leader, nil
-}
 
 // steward announces a running candidate, answers who is standing, runs
 // its health check, and, while the candidate leads, hears the others'
@@ -400,7 +206,7 @@ type steward struct {
 	subs          []*muxSub
 	leading       *Term         // the term the announcements serve; nil while a standby
 	announcements *muxSub       // while leading
-	counted       bool          // a StandingRecorder has been told a count
+	counted       bool          // the recorder has been told a count
 	reported      standingCount // what it was told last
 }
 
@@ -505,7 +311,7 @@ func (s *steward) open(ctx context.Context) {
 // candidate announces itself again (nextAnnouncement).
 func (s *steward) untilAnnouncement() time.Duration {
 	now := s.now()
-	return nextAnnouncement(now, announceEvery(s.e.ttl()), s.e.identity).Sub(now)
+	return nextAnnouncement(now, standing.AnnouncementInterval(s.e.ttl()), s.e.identity).Sub(now)
 }
 
 // close unsubscribes, ends the roll, says the candidate leaves and
@@ -517,7 +323,7 @@ func (s *steward) close() {
 	s.follow(s.runCtx, nil)
 	s.announce(true)
 	if s.counted {
-		s.e.opts.recorder.(StandingRecorder).StandingWithdrawn(s.e.key, s.e.identity)
+		s.e.opts.recorder.StandingWithdrawn(s.e.key, s.e.identity)
 	}
 }
 
@@ -602,7 +408,7 @@ func (s *steward) pass(ctx context.Context) {
 		s.reset(s.timers.move, wait)
 	}
 	now := s.now()
-	if next := s.known.expire(now, announceExpiry(e.ttl())); !next.IsZero() {
+	if next := s.known.expire(now, standing.AnnouncementExpiry(e.ttl())); !next.IsZero() {
 		s.reset(s.timers.expire, next.Sub(now))
 	}
 	s.report()
@@ -650,7 +456,7 @@ func (s *steward) askWhoStands(ctx context.Context) bool {
 	if term == nil {
 		return true
 	}
-	standing, err := Standing(ctx, s.nc, s.bucket, s.e.key, 0)
+	answers, err := standing.Standing(ctx, s.nc, s.bucket, s.e.key, 0)
 	if err != nil {
 		s.e.opts.log.Debugf("election %s: cannot ask who is standing: %v", s.e.key, err)
 		return false
@@ -658,7 +464,7 @@ func (s *steward) askWhoStands(ctx context.Context) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.hearing == term {
-		s.learn(standing...)
+		s.learn(answers...)
 	}
 	return true
 }
@@ -693,12 +499,13 @@ func (s *steward) follow(ctx context.Context, term *Term) (began bool) {
 	return true
 }
 
-// report tells a StandingRecorder how many candidates stand, this one
-// included, when that changed: a leader counts every candidate it hears
-// of, a standby itself alone. It runs in passes only (one at a time), holding
-// no lock, so that counts reach the recorder in order.
+// report tells the recorder how many candidates stand, this one included,
+// when that changed (Recorder.Standing): a leader counts every candidate
+// it hears of, a standby itself alone. It runs in passes only (one at a
+// time), holding no lock, so that counts reach the recorder in order. An
+// election given no recorder counts nothing.
 func (s *steward) report() {
-	if _, ok := s.e.opts.recorder.(StandingRecorder); !ok {
+	if _, none := s.e.opts.recorder.(nopRecorder); none {
 		return
 	}
 	var n standingCount
@@ -712,14 +519,14 @@ func (s *steward) report() {
 		return
 	}
 	s.counted, s.reported = true, n
-	s.e.opts.recorder.(StandingRecorder).Standing(s.e.key, s.e.identity, n.healthy, n.unhealthy)
+	s.e.opts.recorder.Standing(s.e.key, s.e.identity, n.healthy, n.unhealthy)
 }
 
 // self is the candidate as it announces itself now.
-func (s *steward) self() Candidate {
+func (s *steward) self() standing.Candidate {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c := Candidate{Identity: s.e.identity, Instance: s.e.instance, Priority: s.e.opts.priority, Healthy: s.healthy, Since: s.since}
+	c := standing.Candidate{Identity: s.e.identity, Instance: s.e.instance, Priority: s.e.opts.priority, Healthy: s.healthy, Since: s.since}
 	if t := s.e.Term(); t != nil && t.Valid() {
 		c.Leader, c.Token = true, t.Token()
 	}
@@ -732,8 +539,7 @@ func (s *steward) self() Candidate {
 func (s *steward) announce(leaving bool) {
 	c := s.self()
 	c.Leaving = c.Leaving || leaving
-	body, _ := json.Marshal(c)
-	_ = s.nc.Publish(standing.AnnounceSubject(s.bucket, s.e.key), body)
+	_ = s.nc.Publish(standing.AnnounceSubject(s.bucket, s.e.key), c.Encode())
 }
 
 // onQuestion answers who is standing.
@@ -741,15 +547,14 @@ func (s *steward) onQuestion(m *nats.Msg) {
 	if m.Reply == "" {
 		return
 	}
-	body, _ := json.Marshal(s.self())
-	_ = m.Respond(body)
+	_ = m.Respond(s.self().Encode())
 }
 
 // onAnnouncement takes in another candidate's announcement heard during
 // term: a new count, and maybe a move.
 func (s *steward) onAnnouncement(term *Term, m *nats.Msg) {
-	var c Candidate
-	if json.Unmarshal(m.Data, &c) != nil || c.Identity == "" || s.isSelf(c) {
+	c, err := standing.DecodeCandidate(m.Data)
+	if err != nil || s.isSelf(c) {
 		return
 	}
 	s.mu.Lock()
@@ -761,14 +566,14 @@ func (s *steward) onAnnouncement(term *Term, m *nats.Msg) {
 }
 
 // learn notes what other candidates said of themselves.
-func (s *steward) learn(cs ...Candidate) {
+func (s *steward) learn(cs ...standing.Candidate) {
 	others := slices.DeleteFunc(slices.Clone(cs), s.isSelf)
 	s.known.learn(s.now(), others...)
 }
 
 // isSelf reports whether c is this candidate: its instance, or, for an
 // answer without one, its identity.
-func (s *steward) isSelf(c Candidate) bool {
+func (s *steward) isSelf(c standing.Candidate) bool {
 	if c.Instance != "" {
 		return c.Instance == s.e.instance && c.Identity == s.e.identity
 	}
@@ -786,7 +591,7 @@ func (s *steward) successor() handOver {
 // policyInput is what the hand-over policy decides on for this candidate,
 // leading term (nil while a standby), with roll: the term's age is counted
 // on the election's clock, as the term's start.
-func (s *steward) policyInput(term *Term, roll []Candidate, fresh bool) policyInput {
+func (s *steward) policyInput(term *Term, roll []standing.Candidate, fresh bool) policyInput {
 	in := policyInput{self: s.self(), roll: roll, fresh: fresh, minTerm: s.e.opts.minTerm}
 	if term != nil && term.Valid() {
 		in.leading, in.held = true, s.e.opts.clock.Now().Sub(term.Started())
@@ -802,32 +607,29 @@ func (s *steward) onHandOver(ctx context.Context, m *nats.Msg) {
 	if m.Reply == "" {
 		return
 	}
-	var req handOverRequest
-	err := json.Unmarshal(m.Data, &req)
+	req, err := standing.DecodeHandOverRequest(m.Data)
 	if err == nil && req.Revision != 0 {
 		if req.To == s.e.identity && (req.Instance == "" || req.Instance == s.e.instance) {
-			ans := handOverAnswer{Leader: req.From}
+			ans := standing.HandOverAnswer{Leader: req.From}
 			if err := s.e.takeOver(ctx, req); err != nil {
 				ans.Error = err.Error()
 			}
-			body, _ := json.Marshal(ans)
-			_ = m.Respond(body)
+			_ = m.Respond(ans.Encode())
 		}
 		return
 	}
 	if !s.e.IsLeader() {
 		return
 	}
-	ans := handOverAnswer{Leader: s.e.identity}
+	ans := standing.HandOverAnswer{Leader: s.e.identity}
 	if err != nil {
-		ans.Error = fmt.Sprintf("unreadable request %q: %v", m.Data, err)
+		ans.Error = err.Error()
 	} else if err := s.e.HandOver(ctx, req.To); err != nil {
 		ans.Error, ans.Refused = err.Error(), errors.Is(err, ErrHandOverRefused)
 	} else {
 		s.e.opts.log.Infof("election %s: handed over to %s as asked", s.e.key, req.To)
 	}
-	body, _ := json.Marshal(ans)
-	_ = m.Respond(body)
+	_ = m.Respond(ans.Encode())
 }
 
 // offer offers the key, held at rev in the bucket created at epoch, to the
@@ -836,7 +638,7 @@ func (s *steward) onHandOver(ctx context.Context, m *nats.Msg) {
 // candidate of that identity (a host may run several), and one write lands: a refusal is returned only once no other answer
 // taking the key came within offerSettle of it, or ctx ended.
 func (s *steward) offer(ctx context.Context, to handOver, rev uint64, epoch time.Time) error {
-	body, _ := json.Marshal(handOverRequest{To: to.to, Instance: to.instance, From: s.e.identity, Revision: rev, Epoch: epoch})
+	body := standing.HandOverRequest{To: to.to, Instance: to.instance, From: s.e.identity, Revision: rev, Epoch: epoch}.Encode()
 	inbox := s.nc.NewRespInbox()
 	answers := make(chan *nats.Msg, offerAnswers)
 	sub, err := s.nc.ChanSubscribe(inbox, answers)
@@ -855,10 +657,9 @@ func (s *steward) offer(ctx context.Context, to handOver, rev uint64, epoch time
 			if msg.Header.Get("Status") == "503" {
 				return nats.ErrNoResponders
 			}
-			var ans handOverAnswer
-			switch err := json.Unmarshal(msg.Data, &ans); {
+			switch ans, err := standing.DecodeHandOverAnswer(msg.Data); {
 			case err != nil:
-				refused = fmt.Errorf("unreadable answer %q: %w", msg.Data, err)
+				refused = err
 			case ans.Error == "":
 				return nil
 			default:
@@ -934,12 +735,13 @@ func (s *steward) considerMove(ctx context.Context) time.Duration {
 	if !p.confirm {
 		return p.wait
 	}
-	standing, err := Standing(ctx, s.nc, s.bucket, e.key, 0)
+	// Ask afresh: a candidate that died without a word does not answer.
+	answers, err := standing.Standing(ctx, s.nc, s.bucket, e.key, 0)
 	if err != nil || !term.Valid() {
 		return 0
 	}
 	s.known.reset()
-	s.learn(standing...)
+	s.learn(answers...)
 	if p = decide(s.policyInput(term, s.known.list(), true)); !p.moving {
 		return p.wait
 	}
@@ -970,9 +772,9 @@ func (s *steward) move(ctx context.Context, p policy) time.Duration {
 // identity to other than this one. It returns an error wrapping
 // ErrHandOverRefused when there is none that can take the election over:
 // none answers, or the one named is unhealthy or leaving.
-func (s *steward) target(ctx context.Context, to string) (Candidate, error) {
-	matches := func(c Candidate) bool { return c.is(to) && !s.isSelf(c) }
-	answers, err := askStanding(ctx, s.nc, s.bucket, s.e.key, targetWait, func(got []Candidate) bool {
+func (s *steward) target(ctx context.Context, to string) (standing.Candidate, error) {
+	matches := func(c standing.Candidate) bool { return named(c, to) && !s.isSelf(c) }
+	answers, err := standing.StandingUntil(ctx, s.nc, s.bucket, s.e.key, targetWait, func(got []standing.Candidate) bool {
 		for _, c := range got {
 			if matches(c) && c.Healthy && !c.Leaving {
 				return true
@@ -981,9 +783,9 @@ func (s *steward) target(ctx context.Context, to string) (Candidate, error) {
 		return false
 	})
 	if err != nil {
-		return Candidate{}, fmt.Errorf("%w: cannot ask who is standing: %w", ErrHandOverRefused, err)
+		return standing.Candidate{}, fmt.Errorf("%w: cannot ask who is standing: %w", ErrHandOverRefused, err)
 	}
-	var found []Candidate
+	var found []standing.Candidate
 	for _, c := range answers {
 		if matches(c) {
 			found = append(found, c)
@@ -996,13 +798,13 @@ func (s *steward) target(ctx context.Context, to string) (Candidate, error) {
 	}
 	switch {
 	case len(found) == 0 && to == s.e.identity:
-		return Candidate{}, fmt.Errorf("%w: %w: %q is this candidate, and no other candidate of that identity answers; name another", ErrHandOverRefused, ErrInvalidIdentity, to)
+		return standing.Candidate{}, fmt.Errorf("%w: %w: %q is this candidate, and no other candidate of that identity answers; name another", ErrHandOverRefused, ErrInvalidIdentity, to)
 	case len(found) == 0:
-		return Candidate{}, fmt.Errorf("%w: %s is not standing (no candidate of that identity or instance answered within %v); see who stands with Standing or `conclave election info`", ErrHandOverRefused, to, targetWait)
+		return standing.Candidate{}, fmt.Errorf("%w: %s is not standing (no candidate of that identity or instance answered within %v); see who stands with standing.Standing or `conclave election info`", ErrHandOverRefused, to, targetWait)
 	case found[0].Leaving:
-		return Candidate{}, fmt.Errorf("%w: %s is stopping", ErrHandOverRefused, to)
+		return standing.Candidate{}, fmt.Errorf("%w: %s is stopping", ErrHandOverRefused, to)
 	}
-	return Candidate{}, fmt.Errorf("%w: %s is unhealthy (its health check fails); hand over to a healthy candidate", ErrHandOverRefused, to)
+	return standing.Candidate{}, fmt.Errorf("%w: %s is unhealthy (its health check fails); hand over to a healthy candidate", ErrHandOverRefused, to)
 }
 
 // maxPriority is the highest priority a candidate can have: one that has it

@@ -12,9 +12,10 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/conclave-io/conclave/internal/nostanding"
+	"github.com/conclave-io/conclave/providers/election/standing"
 )
 
-// countRecorder is a StandingRecorder that keeps each reporter's latest
+// countRecorder is a Recorder that keeps each reporter's latest
 // count.
 type countRecorder struct {
 	nopRecorder
@@ -55,7 +56,7 @@ func (r *countRecorder) await(t *testing.T, within time.Duration, reporter strin
 	})
 }
 
-// TestCandidatesAreCounted: the leader's StandingRecorder and an observer
+// TestCandidatesAreCounted: the leader's Recorder and an observer
 // given ObserveStanding count the candidates standing, by health, from
 // their announcements: joining, turning unhealthy, stopping (at once), and
 // a process gone without a word (within the announcement expiry, not at
@@ -88,7 +89,7 @@ func TestCandidatesAreCounted(t *testing.T) {
 	rec.await(t, 5*time.Second, "c", standingCount{1, 0})
 
 	obsConn := connect(t, ts.url())
-	obs, err := NewObserver("counted", jsFor(openBucket(t, obsConn)), ObserveStanding(obsConn), ObserveWithRecorder(rec))
+	obs, err := NewObserver("counted", jsFor(openBucket(t, obsConn)), ObserveStanding(obsConn), WithRecorder(rec))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,18 +118,18 @@ func TestCandidatesAreCounted(t *testing.T) {
 	gone := time.Now()
 	time.Sleep(ttl / 2)
 	if n, _ := rec.count("a"); n != (standingCount{2, 1}) {
-		t.Fatalf("a counts %+v half a second after c's process died; want it to wait for the expiry (%v)", n, announceExpiry(ttl))
+		t.Fatalf("a counts %+v half a second after c's process died; want it to wait for the expiry (%v)", n, standing.AnnouncementExpiry(ttl))
 	}
-	rec.await(t, announceExpiry(ttl)+2*time.Second, "a", standingCount{1, 1})
+	rec.await(t, standing.AnnouncementExpiry(ttl)+2*time.Second, "a", standingCount{1, 1})
 	rec.await(t, 2*time.Second, observer, standingCount{1, 1})
-	t.Logf("c's death counted after %v (expiry %v)", time.Since(gone).Round(time.Millisecond), announceExpiry(ttl))
+	t.Logf("c's death counted after %v (expiry %v)", time.Since(gone).Round(time.Millisecond), standing.AnnouncementExpiry(ttl))
 
 	// b stops: it says so, and is no longer counted at once, well before
 	// any expiry. Its own count is withdrawn.
 	stopB()
 	stopped := time.Now()
 	rec.await(t, 5*time.Second, "a", standingCount{1, 0})
-	if took := time.Since(stopped); took >= announceExpiry(ttl) {
+	if took := time.Since(stopped); took >= standing.AnnouncementExpiry(ttl) {
 		t.Errorf("b's leaving counted after %v, as late as an expiry", took)
 	}
 	if _, ok := rec.count("b"); ok {
@@ -165,7 +166,7 @@ func TestNoStandingSwitchesWhoIsStandingOff(t *testing.T) {
 		<-done
 	})
 	rec.waitFor(t, 5*time.Second, "quiet to lead", func(evs []event) bool { return wins(evs, "quiet") == 1 })
-	got, err := Standing(context.Background(), connect(t, ts.url()), bucketName, "unannounced", 300*time.Millisecond)
+	got, err := standing.Standing(context.Background(), connect(t, ts.url()), bucketName, "unannounced", 300*time.Millisecond)
 	if err != nil || len(got) != 0 {
 		t.Fatalf("a candidate started without who is standing answers: %+v, %v", got, err)
 	}
@@ -175,7 +176,7 @@ func TestNoStandingSwitchesWhoIsStandingOff(t *testing.T) {
 // announce at the same instants, whenever each started, within one
 // interval; other identities at other instants.
 func TestAnnouncementsOfAProcessComeTogether(t *testing.T) {
-	every := announceEvery(30 * time.Second)
+	every := standing.AnnouncementInterval(30 * time.Second)
 	start := time.Date(2026, 11, 26, 2, 0, 0, 0, time.UTC)
 	first := nextAnnouncement(start, every, "p1")
 	for _, late := range []time.Duration{time.Millisecond, 7 * time.Second, every / 2} {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/conclave-io/conclave/providers/election/standing"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +12,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/conclave-io/conclave/providers/election/standing"
 )
 
 // TestWhoIsStanding: each running candidate answers who is standing with
@@ -29,13 +30,13 @@ func TestWhoIsStanding(t *testing.T) {
 	runElection(t, mustElection(t, "b", "standing", openBucket(t, connect(t, ts.url())), append(rec.options("b"), WithPriority(9), WithHealthCheck(failing, time.Second))...))
 	runElection(t, mustElection(t, "c", "standing", openBucket(t, connect(t, ts.url())), rec.options("c")...))
 	asker := connect(t, ts.url())
-	var got []Candidate
+	var got []standing.Candidate
 	eventually(t, 5*time.Second, "three candidates standing", func() bool {
 		var err error
-		got, err = Standing(context.Background(), asker, bucketName, "standing", 0)
+		got, err = standing.Standing(context.Background(), asker, bucketName, "standing", 0)
 		return err == nil && len(got) == 3
 	})
-	want := []Candidate{{Identity: "b", Priority: 9}, {Identity: "a", Priority: 5, Healthy: true, Leader: true}, {Identity: "c", Healthy: true}}
+	want := []standing.Candidate{{Identity: "b", Priority: 9}, {Identity: "a", Priority: 5, Healthy: true, Leader: true}, {Identity: "c", Healthy: true}}
 	for i, w := range want {
 		g := got[i]
 		if g.Identity != w.Identity || g.Priority != w.Priority || g.Healthy != w.Healthy || g.Leader != w.Leader || g.Since.IsZero() {
@@ -49,7 +50,7 @@ func TestWhoIsStanding(t *testing.T) {
 	}
 	stopA()
 	eventually(t, 5*time.Second, "a no longer standing", func() bool {
-		got, err := Standing(context.Background(), asker, bucketName, "standing", 0)
+		got, err := standing.Standing(context.Background(), asker, bucketName, "standing", 0)
 		return err == nil && len(got) == 2 && got[0].Identity == "b" && got[1].Identity == "c"
 	})
 }
@@ -138,7 +139,7 @@ func TestRequestHandOverReachesTheLeader(t *testing.T) {
 	runElection(t, mustElection(t, "c", "asked", openBucket(t, connect(t, ts.url())), rec.options("c")...))
 	nc := connect(t, ts.url())
 	waitStanding(t, nc, "asked", "b", "c")
-	leader, err := RequestHandOver(context.Background(), nc, bucketName, "asked", "c")
+	leader, err := standing.RequestHandOver(context.Background(), nc, bucketName, "asked", "c")
 	if err != nil || leader != "a" {
 		t.Fatalf("RequestHandOver = %q, %v; want a, nil", leader, err)
 	}
@@ -148,8 +149,8 @@ func TestRequestHandOverReachesTheLeader(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	if _, err := RequestHandOver(ctx, nc, bucketName, "nobody-runs-this", "c"); !errors.Is(err, ErrNoLeaderAnswered) {
-		t.Fatalf("RequestHandOver to an election without a leader = %v, want ErrNoLeaderAnswered", err)
+	if _, err := standing.RequestHandOver(ctx, nc, bucketName, "nobody-runs-this", "c"); !errors.Is(err, standing.ErrNoLeaderAnswered) {
+		t.Fatalf("RequestHandOver to an election without a leader = %v, want standing.ErrNoLeaderAnswered", err)
 	}
 }
 
@@ -235,7 +236,7 @@ func TestANewLeaderAsksWhoStands(t *testing.T) {
 	runElection(t, mustElection(t, "c", "relearn", openBucket(t, connect(t, ts.url())), append(rec.options("c"), WithPriority(5))...))
 	asker := connect(t, ts.url())
 	eventually(t, 5*time.Second, "b and c to stand", func() bool {
-		got, err := Standing(context.Background(), asker, bucketName, "relearn", 0)
+		got, err := standing.Standing(context.Background(), asker, bucketName, "relearn", 0)
 		return err == nil && len(got) == 3
 	})
 	// a hands over to b by name; b, having asked who stands, hands over to
@@ -286,12 +287,12 @@ func TestRequestHandOverWaitsForALeaderToTakeIt(t *testing.T) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		leader, err := RequestHandOver(ctx, nc, bucketName, "late", "elsewhere")
+		leader, err := standing.RequestHandOver(ctx, nc, bucketName, "late", "elsewhere")
 		asked <- result{leader, err}
 	}()
 	// The request has found nobody to take it at least once.
 	eventually(t, 5*time.Second, "the request to be under way", func() bool { return nc.Stats().OutMsgs > 0 })
-	time.Sleep(3 * handOverRetry) // a span in which it must keep asking
+	time.Sleep(150 * time.Millisecond) // three of its 50ms retries, in which it must keep asking
 	select {
 	case r := <-asked:
 		t.Fatalf("RequestHandOver returned %q, %v with nobody to take it, well before its deadline", r.leader, r.err)
@@ -299,7 +300,7 @@ func TestRequestHandOverWaitsForALeaderToTakeIt(t *testing.T) {
 	}
 	late := connect(t, ts.url())
 	if _, err := late.Subscribe(standing.HandOverSubject(bucketName, "late"), func(m *nats.Msg) {
-		body, _ := json.Marshal(handOverAnswer{Leader: "late-leader"})
+		body, _ := json.Marshal(standing.HandOverAnswer{Leader: "late-leader"})
 		_ = m.Respond(body)
 	}); err != nil {
 		t.Fatal(err)
@@ -350,7 +351,7 @@ func TestHandOverRequestReachesALeaderWhoseStewardIsBusy(t *testing.T) {
 
 	asker := connect(t, ts.url())
 	eventually(t, 5*time.Second, "b to stand", func() bool {
-		got, err := Standing(context.Background(), asker, bucketName, key, 0)
+		got, err := standing.Standing(context.Background(), asker, bucketName, key, 0)
 		return err == nil && len(got) == 2
 	})
 	slow.Store(true)
@@ -372,7 +373,7 @@ func TestHandOverRequestReachesALeaderWhoseStewardIsBusy(t *testing.T) {
 	rctx, rcancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer rcancel()
 	start := time.Now()
-	from, err := RequestHandOver(rctx, asker, bucketName, key, "a")
+	from, err := standing.RequestHandOver(rctx, asker, bucketName, key, "a")
 	if err != nil {
 		t.Fatalf("b leads (IsLeader %v), but RequestHandOver to a = %q, %v after %v; subscriptions on the hand-over subject: %d",
 			b.IsLeader(), from, err, time.Since(start).Round(time.Millisecond), subscribers(t, ts, standing.HandOverSubject(bucketName, key)))

@@ -1,0 +1,89 @@
+package standing
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Candidate is one candidate standing in an election, as it announces
+// itself and answers who is standing. On the wire it is a JSON object
+// with the fields' tags as names (Encode, DecodeCandidate).
+type Candidate struct {
+	// Identity is the candidate's name.
+	Identity string `json:"identity"`
+	// Instance tells apart candidates that share an identity (see
+	// streams.Election.Instance); "" for older versions.
+	Instance string `json:"instance,omitempty"`
+	// Priority ranks candidates: a leader hands over to a healthy candidate
+	// of a higher priority (see streams.WithPriority). Default 0.
+	Priority int `json:"priority"`
+	// Healthy is false while the candidate's health check fails (see
+	// streams.WithHealthCheck); such a candidate does not campaign.
+	Healthy bool `json:"healthy"`
+	// Leader is true for the candidate that leads, as it knows.
+	Leader bool `json:"leader"`
+	// Token is, while Leader, the fencing token of the term it leads.
+	Token uint64 `json:"token,omitempty"`
+	// Since is when the candidate started campaigning.
+	Since time.Time `json:"since"`
+	// Leaving is set in the announcement a candidate makes as it stops,
+	// and in its answers while it winds down: it is not to be counted,
+	// nor offered the key.
+	Leaving bool `json:"leaving,omitempty"`
+}
+
+// Encode returns c as a candidate announces itself and answers.
+func (c Candidate) Encode() []byte {
+	body, _ := json.Marshal(c) // a Candidate always encodes
+	return body
+}
+
+// DecodeCandidate reads an announcement or an answer to who is standing.
+// It returns an error for one that is not JSON or names no identity.
+func DecodeCandidate(data []byte) (Candidate, error) {
+	var c Candidate
+	if err := json.Unmarshal(data, &c); err != nil {
+		return Candidate{}, fmt.Errorf("unreadable candidate %q: %w", data, err)
+	}
+	if c.Identity == "" {
+		return Candidate{}, errors.New("a candidate without an identity")
+	}
+	return c, nil
+}
+
+// Rank sorts cs as Standing returns them: best priority first, then by
+// identity and by instance.
+func Rank(cs []Candidate) {
+	slices.SortFunc(cs, func(a, b Candidate) int {
+		return cmp.Or(cmp.Compare(b.Priority, a.Priority), cmp.Compare(a.Identity, b.Identity), cmp.Compare(a.Instance, b.Instance))
+	})
+}
+
+// who is what tells a candidate apart from the others of its election:
+// its instance and identity (an answer of an older version has no
+// instance, and one candidate per identity).
+type who struct{ instance, identity string }
+
+func whoIs(c Candidate) who { return who{c.Instance, c.Identity} }
+
+// AnnouncementInterval is how often a running candidate announces itself
+// to its election's leader and observers, for a bucket TTL ttl: every two
+// TTLs, between 2s and 2 min. A steady fleet of three candidates per
+// election then sends 1.5 announcements per election per TTL, half the
+// renewals its leaders write, as core NATS messages, which the broker
+// neither stores nor syncs and delivers to the leader alone (BENCHMARKS.md
+// gives their cost).
+func AnnouncementInterval(ttl time.Duration) time.Duration {
+	return min(max(2*ttl, 2*time.Second), 2*time.Minute)
+}
+
+// AnnouncementExpiry is how long a candidate not heard from is still
+// counted as standing, for a bucket TTL ttl: two and a half announcement
+// intervals, so that one lost or late announcement does not drop it.
+func AnnouncementExpiry(ttl time.Duration) time.Duration {
+	return AnnouncementInterval(ttl) * 5 / 2
+}
