@@ -37,17 +37,14 @@ type Candidate struct {
 }
 
 // Encode returns c as a candidate announces itself and answers.
-func (c Candidate) Encode() []byte {
-	body, _ := json.Marshal(c) // a Candidate always encodes
-	return body
-}
+func (c Candidate) Encode() []byte { return encode(c) }
 
 // DecodeCandidate reads an announcement or an answer to who is standing.
 // It returns an error for one that is not JSON or names no identity.
 func DecodeCandidate(data []byte) (Candidate, error) {
-	var c Candidate
-	if err := json.Unmarshal(data, &c); err != nil {
-		return Candidate{}, fmt.Errorf("unreadable candidate %q: %w", data, err)
+	c, err := decode[Candidate](data, "candidate")
+	if err != nil {
+		return Candidate{}, err
 	}
 	if c.Identity == "" {
 		return Candidate{}, errors.New("a candidate without an identity")
@@ -86,4 +83,20 @@ func AnnouncementInterval(ttl time.Duration) time.Duration {
 // intervals, so that one lost or late announcement does not drop it.
 func AnnouncementExpiry(ttl time.Duration) time.Duration {
 	return AnnouncementInterval(ttl) * 5 / 2
+}
+
+// encode returns v as JSON: the wire's messages always encode.
+func encode(v any) []byte {
+	body, _ := json.Marshal(v)
+	return body
+}
+
+// decode reads a message of the wire, what naming it in the error.
+func decode[T any](data []byte, what string) (T, error) {
+	var v T
+	if err := json.Unmarshal(data, &v); err != nil {
+		var zero T
+		return zero, fmt.Errorf("unreadable %s %q: %w", what, data, err)
+	}
+	return v, nil
 }

@@ -2,7 +2,6 @@ package standing
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -84,18 +83,11 @@ type HandOverRequest struct {
 }
 
 // Encode returns r as sent.
-func (r HandOverRequest) Encode() []byte {
-	body, _ := json.Marshal(r) // a HandOverRequest always encodes
-	return body
-}
+func (r HandOverRequest) Encode() []byte { return encode(r) }
 
 // DecodeHandOverRequest reads a request on the hand-over subject.
 func DecodeHandOverRequest(data []byte) (HandOverRequest, error) {
-	var r HandOverRequest
-	if err := json.Unmarshal(data, &r); err != nil {
-		return HandOverRequest{}, fmt.Errorf("unreadable request %q: %w", data, err)
-	}
-	return r, nil
+	return decode[HandOverRequest](data, "request")
 }
 
 // HandOverAnswer answers a HandOverRequest, as JSON: the leader's to a
@@ -110,16 +102,9 @@ type HandOverAnswer struct {
 }
 
 // Encode returns a as sent.
-func (a HandOverAnswer) Encode() []byte {
-	body, _ := json.Marshal(a) // a HandOverAnswer always encodes
-	return body
-}
+func (a HandOverAnswer) Encode() []byte { return encode(a) }
 
 // DecodeHandOverAnswer reads an answer to a HandOverRequest.
 func DecodeHandOverAnswer(data []byte) (HandOverAnswer, error) {
-	var a HandOverAnswer
-	if err := json.Unmarshal(data, &a); err != nil {
-		return HandOverAnswer{}, fmt.Errorf("unreadable answer %q: %w", data, err)
-	}
-	return a, nil
+	return decode[HandOverAnswer](data, "answer")
 }
