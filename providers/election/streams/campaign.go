@@ -38,8 +38,9 @@ type driver struct {
 	// epoch, to the candidate to, and returns nil once to took it (doOffer).
 	offer func(ctx context.Context, to handOver, rev uint64, epoch time.Time) error
 	// successor, when set, names the standby a stopping leader offers the
-	// key to ("" for none): asked once, as the campaign stops.
-	successor func() handOver
+	// key to ("" for none), leaving out those named in but: asked as the
+	// campaign stops, and again as the offer is made (offerOnward).
+	successor func(but ...handOver) handOver
 	// stopTo is the standby the stop offers the key to, once stopping.
 	stopTo string
 
@@ -258,12 +259,13 @@ func (d *driver) perform(a action) input {
 	case doOffer:
 		d.awaitLastLost()
 		err := errors.New("this candidate cannot offer the key")
+		to := a.handOver
 		if d.offer != nil {
 			octx, ocancel := context.WithTimeout(context.Background(), a.timeout) // counted from now, after OnLost
-			err = d.offer(octx, a.handOver, a.expect, a.epoch)
+			to, err = d.offerOnward(octx, a)
 			ocancel()
 		}
-		return input{kind: inOffer, sent: sent, now: d.clock.Now(), err: err}
+		return input{kind: inOffer, sent: sent, now: d.clock.Now(), handOver: to, err: err}
 	case doReadTTL:
 		var maxAge time.Duration
 		if !a.since.IsZero() {
@@ -293,6 +295,39 @@ func (d *driver) perform(a action) input {
 		return input{kind: inWatchMade, sent: sent, now: d.clock.Now(), err: err, restartable: canRestart}
 	}
 	panic(fmt.Sprintf("election %s: bug: unknown action %d", d.key, a.kind))
+}
+
+// offerOnward offers the key as a says, and returns whom it offered it to
+// last. A stop's offer (orNext) refused outright, by an answer or for want
+// of one to answer, goes on to the next best standby the policy names
+// without those that refused, while ctx lasts: a copy of the same process
+// may stop with the leader, and refuse. An offer left unanswered is not
+// followed by another, as its write may have landed; nor would one to the
+// next land over it: each offer's write is over the same revision.
+func (d *driver) offerOnward(ctx context.Context, a action) (handOver, error) {
+	to := a.handOver
+	if to.orNext && d.successor != nil {
+		// Named when the stop began; who stands may have changed since
+		// (a copy of this process stopping with it).
+		if now := d.successor(); now.to != "" {
+			now.within, now.orNext = to.within, true
+			to = now
+		}
+	}
+	err := d.offer(ctx, to, a.expect, a.epoch)
+	var refused []handOver
+	for err != nil && to.orNext && d.successor != nil && ctx.Err() == nil {
+		refused = append(refused, to)
+		next := d.successor(refused...)
+		if next.to == "" {
+			break
+		}
+		d.log.Infof("election %s: %s did not take up the offer (%v): offering the key to %s", d.key, to.to, err, next.to)
+		next.within, next.orNext = to.within, true
+		to = next
+		err = d.offer(ctx, to, a.expect, a.epoch)
+	}
+	return to, err
 }
 
 // awaitLastLost waits, before a release or an offer of the key, for the

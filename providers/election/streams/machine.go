@@ -112,6 +112,9 @@ type handOver struct {
 	// instance is the instance of to offered the key ("": any of them).
 	instance string
 	within   time.Duration
+	// orNext: a stop's offer, which goes on to the next best standby when
+	// the one offered refuses (driver.offerOnward).
+	orNext bool
 	// offered: the offer of the key was made and not taken up (why:
 	// declined); the release names the candidate instead.
 	offered     bool
@@ -410,7 +413,7 @@ func (m *machine) take(in input) {
 		// instance (the policy never names this candidate).
 		ho := in.handOver
 		if ho.to != "" && (ho.to != m.cfg.identity || ho.instance != "") && m.cfg.offers && m.cfg.releaseOnStop {
-			m.stopOffer = handOver{to: ho.to, instance: ho.instance, within: m.handOverWindow()}
+			m.stopOffer = handOver{to: ho.to, instance: ho.instance, within: m.handOverWindow(), orNext: true}
 		}
 	case inRead:
 		m.onRead(in)
@@ -1573,6 +1576,10 @@ func (m *machine) onOffer(in input) {
 	done := in.now
 	ho, rev := m.offering(), m.hold.rev
 	onStop := ho == &m.stopOffer
+	if onStop && in.handOver.to != "" {
+		// The stop's offer went on to the next best standby.
+		ho.to, ho.instance = in.handOver.to, in.handOver.instance
+	}
 	if in.err != nil {
 		m.log.Infof("election %s: %s did not take up the offer of revision %d (%v): releasing the key", m.cfg.key, ho.to, rev, in.err)
 		ho.offered, ho.declined, ho.declinedOut = true, in.err, in.out

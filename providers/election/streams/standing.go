@@ -288,6 +288,7 @@ func (s *steward) open(ctx context.Context) {
 	} else {
 		s.subs = append(s.subs, handOver)
 	}
+	s.joinCopies()
 	s.announce(false)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -317,6 +318,7 @@ func (s *steward) untilAnnouncement() time.Duration {
 // close unsubscribes, ends the roll, says the candidate leaves and
 // withdraws its count, once the last pass has ended.
 func (s *steward) close() {
+	s.leaveCopies()
 	for _, sub := range s.subs {
 		_ = sub.Unsubscribe()
 	}
@@ -583,16 +585,26 @@ func (s *steward) isSelf(c standing.Candidate) bool {
 // successor names the standby a stopping leader offers the key to, as the
 // hand-over policy says (decide): the best-ranked healthy candidate on the
 // roll, or none when the roll has none, as for a standby, or a leader that
-// has not yet asked who is standing or heard an announcement.
-func (s *steward) successor() handOver {
-	return decide(s.policyInput(nil, s.known.list(), false)).successor
+// has not yet asked who is standing or heard an announcement. The
+// candidates but names are left out: they refused the stop's offer.
+func (s *steward) successor(but ...handOver) handOver {
+	roll := slices.DeleteFunc(s.known.list(), func(c standing.Candidate) bool {
+		return slices.ContainsFunc(but, func(ho handOver) bool { return ho.names(c) })
+	})
+	return decide(s.policyInput(nil, roll, false)).successor
+}
+
+// names reports whether ho names candidate c: its instance, or, where ho
+// names none, any candidate of its identity.
+func (ho handOver) names(c standing.Candidate) bool {
+	return c.Identity == ho.to && (ho.instance == "" || c.Instance == ho.instance)
 }
 
 // policyInput is what the hand-over policy decides on for this candidate,
 // leading term (nil while a standby), with roll: the term's age is counted
 // on the election's clock, as the term's start.
 func (s *steward) policyInput(term *Term, roll []standing.Candidate, fresh bool) policyInput {
-	in := policyInput{self: s.self(), roll: roll, fresh: fresh, minTerm: s.e.opts.minTerm}
+	in := policyInput{self: s.self(), roll: s.withLocalCopies(roll), fresh: fresh, minTerm: s.e.opts.minTerm}
 	if term != nil && term.Valid() {
 		in.leading, in.held = true, s.e.opts.clock.Now().Sub(term.Started())
 	}

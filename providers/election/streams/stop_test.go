@@ -2,10 +2,13 @@ package streams
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 )
 
 // TestMachineStoppingLeaderOffersTheKeyToItsSuccessor: a leader stopped
@@ -239,5 +242,120 @@ func TestMachineHandOverNotAfterTheLeaseLapsed(t *testing.T) {
 	out := m.feed(input{kind: inHandOver, now: now, handOver: handOver{to: "c"}})
 	if out.do.kind == doOffer || (out.do.kind == doRelease && out.do.marked) {
 		t.Fatalf("action %v marked %v, %v after the lease lapsed, with no read of the settings since", out.do.kind, out.do.marked, now.Sub(m.hold.lease))
+	}
+}
+
+// TestProcessStoppingTogetherHandsTheKeyOutside: the copies of one
+// process (one identity, one context) stop together, the leader among
+// them. Its copies rank first, but they are leaving too: the key must go
+// to the candidate of the other process at once, not to a copy that is
+// winding down, nor wait out a refused or unanswered offer.
+func TestProcessStoppingTogetherHandsTheKeyOutside(t *testing.T) {
+	const rounds = 4
+	ts := newTestServer(t)
+	createBucket(t, connect(t, ts.url()), bucketConfig(3*time.Second))
+	rec := newRecorder()
+	var took []time.Duration
+	for i := range rounds {
+		key := fmt.Sprintf("together-%d", i)
+		kv := openBucket(t, connect(t, ts.url()))
+		ctx, stopProcess := context.WithCancel(context.Background())
+		done := make(chan error, 3)
+		var copies []*Election
+		for _, inst := range []string{"w0", "w1", "w2"} {
+			e := mustElection(t, "a", key, kv, append(rec.options("a"), WithInstance(inst))...)
+			copies = append(copies, e)
+			go func() { done <- e.Start(ctx) }()
+		}
+		rec.waitFor(t, 10*time.Second, "a copy of a to lead", func(evs []event) bool { return wins(evs, "a") == i+1 })
+		other := mustElection(t, "b", key, openBucket(t, connect(t, ts.url())), rec.options("b")...)
+		stopOther := runElection(t, other)
+		var leader *Election
+		for _, e := range copies {
+			if e.IsLeader() {
+				leader = e
+			}
+		}
+		eventually(t, 10*time.Second, "the leader to know its three standbys", func() bool {
+			return leader != nil && len(rollOf(leader)) == 3
+		})
+		asked := time.Now()
+		stopProcess()
+		evs := rec.waitFor(t, 10*time.Second, "b to lead", func(evs []event) bool { return wins(evs, "b") == i+1 })
+		took = append(took, evs[len(evs)-1].at.Sub(asked))
+		for range copies {
+			if err := <-done; err != nil {
+				t.Fatalf("Start: %v", err)
+			}
+		}
+		if to := leader.HandedOverTo(); to != "b" {
+			t.Errorf("round %d: the leader handed over to %q, want b", i, to)
+		}
+		stopOther()
+	}
+	checkHistory(t, rec.snapshot())
+	slices.Sort(took)
+	t.Logf("%d stops of a whole process: from the stop to b's OnLeading p50 %v, max %v", rounds, took[len(took)/2], took[len(took)-1])
+	if worst := took[len(took)-1]; worst > time.Second {
+		t.Fatalf("b led %v after the process stopped, more than the second a graceful stop allows", worst)
+	}
+}
+
+// TestStopOfferGoesOnPastARefusal: a stop's offer refused outright, by an
+// answer or for want of a candidate to answer, goes on to the next best
+// standby, without those that refused; an offer left unanswered does not,
+// as its write may have landed; nor does an offer that is not a stop's.
+func TestStopOfferGoesOnPastARefusal(t *testing.T) {
+	roll := []handOver{{to: "a", instance: "w1"}, {to: "b", instance: "x"}, {to: "c", instance: "y"}}
+	successor := func(but ...handOver) handOver {
+		for _, ho := range roll {
+			if !slices.ContainsFunc(but, func(o handOver) bool { return o.to == ho.to && o.instance == ho.instance }) {
+				return ho
+			}
+		}
+		return handOver{}
+	}
+	cases := []struct {
+		name    string
+		orNext  bool
+		answers map[string]error // by candidate offered; absent: takes it
+		offered []string
+		took    string
+		err     bool
+	}{
+		{name: "taken at once", orNext: true, offered: []string{"a"}, took: "a"},
+		{name: "refused, then taken", orNext: true, answers: map[string]error{"a": errors.New("the candidate is stopping")}, offered: []string{"a", "b"}, took: "b"},
+		{name: "no responders, then refused, then taken", orNext: true,
+			answers: map[string]error{"a": nats.ErrNoResponders, "b": errors.New("the candidate is stopping")}, offered: []string{"a", "b", "c"}, took: "c"},
+		{name: "all refuse", orNext: true, answers: map[string]error{"a": errors.New("no"), "b": errors.New("no"), "c": errors.New("no")},
+			offered: []string{"a", "b", "c"}, took: "c", err: true},
+		{name: "unanswered", orNext: true, answers: map[string]error{"a": context.DeadlineExceeded}, offered: []string{"a"}, took: "a", err: true},
+		{name: "a named hand-over", orNext: false, answers: map[string]error{"a": errors.New("no")}, offered: []string{"a"}, took: "a", err: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var offered []string
+			d := &driver{key: "k", log: nopLogger{}, successor: successor}
+			d.offer = func(ctx context.Context, to handOver, rev uint64, epoch time.Time) error {
+				offered = append(offered, to.to)
+				if err, ok := tc.answers[to.to]; ok {
+					if errors.Is(err, context.DeadlineExceeded) {
+						<-ctx.Done()
+						return ctx.Err()
+					}
+					return err
+				}
+				return nil
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			defer cancel()
+			took, err := d.offerOnward(ctx, action{kind: doOffer, expect: 7, handOver: handOver{to: "a", instance: "w1", within: time.Second, orNext: tc.orNext}})
+			if !slices.Equal(offered, tc.offered) || took.to != tc.took || (err != nil) != tc.err {
+				t.Fatalf("offered %v, took %q, err %v; want offered %v, took %q, an error %v", offered, took.to, err, tc.offered, tc.took, tc.err)
+			}
+			if tc.orNext && took.within != time.Second {
+				t.Fatalf("the offer onward to %s lost the hand-over's window: %v", took.to, took.within)
+			}
+		})
 	}
 }

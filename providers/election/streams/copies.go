@@ -1,0 +1,127 @@
+package streams
+
+import (
+	"slices"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/conclave-io/conclave/providers/election/standing"
+)
+
+// A process's copies of a candidate: the stewards it runs in one election
+// over one connection. A candidate reads its copies' health and stopping
+// as they are now, not as they last announced them: when a process stops,
+// its copies stop with its leader, and their words of leaving reach it
+// late, or, once its term ended, not at all.
+
+// localCopies holds each election's copies in this process.
+var localCopies = struct {
+	mu sync.Mutex
+	m  map[copiesKey]*copies
+}{m: map[copiesKey]*copies{}}
+
+// copiesKey is an election as a process's candidates reach it.
+type copiesKey struct {
+	nc          *nats.Conn
+	bucket, key string
+}
+
+// copies are an election's stewards in this process: those running, and
+// the last few that stopped while others ran on (left), which no longer
+// answer an offer of the key.
+type copies struct {
+	running []*steward
+	left    []copyName
+}
+
+type copyName struct{ identity, instance string }
+
+// maxLeftCopies bounds the copies remembered as stopped, per election.
+const maxLeftCopies = 16
+
+func (s *steward) copiesKey() copiesKey { return copiesKey{s.nc, s.bucket, s.e.key} }
+
+func (s *steward) name() copyName { return copyName{s.e.identity, s.e.instance} }
+
+// joinCopies adds s to its election's copies in this process.
+func (s *steward) joinCopies() {
+	localCopies.mu.Lock()
+	defer localCopies.mu.Unlock()
+	k := s.copiesKey()
+	cs := localCopies.m[k]
+	if cs == nil {
+		cs = &copies{}
+		localCopies.m[k] = cs
+	}
+	cs.running = append(cs.running, s)
+	cs.left = slices.DeleteFunc(cs.left, func(n copyName) bool { return n == s.name() })
+}
+
+// leaveCopies takes s out of its election's copies; they remember it as
+// stopped while any other runs.
+func (s *steward) leaveCopies() {
+	localCopies.mu.Lock()
+	defer localCopies.mu.Unlock()
+	k := s.copiesKey()
+	cs := localCopies.m[k]
+	if cs == nil {
+		return
+	}
+	cs.running = slices.DeleteFunc(cs.running, func(o *steward) bool { return o == s })
+	if len(cs.running) == 0 {
+		delete(localCopies.m, k)
+		return
+	}
+	if len(cs.left) == maxLeftCopies {
+		cs.left = slices.Delete(cs.left, 0, 1)
+	}
+	cs.left = append(cs.left, s.name())
+}
+
+// withLocalCopies returns roll with this process's other copies as they
+// stand now: one stopping or stopped is leaving; health is as its last
+// check said. roll itself is not changed.
+func (s *steward) withLocalCopies(roll []standing.Candidate) []standing.Candidate {
+	localCopies.mu.Lock()
+	var running []*steward
+	var left []copyName
+	if cs := localCopies.m[s.copiesKey()]; cs != nil {
+		running, left = slices.Clone(cs.running), slices.Clone(cs.left)
+	}
+	localCopies.mu.Unlock()
+	if len(running) < 2 && len(left) == 0 {
+		return roll
+	}
+	out := roll
+	set := func(i int, leaving, healthy bool) {
+		if leaving && !out[i].Leaving || healthy != out[i].Healthy {
+			if &out[0] == &roll[0] {
+				out = slices.Clone(roll)
+			}
+			out[i].Leaving, out[i].Healthy = out[i].Leaving || leaving, healthy
+		}
+	}
+	for i, c := range roll {
+		n := copyName{c.Identity, c.Instance}
+		if slices.Contains(left, n) {
+			set(i, true, c.Healthy)
+			continue
+		}
+		for _, o := range running {
+			if o != s && o.name() == n {
+				leaving, healthy := o.liveState()
+				set(i, leaving, healthy)
+			}
+		}
+	}
+	return out
+}
+
+// liveState is whether the candidate is leaving (its campaign ended) and
+// whether it is healthy, as now.
+func (s *steward) liveState() (leaving, healthy bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.campaign != nil && s.campaign.Err() != nil, s.healthy
+}
