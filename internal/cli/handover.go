@@ -140,11 +140,17 @@ func (e *elections) handOver(ctx context.Context, name, to string, force bool, w
 	if from != rec.Leader {
 		fromInstance = ""
 	}
+	waitUntil := time.Now().Add(wait)
 	hw, err := awaitHandOver(ctx, feed.msgs, rec.Revision, from, fromInstance, wait)
 	if err == nil && !hw.taken.began {
 		// The write the takeover followed was overwritten before the feed
 		// read it: the new leader says its token when asked who stands.
 		hw.taken.began = e.askToken(ctx, s, name, rec.Revision, &hw.taken)
+	}
+	if err == nil && hw.taken.began {
+		// The write says its term begins; a Conclave leader says which
+		// term it leads, and that is the token.
+		confirmToken(ctx, s, name, rec.Revision, &hw.taken, waitUntil)
 	}
 	if hw.marker != 0 {
 		out.MarkerRevision = &hw.marker
@@ -205,6 +211,41 @@ func standingNames(cs []standing.Candidate) []string {
 	}
 	return names
 }
+
+// confirmToken asks who stands until t's leader answers that it leads a
+// term begun after revision read, or until passes, and then takes that
+// term's token as t's: a write that says it begins a term may not begin
+// one (the taker's answer came back after its lease would have ended; its
+// next write then begins the term), and only the leader knows which did.
+// It gives up at once when no candidate answers (Choria's do not), and
+// keeps t as it is unless the leader answers.
+func confirmToken(ctx context.Context, s *session, name string, read uint64, t *takeover, until time.Time) {
+	for ctx.Err() == nil && time.Now().Before(until) {
+		var leads *standing.Candidate
+		rctx, cancel := context.WithDeadline(ctx, until)
+		cs, err := standing.StandingUntil(rctx, s.nc, s.bucket, name, confirmWait, func(cs []standing.Candidate) bool {
+			for _, c := range cs {
+				if c.Leader && c.Identity == t.leader && (t.instance == "" || c.Instance == t.instance) && c.Token > read {
+					leads = &c
+					return true
+				}
+			}
+			return false
+		})
+		cancel()
+		switch {
+		case leads != nil:
+			t.revision = leads.Token
+			return
+		case err != nil || len(cs) == 0:
+			return
+		}
+	}
+}
+
+// confirmWait is how long each question of confirmToken collects answers
+// when the leader is not among them: its term may begin a moment later.
+const confirmWait = 100 * time.Millisecond
 
 // askToken reads the key's latest write straight from the stream for the
 // token of the term t's leader leads (every write of a Conclave leader says
@@ -270,7 +311,7 @@ func awaitHandOver(ctx context.Context, msgs <-chan jetstream.Msg, read uint64, 
 				writer[rev] = from // a renewal before the release
 				continue
 			}
-			t := takeover{leader: leader, revision: rev}
+			t := takeover{leader: leader, instance: ent.Instance, revision: rev}
 			if token > read && token <= rev {
 				t.revision, t.began = token, true
 			} else if v := m.Headers().Get(jetstream.ExpectedLastSubjSeqHeader); v != "" {

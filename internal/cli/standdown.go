@@ -242,6 +242,7 @@ func (s *session) keyFeed(ctx context.Context, name string, from uint64) (*keyFe
 // takeover is the first write that took a key after its removal.
 type takeover struct {
 	leader   string
+	instance string // the leader's instance, when its write says it
 	revision uint64
 	// began says whether revision is the write that began the leader's
 	// term, its fencing token: false when that write was overwritten
