@@ -140,3 +140,47 @@ func TestShardsArgumentErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestElectionCommandsSeeShardKeys: each shard of a group is an election,
+// key G.i, that `election list` lists and `election info` shows with its
+// holder and the token of the holder's term.
+func TestElectionCommandsSeeShardKeys(t *testing.T) {
+	url := startBroker(t, 2*time.Second)
+	g, err := shards.NewGroup("m1", "feed", 2, jetStream(t, url))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Start(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Start: %v", err)
+		}
+	}()
+	deadline := time.Now().Add(eventTimeout)
+	for len(g.Held()) != 2 || g.Term(0) == nil || g.Term(1) == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("m1 holds %v of feed's 2 shards after %v", g.Held(), eventTimeout)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	r := conclave(t, "--server", url, "election", "list")
+	mustSucceed(t, r)
+	for _, key := range []string{"feed.0", "feed.1"} {
+		if !regexp.MustCompile(`(?m)^\s*` + regexp.QuoteMeta(key) + `\s+m1\b`).MatchString(r.stdout) {
+			t.Errorf("election list does not show %s held by m1:\n%s", key, r.stdout)
+		}
+	}
+	for shard := range 2 {
+		key := shards.Key("feed", shard)
+		r := conclave(t, "--server", url, "election", "info", key)
+		mustSucceed(t, r)
+		token := g.Term(shard).Token()
+		if !regexp.MustCompile(`Leader: +m1\b.*token ` + itoa(token) + `\b`).MatchString(r.stdout) {
+			t.Errorf("election info %s does not show m1 leading with token %d:\n%s", key, token, r.stdout)
+		}
+	}
+}
