@@ -69,7 +69,7 @@ type roll struct {
 	heard map[string]heard
 }
 
-func newRoll() *roll { return &roll{heard: map[string]heard{}} }
+func newRoll() *roll { return &roll{} }
 
 // learn notes what candidates said of themselves at now.
 func (r *roll) learn(now time.Time, cs ...standing.Candidate) {
@@ -79,6 +79,9 @@ func (r *roll) learn(now time.Time, cs ...standing.Candidate) {
 		if c.Leaving {
 			delete(r.heard, nameOf(c))
 			continue
+		}
+		if r.heard == nil {
+			r.heard = map[string]heard{} // a standby's roll stays empty
 		}
 		r.heard[nameOf(c)] = heard{Candidate: c, at: now}
 	}
@@ -210,11 +213,22 @@ type steward struct {
 	reported      standingCount // what it was told last
 }
 
-// stewardTimers are the steward's timers, wake-ups on its scheduler; each
-// starts a pass.
-type stewardTimers struct {
-	health, announce, expire, move, ask *wakeup
-}
+// stewardTimers are the steward's timers, wake-ups on its scheduler, by
+// stewardTimer; each starts a pass. A timer is made when first set: a
+// standby never sets the leader's (expire, move, ask).
+type stewardTimers [timerCount]*wakeup
+
+// stewardTimer names one of a steward's timers.
+type stewardTimer int
+
+const (
+	timerHealth   stewardTimer = iota // run the health check
+	timerAnnounce                     // announce the candidate again
+	timerExpire                       // forget candidates silent for the expiry
+	timerMove                         // consider a move once the minimum term has run
+	timerAsk                          // ask who is standing
+	timerCount
+)
 
 func newSteward(e *Election, nc *nats.Conn, bucket string) *steward {
 	return &steward{e: e, nc: nc, bucket: bucket, since: e.opts.clock.Now(), healthy: true, known: newRoll()}
@@ -254,7 +268,7 @@ func (s *steward) stop() {
 	cancel := s.cancel
 	t := s.timers
 	s.mu.Unlock()
-	for _, w := range []*wakeup{t.health, t.announce, t.expire, t.move, t.ask} {
+	for _, w := range t {
 		if w != nil {
 			w.stop()
 		}
@@ -296,16 +310,9 @@ func (s *steward) open(ctx context.Context) {
 		return
 	}
 	if e.opts.healthCheck != nil {
-		s.timers.health = s.sched.newWakeup(s.due(&s.healthDue))
-		s.timers.health.set(e.opts.healthEvery)
+		s.resetLocked(timerHealth, e.opts.healthEvery)
 	}
-	// One timer announces the candidate again; another forgets candidates
-	// once silent for the expiry. Neither asks the broker anything.
-	s.timers.announce = s.sched.newWakeup(s.due(&s.announceDue))
-	s.timers.announce.set(s.untilAnnouncement())
-	s.timers.expire = s.sched.newWakeup(s.poke)
-	s.timers.move = s.sched.newWakeup(s.poke)
-	s.timers.ask = s.sched.newWakeup(s.due(&s.askDue))
+	s.resetLocked(timerAnnounce, s.untilAnnouncement())
 }
 
 // untilAnnouncement is how long, on the election's clock, until the
@@ -390,48 +397,75 @@ func (s *steward) pass(ctx context.Context) {
 	s.mu.Unlock()
 	if health {
 		s.checkHealth(ctx)
-		s.reset(s.timers.health, e.opts.healthEvery)
+		s.reset(timerHealth, e.opts.healthEvery)
 	}
 	if announce {
 		s.announce(false)
-		s.reset(s.timers.announce, s.untilAnnouncement())
+		s.reset(timerAnnounce, s.untilAnnouncement())
 	}
 	if ask && s.leading != nil {
 		if !s.askWhoStands(ctx) && ctx.Err() == nil {
-			s.reset(s.timers.ask, askRetry)
+			s.reset(timerAsk, askRetry)
 		}
 	}
 	if s.follow(ctx, e.Term()) {
-		s.reset(s.timers.ask, askDelay(e.opts.minTerm))
+		s.reset(timerAsk, askDelay(e.opts.minTerm))
 	} else if s.leading == nil {
-		s.halt(s.timers.ask)
+		s.halt(timerAsk)
 	}
 	if wait := s.considerMove(ctx); wait > 0 {
-		s.reset(s.timers.move, wait)
+		s.reset(timerMove, wait)
 	}
 	now := s.now()
 	if next := s.known.expire(now, standing.AnnouncementExpiry(e.ttl())); !next.IsZero() {
-		s.reset(s.timers.expire, next.Sub(now))
+		s.reset(timerExpire, next.Sub(now))
 	}
 	s.report()
 }
 
-// reset sets timer t, one of s.timers, to fire after d on the election's
-// clock (at once if d is not positive), unless the steward is stopping.
-// The timers are made before the first pass (open) and not replaced, so
-// passes read them without the lock.
-func (s *steward) reset(t *wakeup, d time.Duration) {
+// reset sets timer t to fire after d on the election's clock (at once if
+// d is not positive), unless the steward is stopping; it makes the timer
+// when first set.
+func (s *steward) reset(t stewardTimer, d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if t != nil && !s.closed {
-		t.set(d)
-	}
+	s.resetLocked(t, d)
 }
 
-// halt stops timer t, one of s.timers.
-func (s *steward) halt(t *wakeup) {
-	if t != nil {
-		t.stop()
+// resetLocked is reset, with s.mu held.
+func (s *steward) resetLocked(t stewardTimer, d time.Duration) {
+	if s.closed || s.sched == nil {
+		return
+	}
+	w := s.timers[t]
+	if w == nil {
+		w = s.sched.newWakeup(s.fire(t))
+		s.timers[t] = w
+	}
+	w.set(d)
+}
+
+// fire is what timer t does when it fires: mark its work due, if it has
+// any of its own, and start a pass.
+func (s *steward) fire(t stewardTimer) func() {
+	switch t {
+	case timerHealth:
+		return s.due(&s.healthDue)
+	case timerAnnounce:
+		return s.due(&s.announceDue)
+	case timerAsk:
+		return s.due(&s.askDue)
+	}
+	return s.poke
+}
+
+// halt stops timer t, if it was ever set.
+func (s *steward) halt(t stewardTimer) {
+	s.mu.Lock()
+	w := s.timers[t]
+	s.mu.Unlock()
+	if w != nil {
+		w.stop()
 	}
 }
 
