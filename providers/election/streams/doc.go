@@ -90,12 +90,15 @@
 //
 // The candidates and observers of one process that follow an election over
 // one connection share one watch: one consumer on the broker, one delivery
-// of each change to the process, however many candidates. A process that
-// follows 8 or more elections under one prefix (the key's first token, as in
-// "app-a.scheduler") follows the ones it joins after that through one
-// consumer on the prefix ("$KV.<bucket>.app-a.>"), a single filter that NATS
-// permissions can scope; if permissions refuse it, each key gets its own.
-// Name a service's elections under one prefix to let its processes share.
+// of each change to the process, however many candidates. A process's
+// first 5 elections get a consumer each; the next share set consumers (one
+// consumer with a filter per election, up to 6 of them, 256 elections
+// each); past those the rest share one consumer on the whole bucket: at
+// most 12 consumers per process. Where permissions refuse a consumer with
+// several filters, each election gets its own, except that from the 8th
+// under one prefix (the key's first token, as in "app-a.scheduler") the
+// further ones share a consumer on the prefix ("$KV.<bucket>.app-a.>"), a
+// single filter that permissions can scope.
 // A watch's heartbeats follow the TTL (every half TTL, 1 to 30 seconds; its
 // pull requests last at least 30 seconds), and reads of the bucket's
 // settings that candidates of a process make at once share one request
