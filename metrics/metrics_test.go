@@ -362,3 +362,39 @@ func TestCandidatesGaugeFollowsTheCandidates(t *testing.T) {
 		t.Fatal("the observing process reports candidates after its observer stopped")
 	}
 }
+
+// TestCandidatesGaugeCountsCopiesApart: copies that share an identity (a
+// host's workers) are counted one by one, by the leader's process and by
+// an observing one, and each leaves the count as it stops.
+func TestCandidatesGaugeCountsCopiesApart(t *testing.T) {
+	_, js1, _ := bucket(t, time.Second)
+	regLeader, regObserver := prometheus.NewRegistry(), prometheus.NewRegistry()
+	recLeader, _ := metrics.New(regLeader)
+	recObserver, _ := metrics.New(regObserver)
+	e1, _ := streams.NewElection("vm", "app", js1, streams.WithInstance("worker-1"), streams.WithRecorder(recLeader))
+	start(t, e1)
+	waitUntil(t, "worker-1 to lead", e1.IsLeader)
+	var stops []func()
+	for _, inst := range []string{"worker-2", "worker-3"} {
+		e, _ := streams.NewElection("vm", "app", js1, streams.WithInstance(inst))
+		stops = append(stops, start(t, e))
+	}
+	awaitCandidates(t, regLeader, "the leader's process", 3, 0)
+
+	obs, err := streams.NewObserver("app", js1, streams.ObserveStanding(js1.Conn()), streams.WithRecorder(recObserver))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- obs.Run(ctx) }()
+	awaitCandidates(t, regObserver, "the observing process", 3, 0)
+
+	stops[1]()
+	awaitCandidates(t, regLeader, "the leader's process", 2, 0)
+	awaitCandidates(t, regObserver, "the observing process", 2, 0)
+	cancel()
+	if err := <-ran; err != nil {
+		t.Fatalf("observer Run: %v", err)
+	}
+}
