@@ -237,13 +237,16 @@ type simWorld struct {
 	terms       []simTerm
 	lastVanish  time.Time
 	history     []simkv.Msg // the key's messages, for reads a lagging replica answers
-	deposed     string      // the holder a forced stand-down removed, until another takes the key
-	deposedAt   time.Time
-	deposedTTL  time.Duration // the TTL at the stand-down: the sit-out lasts one
-	handedOver  simHandOver   // the latest hand-over release, until someone takes the key
-	removed     bool          // the bucket is deleted
-	quietFrom   time.Time     // faults end here
-	ledAfter    bool          // a leader was seen after the faults
+	deposed     string      // the instance a forced stand-down removed, until another takes the key
+	// sharedIdentity: the candidates are copies of two identities, h0 and
+	// h1, told apart by their instances alone (one seed in four).
+	sharedIdentity bool
+	deposedAt      time.Time
+	deposedTTL     time.Duration // the TTL at the stand-down: the sit-out lasts one
+	handedOver     simHandOver   // the latest hand-over release, until someone takes the key
+	removed        bool          // the bucket is deleted
+	quietFrom      time.Time     // faults end here
+	ledAfter       bool          // a leader was seen after the faults
 	// stepped, when set, is told of every step of a node (the shard group
 	// simulator follows its members' elections so).
 	stepped func(n *simNode)
@@ -252,9 +255,11 @@ type simWorld struct {
 
 // simHandOver is a stored release that hands the key over.
 type simHandOver struct {
-	to     string
-	at     time.Time // true time
-	within time.Duration
+	to       string
+	instance string    // "": any candidate of identity to
+	node     *simNode  // the candidate ready describes
+	at       time.Time // true time
+	within   time.Duration
 	// ready: when it was stored, the candidate named could take the key
 	// at once (running, healthy, watching, unhindered); failures is how
 	// many of its requests had failed then (a failure since excuses it).
@@ -275,11 +280,13 @@ type simTerm struct {
 }
 
 type simNode struct {
-	w    *simWorld
-	id   int
-	name string
-	m    *machine
-	log  Logger // where its machine's lines go
+	w  *simWorld
+	id int
+	// name is the candidate's instance, its own; identity is what its
+	// writes say, which copies share in one seed in four (sharedIdentity).
+	name, identity string
+	m              *machine
+	log            Logger // where its machine's lines go
 	// failures counts its requests answered with an error (lost, refused,
 	// timed out); sentAt is when it sent its latest request (true time).
 	failures int
@@ -417,6 +424,7 @@ func simulate(seed uint64, verbose bool) simResult {
 		key: simKey, lastToken: map[int]uint64{}, stamps: map[simWriteID]transport.Stamp{}, actions: map[[2]int64]int{}}
 	w.ttl = ttls[rng.IntN(len(ttls))]
 	w.msgTTL = rng.IntN(2) == 0
+	w.sharedIdentity = seed%4 == 3 // from the seed, not its draws: other seeds run as before
 	w.b = simkv.New(t0, w.ttl, w.msgTTL)
 	w.b.SetLateness(func(rev uint64) time.Duration {
 		h := (rev + seed) * 0x9e3779b97f4a7c15
@@ -542,7 +550,7 @@ func (w *simWorld) heard(n *simNode) []standing.Candidate {
 
 // candidate is n as it announces itself.
 func (n *simNode) candidate() standing.Candidate {
-	return standing.Candidate{Identity: n.name, Instance: n.name, Priority: n.priority, Healthy: !n.sick}
+	return standing.Candidate{Identity: n.identity, Instance: n.name, Priority: n.priority, Healthy: !n.sick}
 }
 
 // policyInput is what n's steward hands the hand-over policy, with roll.
@@ -583,7 +591,7 @@ func (w *simWorld) askPolicy() {
 // of a term within the minimum term of the first (no ping-pong).
 func (w *simWorld) moved(n *simNode, p policy) {
 	to, minTerm := p.to, simMinTerm*n.m.tm.ttl
-	if c := w.node(to.Identity); c == nil || c.sick || c.stopping || c == n {
+	if c := w.node(to.Identity, to.Instance); c == nil || c.sick || c.stopping || c == n {
 		w.fail("the hand-over policy moved %s's term to %+v, which cannot take it", n.name, to)
 	}
 	if n.askedFor != n.token {
@@ -607,11 +615,15 @@ func (w *simWorld) start(id int, after time.Duration) {
 		}
 		name := fmt.Sprintf("c%d", id)
 		rng := rand.New(rand.NewPCG(w.rng.Uint64(), w.rng.Uint64()))
-		cfg := machineConfig{identity: name, key: w.key, writes: true, releaseOnStop: true,
+		identity := name
+		if w.sharedIdentity {
+			identity = fmt.Sprintf("h%d", id%2)
+		}
+		cfg := machineConfig{identity: identity, key: w.key, writes: true, releaseOnStop: true,
 			timings: simTimings(rng), random: rng.Int64N,
 			offers: id%5 != 4} // one in five runs no steward: it neither offers (it releases to the candidate it names) nor takes offers
 		tm, _ := cfg.timings(w.ttlRead())
-		n := &simNode{w: w, id: id, name: name, priority: w.rng.IntN(3), drift: (w.rng.Float64()*2 - 1) * simMaxDrift, base: w.now.Add(w.dur(-simMaxOffset, simMaxOffset)), baseTrue: w.now, alive: true, started: w.now}
+		n := &simNode{w: w, id: id, name: name, identity: identity, priority: w.rng.IntN(3), drift: (w.rng.Float64()*2 - 1) * simMaxDrift, base: w.now.Add(w.dur(-simMaxOffset, simMaxOffset)), baseTrue: w.now, alive: true, started: w.now}
 		var log Logger = nopLogger{}
 		if w.verbose {
 			log = simLog{w, name}
@@ -681,7 +693,7 @@ func (w *simWorld) step(n *simNode, in input) {
 		}
 		break
 	}
-	if v := n.m.view; n.obs == nil && v.known && v.State == KeyReleased && v.HandOverTo == n.name && n.m.sitOut.until.After(in.now) {
+	if v := n.m.view; n.obs == nil && v.known && v.State == KeyReleased && v.HandOverTo == n.identity && n.m.sitOut.until.After(in.now) {
 		w.fail("%s sits out for %v a release that hands the key over to it", n.name, n.m.sitOut.until.Sub(in.now).Round(time.Millisecond))
 	}
 	if out.done {
@@ -836,7 +848,7 @@ func (w *simWorld) offer(n *simNode, a action) {
 	deliver := func() {
 		var to *simNode
 		for _, c := range w.nodes {
-			if c != nil && c.alive && c.obs == nil && c.m.cfg.offers && c.name == a.handOver.to {
+			if c != nil && c.alive && c.obs == nil && c.m.cfg.offers && c.is(a.handOver.to, a.handOver.instance) {
 				to = c
 			}
 		}
@@ -853,7 +865,7 @@ func (w *simWorld) offer(n *simNode, a action) {
 			}
 			w.at(w.now.Add(w.dur(100*time.Microsecond, 3*time.Millisecond)), func() { reply(input{err: err}) })
 		})
-		w.notify(to, input{kind: inOffered, from: n.name, expect: a.expect, born: a.epoch})
+		w.notify(to, input{kind: inOffered, from: n.identity, expect: a.expect, born: a.epoch})
 	}
 	delay := w.dur(100*time.Microsecond, 3*time.Millisecond)
 	if w.rng.IntN(20) == 0 {
@@ -867,7 +879,7 @@ func (w *simWorld) offer(n *simNode, a action) {
 
 // otherCandidate names a candidate of alive other than n, drawn from the
 // seed, or "" when there is none.
-func (w *simWorld) otherCandidate(alive []*simNode, n *simNode) string {
+func (w *simWorld) otherCandidate(alive []*simNode, n *simNode) handOver {
 	var others []*simNode
 	for _, o := range alive {
 		if o != n && o.obs == nil {
@@ -875,9 +887,10 @@ func (w *simWorld) otherCandidate(alive []*simNode, n *simNode) string {
 		}
 	}
 	if len(others) == 0 {
-		return ""
+		return handOver{}
 	}
-	return others[w.rng.IntN(len(others))].name
+	o := others[w.rng.IntN(len(others))]
+	return handOver{to: o.identity, instance: o.name}
 }
 
 // send carries a request over the simulated network.
@@ -968,7 +981,7 @@ func (w *simWorld) apply2(n *simNode, a action) input {
 		if w.msgTTL {
 			ttl = transport.MessageTTL(w.ttl)
 		}
-		rev, err := b.Put(w.now, w.key, []byte(n.name), a.expect, ttl)
+		rev, err := b.Put(w.now, w.key, []byte(n.identity), a.expect, ttl)
 		if err == nil {
 			w.stamps[simWriteID{rev, w.now}] = transport.Stamp{Instance: n.name, Term: a.term.header()}
 			switch {
@@ -992,7 +1005,7 @@ func (w *simWorld) apply2(n *simNode, a action) input {
 				// The first to take a key handed over: the named candidate,
 				// or, after the window (which the others count from when
 				// they learn of the release), anyone.
-				if n.name == ho.to {
+				if ho.names(n) {
 					w.res.landed++
 					if w.now.Before(w.quietFrom) && w.rng.IntN(3) != 0 {
 						// Pass it on at once, while the others may still sit
@@ -1001,7 +1014,7 @@ func (w *simWorld) apply2(n *simNode, a action) input {
 						// skips a message replaced meanwhile).
 						w.at(w.now.Add(w.dur(100*time.Microsecond, 5*time.Millisecond)), func() { w.passOn(n) })
 					}
-					if took := n.sentAt.Sub(ho.at); ho.ready && n.failures == ho.failures && n.hinderedAfter(ho.at).Equal(ho.at) && took > simTakeBound {
+					if took := n.sentAt.Sub(ho.at); ho.ready && ho.node == n && n.failures == ho.failures && n.hinderedAfter(ho.at).Equal(ho.at) && took > simTakeBound {
 						w.fail("%s sent the write that took the key handed over to it %v after the release, though it was ready: it sat the hand-over out", n.name, took.Round(time.Millisecond))
 					}
 				} else if w.now.Sub(ho.at) < ho.within*99/100 {
@@ -1026,15 +1039,17 @@ func (w *simWorld) apply2(n *simNode, a action) input {
 		var payload []byte
 		switch {
 		case a.marked && a.handOver.to != "":
-			payload = handOverPayload(n.name, a.handOver.to, a.handOver.within)
+			payload = handOverPayload(n.identity, a.handOver.to, a.handOver.within)
 		case a.marked:
-			payload = releasePayload(n.name)
+			payload = releasePayload(n.identity)
 		}
 		rev, err := b.Delete(w.now, w.key, a.expect, payload)
 		if err == nil && a.marked && a.handOver.to != "" {
 			w.handedOver = simHandOver{to: a.handOver.to, at: w.now, within: a.handOver.within}
-			if to := w.node(a.handOver.to); to != nil {
-				w.handedOver.ready, w.handedOver.failures = w.readyToTake(to), to.failures
+			// The release names an identity: any of its copies may take
+			// the key; the one named was offered it first.
+			if to := w.node(a.handOver.to, a.handOver.instance); to != nil {
+				w.handedOver.ready, w.handedOver.failures, w.handedOver.node = w.readyToTake(to), to.failures, to
 			}
 			w.res.handOvers++
 			w.logf("%s hands over to %s within %v", n.name, a.handOver.to, a.handOver.within)
@@ -1238,7 +1253,7 @@ func (w *simWorld) fault() {
 			default:
 				// The real policy: the best healthy standby.
 				stop.handOver = decide(w.policyInput(n, w.heard(n), false)).successor
-				if c := w.node(stop.handOver.to); c != nil && c.sick {
+				if c := w.node(stop.handOver.to, stop.handOver.instance); c != nil && c.sick {
 					w.fail("the hand-over policy named unhealthy %s as %s's successor", c.name, n.name)
 				}
 			}
@@ -1328,14 +1343,14 @@ func (w *simWorld) fault() {
 		if leader == nil {
 			return
 		}
-		to := "ghost" // a candidate that is not running: the others take over after the window
+		to := handOver{to: "ghost"} // a candidate that is not running: the others take over after the window
 		if w.rng.IntN(5) != 0 {
-			if other := w.otherCandidate(alive, leader); other != "" {
+			if other := w.otherCandidate(alive, leader); other.to != "" {
 				to = other
 			}
 		}
-		w.logf("FAULT %s is asked to hand over to %s", leader.name, to)
-		w.notify(leader, input{kind: inHandOver, handOver: handOver{to: to}})
+		w.logf("FAULT %s is asked to hand over to %s/%s", leader.name, to.to, to.instance)
+		w.notify(leader, input{kind: inHandOver, handOver: to})
 	case "standdown", "purge":
 		if !w.standDown(kind == "purge") {
 			return
@@ -1466,7 +1481,7 @@ func (w *simWorld) checkObserver(n *simNode) {
 		// token, the observer names exactly that token, whatever its watch
 		// missed. A paused observer reports nothing new: its bound runs
 		// from when it resumed.
-		if c == nil || c.name != l.Leader || !c.valid(w.now) || c.toldAt.IsZero() || w.now.Before(n.paused) {
+		if c == nil || !c.is(l.Leader, l.Instance) || !c.valid(w.now) || c.toldAt.IsZero() || w.now.Before(n.paused) {
 			continue
 		}
 		bound := w.observerTokenBound()
@@ -1497,9 +1512,9 @@ func (w *simWorld) passOn(n *simNode) {
 	if !n.alive || !n.active || n.stopping {
 		return
 	}
-	if to := w.otherCandidate(w.running(), n); to != "" {
-		w.logf("FAULT %s is asked to pass the election on to %s", n.name, to)
-		w.notify(n, input{kind: inHandOver, handOver: handOver{to: to}})
+	if to := w.otherCandidate(w.running(), n); to.to != "" {
+		w.logf("FAULT %s is asked to pass the election on to %s/%s", n.name, to.to, to.instance)
+		w.notify(n, input{kind: inHandOver, handOver: to})
 	}
 }
 
@@ -1512,15 +1527,25 @@ func (w *simWorld) readyToTake(c *simNode) bool {
 		m.ttlUnusable == nil && m.watch.up && !m.watch.initial && !c.hinderedAfter(w.now).After(w.now)
 }
 
-// node returns the running candidate named name, or nil.
-func (w *simWorld) node(name string) *simNode {
+// node returns a running candidate of identity that is instance (any of
+// them for ""), or nil.
+func (w *simWorld) node(identity, instance string) *simNode {
 	for _, c := range w.nodes {
-		if c != nil && c.alive && c.obs == nil && c.name == name {
+		if c != nil && c.alive && c.obs == nil && c.is(identity, instance) {
 			return c
 		}
 	}
 	return nil
 }
+
+// is reports whether n is a candidate of identity that is instance (any
+// of them for "").
+func (n *simNode) is(identity, instance string) bool {
+	return n.identity == identity && (instance == "" || n.name == instance)
+}
+
+// names reports whether the hand-over's release names n: its identity.
+func (ho simHandOver) names(n *simNode) bool { return n.identity == ho.to }
 
 // hinderedAfter is the later of t and the end of every fault that holds up
 // what node n learns: a pause, a stalled watch, a partition, lost replies,
@@ -1763,7 +1788,7 @@ func (w *simWorld) standDown(purge bool) bool {
 	}
 	// A forced stand-down moves leadership: the deposed holder sits
 	// out the takeover that follows.
-	w.deposed, w.deposedAt, w.deposedTTL = string(msg.Value), w.now, w.ttl
+	w.deposed, w.deposedAt, w.deposedTTL = w.stamps[simWriteID{msg.Revision, msg.Written}].Instance, w.now, w.ttl
 	for _, n := range w.nodes {
 		if n != nil && n.alive && n.name == w.deposed {
 			w.deposedTTL = min(w.ttl, n.m.tm.ttl) // it sits out a TTL as it knows it (see setTTL)
