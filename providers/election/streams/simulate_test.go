@@ -1444,7 +1444,7 @@ func (w *simWorld) startObserver(id int) {
 		log = simLog{w, name}
 	}
 	o.driver.m = newMachine(machineConfig{key: w.key, timings: observerTimings, random: rng.Int64N}, tm)
-	n := &simNode{w: w, id: 1000 + id, name: name, obs: o, m: o.driver.m, log: log, base: w.now, baseTrue: w.now, alive: true, started: w.now,
+	n := &simNode{w: w, id: 1000 + id, name: name, identity: name, obs: o, m: o.driver.m, log: log, base: w.now, baseTrue: w.now, alive: true, started: w.now,
 		drift: (w.rng.Float64()*2 - 1) * simMaxDrift}
 	w.obs = append(w.obs, n)
 	w.all = append(w.all, n)
