@@ -10,9 +10,10 @@
 //	go run ./cmd/simulate -seed 4874               # replay one election seed, printing its events
 //	go run ./cmd/simulate -shards -seed 4874       # replay one shard group seed
 //
-// Each election seed runs two to six candidates' lease machines and one or
-// two observers on a simulated bucket for about two simulated minutes under
-// faults drawn from the seed, and checks after every event that at most one
+// Each election seed runs two to six candidates' lease machines (in one
+// seed in four, copies of two identities told apart by their instances)
+// and one or two observers on a simulated bucket for about two simulated
+// minutes under faults drawn from the seed, and checks after every event that at most one
 // candidate leads, fencing tokens grow, callbacks alternate, no candidate
 // spins, a leader follows the faults and observers tell the truth.
 //

@@ -275,6 +275,13 @@ type action struct {
 	epoch time.Time
 }
 
+// urgentAction reports whether a goes before routine requests: a
+// renewal, a write marked urgent (a take-over of the key), a release, an
+// offer of the key.
+func (a action) urgentAction() bool {
+	return a.renewal || a.urgent || a.kind == doRelease || a.kind == doOffer
+}
+
 type actionKind int
 
 const (

@@ -35,7 +35,26 @@ type scheduler struct {
 	ready   []*driver  // drivers with an input to take
 	members int        // drivers not finished
 	running bool       // the loop's goroutine runs
+	// routine counts the routine actions in flight (see start); pending
+	// are those waiting for one of them to end, in order.
+	routine int
+	pending []pendingAction
 }
+
+// pendingAction is a routine action waiting for its turn, since queued.
+type pendingAction struct {
+	d      *driver
+	act    action
+	queued time.Time
+}
+
+// maxRoutineInFlight bounds the routine actions a scheduler has in flight
+// at once: a fleet's start (30,000 candidates reading their keys) would
+// otherwise hold a goroutine for each at the transport's gate, which
+// admits 64 per connection, and the runtime keeps every goroutine
+// descriptor it ever made. Urgent actions (renewals, releases, offers of
+// the key) never wait here.
+const maxRoutineInFlight = 256
 
 // schedulers holds the scheduler of each clock in use.
 var schedulers = struct {
@@ -264,11 +283,49 @@ func (s *scheduler) turn(d *driver) {
 // candidates' requests (the transport orders requests waiting for the
 // broker, per connection), and a term's deadline caps its request from
 // when the machine decided it. Its outcome is d's next input.
+//
+// Routine actions (reads, campaigns, a bucket's settings, watches) beyond
+// maxRoutineInFlight wait here in order, without a goroutine, and their
+// timeout counts the wait: one whose time ran out is performed at once
+// with none left, and the transport sends nothing for it.
 func (s *scheduler) start(d *driver, act action) {
+	routine := !act.urgentAction()
 	s.mu.Lock()
 	d.inFlight = true
+	if routine && s.routine >= maxRoutineInFlight {
+		s.pending = append(s.pending, pendingAction{d: d, act: act, queued: time.Now()})
+		s.mu.Unlock()
+		return
+	}
+	if routine {
+		s.routine++
+	}
 	s.mu.Unlock()
-	go func() { s.outcome(d, d.perform(act)) }()
+	go s.perform(d, act, routine)
+}
+
+// perform performs d's act and passes its outcome on; a routine action's
+// goroutine then performs the pending ones in turn, until none waits.
+func (s *scheduler) perform(d *driver, act action, routine bool) {
+	for {
+		s.outcome(d, d.perform(act))
+		if !routine {
+			return
+		}
+		s.mu.Lock()
+		if len(s.pending) == 0 {
+			s.routine--
+			s.pending = nil // the array goes with the last one
+			s.mu.Unlock()
+			return
+		}
+		next := s.pending[0]
+		s.pending[0] = pendingAction{}
+		s.pending = s.pending[1:]
+		s.mu.Unlock()
+		d, act = next.d, next.act
+		act.timeout = max(act.timeout-time.Since(next.queued), time.Nanosecond)
+	}
 }
 
 // finish takes d off the scheduler: asks still waiting get ErrNotLeader,

@@ -3,12 +3,15 @@ package streams
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/conclave-io/conclave/clock"
 	"github.com/conclave-io/conclave/clock/clocktest"
 	"github.com/conclave-io/conclave/providers/election/standing"
 )
@@ -104,4 +107,86 @@ func TestStewardRunsOnTheElectionsClock(t *testing.T) {
 	eventually(t, 5*time.Second, "the health check to run once the election's clock passed its interval", func() bool {
 		return checks.Load() > before
 	})
+}
+
+// heldStore holds every watch of a key (a candidate's first action) until
+// released, and counts those in flight at once.
+type heldStore struct {
+	store
+	release       chan struct{}
+	calls, inside atomic.Int64
+	peak          atomic.Int64
+}
+
+func (h *heldStore) Watch(ctx context.Context, key string) (jetstream.KeyWatcher, error) {
+	h.calls.Add(1)
+	n := h.inside.Add(1)
+	for p := h.peak.Load(); n > p && !h.peak.CompareAndSwap(p, n); p = h.peak.Load() {
+	}
+	defer h.inside.Add(-1)
+	select {
+	case <-h.release:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return h.store.Watch(ctx, key)
+}
+
+// TestRoutineActionsWaitWithoutAGoroutine: a fleet's start of more
+// candidates than maxRoutineInFlight has at most that many routine
+// actions (here, reads of the key) in flight at once; the others wait in
+// the scheduler, without a goroutine, and each is performed in turn. The
+// actions are the candidates' first: making their watches.
+func TestRoutineActionsWaitWithoutAGoroutine(t *testing.T) {
+	const candidates = maxRoutineInFlight + 200
+	clk := clocktest.New(time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC))
+	hs := &heldStore{store: newFakeStore(clk, 30*time.Second), release: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	ended := make(chan error, candidates)
+	for i := range candidates {
+		e, err := NewElection(fmt.Sprintf("c%d", i), "k", nil, withStore(hs), WithClock(clk), WithLogger(nopLogger{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Launch(ctx, func(err error) { ended <- err })
+	}
+	defer func() {
+		cancel()
+		for range candidates {
+			if err := <-ended; err != nil {
+				t.Errorf("a campaign ended with %v", err)
+			}
+		}
+	}()
+	s := schedulerFor(clock.Clock(clk))
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s: %d watches made, %d in flight, peak %d", what, hs.calls.Load(), hs.inside.Load(), hs.peak.Load())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	pending := func() int {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return len(s.pending)
+	}
+	select {
+	case err := <-ended:
+		t.Fatalf("a campaign ended at once: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	waitFor("the watches to fill the routine actions in flight", func() bool { return hs.inside.Load() == maxRoutineInFlight })
+	waitFor("the other candidates' watches to wait in the scheduler", func() bool { return pending() == candidates-maxRoutineInFlight })
+	if got := hs.peak.Load(); got > maxRoutineInFlight {
+		t.Fatalf("%d watches in flight at once, more than %d", got, maxRoutineInFlight)
+	}
+	close(hs.release)
+	waitFor("every candidate's watch", func() bool { return hs.calls.Load() >= candidates })
+	if got := hs.peak.Load(); got > maxRoutineInFlight {
+		t.Fatalf("%d watches in flight at once, more than %d", got, maxRoutineInFlight)
+	}
 }
