@@ -1133,7 +1133,17 @@ func ownTTLFirst(v keyView, ttl time.Duration) bool {
 // it sent it plus at most that TTL less the writer's margin (a tenth of its
 // TTL by default), and our margin of a higher TTL would take a removal
 // under that lease for an expiry.
+//
+// A message read rather than delivered as it was written has its expiry
+// estimated from the broker's write time and our clock (viewOf), early by
+// as much as our clock runs ahead of the broker's: that error takes the
+// margin, and nothing is taken off. Otherwise a purge seen within the
+// margin of the estimate would pass for an expiry while its holder still
+// led, by as little as the clocks differ (simulator seed 7621183: 30 ms).
 func (m *machine) expiredFrom(v keyView, ttl time.Duration) time.Time {
+	if !v.live {
+		return expiresAt(v, ttl)
+	}
 	margin := m.tm.margin
 	if ownTTLFirst(v, ttl) && m.tm.ttl > 0 {
 		margin = min(margin, time.Duration(float64(margin)*float64(v.TTL)/float64(m.tm.ttl)))
