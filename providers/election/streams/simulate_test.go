@@ -247,6 +247,9 @@ type simWorld struct {
 	removed        bool          // the bucket is deleted
 	quietFrom      time.Time     // faults end here
 	ledAfter       bool          // a leader was seen after the faults
+	// faultsEnd is when the last fault's effects ended: the quiet phase's
+	// start, or later, when a bucket deleted before it is made again.
+	faultsEnd time.Time
 	// stepped, when set, is told of every step of a node (the shard group
 	// simulator follows its members' elections so).
 	stepped func(n *simNode)
@@ -450,15 +453,24 @@ func simulate(seed uint64, verbose bool) simResult {
 		w.startObserver(i)
 	}
 	w.quietFrom = t0.Add(simFaultPhase)
+	w.faultsEnd = w.quietFrom
 	for at := t0.Add(w.dur(0, 2*time.Second)); at.Before(w.quietFrom); at = at.Add(w.dur(200*time.Millisecond, 4*w.ttl)) {
 		w.at(at, w.fault)
 	}
-	end := w.quietFrom.Add(w.liveBound() + 5*w.ttl)
-	w.at(w.quietFrom.Add(w.liveBound()), func() {
+	// A bucket deleted before the quiet phase is made again up to
+	// maxTTL + 2s into it (recreate): the run lasts that much longer.
+	end := w.quietFrom.Add(w.liveBound() + w.maxTTL() + 2*time.Second + 5*w.ttl)
+	var checkLed func()
+	checkLed = func() {
+		if due := w.faultsEnd.Add(w.liveBound()); w.now.Before(due) {
+			w.at(due, checkLed)
+			return
+		}
 		if !w.ledAfter {
 			w.fail("no leader within %v after the last fault", w.liveBound())
 		}
-	})
+	}
+	w.at(w.quietFrom.Add(w.liveBound()), checkLed)
 	for steps := 0; w.events.Len() > 0 && w.err == nil; steps++ {
 		if steps > 2_000_000 {
 			w.fail("more than 2,000,000 events: something loops")
@@ -504,7 +516,7 @@ func (w *simWorld) check() {
 		}
 		w.fail("two leaders at once: %s", strings.Join(leaders, ", "))
 	}
-	if len(valid) == 1 && !w.now.Before(w.quietFrom) {
+	if len(valid) == 1 && !w.now.Before(w.faultsEnd) {
 		w.ledAfter = true
 	}
 	for _, o := range w.obs {
@@ -1397,6 +1409,7 @@ func (w *simWorld) fault() {
 		w.flushWatches()
 		w.at(w.now.Add(w.dur(w.maxTTL(), w.maxTTL()+2*time.Second)), func() {
 			w.logf("FAULT the bucket is made again, ttl %v", w.ttl)
+			w.faultsEnd = later(w.faultsEnd, w.now)
 			w.b.Recreate(w.now, w.ttl, w.msgTTL)
 			w.removed = false
 			w.epoch++
