@@ -217,16 +217,23 @@ func standingNames(cs []standing.Candidate) []string {
 // term's token as t's: a write that says it begins a term may not begin
 // one (the taker's answer came back after its lease would have ended; its
 // next write then begins the term), and only the leader knows which did.
-// It gives up at once when no candidate answers (Choria's do not), and
-// keeps t as it is unless the leader answers.
+// It gives up at once when no candidate answers (Choria's do not) or
+// another answers that it leads, and keeps t as it is unless the leader
+// answers.
 func confirmToken(ctx context.Context, s *session, name string, read uint64, t *takeover, until time.Time) {
 	for ctx.Err() == nil && time.Now().Before(until) {
 		var leads *standing.Candidate
+		other := false // another candidate answers that it leads: the key moved on
 		rctx, cancel := context.WithDeadline(ctx, until)
 		cs, err := standing.StandingUntil(rctx, s.nc, s.bucket, name, confirmWait, func(cs []standing.Candidate) bool {
 			for _, c := range cs {
-				if c.Leader && c.Identity == t.leader && (t.instance == "" || c.Instance == t.instance) && c.Token > read {
+				switch {
+				case !c.Leader:
+				case c.Identity == t.leader && (t.instance == "" || c.Instance == t.instance) && c.Token > read:
 					leads = &c
+					return true
+				default:
+					other = true
 					return true
 				}
 			}
@@ -237,7 +244,7 @@ func confirmToken(ctx context.Context, s *session, name string, read uint64, t *
 		case leads != nil:
 			t.revision = leads.Token
 			return
-		case err != nil || len(cs) == 0:
+		case other, err != nil, len(cs) == 0:
 			return
 		}
 	}

@@ -53,7 +53,8 @@ type pendingAction struct {
 // otherwise hold a goroutine for each at the transport's gate, which
 // admits 64 per connection, and the runtime keeps every goroutine
 // descriptor it ever made. Urgent actions (renewals, releases, offers of
-// the key) never wait here.
+// the key) and every action of a candidate that holds the key never wait
+// here: a waiting driver takes no input, not even its term's deadline.
 const maxRoutineInFlight = 256
 
 // schedulers holds the scheduler of each clock in use.
@@ -289,7 +290,9 @@ func (s *scheduler) turn(d *driver) {
 // timeout counts the wait: one whose time ran out is performed at once
 // with none left, and the transport sends nothing for it.
 func (s *scheduler) start(d *driver, act action) {
-	routine := !act.urgentAction()
+	// A holder's actions never wait: while one waits its driver takes no
+	// input, not even its term's deadline. d.m is stepped on this loop.
+	routine := !act.urgentAction() && !d.m.phase.holds()
 	s.mu.Lock()
 	d.inFlight = true
 	if routine && s.routine >= maxRoutineInFlight {

@@ -522,7 +522,11 @@ func (s *steward) follow(ctx context.Context, term *Term) (began bool) {
 	s.announcements, s.leading = nil, term
 	s.mu.Lock()
 	s.hearing = term // a late announcement of a past term is not taken in
-	s.known.reset()
+	if term != nil || s.campaign == nil || s.campaign.Err() == nil {
+		// A leader that stops keeps whom it heard: its stop offers the key
+		// by it after the term ended (driver.offerOnward).
+		s.known.reset()
+	}
 	s.mu.Unlock()
 	if term == nil || ctx.Err() != nil {
 		return false

@@ -359,3 +359,70 @@ func TestStopOfferGoesOnPastARefusal(t *testing.T) {
 		})
 	}
 }
+
+// TestStopOfferNamesTheSuccessorAgainAfterOnLost: the stop's successor is
+// named as the stop begins, and again as the key is offered, after OnLost
+// returned. Here the leader's copies stop while its OnLost runs: named at
+// the stop, the best standby was a copy; at the offer, the copies are
+// leaving, and the key goes to the candidate of the other process at
+// once, not to a copy that no longer answers.
+func TestStopOfferNamesTheSuccessorAgainAfterOnLost(t *testing.T) {
+	const rounds = 3
+	const onLost = 150 * time.Millisecond
+	ts := newTestServer(t)
+	createBucket(t, connect(t, ts.url()), bucketConfig(3*time.Second))
+	rec := newRecorder()
+	for i := range rounds {
+		key := fmt.Sprintf("again-%d", i)
+		kv := openBucket(t, connect(t, ts.url()))
+		var copies []*Election
+		cancels := map[*Election]func(){}
+		done := make(chan error, 3)
+		for _, inst := range []string{"w0", "w1", "w2"} {
+			var term *Term
+			who := "a/" + inst
+			e := mustElection(t, "a", key, kv, WithInstance(inst),
+				OnLeading(func(t *Term) { term = t; rec.add(event{who: who, won: true, term: t}) }),
+				OnLost(func() {
+					rec.add(event{who: who, term: term, cause: term.Cause()})
+					time.Sleep(onLost) // a slow OnLost: the offer waits for it
+				}))
+			ctx, cancel := context.WithCancel(context.Background())
+			copies, cancels[e] = append(copies, e), cancel
+			go func() { done <- e.Start(ctx) }()
+		}
+		rec.waitFor(t, 10*time.Second, "a copy of a to lead", func(evs []event) bool { return wins(evs, "") == 2*i+1 })
+		stopOther := runElection(t, mustElection(t, "b", key, openBucket(t, connect(t, ts.url())), rec.options("b")...))
+		var leader *Election
+		for _, e := range copies {
+			if e.IsLeader() {
+				leader = e
+			}
+		}
+		eventually(t, 10*time.Second, "the leader to know its three standbys", func() bool {
+			return leader != nil && len(rollOf(leader)) == 3
+		})
+		asked := time.Now()
+		cancels[leader]()
+		time.Sleep(onLost / 3) // the stop has begun; OnLost runs
+		for e, cancel := range cancels {
+			if e != leader {
+				cancel()
+			}
+		}
+		evs := rec.waitFor(t, 10*time.Second, "b to lead", func(evs []event) bool { return wins(evs, "b") == i+1 })
+		for range copies {
+			if err := <-done; err != nil {
+				t.Fatalf("Start: %v", err)
+			}
+		}
+		if to := leader.HandedOverTo(); to != "b" {
+			t.Errorf("round %d: the leader handed over to %q, want b", i, to)
+		}
+		if took := evs[len(evs)-1].at.Sub(asked); took > onLost+500*time.Millisecond {
+			t.Errorf("round %d: b led %v after the stop, more than OnLost (%v) and a hand-over", i, took, onLost)
+		}
+		stopOther()
+	}
+	checkHistory(t, rec.snapshot())
+}
