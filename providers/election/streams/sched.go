@@ -290,9 +290,7 @@ func (s *scheduler) turn(d *driver) {
 // timeout counts the wait: one whose time ran out is performed at once
 // with none left, and the transport sends nothing for it.
 func (s *scheduler) start(d *driver, act action) {
-	// A holder's actions never wait: while one waits its driver takes no
-	// input, not even its term's deadline. d.m is stepped on this loop.
-	routine := !act.urgentAction() && !d.m.phase.holds()
+	routine := routineAction(d.m, act)
 	s.mu.Lock()
 	d.inFlight = true
 	if routine && s.routine >= maxRoutineInFlight {
@@ -305,6 +303,14 @@ func (s *scheduler) start(d *driver, act action) {
 	}
 	s.mu.Unlock()
 	go s.perform(d, act, routine)
+}
+
+// routineAction reports whether act, the action of m, may wait for a turn
+// among the routine actions: never an urgent one, nor any of a candidate
+// that holds the key, as while one waits its driver takes no input, not
+// even its term's deadline. m is stepped on the scheduler's loop.
+func routineAction(m *machine, act action) bool {
+	return !act.urgentAction() && !m.phase.holds()
 }
 
 // perform performs d's act and passes its outcome on; a routine action's

@@ -190,3 +190,34 @@ func TestRoutineActionsWaitWithoutAGoroutine(t *testing.T) {
 		t.Fatalf("%d watches in flight at once, more than %d", got, maxRoutineInFlight)
 	}
 }
+
+// TestHoldersAndUrgentActionsNeverWait: only a candidate that does not
+// hold the key waits for a turn among the routine actions, and only with
+// a routine action; renewals, urgent writes, releases and offers of the
+// key, and every action of a holder, go at once.
+func TestHoldersAndUrgentActionsNeverWait(t *testing.T) {
+	standby, holder := &machine{phase: candidate}, &machine{phase: winning}
+	leader := &machine{phase: leading}
+	for _, tc := range []struct {
+		m    *machine
+		act  action
+		want bool
+	}{
+		{standby, action{kind: doRead}, true},
+		{standby, action{kind: doWatch}, true},
+		{standby, action{kind: doReadTTL}, true},
+		{standby, action{kind: doWrite}, true},
+		{standby, action{kind: doWrite, urgent: true}, false},
+		{standby, action{kind: doRelease}, false},
+		{standby, action{kind: doOffer}, false},
+		{holder, action{kind: doReadTTL}, false},
+		{holder, action{kind: doWatch}, false},
+		{leader, action{kind: doReadTTL}, false},
+		{leader, action{kind: doWrite, renewal: true}, false},
+		{leader, action{kind: doRead}, false},
+	} {
+		if got := routineAction(tc.m, tc.act); got != tc.want {
+			t.Errorf("phase %v, action %+v: waits %v, want %v", tc.m.phase, tc.act, got, tc.want)
+		}
+	}
+}
