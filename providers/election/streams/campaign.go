@@ -306,13 +306,10 @@ func (d *driver) perform(a action) input {
 // next land over it: each offer's write is over the same revision.
 func (d *driver) offerOnward(ctx context.Context, a action) (handOver, error) {
 	to := a.handOver
-	// A successor of this identity is another copy only when named by its
-	// instance: an offer to the identity alone would reach this one too.
-	another := func(ho handOver) bool { return ho.to != "" && (ho.to != d.identity || ho.instance != "") }
 	if to.orNext && d.successor != nil {
 		// Named when the stop began; who stands may have changed since
 		// (a copy of this process stopping with it).
-		if now := d.successor(); another(now) {
+		if now := d.successor(); now.namesAnother(d.identity) {
 			now.within, now.orNext = to.within, true
 			to = now
 		}
@@ -322,7 +319,7 @@ func (d *driver) offerOnward(ctx context.Context, a action) (handOver, error) {
 	for err != nil && to.orNext && d.successor != nil && ctx.Err() == nil {
 		refused = append(refused, to)
 		next := d.successor(refused...)
-		if !another(next) {
+		if !next.namesAnother(d.identity) {
 			break
 		}
 		d.log.Infof("election %s: %s did not take up the offer (%v): offering the key to %s", d.key, to.to, err, next.to)

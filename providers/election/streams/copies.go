@@ -84,15 +84,13 @@ func (s *steward) leaveCopies() {
 // check said. roll itself is not changed.
 func (s *steward) withLocalCopies(roll []standing.Candidate) []standing.Candidate {
 	localCopies.mu.Lock()
-	var running []*steward
-	var left []copyName
-	if cs := localCopies.m[s.copiesKey()]; cs != nil {
-		running, left = slices.Clone(cs.running), slices.Clone(cs.left)
+	cs := localCopies.m[s.copiesKey()]
+	if cs == nil || len(cs.running) < 2 && len(cs.left) == 0 {
+		localCopies.mu.Unlock()
+		return roll // no other copy: nothing to copy or correct
 	}
+	running, left := slices.Clone(cs.running), slices.Clone(cs.left)
 	localCopies.mu.Unlock()
-	if len(running) < 2 && len(left) == 0 {
-		return roll
-	}
 	out := roll
 	set := func(i int, leaving, healthy bool) {
 		if leaving && !out[i].Leaving || healthy != out[i].Healthy {

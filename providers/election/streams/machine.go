@@ -122,6 +122,14 @@ type handOver struct {
 	declinedOut outcome // what became of the offer
 }
 
+// namesAnother reports whether ho names a candidate other than one of
+// identity: any other identity, or a copy of identity named by its
+// instance (an offer to the identity alone would reach every copy of it,
+// this one too).
+func (ho handOver) namesAnother(identity string) bool {
+	return ho.to != "" && (ho.to != identity || ho.instance != "")
+}
+
 // takeOver is an offer of the key a leader made us after its term ended:
 // write over rev, which from holds, and the term may begin at once (rule 1).
 type takeOver struct {
@@ -416,10 +424,10 @@ func (m *machine) take(in input) {
 	case inTick:
 	case inStop:
 		m.enter(stopping)
-		// A successor of our identity is another copy when it names its
-		// instance (the policy never names this candidate).
+		// The policy never names this candidate; a copy of our identity
+		// must be named by its instance.
 		ho := in.handOver
-		if ho.to != "" && (ho.to != m.cfg.identity || ho.instance != "") && m.cfg.offers && m.cfg.releaseOnStop {
+		if ho.namesAnother(m.cfg.identity) && m.cfg.offers && m.cfg.releaseOnStop {
 			m.stopOffer = handOver{to: ho.to, instance: ho.instance, within: m.handOverWindow(), orNext: true}
 		}
 	case inRead:
