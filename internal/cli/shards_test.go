@@ -102,19 +102,7 @@ func TestShardsWatchShowsHoldersAndMembers(t *testing.T) {
 	w := startConclave(t, nil, "--server", url, "shards", "watch", "feed")
 	w.stdout.waitFor(t, 0, regexp.MustCompile(`watching group feed`))
 
-	g, err := shards.NewGroup("m1", "feed", 2, jetStream(t, url))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- g.Start(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Start: %v", err)
-		}
-	}()
+	runGroup(t, url, "m1", "feed", 2)
 	w.stdout.waitFor(t, 0, regexp.MustCompile(`member m1 is in the group`))
 	w.stdout.waitFor(t, 0, regexp.MustCompile(`shard 0 \(feed\.0\) held by m1`))
 	w.stdout.waitFor(t, 0, regexp.MustCompile(`shard 1 \(feed\.1\) held by m1`))
@@ -146,19 +134,7 @@ func TestShardsArgumentErrors(t *testing.T) {
 // holder and the token of the holder's term.
 func TestElectionCommandsSeeShardKeys(t *testing.T) {
 	url := startBroker(t, 2*time.Second)
-	g, err := shards.NewGroup("m1", "feed", 2, jetStream(t, url))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- g.Start(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Start: %v", err)
-		}
-	}()
+	g := runGroup(t, url, "m1", "feed", 2)
 	deadline := time.Now().Add(eventTimeout)
 	for len(g.Held()) != 2 || g.Term(0) == nil || g.Term(1) == nil {
 		if time.Now().After(deadline) {
@@ -183,4 +159,24 @@ func TestElectionCommandsSeeShardKeys(t *testing.T) {
 			t.Errorf("election info %s does not show m1 leading with token %d:\n%s", key, token, r.stdout)
 		}
 	}
+}
+
+// runGroup runs member's part of a shard group of n shards until the test
+// ends, and then checks that Start returned without an error.
+func runGroup(t *testing.T, url, member, group string, n int) *shards.Group {
+	t.Helper()
+	g, err := shards.NewGroup(member, group, n, jetStream(t, url))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Start: %v", err)
+		}
+	})
+	return g
 }

@@ -270,15 +270,7 @@ func TestProcessStoppingTogetherHandsTheKeyOutside(t *testing.T) {
 		rec.waitFor(t, 10*time.Second, "a copy of a to lead", func(evs []event) bool { return wins(evs, "a") == i+1 })
 		other := mustElection(t, "b", key, openBucket(t, connect(t, ts.url())), rec.options("b")...)
 		stopOther := runElection(t, other)
-		var leader *Election
-		for _, e := range copies {
-			if e.IsLeader() {
-				leader = e
-			}
-		}
-		eventually(t, 10*time.Second, "the leader to know its three standbys", func() bool {
-			return leader != nil && len(rollOf(leader)) == 3
-		})
+		leader := leaderKnowing(t, copies, 3)
 		asked := time.Now()
 		stopProcess()
 		evs := rec.waitFor(t, 10*time.Second, "b to lead", func(evs []event) bool { return wins(evs, "b") == i+1 })
@@ -393,15 +385,7 @@ func TestStopOfferNamesTheSuccessorAgainAfterOnLost(t *testing.T) {
 		}
 		rec.waitFor(t, 10*time.Second, "a copy of a to lead", func(evs []event) bool { return wins(evs, "") == 2*i+1 })
 		stopOther := runElection(t, mustElection(t, "b", key, openBucket(t, connect(t, ts.url())), rec.options("b")...))
-		var leader *Election
-		for _, e := range copies {
-			if e.IsLeader() {
-				leader = e
-			}
-		}
-		eventually(t, 10*time.Second, "the leader to know its three standbys", func() bool {
-			return leader != nil && len(rollOf(leader)) == 3
-		})
+		leader := leaderKnowing(t, copies, 3)
 		asked := time.Now()
 		cancels[leader]()
 		time.Sleep(onLost / 3) // the stop has begun; OnLost runs
@@ -425,4 +409,20 @@ func TestStopOfferNamesTheSuccessorAgainAfterOnLost(t *testing.T) {
 		stopOther()
 	}
 	checkHistory(t, rec.snapshot())
+}
+
+// leaderKnowing returns the one of es that leads, once it knows standbys
+// other candidates: its stop names its successor from them.
+func leaderKnowing(t *testing.T, es []*Election, standbys int) *Election {
+	t.Helper()
+	var leader *Election
+	eventually(t, 10*time.Second, fmt.Sprintf("a leader among the copies to know %d standbys", standbys), func() bool {
+		for _, e := range es {
+			if e.IsLeader() {
+				leader = e
+			}
+		}
+		return leader != nil && len(rollOf(leader)) == standbys
+	})
+	return leader
 }
