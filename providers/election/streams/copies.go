@@ -121,5 +121,5 @@ func (s *steward) withLocalCopies(roll []standing.Candidate) []standing.Candidat
 func (s *steward) liveState() (leaving, healthy bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.campaign != nil && s.campaign.Err() != nil, s.healthy
+	return s.stopping(), s.healthy
 }

@@ -203,12 +203,13 @@ func (e *Election) Launch(ctx context.Context, ended func(error)) {
 		go ended(nil)
 		return
 	}
+	caller := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	e.cancel = cancel
 	e.done, e.stopCtx = ctx.Done(), ctx
 	e.running = true
 	e.mu.Unlock()
-	go e.begin(ctx, func(err error) {
+	go e.begin(caller, ctx, func(err error) {
 		cancel()
 		e.mu.Lock()
 		e.running = false
@@ -220,7 +221,7 @@ func (e *Election) Launch(ctx context.Context, ended func(error)) {
 // begin opens the bucket, reads its settings and sets the campaign going
 // on the process's scheduler; finish is called with the campaign's
 // outcome once it has wound down.
-func (e *Election) begin(ctx context.Context, finish func(error)) {
+func (e *Election) begin(caller, ctx context.Context, finish func(error)) {
 	ttl, born, err := e.awaitBucket(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -270,7 +271,7 @@ func (e *Election) begin(ctx context.Context, finish func(error)) {
 		// The steward outlives the campaign's context, so that a leader
 		// that stops still knows whom to offer the key to (successor),
 		// and answers who is standing until it has wound down.
-		s.ctx, s.campaign = context.WithoutCancel(ctx), ctx
+		s.ctx, s.campaign, s.caller = context.WithoutCancel(ctx), ctx, caller
 	}
 	c.launch(ctx, born, func(err error) {
 		if s != nil {

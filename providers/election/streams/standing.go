@@ -184,9 +184,10 @@ type steward struct {
 	// that may not read it would only add refusals of its subscriptions
 	// to the refusal Start reports.
 	ctx context.Context
-	// campaign is the campaign's own context: once it ends the candidate
-	// is stopping, and says so in its answers while it winds down.
-	campaign context.Context
+	// campaign is the campaign's own context, and caller the one its
+	// caller started it with: once either ends the candidate is stopping
+	// (see stopping).
+	campaign, caller context.Context
 	once     sync.Once
 	cancel   context.CancelFunc
 	passes   sync.WaitGroup // the pass under way, if any
@@ -522,7 +523,7 @@ func (s *steward) follow(ctx context.Context, term *Term) (began bool) {
 	s.announcements, s.leading = nil, term
 	s.mu.Lock()
 	s.hearing = term // a late announcement of a past term is not taken in
-	if term != nil || s.campaign == nil || s.campaign.Err() == nil {
+	if term != nil || !s.stopping() {
 		// A leader that stops keeps whom it heard: its stop offers the key
 		// by it after the term ended (driver.offerOnward).
 		s.known.reset()
@@ -572,8 +573,17 @@ func (s *steward) self() standing.Candidate {
 	}
 	// A stopping candidate answers, until it has wound down, as leaving:
 	// whoever asks must not count it, nor offer it the key.
-	c.Leaving = s.campaign != nil && s.campaign.Err() != nil
+	c.Leaving = s.stopping()
 	return c
+}
+
+// stopping reports whether the candidate's campaign ended or is ending.
+// The caller's context is read too: when a process stops its copies by
+// one context, its end is seen before the copies' own contexts end, one
+// after another, and a leader among them, stopping first, must not count
+// on a copy that is about to stop.
+func (s *steward) stopping() bool {
+	return s.campaign != nil && (s.caller.Err() != nil || s.campaign.Err() != nil)
 }
 
 func (s *steward) announce(leaving bool) {
@@ -661,7 +671,10 @@ func (s *steward) onHandOver(ctx context.Context, m *nats.Msg) {
 	if err == nil && req.Revision != 0 {
 		if req.To == s.e.identity && (req.Instance == "" || req.Instance == s.e.instance) {
 			ans := standing.HandOverAnswer{Leader: req.From}
-			if err := s.e.takeOver(ctx, req); err != nil {
+			if s.stopping() {
+				// Refused at once, so that the leader offers the key on.
+				ans.Error = "the candidate is stopping"
+			} else if err := s.e.takeOver(ctx, req); err != nil {
 				ans.Error = err.Error()
 			}
 			_ = m.Respond(ans.Encode())

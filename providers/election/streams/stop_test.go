@@ -263,12 +263,12 @@ func TestProcessStoppingTogetherHandsTheKeyOutside(t *testing.T) {
 		done := make(chan error, 3)
 		var copies []*Election
 		for _, inst := range []string{"w0", "w1", "w2"} {
-			e := mustElection(t, "a", key, kv, append(rec.options("a"), WithInstance(inst))...)
+			e := mustElection(t, "a", key, kv, append(rec.options("a"), WithInstance(inst), WithLogger(testLogger{t, fmt.Sprintf("r%d %s: ", i, inst)}))...)
 			copies = append(copies, e)
 			go func() { done <- e.Start(ctx) }()
 		}
 		rec.waitFor(t, 10*time.Second, "a copy of a to lead", func(evs []event) bool { return wins(evs, "a") == i+1 })
-		other := mustElection(t, "b", key, openBucket(t, connect(t, ts.url())), rec.options("b")...)
+		other := mustElection(t, "b", key, openBucket(t, connect(t, ts.url())), append(rec.options("b"), WithLogger(testLogger{t, fmt.Sprintf("r%d b: ", i)}))...)
 		stopOther := runElection(t, other)
 		leader := leaderKnowing(t, copies, 3)
 		asked := time.Now()
