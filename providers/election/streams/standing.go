@@ -188,9 +188,9 @@ type steward struct {
 	// caller started it with: once either ends the candidate is stopping
 	// (see stopping).
 	campaign, caller context.Context
-	once     sync.Once
-	cancel   context.CancelFunc
-	passes   sync.WaitGroup // the pass under way, if any
+	once             sync.Once
+	cancel           context.CancelFunc
+	passes           sync.WaitGroup // the pass under way, if any
 
 	known *roll // while leading: the other candidates, as they last announced themselves or answered
 
