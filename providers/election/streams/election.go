@@ -209,7 +209,7 @@ func (e *Election) Launch(ctx context.Context, ended func(error)) {
 	e.done, e.stopCtx = ctx.Done(), ctx
 	e.running = true
 	e.mu.Unlock()
-	go e.begin(caller, ctx, func(err error) {
+	e.enqueueBegin(caller, ctx, func(err error) {
 		cancel()
 		e.mu.Lock()
 		e.running = false
@@ -220,19 +220,20 @@ func (e *Election) Launch(ctx context.Context, ended func(error)) {
 
 // begin opens the bucket, reads its settings and sets the campaign going
 // on the process's scheduler; finish is called with the campaign's
-// outcome once it has wound down.
+// outcome once it has wound down, on a goroutine of its own: begin
+// returns once the campaign is set going (see enqueueBegin).
 func (e *Election) begin(caller, ctx context.Context, finish func(error)) {
 	ttl, born, err := e.awaitBucket(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
 			err = nil
 		}
-		finish(err)
+		go finish(err)
 		return
 	}
 	tm, err := e.timings(ttl)
 	if err != nil {
-		finish(err)
+		go finish(err)
 		return
 	}
 	e.setTimings(tm)

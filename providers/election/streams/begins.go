@@ -1,0 +1,116 @@
+package streams
+
+import (
+	"context"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+)
+
+// A process's elections begin (open their bucket and read its settings,
+// then join the scheduler) a bounded number at a time per connection and
+// bucket, each of the few goroutines beginning one election after another:
+// a fleet's start launches tens of thousands at once, and the runtime keeps
+// the descriptor of every goroutine it ever made. Elections of one bucket
+// over one connection share their fate while they wait (the broker is
+// unreachable, the bucket not made yet), so none waits behind another
+// bucket's or connection's; one whose context ends while it waits ends at
+// once.
+
+// maxBeginsInFlight bounds the elections of one connection and bucket
+// that begin at once.
+const maxBeginsInFlight = 64
+
+// beginKey is the connection and bucket elections begin on.
+type beginKey struct {
+	nc     *nats.Conn
+	bucket string
+}
+
+// beginQueue is the elections of one beginKey beginning, and waiting to.
+type beginQueue struct {
+	inFlight int
+	waiting  []*queuedBegin
+}
+
+// queuedBegin is an election waiting to begin, as begin takes it.
+type queuedBegin struct {
+	e           *Election
+	caller, ctx context.Context
+	finish      func(error)
+	stopWaiting func() bool // ends the wait on ctx's end
+}
+
+var begins = struct {
+	mu sync.Mutex
+	m  map[beginKey]*beginQueue
+}{m: map[beginKey]*beginQueue{}}
+
+// enqueueBegin begins e now, on a goroutine, or once one of its
+// connection and bucket's elections beginning now has begun; when ctx
+// ends first, finish is called with nil, as begin does then.
+func (e *Election) enqueueBegin(caller, ctx context.Context, finish func(error)) {
+	k := beginKey{connOf(e.js), e.opts.bucket}
+	qb := &queuedBegin{e: e, caller: caller, ctx: ctx, finish: finish}
+	begins.mu.Lock()
+	q := begins.m[k]
+	if q == nil {
+		q = &beginQueue{}
+		begins.m[k] = q
+	}
+	if q.inFlight < maxBeginsInFlight {
+		q.inFlight++
+		begins.mu.Unlock()
+		go beginInTurn(k, qb)
+		return
+	}
+	q.waiting = append(q.waiting, qb)
+	qb.stopWaiting = context.AfterFunc(ctx, func() {
+		begins.mu.Lock()
+		n := len(q.waiting)
+		for i, w := range q.waiting {
+			if w == qb {
+				q.waiting = append(q.waiting[:i:i], q.waiting[i+1:]...)
+				break
+			}
+		}
+		gone := len(q.waiting) < n
+		begins.mu.Unlock()
+		if gone {
+			finish(nil)
+		}
+	})
+	begins.mu.Unlock()
+}
+
+// beginInTurn begins qb, then the elections of k that wait, in order,
+// until none does.
+func beginInTurn(k beginKey, qb *queuedBegin) {
+	for qb != nil {
+		qb.e.begin(qb.caller, qb.ctx, qb.finish)
+		qb = nextBegin(k)
+	}
+}
+
+// nextBegin takes the next election of k waiting to begin, or, when none
+// waits, gives up k's place in flight.
+func nextBegin(k beginKey) *queuedBegin {
+	begins.mu.Lock()
+	defer begins.mu.Unlock()
+	q := begins.m[k]
+	if len(q.waiting) == 0 {
+		q.inFlight--
+		if q.inFlight == 0 {
+			delete(begins.m, k)
+		}
+		return nil
+	}
+	qb := q.waiting[0]
+	q.waiting[0] = nil
+	q.waiting = q.waiting[1:]
+	if len(q.waiting) == 0 {
+		q.waiting = nil // the array goes with the last one
+	}
+	qb.stopWaiting() // taken out under the lock: its AfterFunc finds it gone
+	return qb
+}
