@@ -151,7 +151,7 @@ func TestLeaderStandsDownAtDeadlineByTheClockAlone(t *testing.T) {
 	kv := createBucket(t, connect(t, ts.url()), bucketConfig(10*time.Second))
 	fake := clocktest.New(time.Now())
 	rec := newRecorder()
-	e := mustElection(t, "a", "paused", kv, append(rec.options("a"), WithClock(fake))...)
+	e := mustElection(t, "a", "paused", kv, append(rec.options("a"), WithClock(fake), WithLogger(testLogger{t, "a: "}))...)
 	runElection(t, e)
 	evs := rec.waitFor(t, 5*time.Second, "a to win", func(evs []event) bool { return wins(evs, "a") == 1 })
 	term := evs[0].term
@@ -184,7 +184,25 @@ func TestLeaderStandsDownAtDeadlineByTheClockAlone(t *testing.T) {
 	}
 	// The election then reports the loss, and, since the key is still its
 	// own on the broker, a renewal starts a new term with a newer token.
+	// The clock moves on meanwhile, as it does after a pause: a renewal
+	// sent in the last millisecond may time out and land, and what the
+	// election does then (read the key, wait its backoff) takes its time.
+	ticking := make(chan struct{})
+	ticked := make(chan struct{})
+	go func() {
+		defer close(ticked)
+		for {
+			select {
+			case <-ticking:
+				return
+			case <-time.After(10 * time.Millisecond):
+				fake.Advance(50 * time.Millisecond)
+			}
+		}
+	}()
 	evs = rec.waitFor(t, 5*time.Second, "a to lead again", func(evs []event) bool { return len(evs) >= 3 })
+	close(ticking)
+	<-ticked
 	if evs[1].won || evs[1].cause != CauseDeadline || !evs[2].won || evs[2].term.Token() <= term.Token() {
 		t.Fatalf("after the deadline: %s", describe(evs))
 	}
