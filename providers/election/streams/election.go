@@ -185,8 +185,10 @@ func (e *Election) Start(ctx context.Context) error {
 // Election's methods). It is the way to run many candidates in one process
 // (a fleet of elections, a shard group's): the candidates of a process
 // share one scheduler, and a candidate at rest holds no goroutine of its
-// own, where Start holds its caller's for the candidate's life. Stop, or
-// the end of ctx, ends the campaign as with Start.
+// own, where Start holds its caller's for the candidate's life. Elections
+// launched together begin (open the bucket, read its settings) at most 64
+// at a time per connection and bucket. Stop, or the end of ctx, ends the
+// campaign as with Start, at once for one still waiting to begin.
 func (e *Election) Launch(ctx context.Context, ended func(error)) {
 	if ended == nil {
 		ended = func(error) {}
