@@ -2,6 +2,7 @@ package streams
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	"github.com/nats-io/nats.go"
@@ -36,9 +37,10 @@ type beginQueue struct {
 // queuedBegin is an election waiting to begin, as begin takes it.
 type queuedBegin struct {
 	e           *Election
+	q           *beginQueue
 	caller, ctx context.Context
 	finish      func(error)
-	stopWaiting func() bool // ends the wait on ctx's end
+	stopWaiting func() bool // ends the wait on caller's end
 }
 
 var begins = struct {
@@ -47,8 +49,11 @@ var begins = struct {
 }{m: map[beginKey]*beginQueue{}}
 
 // enqueueBegin begins e now, on a goroutine, or once one of its
-// connection and bucket's elections beginning now has begun; when ctx
-// ends first, finish is called with nil, as begin does then.
+// connection and bucket's elections beginning now has begun. ctx is
+// caller's child, which Stop ends: when either ends first, e leaves the
+// queue (leave) and finish is called with nil, as begin does then. The
+// wait is on caller, whose one map of children the process's elections
+// share; Stop calls leave itself.
 func (e *Election) enqueueBegin(caller, ctx context.Context, finish func(error)) {
 	k := beginKey{connOf(e.js), e.opts.bucket}
 	qb := &queuedBegin{e: e, caller: caller, ctx: ctx, finish: finish}
@@ -64,29 +69,41 @@ func (e *Election) enqueueBegin(caller, ctx context.Context, finish func(error))
 		go beginInTurn(k, qb)
 		return
 	}
+	qb.q = q
 	q.waiting = append(q.waiting, qb)
-	qb.stopWaiting = context.AfterFunc(ctx, func() {
-		begins.mu.Lock()
-		n := len(q.waiting)
-		for i, w := range q.waiting {
-			if w == qb {
-				q.waiting = append(q.waiting[:i:i], q.waiting[i+1:]...)
-				break
-			}
-		}
-		gone := len(q.waiting) < n
-		begins.mu.Unlock()
-		if gone {
-			finish(nil)
-		}
-	})
+	qb.stopWaiting = context.AfterFunc(caller, qb.leave)
 	begins.mu.Unlock()
+	e.mu.Lock()
+	e.waiting = qb
+	stopped := e.stopped
+	e.mu.Unlock()
+	if stopped {
+		qb.leave()
+	}
+}
+
+// leave takes qb out of its queue, if it still waits there, and ends its
+// election.
+func (qb *queuedBegin) leave() {
+	begins.mu.Lock()
+	i := slices.Index(qb.q.waiting, qb)
+	if i >= 0 {
+		qb.q.waiting = slices.Delete(qb.q.waiting, i, i+1)
+	}
+	begins.mu.Unlock()
+	if i >= 0 {
+		qb.stopWaiting()
+		qb.finish(nil)
+	}
 }
 
 // beginInTurn begins qb, then the elections of k that wait, in order,
 // until none does.
 func beginInTurn(k beginKey, qb *queuedBegin) {
 	for qb != nil {
+		qb.e.mu.Lock()
+		qb.e.waiting = nil
+		qb.e.mu.Unlock()
 		qb.e.begin(qb.caller, qb.ctx, qb.finish)
 		qb = nextBegin(k)
 	}
@@ -111,6 +128,6 @@ func nextBegin(k beginKey) *queuedBegin {
 	if len(q.waiting) == 0 {
 		q.waiting = nil // the array goes with the last one
 	}
-	qb.stopWaiting() // taken out under the lock: its AfterFunc finds it gone
+	qb.stopWaiting() // taken out under the lock: leave finds it gone
 	return qb
 }

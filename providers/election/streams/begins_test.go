@@ -29,14 +29,20 @@ func TestBeginsWaitInABoundedQueue(t *testing.T) {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	var ended atomic.Int32
+	var last *Election
+	lastEnded := make(chan struct{})
 	for i := range waiting {
 		e, err := NewElection("a", fmt.Sprintf("k%d", i), js, InBucket("NOT_MADE_YET"), WithRequestTimeout(200*time.Millisecond))
 		if err != nil {
 			t.Fatal(err)
 		}
+		last = e
 		e.Launch(ctx, func(err error) {
 			if err != nil {
 				t.Errorf("an election stopped while it waited for its bucket ended with %v", err)
+			}
+			if e == last {
+				close(lastEnded)
 			}
 			ended.Add(1)
 		})
@@ -49,6 +55,16 @@ func TestBeginsWaitInABoundedQueue(t *testing.T) {
 	rec.waitFor(t, 10*time.Second, "an election of another bucket to lead", func(evs []event) bool { return wins(evs, "b") == 1 })
 	if n := ended.Load(); n != 0 {
 		t.Fatalf("%d elections ended before their context did", n)
+	}
+	// Stopped while it waits at the end of the queue: it ends, alone.
+	last.Stop()
+	select {
+	case <-lastEnded:
+	case <-time.After(10 * time.Second):
+		t.Fatal("an election stopped while it waited to begin did not end")
+	}
+	if n := ended.Load(); n != 1 {
+		t.Fatalf("%d elections ended after one was stopped, want 1", n)
 	}
 	stop()
 	eventually(t, 10*time.Second, "every waiting election to end with its context", func() bool { return ended.Load() == waiting })

@@ -72,6 +72,7 @@ type driver struct {
 	finished     func()      // called off the loop once the driver ended
 	stopChanges  func()      // stops the notices of changes of the settings
 	stopOnDone   func() bool // stops the stop that ctx's end posts
+	stopPosted   bool        // the stop was posted (postStop)
 }
 
 // ask is a request to the machine, and where its outcome goes: the error of
@@ -98,10 +99,10 @@ func (d *driver) answer(k noteKind, err error) {
 func (d *driver) post(a ask) { d.sched.post(d, a) }
 
 // launch runs the driver on its scheduler from in, its first input, until
-// it finishes: ctx's end tells the machine to stop, the watch and the
-// bucket's notices of changes of its settings feed it. done is called once
-// it has finished, on a goroutine of its own, after the watches it stopped
-// have been drained.
+// it finishes: ctx's end tells the machine to stop (as postStop does), the
+// watch and the bucket's notices of changes of its settings feed it. done
+// is called once it has finished, on a goroutine of its own, after the
+// watches it stopped have been drained.
 func (d *driver) launch(ctx context.Context, first input, done func()) {
 	if d.sched == nil {
 		d.sched = schedulerFor(d.clock)
@@ -111,11 +112,22 @@ func (d *driver) launch(ctx context.Context, first input, done func()) {
 	if sc, ok := d.store.(settingsNotifier); ok {
 		d.stopChanges = sc.SettingsChanges(func(sent time.Time) { s.settingsChanged(d, sent) })
 	}
-	d.stopOnDone = context.AfterFunc(ctx, func() { s.post(d, ask{in: input{kind: inStop}}) })
+	d.stopOnDone = context.AfterFunc(ctx, d.postStop)
 	s.add(d, first, func() {
 		d.drains.Wait()
 		done()
 	})
+}
+
+// postStop tells the machine to stop, once however often it is called.
+func (d *driver) postStop() {
+	d.sched.mu.Lock()
+	posted := d.stopPosted
+	d.stopPosted = true
+	d.sched.mu.Unlock()
+	if !posted {
+		d.sched.post(d, ask{in: input{kind: inStop}})
+	}
 }
 
 // settingsNotifier is a store that tells of changes of the bucket's
@@ -151,13 +163,15 @@ func newCampaigner(e *Election, n *notifier, tm timings) *campaigner {
 	return c
 }
 
-// launch campaigns until ctx ends, on the process's scheduler, and
-// returns at once; done gets nil once the campaign has wound down, or an
-// error when it could not go on: the connection was closed for good, or
-// permission was refused.
-func (c *campaigner) launch(ctx context.Context, born time.Time, done func(error)) {
+// launch campaigns under ctx on the process's scheduler until caller's
+// context ends or postStop is called (ctx is caller's child, which Stop
+// ends), and returns at once; done gets nil once the campaign has wound
+// down, or an error when it could not go on: the connection was closed for
+// good, or permission was refused. The stop waits on caller, whose one
+// map of children every election of the process shares, not on ctx.
+func (c *campaigner) launch(caller, ctx context.Context, born time.Time, done func(error)) {
 	c.rec.Started(c.e.key)
-	c.driver.launch(ctx, c.begin(ctx, born), func() { done(c.result()) })
+	c.driver.launch(caller, c.begin(ctx, born), func() { done(c.result()) })
 }
 
 // result is the campaign's error once it has finished.

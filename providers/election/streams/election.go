@@ -50,10 +50,11 @@ type Election struct {
 	stopCtx     context.Context // ends when the campaign stops (done is its Done); set by Start
 	term        *Term
 	lastRenewal time.Time
-	tm          timings     // as the campaign last adopted them
-	campaign    *campaigner // the running campaign, for HandOver
-	handedTo    string      // who took the key up when the latest term ended, "" for none
-	steward     *steward    // announces the candidate and moves leadership where it should go
+	tm          timings      // as the campaign last adopted them
+	campaign    *campaigner  // the running campaign, for HandOver
+	handedTo    string       // who took the key up when the latest term ended, "" for none
+	steward     *steward     // announces the candidate and moves leadership where it should go
+	waiting     *queuedBegin // while it waits to begin (enqueueBegin)
 }
 
 // NewElection returns a candidate named identity for the election key, in
@@ -269,6 +270,7 @@ func (e *Election) begin(caller, ctx context.Context, finish func(error)) {
 	}
 	e.mu.Lock()
 	e.campaign, e.steward = c, s
+	stopped := e.stopped // Stop came before the campaign could be told
 	e.mu.Unlock()
 	if s != nil {
 		// The steward outlives the campaign's context, so that a leader
@@ -276,13 +278,16 @@ func (e *Election) begin(caller, ctx context.Context, finish func(error)) {
 		// and answers who is standing until it has wound down.
 		s.ctx, s.campaign, s.caller = context.WithoutCancel(ctx), ctx, caller
 	}
-	c.launch(ctx, born, func(err error) {
+	c.launch(caller, ctx, born, func(err error) {
 		if s != nil {
 			s.stop()
 		}
 		n.close()
 		finish(err)
 	})
+	if stopped {
+		c.postStop()
+	}
 }
 
 // tell passes in to the running campaign's machine, if any.
@@ -400,10 +405,19 @@ func (e *Election) takeOver(ctx context.Context, req standing.HandOverRequest) e
 // more than once, before Start, and from inside a callback.
 func (e *Election) Stop() {
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	e.stopped = true
-	if e.cancel != nil {
-		e.cancel()
+	cancel, c, waiting := e.cancel, e.campaign, e.waiting
+	e.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	// The campaign's stop waits on Start's context, not on its child that
+	// cancel ends (see campaigner.launch, enqueueBegin).
+	if waiting != nil {
+		waiting.leave()
+	}
+	if c != nil {
+		c.postStop()
 	}
 }
 

@@ -79,12 +79,12 @@ func schedulerFor(c clock.Clock) *scheduler {
 	return s
 }
 
-// add runs d on the scheduler, from in, its first input; done is called,
-// off the loop, once d has finished and has no action in flight.
+// add runs d, whose scheduler s is, on it, from in, its first input; done
+// is called, off the loop, once d has finished and has no action in flight.
 func (s *scheduler) add(d *driver, first input, done func()) {
 	schedulers.mu.Lock() // the loop ends under it: see collect
 	s.mu.Lock()
-	d.sched, d.finished, d.added = s, done, true
+	d.finished, d.added = done, true
 	d.wake = wakeup{s: s, d: d, slot: -1}
 	d.inbox = append([]ask{{in: first}}, d.inbox...) // asks posted before it wait for the start
 	s.members++

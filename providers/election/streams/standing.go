@@ -253,11 +253,25 @@ func (s *steward) start(sched *scheduler) {
 		s.running = true // the first pass, below, is ours
 		s.passes.Add(1)
 		s.mu.Unlock()
-		go func() {
-			defer s.passes.Done()
+		// Opened a few at a time: a fleet's keys are read together. The
+		// first pass is quick (nothing is due yet); passes asked for
+		// meanwhile (a health check) go on on a goroutine of their own.
+		stewardOpens.run(func() {
 			s.open(ctx)
-			s.work()
-		}()
+			s.pass(ctx)
+			s.mu.Lock()
+			more := s.again && !s.closed
+			s.running, s.again = more, false
+			s.mu.Unlock()
+			if !more {
+				s.passes.Done()
+				return
+			}
+			go func() {
+				defer s.passes.Done()
+				s.work()
+			}()
+		})
 	})
 }
 

@@ -1,0 +1,63 @@
+package streams
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestTurnsRunAtMostMaxAtOnceInOrder: turns runs what it is given at most
+// max at a time, taking each in the order given (one at a time: started in
+// that order), and every one runs.
+func TestTurnsRunAtMostMaxAtOnceInOrder(t *testing.T) {
+	for _, max := range []int{1, 3} {
+		t.Run(fmt.Sprint(max), func(t *testing.T) { testTurns(t, max) })
+	}
+}
+
+func testTurns(t *testing.T, max int) {
+	const n = 40
+	tr := &turns{max: max}
+	var mu sync.Mutex
+	var started []int
+	running, most := 0, 0
+	release := make(chan struct{})
+	var all sync.WaitGroup
+	all.Add(n)
+	for i := range n {
+		tr.run(func() {
+			defer all.Done()
+			mu.Lock()
+			started = append(started, i)
+			running++
+			if running > most {
+				most = running
+			}
+			mu.Unlock()
+			<-release
+			mu.Lock()
+			running--
+			mu.Unlock()
+		})
+	}
+	eventually(t, 5*time.Second, "the first turns to start", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(started) == max
+	})
+	close(release)
+	all.Wait()
+	if most > max {
+		t.Errorf("%d ran at once, want at most %d", most, max)
+	}
+	if len(started) != n || max == 1 && !slices.IsSorted(started) {
+		t.Errorf("started %v, want all %d, one at a time in the order given", started, n)
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if tr.inFlight != 0 || len(tr.waiting) != 0 {
+		t.Errorf("after all ran: %d in flight, %d waiting", tr.inFlight, len(tr.waiting))
+	}
+}
