@@ -2,10 +2,11 @@ package streams
 
 import (
 	"context"
-	"slices"
 	"sync"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/conclave-io/conclave/internal/jsapi"
 )
 
 // A process's elections begin (open their bucket and read its settings,
@@ -22,10 +23,11 @@ import (
 // that begin at once.
 const maxBeginsInFlight = 64
 
-// beginKey is the connection and bucket elections begin on.
+// beginKey is the connection, JetStream API (a domain or prefix) and
+// bucket elections begin on.
 type beginKey struct {
-	nc     *nats.Conn
-	bucket string
+	nc          *nats.Conn
+	api, bucket string
 }
 
 // beginQueue is the elections of one beginKey beginning, and waiting to.
@@ -37,10 +39,12 @@ type beginQueue struct {
 // queuedBegin is an election waiting to begin, as begin takes it.
 type queuedBegin struct {
 	e           *Election
-	q           *beginQueue
 	caller, ctx context.Context
 	finish      func(error)
 	stopWaiting func() bool // ends the wait on caller's end
+	// taken: begun, or left the queue; under begins.mu. One that left
+	// stays in the queue until its turn comes, and is passed over then.
+	taken bool
 }
 
 var begins = struct {
@@ -55,7 +59,10 @@ var begins = struct {
 // wait is on caller, whose one map of children the process's elections
 // share; Stop calls leave itself.
 func (e *Election) enqueueBegin(caller, ctx context.Context, finish func(error)) {
-	k := beginKey{connOf(e.js), e.opts.bucket}
+	k := beginKey{nc: connOf(e.js), bucket: e.opts.bucket}
+	if e.js != nil {
+		k.api = jsapi.Prefix(e.js)
+	}
 	qb := &queuedBegin{e: e, caller: caller, ctx: ctx, finish: finish}
 	begins.mu.Lock()
 	q := begins.m[k]
@@ -69,7 +76,6 @@ func (e *Election) enqueueBegin(caller, ctx context.Context, finish func(error))
 		go beginInTurn(k, qb)
 		return
 	}
-	qb.q = q
 	q.waiting = append(q.waiting, qb)
 	qb.stopWaiting = context.AfterFunc(caller, qb.leave)
 	begins.mu.Unlock()
@@ -83,17 +89,16 @@ func (e *Election) enqueueBegin(caller, ctx context.Context, finish func(error))
 }
 
 // leave takes qb out of its queue, if it still waits there, and ends its
-// election.
+// election, whose finish runs on a goroutine of its own (ended may block;
+// Stop returns at once).
 func (qb *queuedBegin) leave() {
 	begins.mu.Lock()
-	i := slices.Index(qb.q.waiting, qb)
-	if i >= 0 {
-		qb.q.waiting = slices.Delete(qb.q.waiting, i, i+1)
-	}
+	left := !qb.taken
+	qb.taken = true
 	begins.mu.Unlock()
-	if i >= 0 {
+	if left {
 		qb.stopWaiting()
-		qb.finish(nil)
+		go qb.finish(nil)
 	}
 }
 
@@ -115,19 +120,23 @@ func nextBegin(k beginKey) *queuedBegin {
 	begins.mu.Lock()
 	defer begins.mu.Unlock()
 	q := begins.m[k]
-	if len(q.waiting) == 0 {
-		q.inFlight--
-		if q.inFlight == 0 {
-			delete(begins.m, k)
+	for len(q.waiting) > 0 {
+		qb := q.waiting[0]
+		q.waiting[0] = nil
+		q.waiting = q.waiting[1:]
+		if len(q.waiting) == 0 {
+			q.waiting = nil // the array goes with the last one
 		}
-		return nil
+		if qb.taken {
+			continue // it left
+		}
+		qb.taken = true // under the lock: leave finds it taken
+		qb.stopWaiting()
+		return qb
 	}
-	qb := q.waiting[0]
-	q.waiting[0] = nil
-	q.waiting = q.waiting[1:]
-	if len(q.waiting) == 0 {
-		q.waiting = nil // the array goes with the last one
+	q.inFlight--
+	if q.inFlight == 0 {
+		delete(begins.m, k)
 	}
-	qb.stopWaiting() // taken out under the lock: leave finds it gone
-	return qb
+	return nil
 }

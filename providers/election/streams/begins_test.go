@@ -41,10 +41,10 @@ func TestBeginsWaitInABoundedQueue(t *testing.T) {
 			if err != nil {
 				t.Errorf("an election stopped while it waited for its bucket ended with %v", err)
 			}
+			ended.Add(1)
 			if e == last {
 				close(lastEnded)
 			}
-			ended.Add(1)
 		})
 	}
 	if grew := runtime.NumGoroutine() - before; grew > maxBeginsInFlight+16 {

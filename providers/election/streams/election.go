@@ -240,7 +240,19 @@ func (e *Election) begin(caller, ctx context.Context, finish func(error)) {
 		return
 	}
 	e.setTimings(tm)
+	if e.opts.healthCheck != nil {
+		// The first check is the user's code, and may take its time: it
+		// runs off the turn of beginning, which the next election takes.
+		go e.setGoing(caller, ctx, tm, born, finish)
+		return
+	}
+	e.setGoing(caller, ctx, tm, born, finish)
+}
 
+// setGoing sets the campaign going on the process's scheduler, once the
+// bucket's settings are read (see begin).
+func (e *Election) setGoing(caller, ctx context.Context, tm timings, born time.Time, finish func(error)) {
+	ttl := tm.ttl
 	n := newNotifier()
 	c := newCampaigner(e, n, tm)
 	var s *steward
