@@ -1,6 +1,7 @@
 package broker_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -333,7 +334,18 @@ func TestProvisionConcurrently(t *testing.T) {
 	for i := range n {
 		js := connect(t, srv.ClientURL())
 		wg.Go(func() {
-			_, errs[i] = broker.ProvisionElectionBucket(ctx, js, spec, nil)
+			// Each try has a deadline of its own, as the broker's: a request
+			// of the first moments may go unanswered on a loaded machine
+			// (CI once saw an account-info request time out at 30 s), and
+			// the errors are documented as ones a caller retries.
+			for {
+				try, cancel := context.WithTimeout(ctx, 5*time.Second)
+				_, errs[i] = broker.ProvisionElectionBucket(try, js, spec, nil)
+				cancel()
+				if errs[i] == nil || ctx.Err() != nil {
+					return
+				}
+			}
 		})
 	}
 	wg.Wait()
