@@ -18,7 +18,9 @@ import (
 // no release between; it reports the token of the term that began, in text
 // and in JSON.
 func TestStandDownTo(t *testing.T) {
-	url := startBroker(t, 2*time.Second)
+	// A TTL of 10s gives the offer of the key its full second (a fifth of
+	// the TTL, at most 1s) on a loaded machine.
+	url := startBroker(t, 10*time.Second)
 	js := jetStream(t, url)
 	c1 := campaign(t, js, "n1", "my_app")
 	c1.waitLeading(t)

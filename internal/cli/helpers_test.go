@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -320,6 +321,13 @@ type candidate struct {
 func campaign(t *testing.T, js jetstream.JetStream, identity, key string, opts ...streams.Option) *candidate {
 	t.Helper()
 	c := &candidate{terms: make(chan *streams.Term, 16), done: make(chan struct{})}
+	log := &memoryLog{}
+	t.Cleanup(func() { // runs after c.stop: the log is whole
+		if t.Failed() {
+			t.Logf("%s's log in %s:\n%s", identity, key, log.String())
+		}
+	})
+	opts = append([]streams.Option{streams.WithLogger(log)}, opts...)
 	opts = append(opts, streams.OnLeading(func(term *streams.Term) { c.terms <- term }))
 	e, err := streams.NewElection(identity, key, js, opts...)
 	if err != nil {
@@ -334,6 +342,30 @@ func campaign(t *testing.T, js jetstream.JetStream, identity, key string, opts .
 	}()
 	t.Cleanup(c.stop)
 	return c
+}
+
+// memoryLog keeps a candidate's log lines, with the time of each, to show
+// them when its test fails.
+type memoryLog struct {
+	mu    sync.Mutex
+	lines strings.Builder
+}
+
+func (l *memoryLog) add(level, format string, args []any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fmt.Fprintf(&l.lines, "%s %s %s\n", time.Now().Format("15:04:05.000"), level, fmt.Sprintf(format, args...))
+}
+
+func (l *memoryLog) Debugf(format string, args ...any) { l.add("DEBUG", format, args) }
+func (l *memoryLog) Infof(format string, args ...any)  { l.add("INFO", format, args) }
+func (l *memoryLog) Warnf(format string, args ...any)  { l.add("WARN", format, args) }
+func (l *memoryLog) Errorf(format string, args ...any) { l.add("ERROR", format, args) }
+
+func (l *memoryLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lines.String()
 }
 
 // waitLeading waits until the candidate begins a term and returns it.
