@@ -320,6 +320,18 @@ func profileCommand(cmd, path string, cpu **os.File) error {
 		if err := f.Close(); err != nil {
 			return fmt.Errorf("heap: %w", err)
 		}
+		// The goroutines beside it: what runs at rest.
+		g, err := os.Create(strings.TrimSuffix(path, ".pprof") + ".goroutines.txt")
+		if err != nil {
+			return fmt.Errorf("heap: %w", err)
+		}
+		if err := pprof.Lookup("goroutine").WriteTo(g, 1); err != nil {
+			g.Close()
+			return fmt.Errorf("heap: goroutines: %w", err)
+		}
+		if err := g.Close(); err != nil {
+			return fmt.Errorf("heap: goroutines: %w", err)
+		}
 	}
 	return nil
 }

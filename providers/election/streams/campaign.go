@@ -484,7 +484,7 @@ func (c *campaigner) beginTerm(token uint64, until time.Time) {
 	}
 	// The machine is ours (this goroutine steps it); its hold is the one
 	// that began this term.
-	t := newTerm(c.ctx, c.clock, c.e.key, c.e.identity, token, c.m.hold.from, until)
+	t := newTerm(c.ctx, c.clock, c.e.key, c.e.identity, token, c.m.held().from, until)
 	c.e.setHandedTo("")
 	c.term = t
 	c.e.setTerm(t)

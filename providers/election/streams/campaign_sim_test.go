@@ -134,7 +134,7 @@ func TestSimTermUsesTheTTLReadAfterWinning(t *testing.T) {
 		t.Fatalf("standby does not lead (phase %s)", s.c.m.phase)
 	}
 	term := s.lastTerm()
-	if got, max := term.ValidUntil().Sub(s.c.m.hold.sent), 1500*time.Millisecond; got > max {
+	if got, max := term.ValidUntil().Sub(s.c.m.held().sent), 1500*time.Millisecond; got > max {
 		t.Fatalf("term valid for %v after its last write was sent, want at most the new TTL %v", got, max)
 	}
 	if s.c.m.tm.ttl != 1500*time.Millisecond {
@@ -158,8 +158,8 @@ func TestSimLeaderAdoptsATTLChangeWithinOneTTL(t *testing.T) {
 	if !s.leading() {
 		t.Fatal("leader lost its term over a lowered TTL")
 	}
-	if until := s.lastTerm().ValidUntil(); until.Sub(s.c.m.hold.sent) > 1500*time.Millisecond {
-		t.Fatalf("deadline %v after the last write, want at most the new TTL", until.Sub(s.c.m.hold.sent))
+	if until := s.lastTerm().ValidUntil(); until.Sub(s.c.m.held().sent) > 1500*time.Millisecond {
+		t.Fatalf("deadline %v after the last write, want at most the new TTL", until.Sub(s.c.m.held().sent))
 	}
 
 	st.setTTL(6 * time.Second)

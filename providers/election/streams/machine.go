@@ -59,20 +59,20 @@ type machine struct {
 	ttlUnusable  error     // the bucket's TTL cannot hold elections: no campaign until it can
 	unhealthy    bool      // the candidate's health check fails: no campaign until it passes
 
-	hold    hold
-	leading bool // a term runs (in leading or doomed)
+	hold    *hold // while phase.holds(); see held
+	leading bool  // a term runs (in leading or doomed)
 	token   uint64
 	// handOver, when to is set, is a hand-over asked for and not yet done:
 	// the term ends, then we offer the key to the candidate, and if it
 	// does not take it, the release names it.
-	handOver handOver
+	handOver *handOver
 	// taking, when rev is set, is an offer of the key we took up: the
 	// write over rev that takes the key is due or under way.
 	taking takeOver
 	// stopOffer, when to is set, is the standby a stopping leader offers
 	// the key to before it releases it (see inStop); offered: the offer
 	// was made and not taken up, and the release follows.
-	stopOffer handOver
+	stopOffer *handOver
 
 	watch watchState
 
@@ -80,6 +80,16 @@ type machine struct {
 	released bool    // stopping: the release after stopping was attempted
 	fatal    error   // a permission refusal or a connection closed for good
 	fatalOut outcome // which of the two fatal was
+}
+
+// held returns the hold of the key while our write holds it (phase.holds),
+// and a fresh zero hold while it does not: a standby keeps none, and
+// nothing written to the fresh one outlives the call.
+func (m *machine) held() *hold {
+	if m.hold != nil {
+		return m.hold
+	}
+	return &hold{}
 }
 
 // kept returns v to keep beside the view, or nil for a view that tells
@@ -428,7 +438,7 @@ func (m *machine) take(in input) {
 		// must be named by its instance.
 		ho := in.handOver
 		if ho.namesAnother(m.cfg.identity) && m.cfg.offers && m.cfg.releaseOnStop {
-			m.stopOffer = handOver{to: ho.to, instance: ho.instance, within: m.handOverWindow(), orNext: true}
+			m.stopOffer = &handOver{to: ho.to, instance: ho.instance, within: m.handOverWindow(), orNext: true}
 		}
 	case inRead:
 		m.onRead(in)
@@ -482,7 +492,7 @@ func (m *machine) take(in input) {
 	}
 	m.out.do, m.out.wake = m.plan(now)
 	if a := m.out.do; a.kind == doWrite && a.renewal {
-		m.hold.renewalNames = a.term.token != 0
+		m.held().renewalNames = a.term.token != 0
 	}
 }
 
@@ -522,7 +532,7 @@ func (m *machine) due(now time.Time) (time.Time, action, func(time.Time)) {
 	case stopping, finished:
 		return m.dueStopping(now)
 	case givingUp:
-		return now, action{kind: doRelease, expect: m.hold.rev, marked: m.releaseMarked(now)}, nil
+		return now, action{kind: doRelease, expect: m.held().rev, marked: m.releaseMarked(now)}, nil
 	case handingOver:
 		return m.dueHandingOver(now)
 	case taking:
@@ -570,14 +580,14 @@ func (m *machine) dueStopping(now time.Time) (time.Time, action, func(time.Time)
 	}
 	keeps := m.phase.holds() && m.phase != doomed && m.fatal == nil && !m.released
 	switch {
-	case keeps && m.stopOffer.to != "" && !m.stopOffer.offered && m.handOver.to == "" && m.releaseMarked(now):
+	case keeps && m.stopOffer != nil && !m.stopOffer.offered && m.handOver == nil && m.releaseMarked(now):
 		// The best standby known takes the key with one synced write
 		// of its own over ours, as in a hand-over, rather than after a
 		// release and a race of campaigns; offered only when a release
 		// could be marked, so that its term may begin at once (rule 1).
-		return now, action{kind: doOffer, expect: m.hold.rev, handOver: m.stopOffer, epoch: m.epoch, timeout: m.offerTimeout(now, m.stopOffer)}, nil
+		return now, action{kind: doOffer, expect: m.held().rev, handOver: *m.stopOffer, epoch: m.epoch, timeout: m.offerTimeout(now, *m.stopOffer)}, nil
 	case keeps && m.cfg.releaseOnStop:
-		return now, action{kind: doRelease, expect: m.hold.rev, marked: m.releaseMarked(now)}, nil
+		return now, action{kind: doRelease, expect: m.held().rev, marked: m.releaseMarked(now)}, nil
 	case m.watch.up:
 		return now, action{}, func(time.Time) { m.watch.up = false; m.note(note{kind: noteStopWatch}) }
 	}
@@ -603,6 +613,10 @@ func (m *machine) dueWindDown(now time.Time, cause Cause) func(time.Time) {
 // or release it naming the candidate, once no deposed leader can count on
 // the key.
 func (m *machine) dueHandingOver(now time.Time) (time.Time, action, func(time.Time)) {
+	if m.handOver == nil {
+		m.log.Errorf("election %s: bug: handing over to no one; please report this", m.cfg.key)
+		return now, action{}, func(time.Time) { m.enter(running) }
+	}
 	if move := m.dueWindDown(now, CauseHandedOver); move != nil {
 		return now, action{}, move
 	}
@@ -613,9 +627,9 @@ func (m *machine) dueHandingOver(now time.Time) (time.Time, action, func(time.Ti
 		// ours, once our term has ended. Offered only when a release
 		// could be marked, so that the taker's term may begin at once
 		// (rule 1).
-		return now, action{kind: doOffer, expect: m.hold.rev, handOver: m.handOver, epoch: m.epoch, timeout: m.offerTimeout(now, m.handOver)}, nil
+		return now, action{kind: doOffer, expect: m.held().rev, handOver: *m.handOver, epoch: m.epoch, timeout: m.offerTimeout(now, *m.handOver)}, nil
 	case keeps && m.releaseMarked(now):
-		return now, action{kind: doRelease, expect: m.hold.rev, marked: true, handOver: m.handOver.releaseNames()}, nil
+		return now, action{kind: doRelease, expect: m.held().rev, marked: true, handOver: m.handOver.releaseNames()}, nil
 	case keeps:
 		// The term ended, but the release may not name a successor
 		// yet (askHandOver refuses this; only a change since the
@@ -645,7 +659,7 @@ func (m *machine) dueTaking(now time.Time) (time.Time, action, func(time.Time)) 
 // lease's lapse, the watch, renewals, the TTL's reads and the term's
 // beginning.
 func (m *machine) dueHolder(d *dueList) {
-	h := &m.hold
+	h := m.held()
 	if m.leading {
 		// First: a term ends at its deadline whatever else is due.
 		d.consider(h.lease, action{}, func(now time.Time) {
@@ -829,8 +843,8 @@ func (m *machine) failed(in input) bool {
 // hold a lease, by the lease: no request outlives the deadline.
 func (m *machine) requestTimeout(now time.Time) time.Duration {
 	timeout := m.tm.request
-	if m.phase.holds() && m.hold.lease.After(now) {
-		timeout = min(timeout, m.hold.lease.Sub(now))
+	if m.phase.holds() && m.held().lease.After(now) {
+		timeout = min(timeout, m.held().lease.Sub(now))
 	}
 	return timeout
 }
@@ -1082,9 +1096,9 @@ func (m *machine) observe(now time.Time, v keyView) bool {
 	m.note(note{kind: noteViewChanged, at: now})
 	if m.phase.holds() {
 		switch {
-		case v.State == KeyAbsent, v.Revision <= m.hold.rev:
+		case v.State == KeyAbsent, v.Revision <= m.held().rev:
 			return true // our own write, or a restarted watch finding the key gone: the next renewal decides
-		case m.hold.inDoubt && v.State == KeyHeld && v.Leader == m.cfg.identity:
+		case m.held().inDoubt && v.State == KeyHeld && v.Leader == m.cfg.identity:
 			return true // perhaps our own write landing late: the next renewal decides
 		}
 		m.log.Warnf("election %s: key changed under %s (revision %d, %s): standing down", m.cfg.key, m.cfg.identity, v.Revision, v.describe())
@@ -1164,7 +1178,7 @@ func (m *machine) expiredFrom(v keyView, ttl time.Duration) time.Time {
 // predicted its expiry by: it vanished under a live lease (see
 // vanishedUnderLease), judged with the TTL its holder may have used.
 func (m *machine) vanishedByRaisedTTL(ttl time.Duration) bool {
-	h := &m.hold
+	h := m.held()
 	if h.from != KeyAbsent || h.held == nil || ttl <= h.heldTTL {
 		return false
 	}
@@ -1226,8 +1240,8 @@ func (m *machine) noteBucketBorn(now, born time.Time) {
 		// view is replaced first, so that the sit-out is judged by it: the
 		// one dropped may show our own renewal whose outcome was unknown,
 		// at a revision above the hold's, which is no new leader.
-		m.log.Warnf("election %s: %s gives up its hold of revision %d: the bucket it was written to is gone", m.cfg.key, m.cfg.identity, m.hold.rev)
-		rev := m.hold.rev
+		m.log.Warnf("election %s: %s gives up its hold of revision %d: the bucket it was written to is gone", m.cfg.key, m.cfg.identity, m.held().rev)
+		rev := m.held().rev
 		if ours.State == KeyHeld && ours.Leader == m.cfg.identity {
 			rev = max(rev, ours.Revision)
 		}
@@ -1292,18 +1306,18 @@ func (m *machine) won(sent, done time.Time, rev, expect uint64) {
 		}
 	}
 	m.move(winning)
-	m.hold = hold{
+	m.hold = &hold{
 		rev: rev, token: rev, sent: sent, wonAt: done, ttlRetryAt: done, ttlSince: done,
 		lease: leaseEnd(sent, m.tm), from: from, fromSeenAt: fromSeenAt, fromTTL: m.tm.ttl,
 		nextRenew: sent.Add(m.tm.renew), saidWaits: saidWaits,
 	}
 	switch {
 	case m.view.State == KeyHeld && expect == 0:
-		m.hold.held, m.hold.heldTTL, m.hold.goneAt = kept(m.view), max(m.view.ttl, m.tm.ttl), sent
+		m.held().held, m.held().heldTTL, m.held().goneAt = kept(m.view), max(m.view.ttl, m.tm.ttl), sent
 	case m.view.State == KeyAbsent && m.gone != nil:
 		// We found the key gone before taking it: judge that too by the
 		// TTL read after winning.
-		m.hold.held, m.hold.heldTTL, m.hold.goneAt = m.gone, max(m.gone.ttl, m.tm.ttl), m.view.seenAt
+		m.held().held, m.held().heldTTL, m.held().goneAt = m.gone, max(m.gone.ttl, m.tm.ttl), m.view.seenAt
 	}
 	m.tries, m.nextCampaign, m.sitOut = 0, time.Time{}, sitOut{}
 	m.seenRev = max(m.seenRev, rev)
@@ -1318,7 +1332,7 @@ func (m *machine) won(sent, done time.Time, rev, expect uint64) {
 // last revision.
 func (m *machine) onRenewal(in input) {
 	now, done, err := in.sent, in.now, in.err
-	h := &m.hold
+	h := m.held()
 	switch {
 	case err == nil:
 		h.rev, h.inDoubt, h.tries = in.rev, false, 0
@@ -1389,9 +1403,9 @@ func (m *machine) dropHold(now time.Time, deposed bool) {
 	if m.leading {
 		m.endTerm(cause)
 	}
-	rev := m.hold.rev
+	rev := m.held().rev
 	m.move(candidate)
-	m.hold = hold{}
+	m.hold = nil
 	if deposed {
 		m.sitOut = sitOut{until: now.Add(m.tm.ttl), rev: rev}
 	}
@@ -1401,17 +1415,17 @@ func (m *machine) dropHold(now time.Time, deposed bool) {
 
 func (m *machine) beginTerm() {
 	m.move(leading)
-	token := m.hold.token
+	token := m.held().token
 	if token == 0 {
-		token = m.hold.rev // a later term of this hold (after a deadline) begins at the latest write
+		token = m.held().rev // a later term of this hold (after a deadline) begins at the latest write
 	}
-	m.hold.token = 0
+	m.held().token = 0
 	m.leading, m.token = true, token
-	if m.hold.saidWaits {
-		m.hold.nextRenew, m.hold.saidWaits = m.hold.wonAt, false // due at once: observers learn the term began
+	if m.held().saidWaits {
+		m.held().nextRenew, m.held().saidWaits = m.held().wonAt, false // due at once: observers learn the term began
 	}
 	m.log.Infof("election %s: %s became leader, token %d", m.cfg.key, m.cfg.identity, token)
-	m.note(note{kind: noteBegan, token: token, until: m.hold.lease})
+	m.note(note{kind: noteBegan, token: token, until: m.held().lease})
 }
 
 func (m *machine) endTerm(cause Cause) {
@@ -1423,7 +1437,7 @@ func (m *machine) endTerm(cause Cause) {
 // the bucket's settings have not been read since: nothing may rest on the
 // hold until they are (see lapseLease).
 func (m *machine) leaseLapsedUnread(now time.Time) bool {
-	h := &m.hold
+	h := m.held()
 	return m.phase.holds() && m.phase != doomed && h.ttlRead && !now.Before(h.lease) && !h.lease.Equal(h.lapsed)
 }
 
@@ -1431,7 +1445,7 @@ func (m *machine) leaseLapsedUnread(now time.Time) bool {
 // are to be read again before another term, offer or marked release rests
 // on the hold (the bucket may have been made again meanwhile).
 func (m *machine) lapseLease(now time.Time) {
-	h := &m.hold
+	h := m.held()
 	h.ttlRead, h.ttlRetryAt, h.ttlSince, h.lapsed = false, now, now, h.lease
 }
 
@@ -1444,8 +1458,8 @@ func (m *machine) releaseMarked(now time.Time) bool {
 }
 
 func (m *machine) onRelease(in input) {
-	rev := m.hold.rev
-	if m.handOver.to != "" {
+	rev := m.held().rev
+	if m.handOver != nil {
 		m.onHandOverRelease(in)
 		return
 	}
@@ -1456,11 +1470,11 @@ func (m *machine) onRelease(in input) {
 	if m.mode == givingUp {
 		m.enter(running)
 		m.move(candidate)
-		m.hold = hold{}
+		m.hold = nil
 		m.nextCampaign = time.Time{}
 	}
 	switch {
-	case in.err != nil && m.stopOffer.offered && m.stopOffer.declinedOut.unanswered() && in.out == outMismatch:
+	case in.err != nil && m.stopOffer != nil && m.stopOffer.offered && m.stopOffer.declinedOut.unanswered() && in.out == outMismatch:
 		m.log.Infof("election %s: revision %d moved on before the release: %s may have taken up the offer", m.cfg.key, rev, m.stopOffer.to)
 	case in.err != nil:
 		m.log.Warnf("election %s: could not release revision %d, the key expires within %v: %v", m.cfg.key, rev, m.tm.ttl, in.err)
@@ -1478,7 +1492,7 @@ func (m *machine) askHandOver(now time.Time, ho handOver) {
 	switch {
 	case !m.cfg.writes || m.stopping() || !m.leading || m.phase != leading:
 		m.note(note{kind: noteHandOver, err: ErrNotLeader})
-	case m.handOver.to != "":
+	case m.handOver != nil:
 		m.note(note{kind: noteHandOver, err: fmt.Errorf("%w: a hand-over to %s is under way", ErrNotLeader, m.handOver.to)})
 	case !m.releaseMarked(now):
 		m.note(note{kind: noteHandOver, err: m.handOverTooSoon(now)})
@@ -1486,7 +1500,7 @@ func (m *machine) askHandOver(now time.Time, ho handOver) {
 		if ho.within <= 0 {
 			ho.within = m.handOverWindow()
 		}
-		m.handOver = ho
+		m.handOver = &ho
 		m.enter(handingOver)
 		m.log.Infof("election %s: %s handing over to %s", m.cfg.key, m.cfg.identity, ho.to)
 	}
@@ -1525,9 +1539,9 @@ func (m *machine) handOverTooSoon(now time.Time) error {
 // stored, and the key then expires in its time.
 func (m *machine) onHandOverRelease(in input) {
 	done := in.now
-	ho, rev := m.handOver, m.hold.rev
+	ho, rev := *m.handOver, m.held().rev
 	m.move(candidate)
-	m.hold = hold{}
+	m.hold = nil
 	if ho.releaseNames().to != "" {
 		m.sitOut = sitOut{until: done.Add(ho.within), rev: rev}
 	}
@@ -1556,7 +1570,7 @@ func (m *machine) onHandOverRelease(in input) {
 
 // endHandOver tells the driver how the hand-over under way ended.
 func (m *machine) endHandOver(err error) {
-	m.handOver = handOver{}
+	m.handOver = nil
 	if m.mode == handingOver {
 		m.enter(running)
 	}
@@ -1570,8 +1584,8 @@ func (m *machine) endHandOver(err error) {
 // what is left of our lease when it is asked.
 func (m *machine) offerTimeout(now time.Time, ho handOver) time.Duration {
 	d := min(ho.within, m.tm.request, maxOfferTimeout)
-	if m.hold.lease.After(now) {
-		d = min(d, m.hold.lease.Sub(now))
+	if m.held().lease.After(now) {
+		d = min(d, m.held().lease.Sub(now))
 	}
 	return max(d, time.Millisecond)
 }
@@ -1585,10 +1599,13 @@ const maxOfferTimeout = time.Second
 // the successor named on stop. One path serves both; only what follows a
 // taken offer differs.
 func (m *machine) offering() *handOver {
-	if m.handOver.to == "" && m.stopOffer.to != "" {
-		return &m.stopOffer
+	switch {
+	case m.handOver != nil:
+		return m.handOver
+	case m.stopOffer != nil:
+		return m.stopOffer
 	}
-	return &m.handOver
+	return &handOver{} // neither: an answer to no offer changes nothing
 }
 
 // onOffer takes in the answer to our offer of the key. Taken up: the key
@@ -1599,8 +1616,8 @@ func (m *machine) offering() *handOver {
 // fails, as the key moved on.
 func (m *machine) onOffer(in input) {
 	done := in.now
-	ho, rev := m.offering(), m.hold.rev
-	onStop := ho == &m.stopOffer
+	ho, rev := m.offering(), m.held().rev
+	onStop := ho == m.stopOffer
 	if onStop && in.handOver.to != "" {
 		// The stop's offer went on to the next best standby.
 		ho.to, ho.instance = in.handOver.to, in.handOver.instance
@@ -1612,7 +1629,7 @@ func (m *machine) onOffer(in input) {
 	}
 	taken := *ho
 	m.move(candidate)
-	m.hold = hold{}
+	m.hold = nil
 	if onStop {
 		m.released = true
 		m.log.Infof("election %s: %s took the key over revision %d: handed over on stop", m.cfg.key, taken.to, rev)
@@ -1705,18 +1722,18 @@ func (m *machine) onTTL(in input) {
 	if in.err != nil {
 		m.failed(in)
 		m.log.Debugf("election %s: cannot read the bucket's TTL: %v", m.cfg.key, in.err)
-		if m.phase.holds() && !m.hold.ttlRead {
-			m.hold.ttlRetryAt = done.Add(m.jittered(m.tm.retry))
+		if m.phase.holds() && !m.held().ttlRead {
+			m.held().ttlRetryAt = done.Add(m.jittered(m.tm.retry))
 		} else {
 			m.scheduleTTLCheck(done)
 		}
 		return
 	}
-	if now.Before(m.ttlReadAt) || m.phase.holds() && !m.hold.ttlRead && now.Before(m.hold.ttlSince) {
+	if now.Before(m.ttlReadAt) || m.phase.holds() && !m.held().ttlRead && now.Before(m.held().ttlSince) {
 		// Older than the read we know, or than the one our hold needs: it
 		// tells nothing new.
-		if m.phase.holds() && !m.hold.ttlRead {
-			m.hold.ttlRetryAt = done.Add(m.jittered(m.tm.retry))
+		if m.phase.holds() && !m.held().ttlRead {
+			m.held().ttlRetryAt = done.Add(m.jittered(m.tm.retry))
 		}
 		m.scheduleTTLCheck(done)
 		return
@@ -1726,16 +1743,16 @@ func (m *machine) onTTL(in input) {
 	wasUnusable := m.ttlUnusable != nil
 	known := m.tm.ttl
 	usable := m.adoptTTL(done, in.ttl)
-	if m.phase.holds() && !m.hold.ttlRead && usable {
-		m.hold.ttlRead = true
+	if m.phase.holds() && !m.held().ttlRead && usable {
+		m.held().ttlRead = true
 		if m.vanishedByRaisedTTL(in.ttl) {
 			m.log.Warnf("election %s: the key %s took was gone before it could expire by the raised TTL %v: taking it as a forced removal", m.cfg.key, m.cfg.identity, in.ttl)
-			m.hold.from, m.hold.fromSeenAt = KeyRemoved, later(m.hold.sent, m.hold.wonAt) // gone before our write was confirmed (see won)
+			m.held().from, m.held().fromSeenAt = KeyRemoved, later(m.held().sent, m.held().wonAt) // gone before our write was confirmed (see won)
 		}
-		if m.hold.from == KeyRemoved {
-			m.hold.fromTTL = max(m.hold.fromTTL, known)
+		if m.held().from == KeyRemoved {
+			m.held().fromTTL = max(m.held().fromTTL, known)
 			if at, ok := m.earlierHoldersGone(); ok {
-				m.log.Infof("election %s: %s took the key at revision %d after it was removed; leading in %v, when a leader that was deposed has surely stood down", m.cfg.key, m.cfg.identity, m.hold.rev, max(at.Sub(done), 0).Round(time.Millisecond))
+				m.log.Infof("election %s: %s took the key at revision %d after it was removed; leading in %v, when a leader that was deposed has surely stood down", m.cfg.key, m.cfg.identity, m.held().rev, max(at.Sub(done), 0).Round(time.Millisecond))
 			}
 		}
 	}
@@ -1799,14 +1816,14 @@ func (m *machine) adoptTTL(now time.Time, ttl time.Duration) bool {
 	}
 	m.log.Warnf("election %s: bucket TTL changed from %v to %v", m.cfg.key, m.tm.ttl, ttl)
 	if ttl < m.tm.ttl && m.phase.holds() {
-		if until := leaseEnd(m.hold.sent, tm); until.Before(m.hold.lease) {
-			m.hold.lease = until
+		if until := leaseEnd(m.held().sent, tm); until.Before(m.held().lease) {
+			m.held().lease = until
 			if m.leading {
 				m.note(note{kind: noteLimited, until: until})
 			}
 		}
-		if next := m.hold.sent.Add(tm.renew); next.Before(m.hold.nextRenew) {
-			m.hold.nextRenew = next // renew by the new interval, before the shortened lease ends
+		if next := m.held().sent.Add(tm.renew); next.Before(m.held().nextRenew) {
+			m.held().nextRenew = next // renew by the new interval, before the shortened lease ends
 		}
 	}
 	m.tm = tm
@@ -1828,7 +1845,7 @@ func (m *machine) giveUp() {
 		return
 	}
 	m.move(candidate)
-	m.hold = hold{}
+	m.hold = nil
 	m.nextCampaign = time.Time{}
 }
 

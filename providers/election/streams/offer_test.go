@@ -25,7 +25,7 @@ func leadingMachine(t *testing.T, offers bool) (*machine, output, time.Time) {
 		case doRead:
 			out = m.feed(input{kind: inRead, now: now, sent: now})
 		case doWrite:
-			out = m.feed(input{kind: inWrite, now: now, sent: now, rev: m.hold.rev + 1, expect: out.do.expect})
+			out = m.feed(input{kind: inWrite, now: now, sent: now, rev: m.held().rev + 1, expect: out.do.expect})
 		case doReadTTL:
 			out = m.feed(input{kind: inTTL, now: now, sent: now, ttl: m.tm.ttl, born: born})
 		default:
@@ -67,7 +67,7 @@ func handOverNote(out output, kind noteKind) (err error, ok bool) {
 // a candidate again and the hand-over is done, with no release written.
 func TestMachineLeaderOffersTheKeyAfterItsTerm(t *testing.T) {
 	m, _, now := leadingMachine(t, true)
-	rev := m.hold.rev
+	rev := m.held().rev
 	out := m.feed(input{kind: inHandOver, now: now, handOver: handOver{to: "c"}})
 	if m.leading || !slices.Contains(noteKinds(out.notes), noteEnded) {
 		t.Fatalf("the term goes on (notes %v): it must end before the offer", noteKinds(out.notes))
@@ -75,7 +75,7 @@ func TestMachineLeaderOffersTheKeyAfterItsTerm(t *testing.T) {
 	if out.do.kind != doOffer || out.do.expect != rev || out.do.handOver.to != "c" {
 		t.Fatalf("action %v expect %d to %q; want an offer of revision %d to c", out.do.kind, out.do.expect, out.do.handOver.to, rev)
 	}
-	if within := m.handOver.within; out.do.timeout <= 0 || out.do.timeout > within || !now.Add(out.do.timeout).Before(m.hold.lease.Add(time.Nanosecond)) {
+	if within := m.handOver.within; out.do.timeout <= 0 || out.do.timeout > within || !now.Add(out.do.timeout).Before(m.held().lease.Add(time.Nanosecond)) {
 		t.Fatalf("offer timeout %v: want within the window %v and the lease", out.do.timeout, within)
 	}
 	now = now.Add(2 * time.Millisecond)
@@ -93,7 +93,7 @@ func TestMachineLeaderOffersTheKeyAfterItsTerm(t *testing.T) {
 // gone) falls back to the release that names it.
 func TestMachineOfferNotTakenUpReleasesToTheNamed(t *testing.T) {
 	m, out, now := offering(t)
-	rev := m.hold.rev
+	rev := m.held().rev
 	now = now.Add(out.do.timeout)
 	out = m.feed(input{kind: inOffer, now: now, sent: now.Add(-out.do.timeout), err: context.DeadlineExceeded})
 	if _, ok := handOverNote(out, noteHandOver); ok {
@@ -191,7 +191,7 @@ func TestMachineRefusesAnOfferItCannotTakeUp(t *testing.T) {
 // that it did not answer and may have taken the key.
 func TestMachineRefusedOfferIsReportedAsRefused(t *testing.T) {
 	m, out, now := offering(t)
-	rev := m.hold.rev
+	rev := m.held().rev
 	now = now.Add(time.Millisecond)
 	out = m.feed(input{kind: inOffer, now: now, sent: now, err: errors.New("the key moved on to revision 99 since")})
 	if out.do.kind != doRelease {

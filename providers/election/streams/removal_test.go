@@ -46,11 +46,11 @@ func TestMachineRemovalFoundByAWriteCountsFromItsConfirmation(t *testing.T) {
 	sent := now
 	done := sent.Add(m.tm.request * 3 / 4)
 	out = m.feed(input{kind: inWrite, now: done, sent: sent, rev: 9, expect: 0})
-	if m.phase != winning || m.hold.from != KeyRemoved {
-		t.Fatalf("phase %s, taken from %s: want winning a removed key", m.phase, m.hold.from)
+	if m.phase != winning || m.held().from != KeyRemoved {
+		t.Fatalf("phase %s, taken from %s: want winning a removed key", m.phase, m.held().from)
 	}
 	// Read the TTL since winning (rule 1 needs it).
-	for i := 0; i < 10 && !m.hold.ttlRead; i++ {
+	for i := 0; i < 10 && !m.held().ttlRead; i++ {
 		if out.do.kind == doReadTTL {
 			out = m.feed(input{kind: inTTL, now: done, sent: done, ttl: m.tm.ttl, born: t0.Add(-time.Hour)})
 			continue
@@ -102,7 +102,7 @@ func TestMachineHandOverTooSoonKeepsTheTerm(t *testing.T) {
 		out = m.feed(input{kind: inTick, now: now})
 		readTTL()
 		if out.do.kind == doWrite {
-			out = m.feed(input{kind: inWrite, now: now, sent: now, rev: m.hold.rev + 1, expect: m.hold.rev})
+			out = m.feed(input{kind: inWrite, now: now, sent: now, rev: m.held().rev + 1, expect: m.held().rev})
 		}
 	}
 	// The term begins once b has surely stood down.
@@ -298,7 +298,7 @@ func TestMachineOwnTTLJudgedWithTheHoldersMargin(t *testing.T) {
 	if m.phase != winning {
 		t.Fatalf("phase %s, want winning", m.phase)
 	}
-	for i := 0; i < 10 && !m.hold.ttlRead; i++ {
+	for i := 0; i < 10 && !m.held().ttlRead; i++ {
 		if out.do.kind == doReadTTL {
 			out = m.feed(input{kind: inTTL, now: done, sent: done, ttl: m.tm.ttl, born: born})
 			continue
@@ -310,7 +310,7 @@ func TestMachineOwnTTLJudgedWithTheHoldersMargin(t *testing.T) {
 		t.Fatal("earlier holders' end unknown after the TTL read")
 	}
 	if at.Before(bLeaseEnd) {
-		t.Fatalf("taken from %s: a term may begin %v after b's write, but b may lead until %v after it", m.hold.from, at.Sub(written), bLeaseEnd.Sub(written))
+		t.Fatalf("taken from %s: a term may begin %v after b's write, but b may lead until %v after it", m.held().from, at.Sub(written), bLeaseEnd.Sub(written))
 	}
 }
 
@@ -370,7 +370,7 @@ func TestMachineHolderOfARemadeBucketForgetsItsRevision(t *testing.T) {
 	remade := now.Add(-100 * time.Millisecond)
 	out := m.feed(input{kind: inTTL, now: now, sent: now, ttl: 3 * time.Second, born: remade})
 	if m.phase.holds() {
-		t.Fatalf("still holds revision %d of the old bucket", m.hold.rev)
+		t.Fatalf("still holds revision %d of the old bucket", m.held().rev)
 	}
 	if m.view.State == KeyHeld && m.view.Revision == 2 {
 		t.Fatalf("view %s at revision 2: the old bucket's", m.view.describe())
@@ -433,8 +433,8 @@ func leadAtRevision(t *testing.T, m *machine, t0 time.Time, rev uint64) time.Tim
 			out = m.feed(input{kind: inTick, now: now})
 		}
 	}
-	if !m.leading || m.hold.rev != rev {
-		t.Fatalf("not leading at revision %d: phase %v, revision %d", rev, m.phase, m.hold.rev)
+	if !m.leading || m.held().rev != rev {
+		t.Fatalf("not leading at revision %d: phase %v, revision %d", rev, m.phase, m.held().rev)
 	}
 	return now
 }
@@ -472,7 +472,7 @@ func TestMachineHolderOfARemadeBucketSitsOutDespiteItsOwnLaterWrite(t *testing.T
 	now := leadAtRevision(t, m, t0, 2)
 	now = now.Add(100 * time.Millisecond)
 	m.feed(input{kind: inWrite, now: now, sent: now.Add(-50 * time.Millisecond), expect: 2, err: errTest})
-	if !m.hold.inDoubt {
+	if !m.held().inDoubt {
 		t.Fatal("a renewal with an unknown outcome left the hold certain")
 	}
 	now = now.Add(10 * time.Millisecond)

@@ -29,7 +29,7 @@ import "time"
 //     from when we learned of the removal, by the higher of the TTL we knew
 //     then and the one read since.
 func (m *machine) earlierHoldersGone() (time.Time, bool) {
-	h := &m.hold
+	h := m.held()
 	if !h.ttlRead {
 		return time.Time{}, false
 	}
@@ -101,11 +101,11 @@ func (m *machine) termBegins(now time.Time) (time.Time, bool) {
 	if m.phase != winning {
 		return time.Time{}, false
 	}
-	if m.hold.token == 0 && m.hold.namesTerm {
+	if m.held().token == 0 && m.held().namesTerm {
 		return time.Time{}, false // a later term of the hold: see hold.namesTerm
 	}
 	at, ok := m.earlierHoldersGone()
-	if !ok || !at.Before(m.hold.lease) || !now.Before(m.hold.lease) {
+	if !ok || !at.Before(m.held().lease) || !now.Before(m.held().lease) {
 		return time.Time{}, false
 	}
 	return at, true

@@ -749,15 +749,15 @@ func (w *simWorld) apply(n *simNode, notes []note) (input, bool) {
 			}
 			n.active, n.until, n.token, n.since = true, nt.until, nt.token, w.now
 			n.toldAt = time.Time{}
-			if !n.beginsAt.IsZero() && n.m.hold.rev == nt.token {
+			if !n.beginsAt.IsZero() && n.m.held().rev == nt.token {
 				n.toldAt = n.beginsAt // the write that took the key said the term begins, and none since said otherwise
 			}
-			if !n.m.hold.wonAt.Equal(n.wonAt) {
+			if !n.m.held().wonAt.Equal(n.wonAt) {
 				// A new hold of the key: its first write is the token an
 				// observer names (a later term of the same hold, after a
 				// deadline, keeps the key without a write an observer
 				// could tell from a renewal).
-				n.wonAt, n.holdToken = n.m.hold.wonAt, nt.token
+				n.wonAt, n.holdToken = n.m.held().wonAt, nt.token
 			}
 			n.won++
 			if last := w.lastToken[w.epoch]; nt.token <= last {

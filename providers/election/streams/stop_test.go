@@ -17,7 +17,7 @@ import (
 // released and the machine finishes.
 func TestMachineStoppingLeaderOffersTheKeyToItsSuccessor(t *testing.T) {
 	m, _, now := leadingMachine(t, true)
-	rev := m.hold.rev
+	rev := m.held().rev
 	out := m.feed(input{kind: inStop, now: now, handOver: handOver{to: "c"}})
 	if m.leading || !slices.Contains(noteKinds(out.notes), noteEnded) {
 		t.Fatalf("the term goes on (notes %v): it must end before the offer", noteKinds(out.notes))
@@ -25,7 +25,7 @@ func TestMachineStoppingLeaderOffersTheKeyToItsSuccessor(t *testing.T) {
 	if out.do.kind != doOffer || out.do.expect != rev || out.do.handOver.to != "c" {
 		t.Fatalf("action %v expect %d to %q; want an offer of revision %d to c", out.do.kind, out.do.expect, out.do.handOver.to, rev)
 	}
-	if out.do.timeout <= 0 || out.do.timeout > maxOfferTimeout || now.Add(out.do.timeout).After(m.hold.lease) {
+	if out.do.timeout <= 0 || out.do.timeout > maxOfferTimeout || now.Add(out.do.timeout).After(m.held().lease) {
 		t.Fatalf("offer timeout %v: want at most %v and within the lease", out.do.timeout, maxOfferTimeout)
 	}
 	now = now.Add(2 * time.Millisecond)
@@ -46,7 +46,7 @@ func TestMachineStoppingLeaderOffersTheKeyToItsSuccessor(t *testing.T) {
 // stop makes, marked, and naming nobody: the others need not wait for it.
 func TestMachineStopOfferNotTakenUpReleases(t *testing.T) {
 	m, _, now := leadingMachine(t, true)
-	rev := m.hold.rev
+	rev := m.held().rev
 	out := m.feed(input{kind: inStop, now: now, handOver: handOver{to: "c"}})
 	if out.do.kind != doOffer {
 		t.Fatalf("action %v, want the offer", out.do.kind)
@@ -96,7 +96,7 @@ func TestMachineStopOfferWaitsForEarlierHolders(t *testing.T) {
 	}
 	// The key was taken after a forced stand-down just seen: its holder
 	// may count on it for a TTL from then (rule 1).
-	m.hold.from, m.hold.fromSeenAt, m.hold.fromTTL = KeyRemoved, now, m.tm.ttl
+	m.held().from, m.held().fromSeenAt, m.held().fromTTL = KeyRemoved, now, m.tm.ttl
 	if m.releaseMarked(now) {
 		t.Fatal("a release is marked while the removed holder may count on the key")
 	}
@@ -213,7 +213,7 @@ func TestMachineStopAfterGiveUpReleaseStillHandsOver(t *testing.T) {
 	}
 	out = m.feed(input{kind: inStop, now: now, handOver: handOver{to: "c"}})
 	if out.do.kind != doOffer && out.do.kind != doRelease {
-		t.Fatalf("stopping leader of revision %d: action %v, done %v (released %v): the key is left to expire", m.hold.rev, out.do.kind, out.done, m.released)
+		t.Fatalf("stopping leader of revision %d: action %v, done %v (released %v): the key is left to expire", m.held().rev, out.do.kind, out.done, m.released)
 	}
 }
 
@@ -225,10 +225,10 @@ func TestMachineStopAfterGiveUpReleaseStillHandsOver(t *testing.T) {
 // taker of an offer begins its term at once.
 func TestMachineStopOfferNotAfterTheLeaseLapsed(t *testing.T) {
 	m, _, now := leadingMachine(t, true)
-	now = m.hold.lease.Add(time.Second) // paused past the lease; no tick came first
+	now = m.held().lease.Add(time.Second) // paused past the lease; no tick came first
 	out := m.feed(input{kind: inStop, now: now, handOver: handOver{to: "c"}})
 	if out.do.kind == doOffer || (out.do.kind == doRelease && out.do.marked) {
-		t.Fatalf("action %v marked %v, %v after the lease lapsed, with no read of the settings since", out.do.kind, out.do.marked, now.Sub(m.hold.lease))
+		t.Fatalf("action %v marked %v, %v after the lease lapsed, with no read of the settings since", out.do.kind, out.do.marked, now.Sub(m.held().lease))
 	}
 }
 
@@ -238,10 +238,10 @@ func TestMachineStopOfferNotAfterTheLeaseLapsed(t *testing.T) {
 // read again: the hand-over is refused as too soon.
 func TestMachineHandOverNotAfterTheLeaseLapsed(t *testing.T) {
 	m, _, now := leadingMachine(t, true)
-	now = m.hold.lease.Add(time.Second)
+	now = m.held().lease.Add(time.Second)
 	out := m.feed(input{kind: inHandOver, now: now, handOver: handOver{to: "c"}})
 	if out.do.kind == doOffer || (out.do.kind == doRelease && out.do.marked) {
-		t.Fatalf("action %v marked %v, %v after the lease lapsed, with no read of the settings since", out.do.kind, out.do.marked, now.Sub(m.hold.lease))
+		t.Fatalf("action %v marked %v, %v after the lease lapsed, with no read of the settings since", out.do.kind, out.do.marked, now.Sub(m.held().lease))
 	}
 }
 
