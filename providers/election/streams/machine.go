@@ -62,14 +62,14 @@ type machine struct {
 	hold    *hold // while phase.holds(); see held
 	leading bool  // a term runs (in leading or doomed)
 	token   uint64
-	// handOver, when to is set, is a hand-over asked for and not yet done:
+	// handOver, when set, is a hand-over asked for and not yet done:
 	// the term ends, then we offer the key to the candidate, and if it
 	// does not take it, the release names it.
 	handOver *handOver
 	// taking, when rev is set, is an offer of the key we took up: the
 	// write over rev that takes the key is due or under way.
 	taking takeOver
-	// stopOffer, when to is set, is the standby a stopping leader offers
+	// stopOffer, when set, is the standby a stopping leader offers
 	// the key to before it releases it (see inStop); offered: the offer
 	// was made and not taken up, and the release follows.
 	stopOffer *handOver

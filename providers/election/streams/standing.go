@@ -84,7 +84,9 @@ func (r *roll) learn(now time.Time, cs ...standing.Candidate) {
 		i, found := slices.BinarySearchFunc(r.heard, c, func(h heard, c standing.Candidate) int { return nameOrder(h.Candidate, c) })
 		switch {
 		case c.Leaving && found:
-			r.heard = slices.Delete(r.heard, i, i+1)
+			if r.heard = slices.Delete(r.heard, i, i+1); len(r.heard) == 0 {
+				r.heard = nil // a roll emptied gives its memory back
+			}
 		case c.Leaving:
 		case found:
 			r.heard[i] = heard{Candidate: c, at: now}
