@@ -263,22 +263,11 @@ func (s *steward) start(sched *scheduler) {
 		s.mu.Unlock()
 		// Opened a few at a time: a fleet's keys are read together. The
 		// first pass is quick (nothing is due yet); passes asked for
-		// meanwhile (a health check) go on on a goroutine of their own.
+		// meanwhile that wait on the network (a health check) go on on a
+		// goroutine of their own.
 		stewardOpens.run(func() {
 			s.open(ctx)
-			s.pass(ctx)
-			s.mu.Lock()
-			more := s.again && !s.closed
-			s.running, s.again = more, false
-			s.mu.Unlock()
-			if !more {
-				s.passes.Done()
-				return
-			}
-			go func() {
-				defer s.passes.Done()
-				s.work()
-			}()
+			s.work(true)
 		})
 	})
 }
@@ -385,21 +374,42 @@ func (s *steward) poke() {
 	}
 	s.running = true
 	s.passes.Add(1)
+	waits := s.waitsLocked()
 	s.mu.Unlock()
-	go func() {
-		defer s.passes.Done()
-		s.work()
-	}()
+	if waits {
+		go s.work(false)
+		return
+	}
+	stewardPasses.run(func() { s.work(true) })
 }
 
-// work makes passes until one ends with nothing new to do.
-func (s *steward) work() {
+// stewardPasses runs the stewards' quick passes (an announcement, a term
+// to follow, candidates to forget) a few at a time: a process's candidates
+// announce at one instant, and a goroutine each would make tens of
+// thousands at once, whose descriptors the runtime keeps. A pass that
+// waits on the network or the user (a health check, a question of who
+// stands, a move) goes on on a goroutine of its own.
+var stewardPasses = &turns{max: 64}
+
+// waitsLocked reports whether the next pass waits on the network or the
+// user from its start: a health check or a question of who stands is due.
+func (s *steward) waitsLocked() bool { return s.healthDue || s.askDue }
+
+// work makes passes until one ends with nothing new to do, then ends the
+// count of passes under way. On a turn of stewardPasses (onTurn) it makes
+// only quick ones: it goes on on a goroutine of its own, still counted,
+// for one that would wait.
+func (s *steward) work(onTurn bool) {
 	for {
-		s.pass(s.runCtx)
+		if !s.pass(s.runCtx, !onTurn) {
+			go s.work(false)
+			return
+		}
 		s.mu.Lock()
 		if !s.again || s.closed {
 			s.running, s.again = false, false
 			s.mu.Unlock()
+			s.passes.Done()
 			return
 		}
 		s.again = false
@@ -408,13 +418,19 @@ func (s *steward) work() {
 }
 
 // pass does what is due, follows the candidate's term, considers a move,
-// and sets the timers for what comes next.
-func (s *steward) pass(ctx context.Context) {
+// and sets the timers for what comes next. Unless it may wait (on the
+// network or the user), it stops short and reports false where it would:
+// the caller makes the pass again where it may.
+func (s *steward) pass(ctx context.Context, mayWait bool) (whole bool) {
 	if ctx.Err() != nil {
-		return
+		return true
 	}
 	e := s.e
 	s.mu.Lock()
+	if !mayWait && s.waitsLocked() {
+		s.mu.Unlock()
+		return false
+	}
 	health, announce, ask := s.healthDue, s.announceDue, s.askDue
 	s.healthDue, s.announceDue, s.askDue = false, false, false
 	s.mu.Unlock()
@@ -436,7 +452,11 @@ func (s *steward) pass(ctx context.Context) {
 	} else if s.leading == nil {
 		s.halt(timerAsk)
 	}
-	if wait := s.considerMove(ctx); wait > 0 {
+	wait, asks := s.considerMove(ctx, mayWait)
+	if asks {
+		return false
+	}
+	if wait > 0 {
 		s.reset(timerMove, wait)
 	}
 	now := s.now()
@@ -444,6 +464,7 @@ func (s *steward) pass(ctx context.Context) {
 		s.reset(timerExpire, next.Sub(now))
 	}
 	s.report()
+	return true
 }
 
 // reset sets timer t to fire after d on the election's clock (at once if
@@ -809,28 +830,32 @@ func (s *steward) checkHealth(ctx context.Context) {
 // considerMove hands the term over where the hand-over policy says, and
 // returns when to look again (0: when something changes). A move the
 // announcements call for is confirmed by asking who stands first: the
-// policy decides again on the answers.
-func (s *steward) considerMove(ctx context.Context) time.Duration {
+// policy decides again on the answers. Unless it may ask (mayAsk), it
+// reports asks instead, doing nothing.
+func (s *steward) considerMove(ctx context.Context, mayAsk bool) (wait time.Duration, asks bool) {
 	e := s.e
 	term := e.Term()
 	if term == nil || !term.Valid() {
-		return 0
+		return 0, false
 	}
 	p := decide(s.policyInput(term, s.known.list(), false))
 	if !p.confirm {
-		return p.wait
+		return p.wait, false
+	}
+	if !mayAsk {
+		return 0, true
 	}
 	// Ask afresh: a candidate that died without a word does not answer.
 	answers, err := standing.Standing(ctx, s.nc, s.bucket, e.key, 0)
 	if err != nil || !term.Valid() {
-		return 0
+		return 0, false
 	}
 	s.known.reset()
 	s.learn(answers...)
 	if p = decide(s.policyInput(term, s.known.list(), true)); !p.moving {
-		return p.wait
+		return p.wait, false
 	}
-	return s.move(ctx, p)
+	return s.move(ctx, p), false
 }
 
 // move hands the term over as policy p says, and returns when to look
