@@ -62,7 +62,7 @@ func TestStewardsAnnounceAFewAtATime(t *testing.T) {
 	if samples == 0 {
 		t.Fatalf("%d candidates never held %d goroutines more than at rest (%d) in 5s: the announcements did not come", n, stewardPasses.max/2, base)
 	}
-	if peak > stewardPasses.max+16 {
+	if peak > stewardPasses.max+32 { // a late question of who stands, or a few
 		t.Errorf("%d candidates announcing together made up to %d goroutines for their stewards' passes, want at most %d and a few", n, peak, stewardPasses.max)
 	}
 	t.Logf("at rest %d goroutines; at most %d for the stewards' passes in %d samples", base, peak, samples)
