@@ -26,7 +26,9 @@ type driver struct {
 	store         store
 	clock         clock.Clock
 	m             *machine
-	log           Logger // where the machine's noteLog lines go
+	tm            timings // the timings in force, as the machine last noted
+	fatal         error   // why the campaign could not go on, as the machine noted
+	log           Logger  // where the machine's noteLog lines go
 	// apply passes notes on, and returns what the machine must be told
 	// next, if anything.
 	apply func([]note) (input, bool)
@@ -149,17 +151,29 @@ type campaigner struct {
 	lastLost <-chan struct{} // closed when the latest OnLost has returned
 }
 
-func newCampaigner(e *Election, n *notifier, tm timings) *campaigner {
+// newCampaigner drives e's machine; s, when set, is e's steward of who is
+// standing, through which a leader offers the key on.
+func newCampaigner(e *Election, n *notifier, tm timings, s *steward) *campaigner {
 	cfg := machineConfig{
-		identity: e.identity, key: e.key, writes: true,
+		identity: e.identity, key: e.key, writes: true, offers: s != nil,
 		grace: e.opts.grace, releaseOnStop: e.opts.releaseOnStop, timings: e.timings,
 		random: e.opts.random,
 	}
 	c := &campaigner{e: e, n: n, log: e.opts.log, rec: e.opts.recorder}
 	c.driver = driver{key: e.key, identity: e.identity, instance: e.instance, store: e.store, clock: e.opts.clock,
-		m: newMachine(cfg, tm), log: e.opts.log, apply: c.apply, before: c.notifyCampaign,
+		m: newMachine(cfg, tm), tm: tm, log: e.opts.log, apply: c.apply, before: c.notifyCampaign,
 		lastLost: func() <-chan struct{} { return c.lastLost },
 		sched:    schedulerFor(e.opts.clock)}
+	if s != nil {
+		c.offer = func(ctx context.Context, to handOver, rev uint64, epoch time.Time) error {
+			err := s.offer(ctx, to, rev, epoch)
+			if err == nil {
+				e.setHandedTo(to.to)
+			}
+			return err
+		}
+		c.successor = s.successor
+	}
 	return c
 }
 
@@ -169,14 +183,17 @@ func newCampaigner(e *Election, n *notifier, tm timings) *campaigner {
 // down, or an error when it could not go on: the connection was closed for
 // good, or permission was refused. The stop waits on caller, whose one
 // map of children every election of the process shares, not on ctx.
-func (c *campaigner) launch(caller, ctx context.Context, born time.Time, done func(error)) {
+// unhealthy, when set, is why the health check before the start failed.
+func (c *campaigner) launch(caller, ctx context.Context, born time.Time, unhealthy error, done func(error)) {
 	c.rec.Started(c.e.key)
-	c.driver.launch(caller, c.begin(ctx, born), func() { done(c.result()) })
+	first := c.begin(ctx, born)
+	first.unhealthy = unhealthy
+	c.driver.launch(caller, first, func() { done(c.result()) })
 }
 
 // result is the campaign's error once it has finished.
 func (c *campaigner) result() error {
-	switch fatal := c.m.fatal; {
+	switch fatal := c.fatal; {
 	case errors.Is(fatal, ErrPermissionDenied):
 		return fmt.Errorf("election %s: %w", c.e.key, fatal)
 	case fatal != nil:
@@ -189,7 +206,7 @@ func (c *campaigner) result() error {
 // is when the bucket's stream was created, as Start read it.
 func (c *campaigner) begin(ctx context.Context, born time.Time) input {
 	c.ctx = ctx
-	tm := c.m.tm
+	tm := c.tm
 	c.log.Debugf("election %s: %s campaigning, ttl %v, renew every %v, safety margin %v", c.e.key, c.e.identity, tm.ttl, tm.renew, tm.margin)
 	return input{kind: inStart, now: c.clock.Now(), born: born}
 }
@@ -201,7 +218,7 @@ func (d *driver) handle(in input) (time.Time, action) {
 	out := d.m.step(classified(in))
 	for {
 		logNotes(d.log, out.notes)
-		d.watchNotes(out.notes)
+		d.takeNotes(out.notes)
 		if next, ok := d.apply(out.notes); ok {
 			out = d.m.step(classified(next))
 			continue
@@ -265,7 +282,7 @@ func (d *driver) perform(a action) input {
 		case a.marked:
 			payload = releasePayload(d.identity)
 		}
-		rctx, rcancel := context.WithTimeout(context.Background(), d.m.tm.request)
+		rctx, rcancel := context.WithTimeout(context.Background(), d.tm.request)
 		defer rcancel()
 		rctx = transport.WithPriority(rctx, transport.Urgent)
 		marked, err := d.store.Delete(rctx, d.key, a.expect, payload, transport.Stamp{Instance: d.instance})
@@ -417,10 +434,16 @@ func logNotes(log Logger, notes []note) {
 	}
 }
 
-// watchNotes stops or restarts the watch as the machine's notes say.
-func (d *driver) watchNotes(notes []note) {
+// takeNotes takes in the machine's notes for the driver itself: it stops
+// or restarts the watch, and keeps the timings in force and why the
+// campaign could not go on.
+func (d *driver) takeNotes(notes []note) {
 	for _, n := range notes {
 		switch n.kind {
+		case noteTimings:
+			d.tm = *n.timings
+		case noteFailed:
+			d.fatal = n.err
 		case noteStopWatch:
 			d.stopWatch()
 		case noteRestartWatch:
@@ -438,7 +461,7 @@ func (c *campaigner) apply(notes []note) (next input, ok bool) {
 	for _, n := range notes {
 		switch n.kind {
 		case noteBegan:
-			c.beginTerm(n.token, n.until)
+			c.beginTerm(n.token, n.until, n.from)
 		case noteExtended:
 			if c.term != nil && !c.term.extend(n.until) {
 				next, ok = input{kind: inTermLapsed, now: c.clock.Now()}, true
@@ -455,7 +478,7 @@ func (c *campaigner) apply(notes []note) (next input, ok bool) {
 				c.rec.Renewed(c.e.key, n.latency)
 			}
 		case noteTimings:
-			c.e.setTimings(c.m.tm)
+			c.e.setTimings(c.tm)
 		case noteViewChanged:
 			if s := c.e.steward; s != nil {
 				s.start(c.sched) // the key can be read: announce the candidate
@@ -478,13 +501,11 @@ func (c *campaigner) notifyCampaign(renewal bool) {
 	}
 }
 
-func (c *campaigner) beginTerm(token uint64, until time.Time) {
+func (c *campaigner) beginTerm(token uint64, until time.Time, from KeyState) {
 	if s := c.e.steward; s != nil {
 		defer s.poke() // a better candidate may stand already
 	}
-	// The machine is ours (this goroutine steps it); its hold is the one
-	// that began this term.
-	t := newTerm(c.ctx, c.clock, c.e.key, c.e.identity, token, c.m.held().from, until)
+	t := newTerm(c.ctx, c.clock, c.e.key, c.e.identity, token, from, until)
 	c.e.setHandedTo("")
 	c.term = t
 	c.e.setTerm(t)

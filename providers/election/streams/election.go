@@ -252,34 +252,23 @@ func (e *Election) begin(caller, ctx context.Context, finish func(error)) {
 // setGoing sets the campaign going on the process's scheduler, once the
 // bucket's settings are read (see begin).
 func (e *Election) setGoing(caller, ctx context.Context, tm timings, born time.Time, finish func(error)) {
-	ttl := tm.ttl
 	n := newNotifier()
-	c := newCampaigner(e, n, tm)
 	var s *steward
+	var unhealthy error
 	// This module's benchmarks may run candidates without who is standing,
 	// to measure what it costs (see internal/nostanding).
 	if nc := connOf(e.js); nc != nil && e.bucket != nil && !nostanding.Marked(ctx) {
 		s = newSteward(e, nc, e.bucket.Bucket())
 		if e.opts.minTerm == 0 {
-			e.opts.minTerm = max(2*ttl, 10*time.Second)
+			e.opts.minTerm = max(2*tm.ttl, 10*time.Second)
 		}
 		if e.opts.healthCheck != nil {
 			// Checked before campaigning: an unhealthy candidate must not
 			// win at start.
-			s.checkHealth(ctx)
-			c.m.unhealthy = !s.self().Healthy
+			unhealthy = s.checkHealth(ctx)
 		}
 	}
-	if s != nil {
-		c.offer = func(ctx context.Context, to handOver, rev uint64, epoch time.Time) error {
-			err := s.offer(ctx, to, rev, epoch)
-			if err == nil {
-				e.setHandedTo(to.to)
-			}
-			return err
-		}
-		c.successor, c.m.cfg.offers = s.successor, true
-	}
+	c := newCampaigner(e, n, tm, s)
 	e.mu.Lock()
 	e.campaign, e.steward = c, s
 	stopped := e.stopped // Stop came before the campaign could be told
@@ -290,7 +279,7 @@ func (e *Election) setGoing(caller, ctx context.Context, tm timings, born time.T
 		// and answers who is standing until it has wound down.
 		s.ctx, s.campaign, s.caller = context.WithoutCancel(ctx), ctx, caller
 	}
-	c.launch(caller, ctx, born, func(err error) {
+	c.launch(caller, ctx, born, unhealthy, func(err error) {
 		if s != nil {
 			s.stop()
 		}

@@ -300,7 +300,7 @@ func newSim(t *testing.T, st *fakeStore, identity string, opts ...Option) *sim {
 	}
 	e.setTimings(tm)
 	s.e, s.n = e, newNotifier()
-	s.c = newCampaigner(e, s.n, tm)
+	s.c = newCampaigner(e, s.n, tm, nil)
 	s.wake = s.handle(s.c.begin(context.Background(), st.created)) // born as Start reads it
 	t.Cleanup(func() { s.n.close() })
 	return s

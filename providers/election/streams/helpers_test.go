@@ -497,3 +497,7 @@ func standAsOlder(t testing.TB, nc *nats.Conn, key string, c standing.Candidate)
 		t.Fatal(err)
 	}
 }
+
+// errCheckFails is a failing health check's error, as a candidate's
+// steward hands it to the machine.
+var errCheckFails = errors.New("the health check fails")

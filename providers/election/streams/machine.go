@@ -39,17 +39,19 @@ type machine struct {
 	// noteBucketBorn), until the next view: a removal then removed what
 	// displaced showed.
 	displaced *keyView
-	// followsNew: a message showed the bucket was made again before its
-	// creation time was read.
-	followsNew bool
+	// remadeSeen, when set, is when a message showed the bucket was made
+	// again, before its creation time was read.
+	remadeSeen time.Time
 	epoch      time.Time // when the bucket's stream was created, as last read: a change means it was made again
 
 	// candidate
 	nextCampaign time.Time // zero: nothing scheduled until the view changes
-	confirmRead  bool      // read the key now: the watch began with it absent while we knew it held
-	confirmFrom  time.Time // when it did: a read confirming the absence judges it from then
-	tries        int       // consecutive failed campaign attempts or reads
-	sitOut       sitOut
+	// confirmDue, when set, is when a read of the key fell due: the watch
+	// began with the key absent while we knew it held.
+	confirmDue  time.Time
+	confirmFrom time.Time // when it did: a read confirming the absence judges it from then
+	tries       int       // consecutive failed campaign attempts or reads
+	sitOut      sitOut
 
 	// the bucket's TTL
 	nextTTLCheck time.Time
@@ -57,11 +59,12 @@ type machine struct {
 	ttlReadAt    time.Time // when the latest successful read of it was sent
 	ttlAskedRev  uint64    // the revision whose takeover last made us read it
 	ttlUnusable  error     // the bucket's TTL cannot hold elections: no campaign until it can
-	unhealthy    bool      // the candidate's health check fails: no campaign until it passes
+	unhealthy    error     // why the candidate's health check fails: no campaign until it passes
 
-	hold    *hold // while phase.holds(); see held
-	leading bool  // a term runs (in leading or doomed)
-	token   uint64
+	hold *hold // while phase.holds(); see held
+	// term is the running term's token, 0 while none runs (a term runs
+	// only in leading and doomed; tokens are revisions, never 0).
+	term uint64
 	// handOver, when set, is a hand-over asked for and not yet done:
 	// the term ends, then we offer the key to the candidate, and if it
 	// does not take it, the release names it.
@@ -77,7 +80,6 @@ type machine struct {
 	watch watchState
 
 	mode     mode
-	released bool    // stopping: the release after stopping was attempted
 	fatal    error   // a permission refusal or a connection closed for good
 	fatalOut outcome // which of the two fatal was
 }
@@ -245,8 +247,9 @@ type input struct {
 	// handOver: for inHandOver, whom to hand over to, and within what
 	// time; for inStop, the standby to offer the key to, if any.
 	handOver handOver
-	// healthy: for inHealth, whether the health check passed.
-	healthy bool
+	// unhealthy: for inHealth, and for inStart when the first check came
+	// before it, why the candidate's health check failed; nil: it passed.
+	unhealthy error
 	// from: for inOffered, the leader offering the key; in.expect is its
 	// revision and in.born the bucket's creation time it knows.
 	from string
@@ -269,7 +272,7 @@ const (
 	inTermLapsed // the driver's term ended by its clock before an extension reached it
 	inAskTTL     // the driver wants the bucket's TTL read now (an observer judging a write)
 	inHandOver   // hand the election over to in.handOver.to (Election.HandOver)
-	inHealth     // the candidate's health check passed (in.healthy) or failed
+	inHealth     // the candidate's health check passed, or failed (in.unhealthy)
 	inOffered    // in.from, which ended its term, offers us the key over in.expect
 	inOffer      // the outcome of doOffer: nil when the candidate took the key
 )
@@ -323,7 +326,14 @@ type note struct {
 	cause   Cause
 	latency time.Duration
 	at      time.Time
-	err     error // noteHandOver, noteTakeOver: why it did not happen, or nil
+	err     error // noteHandOver, noteTakeOver: why it did not happen, or nil; noteFailed: why the campaign ends
+	// from: for noteBegan, what the key was when this hold took it.
+	from KeyState
+	// timings: for noteTimings, the timings now in force.
+	timings *timings
+	// view: for an observer's noteViewChanged, the view of the key as the
+	// step left it.
+	view *keyView
 	// level, format and args: a noteLog's line, formatted by the driver's
 	// logger (only if it logs at that level).
 	level  logLevel
@@ -347,6 +357,7 @@ const (
 	noteHandOver     // a hand-over asked for is done (err nil) or refused
 	noteTakeOver     // an offer of the key was taken up (err nil) or not
 	noteLog          // a line for the driver's log: level, format, args
+	noteFailed       // the campaign cannot go on (err): permission refused, or the connection closed for good
 )
 
 // logLevel is the level of a noteLog.
@@ -414,7 +425,25 @@ func (m *machine) step(in input) output {
 	m.out = &out // the step's notes and decision, kept only while it runs
 	m.take(in)
 	m.out = nil
+	if !m.cfg.writes {
+		m.attachView(out.notes)
+	}
 	return out
+}
+
+// attachView gives each noteViewChanged the view as the step left it, which
+// an observer reports (a candidate's driver only learns that it changed).
+func (m *machine) attachView(notes []note) {
+	var v *keyView
+	for i := range notes {
+		if notes[i].kind == noteViewChanged {
+			if v == nil {
+				view := m.view
+				v = &view
+			}
+			notes[i].view = v
+		}
+	}
 }
 
 // take decides on in, noting what the step outputs in m.out.
@@ -426,7 +455,7 @@ func (m *machine) take(in input) {
 	now := in.now
 	switch in.kind {
 	case inStart:
-		m.epoch = in.born
+		m.epoch, m.unhealthy = in.born, in.unhealthy
 		if m.cfg.writes {
 			m.nextCampaign = now // read the key at once, whether or not a watch comes up
 		}
@@ -476,14 +505,13 @@ func (m *machine) take(in input) {
 	case inOffered:
 		m.askTakeOver(in)
 	case inHealth:
-		if m.unhealthy == in.healthy {
-			m.unhealthy = !in.healthy
-			if in.healthy && !m.phase.holds() {
-				m.nextCampaign = earliest(m.nextCampaign, now) // campaign again at once if the key is free
-			}
+		recovered := m.unhealthy != nil && in.unhealthy == nil
+		m.unhealthy = in.unhealthy
+		if recovered && !m.phase.holds() {
+			m.nextCampaign = earliest(m.nextCampaign, now) // campaign again at once if the key is free
 		}
 	case inTermLapsed:
-		if m.leading {
+		if m.termRuns() {
 			m.endTerm(CauseDeadline)
 			if m.phase == leading {
 				m.move(winning)
@@ -578,7 +606,7 @@ func (m *machine) dueStopping(now time.Time) (time.Time, action, func(time.Time)
 	if move := m.dueWindDown(now, m.stopCause()); move != nil {
 		return now, action{}, move
 	}
-	keeps := m.phase.holds() && m.phase != doomed && m.fatal == nil && !m.released
+	keeps := m.phase.holds() && m.phase != doomed && m.fatal == nil
 	switch {
 	case keeps && m.stopOffer != nil && !m.stopOffer.offered && m.handOver == nil && m.releaseMarked(now):
 		// The best standby known takes the key with one synced write
@@ -601,7 +629,7 @@ func (m *machine) dueStopping(now time.Time) (time.Time, action, func(time.Time)
 // bucket's settings are read again, as while running. nil: neither.
 func (m *machine) dueWindDown(now time.Time, cause Cause) func(time.Time) {
 	switch {
-	case m.leading:
+	case m.termRuns():
 		return func(time.Time) { m.endTerm(cause) }
 	case m.leaseLapsedUnread(now):
 		return m.lapseLease
@@ -660,7 +688,7 @@ func (m *machine) dueTaking(now time.Time) (time.Time, action, func(time.Time)) 
 // beginning.
 func (m *machine) dueHolder(d *dueList) {
 	h := m.held()
-	if m.leading {
+	if m.termRuns() {
 		// First: a term ends at its deadline whatever else is due.
 		d.consider(h.lease, action{}, func(now time.Time) {
 			m.log.Warnf("election %s: %s reached its deadline without renewing: standing down", m.cfg.key, m.cfg.identity)
@@ -714,7 +742,7 @@ func (m *machine) dueCandidate(d *dueList) {
 	now := d.now
 	m.dueWatch(d)
 	d.consider(m.nextTTLCheck, action{kind: doReadTTL, since: m.ttlSince}, nil)
-	if m.confirmRead {
+	if !m.confirmDue.IsZero() {
 		d.consider(now, action{kind: doRead}, nil)
 	}
 	if at, expect, ok := m.mayTake(now); ok {
@@ -772,8 +800,8 @@ func (m *machine) takeMark(expect uint64) termMark {
 // renewalMark is what a renewal says of its term: the running term's
 // token, or that the hold's term has not begun.
 func (m *machine) renewalMark() termMark {
-	if m.leading {
-		return termMark{token: m.token}
+	if m.termRuns() {
+		return termMark{token: m.term}
 	}
 	return termMark{waits: true}
 }
@@ -834,6 +862,7 @@ func (m *machine) failed(in input) bool {
 			m.log.Errorf("election %s: the connection to the broker was closed: ending the campaign", m.cfg.key)
 		}
 		m.fatal, m.fatalOut = in.err, in.out
+		m.note(note{kind: noteFailed, err: in.err})
 	}
 	m.enter(stopping)
 	return true
@@ -902,7 +931,7 @@ const staleAfter = time.Second
 // onRead takes in a read of the key.
 func (m *machine) onRead(in input) {
 	done := in.now
-	m.confirmRead = false
+	m.confirmDue = time.Time{}
 	if in.err != nil {
 		if m.failed(in) {
 			return
@@ -1049,7 +1078,7 @@ func (m *machine) observe(now time.Time, v keyView) bool {
 		}
 		m.log.Warnf("election %s: the key's revision went back from %d to %d with a later write: the bucket was recreated; following its new revisions", m.cfg.key, m.seenRev, v.Revision)
 		m.seenRev = 0
-		m.followsNew = true
+		m.remadeSeen = now
 		m.askTTL(now, now) // learn the new bucket's creation time (see noteBucketBorn)
 	}
 	stillGone := m.view.State == KeyRemoved && m.view.Revision == 0 && v.State == KeyAbsent // an inferred removal stands until the key is taken
@@ -1206,8 +1235,8 @@ func (m *machine) noteBucketBorn(now, born time.Time) {
 	if known.IsZero() || born.Equal(known) {
 		return
 	}
-	followsNew := m.followsNew
-	m.followsNew = false
+	followsNew := !m.remadeSeen.IsZero()
+	m.remadeSeen = time.Time{}
 	if !m.cfg.writes {
 		// An observer reports what the bucket shows: it reads the new one
 		// afresh, unless it already follows it.
@@ -1341,7 +1370,7 @@ func (m *machine) onRenewal(in input) {
 		oldLease := h.lease
 		h.lease = leaseEnd(now, m.tm)
 		h.nextRenew = now.Add(m.tm.renew)
-		if !m.leading {
+		if !m.termRuns() {
 			h.saidWaits = true // a renewal of a hold whose term has not begun
 		}
 		m.seenRev = max(m.seenRev, in.rev)
@@ -1349,7 +1378,7 @@ func (m *machine) onRenewal(in input) {
 		m.note(note{kind: noteRenewed, at: done, latency: done.Sub(now)})
 		m.view = keyView{known: true, Entry: Entry{Key: m.cfg.key, State: KeyHeld, Leader: m.cfg.identity, Revision: in.rev},
 			seenAt: done, readAt: done, expiresBy: now.Add(m.tm.ttl), confirmed: true, ttl: m.tm.ttl}
-		if m.leading {
+		if m.termRuns() {
 			if !done.Before(oldLease) {
 				// The deadline passed while the renewal was in flight: that
 				// term is over. The key is still ours: a new term may begin.
@@ -1400,7 +1429,7 @@ func (m *machine) dropHold(now time.Time, deposed bool) {
 	if deposed {
 		cause = CauseDeposed
 	}
-	if m.leading {
+	if m.termRuns() {
 		m.endTerm(cause)
 	}
 	rev := m.held().rev
@@ -1420,18 +1449,21 @@ func (m *machine) beginTerm() {
 		token = m.held().rev // a later term of this hold (after a deadline) begins at the latest write
 	}
 	m.held().token = 0
-	m.leading, m.token = true, token
+	m.term = token
 	if m.held().saidWaits {
 		m.held().nextRenew, m.held().saidWaits = m.held().wonAt, false // due at once: observers learn the term began
 	}
 	m.log.Infof("election %s: %s became leader, token %d", m.cfg.key, m.cfg.identity, token)
-	m.note(note{kind: noteBegan, token: token, until: m.held().lease})
+	m.note(note{kind: noteBegan, token: token, until: m.held().lease, from: m.held().from})
 }
 
 func (m *machine) endTerm(cause Cause) {
-	m.leading = false
-	m.note(note{kind: noteEnded, cause: cause, token: m.token})
+	m.note(note{kind: noteEnded, cause: cause, token: m.term})
+	m.term = 0
 }
+
+// termRuns reports whether a term runs.
+func (m *machine) termRuns() bool { return m.term != 0 }
 
 // leaseLapsedUnread reports whether our hold's lease has lapsed by now and
 // the bucket's settings have not been read since: nothing may rest on the
@@ -1463,11 +1495,15 @@ func (m *machine) onRelease(in input) {
 		m.onHandOverRelease(in)
 		return
 	}
-	// Only the release after stopping counts as such: a giving-up release
-	// while running is followed by campaigns, and a later hold of the key
-	// is released (or offered) again when we stop.
-	m.released = m.stopping()
-	if m.mode == givingUp {
+	// Released or not, the hold is given up: the key is another's or
+	// expires. A giving-up release while running is followed by campaigns
+	// (and a later hold of the key is released or offered again when we
+	// stop); the release after stopping is the last.
+	switch {
+	case m.stopping():
+		m.move(candidate)
+		m.hold = nil
+	case m.mode == givingUp:
 		m.enter(running)
 		m.move(candidate)
 		m.hold = nil
@@ -1490,7 +1526,7 @@ func (m *machine) onRelease(in input) {
 // candidate (see due).
 func (m *machine) askHandOver(now time.Time, ho handOver) {
 	switch {
-	case !m.cfg.writes || m.stopping() || !m.leading || m.phase != leading:
+	case !m.cfg.writes || m.stopping() || !m.termRuns() || m.phase != leading:
 		m.note(note{kind: noteHandOver, err: ErrNotLeader})
 	case m.handOver != nil:
 		m.note(note{kind: noteHandOver, err: fmt.Errorf("%w: a hand-over to %s is under way", ErrNotLeader, m.handOver.to)})
@@ -1631,7 +1667,6 @@ func (m *machine) onOffer(in input) {
 	m.move(candidate)
 	m.hold = nil
 	if onStop {
-		m.released = true
 		m.log.Infof("election %s: %s took the key over revision %d: handed over on stop", m.cfg.key, taken.to, rev)
 		return
 	}
@@ -1818,7 +1853,7 @@ func (m *machine) adoptTTL(now time.Time, ttl time.Duration) bool {
 	if ttl < m.tm.ttl && m.phase.holds() {
 		if until := leaseEnd(m.held().sent, tm); until.Before(m.held().lease) {
 			m.held().lease = until
-			if m.leading {
+			if m.termRuns() {
 				m.note(note{kind: noteLimited, until: until})
 			}
 		}
@@ -1827,7 +1862,7 @@ func (m *machine) adoptTTL(now time.Time, ttl time.Duration) bool {
 		}
 	}
 	m.tm = tm
-	m.note(note{kind: noteTimings})
+	m.note(note{kind: noteTimings, timings: &tm})
 	return true
 }
 
@@ -1835,7 +1870,7 @@ func (m *machine) adoptTTL(now time.Time, ttl time.Duration) bool {
 // elections: it ends the term and, unless doomed, releases the key (the
 // release's answer makes us a candidate).
 func (m *machine) giveUp() {
-	if m.leading {
+	if m.termRuns() {
 		m.endTerm(CauseDeadline)
 	}
 	if m.phase != doomed {
@@ -1950,7 +1985,7 @@ func (m *machine) onWatchInitialDone(in input) {
 		// the revision, which the watch then delivers as a change). Read
 		// the key now: if it is gone, it vanished (see vanishedUnderLease).
 		m.view.readAt, m.view.confirmed = time.Time{}, false
-		m.confirmRead, m.confirmFrom = true, in.now
+		m.confirmDue, m.confirmFrom = in.now, in.now
 		m.log.Debugf("election %s: the watch began with the key absent, but it was held at revision %d: reading it", m.cfg.key, m.view.Revision)
 	default:
 		m.observe(in.now, keyView{known: true, Entry: Entry{Key: m.cfg.key}, seenAt: in.now, readAt: in.now, confirmed: true})

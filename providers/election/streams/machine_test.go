@@ -40,11 +40,11 @@ func noteKinds(ns []note) []noteKind {
 func TestMachinePausedLeaderReadsSettingsBeforeANewTerm(t *testing.T) {
 	m, t0 := newTestMachine(t)
 	now := leadAtRevision(t, m, t0, 10) // the watch refused, so that it does not get in the way
-	t.Logf("leading, token %d, lease %v", m.token, m.held().lease.Sub(t0))
+	t.Logf("leading, token %d, lease %v", m.term, m.held().lease.Sub(t0))
 	// paused for 10 s: the bucket is deleted and made again meanwhile
 	now = now.Add(10 * time.Second)
 	out := m.feed(input{kind: inTick, now: now})
-	t.Logf("after pause: notes %v, action %v, leading %v phase %v ttlRead %v", noteKinds(out.notes), out.do.kind, m.leading, m.phase, m.held().ttlRead)
+	t.Logf("after pause: notes %v, action %v, leading %v phase %v ttlRead %v", noteKinds(out.notes), out.do.kind, m.termRuns(), m.phase, m.held().ttlRead)
 	for out.do.kind == doWatch {
 		out = m.feed(input{kind: inWatchMade, now: now, sent: now, err: errTest})
 	}
@@ -53,7 +53,7 @@ func TestMachinePausedLeaderReadsSettingsBeforeANewTerm(t *testing.T) {
 	}
 	// the new bucket's key happens to be at revision 10: the CAS succeeds
 	out = m.feed(input{kind: inWrite, now: now.Add(time.Millisecond), sent: now, rev: 11, expect: 10})
-	t.Logf("after renewal: notes %v, action %v, leading %v", noteKinds(out.notes), out.do.kind, m.leading)
+	t.Logf("after renewal: notes %v, action %v, leading %v", noteKinds(out.notes), out.do.kind, m.termRuns())
 	for _, n := range out.notes {
 		if n.kind == noteBegan {
 			t.Errorf("a new term began (token %d) without reading the bucket's settings after the lease lapsed", n.token)

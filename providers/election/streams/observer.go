@@ -319,12 +319,12 @@ func (o *Observer) Run(ctx context.Context) error {
 	}
 	cfg := machineConfig{key: o.key, timings: observerTimings}
 	o.n = newNotifier()
-	o.driver = driver{key: o.key, store: o.store, clock: o.opts.clock, m: newMachine(cfg, tm), log: o.opts.log, apply: o.apply}
+	o.driver = driver{key: o.key, store: o.store, clock: o.opts.clock, m: newMachine(cfg, tm), tm: tm, log: o.opts.log, apply: o.apply}
 	ended := make(chan struct{})
 	o.driver.launch(ctx, input{kind: inStart, now: o.opts.clock.Now(), born: transport.StreamCreated(st)}, func() { close(ended) })
 	<-ended
 	o.n.close()
-	if fatal := o.driver.m.fatal; fatal != nil {
+	if fatal := o.driver.fatal; fatal != nil {
 		return o.fatalError(fatal)
 	}
 	return nil
@@ -427,14 +427,14 @@ func (o *Observer) setTTL(ttl time.Duration) {
 
 // apply reports what the machine learned.
 func (o *Observer) apply(notes []note) (next input, ok bool) {
-	m := o.driver.m
 	for _, n := range notes {
 		switch n.kind {
 		case noteTimings:
-			o.setTTL(m.tm.ttl)
+			ttl := n.timings.ttl
+			o.setTTL(ttl)
 			o.mu.Lock()
 			if o.current.HasLeader() {
-				o.current.ExpiresBy = o.current.Renewed.Add(m.tm.ttl)
+				o.current.ExpiresBy = o.current.Renewed.Add(ttl)
 			}
 			o.mu.Unlock()
 		case noteTTLRead:
@@ -443,7 +443,7 @@ func (o *Observer) apply(notes []note) (next input, ok bool) {
 				o.judge(*v)
 			}
 		case noteViewChanged:
-			v := m.view
+			v := *n.view
 			if o.needsTTL(v) {
 				o.judging = &v
 				next, ok = input{kind: inAskTTL, now: n.at}, true
@@ -462,7 +462,7 @@ func (o *Observer) apply(notes []note) (next input, ok bool) {
 // README's steps), would make a new term look like a renewal.
 func (o *Observer) needsTTL(v keyView) bool {
 	cur := o.Leadership()
-	soon := o.driver.m.tm.ttl * 4 / 5
+	soon := o.driver.tm.ttl * 4 / 5
 	return v.State == KeyHeld && v.live && !v.term.said() && cur.HasLeader() && cur.Leader == v.Leader &&
 		(v.Written.Sub(cur.Renewed) > soon || v.seenAt.Sub(o.last.seenAt) > soon)
 }
@@ -471,7 +471,7 @@ func (o *Observer) needsTTL(v keyView) bool {
 func (o *Observer) judge(v keyView) {
 	prev := o.Leadership()
 	first := prev.Event == ""
-	ttl := o.driver.m.tm.ttl
+	ttl := o.driver.tm.ttl
 	l := Leadership{Key: o.key, State: v.State, Revision: v.Revision, Renewed: v.Written}
 	switch v.State {
 	case KeyReleased:

@@ -20,7 +20,7 @@ func leadingMachine(t *testing.T, offers bool) (*machine, output, time.Time) {
 	born := t0.Add(-time.Hour)
 	out, now := startWatching(t, m, t0)
 	out = m.feed(input{kind: inWatchInitialDone, now: now})
-	for i := 0; i < 100 && !m.leading; i++ {
+	for i := 0; i < 100 && !m.termRuns(); i++ {
 		switch out.do.kind {
 		case doRead:
 			out = m.feed(input{kind: inRead, now: now, sent: now})
@@ -33,7 +33,7 @@ func leadingMachine(t *testing.T, offers bool) (*machine, output, time.Time) {
 			out = m.feed(input{kind: inTick, now: now})
 		}
 	}
-	if !m.leading {
+	if !m.termRuns() {
 		t.Fatal("the machine did not come to lead")
 	}
 	return m, out, now
@@ -69,7 +69,7 @@ func TestMachineLeaderOffersTheKeyAfterItsTerm(t *testing.T) {
 	m, _, now := leadingMachine(t, true)
 	rev := m.held().rev
 	out := m.feed(input{kind: inHandOver, now: now, handOver: handOver{to: "c"}})
-	if m.leading || !slices.Contains(noteKinds(out.notes), noteEnded) {
+	if m.termRuns() || !slices.Contains(noteKinds(out.notes), noteEnded) {
 		t.Fatalf("the term goes on (notes %v): it must end before the offer", noteKinds(out.notes))
 	}
 	if out.do.kind != doOffer || out.do.expect != rev || out.do.handOver.to != "c" {
@@ -138,11 +138,11 @@ func TestMachineOfferedKeyIsTakenAndLedAtOnce(t *testing.T) {
 		t.Fatalf("action %v, want the TTL read a term rests on", out.do.kind)
 	}
 	out = m.feed(input{kind: inTTL, now: now, sent: now, ttl: m.tm.ttl, born: born})
-	if !m.leading || !slices.Contains(noteKinds(out.notes), noteBegan) {
-		t.Fatalf("leading %v (notes %v): the term must begin at once, as after a release", m.leading, noteKinds(out.notes))
+	if !m.termRuns() || !slices.Contains(noteKinds(out.notes), noteBegan) {
+		t.Fatalf("leading %v (notes %v): the term must begin at once, as after a release", m.termRuns(), noteKinds(out.notes))
 	}
-	if m.token != 8 {
-		t.Fatalf("token %d, want the revision of the write that took the key, 8", m.token)
+	if m.term != 8 {
+		t.Fatalf("token %d, want the revision of the write that took the key, 8", m.term)
 	}
 }
 
@@ -217,7 +217,7 @@ func TestMachineTakesUpAnOfferWhileUnhealthy(t *testing.T) {
 	out, now := startWatching(t, m, t0)
 	out = m.feed(input{kind: inWatchEntry, now: now, entry: &Entry{Key: "k", State: KeyHeld, Leader: "b", Revision: 7, Written: now, Operation: jetstream.KeyValuePut}})
 	out = m.feed(input{kind: inWatchInitialDone, now: now})
-	m.feed(input{kind: inHealth, now: now, healthy: false})
+	m.feed(input{kind: inHealth, now: now, unhealthy: errCheckFails})
 	out = m.feed(input{kind: inOffered, now: now, from: "b", expect: 7})
 	if out.do.kind != doWrite || out.do.expect != 7 || !out.do.term.begins {
 		t.Fatalf("action %v expect %d mark %+v; want a write over b's revision 7 that says its term begins", out.do.kind, out.do.expect, out.do.term)

@@ -33,8 +33,8 @@ func TestMachineRemovalFoundByAWriteCountsFromItsConfirmation(t *testing.T) {
 	// Half a TTL later the candidate's health check passes again: it
 	// campaigns at once, expecting no message (the broker's expiry path).
 	now = now.Add(m.tm.ttl / 2)
-	m.feed(input{kind: inHealth, now: now, healthy: false})
-	out = m.feed(input{kind: inHealth, now: now, healthy: true})
+	m.feed(input{kind: inHealth, now: now, unhealthy: errCheckFails})
+	out = m.feed(input{kind: inHealth, now: now})
 	for out.do.kind == doReadTTL {
 		out = m.feed(input{kind: inTTL, now: now, sent: now, ttl: m.tm.ttl, born: t0.Add(-time.Hour)})
 	}
@@ -106,10 +106,10 @@ func TestMachineHandOverTooSoonKeepsTheTerm(t *testing.T) {
 		}
 	}
 	// The term begins once b has surely stood down.
-	for i := 0; i < 50 && !m.leading; i++ {
+	for i := 0; i < 50 && !m.termRuns(); i++ {
 		tick()
 	}
-	if !m.leading {
+	if !m.termRuns() {
 		t.Fatal("no term began over the removed key")
 	}
 	// The bucket's TTL is raised: b, had it learned of it, could count on
@@ -130,23 +130,23 @@ func TestMachineHandOverTooSoonKeepsTheTerm(t *testing.T) {
 			t.Fatalf("the term ended on a hand-over that could not be made: %+v", n)
 		}
 	}
-	if !errors.Is(refused, ErrHandOverTooSoon) || !m.leading {
-		t.Fatalf("hand-over asked too soon: %v, leading %v; want ErrHandOverTooSoon and the term kept", refused, m.leading)
+	if !errors.Is(refused, ErrHandOverTooSoon) || !m.termRuns() {
+		t.Fatalf("hand-over asked too soon: %v, leading %v; want ErrHandOverTooSoon and the term kept", refused, m.termRuns())
 	}
 	// Past the wait the hand-over is made: the term ends and the release
 	// names c.
 	for i := 0; i < 200 && now.Before(at); i++ {
 		tick()
 	}
-	if !m.leading {
+	if !m.termRuns() {
 		t.Fatal("the term did not go on until the wait was over")
 	}
 	out = m.feed(input{kind: inHandOver, now: now, handOver: handOver{to: "c"}})
 	for i := 0; i < 5 && out.do.kind != doRelease; i++ {
 		out = m.feed(input{kind: inTick, now: now})
 	}
-	if m.leading || out.do.kind != doRelease || !out.do.marked || out.do.handOver.to != "c" {
-		t.Fatalf("leading %v, action %v marked %v to %q: want the term ended and a release naming c", m.leading, out.do.kind, out.do.marked, out.do.handOver.to)
+	if m.termRuns() || out.do.kind != doRelease || !out.do.marked || out.do.handOver.to != "c" {
+		t.Fatalf("leading %v, action %v marked %v to %q: want the term ended and a release naming c", m.termRuns(), out.do.kind, out.do.marked, out.do.handOver.to)
 	}
 }
 
@@ -285,8 +285,8 @@ func TestMachineOwnTTLJudgedWithTheHoldersMargin(t *testing.T) {
 	bLeaseEnd := written.Add(5*time.Second - 5*time.Second/10)
 	// 2.5 s later a campaigns at once (its health check passes again).
 	now = written.Add(2500 * time.Millisecond)
-	m.feed(input{kind: inHealth, now: now, healthy: false})
-	out = m.feed(input{kind: inHealth, now: now, healthy: true})
+	m.feed(input{kind: inHealth, now: now, unhealthy: errCheckFails})
+	out = m.feed(input{kind: inHealth, now: now})
 	for out.do.kind == doReadTTL {
 		out = m.feed(input{kind: inTTL, now: now, sent: now, ttl: m.tm.ttl, born: born})
 	}
@@ -418,7 +418,7 @@ func leadAtRevision(t *testing.T, m *machine, t0 time.Time, rev uint64) time.Tim
 	born := t0.Add(-time.Hour)
 	now := t0
 	out := m.feed(input{kind: inStart, now: now, born: born})
-	for i := 0; i < 50 && !m.leading; i++ {
+	for i := 0; i < 50 && !m.termRuns(); i++ {
 		switch out.do.kind {
 		case doWatch:
 			out = m.feed(input{kind: inWatchMade, now: now, sent: now, err: errTest})
@@ -433,7 +433,7 @@ func leadAtRevision(t *testing.T, m *machine, t0 time.Time, rev uint64) time.Tim
 			out = m.feed(input{kind: inTick, now: now})
 		}
 	}
-	if !m.leading || m.held().rev != rev {
+	if !m.termRuns() || m.held().rev != rev {
 		t.Fatalf("not leading at revision %d: phase %v, revision %d", rev, m.phase, m.held().rev)
 	}
 	return now

@@ -62,7 +62,7 @@ func (m *machine) earlierHoldersGone() (time.Time, bool) {
 // and it never leads on that revision again, so of the taker's write and
 // the holder's next one, one lands.
 func (m *machine) mayTake(now time.Time) (at time.Time, expect uint64, ok bool) {
-	if !m.cfg.writes || m.ttlUnusable != nil || m.unhealthy || m.nextCampaign.IsZero() {
+	if !m.cfg.writes || m.ttlUnusable != nil || m.unhealthy != nil || m.nextCampaign.IsZero() {
 		return time.Time{}, 0, false
 	}
 	v := m.view

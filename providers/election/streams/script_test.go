@@ -145,7 +145,9 @@ func (s *machineScript) input(t *testing.T, d *datadriven.TestData) input {
 		case "from":
 			in.from = val
 		case "healthy":
-			in.healthy = val == "true"
+			if val != "true" {
+				in.unhealthy = errCheckFails
+			}
 		case "marked":
 			in.marked = true
 		case "live":
@@ -313,8 +315,8 @@ func (s *machineScript) render(out output) string {
 		b.WriteString("done\n")
 	}
 	fmt.Fprintf(&b, "%s, %s", s.m.phase, s.m.mode)
-	if s.m.leading {
-		fmt.Fprintf(&b, ", term %d", s.m.token)
+	if s.m.termRuns() {
+		fmt.Fprintf(&b, ", term %d", s.m.term)
 	}
 	return b.String()
 }

@@ -1338,11 +1338,11 @@ func (w *simWorld) fault() {
 		d := heal()
 		w.logf("FAULT %s's health check fails for %v", n.name, d)
 		n.sick = true
-		w.notify(n, input{kind: inHealth, healthy: false})
+		w.notify(n, input{kind: inHealth, unhealthy: errCheckFails})
 		w.at(w.now.Add(d), func() {
 			if n.alive {
 				n.sick = false
-				w.notify(n, input{kind: inHealth, healthy: true})
+				w.notify(n, input{kind: inHealth})
 			}
 		})
 	case "handover":
@@ -1536,7 +1536,7 @@ func (w *simWorld) passOn(n *simNode) {
 // a TTL it can use and no fault holding it up.
 func (w *simWorld) readyToTake(c *simNode) bool {
 	m := c.m
-	return c.alive && c.obs == nil && !c.sick && !m.unhealthy && !m.stopping() && m.mode == running &&
+	return c.alive && c.obs == nil && !c.sick && m.unhealthy == nil && !m.stopping() && m.mode == running &&
 		m.ttlUnusable == nil && m.watch.up && !m.watch.initial && !c.hinderedAfter(w.now).After(w.now)
 }
 

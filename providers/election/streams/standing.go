@@ -796,14 +796,15 @@ const (
 	offerAnswers = 16
 )
 
-// checkHealth runs the health check once and passes a change on.
-func (s *steward) checkHealth(ctx context.Context) {
+// checkHealth runs the health check once, passes a change on, and returns
+// the check's error: nil when it passed, or when ctx ended first.
+func (s *steward) checkHealth(ctx context.Context) error {
 	e := s.e
 	cctx, cancel := context.WithTimeout(ctx, e.opts.healthEvery)
 	err := e.opts.healthCheck(cctx)
 	cancel()
 	if ctx.Err() != nil {
-		return
+		return nil
 	}
 	healthy := err == nil
 	s.mu.Lock()
@@ -811,7 +812,7 @@ func (s *steward) checkHealth(ctx context.Context) {
 	s.healthy = healthy
 	s.mu.Unlock()
 	if !changed {
-		return
+		return err
 	}
 	if healthy {
 		e.opts.log.Infof("election %s: %s is healthy again: campaigning", e.key, e.identity)
@@ -822,9 +823,10 @@ func (s *steward) checkHealth(ctx context.Context) {
 			e.opts.log.Warnf("election %s: %s is unhealthy (%v): not campaigning until its check passes", e.key, e.identity, err)
 		}
 	}
-	e.tell(input{kind: inHealth, healthy: healthy})
+	e.tell(input{kind: inHealth, unhealthy: err})
 	s.announce(false)
 	s.poke()
+	return err
 }
 
 // considerMove hands the term over where the hand-over policy says, and

@@ -83,6 +83,39 @@ func TestPreferredCandidateTakesOverOnceAndOnlyOnce(t *testing.T) {
 	checkHistory(t, evs)
 }
 
+// TestUnhealthyAtStartDoesNotCampaign: a candidate whose first health
+// check fails does not take a free key, though it would at once if it were
+// healthy; once its check passes, it takes the key.
+func TestUnhealthyAtStartDoesNotCampaign(t *testing.T) {
+	ts := newTestServer(t)
+	kv := createBucket(t, connect(t, ts.url()), bucketConfig(2*time.Second))
+	rec := newRecorder()
+	var sick atomic.Bool
+	sick.Store(true)
+	check := func(context.Context) error {
+		if sick.Load() {
+			return errors.New("not ready")
+		}
+		return nil
+	}
+	e := mustElection(t, "n1", "sick-start", kv, append(rec.options("n1"), WithHealthCheck(check, 100*time.Millisecond))...)
+	runElection(t, e)
+	// It announces itself once it has read the free key, when a healthy
+	// candidate writes to take it; a few health checks later it still
+	// has not.
+	waitStanding(t, connect(t, ts.url()), "sick-start", "n1")
+	deadline := time.Now().Add(500 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		if e.IsLeader() || wins(rec.snapshot(), "n1") > 0 {
+			t.Fatalf("n1 leads while its health check fails: %s", describe(rec.snapshot()))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	sick.Store(false)
+	rec.waitFor(t, 5*time.Second, "n1 to lead once healthy", func(evs []event) bool { return wins(evs, "n1") == 1 })
+	checkHistory(t, rec.snapshot())
+}
+
 // TestUnhealthyLeaderHandsOverOnlyToAHealthyCandidate: a leader whose
 // health check fails keeps leading while no healthy candidate stands, and
 // hands over once one does; an unhealthy candidate does not campaign.

@@ -19,7 +19,7 @@ func TestMachineStoppingLeaderOffersTheKeyToItsSuccessor(t *testing.T) {
 	m, _, now := leadingMachine(t, true)
 	rev := m.held().rev
 	out := m.feed(input{kind: inStop, now: now, handOver: handOver{to: "c"}})
-	if m.leading || !slices.Contains(noteKinds(out.notes), noteEnded) {
+	if m.termRuns() || !slices.Contains(noteKinds(out.notes), noteEnded) {
 		t.Fatalf("the term goes on (notes %v): it must end before the offer", noteKinds(out.notes))
 	}
 	if out.do.kind != doOffer || out.do.expect != rev || out.do.handOver.to != "c" {
@@ -182,8 +182,8 @@ func TestMachineStopAfterGiveUpReleaseStillHandsOver(t *testing.T) {
 	born := now.Add(-time.Hour)
 	now = now.Add(time.Millisecond)
 	out := m.feed(input{kind: inTTL, now: now, sent: now, ttl: 500 * time.Millisecond, born: born})
-	if out.do.kind != doRelease || m.leading {
-		t.Fatalf("action %v leading %v after the TTL became unusable; want the giving-up release", out.do.kind, m.leading)
+	if out.do.kind != doRelease || m.termRuns() {
+		t.Fatalf("action %v leading %v after the TTL became unusable; want the giving-up release", out.do.kind, m.termRuns())
 	}
 	out = m.feed(input{kind: inRelease, now: now, sent: now, marked: out.do.marked})
 	if m.phase != candidate {
@@ -192,7 +192,7 @@ func TestMachineStopAfterGiveUpReleaseStillHandsOver(t *testing.T) {
 	rev := m.seenRev + 1 // the release's marker
 	now = now.Add(time.Millisecond)
 	out = m.feed(input{kind: inTTL, now: now, sent: now, ttl: 3 * time.Second, born: born})
-	for i := 0; i < 200 && !m.leading; i++ {
+	for i := 0; i < 200 && !m.termRuns(); i++ {
 		switch out.do.kind {
 		case doRead:
 			out = m.feed(input{kind: inRead, now: now, sent: now})
@@ -208,12 +208,12 @@ func TestMachineStopAfterGiveUpReleaseStillHandsOver(t *testing.T) {
 			out = m.feed(input{kind: inTick, now: now})
 		}
 	}
-	if !m.leading {
+	if !m.termRuns() {
 		t.Fatal("the machine did not come to lead again")
 	}
 	out = m.feed(input{kind: inStop, now: now, handOver: handOver{to: "c"}})
 	if out.do.kind != doOffer && out.do.kind != doRelease {
-		t.Fatalf("stopping leader of revision %d: action %v, done %v (released %v): the key is left to expire", m.held().rev, out.do.kind, out.done, m.released)
+		t.Fatalf("stopping leader of revision %d: action %v, done %v (phase %v): the key is left to expire", m.held().rev, out.do.kind, out.done, m.phase)
 	}
 }
 
