@@ -185,7 +185,9 @@ func (g *Group) hear(a Announcement, at time.Time) {
 			g.clash = &a
 		}
 	default:
-		g.roll[a.Identity] = heard{a, at}
+		if old, ok := g.roll[a.Identity]; !ok || a.supersedes(old.Announcement) {
+			g.roll[a.Identity] = heard{a, at}
+		}
 	}
 	g.mu.Unlock()
 	g.wake()

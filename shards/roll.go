@@ -47,6 +47,23 @@ type Announcement struct {
 	Standing []int `json:"standing,omitempty"`
 	// Ask asks every member to announce itself now.
 	Ask bool `json:"ask,omitempty"`
+	// Seq numbers a run's announcements from 1: a member takes in a run's
+	// latest only. One connection's messages arrive in order, but a member
+	// that reconnects may publish through another broker of a cluster.
+	Seq uint64 `json:"seq,omitempty"`
+}
+
+// supersedes reports whether a is news over old, an announcement of the
+// same identity: a later run's, or a later one of the same run (any, from
+// a member that does not number them).
+func (a Announcement) supersedes(old Announcement) bool {
+	switch {
+	case a.Instance != old.Instance:
+		return !a.Since.Before(old.Since)
+	case a.Seq == 0 || old.Seq == 0:
+		return true
+	}
+	return a.Seq > old.Seq
 }
 
 // HeldShards returns the shards of Held.
@@ -165,7 +182,9 @@ func Roll(ctx context.Context, nc *nats.Conn, bucket, group string, wait time.Du
 		case m := <-heard:
 			var a Announcement
 			if json.Unmarshal(m.Data, &a) == nil && a.Identity != "" {
-				latest[a.Identity] = a
+				if old, ok := latest[a.Identity]; !ok || a.supersedes(old) {
+					latest[a.Identity] = a
+				}
 			}
 			continue
 		case <-timer.C:

@@ -49,6 +49,7 @@ type run struct {
 	closed       error               // the connection closed for good
 	announced    []byte              // the last announcement, Ask aside
 	nextAnnounce time.Time           // the next periodic announcement
+	seq          uint64              // announcements published, each numbered (Announcement.Seq)
 	health       sync.WaitGroup      // the health checker
 	stopHealth   context.CancelFunc  // ends the health checker
 }
@@ -447,10 +448,9 @@ func (r *run) announce(force, ask bool) {
 	r.announced = body
 	r.nextAnnounce = now.Add(r.interval)
 	r.wakeAt = earliest(r.wakeAt, r.nextAnnounce)
-	if ask {
-		a.Ask = true
-		body = encode(a)
-	}
+	r.seq++
+	a.Seq, a.Ask = r.seq, ask
+	body = encode(a)
 	if err := g.js.Conn().Publish(g.subject, body); err != nil {
 		g.logf("warn", "group %s: announcing: %v", g.group, err)
 	}

@@ -216,11 +216,16 @@ type simMember struct {
 	passAt   time.Time
 	said     string    // the last announcement, for "changed"
 	sayNext  time.Time // the next periodic announcement (true time)
+	seq      uint64    // announcements made, each numbered
 }
 
 type simHeard struct {
 	p  shardplan.Peer
 	at time.Time // local time of the hearer
+	// since and seq: the run that announced (its start, true time) and
+	// the announcement's number in it (shards' Announcement.Seq).
+	since time.Time
+	seq   uint64
 }
 
 func (m *simMember) local(t time.Time) time.Time {
@@ -666,6 +671,8 @@ func (m *simMember) announce(force, ask bool) {
 		return
 	}
 	m.said, m.sayNext = said, sw.now.Add(shardplan.AnnounceInterval(sw.ttl))
+	m.seq++
+	h := simHeard{p: p, since: m.baseTrue, seq: m.seq}
 	if sw.now.Before(m.cut) {
 		return // lost
 	}
@@ -677,21 +684,26 @@ func (m *simMember) announce(force, ask bool) {
 		if sw.rng.IntN(50) == 0 {
 			d = sw.dur(3*time.Millisecond, 300*time.Millisecond)
 		}
-		sw.at(sw.now.Add(d), func() { o.hear(p, ask) })
+		sw.at(sw.now.Add(d), func() { o.hear(h, ask) })
 	}
 }
 
 // hear takes another member's announcement in (shards' Group.hear).
-func (m *simMember) hear(p shardplan.Peer, ask bool) {
+func (m *simMember) hear(h simHeard, ask bool) {
 	sw := m.sw
 	if !m.running() || sw.now.Before(m.cut) {
 		return
 	}
 	if sw.now.Before(m.paused) {
-		sw.at(m.paused, func() { m.hear(p, ask) })
+		sw.at(m.paused, func() { m.hear(h, ask) })
 		return
 	}
-	m.roll[p.Identity] = simHeard{p: p, at: m.local(sw.now)}
+	// Only a run's latest announcement counts: the network's delays
+	// reorder them (shards' Announcement.supersedes).
+	if old, ok := m.roll[h.p.Identity]; !ok || h.since.After(old.since) || h.since.Equal(old.since) && h.seq > old.seq {
+		h.at = m.local(sw.now)
+		m.roll[h.p.Identity] = h
+	}
 	if ask {
 		m.asked = true
 	}
