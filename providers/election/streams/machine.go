@@ -1335,19 +1335,20 @@ func (m *machine) won(sent, done time.Time, rev, expect uint64) {
 		}
 	}
 	m.move(winning)
-	m.hold = &hold{
+	h := &hold{
 		rev: rev, token: rev, sent: sent, wonAt: done, ttlRetryAt: done, ttlSince: done,
 		lease: leaseEnd(sent, m.tm), from: from, fromSeenAt: fromSeenAt, fromTTL: m.tm.ttl,
 		nextRenew: sent.Add(m.tm.renew), saidWaits: saidWaits,
 	}
 	switch {
 	case m.view.State == KeyHeld && expect == 0:
-		m.held().held, m.held().heldTTL, m.held().goneAt = kept(m.view), max(m.view.ttl, m.tm.ttl), sent
+		h.held, h.heldTTL, h.goneAt = kept(m.view), max(m.view.ttl, m.tm.ttl), sent
 	case m.view.State == KeyAbsent && m.gone != nil:
 		// We found the key gone before taking it: judge that too by the
 		// TTL read after winning.
-		m.held().held, m.held().heldTTL, m.held().goneAt = m.gone, max(m.gone.ttl, m.tm.ttl), m.view.seenAt
+		h.held, h.heldTTL, h.goneAt = m.gone, max(m.gone.ttl, m.tm.ttl), m.view.seenAt
 	}
+	m.hold = h
 	m.tries, m.nextCampaign, m.sitOut = 0, time.Time{}, sitOut{}
 	m.seenRev = max(m.seenRev, rev)
 	m.seenWritten = time.Time{} // our write's broker time is unknown: no later message can be judged by time
@@ -1444,17 +1445,18 @@ func (m *machine) dropHold(now time.Time, deposed bool) {
 
 func (m *machine) beginTerm() {
 	m.move(leading)
-	token := m.held().token
+	h := m.held()
+	token := h.token
 	if token == 0 {
-		token = m.held().rev // a later term of this hold (after a deadline) begins at the latest write
+		token = h.rev // a later term of this hold (after a deadline) begins at the latest write
 	}
-	m.held().token = 0
+	h.token = 0
 	m.term = token
-	if m.held().saidWaits {
-		m.held().nextRenew, m.held().saidWaits = m.held().wonAt, false // due at once: observers learn the term began
+	if h.saidWaits {
+		h.nextRenew, h.saidWaits = h.wonAt, false // due at once: observers learn the term began
 	}
 	m.log.Infof("election %s: %s became leader, token %d", m.cfg.key, m.cfg.identity, token)
-	m.note(note{kind: noteBegan, token: token, until: m.held().lease, from: m.held().from})
+	m.note(note{kind: noteBegan, token: token, until: h.lease, from: h.from})
 }
 
 func (m *machine) endTerm(cause Cause) {
@@ -1754,21 +1756,23 @@ func (m *machine) sitOutHandOver() {
 func (m *machine) onTTL(in input) {
 	now, done := in.sent, in.now
 	defer m.note(note{kind: noteTTLRead, at: done})
+	h := m.held()
+	holdWaits := m.phase.holds() && !h.ttlRead // our hold waits for a read of the settings
 	if in.err != nil {
 		m.failed(in)
 		m.log.Debugf("election %s: cannot read the bucket's TTL: %v", m.cfg.key, in.err)
-		if m.phase.holds() && !m.held().ttlRead {
-			m.held().ttlRetryAt = done.Add(m.jittered(m.tm.retry))
+		if holdWaits {
+			h.ttlRetryAt = done.Add(m.jittered(m.tm.retry))
 		} else {
 			m.scheduleTTLCheck(done)
 		}
 		return
 	}
-	if now.Before(m.ttlReadAt) || m.phase.holds() && !m.held().ttlRead && now.Before(m.held().ttlSince) {
+	if now.Before(m.ttlReadAt) || holdWaits && now.Before(h.ttlSince) {
 		// Older than the read we know, or than the one our hold needs: it
 		// tells nothing new.
-		if m.phase.holds() && !m.held().ttlRead {
-			m.held().ttlRetryAt = done.Add(m.jittered(m.tm.retry))
+		if holdWaits {
+			h.ttlRetryAt = done.Add(m.jittered(m.tm.retry))
 		}
 		m.scheduleTTLCheck(done)
 		return
@@ -1778,16 +1782,19 @@ func (m *machine) onTTL(in input) {
 	wasUnusable := m.ttlUnusable != nil
 	known := m.tm.ttl
 	usable := m.adoptTTL(done, in.ttl)
-	if m.phase.holds() && !m.held().ttlRead && usable {
-		m.held().ttlRead = true
+	// The settings' read may have given the hold up (a bucket made again,
+	// see noteBucketBorn): what holds now.
+	h = m.held()
+	if m.phase.holds() && !h.ttlRead && usable {
+		h.ttlRead = true
 		if m.vanishedByRaisedTTL(in.ttl) {
 			m.log.Warnf("election %s: the key %s took was gone before it could expire by the raised TTL %v: taking it as a forced removal", m.cfg.key, m.cfg.identity, in.ttl)
-			m.held().from, m.held().fromSeenAt = KeyRemoved, later(m.held().sent, m.held().wonAt) // gone before our write was confirmed (see won)
+			h.from, h.fromSeenAt = KeyRemoved, later(h.sent, h.wonAt) // gone before our write was confirmed (see won)
 		}
-		if m.held().from == KeyRemoved {
-			m.held().fromTTL = max(m.held().fromTTL, known)
+		if h.from == KeyRemoved {
+			h.fromTTL = max(h.fromTTL, known)
 			if at, ok := m.earlierHoldersGone(); ok {
-				m.log.Infof("election %s: %s took the key at revision %d after it was removed; leading in %v, when a leader that was deposed has surely stood down", m.cfg.key, m.cfg.identity, m.held().rev, max(at.Sub(done), 0).Round(time.Millisecond))
+				m.log.Infof("election %s: %s took the key at revision %d after it was removed; leading in %v, when a leader that was deposed has surely stood down", m.cfg.key, m.cfg.identity, h.rev, max(at.Sub(done), 0).Round(time.Millisecond))
 			}
 		}
 	}
@@ -1850,15 +1857,15 @@ func (m *machine) adoptTTL(now time.Time, ttl time.Duration) bool {
 		return true
 	}
 	m.log.Warnf("election %s: bucket TTL changed from %v to %v", m.cfg.key, m.tm.ttl, ttl)
-	if ttl < m.tm.ttl && m.phase.holds() {
-		if until := leaseEnd(m.held().sent, tm); until.Before(m.held().lease) {
-			m.held().lease = until
+	if h := m.held(); ttl < m.tm.ttl && m.phase.holds() {
+		if until := leaseEnd(h.sent, tm); until.Before(h.lease) {
+			h.lease = until
 			if m.termRuns() {
 				m.note(note{kind: noteLimited, until: until})
 			}
 		}
-		if next := m.held().sent.Add(tm.renew); next.Before(m.held().nextRenew) {
-			m.held().nextRenew = next // renew by the new interval, before the shortened lease ends
+		if next := h.sent.Add(tm.renew); next.Before(h.nextRenew) {
+			h.nextRenew = next // renew by the new interval, before the shortened lease ends
 		}
 	}
 	m.tm = tm

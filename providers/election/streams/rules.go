@@ -101,11 +101,12 @@ func (m *machine) termBegins(now time.Time) (time.Time, bool) {
 	if m.phase != winning {
 		return time.Time{}, false
 	}
-	if m.held().token == 0 && m.held().namesTerm {
+	h := m.held()
+	if h.token == 0 && h.namesTerm {
 		return time.Time{}, false // a later term of the hold: see hold.namesTerm
 	}
 	at, ok := m.earlierHoldersGone()
-	if !ok || !at.Before(m.held().lease) || !now.Before(m.held().lease) {
+	if !ok || !at.Before(h.lease) || !now.Before(h.lease) {
 		return time.Time{}, false
 	}
 	return at, true
