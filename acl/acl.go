@@ -39,11 +39,19 @@ type Permissions struct {
 	// Subscribe lists the subjects the user may subscribe to.
 	Subscribe []string `json:"subscribe"`
 	// AllowResponses lets the user answer requests it receives (NATS
-	// allow_responses: one reply to each request's reply subject, which is
-	// another user's inbox): candidates answer who is standing and requests
-	// to hand over. Set for users who may campaign.
+	// allow_responses: up to AnswersPerRequest replies to each request's
+	// reply subject, which is another user's inbox): candidates answer who
+	// is standing and requests to hand over. Set for users who may
+	// campaign.
 	AllowResponses bool `json:"allow_responses"`
 }
+
+// AnswersPerRequest is how many answers a connection may send to one
+// request it receives: every candidate it runs in an election answers who
+// is standing (copies of one program on one connection), and NATS counts
+// the answers per connection. It is the most answers an asker reads
+// (package standing).
+const AnswersPerRequest = 1024
 
 // streamName is the JetStream stream behind a KV bucket.
 func streamName(bucket string) string { return "KV_" + bucket }

@@ -19,15 +19,16 @@ func userPermissions(u *config.User) *server.Permissions {
 }
 
 // ServerPermissions converts allow lists of package acl into nats-server's
-// permissions: the lists never nil, and with AllowResponses one answer to
-// each request received, within a minute (nats-server's allow_responses).
+// permissions: the lists never nil, and with AllowResponses up to
+// acl.AnswersPerRequest answers to each request received, within a minute
+// (nats-server's allow_responses).
 func ServerPermissions(p acl.Permissions) *server.Permissions {
 	sp := &server.Permissions{
 		Publish:   &server.SubjectPermission{Allow: append([]string{}, p.Publish...)},
 		Subscribe: &server.SubjectPermission{Allow: append([]string{}, p.Subscribe...)},
 	}
 	if p.AllowResponses {
-		sp.Response = &server.ResponsePermission{MaxMsgs: 1, Expires: time.Minute}
+		sp.Response = &server.ResponsePermission{MaxMsgs: acl.AnswersPerRequest, Expires: time.Minute}
 	}
 	return sp
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/conclave-io/conclave/internal/denied"
 	"github.com/conclave-io/conclave/internal/keymsg"
 	"github.com/conclave-io/conclave/providers/election/standing"
 	"github.com/conclave-io/conclave/providers/election/streams"
@@ -112,8 +113,18 @@ func (e *elections) handOver(ctx context.Context, name, to string, force bool, w
 	}
 	defer feed.stop()
 	rctx, cancel = s.request(ctx)
+	before := denied.Last(s.nc)
+	subject := standing.HandOverSubject(s.bucket, name)
+	stop := s.cancelOnRefusal(cancel, before, subject)
 	from, err := standing.RequestHandOver(rctx, s.nc, s.bucket, name, to)
+	stop()
 	cancel()
+	if err != nil {
+		// A user who may not ask for hand-overs is refused at once.
+		if why := denied.Explain(s.nc, err, before, "asking the leader of "+name+" to hand over", subject); errors.Is(why, denied.ErrPermissionDenied) {
+			return why
+		}
+	}
 	switch {
 	case errors.Is(err, standing.ErrNoLeaderAnswered) && leaderStands:
 		return fmt.Errorf("%s holds %s but did not take the request to hand over within %v: it does not lead yet (after a forced stand-down or an expiry the new holder waits up to a TTL, %v, before it acts) or has just stopped leading; try again in a moment, `conclave election watch %s` shows when a term begins: %w", rec.Leader, name, s.timeout, st.TTL(), name, err)

@@ -135,6 +135,17 @@ func TestRefusalsDoNotWaitForTheTimeout(t *testing.T) {
 	u := cli.StartUsersBroker(t)
 	admin := u.JetStream(t, "admin")
 	campaign(t, admin, "a-1", "app-a.cron").waitLeading(t)
+	campaign(t, admin, "a-2", "app-a.cron")
+	// a-2 stands, so that a hand-over to it is asked of the leader.
+	for deadline := time.Now().Add(eventTimeout); ; time.Sleep(50 * time.Millisecond) {
+		r := conclave(t, "--config", u.Conf["dash"], "election", "info", "app-a.cron")
+		if r.code == 0 && strings.Contains(r.stdout, "a-2") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a-2 does not stand in app-a.cron: %s%s", r.stdout, r.stderr)
+		}
+	}
 	const timeout, most = 40 * time.Second, 20 * time.Second
 	for _, tc := range []struct {
 		user string
@@ -147,6 +158,8 @@ func TestRefusalsDoNotWaitForTheTimeout(t *testing.T) {
 		{"dash", []string{"election", "info", "app-a.cron"}, 0},
 		// dash may read app-a.cron but not write it.
 		{"dash", []string{"election", "stand-down", "--force", "app-a.cron"}, 1},
+		// Nor ask its leader to hand it over.
+		{"dash", []string{"election", "stand-down", "--force", "--to", "a-2", "app-a.cron"}, 1},
 	} {
 		began := time.Now()
 		r := conclave(t, append([]string{"--config", u.Conf[tc.user], "--timeout", timeout.String()}, tc.args...)...)

@@ -139,3 +139,24 @@ func TestTLSBrokerWithoutCAHintsAtTLSCA(t *testing.T) {
 	}
 	mustContain(t, "list's error", r.stderr, "signed by a CA this client does not trust", "--tlsca FILE")
 }
+
+// TestCandidatesOnOneConnectionAllAnswerUnderPermissions: two candidates of
+// one election on one connection of a user with per-election permissions
+// both answer who is standing. NATS counts a connection's answers to a
+// request, and allowed one at first: the second candidate never stood,
+// though it campaigned.
+func TestCandidatesOnOneConnectionAllAnswerUnderPermissions(t *testing.T) {
+	u := cli.StartUsersBroker(t)
+	admin := u.JetStream(t, "admin")
+	campaign(t, admin, "a-1", "app-a.cron").waitLeading(t)
+	campaign(t, admin, "a-2", "app-a.cron")
+	for deadline := time.Now().Add(eventTimeout); ; time.Sleep(50 * time.Millisecond) {
+		r := conclave(t, "--config", u.Conf["dash"], "election", "info", "app-a.cron")
+		if r.code == 0 && strings.Contains(r.stdout, "a-2") && strings.Contains(r.stdout, "Candidates that answer: 2") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a-2 does not answer who is standing in app-a.cron:\n%s%s", r.stdout, r.stderr)
+		}
+	}
+}
