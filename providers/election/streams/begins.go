@@ -30,27 +30,25 @@ type beginKey struct {
 	api, bucket string
 }
 
-// beginQueue is the elections of one beginKey beginning, and waiting to.
-type beginQueue struct {
-	inFlight int
-	waiting  []*queuedBegin
-}
-
-// queuedBegin is an election waiting to begin, as begin takes it.
+// queuedBegin is an election to begin, as begin takes it.
 type queuedBegin struct {
 	e           *Election
 	caller, ctx context.Context
 	finish      func(error)
-	stopWaiting func() bool // ends the wait on caller's end
+	// stopWaiting ends the wait on caller's end; nil for one that began
+	// without waiting. Set under begins.mu.
+	stopWaiting func() bool
 	// taken: begun, or left the queue; under begins.mu. One that left
 	// stays in the queue until its turn comes, and is passed over then.
 	taken bool
 }
 
+// begins holds the turns of each beginKey while its elections begin or
+// wait to; forgetBegins deletes them once none does.
 var begins = struct {
 	mu sync.Mutex
-	m  map[beginKey]*beginQueue
-}{m: map[beginKey]*beginQueue{}}
+	m  map[beginKey]*turns
+}{m: map[beginKey]*turns{}}
 
 // enqueueBegin begins e now, on a goroutine, or once one of its
 // connection and bucket's elections beginning now has begun. ctx is
@@ -65,18 +63,17 @@ func (e *Election) enqueueBegin(caller, ctx context.Context, finish func(error))
 	}
 	qb := &queuedBegin{e: e, caller: caller, ctx: ctx, finish: finish}
 	begins.mu.Lock()
-	q := begins.m[k]
-	if q == nil {
-		q = &beginQueue{}
-		begins.m[k] = q
+	t := begins.m[k]
+	if t == nil {
+		t = &turns{max: maxBeginsInFlight}
+		t.onIdle = func() { forgetBegins(k, t) }
+		begins.m[k] = t
 	}
-	if q.inFlight < maxBeginsInFlight {
-		q.inFlight++
+	if !t.run(qb.begin) {
 		begins.mu.Unlock()
-		go beginInTurn(k, qb)
 		return
 	}
-	q.waiting = append(q.waiting, qb)
+	// qb.begin takes begins.mu first: it sees stopWaiting.
 	qb.stopWaiting = context.AfterFunc(caller, qb.leave)
 	begins.mu.Unlock()
 	e.mu.Lock()
@@ -85,6 +82,17 @@ func (e *Election) enqueueBegin(caller, ctx context.Context, finish func(error))
 	e.mu.Unlock()
 	if stopped {
 		qb.leave()
+	}
+}
+
+// forgetBegins deletes t, k's turns, once none of k's elections begins or
+// waits to. Elections run on k's turns only under begins.mu while t is
+// k's: none runs on t once it is deleted.
+func forgetBegins(k beginKey, t *turns) {
+	begins.mu.Lock()
+	defer begins.mu.Unlock()
+	if begins.m[k] == t && t.idle() {
+		delete(begins.m, k)
 	}
 }
 
@@ -102,41 +110,21 @@ func (qb *queuedBegin) leave() {
 	}
 }
 
-// beginInTurn begins qb, then the elections of k that wait, in order,
-// until none does.
-func beginInTurn(k beginKey, qb *queuedBegin) {
-	for qb != nil {
-		qb.e.mu.Lock()
-		qb.e.waiting = nil
-		qb.e.mu.Unlock()
-		qb.e.begin(qb.caller, qb.ctx, qb.finish)
-		qb = nextBegin(k)
-	}
-}
-
-// nextBegin takes the next election of k waiting to begin, or, when none
-// waits, gives up k's place in flight.
-func nextBegin(k beginKey) *queuedBegin {
+// begin begins qb's election in its turn, unless it left the queue.
+func (qb *queuedBegin) begin() {
 	begins.mu.Lock()
-	defer begins.mu.Unlock()
-	q := begins.m[k]
-	for len(q.waiting) > 0 {
-		qb := q.waiting[0]
-		q.waiting[0] = nil
-		q.waiting = q.waiting[1:]
-		if len(q.waiting) == 0 {
-			q.waiting = nil // the array goes with the last one
-		}
-		if qb.taken {
-			continue // it left
-		}
-		qb.taken = true // under the lock: leave finds it taken
-		qb.stopWaiting()
-		return qb
+	left := qb.taken
+	qb.taken = true // under the lock: leave finds it taken
+	stopWaiting := qb.stopWaiting
+	begins.mu.Unlock()
+	if left {
+		return
 	}
-	q.inFlight--
-	if q.inFlight == 0 {
-		delete(begins.m, k)
+	if stopWaiting != nil {
+		stopWaiting()
 	}
-	return nil
+	qb.e.mu.Lock()
+	qb.e.waiting = nil
+	qb.e.mu.Unlock()
+	qb.e.begin(qb.caller, qb.ctx, qb.finish)
 }

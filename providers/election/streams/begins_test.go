@@ -15,7 +15,8 @@ import (
 // bounded number at a time per connection and bucket, not on a goroutine
 // each; those of a bucket that cannot begin (not made yet) hold up
 // neither another bucket's elections nor their own end: once their
-// context ends, every one of them ends, the waiting ones at once.
+// context ends, every one of them ends, the waiting ones at once, and
+// their bucket's turns are forgotten.
 func TestBeginsWaitInABoundedQueue(t *testing.T) {
 	const waiting = 3 * maxBeginsInFlight
 	ts := newTestServer(t)
@@ -68,4 +69,14 @@ func TestBeginsWaitInABoundedQueue(t *testing.T) {
 	}
 	stop()
 	eventually(t, 10*time.Second, "every waiting election to end with its context", func() bool { return ended.Load() == waiting })
+	eventually(t, 10*time.Second, "the bucket's turns to be forgotten once none begins or waits", func() bool {
+		begins.mu.Lock()
+		defer begins.mu.Unlock()
+		for k := range begins.m {
+			if k.nc == nc && k.bucket == "NOT_MADE_YET" {
+				return false
+			}
+		}
+		return true
+	})
 }

@@ -6,43 +6,63 @@ import "sync"
 // its goroutines running one after another: a burst of thousands (a
 // fleet's stewards opening as their keys are read) holds max goroutines,
 // not one each, and the runtime keeps the descriptor of every goroutine it
-// ever made. What it runs must not wait long: the others wait behind it.
+// ever made. What it runs should not wait long: the others wait behind it.
 type turns struct {
-	max      int
+	max int
+	// onIdle, if set, is called, without t's lock, each time the last
+	// function running returns with none waiting (see idle).
+	onIdle   func()
 	mu       sync.Mutex
 	inFlight int
 	waiting  []func()
 }
 
-// run runs f now, on a goroutine, or after those waiting before it.
-func (t *turns) run(f func()) {
+// run runs f now, on a goroutine, or after those waiting before it, and
+// returns whether f waits.
+func (t *turns) run(f func()) (waits bool) {
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	if t.inFlight < t.max {
 		t.inFlight++
-		t.mu.Unlock()
 		go t.serve(f)
-		return
+		return false
 	}
 	t.waiting = append(t.waiting, f)
-	t.mu.Unlock()
+	return true
 }
 
 // serve runs f, then those waiting, until none waits.
 func (t *turns) serve(f func()) {
 	for f != nil {
 		f()
-		t.mu.Lock()
-		f = nil
-		if len(t.waiting) > 0 {
-			f = t.waiting[0]
-			t.waiting[0] = nil
-			t.waiting = t.waiting[1:]
-		} else {
-			t.waiting = nil // the array goes with the last one
-			t.inFlight--
-		}
-		t.mu.Unlock()
+		f = t.next()
 	}
+	if t.onIdle != nil && t.idle() {
+		t.onIdle()
+	}
+}
+
+// next takes the next function waiting, or, when none waits, gives up its
+// caller's place in flight and returns nil.
+func (t *turns) next() func() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.waiting) == 0 {
+		t.waiting = nil // the array goes with the last one
+		t.inFlight--
+		return nil
+	}
+	f := t.waiting[0]
+	t.waiting[0] = nil
+	t.waiting = t.waiting[1:]
+	return f
+}
+
+// idle reports whether nothing runs or waits.
+func (t *turns) idle() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.inFlight == 0 && len(t.waiting) == 0
 }
 
 // stewardOpens opens the process's stewards (subscriptions, the first

@@ -4,13 +4,15 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
 
 // TestTurnsRunAtMostMaxAtOnceInOrder: turns runs what it is given at most
 // max at a time, taking each in the order given (one at a time: started in
-// that order), and every one runs.
+// that order), and every one runs; run says which wait, and onIdle is
+// called only once every one has returned.
 func TestTurnsRunAtMostMaxAtOnceInOrder(t *testing.T) {
 	for _, max := range []int{1, 3} {
 		t.Run(fmt.Sprint(max), func(t *testing.T) { testTurns(t, max) })
@@ -20,6 +22,13 @@ func TestTurnsRunAtMostMaxAtOnceInOrder(t *testing.T) {
 func testTurns(t *testing.T, max int) {
 	const n = 40
 	tr := &turns{max: max}
+	var returned, idleEarly, idled atomic.Int32
+	tr.onIdle = func() {
+		if returned.Load() != n {
+			idleEarly.Add(1)
+		}
+		idled.Add(1)
+	}
 	var mu sync.Mutex
 	var started []int
 	running, most := 0, 0
@@ -27,8 +36,9 @@ func testTurns(t *testing.T, max int) {
 	var all sync.WaitGroup
 	all.Add(n)
 	for i := range n {
-		tr.run(func() {
+		waits := tr.run(func() {
 			defer all.Done()
+			defer returned.Add(1)
 			mu.Lock()
 			started = append(started, i)
 			running++
@@ -41,6 +51,9 @@ func testTurns(t *testing.T, max int) {
 			running--
 			mu.Unlock()
 		})
+		if want := i >= max; waits != want {
+			t.Errorf("run of the %dth said it waits: %v, want %v", i, waits, want)
+		}
 	}
 	eventually(t, 5*time.Second, "the first turns to start", func() bool {
 		mu.Lock()
@@ -61,4 +74,8 @@ func testTurns(t *testing.T, max int) {
 		defer tr.mu.Unlock()
 		return tr.inFlight == 0 && len(tr.waiting) == 0
 	})
+	eventually(t, 5*time.Second, "onIdle once all ran", func() bool { return idled.Load() > 0 })
+	if n := idleEarly.Load(); n != 0 {
+		t.Errorf("onIdle was called %d times before every function returned", n)
+	}
 }
