@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -309,31 +310,30 @@ func profileCommand(cmd, path string, cpu **os.File) error {
 		}
 	case "heap":
 		runtime.GC()
-		f, err := os.Create(path)
-		if err != nil {
-			return fmt.Errorf("heap: %w", err)
-		}
-		if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
-			f.Close()
-			return fmt.Errorf("heap: %w", err)
-		}
-		if err := f.Close(); err != nil {
+		if err := writeProfile(path, func(w io.Writer) error { return pprof.Lookup("heap").WriteTo(w, 0) }); err != nil {
 			return fmt.Errorf("heap: %w", err)
 		}
 		// The goroutines beside it: what runs at rest.
-		g, err := os.Create(strings.TrimSuffix(path, ".pprof") + ".goroutines.txt")
-		if err != nil {
-			return fmt.Errorf("heap: %w", err)
-		}
-		if err := pprof.Lookup("goroutine").WriteTo(g, 1); err != nil {
-			g.Close()
-			return fmt.Errorf("heap: goroutines: %w", err)
-		}
-		if err := g.Close(); err != nil {
+		goroutines := strings.TrimSuffix(path, ".pprof") + ".goroutines.txt"
+		if err := writeProfile(goroutines, func(w io.Writer) error { return pprof.Lookup("goroutine").WriteTo(w, 1) }); err != nil {
 			return fmt.Errorf("heap: goroutines: %w", err)
 		}
 	}
 	return nil
+}
+
+// writeProfile creates the file path and writes it with write. The file
+// is closed on return; an error of write's comes before one of Close's.
+func writeProfile(path string, write func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return f.Close()
 }
 
 // buildElections creates the elections with fw.NewElection, a few at a
