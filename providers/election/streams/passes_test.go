@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/conclave-io/conclave/providers/election/standing"
 )
 
 // TestStewardsAnnounceAFewAtATime: a process's candidates of one identity
@@ -22,7 +24,8 @@ func TestStewardsAnnounceAFewAtATime(t *testing.T) {
 	const n = 400
 	ts := newTestServer(t)
 	nc := connect(t, ts.url())
-	createBucket(t, nc, bucketConfig(time.Second)) // announcements every 2s
+	const ttl = 2 * time.Second // announcements every 4s; renewals at a pace a loaded machine keeps
+	createBucket(t, nc, bucketConfig(ttl))
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
@@ -36,34 +39,58 @@ func TestStewardsAnnounceAFewAtATime(t *testing.T) {
 		}
 		e.Launch(ctx, func(error) { ended.Add(1) })
 	}
+	// 400 elections begin with a synced write each: seconds on a quiet
+	// machine, far more under -race on a loaded one.
+	const within = 90 * time.Second
 	defer func() {
 		stop()
-		eventually(t, 20*time.Second, "every election to end", func() bool { return ended.Load() == n })
+		eventually(t, within, "every election to end", func() bool { return ended.Load() == n })
 	}()
-	eventually(t, 20*time.Second, "every election to lead", func() bool { return won.Load() == n })
+	eventually(t, within, "every election to lead", func() bool { return won.Load() == n })
 	// A new leader asks who stands, on a goroutine of its own, within
-	// half its minimum term (50ms) of winning, for 250ms at most: those
-	// questions are over before the count.
-	time.Sleep(time.Second)
+	// half its minimum term (50ms) of winning, for 250ms at most, again
+	// when a question fails: the count waits until those are over.
+	eventually(t, within, "the new leaders' questions to end", func() bool {
+		_, own := stewardGoroutines()
+		return own == 0
+	})
 	base := runtime.NumGoroutine()
-	peak, samples := 0, 0
-	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); { // two announcement instants and more
+	peakTurns, peakOwn, samples := 0, 0, 0
+	window := 2*standing.AnnouncementInterval(ttl) + time.Second // two announcement instants
+	for end := time.Now().Add(window); time.Now().Before(end); {
 		if runtime.NumGoroutine() < base+stewardPasses.max/2 {
 			runtime.Gosched()
 			continue
 		}
 		samples++
-		var b strings.Builder
-		_ = pprof.Lookup("goroutine").WriteTo(&b, 2)
-		passes := strings.Count(b.String(), "created by github.com/conclave-io/conclave/providers/election/streams.(*steward).") +
-			strings.Count(b.String(), "created by github.com/conclave-io/conclave/providers/election/streams.(*turns).run")
-		peak = max(peak, passes)
+		inTurns, own := stewardGoroutines()
+		peakTurns, peakOwn = max(peakTurns, inTurns), max(peakOwn, own)
 	}
 	if samples == 0 {
-		t.Fatalf("%d candidates never held %d goroutines more than at rest (%d) in 5s: the announcements did not come", n, stewardPasses.max/2, base)
+		t.Fatalf("%d candidates never held %d goroutines more than at rest (%d) in %v: the announcements did not come", n, stewardPasses.max/2, base, window)
 	}
-	if peak > stewardPasses.max+32 { // a late question of who stands, or a few
-		t.Errorf("%d candidates announcing together made up to %d goroutines for their stewards' passes, want at most %d and a few", n, peak, stewardPasses.max)
+	// Passes that ask who stands run on their own: a leader whose term
+	// lapsed under load asks again as its next term begins. Every pass ran
+	// on its own before (n at the instant).
+	if peakTurns > stewardPasses.max || peakOwn > n/4 {
+		t.Errorf("%d candidates announcing together ran up to %d stewards' passes on the bounded runner and %d on goroutines of their own; want at most %d and %d", n, peakTurns, peakOwn, stewardPasses.max, n/4)
 	}
-	t.Logf("at rest %d goroutines; at most %d for the stewards' passes in %d samples", base, peak, samples)
+	t.Logf("at rest %d goroutines; at most %d stewards' passes on the bounded runner and %d on their own in %d samples", base, peakTurns, peakOwn, samples)
+}
+
+// stewardGoroutines counts the goroutines running stewards' passes: on
+// the bounded runner (stewardPasses), and on goroutines of their own.
+func stewardGoroutines() (inTurns, own int) {
+	var b strings.Builder
+	_ = pprof.Lookup("goroutine").WriteTo(&b, 2)
+	for _, g := range strings.Split(b.String(), "\n\n") {
+		switch {
+		case strings.Contains(g, "created by github.com/conclave-io/conclave/providers/election/streams.(*steward)."):
+			own++
+		case strings.Contains(g, "created by github.com/conclave-io/conclave/providers/election/streams.(*turns).run") &&
+			strings.Contains(g, "providers/election/streams.(*steward)."):
+			inTurns++
+		}
+	}
+	return inTurns, own
 }
