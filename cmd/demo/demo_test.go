@@ -323,9 +323,9 @@ func TestDemoStepDownHandsOver(t *testing.T) {
 		}
 	}
 	// The step-down says where the key went: handed over, naming who took
-	// it, or released (the workers share one identity, and a candidate
-	// does not hand over to its own identity). The election's own line
-	// does not call a stop that may hand over a release.
+	// it (the workers share one identity and stand apart by instance), or
+	// released when no standby took the offer up in time. The election's
+	// own line does not call a stop that may hand over a release.
 	handed := regexp.MustCompile(fmt.Sprintf(`msg="Handed the key over: [^"]*" component=worker to=\S+ worker=%d\b`, a)).MatchString(out)
 	released := regexp.MustCompile(fmt.Sprintf(`msg="Released the key: [^"]*" component=worker worker=%d\b`, a)).MatchString(out)
 	if handed == released {

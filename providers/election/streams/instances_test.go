@@ -67,6 +67,21 @@ func TestCopiesOfOneIdentityStandApart(t *testing.T) {
 	if leaders != 1 {
 		t.Fatalf("%d candidates say they lead: %+v", leaders, cs)
 	}
+	// Each copy answers for itself, so what it says, such as since when
+	// it stands, is the same from one question to the next.
+	again, err := standing.Standing(context.Background(), nc, bucketName, "copies", 200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	since := map[string]time.Time{}
+	for _, c := range cs {
+		since[c.Identity+"/"+c.Instance] = c.Since
+	}
+	for _, c := range again {
+		if was, ok := since[c.Identity+"/"+c.Instance]; !ok || !was.Equal(c.Since) {
+			t.Errorf("%s/%s stands since %v, and said %v (known %v) before", c.Identity, c.Instance, c.Since, was, ok)
+		}
+	}
 }
 
 // TestObserverReportsAHandOverBetweenCopiesOfOneIdentity: a hand-over

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -413,5 +415,71 @@ func TestHandOverRequestReachesALeaderWhoseStewardIsBusy(t *testing.T) {
 	}
 	if from != "b" {
 		t.Fatalf("RequestHandOver answered by %q, want b", from)
+	}
+}
+
+// warnings keeps an election's warnings.
+type warnings struct {
+	testLogger
+	mu    sync.Mutex
+	lines []string
+}
+
+func (w *warnings) Warnf(f string, a ...any) {
+	w.mu.Lock()
+	w.lines = append(w.lines, fmt.Sprintf(f, a...))
+	w.mu.Unlock()
+	w.testLogger.Warnf(f, a...)
+}
+
+// saying returns the first warning holding s, if any.
+func (w *warnings) saying(s string) (string, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, l := range w.lines {
+		if strings.Contains(l, s) {
+			return l, true
+		}
+	}
+	return "", false
+}
+
+// TestFailingCheckIsLoggedForWhatTheCandidateIs: a leader whose health
+// check fails is told it leads on (and hands over once a healthy
+// candidate stands), a standby that it does not campaign.
+func TestFailingCheckIsLoggedForWhatTheCandidateIs(t *testing.T) {
+	ts := newTestServer(t)
+	kv := createBucket(t, connect(t, ts.url()), bucketConfig(3*time.Second))
+	var sick atomic.Bool
+	check := func(context.Context) error {
+		if sick.Load() {
+			return errors.New("disk full")
+		}
+		return nil
+	}
+	logs := map[string]*warnings{}
+	var es []*Election
+	for _, id := range []string{"a", "b"} {
+		logs[id] = &warnings{testLogger: testLogger{t: t, prefix: id + " "}}
+		e := mustElection(t, id, "health-words", kv, WithLogger(logs[id]), WithHealthCheck(check, 100*time.Millisecond))
+		runElection(t, e)
+		es = append(es, e)
+	}
+	eventually(t, 10*time.Second, "a leader", func() bool { return es[0].IsLeader() || es[1].IsLeader() })
+	leader, standby := "a", "b"
+	if es[1].IsLeader() {
+		leader, standby = "b", "a"
+	}
+	sick.Store(true)
+	eventually(t, 10*time.Second, "both to warn", func() bool {
+		_, l := logs[leader].saying("unhealthy")
+		_, s := logs[standby].saying("unhealthy")
+		return l && s
+	})
+	if line, _ := logs[leader].saying("unhealthy"); !strings.Contains(line, "leads on") || strings.Contains(line, "not campaigning") {
+		t.Errorf("the leader %s was told %q; want that it leads on", leader, line)
+	}
+	if line, _ := logs[standby].saying("unhealthy"); !strings.Contains(line, "not campaigning") {
+		t.Errorf("the standby %s was told %q; want that it does not campaign", standby, line)
 	}
 }
