@@ -6,14 +6,13 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/conclave-io/conclave/clock/clocktest"
 	"github.com/conclave-io/conclave/providers/election/streams/internal/transport"
 )
 
 // These tests drive one campaign step by step on a fake clock and an
-// in-memory store (fakestore_test.go): each decision of the campaign is
+// simkv bucket (simstore_test.go): each decision of the campaign is
 // checked at the instant it is made. The real-NATS tests check the same
 // behaviours end to end.
 
@@ -47,22 +46,22 @@ func TestSimTakeoverWaitsByWhatTheKeyShows(t *testing.T) {
 	const ttl = 10 * time.Second
 	cases := []struct {
 		name  string
-		set   func(st *fakeStore)
+		set   func(st *simStore)
 		start time.Duration // how long after the change the candidate starts
 		wait  time.Duration // how long it must then wait before leading
 	}{
-		{"release seen at once", func(st *fakeStore) { st.mark(jetstream.KeyValueDelete, releasePayload("old")) }, 0, 0},
-		{"release seen late", func(st *fakeStore) { st.mark(jetstream.KeyValueDelete, releasePayload("old")) }, 9 * time.Second, 0},
-		{"plain delete", func(st *fakeStore) { st.mark(jetstream.KeyValueDelete, nil) }, 0, ttl},
-		{"purge", func(st *fakeStore) { st.mark(jetstream.KeyValuePurge, nil) }, 0, ttl},
-		{"empty value", func(st *fakeStore) { st.put("") }, 0, ttl},
-		{"payload that is not a release", func(st *fakeStore) { st.mark(jetstream.KeyValueDelete, []byte("hello")) }, 0, ttl},
-		{"expired", func(st *fakeStore) { st.put("old"); st.clk.Advance(ttl) }, 0, 0},
+		{"release seen at once", func(st *simStore) { st.remove(releasePayload("old")) }, 0, 0},
+		{"release seen late", func(st *simStore) { st.remove(releasePayload("old")) }, 9 * time.Second, 0},
+		{"plain delete", func(st *simStore) { st.remove(nil) }, 0, ttl},
+		{"purge", func(st *simStore) { st.purge() }, 0, ttl},
+		{"empty value", func(st *simStore) { st.put("") }, 0, ttl},
+		{"payload that is not a release", func(st *simStore) { st.remove([]byte("hello")) }, 0, ttl},
+		{"expired", func(st *simStore) { st.put("old"); st.clk.Advance(ttl) }, 0, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := clocktest.New(simStart)
-			st := newFakeStore(clk, ttl)
+			st := newSimStore(clk, ttl)
 			st.put("old")
 			tc.set(st)
 			clk.Advance(tc.start)
@@ -89,7 +88,7 @@ func TestSimTakeoverWaitsByWhatTheKeyShows(t *testing.T) {
 func TestSimStopWritesAReleaseOnlyWhenNoOneElseCanLead(t *testing.T) {
 	const ttl = 10 * time.Second
 	clk := clocktest.New(simStart)
-	st := newFakeStore(clk, ttl)
+	st := newSimStore(clk, ttl)
 	s := newSim(t, st, "a")
 	s.run(time.Millisecond)
 	if !s.leading() {
@@ -105,7 +104,7 @@ func TestSimStopWritesAReleaseOnlyWhenNoOneElseCanLead(t *testing.T) {
 
 	// b takes a key someone removed, and stops before its term begins.
 	st.put("x")
-	st.mark(jetstream.KeyValueDelete, nil)
+	st.remove(nil)
 	b := newSim(t, st, "b")
 	b.run(time.Second)
 	if b.c.m.phase != winning {
@@ -124,7 +123,7 @@ func TestSimStopWritesAReleaseOnlyWhenNoOneElseCanLead(t *testing.T) {
 // and wins after it was lowered to 1.5s bases its term on 1.5s.
 func TestSimTermUsesTheTTLReadAfterWinning(t *testing.T) {
 	clk := clocktest.New(simStart)
-	st := newFakeStore(clk, 4*time.Second)
+	st := newSimStore(clk, 4*time.Second)
 	st.put("other")
 	s := newSim(t, st, "standby")
 	s.run(time.Second)
@@ -147,7 +146,7 @@ func TestSimTermUsesTheTTLReadAfterWinning(t *testing.T) {
 // renew interval when it is raised.
 func TestSimLeaderAdoptsATTLChangeWithinOneTTL(t *testing.T) {
 	clk := clocktest.New(simStart)
-	st := newFakeStore(clk, 3*time.Second)
+	st := newSimStore(clk, 3*time.Second)
 	s := newSim(t, st, "a")
 	s.run(time.Second)
 	st.setTTL(1500 * time.Millisecond)
@@ -183,7 +182,7 @@ func TestSimLeaderAdoptsATTLChangeWithinOneTTL(t *testing.T) {
 // down and release the key, with no further terms until it is usable again.
 func TestSimUnusableTTLGivesTheKeyUp(t *testing.T) {
 	clk := clocktest.New(simStart)
-	st := newFakeStore(clk, 3*time.Second)
+	st := newSimStore(clk, 3*time.Second)
 	s := newSim(t, st, "a")
 	s.run(time.Second)
 	st.setTTL(500 * time.Millisecond)
@@ -214,8 +213,8 @@ func TestSimUnusableTTLGivesTheKeyUp(t *testing.T) {
 func TestSimCandidateWithoutAWatchCampaignsOnItsTimer(t *testing.T) {
 	const ttl = 4 * time.Second
 	clk := clocktest.New(simStart)
-	st := newFakeStore(clk, ttl)
-	st.watchErr = errRefused
+	st := newSimStore(clk, ttl)
+	st.refuseWatches(errRefused)
 	st.put("crashed")
 	s := newSim(t, st, "b")
 	s.run(ttl + ttl/4 + 100*time.Millisecond) // expiry, plus at most one standby backoff step
@@ -233,7 +232,7 @@ func TestSimCandidateWithoutAWatchCampaignsOnItsTimer(t *testing.T) {
 	if perSecond := float64(st.count("watch")-tries) / 60; perSecond > 1 {
 		t.Fatalf("%.1f watch tries a second: no backoff", perSecond)
 	}
-	st.watchErr = nil
+	st.refuseWatches(nil)
 	s.run(10 * time.Second)
 	if !s.c.m.watch.working() {
 		t.Fatal("watch not made once the broker accepts it")
@@ -247,8 +246,8 @@ func TestSimCandidateWithoutAWatchCampaignsOnItsTimer(t *testing.T) {
 // phase is replaced within a bounded time; meanwhile the candidate leads.
 func TestSimStuckWatchIsMadeAgain(t *testing.T) {
 	clk := clocktest.New(simStart)
-	st := newFakeStore(clk, 5*time.Second)
-	st.stuckWatch = true
+	st := newSimStore(clk, 5*time.Second)
+	st.stickWatches(true)
 	s := newSim(t, st, "a")
 	s.run(initialWait(s.c.m.tm) + 10*time.Millisecond) // it waits that long for the watch, then reads
 	if !s.leading() {
@@ -259,7 +258,7 @@ func TestSimStuckWatchIsMadeAgain(t *testing.T) {
 	if st.count("watch") <= first {
 		t.Fatalf("stuck watch not made again within %v", initTimeout(s.c.m.tm))
 	}
-	st.stuckWatch = false
+	st.stickWatches(false)
 	s.run(10 * time.Second)
 	if !s.c.m.watch.working() {
 		t.Fatal("no working watch once the broker delivers")
@@ -272,14 +271,14 @@ func TestSimStuckWatchIsMadeAgain(t *testing.T) {
 func TestSimDeposedLeaderKeepsItsSitOut(t *testing.T) {
 	const ttl = 3 * time.Second
 	clk := clocktest.New(simStart)
-	st := newFakeStore(clk, ttl)
-	st.watchErr = errRefused // the renewal, not the watch, tells of the removal
+	st := newSimStore(clk, ttl)
+	st.refuseWatches(errRefused) // the renewal, not the watch, tells of the removal
 	s := newSim(t, st, "a")
 	s.run(10 * time.Millisecond)
 	if !s.leading() {
 		t.Fatal("a does not lead")
 	}
-	st.mark(jetstream.KeyValueDelete, nil) // an operator's stand-down
+	st.remove(nil) // an operator's stand-down
 	s.run(ttl / 2)
 	if s.leading() || s.c.m.phase != candidate {
 		t.Fatalf("a still %s after its renewal was refused", s.c.m.phase)
@@ -296,7 +295,7 @@ func TestSimDeposedLeaderKeepsItsSitOut(t *testing.T) {
 // revision of the key, or the holder's own write, changes nothing.
 func TestSimHolderIgnoresAnOldWatchEntry(t *testing.T) {
 	clk := clocktest.New(simStart)
-	st := newFakeStore(clk, 3*time.Second)
+	st := newSimStore(clk, 3*time.Second)
 	s := newSim(t, st, "a")
 	s.run(2 * time.Second)
 	if !s.leading() {
@@ -318,13 +317,13 @@ func TestSimHolderIgnoresAnOldWatchEntry(t *testing.T) {
 // spinning (sim.run fails on a spin), and never leads without a renewal.
 func TestSimLeaderCutOffPastItsDeadlineDoesNotSpin(t *testing.T) {
 	clk := clocktest.New(simStart)
-	st := newFakeStore(clk, 3*time.Second)
+	st := newSimStore(clk, 3*time.Second)
 	s := newSim(t, st, "a")
 	s.run(10 * time.Millisecond)
 	if !s.leading() {
 		t.Fatal("a does not lead")
 	}
-	st.writeErr = context.DeadlineExceeded
+	st.failWrites(context.DeadlineExceeded)
 	s.run(10 * time.Second)
 	if s.leading() {
 		t.Fatal("a leads without renewing")
@@ -338,7 +337,7 @@ func TestSimLeaderCutOffPastItsDeadlineDoesNotSpin(t *testing.T) {
 // under 1.5s renews by the new interval, so its term does not lapse.
 func TestSimWinAfterALargeTTLDropRenewsInTime(t *testing.T) {
 	clk := clocktest.New(simStart)
-	st := newFakeStore(clk, 6*time.Second)
+	st := newSimStore(clk, 6*time.Second)
 	st.put("other")
 	s := newSim(t, st, "b")
 	s.run(time.Second)
@@ -359,11 +358,11 @@ func TestSimWinAfterALargeTTLDropRenewsInTime(t *testing.T) {
 func TestSimStandbyThatMissedARenewalTakesOverAtTheRealExpiry(t *testing.T) {
 	const ttl = 3 * time.Second
 	clk := clocktest.New(simStart)
-	st := newFakeStore(clk, ttl)
+	st := newSimStore(clk, ttl)
 	rev := st.put("crashed")
 	s := newSim(t, st, "b")
 	s.run(ttl / 3)
-	st.silent = true
+	st.missNext()
 	rev2, err := st.Write(context.Background(), "k", []byte("crashed"), rev, transport.Stamp{}) // the crashed leader's last renewal, unseen
 	if err != nil {
 		t.Fatal(err)
@@ -386,8 +385,8 @@ func TestSimStandbyThatMissedARenewalTakesOverAtTheRealExpiry(t *testing.T) {
 func TestSimStandbyTakesALapsedLeaseWithoutWaitingForTheBroker(t *testing.T) {
 	const ttl = 3 * time.Second
 	clk := clocktest.New(simStart)
-	st := newFakeStore(clk, ttl)
-	st.late = 400 * time.Millisecond
+	st := newSimStore(clk, ttl)
+	st.expireLate(400 * time.Millisecond)
 	rev := st.put("crashed")
 	s := newSim(t, st, "b")
 	s.run(ttl / 3)
@@ -419,14 +418,12 @@ func TestSimStandbyTakesALapsedLeaseWithoutWaitingForTheBroker(t *testing.T) {
 func TestSimLapsedLeaseWaitsForARaisedTTL(t *testing.T) {
 	const ttl, raised = 2 * time.Second, 5 * time.Second
 	clk := clocktest.New(simStart)
-	st := newFakeStore(clk, ttl)
-	st.late = time.Hour // only a compare-and-swap over the revision frees it
+	st := newSimStore(clk, ttl)
+	st.expireLate(time.Hour) // only a compare-and-swap over the revision frees it
 	st.put("leader")
 	s := newSim(t, st, "b")
 	s.run(100 * time.Millisecond)
-	st.mu.Lock()
-	st.ttl = raised // the leader read it; b has not
-	st.mu.Unlock()
+	st.setTTL(raised) // the leader read it; b has not
 	s.run(ttl / 2)
 	seen := clk.Now()
 	st.put("leader") // a renewal counting on the raised TTL
@@ -448,17 +445,15 @@ func TestSimLapsedLeaseWaitsForARaisedTTL(t *testing.T) {
 func TestSimRecreatedBucketsRevisionsDoNotCutALeaseShort(t *testing.T) {
 	const ttl = 3 * time.Second
 	clk := clocktest.New(simStart)
-	st := newFakeStore(clk, ttl)
-	st.late = time.Hour // only a compare-and-swap over the revision frees it
+	st := newSimStore(clk, ttl)
+	st.expireLate(time.Hour) // only a compare-and-swap over the revision frees it
 	for range 4 {
 		st.put("old")
 	}
 	s := newSim(t, st, "b")
 	s.run(100 * time.Millisecond) // b sees old at revision 4
 
-	st.mu.Lock()
-	st.seq, st.msg = 0, nil // the bucket is deleted and made again
-	st.mu.Unlock()
+	st.recreate() // the bucket is deleted and made again
 	s.run(ttl / 3)
 	for i := range 3 * 3 {
 		st.put("new") // revisions 1, 2, …: renewals every TTL/3
@@ -479,7 +474,7 @@ func TestSimRecreatedBucketsRevisionsDoNotCutALeaseShort(t *testing.T) {
 func TestSimKeyVanishingUnderALiveLeaseIsARemoval(t *testing.T) {
 	const ttl = 9 * time.Second
 	clk := clocktest.New(simStart)
-	st := newFakeStore(clk, ttl)
+	st := newSimStore(clk, ttl)
 	st.put("old") // the holder's latest renewal
 	s := newSim(t, st, "b")
 	s.run(time.Second) // b follows the key: held by old
@@ -512,23 +507,19 @@ func TestSimKeyVanishingUnderALiveLeaseIsARemoval(t *testing.T) {
 func TestSimInferredRemovalOutlivesAFailedCampaign(t *testing.T) {
 	const ttl = 9 * time.Second
 	clk := clocktest.New(simStart)
-	st := newFakeStore(clk, ttl)
+	st := newSimStore(clk, ttl)
 	st.put("old")
 	s := newSim(t, st, "b")
 	s.run(time.Second)
 
 	st.vanish()
-	st.mu.Lock()
-	st.writeErr = nats.ErrNoResponders // the new stream does not answer yet
-	st.mu.Unlock()
+	st.failWrites(nats.ErrNoResponders) // the new stream does not answer yet
 	st.endWatches()
 	s.run(300 * time.Millisecond)
 	gone := clk.Now()
 	st.endWatches() // the watch ends once more, and finds the key absent again
 	s.run(time.Second)
-	st.mu.Lock()
-	st.writeErr = nil
-	st.mu.Unlock()
+	st.failWrites(nil)
 	s.run(ttl - 3*time.Second)
 	if s.leading() {
 		t.Fatalf("b led %v after the key vanished under old's lease, want it to wait a TTL", clk.Now().Sub(gone))
@@ -547,10 +538,8 @@ func TestSimInferredRemovalOutlivesAFailedCampaign(t *testing.T) {
 func TestSimDeposedLeaderFollowsARecreatedBucket(t *testing.T) {
 	const ttl = 9 * time.Second
 	clk := clocktest.New(simStart)
-	st := newFakeStore(clk, ttl)
-	st.mu.Lock()
-	st.seq = 1_000_000 // the old bucket's revisions
-	st.mu.Unlock()
+	st := newSimStore(clk, ttl)
+	st.skipRevisions(1_000_000) // the old bucket's revisions
 	s := newSim(t, st, "a")
 	s.run(time.Second)
 	if !s.leading() {
@@ -566,7 +555,7 @@ func TestSimDeposedLeaderFollowsARecreatedBucket(t *testing.T) {
 		st.put("n")
 	}
 	s.run(time.Second)
-	st.mark(jetstream.KeyValueDelete, releasePayload("n"))
+	st.remove(releasePayload("n"))
 	released := clk.Now()
 	s.run(3 * time.Second)
 	if !s.leading() {
@@ -582,23 +571,17 @@ func TestSimDeposedLeaderFollowsARecreatedBucket(t *testing.T) {
 func TestSimLoserOfARecreatedBucketRaceFollowsIt(t *testing.T) {
 	const ttl = 9 * time.Second
 	clk := clocktest.New(simStart)
-	st := newFakeStore(clk, ttl)
-	st.mu.Lock()
-	st.seq = 1_000_000
-	st.mu.Unlock()
+	st := newSimStore(clk, ttl)
+	st.skipRevisions(1_000_000)
 	st.put("old")
 	s := newSim(t, st, "b")
 	s.run(time.Second)
 
 	st.recreate()
-	st.mu.Lock()
-	st.writeErr = nats.ErrNoResponders // the new stream does not answer b yet
-	st.mu.Unlock()
+	st.failWrites(nats.ErrNoResponders) // the new stream does not answer b yet
 	st.endWatches()
 	s.run(200 * time.Millisecond) // b finds the key absent: a removal; its campaign fails
-	st.mu.Lock()
-	st.writeErr = nil
-	st.mu.Unlock()
+	st.failWrites(nil)
 	st.put("other") // the other standby takes the new bucket's key, revision 1
 	for range 10 {  // and renews it
 		s.run(3 * time.Second)
@@ -607,7 +590,7 @@ func TestSimLoserOfARecreatedBucketRaceFollowsIt(t *testing.T) {
 		}
 		st.put("other")
 	}
-	st.mark(jetstream.KeyValueDelete, releasePayload("other"))
+	st.remove(releasePayload("other"))
 	s.run(2 * time.Second)
 	if !s.leading() {
 		t.Fatalf("b not leading 2s after the release (phase %s, view %s, seen revision %d)", s.c.m.phase, s.c.m.view.describe(), s.c.m.seenRev)
@@ -623,8 +606,8 @@ func TestSimLoserOfARecreatedBucketRaceFollowsIt(t *testing.T) {
 func TestSimStandbyWithoutAWatchWaitsOutARecreatedBucket(t *testing.T) {
 	const ttl = 9 * time.Second
 	clk := clocktest.New(simStart)
-	st := newFakeStore(clk, ttl)
-	st.watchErr = errRefused
+	st := newSimStore(clk, ttl)
+	st.refuseWatches(errRefused)
 	st.put("old")
 	s := newSim(t, st, "b")
 	s.run(3500 * time.Millisecond)
@@ -656,18 +639,15 @@ func TestSimStandbyWithoutAWatchWaitsOutARecreatedBucket(t *testing.T) {
 func TestSimStaleReadsDoNotSpin(t *testing.T) {
 	const ttl = 9 * time.Second
 	clk := clocktest.New(simStart)
-	st := newFakeStore(clk, ttl)
-	st.late = time.Hour // only a compare-and-swap over the revision frees the key
+	st := newSimStore(clk, ttl)
+	st.expireLate(time.Hour) // only a compare-and-swap over the revision frees the key
 	st.put("old")
-	st.mu.Lock()
-	stale := st.msg
-	st.mu.Unlock()
+	stale := st.latestMsg()
 	st.put("old")
 	s := newSim(t, st, "b") // b sees revision 2
 	s.run(time.Second)
-	st.mu.Lock()
-	st.silent, st.stale = true, stale
-	st.mu.Unlock()
+	st.missNext()
+	st.readStale(stale)
 	st.put("old") // revision 3, unseen: b's takeover over revision 2 fails
 	reads := st.count("latest")
 	s.run(ttl)
@@ -677,9 +657,7 @@ func TestSimStaleReadsDoNotSpin(t *testing.T) {
 	if s.leading() {
 		t.Fatal("b leads over a renewal it never saw")
 	}
-	st.mu.Lock()
-	st.stale = nil
-	st.mu.Unlock()
+	st.readStale(nil)
 	caughtUp := clk.Now()
 	s.run(ttl + ttl/4)
 	if !s.leading() {

@@ -140,7 +140,7 @@ func (h *heldStore) Watch(ctx context.Context, key string) (jetstream.KeyWatcher
 func TestRoutineActionsWaitWithoutAGoroutine(t *testing.T) {
 	const candidates = maxRoutineInFlight + 200
 	clk := clocktest.New(time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC))
-	hs := &heldStore{store: newFakeStore(clk, 30*time.Second), release: make(chan struct{})}
+	hs := &heldStore{store: newSimStore(clk, 30*time.Second), release: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	ended := make(chan error, candidates)
 	for i := range candidates {
