@@ -137,15 +137,7 @@ func TestRefusalsDoNotWaitForTheTimeout(t *testing.T) {
 	campaign(t, admin, "a-1", "app-a.cron").waitLeading(t)
 	campaign(t, admin, "a-2", "app-a.cron")
 	// a-2 stands, so that a hand-over to it is asked of the leader.
-	for deadline := time.Now().Add(eventTimeout); ; time.Sleep(50 * time.Millisecond) {
-		r := conclave(t, "--config", u.Conf["dash"], "election", "info", "app-a.cron")
-		if r.code == 0 && strings.Contains(r.stdout, "a-2") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a-2 does not stand in app-a.cron: %s%s", r.stdout, r.stderr)
-		}
-	}
+	waitInfoSays(t, u.Conf["dash"], "app-a.cron", "a-2")
 	const timeout, most = 40 * time.Second, 20 * time.Second
 	for _, tc := range []struct {
 		user string

@@ -150,13 +150,24 @@ func TestCandidatesOnOneConnectionAllAnswerUnderPermissions(t *testing.T) {
 	admin := u.JetStream(t, "admin")
 	campaign(t, admin, "a-1", "app-a.cron").waitLeading(t)
 	campaign(t, admin, "a-2", "app-a.cron")
+	waitInfoSays(t, u.Conf["dash"], "app-a.cron", "a-2", "Candidates that answer: 2")
+}
+
+// waitInfoSays waits until `election info key`, as the user of the
+// configuration file conf, succeeds and prints each of want.
+func waitInfoSays(t *testing.T, conf, key string, want ...string) {
+	t.Helper()
 	for deadline := time.Now().Add(eventTimeout); ; time.Sleep(50 * time.Millisecond) {
-		r := conclave(t, "--config", u.Conf["dash"], "election", "info", "app-a.cron")
-		if r.code == 0 && strings.Contains(r.stdout, "a-2") && strings.Contains(r.stdout, "Candidates that answer: 2") {
+		r := conclave(t, "--config", conf, "election", "info", key)
+		says := r.code == 0
+		for _, w := range want {
+			says = says && strings.Contains(r.stdout, w)
+		}
+		if says {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("a-2 does not answer who is standing in app-a.cron:\n%s%s", r.stdout, r.stderr)
+			t.Fatalf("election info %s never said %q:\n%s%s", key, want, r.stdout, r.stderr)
 		}
 	}
 }

@@ -223,16 +223,21 @@ func (s *simStore) put(value string) uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.clk.Now()
-	var latest uint64
-	if msg, _ := s.b.Latest(now, storeKey); msg != nil {
-		latest = msg.Revision
-	}
-	n, err := s.b.Put(now, storeKey, []byte(value), latest, 0)
+	n, err := s.b.Put(now, storeKey, []byte(value), s.latestRevLocked(now), 0)
 	if err != nil {
 		panic(err)
 	}
 	s.deliverLocked(n)
 	return n
+}
+
+// latestRevLocked is the key's latest revision at now, 0 when it has no
+// message; s.mu is held.
+func (s *simStore) latestRevLocked(now time.Time) uint64 {
+	if msg, _ := s.b.Latest(now, storeKey); msg != nil {
+		return msg.Revision
+	}
+	return 0
 }
 
 // remove writes a delete marker carrying payload (nil: an operator's
@@ -241,11 +246,7 @@ func (s *simStore) remove(payload []byte) uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.clk.Now()
-	var latest uint64
-	if msg, _ := s.b.Latest(now, storeKey); msg != nil {
-		latest = msg.Revision
-	}
-	n, err := s.b.Delete(now, storeKey, latest, payload)
+	n, err := s.b.Delete(now, storeKey, s.latestRevLocked(now), payload)
 	if err != nil {
 		panic(err)
 	}
