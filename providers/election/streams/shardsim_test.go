@@ -590,7 +590,8 @@ func (sw *shardWorld) startElection(m *simMember, s int) {
 	if sw.verbose {
 		log = simLog{k, m.name + "/" + k.key}
 	}
-	n.m, n.log = newMachine(cfg, tm), log
+	n.log = log
+	k.campaign(n, cfg, tm)
 	k.nodes[m.slot] = n
 	k.all = append(k.all, n)
 	m.nodes[s], m.stopping[s] = n, false

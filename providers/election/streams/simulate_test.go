@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/conclave-io/conclave/backoff"
+	"github.com/conclave-io/conclave/clock"
 	"github.com/conclave-io/conclave/internal/simkv"
 	"github.com/conclave-io/conclave/providers/election/standing"
 	"github.com/conclave-io/conclave/providers/election/streams/internal/transport"
@@ -289,7 +290,9 @@ type simNode struct {
 	// writes say, which copies share in one seed in four (sharedIdentity).
 	name, identity string
 	m              *machine
-	log            Logger // where its machine's lines go
+	d              *driver     // its real driver, whose machine m is
+	c              *campaigner // a candidate's: its real campaigner, driven by d
+	log            Logger      // where its machine's lines go
 	// failures counts its requests answered with an error (lost, refused,
 	// timed out); sentAt is when it sent its latest request (true time).
 	failures int
@@ -347,6 +350,19 @@ type simNode struct {
 	// in: each sends the answer back to the leader that offered.
 	takingUp []func(err error)
 }
+
+// simClock is a node's clock for its real driver and term: its local time
+// of the world's instant. It sets no timer (the world steps the driver);
+// holding a func, it is not comparable, so no scheduler is kept for it.
+type simClock struct{ now func() time.Time }
+
+func (c simClock) Now() time.Time { return c.now() }
+func (c simClock) NewTimer(time.Duration) clock.Timer {
+	panic("simulator bug: a timer set on a simulated clock")
+}
+
+// clock is n's local clock.
+func (n *simNode) clock() simClock { return simClock{func() time.Time { return n.local(n.w.now) }} }
 
 func (n *simNode) local(t time.Time) time.Time {
 	return n.base.Add(time.Duration(float64(t.Sub(n.baseTrue)) * (1 + n.drift)))
@@ -640,13 +656,27 @@ func (w *simWorld) start(id int, after time.Duration) {
 		if w.verbose {
 			log = simLog{w, name}
 		}
-		n.m, n.log = newMachine(cfg, tm), log
+		n.log = log
+		w.campaign(n, cfg, tm)
 		w.nodes[id] = n
 		w.all = append(w.all, n)
 		_, born, _ := w.b.Status(w.now)
 		w.logf("%s starts", name)
 		w.step(n, input{kind: inStart, now: n.local(w.now), born: born})
 	})
+}
+
+// campaign gives candidate n its real campaigner on its real driver,
+// whose effects the world performs (send), with a machine of cfg: the
+// simulator's timings, randomness and offers.
+func (w *simWorld) campaign(n *simNode, cfg machineConfig, tm timings) {
+	e := &Election{identity: n.identity, instance: n.name, key: w.key, opts: defaultOptions()}
+	e.opts.clock, e.opts.log = n.clock(), n.log
+	n.c = newCampaigner(e, newNotifier(), tm, nil)
+	n.c.m, n.c.ctx = newMachine(cfg, tm), context.Background()
+	n.d, n.m = &n.c.driver, n.c.m
+	real := n.c.apply
+	n.d.apply = func(notes []note) (input, bool) { return w.apply(n, notes, real) }
 }
 
 // ttlRead is the TTL a starting candidate reads (Start reads it first).
@@ -695,51 +725,46 @@ func (w *simWorld) step(n *simNode, in input) {
 	if in.entry != nil && n.obs != nil {
 		n.saw = append(n.saw, sawMsg{rev: in.entry.Revision, leader: in.entry.Leader})
 	}
-	out := n.m.feed(in)
-	for {
-		w.logNotes(n, out.notes)
-		extra, ok := w.apply(n, out.notes)
-		if ok {
-			out = n.m.feed(extra)
-			continue
-		}
-		break
-	}
+	wake, do := n.d.handle(in) // the real driver: the machine, then its notes to the campaigner or the observer (see apply)
 	if v := n.m.view; n.obs == nil && v.known && v.State == KeyReleased && v.HandOverTo == n.identity && n.m.sitOut.until.After(in.now) {
 		w.fail("%s sits out for %v a release that hands the key over to it", n.name, n.m.sitOut.until.Sub(in.now).Round(time.Millisecond))
 	}
-	if out.done {
+	if n.d.done {
 		w.logf("%s finished", n.name)
 		n.alive = false
 		return
 	}
-	if out.do.kind != doNothing {
-		w.send(n, out.do)
+	if do.kind != doNothing {
+		w.send(n, do)
 		return
 	}
 	n.gen++
 	gen := n.gen
-	if !out.wake.After(in.now) {
+	if !wake.After(in.now) {
 		w.countAction(n) // a wake due at once counts as an action: a loop of them is a spin
 	}
-	w.at(n.trueAt(out.wake), func() {
+	w.at(n.trueAt(wake), func() {
 		if n.alive && gen == n.gen && !n.busy && !w.now.Before(n.paused) {
 			w.step(n, input{kind: inTick, now: n.local(w.now)})
 		}
 	})
 }
 
-// apply mirrors the driver: notes go to the term and the watch.
-func (w *simWorld) apply(n *simNode, notes []note) (input, bool) {
-	var next input
-	ok := false
-	if n.obs != nil {
-		for _, nt := range notes {
-			if nt.kind == noteStopWatch {
-				w.stopWatch(n)
-			}
+// apply stands between n's real driver and what the driver passes its
+// notes to (real: the campaigner's apply, or the observer's): it checks
+// each note against the world first, passes it on, and keeps the world's
+// account of the term from what the real apply made of it. It carries out
+// the effects the world simulates in the driver's place: a watch stopped,
+// an offer of the key answered.
+func (w *simWorld) apply(n *simNode, notes []note, real func([]note) (input, bool)) (next input, ok bool) {
+	w.checkNotes(n, notes)
+	for _, nt := range notes {
+		if nt.kind == noteStopWatch {
+			w.stopWatch(n)
 		}
-		return n.obs.apply(notes)
+	}
+	if n.obs != nil {
+		return real(notes)
 	}
 	for _, nt := range notes {
 		switch nt.kind {
@@ -747,6 +772,21 @@ func (w *simWorld) apply(n *simNode, notes []note) (input, bool) {
 			if n.active {
 				w.fail("%s began a term while one ran (OnWon twice)", n.name)
 			}
+		case noteExtended:
+			if !n.active {
+				w.fail("%s extended a term that had ended", n.name)
+			}
+		case noteEnded:
+			if n.lost >= n.won {
+				w.fail("%s lost a term it had not won (OnLost without OnWon)", n.name)
+			}
+		}
+		lapsed, told := real([]note{nt})
+		if told {
+			next, ok = lapsed, true
+		}
+		switch nt.kind {
+		case noteBegan:
 			n.active, n.until, n.token, n.since = true, nt.until, nt.token, w.now
 			n.toldAt = time.Time{}
 			if !n.beginsAt.IsZero() && n.m.held().rev == nt.token {
@@ -770,13 +810,12 @@ func (w *simWorld) apply(n *simNode, notes []note) (input, bool) {
 			w.terms = append(w.terms, simTerm{epoch: w.epoch, token: nt.token, name: n.name})
 			w.logf("%s leads, token %d, until %.3fs from now", n.name, nt.token, nt.until.Sub(n.local(w.now)).Seconds())
 		case noteExtended:
-			if !n.active {
-				w.fail("%s extended a term that had ended", n.name)
+			if told {
+				n.active = false // the term ended by the clock first, as the real Term found
+				continue
 			}
 			if !n.local(w.now).Before(n.until) {
-				n.active = false // the term ended by the clock first, as Term.extend finds
-				next, ok = input{kind: inTermLapsed, now: n.local(w.now)}, true
-				continue
+				w.fail("%s's term was extended at %v, past its deadline", n.name, n.local(w.now).Sub(n.until))
 			}
 			n.until = nt.until
 		case noteLimited:
@@ -784,14 +823,9 @@ func (w *simWorld) apply(n *simNode, notes []note) (input, bool) {
 				n.until = nt.until
 			}
 		case noteEnded:
-			if n.lost >= n.won {
-				w.fail("%s lost a term it had not won (OnLost without OnWon)", n.name)
-			}
 			n.lost++
 			n.active = false
 			w.logf("%s stops leading (%s)", n.name, nt.cause)
-		case noteStopWatch:
-			w.stopWatch(n)
 		case noteTakeOver:
 			if len(n.takingUp) == 0 {
 				w.fail("%s answered an offer of the key it was not made", n.name)
@@ -801,6 +835,9 @@ func (w *simWorld) apply(n *simNode, notes []note) (input, bool) {
 			n.takingUp = n.takingUp[1:]
 			reply(nt.err)
 		}
+	}
+	if t := n.c.term; (t != nil && t.Valid()) != n.valid(w.now) {
+		w.fail("%s's term, by the real campaigner, is valid %v; by the simulator's account, %v", n.name, t != nil && t.Valid(), n.valid(w.now))
 	}
 	return next, ok
 }
@@ -1456,9 +1493,12 @@ func (w *simWorld) startObserver(id int) {
 	if w.verbose {
 		log = simLog{w, name}
 	}
-	o.driver.m = newMachine(machineConfig{key: w.key, timings: observerTimings, random: rng.Int64N}, tm)
-	n := &simNode{w: w, id: 1000 + id, name: name, identity: name, obs: o, m: o.driver.m, log: log, base: w.now, baseTrue: w.now, alive: true, started: w.now,
+	n := &simNode{w: w, id: 1000 + id, name: name, identity: name, obs: o, log: log, base: w.now, baseTrue: w.now, alive: true, started: w.now,
 		drift: (w.rng.Float64()*2 - 1) * simMaxDrift}
+	// The observer's real driver, as Run makes it.
+	o.driver = driver{key: w.key, clock: n.clock(), m: newMachine(machineConfig{key: w.key, timings: observerTimings, random: rng.Int64N}, tm), tm: tm, log: log,
+		apply: func(notes []note) (input, bool) { return w.apply(n, notes, o.apply) }}
+	n.d, n.m = &o.driver, o.driver.m
 	w.obs = append(w.obs, n)
 	w.all = append(w.all, n)
 	w.step(n, input{kind: inStart, now: n.local(w.now), born: born})
@@ -1656,10 +1696,9 @@ func (w *simWorld) allSettled() bool {
 	return true
 }
 
-// logNotes logs a machine's lines as the driver does, and fails the seed
-// on a line that reports a bug.
-func (w *simWorld) logNotes(n *simNode, notes []note) {
-	logNotes(n.log, notes)
+// checkNotes fails the seed on a line of n's machine that reports a bug
+// (the driver logs the lines).
+func (w *simWorld) checkNotes(n *simNode, notes []note) {
 	for _, nt := range notes {
 		if nt.kind == noteLog && strings.Contains(nt.format, "bug:") {
 			w.fail("%s logged a bug: %s", n.name, fmt.Sprintf(nt.format, nt.args...))
