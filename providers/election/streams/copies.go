@@ -79,37 +79,60 @@ func (s *steward) leaveCopies() {
 	cs.left = append(cs.left, s.name())
 }
 
-// withLocalCopies returns roll with this process's other copies as they
-// stand now: one stopping or stopped is leaving; health is as its last
-// check said. roll itself is not changed.
-func (s *steward) withLocalCopies(roll []standing.Candidate) []standing.Candidate {
+// copyState is a copy of the candidate in this process as it is now:
+// running, leaving or not, and healthy or not; or stopped (gone), which
+// leaves its health as it last announced it.
+type copyState struct {
+	copyName
+	gone, leaving, healthy bool
+}
+
+// localCopies returns this process's other copies of s as they are now;
+// nil when it runs none.
+func (s *steward) localCopies() []copyState {
 	localCopies.mu.Lock()
 	cs := localCopies.m[s.copiesKey()]
 	if cs == nil || len(cs.running) < 2 && len(cs.left) == 0 {
 		localCopies.mu.Unlock()
-		return roll // no other copy: nothing to copy or correct
+		return nil
 	}
 	running, left := slices.Clone(cs.running), slices.Clone(cs.left)
 	localCopies.mu.Unlock()
-	out := roll
-	set := func(i int, leaving, healthy bool) {
-		if leaving && !out[i].Leaving || healthy != out[i].Healthy {
-			if &out[0] == &roll[0] {
-				out = slices.Clone(roll)
-			}
-			out[i].Leaving, out[i].Healthy = out[i].Leaving || leaving, healthy
+	var out []copyState
+	for _, n := range left {
+		out = append(out, copyState{copyName: n, gone: true})
+	}
+	for _, o := range running {
+		if o != s {
+			leaving, healthy := o.liveState()
+			out = append(out, copyState{copyName: o.name(), leaving: leaving, healthy: healthy})
 		}
 	}
+	return out
+}
+
+// correctByCopies returns roll with the process's copies as they are now:
+// one stopping or stopped is leaving; a running one's health is as its
+// last check said. roll itself is not changed.
+func correctByCopies(roll []standing.Candidate, copies []copyState) []standing.Candidate {
+	if len(copies) == 0 {
+		return roll
+	}
+	out := roll
 	for i, c := range roll {
-		n := copyName{c.Identity, c.Instance}
-		if slices.Contains(left, n) {
-			set(i, true, c.Healthy)
-			continue
-		}
-		for _, o := range running {
-			if o != s && o.name() == n {
-				leaving, healthy := o.liveState()
-				set(i, leaving, healthy)
+		for _, o := range copies {
+			if o.copyName != (copyName{c.Identity, c.Instance}) {
+				continue
+			}
+			leaving, healthy := o.gone || o.leaving, o.healthy
+			if o.gone {
+				healthy = c.Healthy
+			}
+			if leaving && !c.Leaving || healthy != c.Healthy {
+				if &out[0] == &roll[0] {
+					out = slices.Clone(roll)
+				}
+				out[i].Leaving, out[i].Healthy = c.Leaving || leaving, healthy
 			}
 		}
 	}
@@ -121,5 +144,5 @@ func (s *steward) withLocalCopies(roll []standing.Candidate) []standing.Candidat
 func (s *steward) liveState() (leaving, healthy bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.stopping(), s.healthy
+	return s.stopping(), s.st.healthy
 }

@@ -258,14 +258,14 @@ func (e *Election) setGoing(caller, ctx context.Context, tm timings, born time.T
 	// This module's benchmarks may run candidates without who is standing,
 	// to measure what it costs (see internal/nostanding).
 	if nc := connOf(e.js); nc != nil && e.bucket != nil && !nostanding.Marked(ctx) {
-		s = newSteward(e, nc, e.bucket.Bucket())
 		if e.opts.minTerm == 0 {
 			e.opts.minTerm = max(2*tm.ttl, 10*time.Second)
 		}
+		s = newSteward(e, nc, e.bucket.Bucket())
 		if e.opts.healthCheck != nil {
 			// Checked before campaigning: an unhealthy candidate must not
 			// win at start.
-			unhealthy = s.checkHealth(ctx)
+			unhealthy = s.checkBeforeStart(ctx)
 		}
 	}
 	c := newCampaigner(e, n, tm, s)

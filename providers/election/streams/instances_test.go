@@ -294,7 +294,7 @@ func TestStopHandsTheKeyToACopyOfItsIdentity(t *testing.T) {
 		leader.mu.Lock()
 		s := leader.steward
 		leader.mu.Unlock()
-		return s != nil && len(s.known.list()) == 2
+		return s != nil && len(s.st.roll.list()) == 2
 	})
 	seen := observeJS(t, "copy-stop", kv)
 	seen.waitFor(t, "the leader", func(l Leadership) bool { return l.HasLeader() })

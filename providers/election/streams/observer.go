@@ -375,7 +375,7 @@ func (o *Observer) followStanding(ctx context.Context) {
 		if err != nil {
 			return // not an announcement
 		}
-		o.standing.learn(time.Now(), c)
+		o.standing.learn(o.opts.clock.Now(), c)
 		select {
 		case wake <- struct{}{}:
 		default:
@@ -387,7 +387,7 @@ func (o *Observer) followStanding(ctx context.Context) {
 	}
 	defer func() { _ = sub.Unsubscribe() }()
 	if cs, err := standing.Standing(ctx, nc, bucket, o.key, 0); err == nil {
-		o.standing.learn(time.Now(), cs...)
+		o.standing.learn(o.opts.clock.Now(), cs...)
 	}
 	reporter := fmt.Sprintf("observer %p", o)
 	var reported standingCount
@@ -396,8 +396,8 @@ func (o *Observer) followStanding(ctx context.Context) {
 	expire.Stop()
 	defer expire.Stop()
 	for {
-		if next := o.standing.expire(time.Now(), standing.AnnouncementExpiry(o.getTTL())); !next.IsZero() {
-			expire.Reset(time.Until(next))
+		if next := o.standing.expire(o.opts.clock.Now(), standing.AnnouncementExpiry(o.getTTL())); !next.IsZero() {
+			expire.Reset(next.Sub(o.opts.clock.Now()))
 		}
 		if r := o.opts.recorder; r != nil {
 			var n standingCount

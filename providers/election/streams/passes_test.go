@@ -58,7 +58,7 @@ func TestStewardsAnnounceAFewAtATime(t *testing.T) {
 	peakTurns, peakOwn, samples := 0, 0, 0
 	window := 2*standing.AnnouncementInterval(ttl) + time.Second // two announcement instants
 	for end := time.Now().Add(window); time.Now().Before(end); {
-		if runtime.NumGoroutine() < base+stewardPasses.max/2 {
+		if runtime.NumGoroutine() <= base {
 			runtime.Gosched()
 			continue
 		}
@@ -66,8 +66,8 @@ func TestStewardsAnnounceAFewAtATime(t *testing.T) {
 		inTurns, own := stewardGoroutines()
 		peakTurns, peakOwn = max(peakTurns, inTurns), max(peakOwn, own)
 	}
-	if samples == 0 {
-		t.Fatalf("%d candidates never held %d goroutines more than at rest (%d) in %v: the announcements did not come", n, stewardPasses.max/2, base, window)
+	if peakTurns == 0 {
+		t.Fatalf("%d candidates never ran a steward's pass on the bounded runner in %v (%d samples above %d goroutines at rest): the announcements did not come", n, window, samples, base)
 	}
 	// Passes that ask who stands run on their own: a leader whose term
 	// lapsed under load asks again as its next term begins. Every pass ran

@@ -21,8 +21,8 @@ import (
 // its action is in flight, as when each ran its own loop. The loop calls no
 // user code: callbacks go through each candidate's notifier.
 //
-// The candidates' stewards set their timers in the same heap: the loop
-// fires them too.
+// The candidates' stewards set their stands' wake-ups in the same heap:
+// the loop fires them too.
 //
 // The loop's goroutine runs while the scheduler has drivers or wake-ups
 // set, and ends with the last of them.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/conclave-io/conclave/internal/shardplan"
 	"github.com/conclave-io/conclave/internal/simkv"
+	"github.com/conclave-io/conclave/providers/election/standing"
 	"github.com/conclave-io/conclave/providers/election/streams/internal/transport"
 )
 
@@ -526,7 +527,7 @@ func (m *simMember) stopAll() {
 		m.stopping[s], n.stopping = true, true
 		k := sw.keys[s]
 		stop := input{kind: inStop}
-		stop.handOver = decide(policyInput{self: n.candidate(), roll: k.roll(n)}).successor
+		stop.handOver = decide(policyInput{self: shardCandidate(n), roll: shardRoll(k, n)}).successor
 		k.notify(n, stop)
 	}
 	m.announce(true, false)
@@ -1048,4 +1049,23 @@ func (sw *shardWorld) even() (bool, string) {
 		return false, fmt.Sprintf("members that are not running healthy hold shards: %v", held)
 	}
 	return true, ""
+}
+
+// shardCandidate is a shard's candidate n as it answers who stands: the
+// shard simulator runs no stewards, so its health is the fault's.
+func shardCandidate(n *simNode) standing.Candidate {
+	return standing.Candidate{Identity: n.identity, Instance: n.name, Priority: n.priority, Healthy: !n.sick}
+}
+
+// shardRoll is who stands in shard k's election, as its candidates other
+// than n would answer: every running one, best first.
+func shardRoll(k *simWorld, n *simNode) []standing.Candidate {
+	var roll []standing.Candidate
+	for _, c := range k.nodes {
+		if c != nil && c != n && c.alive && c.obs == nil && !c.stopping && c.m.cfg.offers {
+			roll = append(roll, shardCandidate(c))
+		}
+	}
+	standing.Rank(roll)
+	return roll
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -301,9 +300,12 @@ type simNode struct {
 	// hand-over policy (WithPriority, a failing health check).
 	priority int
 	sick     bool
-	// nextPolicy is when the leader asks the hand-over policy again, and
-	// askedFor the token of the term it last moved for.
-	nextPolicy time.Time
+	// st is the real state of its steward (nil: it runs none); standGen
+	// drops its older wake-ups; moving counts its moves not yet answered.
+	// askedFor is the token of the term it last moved for.
+	st         *stand
+	standGen   int
+	moving     int
 	askedFor   uint64
 	drift      float64 // the local clock runs at 1+drift of true time
 	base       time.Time
@@ -538,7 +540,6 @@ func (w *simWorld) check() {
 	for _, o := range w.obs {
 		w.checkObserver(o)
 	}
-	w.askPolicy()
 }
 
 // simMinTerm is the candidates' minimum term, in TTLs (WithMinTerm).
@@ -549,11 +550,12 @@ const simMinTerm = 2
 const simStandingWait = 250 * time.Millisecond
 
 // roll is who stands, as the candidates would answer n's question of who
-// stands: every other running candidate, best first.
+// stands: every other running candidate with a steward, best first, with
+// its health as its steward last found it.
 func (w *simWorld) roll(n *simNode) []standing.Candidate {
 	var roll []standing.Candidate
 	for _, c := range w.nodes {
-		if c != nil && c != n && c.alive && c.obs == nil && !c.stopping && c.m.cfg.offers {
+		if c != nil && c != n && c.alive && c.st != nil && !c.stopping {
 			roll = append(roll, c.candidate())
 		}
 	}
@@ -561,66 +563,133 @@ func (w *simWorld) roll(n *simNode) []standing.Candidate {
 	return roll
 }
 
-// heard is who stands as n's steward knows it from announcements: the
-// candidates that answer (roll), and those that crashed without a word
-// less than the announcement expiry ago, whose last word it still counts.
-func (w *simWorld) heard(n *simNode) []standing.Candidate {
-	roll := w.roll(n)
-	for _, c := range w.all {
-		if c != n && !c.alive && !c.crashed.IsZero() && w.now.Sub(c.crashed) < standing.AnnouncementExpiry(w.ttl) && c.m.cfg.offers &&
-			!slices.ContainsFunc(roll, func(o standing.Candidate) bool { return sameAs(o, c.candidate()) }) {
-			roll = append(roll, c.candidate())
-		}
-	}
-	standing.Rank(roll)
-	return roll
-}
-
-// candidate is n as it announces itself.
+// candidate is n as it announces itself and answers.
 func (n *simNode) candidate() standing.Candidate {
-	return standing.Candidate{Identity: n.identity, Instance: n.name, Priority: n.priority, Healthy: !n.sick}
+	return n.st.self(n.standNow())
 }
 
-// policyInput is what n's steward hands the hand-over policy, with roll.
-func (w *simWorld) policyInput(n *simNode, roll []standing.Candidate, fresh bool) policyInput {
-	return policyInput{self: n.candidate(), roll: roll, fresh: fresh, leading: n.valid(w.now),
-		held: n.local(w.now).Sub(n.local(n.since)), minTerm: simMinTerm * n.m.tm.ttl}
+// standNow is n as its steward reads it for its stand.
+func (n *simNode) standNow() standNow {
+	return standNow{self: standing.Candidate{Identity: n.identity, Instance: n.name, Priority: n.priority, Leaving: n.stopping}, ttl: n.m.tm.ttl}
 }
 
-// askPolicy has each leader ask the real hand-over policy (decide) where
-// leadership should go, as its steward does, about every 250ms: on what
-// it heard first, and, when that calls for a move, again on the answers
-// to a question of who stands, which take simStandingWait; then it hands
-// over where the answers say (moved).
-func (w *simWorld) askPolicy() {
-	for _, n := range w.nodes {
-		if n == nil || !n.valid(w.now) || n.stopping || !n.m.cfg.offers || w.now.Before(n.nextPolicy) || w.now.Before(n.paused) {
-			continue
-		}
-		n.nextPolicy = w.now.Add(250 * time.Millisecond)
-		if p := decide(w.policyInput(n, w.heard(n), false)); !p.confirm {
-			continue
-		}
-		asked := n.token
-		n.nextPolicy = w.now.Add(simStandingWait + 250*time.Millisecond)
-		w.at(w.now.Add(simStandingWait), func() {
-			if !n.alive || !n.valid(w.now) || n.token != asked || n.stopping || w.now.Before(n.paused) {
+// simHealthEvery is how often the candidates run their health checks.
+const simHealthEvery = time.Second
+
+// stand steps n's real stand, the steward's state (stand.step), and does
+// what it says, as the steward would, in the simulated world: its
+// announcements reach the leaders that listen, unless lost; its question
+// of who stands is answered by the running candidates after
+// simStandingWait; its health check reads the fault that makes it fail;
+// its moves go to the machine as a hand-over (moved).
+func (w *simWorld) stand(n *simNode) {
+	if n.st == nil || !n.alive {
+		return
+	}
+	n.standGen++
+	gen := n.standGen
+	if w.now.Before(n.paused) {
+		w.at(n.paused, func() {
+			if gen == n.standGen {
+				w.stand(n)
+			}
+		})
+		return
+	}
+	now := n.local(w.now)
+	var token uint64
+	var started time.Time
+	if t := n.c.term; t != nil && t.Valid() {
+		token, started = t.Token(), t.Started()
+	}
+	n.st.follow(now, token, started, n.stopping)
+	out := n.st.step(now, n.standNow())
+	if out.announce {
+		w.announce(n, n.candidate())
+	}
+	switch {
+	case out.check:
+		w.at(w.now.Add(w.dur(0, 20*time.Millisecond)), func() {
+			if !n.alive {
 				return
 			}
-			if p := decide(w.policyInput(n, w.roll(n), true)); p.moving {
-				w.moved(n, p)
+			var err error
+			if n.sick {
+				err = errCheckFails
+			}
+			if n.st.checked(n.local(w.now), err) {
+				w.notify(n, input{kind: inHealth, unhealthy: err})
+			}
+			w.poke(n)
+		})
+	case out.ask != noDuty:
+		d := out.ask
+		w.at(w.now.Add(simStandingWait), func() {
+			if !n.alive {
+				return
+			}
+			var answers []standing.Candidate
+			err := errors.New("cut off")
+			if !w.now.Before(n.cut) {
+				answers, err = w.roll(n), nil
+			}
+			n.st.answered(n.local(w.now), d, token, answers, err, n.standNow())
+			w.poke(n)
+		})
+	case out.move != nil:
+		w.moved(n, *out.move)
+	}
+	if !out.wake.IsZero() {
+		w.at(n.trueAt(out.wake), func() {
+			if gen == n.standGen {
+				w.stand(n)
 			}
 		})
 	}
 }
 
-// moved hands n's term over as policy p says, once it checked p against
-// the world: a healthy, running target other than n, and no second move
-// of a term within the minimum term of the first (no ping-pong).
+// poke steps n's stand once the event under way is done, as a steward's
+// pass follows what pokes it.
+func (w *simWorld) poke(n *simNode) {
+	w.at(w.now, func() { w.stand(n) })
+}
+
+// announce carries n's announcement c to the leaders that listen: each
+// takes it in for the term it listened for, unless it is lost.
+func (w *simWorld) announce(n *simNode, c standing.Candidate) {
+	for _, o := range w.nodes {
+		if o == nil || o == n || !o.alive || o.st == nil || o.st.term == 0 {
+			continue
+		}
+		if w.now.Before(n.cut) || w.now.Before(o.cut) || w.rng.IntN(100) == 0 {
+			continue
+		}
+		token := o.st.term
+		w.at(w.now.Add(w.dur(100*time.Microsecond, 3*time.Millisecond)), func() {
+			if o.alive {
+				o.st.hear(o.local(w.now), token, c)
+				w.poke(o)
+			}
+		})
+	}
+}
+
+// moved hands n's term over as policy p says, once it checked p: a move
+// to a candidate other than n that answered healthy and not leaving. As
+// the real hand-over asks who stands first (steward.target), a target
+// that is no longer running, healthy and staying refuses it, and the term
+// goes on. It checks that no term moves within the minimum term of the
+// last move (no ping-pong).
 func (w *simWorld) moved(n *simNode, p policy) {
-	to, minTerm := p.to, simMinTerm*n.m.tm.ttl
-	if c := w.node(to.Identity, to.Instance); c == nil || c.sick || c.stopping || c == n {
+	to, minTerm := p.to, n.st.minTerm
+	if !to.Healthy || to.Leaving || sameAs(to, n.candidate()) {
 		w.fail("the hand-over policy moved %s's term to %+v, which cannot take it", n.name, to)
+	}
+	if c := w.node(to.Identity, to.Instance); c == nil || c.st == nil || !c.st.healthy || c.stopping {
+		w.logf("%s's policy would hand over to %s, which no longer stands healthy: refused", n.name, to.Instance)
+		n.st.moved(n.local(w.now), 0)
+		w.poke(n)
+		return
 	}
 	if n.askedFor != n.token {
 		if !w.lastMove.IsZero() && w.now.Sub(w.lastMove) < minTerm*9/10 {
@@ -630,6 +699,7 @@ func (w *simWorld) moved(n *simNode, p policy) {
 		w.res.moves++
 	}
 	w.logf("%s's policy hands over to %s: %s", n.name, to.Identity, p.why)
+	n.moving++
 	w.notify(n, input{kind: inHandOver, handOver: handOver{to: to.Identity, instance: to.Instance}})
 }
 
@@ -658,6 +728,11 @@ func (w *simWorld) start(id int, after time.Duration) {
 		}
 		n.log = log
 		w.campaign(n, cfg, tm)
+		if cfg.offers {
+			n.st = newStand(identity, name, simMinTerm*tm.ttl, simHealthEvery, rng.Int64N)
+			n.st.open(n.local(w.now))
+			w.poke(n)
+		}
 		w.nodes[id] = n
 		w.all = append(w.all, n)
 		_, born, _ := w.b.Status(w.now)
@@ -732,6 +807,12 @@ func (w *simWorld) step(n *simNode, in input) {
 	if n.d.done {
 		w.logf("%s finished", n.name)
 		n.alive = false
+		if n.st != nil {
+			// Its steward stops with it, and says it leaves.
+			c := n.candidate()
+			c.Leaving = true
+			w.announce(n, c)
+		}
 		return
 	}
 	if do.kind != doNothing {
@@ -809,6 +890,7 @@ func (w *simWorld) apply(n *simNode, notes []note, real func([]note) (input, boo
 			w.lastToken[w.epoch] = nt.token
 			w.terms = append(w.terms, simTerm{epoch: w.epoch, token: nt.token, name: n.name})
 			w.logf("%s leads, token %d, until %.3fs from now", n.name, nt.token, nt.until.Sub(n.local(w.now)).Seconds())
+			w.poke(n) // its steward follows the term
 		case noteExtended:
 			if told {
 				n.active = false // the term ended by the clock first, as the real Term found
@@ -826,6 +908,20 @@ func (w *simWorld) apply(n *simNode, notes []note, real func([]note) (input, boo
 			n.lost++
 			n.active = false
 			w.logf("%s stops leading (%s)", n.name, nt.cause)
+			w.poke(n)
+		case noteHandOver:
+			if n.moving > 0 {
+				// The answer to a move of its steward's (or to a hand-over
+				// asked of it meanwhile, which the real driver pairs the
+				// same way, oldest first).
+				n.moving--
+				var wait time.Duration
+				if errors.Is(nt.err, ErrHandOverTooSoon) {
+					wait = n.m.tm.ttl / 2
+				}
+				n.st.moved(n.local(w.now), wait)
+				w.poke(n)
+			}
 		case noteTakeOver:
 			if len(n.takingUp) == 0 {
 				w.fail("%s answered an offer of the key it was not made", n.name)
@@ -1300,10 +1396,16 @@ func (w *simWorld) fault() {
 			case r == 1:
 				stop.handOver.to = "ghost"
 			default:
-				// The real policy: the best healthy standby.
-				stop.handOver = decide(w.policyInput(n, w.heard(n), false)).successor
-				if c := w.node(stop.handOver.to, stop.handOver.instance); c != nil && c.sick {
-					w.fail("the hand-over policy named unhealthy %s as %s's successor", c.name, n.name)
+				// The real policy on the real roll: the best healthy
+				// standby the steward heard of.
+				if n.st == nil {
+					break
+				}
+				stop.handOver = n.st.successor(n.standNow())
+				for _, c := range n.st.roll.list() {
+					if stop.handOver.names(c) && !c.Healthy {
+						w.fail("the hand-over policy named %s, unhealthy as it last said, as %s's successor", c.Instance, n.name)
+					}
 				}
 			}
 			w.logf("FAULT %s is stopped (successor %q)", n.name, stop.handOver.to)
@@ -1374,12 +1476,18 @@ func (w *simWorld) fault() {
 		}
 		d := heal()
 		w.logf("FAULT %s's health check fails for %v", n.name, d)
+		// A candidate with a steward finds it by its check; one without
+		// is told at once.
 		n.sick = true
-		w.notify(n, input{kind: inHealth, unhealthy: errCheckFails})
+		if n.st == nil {
+			w.notify(n, input{kind: inHealth, unhealthy: errCheckFails})
+		}
 		w.at(w.now.Add(d), func() {
 			if n.alive {
 				n.sick = false
-				w.notify(n, input{kind: inHealth})
+				if n.st == nil {
+					w.notify(n, input{kind: inHealth})
+				}
 			}
 		})
 	case "handover":

@@ -177,11 +177,13 @@ const targetWait = time.Second
 // term has lasted the minimum term. Equal priorities never move, so
 // leadership does not go back and forth between them.
 //
-// It holds no goroutine and no timer at rest: its wake-ups wait in its
-// process's scheduler (wakeup), and they and pokes start a pass of its
-// work (pass) on a goroutine that ends when nothing more is due; one pass
-// runs at a time. Every instant it reads or sets is on the election's
-// clock, as the term's.
+// What it does and when is its stand's, a pure state on the election's
+// clock; the steward performs what the stand says (announcements,
+// subscriptions, questions, the check, moves) and tells it what came of
+// them. It holds no goroutine and no timer at rest: the stand's one
+// wake-up waits in its process's scheduler, and it and pokes start a pass
+// (pass) on a turn of stewardPasses; a duty that waits on the network or
+// the user runs on a goroutine of its own. One pass runs at a time.
 type steward struct {
 	e      *Election
 	nc     *nats.Conn
@@ -198,55 +200,34 @@ type steward struct {
 	campaign, caller context.Context
 	once             sync.Once
 	cancel           context.CancelFunc
-	passes           sync.WaitGroup // the pass under way, if any
+	passes           sync.WaitGroup // the pass and the duty under way, if any
 
-	known *roll // while leading: the other candidates, as they last announced themselves or answered
-
-	mu      sync.Mutex
-	healthy bool
-	hearing *Term // the term whose announcements the roll takes in; nil while a standby
+	mu sync.Mutex
+	st *stand // what it does, and when
 	// running: a pass is under way; again: something happened since it
 	// began, so it makes another; closed: stop began, and no pass starts.
 	running, again, closed bool
-	// What is due at the next pass, set by the timers.
-	healthDue, announceDue, askDue bool
-	timers                         stewardTimers
-	sched                          *scheduler // the campaign's, whose loop fires the timers
+	wake                   *wakeup    // the stand's wake-up, on the campaign's scheduler
+	sched                  *scheduler // the campaign's, whose loop fires the wake-up
 
 	// Only passes (and stop, after the last) use these.
 	runCtx        context.Context
 	subs          []*muxSub
-	leading       *Term         // the term the announcements serve; nil while a standby
+	hearing       uint64        // the term whose announcements are heard; 0 for none
 	announcements *muxSub       // while leading
 	counted       bool          // the recorder has been told a count
 	reported      standingCount // what it was told last
 }
 
-// stewardTimers are the steward's timers, wake-ups on its scheduler, by
-// stewardTimer; each starts a pass. A timer is made when first set: a
-// standby never sets the leader's (expire, move, ask).
-type stewardTimers [timerCount]*wakeup
-
-// stewardTimer names one of a steward's timers.
-type stewardTimer int
-
-const (
-	timerHealth   stewardTimer = iota // run the health check
-	timerAnnounce                     // announce the candidate again
-	timerExpire                       // forget candidates silent for the expiry
-	timerMove                         // consider a move once the minimum term has run
-	timerAsk                          // ask who is standing
-	timerCount
-)
-
 func newSteward(e *Election, nc *nats.Conn, bucket string) *steward {
-	return &steward{e: e, nc: nc, bucket: bucket, since: e.opts.clock.Now(), healthy: true, known: newRoll()}
+	return &steward{e: e, nc: nc, bucket: bucket, since: e.opts.clock.Now(),
+		st: newStand(e.identity, e.instance, e.opts.minTerm, e.opts.healthEvery, rand.Int64N)}
 }
 
 // now is the time on the election's clock.
 func (s *steward) now() time.Time { return s.e.opts.clock.Now() }
 
-// start starts serving, once, until stop, with its timers on sched, the
+// start starts serving, once, until stop, with its wake-up on sched, the
 // campaign's scheduler (nil: the one of the election's clock).
 func (s *steward) start(sched *scheduler) {
 	s.once.Do(func() {
@@ -258,32 +239,29 @@ func (s *steward) start(sched *scheduler) {
 		ctx, cancel := context.WithCancel(s.ctx)
 		s.mu.Lock()
 		s.cancel, s.runCtx, s.sched = cancel, ctx, sched
+		s.wake = sched.newWakeup(s.poke)
+		s.st.open(s.now())
 		s.running = true // the first pass, below, is ours
 		s.passes.Add(1)
 		s.mu.Unlock()
-		// Opened a few at a time: a fleet's keys are read together. The
-		// first pass is quick (nothing is due yet); passes asked for
-		// meanwhile that wait on the network (a health check) go on on a
-		// goroutine of their own.
+		// Opened a few at a time: a fleet's keys are read together.
 		stewardOpens.run(func() {
 			s.open(ctx)
-			s.work(true)
+			s.work()
 		})
 	})
 }
 
-// stop ends serving, if it started, and waits for the pass under way.
+// stop ends serving, if it started, and waits for the pass and the duty
+// under way.
 func (s *steward) stop() {
 	s.once.Do(func() {}) // never starts after this
 	s.mu.Lock()
 	s.closed = true
-	cancel := s.cancel
-	t := s.timers
+	cancel, w := s.cancel, s.wake
 	s.mu.Unlock()
-	for _, w := range t {
-		if w != nil {
-			w.stop()
-		}
+	if w != nil {
+		w.stop()
 	}
 	if cancel == nil {
 		return
@@ -293,8 +271,7 @@ func (s *steward) stop() {
 	s.close()
 }
 
-// open subscribes, announces the candidate and sets the timers, before
-// the first pass.
+// open subscribes before the first pass.
 func (s *steward) open(ctx context.Context) {
 	e := s.e
 	log := e.opts.log
@@ -306,7 +283,7 @@ func (s *steward) open(ctx context.Context) {
 	}
 	// Hand-over requests reach every candidate, which costs nothing at
 	// rest, so that a leader takes them from its first moment, even while
-	// a pass runs a health check; only a leader acts on them, and only the
+	// a health check runs; only a leader acts on them, and only the
 	// candidate named on a leader's offer of the key.
 	handOver, err := muxSubscribe(s.nc, standing.HandOverSubject(s.bucket, e.key), func(m *nats.Msg) { go s.onHandOver(ctx, m) })
 	if err != nil {
@@ -315,23 +292,6 @@ func (s *steward) open(ctx context.Context) {
 		s.subs = append(s.subs, handOver)
 	}
 	s.joinCopies()
-	s.announce(false)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return
-	}
-	if e.opts.healthCheck != nil {
-		s.resetLocked(timerHealth, e.opts.healthEvery)
-	}
-	s.resetLocked(timerAnnounce, s.untilAnnouncement())
-}
-
-// untilAnnouncement is how long, on the election's clock, until the
-// candidate announces itself again (nextAnnouncement).
-func (s *steward) untilAnnouncement() time.Duration {
-	now := s.now()
-	return nextAnnouncement(now, standing.AnnouncementInterval(s.e.ttl()), s.e.identity).Sub(now)
 }
 
 // close unsubscribes, ends the roll, says the candidate leaves and
@@ -341,21 +301,10 @@ func (s *steward) close() {
 	for _, sub := range s.subs {
 		_ = sub.Unsubscribe()
 	}
-	s.follow(s.runCtx, nil)
+	s.listen(s.runCtx, 0)
 	s.announce(true)
 	if s.counted {
 		s.e.opts.recorder.StandingWithdrawn(s.e.key, s.e.identity)
-	}
-}
-
-// due returns a timer's function: it marks *flag (guarded by mu) due and
-// starts a pass.
-func (s *steward) due(flag *bool) func() {
-	return func() {
-		s.mu.Lock()
-		*flag = true
-		s.mu.Unlock()
-		s.poke()
 	}
 }
 
@@ -374,37 +323,22 @@ func (s *steward) poke() {
 	}
 	s.running = true
 	s.passes.Add(1)
-	waits := s.waitsLocked()
 	s.mu.Unlock()
-	if waits {
-		go s.work(false)
-		return
-	}
-	stewardPasses.run(func() { s.work(true) })
+	stewardPasses.run(s.work)
 }
 
-// stewardPasses runs the stewards' quick passes (an announcement, a term
-// to follow, candidates to forget) a few at a time: a process's candidates
-// announce at one instant, and a goroutine each would make tens of
-// thousands at once, whose descriptors the runtime keeps. A pass that
+// stewardPasses runs the stewards' passes a few at a time: a process's
+// candidates announce at one instant, and a goroutine each would make tens
+// of thousands at once, whose descriptors the runtime keeps. A duty that
 // waits on the network or the user (a health check, a question of who
 // stands, a move) goes on on a goroutine of its own.
 var stewardPasses = &turns{max: 64}
 
-// waitsLocked reports whether the next pass waits on the network or the
-// user from its start: a health check or a question of who stands is due.
-func (s *steward) waitsLocked() bool { return s.healthDue || s.askDue }
-
 // work makes passes until one ends with nothing new to do, then ends the
-// count of passes under way. On a turn of stewardPasses (onTurn) it makes
-// only quick ones: it goes on on a goroutine of its own, still counted,
-// for one that would wait.
-func (s *steward) work(onTurn bool) {
+// count of passes under way.
+func (s *steward) work() {
 	for {
-		if !s.pass(s.runCtx, !onTurn) {
-			go s.work(false)
-			return
-		}
+		s.pass(s.runCtx)
 		s.mu.Lock()
 		if !s.again || s.closed {
 			s.running, s.again = false, false
@@ -417,170 +351,94 @@ func (s *steward) work(onTurn bool) {
 	}
 }
 
-// pass does what is due, follows the candidate's term, considers a move,
-// and sets the timers for what comes next. Unless it may wait (on the
-// network or the user), it stops short and reports false where it would:
-// the caller makes the pass again where it may.
-func (s *steward) pass(ctx context.Context, mayWait bool) (whole bool) {
+// pass tells the stand of the candidate's term, steps it, and does what
+// it says: it announces, hears the term's announcements, and sets a duty
+// that waits going on a goroutine of its own.
+func (s *steward) pass(ctx context.Context) {
 	if ctx.Err() != nil {
-		return true
-	}
-	e := s.e
-	s.mu.Lock()
-	if !mayWait && s.waitsLocked() {
-		s.mu.Unlock()
-		return false
-	}
-	health, announce, ask := s.healthDue, s.announceDue, s.askDue
-	s.healthDue, s.announceDue, s.askDue = false, false, false
-	s.mu.Unlock()
-	if health {
-		s.checkHealth(ctx)
-		s.reset(timerHealth, e.opts.healthEvery)
-	}
-	if announce {
-		s.announce(false)
-		s.reset(timerAnnounce, s.untilAnnouncement())
-	}
-	if ask && s.leading != nil {
-		if !s.askWhoStands(ctx) && ctx.Err() == nil {
-			s.reset(timerAsk, askRetry)
-		}
-	}
-	if s.follow(ctx, e.Term()) {
-		s.reset(timerAsk, askDelay(e.opts.minTerm))
-	} else if s.leading == nil {
-		s.halt(timerAsk)
-	}
-	wait, asks := s.considerMove(ctx, mayWait)
-	if asks {
-		return false
-	}
-	if wait > 0 {
-		s.reset(timerMove, wait)
-	}
-	now := s.now()
-	if next := s.known.expire(now, standing.AnnouncementExpiry(e.ttl())); !next.IsZero() {
-		s.reset(timerExpire, next.Sub(now))
-	}
-	s.report()
-	return true
-}
-
-// reset sets timer t to fire after d on the election's clock (at once if
-// d is not positive), unless the steward is stopping; it makes the timer
-// when first set.
-func (s *steward) reset(t stewardTimer, d time.Duration) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.resetLocked(t, d)
-}
-
-// resetLocked is reset, with s.mu held.
-func (s *steward) resetLocked(t stewardTimer, d time.Duration) {
-	if s.closed || s.sched == nil {
 		return
 	}
-	w := s.timers[t]
-	if w == nil {
-		w = s.sched.newWakeup(s.fire(t))
-		s.timers[t] = w
+	var token uint64
+	var started time.Time
+	if t := s.e.Term(); t != nil && t.Valid() {
+		token, started = t.Token(), t.Started()
 	}
-	w.set(d)
-}
-
-// fire is what timer t does when it fires: mark its work due, if it has
-// any of its own, and start a pass.
-func (s *steward) fire(t stewardTimer) func() {
-	switch t {
-	case timerHealth:
-		return s.due(&s.healthDue)
-	case timerAnnounce:
-		return s.due(&s.announceDue)
-	case timerAsk:
-		return s.due(&s.askDue)
-	}
-	return s.poke
-}
-
-// halt stops timer t, if it was ever set.
-func (s *steward) halt(t stewardTimer) {
+	in := s.standNow()
+	now := s.now()
 	s.mu.Lock()
-	w := s.timers[t]
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.st.follow(now, token, started, in.self.Leaving)
+	out := s.st.step(now, in)
+	if out.wake.IsZero() {
+		s.wake.stop()
+	} else {
+		s.wake.set(out.wake.Sub(now))
+	}
 	s.mu.Unlock()
-	if w != nil {
-		w.stop()
+	if token != s.hearing {
+		s.listen(ctx, token)
 	}
+	if out.announce {
+		s.announce(false)
+	}
+	switch {
+	case out.check:
+		s.goDo(func() { s.runCheck(ctx) })
+	case out.ask != noDuty:
+		s.goDo(func() { s.ask(ctx, out.ask, token) })
+	case out.move != nil:
+		s.goDo(func() { s.move(ctx, *out.move) })
+	}
+	s.report()
 }
 
-// askDelay is how long a new leader waits before it asks who is standing:
-// a random time up to half its minimum term, before which it moves
-// leadership nowhere, so that the winners of a fleet's start do not all
-// ask at once.
-func askDelay(minTerm time.Duration) time.Duration {
-	if minTerm <= 0 {
-		return 0
-	}
-	return rand.N(minTerm/2 + 1)
+// goDo runs a duty that waits on a goroutine of its own, counted with the
+// passes, and makes a pass once it is done.
+func (s *steward) goDo(f func()) {
+	s.passes.Add(1)
+	go func() {
+		defer s.passes.Done()
+		f()
+		s.poke()
+	}()
 }
 
-// askRetry is how soon a leader whose question could not be sent asks
-// again.
-const askRetry = time.Second
-
-// askWhoStands asks who is standing, as the leader, and takes the answers
-// in: the others' next announcements may be an interval away. It reports
-// false when the question could not be sent.
-func (s *steward) askWhoStands(ctx context.Context) bool {
-	term := s.leading
-	if term == nil {
-		return true
-	}
-	answers, err := standing.Standing(ctx, s.nc, s.bucket, s.e.key, 0)
-	if err != nil {
-		s.e.opts.log.Debugf("election %s: cannot ask who is standing: %v", s.e.key, err)
-		return false
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.hearing == term {
-		s.learn(answers...)
-	}
-	return true
+// standNow is the candidate as the stand reads it now.
+func (s *steward) standNow() standNow {
+	return standNow{self: s.self(), ttl: s.e.ttl(), copies: s.localCopies()}
 }
 
-// follow holds the leader's subscription to the other candidates'
-// announcements while term is valid, and drops it, with what it told,
-// once it is not. It reports whether a new term began, which is to ask who
-// is standing (askDelay).
-func (s *steward) follow(ctx context.Context, term *Term) (began bool) {
-	if term != nil && !term.Valid() {
-		term = nil
-	}
-	if term == s.leading {
-		return false
-	}
+// listen hears the announcements of the term token (none for 0) and no
+// longer those of the term before.
+func (s *steward) listen(ctx context.Context, token uint64) {
 	if s.announcements != nil {
 		_ = s.announcements.Unsubscribe()
 	}
-	s.announcements, s.leading = nil, term
-	s.mu.Lock()
-	s.hearing = term // a late announcement of a past term is not taken in
-	if term != nil || !s.stopping() {
-		// A leader that stops keeps whom it heard: its stop offers the key
-		// by it after the term ended (driver.offerOnward).
-		s.known.reset()
+	s.announcements, s.hearing = nil, token
+	if token == 0 || ctx.Err() != nil {
+		return
 	}
-	s.mu.Unlock()
-	if term == nil || ctx.Err() != nil {
-		return false
-	}
-	sub, err := muxSubscribe(s.nc, standing.AnnounceSubject(s.bucket, s.e.key), func(m *nats.Msg) { s.onAnnouncement(term, m) })
+	sub, err := muxSubscribe(s.nc, standing.AnnounceSubject(s.bucket, s.e.key), func(m *nats.Msg) { s.onAnnouncement(token, m) })
 	if err != nil {
 		s.e.opts.log.Warnf("election %s: cannot hear the candidates' announcements: %v", s.e.key, err)
 	}
 	s.announcements = sub
-	return true
+}
+
+// ask asks who is standing for duty d of the term token, and tells the
+// stand the answers.
+func (s *steward) ask(ctx context.Context, d duty, token uint64) {
+	answers, err := standing.Standing(ctx, s.nc, s.bucket, s.e.key, 0)
+	if err != nil && d == dutyAsk {
+		s.e.opts.log.Debugf("election %s: cannot ask who is standing: %v", s.e.key, err)
+	}
+	in := s.standNow()
+	s.mu.Lock()
+	s.st.answered(s.now(), d, token, answers, err, in)
+	s.mu.Unlock()
 }
 
 // report tells the recorder how many candidates stand, this one included,
@@ -593,7 +451,7 @@ func (s *steward) report() {
 		return
 	}
 	var n standingCount
-	n.healthy, n.unhealthy = s.known.count()
+	n.healthy, n.unhealthy = s.st.roll.count()
 	if s.self().Healthy {
 		n.healthy++
 	} else {
@@ -610,7 +468,7 @@ func (s *steward) report() {
 func (s *steward) self() standing.Candidate {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c := standing.Candidate{Identity: s.e.identity, Instance: s.e.instance, Priority: s.e.opts.priority, Healthy: s.healthy, Since: s.since}
+	c := standing.Candidate{Identity: s.e.identity, Instance: s.e.instance, Priority: s.e.opts.priority, Healthy: s.st.healthy, Since: s.since}
 	if t := s.e.Term(); t != nil && t.Valid() {
 		c.Leader, c.Token = true, t.Token()
 	}
@@ -644,62 +502,31 @@ func (s *steward) onQuestion(m *nats.Msg) {
 }
 
 // onAnnouncement takes in another candidate's announcement heard during
-// term: a new count, and maybe a move.
-func (s *steward) onAnnouncement(term *Term, m *nats.Msg) {
+// the term token: a new count, and maybe a move.
+func (s *steward) onAnnouncement(token uint64, m *nats.Msg) {
 	c, err := standing.DecodeCandidate(m.Data)
-	if err != nil || s.isSelf(c) {
+	if err != nil {
 		return
 	}
 	s.mu.Lock()
-	if s.hearing == term {
-		s.known.learn(s.now(), c)
-	}
+	s.st.hear(s.now(), token, c)
 	s.mu.Unlock()
 	s.poke()
 }
 
-// learn notes what other candidates said of themselves.
-func (s *steward) learn(cs ...standing.Candidate) {
-	others := slices.DeleteFunc(slices.Clone(cs), s.isSelf)
-	s.known.learn(s.now(), others...)
-}
-
-// isSelf reports whether c is this candidate: its instance, or, for an
-// answer without one, its identity.
-func (s *steward) isSelf(c standing.Candidate) bool {
-	if c.Instance != "" {
-		return c.Instance == s.e.instance && c.Identity == s.e.identity
-	}
-	return c.Identity == s.e.identity
-}
-
-// successor names the standby a stopping leader offers the key to, as the
-// hand-over policy says (decide): the best-ranked healthy candidate on the
-// roll, or none when the roll has none, as for a standby, or a leader that
-// has not yet asked who is standing or heard an announcement. The
-// candidates but names are left out: they refused the stop's offer.
+// successor names the standby a stopping leader offers the key to (see
+// stand.successor), leaving out those named in but.
 func (s *steward) successor(but ...handOver) handOver {
-	roll := slices.DeleteFunc(s.known.list(), func(c standing.Candidate) bool {
-		return slices.ContainsFunc(but, func(ho handOver) bool { return ho.names(c) })
-	})
-	return decide(s.policyInput(nil, roll, false)).successor
+	in := s.standNow()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.st.successor(in, but...)
 }
 
 // names reports whether ho names candidate c: its instance, or, where ho
 // names none, any candidate of its identity.
 func (ho handOver) names(c standing.Candidate) bool {
 	return c.Identity == ho.to && (ho.instance == "" || c.Instance == ho.instance)
-}
-
-// policyInput is what the hand-over policy decides on for this candidate,
-// leading term (nil while a standby), with roll: the term's age is counted
-// on the election's clock, as the term's start.
-func (s *steward) policyInput(term *Term, roll []standing.Candidate, fresh bool) policyInput {
-	in := policyInput{self: s.self(), roll: s.withLocalCopies(roll), fresh: fresh, minTerm: s.e.opts.minTerm}
-	if term != nil && term.Valid() {
-		in.leading, in.held = true, s.e.opts.clock.Now().Sub(term.Started())
-	}
-	return in
 }
 
 // onHandOver takes a hand-over request: the leader hands over and
@@ -796,87 +623,76 @@ const (
 	offerAnswers = 16
 )
 
-// checkHealth runs the health check once, passes a change on, and returns
-// the check's error: nil when it passed, or when ctx ended first.
+// checkHealth runs the health check once, under ctx, and returns its
+// error: nil when it passed, or when ctx ended first.
 func (s *steward) checkHealth(ctx context.Context) error {
-	e := s.e
-	cctx, cancel := context.WithTimeout(ctx, e.opts.healthEvery)
-	err := e.opts.healthCheck(cctx)
+	cctx, cancel := context.WithTimeout(ctx, s.e.opts.healthEvery)
+	err := s.e.opts.healthCheck(cctx)
 	cancel()
 	if ctx.Err() != nil {
 		return nil
 	}
-	healthy := err == nil
-	s.mu.Lock()
-	changed := healthy != s.healthy
-	s.healthy = healthy
-	s.mu.Unlock()
-	if !changed {
-		return err
-	}
-	if healthy {
-		e.opts.log.Infof("election %s: %s is healthy again: campaigning", e.key, e.identity)
-	} else {
-		if e.IsLeader() {
-			e.opts.log.Warnf("election %s: %s is unhealthy (%v): it leads on, and hands over to a healthy candidate once one stands", e.key, e.identity, err)
-		} else {
-			e.opts.log.Warnf("election %s: %s is unhealthy (%v): not campaigning until its check passes", e.key, e.identity, err)
-		}
-	}
-	e.tell(input{kind: inHealth, unhealthy: err})
-	s.announce(false)
-	s.poke()
 	return err
 }
 
-// considerMove hands the term over where the hand-over policy says, and
-// returns when to look again (0: when something changes). A move the
-// announcements call for is confirmed by asking who stands first: the
-// policy decides again on the answers. Unless it may ask (mayAsk), it
-// reports asks instead, doing nothing.
-func (s *steward) considerMove(ctx context.Context, mayAsk bool) (wait time.Duration, asks bool) {
-	e := s.e
-	term := e.Term()
-	if term == nil || !term.Valid() {
-		return 0, false
+// checkBeforeStart runs the health check before the campaign begins: an
+// unhealthy candidate must not win at start. It returns the check's error.
+func (s *steward) checkBeforeStart(ctx context.Context) error {
+	err := s.checkHealth(ctx)
+	s.mu.Lock()
+	s.st.checked(s.now(), err)
+	s.mu.Unlock()
+	if err != nil {
+		s.e.opts.log.Warnf("election %s: %s is unhealthy (%v): not campaigning until its check passes", s.e.key, s.e.identity, err)
 	}
-	p := decide(s.policyInput(term, s.known.list(), false))
-	if !p.confirm {
-		return p.wait, false
-	}
-	if !mayAsk {
-		return 0, true
-	}
-	// Ask afresh: a candidate that died without a word does not answer.
-	answers, err := standing.Standing(ctx, s.nc, s.bucket, e.key, 0)
-	if err != nil || !term.Valid() {
-		return 0, false
-	}
-	s.known.reset()
-	s.learn(answers...)
-	if p = decide(s.policyInput(term, s.known.list(), true)); !p.moving {
-		return p.wait, false
-	}
-	return s.move(ctx, p), false
+	return err
 }
 
-// move hands the term over as policy p says, and returns when to look
-// again (0: when something changes).
-func (s *steward) move(ctx context.Context, p policy) time.Duration {
+// runCheck runs the health check as the stand says, tells it the outcome,
+// and passes a change of health on to the machine.
+func (s *steward) runCheck(ctx context.Context) {
+	e := s.e
+	err := s.checkHealth(ctx)
+	if ctx.Err() != nil {
+		return
+	}
+	s.mu.Lock()
+	changed := s.st.checked(s.now(), err)
+	s.mu.Unlock()
+	if !changed {
+		return
+	}
+	switch {
+	case err == nil:
+		e.opts.log.Infof("election %s: %s is healthy again: campaigning", e.key, e.identity)
+	case e.IsLeader():
+		e.opts.log.Warnf("election %s: %s is unhealthy (%v): it leads on, and hands over to a healthy candidate once one stands", e.key, e.identity, err)
+	default:
+		e.opts.log.Warnf("election %s: %s is unhealthy (%v): not campaigning until its check passes", e.key, e.identity, err)
+	}
+	e.tell(input{kind: inHealth, unhealthy: err})
+}
+
+// move hands the term over as policy p says, and tells the stand when to
+// decide again (0: once something changes).
+func (s *steward) move(ctx context.Context, p policy) {
 	e, to := s.e, p.to
+	var wait time.Duration
 	e.opts.log.Infof("election %s: handing over to %s: %s", e.key, to.Identity, p.why)
 	switch err := e.handOver(ctx, handOver{to: to.Identity, instance: to.Instance}); {
 	case err == nil || ctx.Err() != nil:
 	case errors.Is(err, ErrHandOverTooSoon):
 		e.opts.log.Infof("election %s: not handing over to %s yet: %v", e.key, to.Identity, err)
-		return e.ttl() / 2 // look again; it is at most a TTL away
+		wait = e.ttl() / 2 // look again; it is at most a TTL away
 	case errors.Is(err, ErrNotLeader):
 		// The term ended meanwhile, as when the candidate stops.
 		e.opts.log.Infof("election %s: not handing over to %s: %v", e.key, to.Identity, err)
 	default:
 		e.opts.log.Warnf("election %s: could not hand over to %s: %v", e.key, to.Identity, err)
 	}
-	return 0
+	s.mu.Lock()
+	s.st.moved(s.now(), wait)
+	s.mu.Unlock()
 }
 
 // target finds the candidate a hand-over to to would go to, asking who is
@@ -885,7 +701,7 @@ func (s *steward) move(ctx context.Context, p policy) time.Duration {
 // ErrHandOverRefused when there is none that can take the election over:
 // none answers, or the one named is unhealthy or leaving.
 func (s *steward) target(ctx context.Context, to string) (standing.Candidate, error) {
-	matches := func(c standing.Candidate) bool { return named(c, to) && !s.isSelf(c) }
+	matches := func(c standing.Candidate) bool { return named(c, to) && !s.st.isSelf(c) }
 	answers, err := standing.StandingUntil(ctx, s.nc, s.bucket, s.e.key, targetWait, func(got []standing.Candidate) bool {
 		for _, c := range got {
 			if matches(c) && c.Healthy && !c.Leaving {

@@ -116,7 +116,7 @@ func rollOf(e *Election) []string {
 		return nil
 	}
 	var ids []string
-	for _, c := range s.known.list() {
+	for _, c := range s.st.roll.list() {
 		ids = append(ids, c.Identity)
 	}
 	return ids

@@ -1,0 +1,275 @@
+package streams
+
+import (
+	"slices"
+	"time"
+
+	"github.com/conclave-io/conclave/providers/election/standing"
+)
+
+// stand is a candidate's side of who is standing, as one pure state on the
+// election's clock: its health as its check last said, the term it leads
+// (if any), who else stands as that term heard (the roll), and when each
+// of its duties falls due. It does no I/O, reads no clock, starts nothing
+// and holds no lock: the steward, and the simulator, tell it what happened
+// with the instant it happened, and step it; step says what to do now and
+// when to be stepped again. At most one duty that waits on the network or
+// the user (a health check, a question of who stands, a move) is out at a
+// time, and its outcome is told before the next goes out. Where leadership
+// should go is the hand-over policy's (decide), asked with this state.
+type stand struct {
+	identity, instance string
+	minTerm            time.Duration
+	healthEvery        time.Duration       // 0: no health check
+	random             func(n int64) int64 // draws a new term's question's delay (askDelay)
+
+	healthy bool
+	term    uint64    // the token of the term the roll serves; 0 while none runs
+	started time.Time // when that term began
+	roll    roll      // who else stands, as the term heard
+	due     [duties]time.Time
+	out     duty    // the duty whose outcome is awaited, or noDuty
+	move    *policy // a move the answers to a question called for, to hand out
+}
+
+// duty is one of the things a stand has done in its time.
+type duty int
+
+const (
+	noDuty       duty = iota
+	dutyHealth        // run the health check
+	dutyAnnounce      // announce the candidate
+	dutyAsk           // a new leader asks who stands: the others' announcements may be an interval away
+	dutyConfirm       // ask who stands before a move the announcements call for
+	dutyMove          // decide on a move: the minimum term has run, or a move came too soon
+	dutyExpire        // forget the candidates silent for the announcement expiry
+	duties
+)
+
+// standNow is what a step reads of the candidate as it is now.
+type standNow struct {
+	// self is the candidate as it announces itself: its identity,
+	// instance, priority, since, and whether it is leaving. Its health is
+	// the stand's.
+	self standing.Candidate
+	ttl  time.Duration // the bucket's TTL in force
+	// copies are this process's other copies of the candidate as they are
+	// now, which correct what the roll says of them (correctByCopies).
+	copies []copyState
+}
+
+// standOut is what a step says to do now. At most one of check, ask and
+// move is set.
+type standOut struct {
+	announce bool    // announce the candidate
+	check    bool    // run the health check; then tell checked
+	ask      duty    // dutyAsk or dutyConfirm: ask who stands; then tell answered
+	move     *policy // hand the term over as it says; then tell moved
+	// listen is set when the term changed: hear the announcements of the
+	// term token says (none for 0).
+	listen bool
+	token  uint64
+	wake   time.Time // step again then; zero: once told something
+}
+
+func newStand(identity, instance string, minTerm, healthEvery time.Duration, random func(n int64) int64) *stand {
+	return &stand{identity: identity, instance: instance, minTerm: minTerm, healthEvery: healthEvery, random: random, healthy: true}
+}
+
+// open starts the duties at now: announce at once, check health after the
+// interval (the check before the campaign was the first).
+func (st *stand) open(now time.Time) {
+	st.due[dutyAnnounce] = now
+	if st.healthEvery > 0 {
+		st.due[dutyHealth] = now.Add(st.healthEvery)
+	}
+}
+
+// follow tells the stand of the candidate's term as it is at now: the
+// token and start of the term that runs, or 0 while none does. A new term
+// hears a roll of its own and asks who stands within half the minimum term
+// (askDelay); a term that ends drops its roll, unless the candidate is
+// leaving: its stop offers the key by whom the term heard. It reports
+// whether the term changed.
+func (st *stand) follow(now time.Time, token uint64, started time.Time, leaving bool) bool {
+	if token == st.term {
+		return false
+	}
+	st.term, st.started, st.move = token, started, nil
+	if token != 0 || !leaving {
+		st.roll.reset()
+	}
+	st.due[dutyAsk], st.due[dutyMove] = time.Time{}, time.Time{}
+	if token != 0 {
+		st.due[dutyAsk] = now.Add(askDelay(st.minTerm, st.random))
+	}
+	return true
+}
+
+// hear takes in what candidates said of themselves at now (announcements,
+// answers) heard by the term token: the running term's; a past term's, or
+// the candidate's own word, are dropped.
+func (st *stand) hear(now time.Time, token uint64, cs ...standing.Candidate) {
+	if token == 0 || token != st.term {
+		return
+	}
+	st.roll.learn(now, slices.DeleteFunc(slices.Clone(cs), st.isSelf)...)
+}
+
+// isSelf reports whether c is this candidate: its instance, or, for an
+// answer without one, its identity.
+func (st *stand) isSelf(c standing.Candidate) bool {
+	if c.Instance != "" {
+		return c.Instance == st.instance && c.Identity == st.identity
+	}
+	return c.Identity == st.identity
+}
+
+// checked takes the outcome of the health check at now, and reports
+// whether the candidate's health changed: it then announces itself at
+// once.
+func (st *stand) checked(now time.Time, err error) (changed bool) {
+	st.done(dutyHealth)
+	if st.healthEvery > 0 {
+		st.due[dutyHealth] = now.Add(st.healthEvery)
+	}
+	if changed = (err == nil) != st.healthy; changed {
+		st.healthy = err == nil
+		st.due[dutyAnnounce] = now
+	}
+	return changed
+}
+
+// answered takes the answers to the question asked for duty d during the
+// term token, or why it could not be asked. A new leader's question it
+// could not send is asked again after askRetry. A move's question gives
+// a roll of fresh answers, on which the policy decides again: a candidate
+// that died without a word does not answer.
+func (st *stand) answered(now time.Time, d duty, token uint64, answers []standing.Candidate, err error, in standNow) {
+	st.done(d)
+	if token == 0 || token != st.term {
+		return
+	}
+	switch {
+	case err != nil && d == dutyAsk:
+		st.due[dutyAsk] = now.Add(askRetry)
+	case err != nil:
+	case d == dutyConfirm:
+		st.roll.reset()
+		st.hear(now, token, answers...)
+		switch p := decide(st.policyInput(now, in, st.roll.list(), true)); {
+		case p.moving:
+			st.move = &p
+		case p.wait > 0:
+			st.due[dutyMove] = now.Add(p.wait)
+		}
+	default:
+		st.hear(now, token, answers...)
+	}
+}
+
+// moved takes the outcome of a move: decide again after wait, or once
+// told something (0).
+func (st *stand) moved(now time.Time, wait time.Duration) {
+	st.done(dutyMove)
+	if wait > 0 && st.term != 0 {
+		st.due[dutyMove] = now.Add(wait)
+	}
+}
+
+// done ends the wait for duty d's outcome.
+func (st *stand) done(d duty) {
+	if st.out == d {
+		st.out = noDuty
+	}
+}
+
+// step says what is due at now, and when to step again.
+func (st *stand) step(now time.Time, in standNow) standOut {
+	var out standOut
+	if st.isDue(dutyAnnounce, now) {
+		out.announce = true
+		st.due[dutyAnnounce] = nextAnnouncement(now, standing.AnnouncementInterval(in.ttl), st.identity)
+	}
+	st.due[dutyExpire] = st.roll.expire(now, standing.AnnouncementExpiry(in.ttl))
+	if st.out == noDuty {
+		switch {
+		case st.isDue(dutyHealth, now):
+			st.due[dutyHealth], st.out, out.check = time.Time{}, dutyHealth, true
+		case st.move != nil:
+			st.out, out.move, st.move = dutyMove, st.move, nil
+		case st.term != 0 && st.isDue(dutyAsk, now):
+			st.due[dutyAsk], st.out, out.ask = time.Time{}, dutyAsk, dutyAsk
+		case st.term != 0 && !st.due[dutyMove].After(now):
+			st.due[dutyMove] = time.Time{}
+			switch p := decide(st.policyInput(now, in, st.roll.list(), false)); {
+			case p.confirm:
+				st.out, out.ask = dutyConfirm, dutyConfirm
+			case p.wait > 0:
+				st.due[dutyMove] = now.Add(p.wait)
+			}
+		}
+	}
+	for d, at := range st.due {
+		if st.out != noDuty && waits(duty(d)) {
+			continue // once the outcome is told
+		}
+		if !at.IsZero() && (out.wake.IsZero() || at.Before(out.wake)) {
+			out.wake = at
+		}
+	}
+	return out
+}
+
+// waits reports whether duty d waits on the network or the user: only one
+// such is out at a time.
+func waits(d duty) bool { return d != dutyAnnounce && d != dutyExpire }
+
+// isDue reports whether duty d is set and due at now.
+func (st *stand) isDue(d duty, now time.Time) bool {
+	return !st.due[d].IsZero() && !st.due[d].After(now)
+}
+
+// successor names the standby a stopping leader offers the key to, as the
+// hand-over policy says (decide): the best-ranked healthy candidate on the
+// roll, or none when the roll has none, as for a standby, or a leader that
+// has not yet asked who is standing or heard an announcement. The
+// candidates but names are left out: they refused the stop's offer.
+func (st *stand) successor(in standNow, but ...handOver) handOver {
+	roll := slices.DeleteFunc(st.roll.list(), func(c standing.Candidate) bool {
+		return slices.ContainsFunc(but, func(ho handOver) bool { return ho.names(c) })
+	})
+	return decide(policyInput{self: st.self(in), roll: correctByCopies(roll, in.copies)}).successor
+}
+
+// self is the candidate as it announces itself, with its health.
+func (st *stand) self(in standNow) standing.Candidate {
+	c := in.self
+	c.Healthy = st.healthy
+	return c
+}
+
+// policyInput is what the hand-over policy decides on at now, with roll:
+// the term's age counts on the election's clock, as its start.
+func (st *stand) policyInput(now time.Time, in standNow, roll []standing.Candidate, fresh bool) policyInput {
+	p := policyInput{self: st.self(in), roll: correctByCopies(roll, in.copies), fresh: fresh, minTerm: st.minTerm}
+	if st.term != 0 {
+		p.leading, p.held = true, now.Sub(st.started)
+	}
+	return p
+}
+
+// askDelay is how long a new leader waits before it asks who is standing:
+// a random time up to half its minimum term, drawn by random, before which
+// it moves leadership nowhere, so that the winners of a fleet's start do
+// not all ask at once.
+func askDelay(minTerm time.Duration, random func(n int64) int64) time.Duration {
+	if minTerm <= 0 {
+		return 0
+	}
+	return time.Duration(random(int64(minTerm/2) + 1))
+}
+
+// askRetry is how soon a leader whose question could not be sent asks
+// again.
+const askRetry = time.Second
