@@ -127,6 +127,7 @@ type simTotals struct {
 	seeds, terms, faults, overlapsChecked int
 	handOvers, landed                     int
 	offers, taken, stopOffers, moves      int
+	preferred                             int
 	byFault                               map[string]int
 }
 
@@ -141,6 +142,7 @@ func (s *simTotals) add(r simResult) {
 	s.taken += r.taken
 	s.stopOffers += r.stopOffers
 	s.moves += r.moves
+	s.preferred += r.preferred
 	if s.byFault == nil {
 		s.byFault = map[string]int{}
 	}
@@ -154,8 +156,8 @@ func (s simTotals) String() string {
 	for _, k := range simFaultKinds {
 		kinds = append(kinds, fmt.Sprintf("%s %d", k, s.byFault[k]))
 	}
-	return fmt.Sprintf("%d terms, %d faults (%s), %d moves by the hand-over policy, %d offers of the key (%d on stop; %d taken up), %d hand-over releases (%d taken by the named candidate first), %d checks, 0 violations",
-		s.terms, s.faults, strings.Join(kinds, ", "), s.moves, s.offers, s.stopOffers, s.taken, s.handOvers, s.landed, s.overlapsChecked)
+	return fmt.Sprintf("%d terms, %d faults (%s), %d moves by the hand-over policy (%d leaders checked against a standby once quiet), %d offers of the key (%d on stop; %d taken up), %d hand-over releases (%d taken by the named candidate first), %d checks, 0 violations",
+		s.terms, s.faults, strings.Join(kinds, ", "), s.moves, s.preferred, s.offers, s.stopOffers, s.taken, s.handOvers, s.landed, s.overlapsChecked)
 }
 
 type simResult struct {
@@ -165,6 +167,7 @@ type simResult struct {
 	handOvers, landed     int // hand-over releases stored, and those whose named candidate took the key next
 	offers, taken         int // offers of the key sent, and those the named candidate took up
 	moves                 int // terms the hand-over policy moved
+	preferred             int // candidates the leader was checked against once the faults were over (checkPreferred)
 	stopOffers            int // offers sent by stopping leaders
 	byFault               map[string]int
 	trace                 []string
@@ -304,6 +307,7 @@ type simNode struct {
 	// drops its older wake-ups; moving counts its moves not yet answered.
 	// askedFor is the token of the term it last moved for.
 	st         *stand
+	healthFrom time.Time // when its stand's health last changed (true time)
 	standGen   int
 	moving     int
 	askedFor   uint64
@@ -489,6 +493,17 @@ func simulate(seed uint64, verbose bool) simResult {
 		}
 	}
 	w.at(w.quietFrom.Add(w.liveBound()), checkLed)
+	// Leadership goes where the policy says once the faults are over.
+	var checkPreferred func()
+	checkPreferred = func() {
+		if due := w.faultsEnd.Add(w.liveBound() + w.preferBound()); w.now.Before(due) {
+			w.at(due, checkPreferred)
+			return
+		}
+		w.checkPreferred()
+	}
+	w.at(w.quietFrom.Add(w.liveBound()+w.preferBound()), checkPreferred)
+	end = later(end, w.quietFrom.Add(w.liveBound()+w.preferBound()+time.Second))
 	for steps := 0; w.events.Len() > 0 && w.err == nil; steps++ {
 		if steps > 2_000_000 {
 			w.fail("more than 2,000,000 events: something loops")
@@ -517,6 +532,47 @@ func simulate(seed uint64, verbose bool) simResult {
 func (w *simWorld) liveBound() time.Duration { return 4*w.maxTTL() + 3*time.Second }
 
 func (w *simWorld) maxTTL() time.Duration { return max(w.ttl, 5*time.Second) }
+
+// preferBound is how long after a candidate stands, healthy, a leader
+// that should give way to it has done so: two moves (a chain of
+// priorities), each after a minimum term, behind one lost announcement.
+func (w *simWorld) preferBound() time.Duration {
+	return 2*simMinTerm*w.maxTTL() + standing.AnnouncementInterval(w.maxTTL()) + 2*time.Second
+}
+
+// checkPreferred fails the seed when, with the faults long over, a leader
+// with a steward still leads, in a term begun preferBound ago, though a
+// candidate that has stood, healthy, as long should have taken over: one of a higher priority, or,
+// while the leader has been unhealthy that long, any healthy one.
+func (w *simWorld) checkPreferred() {
+	var leader *simNode
+	for _, n := range w.nodes {
+		if n != nil && n.valid(w.now) {
+			leader = n
+		}
+	}
+	if leader == nil || leader.st == nil || leader.stopping {
+		return
+	}
+	from := w.faultsEnd.Add(w.liveBound())
+	for _, c := range w.nodes {
+		if c == nil || c == leader || !c.alive || c.st == nil || c.stopping || !c.st.healthy {
+			continue
+		}
+		// Counted from when both stood, healthy or not as now, and the
+		// leader's term began: requests are still lost now and then, and
+		// a term may end and begin again.
+		since := later(later(from, leader.since), later(c.started, later(c.healthFrom, leader.healthFrom)))
+		if w.now.Sub(since) < w.preferBound() {
+			continue
+		}
+		w.res.preferred++
+		if leader.st.healthy && c.priority > leader.priority || !leader.st.healthy {
+			w.fail("%s (priority %d, healthy %v) leads %v after %s (priority %d, healthy) stood to take over: leadership did not go where the policy says",
+				leader.name, leader.priority, leader.st.healthy, w.now.Sub(since).Round(time.Millisecond), c.name, c.priority)
+		}
+	}
+}
 
 // check tests the promises at this instant.
 func (w *simWorld) check() {
@@ -618,6 +674,7 @@ func (w *simWorld) stand(n *simNode) {
 				err = errCheckFails
 			}
 			if n.st.checked(n.local(w.now), err) {
+				n.healthFrom = w.now
 				w.notify(n, input{kind: inHealth, unhealthy: err})
 			}
 			w.poke(n)
