@@ -331,34 +331,44 @@ func (d *driver) perform(a action) input {
 // offerOnward offers the key as a says, and returns whom it offered it to
 // last. A stop's offer (orNext) refused outright, by an answer or for want
 // of one to answer, goes on to the next best standby the policy names
-// without those that refused, while ctx lasts: a copy of the same process
-// may stop with the leader, and refuse. An offer left unanswered is not
-// followed by another, as its write may have landed; nor would one to the
-// next land over it: each offer's write is over the same revision.
+// without those that refused (offerTo), while ctx lasts: a copy of the
+// same process may stop with the leader, and refuse. An offer left
+// unanswered is not followed by another, as its write may have landed; nor
+// would one to the next land over it: each offer's write is over the same
+// revision.
 func (d *driver) offerOnward(ctx context.Context, a action) (handOver, error) {
-	to := a.handOver
-	if to.orNext && d.successor != nil {
-		// Named when the stop began; who stands may have changed since
-		// (a copy of this process stopping with it).
-		if now := d.successor(); now.namesAnother(d.identity) {
-			now.within, now.orNext = to.within, true
-			to = now
-		}
-	}
+	to, _ := d.offerTo(a, nil)
 	err := d.offer(ctx, to, a.expect, a.epoch)
 	var refused []handOver
-	for err != nil && to.orNext && d.successor != nil && ctx.Err() == nil {
+	for err != nil && to.orNext && ctx.Err() == nil {
 		refused = append(refused, to)
-		next := d.successor(refused...)
-		if !next.namesAnother(d.identity) {
+		next, ok := d.offerTo(a, refused)
+		if !ok {
 			break
 		}
 		d.log.Infof("election %s: %s did not take up the offer (%v): offering the key to %s", d.key, to.to, err, next.to)
-		next.within, next.orNext = to.within, true
 		to = next
 		err = d.offer(ctx, to, a.expect, a.epoch)
 	}
 	return to, err
+}
+
+// offerTo is whom offer a goes to after the candidates refused refused
+// it (none yet: the first), and false when none is left. A stop's offer
+// (orNext) goes to the standby the policy names now (successor), leaving
+// out those that refused: who stands may have changed since the stop
+// began, as a copy of this process stopping with it. Otherwise, and when
+// the policy names no other candidate, the first offer goes where a says
+// and there is no next.
+func (d *driver) offerTo(a action, refused []handOver) (handOver, bool) {
+	to := a.handOver
+	if to.orNext && d.successor != nil {
+		if next := d.successor(refused...); next.namesAnother(d.identity) {
+			next.within, next.orNext = to.within, true
+			return next, true
+		}
+	}
+	return to, len(refused) == 0
 }
 
 // awaitLastLost waits, before a release or an offer of the key, for the

@@ -127,7 +127,7 @@ type simTotals struct {
 	seeds, terms, faults, overlapsChecked int
 	handOvers, landed                     int
 	offers, taken, stopOffers, moves      int
-	preferred                             int
+	preferred, onward                     int
 	byFault                               map[string]int
 }
 
@@ -143,6 +143,7 @@ func (s *simTotals) add(r simResult) {
 	s.stopOffers += r.stopOffers
 	s.moves += r.moves
 	s.preferred += r.preferred
+	s.onward += r.onward
 	if s.byFault == nil {
 		s.byFault = map[string]int{}
 	}
@@ -156,8 +157,8 @@ func (s simTotals) String() string {
 	for _, k := range simFaultKinds {
 		kinds = append(kinds, fmt.Sprintf("%s %d", k, s.byFault[k]))
 	}
-	return fmt.Sprintf("%d terms, %d faults (%s), %d moves by the hand-over policy (%d leaders checked against a standby once quiet), %d offers of the key (%d on stop; %d taken up), %d hand-over releases (%d taken by the named candidate first), %d checks, 0 violations",
-		s.terms, s.faults, strings.Join(kinds, ", "), s.moves, s.preferred, s.offers, s.stopOffers, s.taken, s.handOvers, s.landed, s.overlapsChecked)
+	return fmt.Sprintf("%d terms, %d faults (%s), %d moves by the hand-over policy (%d leaders checked against a standby once quiet), %d offers of the key (%d on stop, %d passed on past a refusal; %d taken up), %d hand-over releases (%d taken by the named candidate first), %d checks, 0 violations",
+		s.terms, s.faults, strings.Join(kinds, ", "), s.moves, s.preferred, s.offers, s.stopOffers, s.onward, s.taken, s.handOvers, s.landed, s.overlapsChecked)
 }
 
 type simResult struct {
@@ -169,6 +170,7 @@ type simResult struct {
 	moves                 int // terms the hand-over policy moved
 	preferred             int // candidates the leader was checked against once the faults were over (checkPreferred)
 	stopOffers            int // offers sent by stopping leaders
+	onward                int // offers of stopping leaders passed on to the next standby after a refusal
 	byFault               map[string]int
 	trace                 []string
 }
@@ -788,6 +790,7 @@ func (w *simWorld) start(id int, after time.Duration) {
 		if cfg.offers {
 			n.st = newStand(identity, name, simMinTerm*tm.ttl, simHealthEvery, rng.Int64N)
 			n.st.open(n.local(w.now))
+			n.c.successor = func(but ...handOver) handOver { return n.st.successor(n.standNow(), but...) }
 			w.poke(n)
 		}
 		w.nodes[id] = n
@@ -1024,59 +1027,88 @@ func (w *simWorld) countAction(n *simNode) {
 // remade from 100 ms (at most 26 a second, measured over 2,000 seeds).
 const simMaxActionsPerSecond = 60
 
-// offer carries n's offer of the key to the candidate it names, a core NATS
-// request: the candidate's process, if it runs and takes offers, takes it
-// in and answers once its machine has, unless either way is lost; n hears
-// the answer, or gives up at its timeout. One offer in twenty arrives up
-// to three TTLs late, and one in twenty twice.
+// offer carries n's offer of the key, a core NATS request, to the
+// candidate the real driver names (driver.offerTo): the candidate's
+// process, if it runs and takes offers, takes it in and answers once its
+// machine has, unless either way is lost; n hears the answer, or gives up
+// at its timeout. A stop's offer refused goes on to the next standby the
+// driver names, as offerOnward does. One offer in twenty arrives up to
+// three TTLs late, and one in twenty twice.
 func (w *simWorld) offer(n *simNode, a action) {
 	sent := n.local(w.now)
 	answered := false
+	to, _ := n.d.offerTo(a, nil)
+	var refused []handOver
 	reply := func(in input) {
 		if !answered {
 			answered = true
-			in.kind, in.sent = inOffer, sent
+			in.kind, in.sent, in.handOver = inOffer, sent, to
 			w.answer(n, a, in)
 		}
 	}
 	w.at(w.now.Add(time.Duration(float64(a.timeout)/(1+n.drift))), func() { reply(input{err: context.DeadlineExceeded}) })
-	w.res.offers++
 	if n.stopping {
 		w.res.stopOffers++
 	}
 	lost := func(from, to *simNode) bool {
 		return w.now.Before(from.cut) || w.now.Before(to.cut) || w.rng.IntN(100) == 0
 	}
-	deliver := func() {
-		var to *simNode
-		for _, c := range w.nodes {
-			if c != nil && c.alive && c.obs == nil && c.m.cfg.offers && c.is(a.handOver.to, a.handOver.instance) {
-				to = c
-			}
-		}
-		if to == nil || lost(n, to) {
-			w.logf("%s's offer of revision %d to %s reaches nobody", n.name, a.expect, a.handOver.to)
+	var send func()
+	answer := func(err error) {
+		if answered || !n.alive {
 			return
 		}
-		to.takingUp = append(to.takingUp, func(err error) {
-			if err == nil {
-				w.res.taken++
-			}
-			if w.now.Before(to.oneway) || lost(to, n) {
+		if err != nil && to.orNext {
+			refused = append(refused, to)
+			if next, ok := n.d.offerTo(a, refused); ok {
+				w.logf("%s's offer refused by %s (%v): offering the key to %s", n.name, to.to, err, next.to)
+				w.res.onward++
+				to = next
+				send()
 				return
 			}
-			w.at(w.now.Add(w.dur(100*time.Microsecond, 3*time.Millisecond)), func() { reply(input{err: err}) })
-		})
-		w.notify(to, input{kind: inOffered, from: n.identity, expect: a.expect, born: a.epoch})
+		}
+		reply(input{err: err})
 	}
-	delay := w.dur(100*time.Microsecond, 3*time.Millisecond)
-	if w.rng.IntN(20) == 0 {
-		delay = w.dur(0, 3*w.ttl)
+	send = func() {
+		w.res.offers++
+		ho := to
+		deliver := func() {
+			var c *simNode
+			for _, o := range w.nodes {
+				if o != nil && o.alive && o.obs == nil && o.m.cfg.offers && o.is(ho.to, ho.instance) {
+					c = o
+				}
+			}
+			if c == nil || lost(n, c) {
+				w.logf("%s's offer of revision %d to %s reaches nobody", n.name, a.expect, ho.to)
+				return
+			}
+			c.takingUp = append(c.takingUp, func(err error) {
+				if err == nil {
+					w.res.taken++
+				}
+				if w.now.Before(c.oneway) || lost(c, n) {
+					return
+				}
+				w.at(w.now.Add(w.dur(100*time.Microsecond, 3*time.Millisecond)), func() {
+					if to == ho {
+						answer(err)
+					}
+				})
+			})
+			w.notify(c, input{kind: inOffered, from: n.identity, expect: a.expect, born: a.epoch})
+		}
+		delay := w.dur(100*time.Microsecond, 3*time.Millisecond)
+		if w.rng.IntN(20) == 0 {
+			delay = w.dur(0, 3*w.ttl)
+		}
+		w.at(w.now.Add(delay), deliver)
+		if w.rng.IntN(20) == 0 {
+			w.at(w.now.Add(w.dur(0, 3*w.ttl)), deliver)
+		}
 	}
-	w.at(w.now.Add(delay), deliver)
-	if w.rng.IntN(20) == 0 {
-		w.at(w.now.Add(w.dur(0, 3*w.ttl)), deliver)
-	}
+	send()
 }
 
 // otherCandidate names a candidate of alive other than n, drawn from the
