@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -86,12 +87,37 @@ func StartUsersBroker(t *testing.T) *UsersBroker {
 func (u *UsersBroker) JetStream(t *testing.T, user string) jetstream.JetStream {
 	t.Helper()
 	leaf := u.leaves[user]
+	// The broker's refusals reach the connection as asynchronous errors:
+	// kept, and shown if the test fails, where they are the likely cause.
+	var mu sync.Mutex
+	var refusals []string
+	keep := func(_ *nats.Conn, sub *nats.Subscription, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(refusals) < 20 {
+			on := ""
+			if sub != nil {
+				on = fmt.Sprintf(" (subscription to %s)", sub.Subject)
+			}
+			refusals = append(refusals, err.Error()+on)
+		}
+	}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, r := range refusals {
+			t.Logf("%s's connection was told asynchronously: %s", user, r)
+		}
+	})
 	nc, err := nats.Connect(u.URL, nats.ClientCert(leaf.CertFile, leaf.KeyFile), nats.RootCAs(leaf.CAFile),
-		nats.CustomInboxPrefix(acl.InboxPrefix(user)), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+		nats.CustomInboxPrefix(acl.InboxPrefix(user)), nats.ErrorHandler(keep))
 	if err != nil {
 		t.Fatalf("connecting as %s: %v", user, err)
 	}
-	t.Cleanup(nc.Close)
+	t.Cleanup(nc.Close) // before the report above: every error is in
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
