@@ -392,7 +392,7 @@ func (o *Observer) followStanding(ctx context.Context) {
 	reporter := fmt.Sprintf("observer %p", o)
 	var reported standingCount
 	counted := false
-	expire := time.NewTimer(time.Hour)
+	expire := o.opts.clock.NewTimer(time.Hour)
 	expire.Stop()
 	defer expire.Stop()
 	for {
@@ -414,7 +414,7 @@ func (o *Observer) followStanding(ctx context.Context) {
 			}
 			return
 		case <-wake:
-		case <-expire.C:
+		case <-expire.C():
 		}
 	}
 }

@@ -259,6 +259,7 @@ type simWorld struct {
 	// simulator follows its members' elections so).
 	stepped func(n *simNode)
 	actions map[[2]int64]int // (node, simulated second) → actions
+	duties  map[[2]int64]int // (node, simulated second) → its steward's duties
 }
 
 // simHandOver is a stored release that hands the key over.
@@ -448,7 +449,7 @@ func simulate(seed uint64, verbose bool) simResult {
 	t0 := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 	ttls := []time.Duration{time.Second, 2 * time.Second, 3 * time.Second, 5 * time.Second}
 	w := &simWorld{simBase: &simBase{rng: rng, seed: seed, t0: t0, now: t0, verbose: verbose, res: simResult{seed: seed, byFault: map[string]int{}}},
-		key: simKey, lastToken: map[int]uint64{}, stamps: map[simWriteID]transport.Stamp{}, actions: map[[2]int64]int{}}
+		key: simKey, lastToken: map[int]uint64{}, stamps: map[simWriteID]transport.Stamp{}, actions: map[[2]int64]int{}, duties: map[[2]int64]int{}}
 	w.ttl = ttls[rng.IntN(len(ttls))]
 	w.msgTTL = rng.IntN(2) == 0
 	w.sharedIdentity = seed%4 == 3 // from the seed, not its draws: other seeds run as before
@@ -682,21 +683,32 @@ func (w *simWorld) stand(n *simNode) {
 			w.poke(n)
 		})
 	case out.ask != noDuty:
-		d := out.ask
+		// The candidates answer at once, as they stand now, and the
+		// question gathers them for simStandingWait; one cut off from n
+		// (or n itself cut off) is not heard, and no answer is no error.
+		d, asked := out.ask, now
+		var answers []standing.Candidate
+		if !w.now.Before(n.cut) {
+			for _, c := range w.roll(n) {
+				if o := w.node(c.Identity, c.Instance); o != nil && !w.now.Before(o.cut) {
+					answers = append(answers, c)
+				}
+			}
+		}
 		w.at(w.now.Add(simStandingWait), func() {
-			if !n.alive {
-				return
+			if n.alive {
+				n.st.answered(n.local(w.now), asked, d, token, answers, nil, n.standNow())
+				w.poke(n)
 			}
-			var answers []standing.Candidate
-			err := errors.New("cut off")
-			if !w.now.Before(n.cut) {
-				answers, err = w.roll(n), nil
-			}
-			n.st.answered(n.local(w.now), d, token, answers, err, n.standNow())
-			w.poke(n)
 		})
 	case out.move != nil:
 		w.moved(n, *out.move)
+	}
+	if out.check || out.ask != noDuty || out.move != nil {
+		k := [2]int64{int64(n.id), int64(w.now.Sub(w.t0) / time.Second)}
+		if w.duties[k]++; w.duties[k] > simMaxDutiesPerSecond {
+			w.fail("%s's steward sent more than %d duties (checks, questions, moves) in one simulated second: it spins", n.name, simMaxDutiesPerSecond)
+		}
 	}
 	if !out.wake.IsZero() {
 		w.at(n.trueAt(out.wake), func() {
@@ -706,6 +718,10 @@ func (w *simWorld) stand(n *simNode) {
 		})
 	}
 }
+
+// simMaxDutiesPerSecond bounds a steward's checks, questions and moves: a
+// check a second, a question and a confirmation a term, a move.
+const simMaxDutiesPerSecond = 8
 
 // poke steps n's stand once the event under way is done, as a steward's
 // pass follows what pokes it.
@@ -746,7 +762,7 @@ func (w *simWorld) moved(n *simNode, p policy) {
 	}
 	if c := w.node(to.Identity, to.Instance); c == nil || c.st == nil || !c.st.healthy || c.stopping {
 		w.logf("%s's policy would hand over to %s, which no longer stands healthy: refused", n.name, to.Instance)
-		n.st.moved(n.local(w.now), 0)
+		n.st.moved(n.local(w.now), n.m.tm.ttl) // as steward.move after a refusal
 		w.poke(n)
 		return
 	}
@@ -975,9 +991,12 @@ func (w *simWorld) apply(n *simNode, notes []note, real func([]note) (input, boo
 				// asked of it meanwhile, which the real driver pairs the
 				// same way, oldest first).
 				n.moving--
-				var wait time.Duration
-				if errors.Is(nt.err, ErrHandOverTooSoon) {
+				var wait time.Duration // as steward.move
+				switch {
+				case errors.Is(nt.err, ErrHandOverTooSoon):
 					wait = n.m.tm.ttl / 2
+				case nt.err != nil:
+					wait = n.m.tm.ttl
 				}
 				n.st.moved(n.local(w.now), wait)
 				w.poke(n)

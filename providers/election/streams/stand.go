@@ -65,11 +65,7 @@ type standOut struct {
 	check    bool    // run the health check; then tell checked
 	ask      duty    // dutyAsk or dutyConfirm: ask who stands; then tell answered
 	move     *policy // hand the term over as it says; then tell moved
-	// listen is set when the term changed: hear the announcements of the
-	// term token says (none for 0).
-	listen bool
-	token  uint64
-	wake   time.Time // step again then; zero: once told something
+	wake     time.Time // step again then; zero: once told something
 }
 
 func newStand(identity, instance string, minTerm, healthEvery time.Duration, random func(n int64) int64) *stand {
@@ -89,11 +85,10 @@ func (st *stand) open(now time.Time) {
 // token and start of the term that runs, or 0 while none does. A new term
 // hears a roll of its own and asks who stands within half the minimum term
 // (askDelay); a term that ends drops its roll, unless the candidate is
-// leaving: its stop offers the key by whom the term heard. It reports
-// whether the term changed.
-func (st *stand) follow(now time.Time, token uint64, started time.Time, leaving bool) bool {
+// leaving: its stop offers the key by whom the term heard.
+func (st *stand) follow(now time.Time, token uint64, started time.Time, leaving bool) {
 	if token == st.term {
-		return false
+		return
 	}
 	st.term, st.started, st.move = token, started, nil
 	if token != 0 || !leaving {
@@ -103,17 +98,24 @@ func (st *stand) follow(now time.Time, token uint64, started time.Time, leaving 
 	if token != 0 {
 		st.due[dutyAsk] = now.Add(askDelay(st.minTerm, st.random))
 	}
-	return true
 }
 
 // hear takes in what candidates said of themselves at now (announcements,
 // answers) heard by the term token: the running term's; a past term's, or
 // the candidate's own word, are dropped.
 func (st *stand) hear(now time.Time, token uint64, cs ...standing.Candidate) {
+	st.heard(now, now, token, cs...)
+}
+
+// heard is hear for words said at said and taken in at now: a word heard
+// after said, newer, is kept over them (answers come in over a question's
+// wait, and an announcement within it is newer than an answer sent
+// before it).
+func (st *stand) heard(now, said time.Time, token uint64, cs ...standing.Candidate) {
 	if token == 0 || token != st.term {
 		return
 	}
-	st.roll.learn(now, slices.DeleteFunc(slices.Clone(cs), st.isSelf)...)
+	st.roll.learnSaid(now, said, slices.DeleteFunc(slices.Clone(cs), st.isSelf)...)
 }
 
 // isSelf reports whether c is this candidate: its instance, or, for an
@@ -140,12 +142,12 @@ func (st *stand) checked(now time.Time, err error) (changed bool) {
 	return changed
 }
 
-// answered takes the answers to the question asked for duty d during the
-// term token, or why it could not be asked. A new leader's question it
-// could not send is asked again after askRetry. A move's question gives
-// a roll of fresh answers, on which the policy decides again: a candidate
-// that died without a word does not answer.
-func (st *stand) answered(now time.Time, d duty, token uint64, answers []standing.Candidate, err error, in standNow) {
+// answered takes the answers, at now, to the question asked at asked for
+// duty d during the term token, or why it could not be asked: a question
+// that could not be sent is asked again after askRetry. A move's question
+// gives a roll of fresh answers, on which the policy decides again: a
+// candidate that died without a word does not answer.
+func (st *stand) answered(now, asked time.Time, d duty, token uint64, answers []standing.Candidate, err error, in standNow) {
 	st.done(d)
 	if token == 0 || token != st.term {
 		return
@@ -154,6 +156,7 @@ func (st *stand) answered(now time.Time, d duty, token uint64, answers []standin
 	case err != nil && d == dutyAsk:
 		st.due[dutyAsk] = now.Add(askRetry)
 	case err != nil:
+		st.due[dutyMove] = now.Add(askRetry)
 	case d == dutyConfirm:
 		st.roll.reset()
 		st.hear(now, token, answers...)
@@ -164,12 +167,12 @@ func (st *stand) answered(now time.Time, d duty, token uint64, answers []standin
 			st.due[dutyMove] = now.Add(p.wait)
 		}
 	default:
-		st.hear(now, token, answers...)
+		st.heard(now, asked, token, answers...)
 	}
 }
 
-// moved takes the outcome of a move: decide again after wait, or once
-// told something (0).
+// moved takes the outcome of a move: decide again after wait, if the
+// term still runs (0: the move was made, or the term ended).
 func (st *stand) moved(now time.Time, wait time.Duration) {
 	st.done(dutyMove)
 	if wait > 0 && st.term != 0 {

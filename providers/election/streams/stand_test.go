@@ -83,9 +83,7 @@ func TestStandFollowsItsTerm(t *testing.T) {
 	if len(st.roll.list()) != 0 {
 		t.Fatal("a standby took in an announcement")
 	}
-	if !st.follow(standT0, 7, standT0, false) {
-		t.Fatal("a new term was not a change")
-	}
+	st.follow(standT0, 7, standT0, false)
 	if got, want := st.due[dutyAsk], standT0.Add(5*time.Second); !got.Equal(want) {
 		t.Fatalf("question due %v after the term began, want %v (half the minimum term)", got.Sub(standT0), want.Sub(standT0))
 	}
@@ -137,13 +135,13 @@ func TestStandMovesOnFreshAnswersAfterTheMinimumTerm(t *testing.T) {
 		t.Fatalf("after the minimum term: %+v, want a question first", out)
 	}
 	// b no longer answers: no move.
-	st.answered(at, dutyConfirm, 7, nil, nil, in)
+	st.answered(at, at, dutyConfirm, 7, nil, nil, in)
 	if out := st.step(at, in); out.move != nil || out.ask != noDuty {
 		t.Fatalf("moved on answers without b: %+v", out)
 	}
 	st.hear(at, 7, b)
 	st.step(at, in)
-	st.answered(at, dutyConfirm, 7, []standing.Candidate{b}, nil, in)
+	st.answered(at, at, dutyConfirm, 7, []standing.Candidate{b}, nil, in)
 	out = st.step(at, in)
 	if out.move == nil || out.move.to.Instance != "b-1" {
 		t.Fatalf("step = %+v, want a move to b-1", out)
@@ -197,5 +195,53 @@ func TestStandSuccessorLeavesOutRefusalsAndTheUnhealthy(t *testing.T) {
 	in.copies = []copyState{{copyName: copyName{"a", "a-2"}, leaving: true, healthy: true}}
 	if got := st.successor(in, handOver{to: "b", instance: "b-1"}); got.instance != "d-1" {
 		t.Fatalf("successor with copy a-2 stopping %+v, want d-1", got)
+	}
+}
+
+// TestStandFailuresWaitBeforeTheNextTry: a move's question that could not
+// be sent, and a move the target refused, are not tried again at once (a
+// connection that refuses every request at once would spin the steward).
+func TestStandFailuresWaitBeforeTheNextTry(t *testing.T) {
+	st, in := standAt(t)
+	st.healthEvery = 0
+	st.open(standT0)
+	st.step(standT0, in)
+	st.follow(standT0, 7, standT0, false)
+	st.due[dutyAsk] = time.Time{}
+	st.hear(standT0, 7, standing.Candidate{Identity: "b", Instance: "b-1", Healthy: true, Priority: 5})
+	at := standT0.Add(10 * time.Second)
+	if out := st.step(at, in); out.ask != dutyConfirm {
+		t.Fatalf("step = %+v, want a move's question", out)
+	}
+	st.answered(at, at, dutyConfirm, 7, nil, errors.New("nats: connection draining"), in)
+	if out := st.step(at, in); out.ask != noDuty {
+		t.Fatalf("after a question that could not be sent, step = %+v: asks again at once", out)
+	}
+	if out := st.step(at.Add(askRetry), in); out.ask != dutyConfirm {
+		t.Fatalf("step %v later = %+v, want the question again", askRetry, out)
+	}
+	st.answered(at, at, dutyConfirm, 7, []standing.Candidate{{Identity: "b", Instance: "b-1", Healthy: true, Priority: 5}}, nil, in)
+	out := st.step(at.Add(askRetry), in)
+	if out.move == nil {
+		t.Fatalf("step = %+v, want a move", out)
+	}
+	st.moved(at.Add(askRetry), 5*time.Second) // refused: as the steward says after a refusal, a TTL
+	if out := st.step(at.Add(askRetry), in); out.ask != noDuty || out.move != nil {
+		t.Fatalf("after a refused move, step = %+v: tries again at once", out)
+	}
+}
+
+// TestStandKeepsANewerWordOverAnOlderAnswer: an answer sent before a
+// candidate announced a change of health, and heard after it, does not
+// undo the announcement.
+func TestStandKeepsANewerWordOverAnOlderAnswer(t *testing.T) {
+	st, in := standAt(t)
+	st.follow(standT0, 7, standT0, false)
+	asked := standT0.Add(time.Second)
+	st.out = dutyAsk
+	st.hear(asked.Add(100*time.Millisecond), 7, standing.Candidate{Identity: "b", Instance: "b-1", Healthy: false})
+	st.answered(asked.Add(250*time.Millisecond), asked, dutyAsk, 7, []standing.Candidate{{Identity: "b", Instance: "b-1", Healthy: true}}, nil, in)
+	if roll := st.roll.list(); len(roll) != 1 || roll[0].Healthy {
+		t.Fatalf("roll %+v: the older answer undid b's newer word that it is unhealthy", roll)
 	}
 }

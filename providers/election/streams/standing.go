@@ -77,12 +77,17 @@ type roll struct {
 func newRoll() *roll { return &roll{} }
 
 // learn notes what candidates said of themselves at now.
-func (r *roll) learn(now time.Time, cs ...standing.Candidate) {
+func (r *roll) learn(now time.Time, cs ...standing.Candidate) { r.learnSaid(now, now, cs...) }
+
+// learnSaid notes what candidates said of themselves at said, heard at
+// now: a candidate heard from after said keeps that newer word.
+func (r *roll) learnSaid(now, said time.Time, cs ...standing.Candidate) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, c := range cs {
 		i, found := slices.BinarySearchFunc(r.heard, c, func(h heard, c standing.Candidate) int { return nameOrder(h.Candidate, c) })
 		switch {
+		case found && r.heard[i].at.After(said):
 		case c.Leaving && found:
 			if r.heard = slices.Delete(r.heard, i, i+1); len(r.heard) == 0 {
 				r.heard = nil // a roll emptied gives its memory back
@@ -431,13 +436,14 @@ func (s *steward) listen(ctx context.Context, token uint64) {
 // ask asks who is standing for duty d of the term token, and tells the
 // stand the answers.
 func (s *steward) ask(ctx context.Context, d duty, token uint64) {
+	asked := s.now()
 	answers, err := standing.Standing(ctx, s.nc, s.bucket, s.e.key, 0)
-	if err != nil && d == dutyAsk {
+	if err != nil {
 		s.e.opts.log.Debugf("election %s: cannot ask who is standing: %v", s.e.key, err)
 	}
 	in := s.standNow()
 	s.mu.Lock()
-	s.st.answered(s.now(), d, token, answers, err, in)
+	s.st.answered(s.now(), asked, d, token, answers, err, in)
 	s.mu.Unlock()
 }
 
@@ -505,7 +511,7 @@ func (s *steward) onQuestion(m *nats.Msg) {
 // the term token: a new count, and maybe a move.
 func (s *steward) onAnnouncement(token uint64, m *nats.Msg) {
 	c, err := standing.DecodeCandidate(m.Data)
-	if err != nil {
+	if err != nil || s.st.isSelf(c) {
 		return
 	}
 	s.mu.Lock()
@@ -685,10 +691,13 @@ func (s *steward) move(ctx context.Context, p policy) {
 		e.opts.log.Infof("election %s: not handing over to %s yet: %v", e.key, to.Identity, err)
 		wait = e.ttl() / 2 // look again; it is at most a TTL away
 	case errors.Is(err, ErrNotLeader):
-		// The term ended meanwhile, as when the candidate stops.
+		// The term ended meanwhile, as when the candidate stops, or ends
+		// by its deadline: decide again a TTL on if it still runs.
 		e.opts.log.Infof("election %s: not handing over to %s: %v", e.key, to.Identity, err)
+		wait = e.ttl()
 	default:
 		e.opts.log.Warnf("election %s: could not hand over to %s: %v", e.key, to.Identity, err)
+		wait = e.ttl() // the target refused: try again a TTL on, not at once
 	}
 	s.mu.Lock()
 	s.st.moved(s.now(), wait)
