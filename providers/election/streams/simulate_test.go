@@ -313,6 +313,7 @@ type simNode struct {
 	healthFrom time.Time // when its stand's health last changed (true time)
 	standGen   int
 	moving     int
+	confirmed  *policy // the move the answers to its latest question called for, not made yet
 	askedFor   uint64
 	drift      float64 // the local clock runs at 1+drift of true time
 	base       time.Time
@@ -698,6 +699,9 @@ func (w *simWorld) stand(n *simNode) {
 		w.at(w.now.Add(simStandingWait), func() {
 			if n.alive {
 				n.st.answered(n.local(w.now), asked, d, token, answers, nil, n.standNow())
+				if d == dutyConfirm {
+					n.confirmed = n.st.move // the move these answers call for, if any
+				}
 				w.poke(n)
 			}
 		})
@@ -760,6 +764,10 @@ func (w *simWorld) moved(n *simNode, p policy) {
 	if !to.Healthy || to.Leaving || sameAs(to, n.candidate()) {
 		w.fail("the hand-over policy moved %s's term to %+v, which cannot take it", n.name, to)
 	}
+	if n.confirmed == nil || n.confirmed.to != to {
+		w.fail("%s's steward moved its term to %s without asking who stands first", n.name, to.Instance)
+	}
+	n.confirmed = nil
 	if c := w.node(to.Identity, to.Instance); c == nil || c.st == nil || !c.st.healthy || c.stopping {
 		w.logf("%s's policy would hand over to %s, which no longer stands healthy: refused", n.name, to.Instance)
 		n.st.moved(n.local(w.now), n.m.tm.ttl) // as steward.move after a refusal

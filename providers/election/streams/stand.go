@@ -61,10 +61,10 @@ type standNow struct {
 // standOut is what a step says to do now. At most one of check, ask and
 // move is set.
 type standOut struct {
-	announce bool    // announce the candidate
-	check    bool    // run the health check; then tell checked
-	ask      duty    // dutyAsk or dutyConfirm: ask who stands; then tell answered
-	move     *policy // hand the term over as it says; then tell moved
+	announce bool      // announce the candidate
+	check    bool      // run the health check; then tell checked
+	ask      duty      // dutyAsk or dutyConfirm: ask who stands; then tell answered
+	move     *policy   // hand the term over as it says; then tell moved
 	wake     time.Time // step again then; zero: once told something
 }
 
