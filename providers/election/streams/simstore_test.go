@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -442,18 +443,8 @@ func (w *simWatch) Stop() error {
 		w.kw.Stop()
 	}
 	w.endLocked()
-	w.s.watches = without(w.s.watches, w)
+	w.s.watches = slices.DeleteFunc(w.s.watches, func(x *simWatch) bool { return x == w })
 	return nil
-}
-
-// without is ws without w.
-func without[T comparable](ws []T, w T) []T {
-	for i, x := range ws {
-		if x == w {
-			return append(ws[:i], ws[i+1:]...)
-		}
-	}
-	return ws
 }
 
 // simStatus is the status of a simulated bucket: its TTL and when its

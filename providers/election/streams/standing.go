@@ -368,7 +368,7 @@ func (s *steward) pass(ctx context.Context) {
 	if t := s.e.Term(); t != nil && t.Valid() {
 		token, started = t.Token(), t.Started()
 	}
-	in := s.standNow()
+	in := s.standNow(token != 0) // only a leader's decisions read its copies
 	now := s.now()
 	s.mu.Lock()
 	if s.closed {
@@ -411,9 +411,16 @@ func (s *steward) goDo(f func()) {
 	}()
 }
 
-// standNow is the candidate as the stand reads it now.
-func (s *steward) standNow() standNow {
-	return standNow{self: s.self(), ttl: s.e.ttl(), copies: s.localCopies()}
+// standNow is the candidate as the stand reads it now; the state of the
+// process's other copies, which only a leader's decisions and a stop's
+// successor read, is gathered when withCopies says so: a pass of every
+// standby of a fleet would otherwise take the process's copies lock.
+func (s *steward) standNow(withCopies bool) standNow {
+	in := standNow{self: s.self(), ttl: s.e.ttl()}
+	if withCopies {
+		in.copies = s.localCopies()
+	}
+	return in
 }
 
 // listen hears the announcements of the term token (none for 0) and no
@@ -441,7 +448,7 @@ func (s *steward) ask(ctx context.Context, d duty, token uint64) {
 	if err != nil {
 		s.e.opts.log.Debugf("election %s: cannot ask who is standing: %v", s.e.key, err)
 	}
-	in := s.standNow()
+	in := s.standNow(true)
 	s.mu.Lock()
 	s.st.answered(s.now(), asked, d, token, answers, err, in)
 	s.mu.Unlock()
@@ -523,7 +530,7 @@ func (s *steward) onAnnouncement(token uint64, m *nats.Msg) {
 // successor names the standby a stopping leader offers the key to (see
 // stand.successor), leaving out those named in but.
 func (s *steward) successor(but ...handOver) handOver {
-	in := s.standNow()
+	in := s.standNow(true)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.st.successor(in, but...)
