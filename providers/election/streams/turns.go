@@ -15,6 +15,7 @@ type turns struct {
 	mu       sync.Mutex
 	inFlight int
 	waiting  []func()
+	served   uint64 // functions run so far
 }
 
 // run runs f now, on a goroutine, or after those waiting before it, and
@@ -22,6 +23,7 @@ type turns struct {
 func (t *turns) run(f func()) (waits bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.served++
 	if t.inFlight < t.max {
 		t.inFlight++
 		go t.serve(f)
@@ -56,6 +58,13 @@ func (t *turns) next() func() {
 	t.waiting[0] = nil
 	t.waiting = t.waiting[1:]
 	return f
+}
+
+// count returns how many functions it has been given to run so far.
+func (t *turns) count() uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.served
 }
 
 // idle reports whether nothing runs or waits.

@@ -65,6 +65,9 @@ func testTurns(t *testing.T, max int) {
 	if most > max {
 		t.Errorf("%d ran at once, want at most %d", most, max)
 	}
+	if got := tr.count(); got != n {
+		t.Errorf("count says %d were given to run, want %d", got, n)
+	}
 	if len(started) != n || max == 1 && !slices.IsSorted(started) {
 		t.Errorf("started %v, want all %d, one at a time in the order given", started, n)
 	}
