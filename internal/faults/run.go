@@ -363,11 +363,13 @@ func (h *harness) inject(ctx context.Context) error {
 		if _, ok := h.awaitLeaderSince(ctx, h.params.AllowedGap()+5*time.Second, since); !ok {
 			h.note("no leader before fault %d (%s)", i+1, k)
 		}
-		if k == HandOver || k == HandOverCut {
-			// The named host takes the key at once only if its watch
-			// delivers the release, and a fault that restarted brokers or
-			// processes leaves watches to be made again: ask it of an
-			// election settled for the allowed gap since the last fault.
+		if k == HandOver || k == HandOverCut || k == StopLeader {
+			// The named host (a stop's successor) takes the key at once
+			// only if its watch delivers the release, and a fault that
+			// restarted brokers or processes leaves watches to be made
+			// again: ask it of an election settled for the allowed gap
+			// since the last fault, as the gap check's bound for a
+			// graceful stop assumes.
 			sleep(ctx, time.Duration(healed+int64(h.params.AllowedGap())-Mono()))
 		}
 		quiet := 500*time.Millisecond + h.jitter(3500*time.Millisecond)
