@@ -206,9 +206,8 @@ type hold struct {
 // accelerator, never a gate: while there is none, or while a new one has
 // not delivered the key's state, the machine reads the key on its timers.
 type watchState struct {
-	up          bool
+	mode        watchMode
 	restartable bool      // it can be made again in place
-	initial     bool      // up, and the key's current state not yet delivered
 	sawInitial  bool      // an initial value arrived
 	lastEvent   time.Time // when it last delivered anything, or was made
 	retryAt     time.Time // when to try again while there is none
@@ -216,7 +215,22 @@ type watchState struct {
 	logged      string    // the last failure logged as a warning
 }
 
-func (w *watchState) working() bool { return w.up && !w.initial }
+// watchMode is what the watch does.
+type watchMode uint8
+
+const (
+	watchDown     watchMode = iota // none: made again at retryAt
+	watchStarting                  // made; the key's current state not yet delivered
+	watchWorking                   // delivering the key's changes
+)
+
+func (w *watchState) working() bool { return w.mode == watchWorking }
+
+// stop marks the watch down; it reports whether one was made.
+func (w *watchState) stop() (wasUp bool) {
+	wasUp, w.mode = w.mode != watchDown, watchDown
+	return wasUp
+}
 
 // input is what happened, as the driver tells the machine.
 type input struct {
@@ -616,8 +630,8 @@ func (m *machine) dueStopping(now time.Time) (time.Time, action, func(time.Time)
 		return now, action{kind: doOffer, expect: m.held().rev, handOver: *m.stopOffer, epoch: m.epoch, timeout: m.offerTimeout(now, *m.stopOffer)}, nil
 	case keeps && m.cfg.releaseOnStop:
 		return now, action{kind: doRelease, expect: m.held().rev, marked: m.releaseMarked(now)}, nil
-	case m.watch.up:
-		return now, action{}, func(time.Time) { m.watch.up = false; m.note(note{kind: noteStopWatch}) }
+	case m.watch.mode != watchDown:
+		return now, action{}, func(time.Time) { m.watch.stop(); m.note(note{kind: noteStopWatch}) }
 	}
 	return now, action{}, nil
 }
@@ -724,12 +738,12 @@ func (m *machine) dueHolder(d *dueList) {
 // that is down is made again.
 func (m *machine) dueWatch(d *dueList) {
 	w := &m.watch
-	if w.up && w.initial {
+	switch w.mode {
+	case watchStarting:
 		d.consider(w.lastEvent.Add(initTimeout(m.tm)), action{}, func(now time.Time) {
 			m.watchFailed(input{now: now, out: outTimeout, err: fmt.Errorf("watch delivered nothing within %v of being made", initTimeout(m.tm))})
 		})
-	}
-	if !w.up {
+	case watchDown:
 		d.consider(w.retryAt, action{kind: doWatch}, nil)
 	}
 }
@@ -747,7 +761,7 @@ func (m *machine) dueCandidate(d *dueList) {
 	}
 	if at, expect, ok := m.mayTake(now); ok {
 		switch {
-		case !m.viewFresh(now) && !m.view.known && m.watch.up && m.watch.initial:
+		case !m.viewFresh(now) && !m.view.known && m.watch.mode == watchStarting:
 			// A campaign starting: the watch's initial values will say
 			// what a read would; read only if they are late. Thousands of
 			// elections starting at once each save a read.
@@ -769,7 +783,7 @@ func (m *machine) dueCandidate(d *dueList) {
 		// An observer checks the key where a candidate would campaign,
 		// and reads it every half TTL while it has no watch.
 		next := m.nextCampaign
-		if !m.watch.up {
+		if m.watch.mode == watchDown {
 			next = earliest(next, m.view.readAt.Add(m.tm.ttl/2))
 		}
 		if !next.IsZero() {
@@ -1244,7 +1258,7 @@ func (m *machine) noteBucketBorn(now, born time.Time) {
 			m.log.Infof("election %s: the bucket was deleted and made again: reading it afresh", m.cfg.key)
 			m.seenRev, m.seenWritten = 0, time.Time{}
 			m.view.known, m.nextCampaign = false, now
-			if m.watch.up {
+			if m.watch.mode != watchDown {
 				m.restartWatch(now)
 			}
 		}
@@ -1281,7 +1295,7 @@ func (m *machine) noteBucketBorn(now, born time.Time) {
 	}
 	m.note(note{kind: noteViewChanged, at: now})
 	m.schedule(now)
-	if m.watch.up {
+	if m.watch.mode != watchDown {
 		m.restartWatch(now)
 	}
 }
@@ -1920,7 +1934,7 @@ func (m *machine) onWatchMade(in input) {
 	if w.logged != "" {
 		m.log.Infof("election %s: watching the key again after %d failed tries", m.cfg.key, w.tries)
 	}
-	*w = watchState{up: true, restartable: in.restartable, initial: true, lastEvent: in.now}
+	*w = watchState{mode: watchStarting, restartable: in.restartable, lastEvent: in.now}
 }
 
 // watchFailed drops the watch, if any, and schedules another try with
@@ -1928,8 +1942,7 @@ func (m *machine) onWatchMade(in input) {
 func (m *machine) watchFailed(in input) {
 	now, err := in.now, in.err
 	w := &m.watch
-	if w.up {
-		w.up = false
+	if w.stop() {
 		m.note(note{kind: noteStopWatch})
 	}
 	w.tries++
@@ -1953,7 +1966,8 @@ func (m *machine) restartWatch(now time.Time) {
 		m.note(note{kind: noteRestartWatch})
 		return
 	}
-	m.watch.up, m.watch.retryAt = false, now
+	m.watch.stop()
+	m.watch.retryAt = now
 	m.note(note{kind: noteStopWatch})
 }
 
@@ -1962,7 +1976,7 @@ func (m *machine) onWatchEnded(in input) {
 		in.err, in.out = errors.New("the watch ended"), outUnknown
 	}
 	if m.failed(in) {
-		m.watch.up = false
+		m.watch.stop()
 		return
 	}
 	m.watchFailed(in)
@@ -1973,7 +1987,7 @@ func (m *machine) onWatchEntry(in input) {
 	m.confirmFrom = time.Time{} // the watch has news since it began empty
 	w := &m.watch
 	w.lastEvent = in.now
-	initial := w.initial
+	initial := w.mode == watchStarting
 	w.sawInitial = w.sawInitial || initial
 	v := viewOf(*in.entry, in.now, m.tm.ttl, !initial)
 	v.confirmed = true
@@ -1985,7 +1999,7 @@ func (m *machine) onWatchInitialDone(in input) {
 	w := &m.watch
 	w.lastEvent = in.now
 	switch {
-	case !w.initial || w.sawInitial:
+	case w.mode != watchStarting || w.sawInitial:
 	case m.view.known && m.view.State == KeyHeld && !m.phase.holds():
 		// The key's state as of when the watch's consumer was made, which
 		// may be before the write we know of (a campaign that lost names
@@ -1997,5 +2011,7 @@ func (m *machine) onWatchInitialDone(in input) {
 	default:
 		m.observe(in.now, keyView{known: true, Entry: Entry{Key: m.cfg.key}, seenAt: in.now, readAt: in.now, confirmed: true})
 	}
-	w.initial = false
+	if w.mode == watchStarting {
+		w.mode = watchWorking
+	}
 }

@@ -1801,7 +1801,7 @@ func (w *simWorld) passOn(n *simNode) {
 func (w *simWorld) readyToTake(c *simNode) bool {
 	m := c.m
 	return c.alive && c.obs == nil && !c.sick && m.unhealthy == nil && !m.stopping() && m.mode == running &&
-		m.ttlUnusable == nil && m.watch.up && !m.watch.initial && !c.hinderedAfter(w.now).After(w.now)
+		m.ttlUnusable == nil && m.watch.working() && !c.hinderedAfter(w.now).After(w.now)
 }
 
 // node returns a running candidate of identity that is instance (any of
