@@ -501,3 +501,37 @@ func standAsOlder(t testing.TB, nc *nats.Conn, key string, c standing.Candidate)
 // errCheckFails is a failing health check's error, as a candidate's
 // steward hands it to the machine.
 var errCheckFails = errors.New("the health check fails")
+
+// jsFor returns the JetStream context the helpers opened kv with, for
+// NewElection: nil for nil, and for a bucket a test wrapped to inject faults
+// (bucketOptions gives those a store of their own).
+func jsFor(kv jetstream.KeyValue) jetstream.JetStream {
+	if kv == nil {
+		return nil
+	}
+	if js, ok := jsOf.Load(kv); ok {
+		return js.(jetstream.JetStream)
+	}
+	return nil
+}
+
+// bucketOptions returns opts after what a candidate needs to campaign in kv:
+// for a bucket the helpers opened, InBucket with its name (Start opens it
+// over jsFor's context, as in production); for a bucket a test wrapped to
+// inject faults, a store that uses the wrapper through the KV API only, so
+// that every write and watch goes through it.
+func bucketOptions(kv jetstream.KeyValue, opts ...Option) []Option {
+	if kv == nil {
+		return opts
+	}
+	if _, ok := jsOf.Load(kv); ok {
+		return append([]Option{InBucket(kv.Bucket())}, opts...)
+	}
+	o := defaultOptions()
+	for _, opt := range opts {
+		if opt != nil {
+			_ = opt(&o)
+		}
+	}
+	return append([]Option{withStore(newStore(kv, nil, o.log))}, opts...)
+}

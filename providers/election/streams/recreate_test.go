@@ -6,8 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/conclave-io/conclave/clock/clocktest"
 	"github.com/conclave-io/conclave/providers/election/streams/internal/transport"
 )
 
@@ -328,5 +330,132 @@ func TestPinStreamCreationTimeSurvivesARestart(t *testing.T) {
 	}
 	if again := transport.StreamCreated(st); !again.After(before) {
 		t.Fatalf("the bucket made again was created at %v, not after the first (%v)", again, before)
+	}
+}
+
+// TestCampaignRecreatedBucketsRevisionsDoNotCutALeaseShort: after the bucket is
+// recreated with revisions starting again at 1 (as `nats kv add` makes it),
+// a standby follows the new leader's revisions, though they are below the
+// old ones, and never takes its lease over when a renewal reaches a
+// revision number the standby saw the old leader hold.
+func TestCampaignRecreatedBucketsRevisionsDoNotCutALeaseShort(t *testing.T) {
+	const ttl = 3 * time.Second
+	clk := clocktest.New(simStart)
+	st := newSimStore(clk, ttl)
+	st.expireLate(time.Hour) // only a compare-and-swap over the revision frees it
+	for range 4 {
+		st.put("old")
+	}
+	s := newSim(t, st, "b")
+	s.run(100 * time.Millisecond) // b sees old at revision 4
+
+	st.recreate() // the bucket is deleted and made again
+	s.run(ttl / 3)
+	for i := range 3 * 3 {
+		st.put("new") // revisions 1, 2, …: renewals every TTL/3
+		s.run(ttl / 3)
+		if got := st.latest(); got.Leader != "new" {
+			t.Fatalf("renewal %d (revision %d): b took the key from the new bucket's leader: %s", i+1, i+1, got.Describe())
+		}
+	}
+}
+
+// TestCampaignDeposedLeaderFollowsARecreatedBucket: a leads in a bucket whose
+// revisions are high (as a Conclave broker makes them); the bucket is
+// deleted and made again with revisions from 1, and n, started afterwards,
+// takes the key. a is deposed at its next renewal; once n releases the
+// key, a leads.
+func TestCampaignDeposedLeaderFollowsARecreatedBucket(t *testing.T) {
+	const ttl = 9 * time.Second
+	clk := clocktest.New(simStart)
+	st := newSimStore(clk, ttl)
+	st.skipRevisions(1_000_000) // the old bucket's revisions
+	s := newSim(t, st, "a")
+	s.run(time.Second)
+	if !s.leading() {
+		t.Fatal("a does not lead")
+	}
+	st.recreate()
+	st.put("n")
+	for range 6 { // n renews every 3s; a is deposed at its next renewal and sits out
+		s.run(3 * time.Second)
+		if s.leading() && st.latest().Leader == "n" {
+			t.Fatalf("a still leads %v after the bucket was made again under it", clk.Now().Sub(simStart))
+		}
+		st.put("n")
+	}
+	s.run(time.Second)
+	st.remove(releasePayload("n"))
+	released := clk.Now()
+	s.run(3 * time.Second)
+	if !s.leading() {
+		t.Fatalf("a not leading %v after n released (phase %s, view %s, seen revision %d)", clk.Now().Sub(released), s.c.m.phase, s.c.m.view.describe(), s.c.m.seenRev)
+	}
+}
+
+// TestCampaignLoserOfARecreatedBucketRaceFollowsIt: b sees the key vanish from
+// a bucket made again (high old revisions, new ones from 1), and its
+// campaign fails; another standby takes the key in the new bucket, renews
+// it and releases it. b follows the new leader and leads after its
+// release.
+func TestCampaignLoserOfARecreatedBucketRaceFollowsIt(t *testing.T) {
+	const ttl = 9 * time.Second
+	clk := clocktest.New(simStart)
+	st := newSimStore(clk, ttl)
+	st.skipRevisions(1_000_000)
+	st.put("old")
+	s := newSim(t, st, "b")
+	s.run(time.Second)
+
+	st.recreate()
+	st.failWrites(nats.ErrNoResponders) // the new stream does not answer b yet
+	st.endWatches()
+	s.run(200 * time.Millisecond) // b finds the key absent: a removal; its campaign fails
+	st.failWrites(nil)
+	st.put("other") // the other standby takes the new bucket's key, revision 1
+	for range 10 {  // and renews it
+		s.run(3 * time.Second)
+		if s.leading() {
+			t.Fatalf("b leads while other holds the new bucket's key (%s)", st.latest().Describe())
+		}
+		st.put("other")
+	}
+	st.remove(releasePayload("other"))
+	s.run(2 * time.Second)
+	if !s.leading() {
+		t.Fatalf("b not leading 2s after the release (phase %s, view %s, seen revision %d)", s.c.m.phase, s.c.m.view.describe(), s.c.m.seenRev)
+	}
+}
+
+// TestCampaignStandbyWithoutAWatchWaitsOutARecreatedBucket: a standby without a
+// watch reads the key at its predicted expiry, after the bucket was deleted
+// and made again under a leader whose renewals it did not see, finds it
+// absent and takes it. The settings read every term makes first shows the
+// new bucket, so it gives that hold up and campaigns again, and leads only
+// once the old leader's lease has surely ended.
+func TestCampaignStandbyWithoutAWatchWaitsOutARecreatedBucket(t *testing.T) {
+	const ttl = 9 * time.Second
+	clk := clocktest.New(simStart)
+	st := newSimStore(clk, ttl)
+	st.refuseWatches(errRefused)
+	st.put("old")
+	s := newSim(t, st, "b")
+	s.run(3500 * time.Millisecond)
+	st.put("old") // renewals b does not see
+	s.run(3 * time.Second)
+	st.put("old")
+	lastRenewal := clk.Now()
+	s.run(time.Second)
+	st.recreate()
+	oldLease := lastRenewal.Add(ttl - ttl/10)
+	for clk.Now().Before(oldLease) {
+		s.run(100 * time.Millisecond)
+		if s.leading() {
+			t.Fatalf("b leads %v after the bucket was made again, while old's lease runs %v more", clk.Now().Sub(lastRenewal), oldLease.Sub(clk.Now()))
+		}
+	}
+	s.run(2 * ttl)
+	if !s.leading() {
+		t.Fatalf("b not leading %v after the bucket was made again (phase %s, view %s)", clk.Now().Sub(lastRenewal), s.c.m.phase, s.c.m.view.describe())
 	}
 }

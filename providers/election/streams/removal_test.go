@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conclave-io/conclave/clock/clocktest"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -488,5 +490,71 @@ func TestMachineHolderOfARemadeBucketSitsOutDespiteItsOwnLaterWrite(t *testing.T
 	}
 	if _, at := untilCampaign(t, m, out, now, learned.Add(-50*time.Millisecond)); at.Before(learned.Add(m.tm.ttl)) {
 		t.Fatalf("campaigns %v after giving its hold up, within its sit-out (sitOut %+v)", at.Sub(learned), m.sitOut)
+	}
+}
+
+// TestCampaignKeyVanishingUnderALiveLeaseIsARemoval: the key a standby knows
+// held vanishes without a marker long before it could expire (the bucket's
+// stream deleted and made again, as `nats kv rm` and `nats kv add` do), and
+// the standby's new watch finds it absent. The holder may have renewed
+// since and still counts on its lease, so the standby takes the key but
+// begins its term only a TTL after it saw the key gone, as after a forced
+// stand-down; before, it led at once beside the old leader.
+func TestCampaignKeyVanishingUnderALiveLeaseIsARemoval(t *testing.T) {
+	const ttl = 9 * time.Second
+	clk := clocktest.New(simStart)
+	st := newSimStore(clk, ttl)
+	st.put("old") // the holder's latest renewal
+	s := newSim(t, st, "b")
+	s.run(time.Second) // b follows the key: held by old
+
+	st.vanish()                   // the stream is deleted and made again: no marker
+	st.endWatches()               // the watch ends with its stream
+	s.run(500 * time.Millisecond) // b watches again and finds the key absent
+	if s.c.m.view.State != KeyRemoved && !s.c.m.phase.holds() {
+		t.Fatalf("b's view after the key vanished: %s, phase %s; want it taken as removed", s.c.m.view.describe(), s.c.m.phase)
+	}
+	gone := clk.Now()
+	s.run(ttl - time.Second)
+	if s.leading() {
+		t.Fatalf("b led %v after the key vanished under old's lease, want it to wait a TTL", clk.Now().Sub(gone))
+	}
+	if got := st.latest(); got.Leader != "b" {
+		t.Fatalf("the key is %s, want b to have taken it while it waits", got.Describe())
+	}
+	s.run(2 * time.Second)
+	if !s.leading() {
+		t.Fatalf("b not leading %v after the key vanished (phase %s)", clk.Now().Sub(gone), s.c.m.phase)
+	}
+}
+
+// TestCampaignInferredRemovalOutlivesAFailedCampaign: after the key vanished
+// under a live lease, the standby's campaign fails (the new stream does
+// not answer yet) and its next watch finds the key absent again: the
+// removal it inferred, and when it saw it, stand, so its term still waits
+// a TTL from then.
+func TestCampaignInferredRemovalOutlivesAFailedCampaign(t *testing.T) {
+	const ttl = 9 * time.Second
+	clk := clocktest.New(simStart)
+	st := newSimStore(clk, ttl)
+	st.put("old")
+	s := newSim(t, st, "b")
+	s.run(time.Second)
+
+	st.vanish()
+	st.failWrites(nats.ErrNoResponders) // the new stream does not answer yet
+	st.endWatches()
+	s.run(300 * time.Millisecond)
+	gone := clk.Now()
+	st.endWatches() // the watch ends once more, and finds the key absent again
+	s.run(time.Second)
+	st.failWrites(nil)
+	s.run(ttl - 3*time.Second)
+	if s.leading() {
+		t.Fatalf("b led %v after the key vanished under old's lease, want it to wait a TTL", clk.Now().Sub(gone))
+	}
+	s.run(3 * time.Second)
+	if !s.leading() {
+		t.Fatalf("b not leading %v after the key vanished (phase %s, view %s)", clk.Now().Sub(gone), s.c.m.phase, s.c.m.view.describe())
 	}
 }

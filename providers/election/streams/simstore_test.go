@@ -491,6 +491,12 @@ type sim struct {
 	terms []*Term
 }
 
+// simStart is when the TestCampaign* tests begin. Each drives one
+// campaign step by step (newSim) on a fake clock and a simStore: each
+// decision of the campaign is checked at the instant it is made. The
+// real-NATS tests check the same behaviours end to end.
+var simStart = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+
 func newSim(t *testing.T, st *simStore, identity string, opts ...Option) *sim {
 	t.Helper()
 	s := &sim{t: t, clk: st.clk, st: st, log: &logSink{t: t, prefix: identity + ": "}}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conclave-io/conclave/clock/clocktest"
 	"github.com/nats-io/nats.go"
 )
 
@@ -425,4 +426,41 @@ func leaderKnowing(t *testing.T, es []*Election, standbys int) *Election {
 		return leader != nil && len(rollOf(leader)) == standbys
 	})
 	return leader
+}
+
+// TestCampaignStopWritesAReleaseOnlyWhenNoOneElseCanLead: a leader's release is
+// marked; a holder still waiting out a removal removes the key unmarked, so
+// the next leader waits as it would have.
+func TestCampaignStopWritesAReleaseOnlyWhenNoOneElseCanLead(t *testing.T) {
+	const ttl = 10 * time.Second
+	clk := clocktest.New(simStart)
+	st := newSimStore(clk, ttl)
+	s := newSim(t, st, "a")
+	s.run(time.Millisecond)
+	if !s.leading() {
+		t.Fatal("a does not lead an empty key")
+	}
+	s.stop()
+	if got := st.latest(); got.State != KeyReleased || got.ReleasedBy != "a" {
+		t.Fatalf("after a leader stopped the key shows %s, want released by a", got.Describe())
+	}
+	if won, lost := s.callbacks(); won != 1 || lost != 1 {
+		t.Fatalf("won %d lost %d", won, lost)
+	}
+
+	// b takes a key someone removed, and stops before its term begins.
+	st.put("x")
+	st.remove(nil)
+	b := newSim(t, st, "b")
+	b.run(time.Second)
+	if b.c.m.phase != winning {
+		t.Fatalf("b is %s, want winning", b.c.m.phase)
+	}
+	b.stop()
+	if got := st.latest(); got.State != KeyRemoved {
+		t.Fatalf("a holder waiting out a removal left %s, want removed (no release mark)", got.Describe())
+	}
+	if won, _ := b.callbacks(); won != 0 {
+		t.Fatal("b led")
+	}
 }
