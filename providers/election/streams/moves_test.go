@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -68,33 +69,49 @@ func TestAMoveTheTargetCannotTakeKeepsALeader(t *testing.T) {
 			return nil
 		}
 	}
-	for i := range tries {
+	// The tries run side by side, each its own election: what each checks
+	// is its own election's history.
+	type try struct {
+		a, b         *Election
+		rec          *recorder
+		aSick, bSick atomic.Bool
+	}
+	all := make([]*try, tries)
+	for i := range all {
 		key := fmt.Sprintf("move-%d", i)
-		rec := newRecorder()
-		var aSick, bSick atomic.Bool
-		a := mustElection(t, "a", key, openBucket(t, connect(t, ts.url())),
-			append(rec.options("a"), WithHealthCheck(checker(&aSick), 20*time.Millisecond), WithMinTerm(50*time.Millisecond))...)
-		stopA := runElection(t, a)
-		rec.waitFor(t, 5*time.Second, "a to lead", func(evs []event) bool { return wins(evs, "a") == 1 })
-		b := mustElection(t, "b", key, openBucket(t, connect(t, ts.url())),
-			append(rec.options("b"), WithHealthCheck(checker(&bSick), 20*time.Millisecond), WithMinTerm(time.Hour))...)
-		stopB := runElection(t, b)
+		tr := &try{rec: newRecorder()}
+		all[i] = tr
+		tr.a = mustElection(t, "a", key, openBucket(t, connect(t, ts.url())),
+			append(tr.rec.options("a"), WithHealthCheck(checker(&tr.aSick), 20*time.Millisecond), WithMinTerm(50*time.Millisecond))...)
+		stopA := runElection(t, tr.a)
+		defer stopA()
+		tr.rec.waitFor(t, 5*time.Second, "a to lead", func(evs []event) bool { return wins(evs, "a") == 1 })
+		tr.b = mustElection(t, "b", key, openBucket(t, connect(t, ts.url())),
+			append(tr.rec.options("b"), WithHealthCheck(checker(&tr.bSick), 20*time.Millisecond), WithMinTerm(time.Hour))...)
+		stopB := runElection(t, tr.b)
+		defer stopB()
 		waitStanding(t, connect(t, ts.url()), key, "a", "b")
-		aSick.Store(true)
-		time.Sleep(time.Duration(rand.N(400)) * time.Millisecond) // somewhere in a's decision
-		bSick.Store(true)
-		// Watch the election through the move and past a hand-over's
-		// window (0.5s at this TTL): it must have a leader at the end.
-		time.Sleep(1500 * time.Millisecond)
-		eventually(t, time.Second, "a leader after the move", func() bool { return a.IsLeader() || b.IsLeader() })
-		spans := checkHistory(t, rec.snapshot())
+	}
+	var sickened sync.WaitGroup
+	for _, tr := range all {
+		sickened.Go(func() {
+			tr.aSick.Store(true)
+			time.Sleep(time.Duration(rand.N(400)) * time.Millisecond) // somewhere in a's decision
+			tr.bSick.Store(true)
+		})
+	}
+	sickened.Wait()
+	// Watch the elections through the move and past a hand-over's window
+	// (0.5s at this TTL): each must have a leader at the end.
+	time.Sleep(1500 * time.Millisecond)
+	for i, tr := range all {
+		eventually(t, time.Second, fmt.Sprintf("a leader after move %d", i), func() bool { return tr.a.IsLeader() || tr.b.IsLeader() })
+		spans := checkHistory(t, tr.rec.snapshot())
 		for j := 1; j < len(spans); j++ {
 			if gap := spans[j].start.Sub(spans[j-1].end); gap > time.Second {
 				t.Fatalf("try %d: no leader for %v between %s's term and %s's", i, gap, spans[j-1].who, spans[j].who)
 			}
 		}
-		t.Logf("try %d: %d terms, %s leads", i, len(spans), map[bool]string{true: "a", false: "b"}[a.IsLeader()])
-		stopA()
-		stopB()
+		t.Logf("try %d: %d terms, %s leads", i, len(spans), map[bool]string{true: "a", false: "b"}[tr.a.IsLeader()])
 	}
 }
