@@ -127,7 +127,7 @@ type simTotals struct {
 	seeds, terms, faults, overlapsChecked int
 	handOvers, landed                     int
 	offers, taken, stopOffers, moves      int
-	preferred, onward                     int
+	preferred, onward, pastTerm           int
 	byFault                               map[string]int
 }
 
@@ -144,6 +144,7 @@ func (s *simTotals) add(r simResult) {
 	s.moves += r.moves
 	s.preferred += r.preferred
 	s.onward += r.onward
+	s.pastTerm += r.pastTerm
 	if s.byFault == nil {
 		s.byFault = map[string]int{}
 	}
@@ -157,8 +158,8 @@ func (s simTotals) String() string {
 	for _, k := range simFaultKinds {
 		kinds = append(kinds, fmt.Sprintf("%s %d", k, s.byFault[k]))
 	}
-	return fmt.Sprintf("%d terms, %d faults (%s), %d moves by the hand-over policy (%d leaders checked against a standby once quiet), %d offers of the key (%d on stop, %d passed on past a refusal; %d taken up), %d hand-over releases (%d taken by the named candidate first), %d checks, 0 violations",
-		s.terms, s.faults, strings.Join(kinds, ", "), s.moves, s.preferred, s.offers, s.stopOffers, s.onward, s.taken, s.handOvers, s.landed, s.overlapsChecked)
+	return fmt.Sprintf("%d terms, %d faults (%s), %d moves by the hand-over policy (%d leaders checked against a standby once quiet; %d announcements came in a later term than the one they were heard for), %d offers of the key (%d on stop, %d passed on past a refusal; %d taken up), %d hand-over releases (%d taken by the named candidate first), %d checks, 0 violations",
+		s.terms, s.faults, strings.Join(kinds, ", "), s.moves, s.preferred, s.pastTerm, s.offers, s.stopOffers, s.onward, s.taken, s.handOvers, s.landed, s.overlapsChecked)
 }
 
 type simResult struct {
@@ -171,6 +172,7 @@ type simResult struct {
 	preferred             int // candidates the leader was checked against once the faults were over (checkPreferred)
 	stopOffers            int // offers sent by stopping leaders
 	onward                int // offers of stopping leaders passed on to the next standby after a refusal
+	pastTerm              int // announcements delivered while a later term than the one they were heard for runs
 	byFault               map[string]int
 	trace                 []string
 }
@@ -744,8 +746,18 @@ func (w *simWorld) announce(n *simNode, c standing.Candidate) {
 			continue
 		}
 		token := o.st.term
-		w.at(w.now.Add(w.dur(100*time.Microsecond, 3*time.Millisecond)), func() {
+		delay := w.dur(100*time.Microsecond, 3*time.Millisecond)
+		if w.rng.IntN(20) == 0 {
+			// Late: a subscriber's callbacks fall behind, and the word
+			// comes under the term it was heard for, which may have
+			// ended since.
+			delay = w.dur(50*time.Millisecond, 6*time.Second)
+		}
+		w.at(w.now.Add(delay), func() {
 			if o.alive {
+				if token != o.st.term && o.st.term != 0 {
+					w.res.pastTerm++ // a later term runs: hear must drop it
+				}
 				o.st.hear(o.local(w.now), token, c)
 				w.poke(o)
 			}
@@ -1428,7 +1440,7 @@ func (w *simWorld) flushWatch(wt *simkv.Watcher, last *time.Time, stall time.Tim
 			break
 		}
 		at := later(later(*last, w.now.Add(w.dur(100*time.Microsecond, 3*time.Millisecond))), stall)
-		if w.rng.IntN(50) == 0 {
+		if w.rng.IntN(20) == 0 {
 			at = at.Add(w.dur(0, 500*time.Millisecond)) // a lagging delivery
 		}
 		*last = at
