@@ -767,10 +767,11 @@ func (w *simWorld) announce(n *simNode, c standing.Candidate) {
 
 // moved hands n's term over as policy p says, once it checked p: a move
 // to a candidate other than n that answered healthy and not leaving. As
-// the real hand-over asks who stands first (steward.target), a target
-// that is no longer running, healthy and staying refuses it, and the term
-// goes on. It checks that no term moves within the minimum term of the
-// last move (no ping-pong).
+// steward.move does, it asks the machine to hand over at once: the offer
+// of the key goes to the target whatever became of it since it answered
+// (crashed, cut off, unhealthy: taken up whatever its check says), and
+// the stand hears how it ended (afterMove). It checks that no term moves
+// within the minimum term of the last move (no ping-pong).
 func (w *simWorld) moved(n *simNode, p policy) {
 	to, minTerm := p.to, n.st.minTerm
 	if !to.Healthy || to.Leaving || sameAs(to, n.candidate()) {
@@ -780,12 +781,6 @@ func (w *simWorld) moved(n *simNode, p policy) {
 		w.fail("%s's steward moved its term to %s without asking who stands first", n.name, to.Instance)
 	}
 	n.confirmed = nil
-	if c := w.node(to.Identity, to.Instance); c == nil || c.st == nil || !c.st.healthy || c.stopping {
-		w.logf("%s's policy would hand over to %s, which no longer stands healthy: refused", n.name, to.Instance)
-		n.st.moved(n.local(w.now), n.m.tm.ttl) // as steward.move after a refusal
-		w.poke(n)
-		return
-	}
 	if n.askedFor != n.token {
 		if !w.lastMove.IsZero() && w.now.Sub(w.lastMove) < minTerm*9/10 {
 			w.fail("the hand-over policy moved leadership again %v after the last move, within the minimum term of %v", w.now.Sub(w.lastMove).Round(time.Millisecond), minTerm)
@@ -1011,14 +1006,7 @@ func (w *simWorld) apply(n *simNode, notes []note, real func([]note) (input, boo
 				// asked of it meanwhile, which the real driver pairs the
 				// same way, oldest first).
 				n.moving--
-				var wait time.Duration // as steward.move
-				switch {
-				case errors.Is(nt.err, ErrHandOverTooSoon):
-					wait = n.m.tm.ttl / 2
-				case nt.err != nil:
-					wait = n.m.tm.ttl
-				}
-				n.st.moved(n.local(w.now), wait)
+				n.st.moved(n.local(w.now), afterMove(nt.err, n.m.tm.ttl))
 				w.poke(n)
 			}
 		case noteTakeOver:

@@ -2,6 +2,7 @@ package streams
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -243,5 +244,27 @@ func TestStandKeepsANewerWordOverAnOlderAnswer(t *testing.T) {
 	st.answered(asked.Add(250*time.Millisecond), asked, dutyAsk, 7, []standing.Candidate{{Identity: "b", Instance: "b-1", Healthy: true}}, nil, in)
 	if roll := st.roll.list(); len(roll) != 1 || roll[0].Healthy {
 		t.Fatalf("roll %+v: the older answer undid b's newer word that it is unhealthy", roll)
+	}
+}
+
+// TestAfterAMoveTheStandWaitsByHowItEnded: a move that went through
+// leaves the next decision to what changes; one asked too soon is looked
+// at again within half a TTL; one refused, or whose term ended meanwhile,
+// a TTL on.
+func TestAfterAMoveTheStandWaitsByHowItEnded(t *testing.T) {
+	const ttl = 4 * time.Second
+	for _, tc := range []struct {
+		err  error
+		want time.Duration
+	}{
+		{nil, 0},
+		{fmt.Errorf("hand over: %w: in 2s", ErrHandOverTooSoon), ttl / 2},
+		{fmt.Errorf("hand over: %w", ErrNotLeader), ttl},
+		{fmt.Errorf("%w: b is stopping", ErrHandOverRefused), ttl},
+		{errors.New("the offer was not taken up"), ttl},
+	} {
+		if got := afterMove(tc.err, ttl); got != tc.want {
+			t.Errorf("after a move that ended with %v: wait %v, want %v", tc.err, got, tc.want)
+		}
 	}
 }

@@ -690,25 +690,34 @@ func (s *steward) runCheck(ctx context.Context) {
 // decide again (0: once something changes).
 func (s *steward) move(ctx context.Context, p policy) {
 	e, to := s.e, p.to
-	var wait time.Duration
 	e.opts.log.Infof("election %s: handing over to %s: %s", e.key, to.Identity, p.why)
-	switch err := e.handOver(ctx, handOver{to: to.Identity, instance: to.Instance}); {
+	err := e.handOver(ctx, handOver{to: to.Identity, instance: to.Instance})
+	switch {
 	case err == nil || ctx.Err() != nil:
-	case errors.Is(err, ErrHandOverTooSoon):
+		err = nil
+	case errors.Is(err, ErrHandOverTooSoon), errors.Is(err, ErrNotLeader):
 		e.opts.log.Infof("election %s: not handing over to %s yet: %v", e.key, to.Identity, err)
-		wait = e.ttl() / 2 // look again; it is at most a TTL away
-	case errors.Is(err, ErrNotLeader):
-		// The term ended meanwhile, as when the candidate stops, or ends
-		// by its deadline: decide again a TTL on if it still runs.
-		e.opts.log.Infof("election %s: not handing over to %s: %v", e.key, to.Identity, err)
-		wait = e.ttl()
 	default:
 		e.opts.log.Warnf("election %s: could not hand over to %s: %v", e.key, to.Identity, err)
-		wait = e.ttl() // the target refused: try again a TTL on, not at once
 	}
 	s.mu.Lock()
-	s.st.moved(s.now(), wait)
+	s.st.moved(s.now(), afterMove(err, e.ttl()))
 	s.mu.Unlock()
+}
+
+// afterMove is how long a stand waits before it decides again after a
+// move that ended with err (0: once something changes). Too soon: look
+// again, at most a TTL away. Not leader: the term ended meanwhile (the
+// candidate stops, or its deadline came); decide again a TTL on if it
+// still runs. Refused: try again a TTL on, not at once.
+func afterMove(err error, ttl time.Duration) time.Duration {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, ErrHandOverTooSoon):
+		return ttl / 2
+	}
+	return ttl
 }
 
 // target finds the candidate a hand-over to to would go to, asking who is
