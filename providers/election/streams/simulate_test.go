@@ -7,7 +7,9 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -754,13 +756,23 @@ func (w *simWorld) announce(n *simNode, c standing.Candidate) {
 			delay = w.dur(50*time.Millisecond, 6*time.Second)
 		}
 		w.at(w.now.Add(delay), func() {
-			if o.alive {
-				if token != o.st.term && o.st.term != 0 {
-					w.res.pastTerm++ // a later term runs: hear must drop it
-				}
+			if !o.alive {
+				return
+			}
+			if token == o.st.term || o.st.term == 0 {
 				o.st.hear(o.local(w.now), token, c)
 				w.poke(o)
+				return
 			}
+			// A later term runs: its roll holds what it heard, not
+			// what a past term did.
+			w.res.pastTerm++
+			before := slices.Clone(o.st.roll.heard)
+			o.st.hear(o.local(w.now), token, c)
+			if !reflect.DeepEqual(before, o.st.roll.heard) {
+				w.fail("%s's term %d took in %s's word heard for its past term %d", o.name, o.st.term, c.Instance, token)
+			}
+			w.poke(o)
 		})
 	}
 }
