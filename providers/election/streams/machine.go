@@ -28,8 +28,11 @@ type machine struct {
 	phase   phase
 	view    keyView
 	seenRev uint64 // the highest revision seen in this epoch
-	// seenWritten is the latest broker write time of any message seen: a
-	// lower revision written after it belongs to a bucket made again.
+	// seenWritten is the broker write time of the message at seenRev, zero
+	// while unknown (our own writes, a revision a failed write named): a
+	// lower revision written after it belongs to a bucket made again. An
+	// earlier message's time cannot stand for it: a stale replica's answer
+	// between the two would pass for a new bucket's.
 	seenWritten time.Time
 	// gone is the held view the key was last found gone from, as expired.
 	gone *keyView
@@ -1028,7 +1031,7 @@ func (m *machine) onCampaign(in input) {
 			// The key holds a message we never saw, written at most now: its
 			// writer may count on it for up to a TTL from now. Should the
 			// key then vanish, that is a removal (see vanishedUnderLease).
-			m.seenRev = rev
+			m.seenRev, m.seenWritten = rev, time.Time{} // written when, unknown
 			m.displaced = kept(m.view)
 			m.view = keyView{known: true, Entry: Entry{Key: m.cfg.key, State: KeyHeld, Revision: rev},
 				seenAt: done, expiresBy: done.Add(m.tm.ttl), ttl: m.tm.ttl}
@@ -1085,7 +1088,10 @@ func (m *machine) viewLooksStale(now time.Time) bool {
 // schedules the next campaign. It returns false when it dropped v as older
 // than what we know.
 func (m *machine) observe(now time.Time, v keyView) bool {
-	known := position{epoch: m.epoch, revision: m.seenRev, written: later(m.seenWritten, m.view.Written)}
+	known := position{epoch: m.epoch, revision: m.seenRev, written: m.seenWritten}
+	if m.view.Revision == m.seenRev {
+		known.written = later(known.written, m.view.Written)
+	}
 	if v.Revision != 0 && v.Revision < m.seenRev {
 		if !isNews(known, position{epoch: m.epoch, revision: v.Revision, written: v.Written}) {
 			return false // older than what we know, such as a stale replica's answer
@@ -1103,8 +1109,12 @@ func (m *machine) observe(now time.Time, v keyView) bool {
 		m.view.confirmed = m.view.confirmed || v.confirmed
 		return true
 	}
-	m.seenRev = max(m.seenRev, v.Revision)
-	m.seenWritten = later(m.seenWritten, v.Written)
+	switch {
+	case v.Revision > m.seenRev:
+		m.seenRev, m.seenWritten = v.Revision, v.Written
+	case v.Revision == m.seenRev:
+		m.seenWritten = later(m.seenWritten, v.Written)
+	}
 	judgedAt := now
 	if !m.confirmFrom.IsZero() && v.State == KeyAbsent {
 		// A read confirming what the watch began with: judged from when

@@ -558,3 +558,61 @@ func TestCampaignInferredRemovalOutlivesAFailedCampaign(t *testing.T) {
 		t.Fatalf("b not leading %v after the key vanished (phase %s, view %s)", clk.Now().Sub(gone), s.c.m.phase, s.c.m.view.describe())
 	}
 }
+
+// TestMachineStaleReadAfterALostCampaignIsNoNewBucket: a standby whose
+// watch missed renewals campaigns over the revision it knew (40), loses to
+// revision 43, whose write time it does not know, then reads the key from
+// a replica that lags: revision 41, written after 40. That is a stale
+// answer, not a bucket made again: the view stays at 43, and the key then
+// found absent vanished under 43's live lease, a removal, not an expiry
+// (simulator seed 11076682 took it for a new bucket, judged rev 41 expired
+// and led beside the leader of 43).
+func TestMachineStaleReadAfterALostCampaignIsNoNewBucket(t *testing.T) {
+	m, t0 := newTestMachine(t)
+	born := t0.Add(-time.Hour)
+	out, now := startWatching(t, m, t0)
+	written40 := now
+	held := func(rev uint64, written time.Time) *Entry {
+		return &Entry{Key: "k", State: KeyHeld, Leader: "b", Revision: rev, Written: written, Operation: jetstream.KeyValuePut}
+	}
+	out = m.feed(input{kind: inWatchEntry, now: now, entry: held(40, written40)})
+	out = m.feed(input{kind: inWatchInitialDone, now: now})
+	for i := 0; i < 200 && !(out.do.kind == doWrite && out.do.expect == 40); i++ {
+		switch out.do.kind {
+		case doReadTTL:
+			out = m.feed(input{kind: inTTL, now: now, sent: now, ttl: m.tm.ttl, born: born})
+		case doRead:
+			out = m.feed(input{kind: inRead, now: now, sent: now, entry: held(40, written40)})
+		default:
+			now = now.Add(m.tm.ttl / 20)
+			out = m.feed(input{kind: inTick, now: now})
+		}
+	}
+	if out.do.kind != doWrite || out.do.expect != 40 {
+		t.Fatalf("action %v expect %d: want a campaign over the lapsed revision 40", out.do.kind, out.do.expect)
+	}
+	out = m.feed(input{kind: inWrite, now: now, sent: now, expect: 40, err: wrongLastSequence(43)})
+	for i := 0; i < 10 && out.do.kind != doRead; i++ {
+		if out.do.kind == doReadTTL {
+			out = m.feed(input{kind: inTTL, now: now, sent: now, ttl: m.tm.ttl, born: born})
+			continue
+		}
+		now = now.Add(10 * time.Millisecond)
+		out = m.feed(input{kind: inTick, now: now})
+	}
+	if out.do.kind != doRead {
+		t.Fatalf("action %v: want a read after the lost campaign", out.do.kind)
+	}
+	lost := now
+	stale := held(41, written40.Add(m.tm.ttl/2)) // between 40 and 43
+	m.feed(input{kind: inRead, now: now, sent: now, entry: stale})
+	if m.view.Revision != 43 || m.seenRev != 43 {
+		t.Fatalf("after a lagging replica's revision 41: view %s at revision %d, highest seen %d; want 43 kept (no bucket made again)", m.view.describe(), m.view.Revision, m.seenRev)
+	}
+	// Absent within a TTL of learning of 43: it vanished under a lease.
+	now = lost.Add(m.tm.ttl / 2)
+	m.feed(input{kind: inRead, now: now, sent: now})
+	if m.view.State != KeyRemoved {
+		t.Fatalf("view %s once the key is absent half a TTL after revision 43, want removed (it vanished under a live lease)", m.view.describe())
+	}
+}
