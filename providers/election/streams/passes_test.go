@@ -31,9 +31,10 @@ func TestStewardsAnnounceAFewAtATime(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	var won, ended atomic.Int32
+	var ended atomic.Int32
+	led := make([]atomic.Bool, n) // a loaded machine may lose a term and win again: each counts once
 	for i := range n {
-		e, err := NewElection("a", fmt.Sprintf("k%d", i), js, WithMinTerm(100*time.Millisecond), OnWon(func() { won.Add(1) }))
+		e, err := NewElection("a", fmt.Sprintf("k%d", i), js, WithMinTerm(100*time.Millisecond), OnWon(func() { led[i].Store(true) }))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -46,7 +47,14 @@ func TestStewardsAnnounceAFewAtATime(t *testing.T) {
 		stop()
 		eventually(t, within, "every election to end", func() bool { return ended.Load() == n })
 	}()
-	eventually(t, within, "every election to lead", func() bool { return won.Load() == n })
+	eventually(t, within, "every election to lead", func() bool {
+		for i := range led {
+			if !led[i].Load() {
+				return false
+			}
+		}
+		return true
+	})
 	// A new leader asks who stands, on a goroutine of its own, within
 	// half its minimum term (50ms) of winning, for 250ms at most, again
 	// when a question fails: the count waits until those are over.
@@ -68,9 +76,9 @@ func TestStewardsAnnounceAFewAtATime(t *testing.T) {
 		peakOwn = max(peakOwn, own)
 	}
 	passes := stewardPasses.count() - passesBefore
-	// Each leader announces at each instant, from a pass.
+	// Each candidate announces at each instant, from a pass.
 	if passes < n {
-		t.Fatalf("%d candidates ran %d stewards' passes on the bounded runner in %v, want one for each at least: the announcements did not come", n, passes, window)
+		t.Fatalf("%d candidates gave the bounded runner %d stewards' passes in %v, want one each at least (each announces at each instant, from a pass)", n, passes, window)
 	}
 	// Passes that ask who stands run on their own: a leader whose term
 	// lapsed under load asks again as its next term begins. Every pass ran

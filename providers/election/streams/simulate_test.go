@@ -264,6 +264,10 @@ type simWorld struct {
 	stepped func(n *simNode)
 	actions map[[2]int64]int // (node, simulated second) → actions
 	duties  map[[2]int64]int // (node, simulated second) → its steward's duties
+	// heardLast is when each leader last takes in an announcement of each
+	// sender: one connection's messages reach a subscriber in order, so a
+	// late one holds back those sent after it.
+	heardLast map[[2]*simNode]time.Time
 }
 
 // simHandOver is a stored release that hands the key over.
@@ -755,7 +759,13 @@ func (w *simWorld) announce(n *simNode, c standing.Candidate) {
 			// ended since.
 			delay = w.dur(50*time.Millisecond, 6*time.Second)
 		}
-		w.at(w.now.Add(delay), func() {
+		if w.heardLast == nil {
+			w.heardLast = map[[2]*simNode]time.Time{}
+		}
+		pair := [2]*simNode{n, o}
+		at := later(w.now.Add(delay), w.heardLast[pair]) // in the order sent
+		w.heardLast[pair] = at
+		w.at(at, func() {
 			if !o.alive {
 				return
 			}
@@ -1440,7 +1450,7 @@ func (w *simWorld) flushWatch(wt *simkv.Watcher, last *time.Time, stall time.Tim
 			break
 		}
 		at := later(later(*last, w.now.Add(w.dur(100*time.Microsecond, 3*time.Millisecond))), stall)
-		if w.rng.IntN(20) == 0 {
+		if w.rng.IntN(50) == 0 {
 			at = at.Add(w.dur(0, 500*time.Millisecond)) // a lagging delivery
 		}
 		*last = at

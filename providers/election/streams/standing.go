@@ -695,8 +695,10 @@ func (s *steward) move(ctx context.Context, p policy) {
 	switch {
 	case err == nil || ctx.Err() != nil:
 		err = nil
-	case errors.Is(err, ErrHandOverTooSoon), errors.Is(err, ErrNotLeader):
+	case errors.Is(err, ErrHandOverTooSoon):
 		e.opts.log.Infof("election %s: not handing over to %s yet: %v", e.key, to.Identity, err)
+	case errors.Is(err, ErrNotLeader):
+		e.opts.log.Infof("election %s: not handing over to %s: %v", e.key, to.Identity, err)
 	default:
 		e.opts.log.Warnf("election %s: could not hand over to %s: %v", e.key, to.Identity, err)
 	}

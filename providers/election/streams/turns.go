@@ -15,7 +15,7 @@ type turns struct {
 	mu       sync.Mutex
 	inFlight int
 	waiting  []func()
-	served   uint64 // functions run so far
+	served   uint64 // functions given to run so far
 }
 
 // run runs f now, on a goroutine, or after those waiting before it, and
