@@ -28,11 +28,14 @@ type machine struct {
 	phase   phase
 	view    keyView
 	seenRev uint64 // the highest revision seen in this epoch
-	// seenWritten is the broker write time of the message at seenRev, zero
-	// while unknown (our own writes, a revision a failed write named): a
-	// lower revision written after it belongs to a bucket made again. An
-	// earlier message's time cannot stand for it: a stale replica's answer
-	// between the two would pass for a new bucket's.
+	// seenWritten is the latest broker write time of the messages seen up
+	// to seenRev, zero while seenRev's own is unknown (our own writes, a
+	// revision a failed write named): a lower revision written after it
+	// belongs to a bucket made again. An earlier message's time cannot
+	// stand for an unknown later one (a stale replica's answer between the
+	// two would pass for a new bucket's), and a later revision may carry
+	// an earlier time (broker clocks can go back across a change of the
+	// stream's leader): hence the latest, and none while unknown.
 	seenWritten time.Time
 	// gone is the held view the key was last found gone from, as expired.
 	gone *keyView
@@ -1097,7 +1100,7 @@ func (m *machine) observe(now time.Time, v keyView) bool {
 			return false // older than what we know, such as a stale replica's answer
 		}
 		m.log.Warnf("election %s: the key's revision went back from %d to %d with a later write: the bucket was recreated; following its new revisions", m.cfg.key, m.seenRev, v.Revision)
-		m.seenRev = 0
+		m.seenRev, m.seenWritten = 0, time.Time{}
 		m.remadeSeen = now
 		m.askTTL(now, now) // learn the new bucket's creation time (see noteBucketBorn)
 	}
@@ -1110,8 +1113,10 @@ func (m *machine) observe(now time.Time, v keyView) bool {
 		return true
 	}
 	switch {
+	case v.Revision > m.seenRev && v.Written.IsZero():
+		m.seenRev, m.seenWritten = v.Revision, time.Time{}
 	case v.Revision > m.seenRev:
-		m.seenRev, m.seenWritten = v.Revision, v.Written
+		m.seenRev, m.seenWritten = v.Revision, later(m.seenWritten, v.Written)
 	case v.Revision == m.seenRev:
 		m.seenWritten = later(m.seenWritten, v.Written)
 	}
@@ -1275,7 +1280,7 @@ func (m *machine) noteBucketBorn(now, born time.Time) {
 		return
 	}
 	m.log.Warnf("election %s: the bucket was deleted and made again (created %s, before %s): following its new revisions; a leader in the new bucket is awaited or the key is taken as removed", m.cfg.key, born.Format(time.RFC3339Nano), known.Format(time.RFC3339Nano))
-	m.seenRev = 0
+	m.seenRev, m.seenWritten = 0, time.Time{}
 	// The view's revision is the old bucket's: in the new one it may name
 	// another candidate's live write, which a campaign over it would take
 	// (simulator seed 1272535, for a holder that gave its hold up). Our

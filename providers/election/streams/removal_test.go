@@ -616,3 +616,23 @@ func TestMachineStaleReadAfterALostCampaignIsNoNewBucket(t *testing.T) {
 		t.Fatalf("view %s once the key is absent half a TTL after revision 43, want removed (it vanished under a live lease)", m.view.describe())
 	}
 }
+
+// TestMachineStaleReadAfterABrokerClockWentBackIsNoNewBucket: broker write
+// times come from the stream leader's clock, which may be behind the last
+// one's after a change of leader: revision 44 written before 43. A
+// lagging replica's 43 is then still stale, not a new bucket's message.
+func TestMachineStaleReadAfterABrokerClockWentBackIsNoNewBucket(t *testing.T) {
+	m, t0 := newTestMachine(t)
+	_, now := startWatching(t, m, t0)
+	held := func(rev uint64, written time.Time) *Entry {
+		return &Entry{Key: "k", State: KeyHeld, Leader: "b", Revision: rev, Written: written, Operation: jetstream.KeyValuePut}
+	}
+	m.feed(input{kind: inWatchEntry, now: now, entry: held(43, now)})
+	m.feed(input{kind: inWatchInitialDone, now: now})
+	now = now.Add(100 * time.Millisecond)
+	m.feed(input{kind: inWatchEntry, now: now, entry: held(44, t0.Add(-200*time.Millisecond))})
+	m.feed(input{kind: inRead, now: now, sent: now, entry: held(43, t0)})
+	if m.view.Revision != 44 || m.seenRev != 44 {
+		t.Fatalf("after a lagging replica's revision 43: view %s at revision %d, highest seen %d; want 44 kept (no bucket made again)", m.view.describe(), m.view.Revision, m.seenRev)
+	}
+}
