@@ -166,32 +166,7 @@ func TestMachineRemovalFoundByAFailedCampaignStillSitsOut(t *testing.T) {
 	out, now := startWatching(t, m, t0)
 	out = m.feed(input{kind: inWatchEntry, now: now, entry: &Entry{Key: "k", State: KeyHeld, Leader: "a", Revision: 1, Written: now, Operation: jetstream.KeyValuePut}})
 	out = m.feed(input{kind: inWatchInitialDone, now: now})
-	for i := 0; i < 200 && !(out.do.kind == doWrite && out.do.expect == 1); i++ {
-		switch out.do.kind {
-		case doReadTTL:
-			out = m.feed(input{kind: inTTL, now: now, sent: now, ttl: m.tm.ttl, born: born})
-		case doRead:
-			out = m.feed(input{kind: inRead, now: now, sent: now, entry: &Entry{Key: "k", State: KeyHeld, Leader: "a", Revision: 1, Written: t0, Operation: jetstream.KeyValuePut}})
-		default:
-			now = now.Add(m.tm.ttl / 20)
-			out = m.feed(input{kind: inTick, now: now})
-		}
-	}
-	if out.do.kind != doWrite || out.do.expect != 1 {
-		t.Fatalf("action %v expect %d: want a campaign over the lapsed revision 1", out.do.kind, out.do.expect)
-	}
-	out = m.feed(input{kind: inWrite, now: now, sent: now, expect: 1, err: wrongLastSequence(2)})
-	for i := 0; i < 10 && out.do.kind != doRead; i++ {
-		if out.do.kind == doReadTTL {
-			out = m.feed(input{kind: inTTL, now: now, sent: now, ttl: m.tm.ttl, born: born})
-			continue
-		}
-		now = now.Add(10 * time.Millisecond)
-		out = m.feed(input{kind: inTick, now: now})
-	}
-	if out.do.kind != doRead {
-		t.Fatalf("action %v: want a read after the failed campaign", out.do.kind)
-	}
+	out, now = loseCampaignOver(t, m, out, now, born, &Entry{Key: "k", State: KeyHeld, Leader: "a", Revision: 1, Written: t0, Operation: jetstream.KeyValuePut}, 2)
 	removedAt := now
 	out = m.feed(input{kind: inRead, now: now, sent: now, entry: &Entry{Key: "k", State: KeyRemoved, Revision: 2, Written: now, Operation: jetstream.KeyValuePurge}})
 	if !m.sitOut.until.After(removedAt) {
@@ -577,32 +552,7 @@ func TestMachineStaleReadAfterALostCampaignIsNoNewBucket(t *testing.T) {
 	}
 	out = m.feed(input{kind: inWatchEntry, now: now, entry: held(40, written40)})
 	out = m.feed(input{kind: inWatchInitialDone, now: now})
-	for i := 0; i < 200 && !(out.do.kind == doWrite && out.do.expect == 40); i++ {
-		switch out.do.kind {
-		case doReadTTL:
-			out = m.feed(input{kind: inTTL, now: now, sent: now, ttl: m.tm.ttl, born: born})
-		case doRead:
-			out = m.feed(input{kind: inRead, now: now, sent: now, entry: held(40, written40)})
-		default:
-			now = now.Add(m.tm.ttl / 20)
-			out = m.feed(input{kind: inTick, now: now})
-		}
-	}
-	if out.do.kind != doWrite || out.do.expect != 40 {
-		t.Fatalf("action %v expect %d: want a campaign over the lapsed revision 40", out.do.kind, out.do.expect)
-	}
-	out = m.feed(input{kind: inWrite, now: now, sent: now, expect: 40, err: wrongLastSequence(43)})
-	for i := 0; i < 10 && out.do.kind != doRead; i++ {
-		if out.do.kind == doReadTTL {
-			out = m.feed(input{kind: inTTL, now: now, sent: now, ttl: m.tm.ttl, born: born})
-			continue
-		}
-		now = now.Add(10 * time.Millisecond)
-		out = m.feed(input{kind: inTick, now: now})
-	}
-	if out.do.kind != doRead {
-		t.Fatalf("action %v: want a read after the lost campaign", out.do.kind)
-	}
+	out, now = loseCampaignOver(t, m, out, now, born, held(40, written40), 43)
 	lost := now
 	stale := held(41, written40.Add(m.tm.ttl/2)) // between 40 and 43
 	m.feed(input{kind: inRead, now: now, sent: now, entry: stale})
@@ -635,4 +585,41 @@ func TestMachineStaleReadAfterABrokerClockWentBackIsNoNewBucket(t *testing.T) {
 	if m.view.Revision != 44 || m.seenRev != 44 {
 		t.Fatalf("after a lagging replica's revision 43: view %s at revision %d, highest seen %d; want 44 kept (no bucket made again)", m.view.describe(), m.view.Revision, m.seenRev)
 	}
+}
+
+// loseCampaignOver steps m, a standby that knows held, with ticks and
+// answers (reads show held) until it campaigns over held's lapsed
+// revision, fails the campaign with a conflict naming revision conflict,
+// and steps it on until it reads the key; it returns m's output then and
+// the instant.
+func loseCampaignOver(t *testing.T, m *machine, out output, now, born time.Time, held *Entry, conflict uint64) (output, time.Time) {
+	t.Helper()
+	rev := held.Revision
+	for i := 0; i < 200 && !(out.do.kind == doWrite && out.do.expect == rev); i++ {
+		switch out.do.kind {
+		case doReadTTL:
+			out = m.feed(input{kind: inTTL, now: now, sent: now, ttl: m.tm.ttl, born: born})
+		case doRead:
+			out = m.feed(input{kind: inRead, now: now, sent: now, entry: held})
+		default:
+			now = now.Add(m.tm.ttl / 20)
+			out = m.feed(input{kind: inTick, now: now})
+		}
+	}
+	if out.do.kind != doWrite || out.do.expect != rev {
+		t.Fatalf("action %v expect %d: want a campaign over the lapsed revision %d", out.do.kind, out.do.expect, rev)
+	}
+	out = m.feed(input{kind: inWrite, now: now, sent: now, expect: rev, err: wrongLastSequence(conflict)})
+	for i := 0; i < 10 && out.do.kind != doRead; i++ {
+		if out.do.kind == doReadTTL {
+			out = m.feed(input{kind: inTTL, now: now, sent: now, ttl: m.tm.ttl, born: born})
+			continue
+		}
+		now = now.Add(10 * time.Millisecond)
+		out = m.feed(input{kind: inTick, now: now})
+	}
+	if out.do.kind != doRead {
+		t.Fatalf("action %v: want a read after the lost campaign", out.do.kind)
+	}
+	return out, now
 }
