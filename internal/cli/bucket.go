@@ -316,7 +316,7 @@ func (s *session) readRaw(ctx context.Context, key string) (record, bool) {
 	if err != nil {
 		return record{}, false
 	}
-	return streams.ReadEntry(keymsg.Entry(s.bucket, msg)), true
+	return streams.ReadEntry(keymsg.Read(s.bucket, msg)), true
 }
 
 // errElectionAppeared is what unknownElection's error wraps when the

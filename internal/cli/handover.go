@@ -323,7 +323,7 @@ func awaitHandOver(ctx context.Context, msgs <-chan jetstream.Msg, read uint64, 
 			// A Conclave candidate's write says which instance wrote it
 			// and its term: its own revision for the write that took the
 			// key and began the term, or the running term's token.
-			ent := streams.ReadEntry(keymsg.Entry(bucketOf(m.Subject()), &jetstream.RawStreamMsg{Subject: m.Subject(), Sequence: rev, Header: m.Headers(), Data: m.Data(), Time: md.Timestamp}))
+			ent := streams.ReadEntry(keymsg.Read(bucketOf(m.Subject()), &jetstream.RawStreamMsg{Subject: m.Subject(), Sequence: rev, Header: m.Headers(), Data: m.Data(), Time: md.Timestamp}))
 			token := ent.Token()
 			if leader+"\x00"+ent.Instance == from && hw.marker == 0 && token != rev {
 				writer[rev] = from // a renewal before the release

@@ -15,13 +15,13 @@ import (
 // the instance and term its writer put in its headers; no message is an
 // absent key.
 func TestEntryReadsTheStamp(t *testing.T) {
-	if got := streams.ReadEntry(keymsg.Entry("B", nil)); got.State != streams.KeyAbsent {
+	if got := streams.ReadEntry(keymsg.Read("B", nil)); got.State != streams.KeyAbsent {
 		t.Errorf("no message reads as %v, want absent", got.State)
 	}
 	at := time.Now()
 	msg := &jetstream.RawStreamMsg{Subject: "$KV.B.app", Sequence: 12, Data: []byte("host1"), Time: at,
 		Header: nats.Header{"Conclave-Instance": {"w1"}, "Conclave-Term": {"9"}}}
-	got := streams.ReadEntry(keymsg.Entry("B", msg))
+	got := streams.ReadEntry(keymsg.Read("B", msg))
 	if got.Key != "app" || got.State != streams.KeyHeld || got.Leader != "host1" || got.Instance != "w1" || got.Token() != 9 || got.Revision != 12 || !got.Written.Equal(at) {
 		t.Errorf("read %+v (token %d), want app held by host1, instance w1, token 9, revision 12", got, got.Token())
 	}

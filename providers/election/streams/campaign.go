@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/conclave-io/conclave/clock"
+	"github.com/conclave-io/conclave/internal/keymsg"
 	"github.com/conclave-io/conclave/internal/kvwatch"
 	"github.com/conclave-io/conclave/providers/election/streams/internal/transport"
 )
@@ -271,7 +272,7 @@ func (d *driver) perform(a action) input {
 		if d.before != nil {
 			d.before(a.renewal)
 		}
-		rev, err := d.store.Write(ctx, d.key, []byte(d.identity), a.expect, transport.Stamp{Instance: d.instance, Term: a.term.header()})
+		rev, err := d.store.Write(ctx, d.key, []byte(d.identity), a.expect, keymsg.Stamp{Instance: d.instance, Term: a.term.header()})
 		return input{kind: inWrite, sent: sent, now: d.clock.Now(), rev: rev, expect: a.expect, err: err}
 	case doRelease:
 		d.awaitLastLost()
@@ -285,7 +286,7 @@ func (d *driver) perform(a action) input {
 		rctx, rcancel := context.WithTimeout(context.Background(), d.tm.request)
 		defer rcancel()
 		rctx = transport.WithPriority(rctx, transport.Urgent)
-		marked, err := d.store.Delete(rctx, d.key, a.expect, payload, transport.Stamp{Instance: d.instance})
+		marked, err := d.store.Delete(rctx, d.key, a.expect, payload, keymsg.Stamp{Instance: d.instance})
 		return input{kind: inRelease, sent: sent, now: d.clock.Now(), marked: marked, err: err}
 	case doOffer:
 		d.awaitLastLost()

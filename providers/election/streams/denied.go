@@ -14,8 +14,8 @@ import (
 
 	"github.com/conclave-io/conclave/internal/denied"
 	"github.com/conclave-io/conclave/internal/jsapi"
+	"github.com/conclave-io/conclave/internal/keymsg"
 	"github.com/conclave-io/conclave/internal/kvwatch"
-	"github.com/conclave-io/conclave/providers/election/streams/internal/transport"
 )
 
 // writeGrace is how long a claim in flight when a campaign that never held
@@ -143,7 +143,7 @@ func (s *refusingStore) Latest(ctx context.Context, key string) (ent jetstream.K
 	return ent, err
 }
 
-func (s *refusingStore) Write(ctx context.Context, key string, value []byte, rev uint64, st transport.Stamp) (n uint64, err error) {
+func (s *refusingStore) Write(ctx context.Context, key string, value []byte, rev uint64, st keymsg.Stamp) (n uint64, err error) {
 	err = s.request(ctx, "writing election "+key, writeGrace, denied.Naming(s.put+s.keySubject(key)), func(ctx context.Context) error {
 		n, err = s.store.Write(ctx, key, value, rev, st)
 		if err == nil {
@@ -154,7 +154,7 @@ func (s *refusingStore) Write(ctx context.Context, key string, value []byte, rev
 	return n, err
 }
 
-func (s *refusingStore) Delete(ctx context.Context, key string, rev uint64, payload []byte, st transport.Stamp) (marked bool, err error) {
+func (s *refusingStore) Delete(ctx context.Context, key string, rev uint64, payload []byte, st keymsg.Stamp) (marked bool, err error) {
 	// A release is the handover a stopping leader owes: it keeps its
 	// request timeout.
 	err = s.request(ctx, "releasing election "+key, -1, denied.Naming(s.put+s.keySubject(key)), func(ctx context.Context) error {

@@ -8,7 +8,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/conclave-io/conclave/internal/keymsg"
-	"github.com/conclave-io/conclave/providers/election/streams/internal/transport"
 )
 
 // KeyState is what the latest message of an election key says about the
@@ -156,9 +155,9 @@ func (t termMark) said() bool { return t.token != 0 || t.begins || t.waits }
 // readTermMark reads the Conclave-Term header's value.
 func readTermMark(v string) termMark {
 	switch v {
-	case transport.TermBegins:
+	case keymsg.TermBegins:
 		return termMark{begins: true}
-	case transport.TermWaits:
+	case keymsg.TermWaits:
 		return termMark{waits: true}
 	}
 	if n, err := strconv.ParseUint(v, 10, 64); err == nil && n > 0 {
@@ -171,9 +170,9 @@ func readTermMark(v string) termMark {
 func (t termMark) header() string {
 	switch {
 	case t.begins:
-		return transport.TermBegins
+		return keymsg.TermBegins
 	case t.waits:
-		return transport.TermWaits
+		return keymsg.TermWaits
 	case t.token != 0:
 		return strconv.FormatUint(t.token, 10)
 	}
@@ -190,7 +189,7 @@ func ReadEntry(ent jetstream.KeyValueEntry) Entry {
 	if withTTL, ok := ent.(interface{ MsgTTL() time.Duration }); ok {
 		e.TTL = withTTL.MsgTTL()
 	}
-	if stamped, ok := ent.(interface{ Stamp() transport.Stamp }); ok {
+	if stamped, ok := ent.(interface{ Stamp() keymsg.Stamp }); ok {
 		st := stamped.Stamp()
 		if validateIdentity(st.Instance) == nil {
 			e.Instance, e.term = st.Instance, readTermMark(st.Term)
@@ -212,21 +211,6 @@ func ReadEntry(ent jetstream.KeyValueEntry) Entry {
 	}
 	return e
 }
-
-// readMsg reads a message of bucket's stream, read raw (such as by
-// jetstream.Stream.GetLastMsgForSubject), as a KV entry that ReadEntry reads
-// with what its writer said of itself in its headers (Instance, Token),
-// which nats.go's KV API does not show. The CLI reads keys so, through
-// internal/keymsg; nil for a nil msg.
-func readMsg(bucket string, msg *jetstream.RawStreamMsg) jetstream.KeyValueEntry {
-	if msg == nil {
-		return nil
-	}
-	key := strings.TrimPrefix(msg.Subject, "$KV."+bucket+".")
-	return transport.EntryOf(bucket, key, msg.Data, msg.Header, msg.Sequence, msg.Time)
-}
-
-func init() { keymsg.Entry = readMsg }
 
 // Token is the fencing token of the term a held message belongs to, as its
 // writer says (Conclave's candidates do, in the Conclave-Term header): the

@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conclave-io/conclave/internal/keymsg"
 	"github.com/conclave-io/conclave/internal/shardplan"
 	"github.com/conclave-io/conclave/internal/simkv"
 	"github.com/conclave-io/conclave/providers/election/standing"
-	"github.com/conclave-io/conclave/providers/election/streams/internal/transport"
 )
 
 // The shard group simulator: the members of one shard group (package
@@ -258,7 +258,7 @@ func simulateShards(seed uint64, verbose bool) shardResult {
 	})
 	for s := range sw.n {
 		k := &simWorld{simBase: sw.simBase, key: shardKey(s), ttl: sw.ttl, msgTTL: msgTTL, nodes: make([]*simNode, slots),
-			lastToken: map[int]uint64{}, stamps: map[simWriteID]transport.Stamp{}, actions: map[[2]int64]int{}}
+			lastToken: map[int]uint64{}, stamps: map[simWriteID]keymsg.Stamp{}, actions: map[[2]int64]int{}}
 		k.stepped = sw.stepped
 		sw.keys = append(sw.keys, k)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/conclave-io/conclave/clock/clocktest"
+	"github.com/conclave-io/conclave/internal/keymsg"
 	"github.com/conclave-io/conclave/internal/simkv"
 	"github.com/conclave-io/conclave/providers/election/streams/internal/transport"
 )
@@ -37,7 +38,7 @@ type simStore struct {
 	watches []*simWatch
 	// stamps holds what each write said of itself, by revision and when
 	// it was stored, as the real store's headers carry it.
-	stamps map[simWriteID]transport.Stamp
+	stamps map[simWriteID]keymsg.Stamp
 	calls  map[string]int
 
 	// watchRefusal, when set, refuses new watches.
@@ -63,7 +64,7 @@ func newSimStore(clk *clocktest.Fake, ttl time.Duration) *simStore {
 	return &simStore{
 		clk:    clk,
 		b:      simkv.New(clk.Now(), ttl, false),
-		stamps: map[simWriteID]transport.Stamp{},
+		stamps: map[simWriteID]keymsg.Stamp{},
 		calls:  map[string]int{},
 	}
 }
@@ -82,7 +83,7 @@ func (s *simStore) Status(context.Context, time.Duration) (jetstream.KeyValueSta
 	return simStatus{ttl: ttl, created: created}, 0, nil
 }
 
-func (s *simStore) Write(_ context.Context, key string, value []byte, rev uint64, st transport.Stamp) (uint64, error) {
+func (s *simStore) Write(_ context.Context, key string, value []byte, rev uint64, st keymsg.Stamp) (uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls["write"]++
@@ -99,7 +100,7 @@ func (s *simStore) Write(_ context.Context, key string, value []byte, rev uint64
 	return n, nil
 }
 
-func (s *simStore) Delete(_ context.Context, key string, rev uint64, payload []byte, st transport.Stamp) (bool, error) {
+func (s *simStore) Delete(_ context.Context, key string, rev uint64, payload []byte, st keymsg.Stamp) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls["delete"]++
@@ -126,7 +127,7 @@ func (s *simStore) Latest(_ context.Context, key string) (jetstream.KeyValueEntr
 		msg = s.staleRead
 	}
 	if msg == nil {
-		return nil, nil // a nil *transport.Entry would not be a nil entry
+		return nil, nil // a nil *keymsg.Entry would not be a nil entry
 	}
 	return s.entryLocked(msg), nil
 }
@@ -178,9 +179,9 @@ func (s *simStore) gone(err, missing error) error {
 }
 
 // entryLocked reads msg as the transport does, with its writer's stamp.
-func (s *simStore) entryLocked(msg *simkv.Msg) *transport.Entry {
+func (s *simStore) entryLocked(msg *simkv.Msg) *keymsg.Entry {
 	st := s.stamps[simWriteID{msg.Revision, msg.Written}]
-	return transport.NewEntry(bucketName, msg.Key, msg.Value, msg.Revision, msg.Written, simOp(msg.Op), msg.TTL).WithStamp(st)
+	return keymsg.NewEntry(bucketName, msg.Key, msg.Value, msg.Revision, msg.Written, simOp(msg.Op), msg.TTL).WithStamp(st)
 }
 
 // deliverLocked hands each watch what the bucket queued for it, and ends

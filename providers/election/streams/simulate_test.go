@@ -20,6 +20,7 @@ import (
 
 	"github.com/conclave-io/conclave/backoff"
 	"github.com/conclave-io/conclave/clock"
+	"github.com/conclave-io/conclave/internal/keymsg"
 	"github.com/conclave-io/conclave/internal/simkv"
 	"github.com/conclave-io/conclave/providers/election/standing"
 	"github.com/conclave-io/conclave/providers/election/streams/internal/transport"
@@ -237,7 +238,7 @@ type simWorld struct {
 	lastMove time.Time
 	// stamps are what each write said of itself (its headers), by
 	// revision and write time: simkv keeps no headers.
-	stamps      map[simWriteID]transport.Stamp
+	stamps      map[simWriteID]keymsg.Stamp
 	lastToken   map[int]uint64 // the highest token of each epoch
 	noStartTil  time.Time      // no candidate starts before (after a vanish or removal, as the README asks)
 	lastTTLAt   time.Time      // when the TTL was last lowered
@@ -458,7 +459,7 @@ func simulate(seed uint64, verbose bool) simResult {
 	t0 := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 	ttls := []time.Duration{time.Second, 2 * time.Second, 3 * time.Second, 5 * time.Second}
 	w := &simWorld{simBase: &simBase{rng: rng, seed: seed, t0: t0, now: t0, verbose: verbose, res: simResult{seed: seed, byFault: map[string]int{}}},
-		key: simKey, lastToken: map[int]uint64{}, stamps: map[simWriteID]transport.Stamp{}, actions: map[[2]int64]int{}, duties: map[[2]int64]int{}}
+		key: simKey, lastToken: map[int]uint64{}, stamps: map[simWriteID]keymsg.Stamp{}, actions: map[[2]int64]int{}, duties: map[[2]int64]int{}}
 	w.ttl = ttls[rng.IntN(len(ttls))]
 	w.msgTTL = rng.IntN(2) == 0
 	w.sharedIdentity = seed%4 == 3 // from the seed, not its draws: other seeds run as before
@@ -1266,7 +1267,7 @@ func (w *simWorld) apply2(n *simNode, a action) input {
 		}
 		rev, err := b.Put(w.now, w.key, []byte(n.identity), a.expect, ttl)
 		if err == nil {
-			w.stamps[simWriteID{rev, w.now}] = transport.Stamp{Instance: n.name, Term: a.term.header()}
+			w.stamps[simWriteID{rev, w.now}] = keymsg.Stamp{Instance: n.name, Term: a.term.header()}
 			switch {
 			case a.term.begins:
 				n.beginsAt = w.now
@@ -1419,7 +1420,7 @@ type simWriteID struct {
 // itself in its headers.
 func (w *simWorld) entry(msg *simkv.Msg) Entry {
 	st := w.stamps[simWriteID{msg.Revision, msg.Written}]
-	return ReadEntry(transport.NewEntry(bucketName, msg.Key, msg.Value, msg.Revision, msg.Written, simOp(msg.Op), msg.TTL).WithStamp(st))
+	return ReadEntry(keymsg.NewEntry(bucketName, msg.Key, msg.Value, msg.Revision, msg.Written, simOp(msg.Op), msg.TTL).WithStamp(st))
 }
 
 func simOp(op simkv.Op) jetstream.KeyValueOp {
@@ -1771,7 +1772,7 @@ func (w *simWorld) checkObserver(n *simNode) {
 	if l.Token != 0 && (l.Event == EventElected || l.Event == EventCurrent || l.Event == EventRenewed) {
 		// A term is reported only once it has begun: never on a write
 		// that said its term waits.
-		if st := w.stamps[simWriteID{l.Revision, l.Renewed}]; st.Term == transport.TermWaits {
+		if st := w.stamps[simWriteID{l.Revision, l.Renewed}]; st.Term == keymsg.TermWaits {
 			w.fail("observer %s reports %s's term with token %d on revision %d, which said its term waits", n.name, l.Leader, l.Token, l.Revision)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/conclave-io/conclave/internal/keymsg"
 	"github.com/conclave-io/conclave/providers/election/streams/internal/transport"
 )
 
@@ -20,11 +21,11 @@ type store interface {
 	// Write stores value under key if the key's latest revision is rev (0:
 	// the key has no message at all), and returns the new revision.
 	// The write carries st, what it says of itself, where the store can.
-	Write(ctx context.Context, key string, value []byte, rev uint64, st transport.Stamp) (uint64, error)
+	Write(ctx context.Context, key string, value []byte, rev uint64, st keymsg.Stamp) (uint64, error)
 	// Delete writes a delete marker over revision rev of key, carrying
 	// payload when the store can (a release mark), and reports whether it
 	// could.
-	Delete(ctx context.Context, key string, rev uint64, payload []byte, st transport.Stamp) (marked bool, err error)
+	Delete(ctx context.Context, key string, rev uint64, payload []byte, st keymsg.Stamp) (marked bool, err error)
 	// Latest returns the key's latest message, markers included, or nil
 	// when it has none. A store that cannot see markers returns nil for
 	// them too.

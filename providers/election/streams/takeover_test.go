@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/conclave-io/conclave/clock/clocktest"
-	"github.com/conclave-io/conclave/providers/election/streams/internal/transport"
+	"github.com/conclave-io/conclave/internal/keymsg"
 )
 
 // TestCampaignTakeoverWaitsByWhatTheKeyShows: after a holder's release the next
@@ -91,7 +91,7 @@ func TestCampaignStandbyThatMissedARenewalTakesOverAtTheRealExpiry(t *testing.T)
 	s := newSim(t, st, "b")
 	s.run(ttl / 3)
 	st.missNext()
-	rev2, err := st.Write(context.Background(), "k", []byte("crashed"), rev, transport.Stamp{}) // the crashed leader's last renewal, unseen
+	rev2, err := st.Write(context.Background(), "k", []byte("crashed"), rev, keymsg.Stamp{}) // the crashed leader's last renewal, unseen
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestCampaignStandbyTakesALapsedLeaseWithoutWaitingForTheBroker(t *testing.T
 	s := newSim(t, st, "b")
 	s.run(ttl / 3)
 	seen := clk.Now()
-	if _, err := st.Write(context.Background(), "k", []byte("crashed"), rev, transport.Stamp{}); err != nil { // its last renewal
+	if _, err := st.Write(context.Background(), "k", []byte("crashed"), rev, keymsg.Stamp{}); err != nil { // its last renewal
 		t.Fatal(err)
 	}
 	s.run(ttl - 10*time.Millisecond)

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/conclave-io/conclave/internal/keymsg"
 	"github.com/conclave-io/conclave/internal/kvwatch"
 )
 
@@ -625,7 +626,7 @@ func (f *feed) startConsumer(ctx context.Context) (feedSource, error) {
 			return
 		}
 		key := strings.TrimPrefix(m.Subject(), prefix)
-		ent := entryOf(h.kv.Bucket(), key, m.Data(), m.Headers(), md.Sequence.Stream, md.Timestamp)
+		ent := keymsg.EntryOf(h.kv.Bucket(), key, m.Data(), m.Headers(), md.Sequence.Stream, md.Timestamp)
 		f.deliver(gen, ent, md.NumPending == 0)
 		taken.Store(md.Sequence.Consumer) // delivered in order
 	},

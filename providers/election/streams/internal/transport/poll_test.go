@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conclave-io/conclave/internal/keymsg"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -22,7 +23,7 @@ func subscriber(t *testing.T, h *watchHub, key string) *hubWatch {
 }
 
 func entryAt(rev uint64) jetstream.KeyValueEntry {
-	return NewEntry("b", "k", []byte("x"), rev, time.Unix(0, 0), jetstream.KeyValuePut, 0)
+	return keymsg.NewEntry("b", "k", []byte("x"), rev, time.Unix(0, 0), jetstream.KeyValuePut, 0)
 }
 
 // A subscription polled holds its deliveries without a channel, hands them

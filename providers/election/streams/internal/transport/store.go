@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/conclave-io/conclave/internal/jsapi"
+	"github.com/conclave-io/conclave/internal/keymsg"
 )
 
 // Logger receives the transport's log lines: the same methods as the
@@ -136,43 +137,6 @@ func MessageTTL(ttl time.Duration) time.Duration {
 	return (ttl + time.Second - 1).Truncate(time.Second)
 }
 
-// Stamp is what a Conclave candidate's write says of itself in headers,
-// which Choria's candidates and the KV API ignore: the candidate instance
-// that wrote it (InstanceHeader), and the term it belongs to (TermHeader):
-// a running term's token, TermBegins for a write that takes the key and
-// begins a term as it lands, or TermWaits for a hold whose term has not
-// begun. Empty fields are not sent.
-type Stamp struct {
-	Instance string
-	Term     string
-}
-
-// The headers of a Stamp, and the values TermHeader takes besides a token.
-const (
-	InstanceHeader = "Conclave-Instance"
-	TermHeader     = "Conclave-Term"
-	TermBegins     = "begins"
-	TermWaits      = "waits"
-)
-
-// set writes st into hdr.
-func (st Stamp) set(hdr nats.Header) {
-	if st.Instance != "" {
-		hdr.Set(InstanceHeader, st.Instance)
-	}
-	if st.Term != "" {
-		hdr.Set(TermHeader, st.Term)
-	}
-}
-
-// stampOf reads the stamp of a message's headers.
-func stampOf(hdr nats.Header) Stamp {
-	if hdr == nil {
-		return Stamp{}
-	}
-	return Stamp{Instance: hdr.Get(InstanceHeader), Term: hdr.Get(TermHeader)}
-}
-
 // Write stores value with a revision check. When the bucket allows it, the
 // message carries the TTL itself: the broker then expires it within a few
 // milliseconds of the TTL, where MaxAge can be hundreds late. Choria's
@@ -180,7 +144,7 @@ func stampOf(hdr nats.Header) Stamp {
 // With a JetStream context the message is published raw and carries st;
 // without one it goes through the KV API's Update, which cannot carry
 // headers.
-func (s *Store) Write(ctx context.Context, key string, value []byte, rev uint64, st Stamp) (uint64, error) {
+func (s *Store) Write(ctx context.Context, key string, value []byte, rev uint64, st keymsg.Stamp) (uint64, error) {
 	s.mu.Lock()
 	ttl := s.msgTTL
 	s.mu.Unlock()
@@ -196,7 +160,7 @@ func (s *Store) Write(ctx context.Context, key string, value []byte, rev uint64,
 	}
 	m := nats.NewMsg(s.putSubject(key))
 	m.Data = value
-	st.set(m.Header)
+	st.Set(m.Header)
 	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(rev, 10))
 	if ttl > 0 {
 		m.Header.Set(jetstream.MsgTTLHeader, ttl.String())
@@ -317,7 +281,7 @@ func (s *Store) putSubject(key string) string { return s.putPrefix + s.subject(k
 // Delete writes a delete marker over revision rev of key: with a JetStream
 // context and a payload, a raw one carrying the payload (a release mark);
 // otherwise the KV API's, without. It reports whether the payload went.
-func (s *Store) Delete(ctx context.Context, key string, rev uint64, payload []byte, st Stamp) (bool, error) {
+func (s *Store) Delete(ctx context.Context, key string, rev uint64, payload []byte, st keymsg.Stamp) (bool, error) {
 	leave, err := s.hub.gate.enter(ctx, Writes)
 	if err != nil {
 		return false, err
@@ -329,16 +293,13 @@ func (s *Store) Delete(ctx context.Context, key string, rev uint64, payload []by
 		return false, s.denied(err, before, "releasing election "+key, s.putSubject(key))
 	}
 	m := nats.NewMsg(s.putSubject(key))
-	m.Header.Set(kvOperationHeader, "DEL")
-	st.set(m.Header)
+	m.Header.Set(keymsg.OperationHeader, "DEL")
+	st.Set(m.Header)
 	m.Data = payload
 	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(rev, 10))
 	_, err = s.publish(ctx, m)
 	return true, s.denied(err, before, "releasing election "+key, s.putSubject(key))
 }
-
-// kvOperationHeader is the header NATS KV marks deletes and purges with.
-const kvOperationHeader = "KV-Operation"
 
 // Latest returns the key's latest message, markers included, nil when it
 // has none: with a JetStream context read from the stream; otherwise
@@ -382,50 +343,7 @@ func (s *Store) Latest(ctx context.Context, key string) (jetstream.KeyValueEntry
 		return nil, s.denied(err, before, "reading election "+key,
 			"$JS.API.DIRECT.GET.KV_"+s.kv.Bucket()+"."+s.subject(key), "$JS.API.STREAM.MSG.GET.KV_"+s.kv.Bucket())
 	}
-	return entryOf(s.kv.Bucket(), key, m.Data, m.Header, m.Sequence, m.Time), nil
-}
-
-// EntryOf reads a message of the bucket's stream as a KV entry (see
-// entryOf).
-func EntryOf(bucket, key string, data []byte, hdr nats.Header, seq uint64, at time.Time) *Entry {
-	return entryOf(bucket, key, data, hdr, seq, at)
-}
-
-// entryOf reads a message of the bucket's stream as a KV entry: deletes and
-// purges by their KV header, and the server's markers by their reason.
-func entryOf(bucket, key string, data []byte, hdr nats.Header, seq uint64, at time.Time) *Entry {
-	ent := &Entry{bucket: bucket, key: key, value: data, revision: seq, created: at, msgTTL: msgTTLOf(hdr), stamp: stampOf(hdr)}
-	switch hdr.Get(kvOperationHeader) {
-	case "DEL":
-		ent.op = jetstream.KeyValueDelete
-	case "PURGE":
-		ent.op = jetstream.KeyValuePurge
-	default:
-		switch hdr.Get(jetstream.MarkerReasonHeader) {
-		case "MaxAge", "Purge":
-			ent.op = jetstream.KeyValuePurge
-		case "Remove":
-			ent.op = jetstream.KeyValueDelete
-		}
-	}
-	return ent
-}
-
-// msgTTLOf reads a message's own TTL from its Nats-TTL header as the
-// server does (a duration, or whole seconds), in whole seconds; 0 for none,
-// for "never" and for anything the server would not take.
-func msgTTLOf(hdr nats.Header) time.Duration {
-	v := hdr.Get(jetstream.MsgTTLHeader)
-	if v == "" {
-		return 0
-	}
-	if d, err := time.ParseDuration(v); err == nil {
-		return max(d.Truncate(time.Second), 0)
-	}
-	if n, err := strconv.ParseUint(v, 10, 31); err == nil && n > 0 {
-		return time.Duration(n) * time.Second
-	}
-	return 0
+	return keymsg.EntryOf(s.kv.Bucket(), key, m.Data, m.Header, m.Sequence, m.Time), nil
 }
 
 // Watch follows key through the process's shared watches: its latest
@@ -438,51 +356,6 @@ func (s *Store) Watch(ctx context.Context, key string) (jetstream.KeyWatcher, er
 	s.mu.Unlock()
 	return s.hub.subscribe(ctx, key, ttl)
 }
-
-// Entry is a key's message read straight from the stream: a
-// jetstream.KeyValueEntry whose Delta is always 0, and which also tells
-// the message's own TTL (MsgTTL).
-type Entry struct {
-	bucket, key string
-	value       []byte
-	revision    uint64
-	created     time.Time
-	op          jetstream.KeyValueOp
-	msgTTL      time.Duration
-	stamp       Stamp
-}
-
-// NewEntry returns the message of key in bucket at revision, stored at
-// created, with value and operation op, and its own TTL msgTTL (0 for
-// none).
-func NewEntry(bucket, key string, value []byte, revision uint64, created time.Time, op jetstream.KeyValueOp, msgTTL time.Duration) *Entry {
-	return &Entry{bucket: bucket, key: key, value: value, revision: revision, created: created, op: op, msgTTL: msgTTL}
-}
-
-// MsgTTL is the message's own TTL (its Nats-TTL header, as the election
-// writes where the bucket allows it), in whole seconds; 0 when it has none.
-// The broker expires the message at the earlier of that and the bucket's
-// MaxAge.
-func (e *Entry) MsgTTL() time.Duration { return e.msgTTL }
-
-// Stamp is what the message's writer said of itself (see Stamp); empty for
-// writers that say nothing, such as Choria's candidates.
-func (e *Entry) Stamp() Stamp { return e.stamp }
-
-// WithStamp returns e carrying st: for stores that keep stamps their own way.
-func (e *Entry) WithStamp(st Stamp) *Entry {
-	c := *e
-	c.stamp = st
-	return &c
-}
-
-func (e *Entry) Bucket() string                  { return e.bucket }
-func (e *Entry) Key() string                     { return e.key }
-func (e *Entry) Value() []byte                   { return e.value }
-func (e *Entry) Revision() uint64                { return e.revision }
-func (e *Entry) Created() time.Time              { return e.created }
-func (e *Entry) Delta() uint64                   { return 0 }
-func (e *Entry) Operation() jetstream.KeyValueOp { return e.op }
 
 // errCodeMessageTTLDisabled is the JetStream error code for a per-message
 // TTL on a stream that does not allow them (nats.go names no constant).

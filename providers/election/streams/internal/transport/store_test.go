@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
+	"github.com/conclave-io/conclave/internal/keymsg"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -67,7 +67,7 @@ func TestEntriesTellTheirOwnTTL(t *testing.T) {
 	if _, _, err := s.Status(ctx, 0); err != nil {
 		t.Fatal(err)
 	}
-	rev, err := s.Write(ctx, "own", []byte("a"), 0, Stamp{})
+	rev, err := s.Write(ctx, "own", []byte("a"), 0, keymsg.Stamp{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestEntriesTellTheirOwnTTL(t *testing.T) {
 		if err != nil || ent == nil {
 			t.Fatalf("%s: read %v, %v", key, ent, err)
 		}
-		if got := ent.(*Entry).MsgTTL(); got != want {
+		if got := ent.(*keymsg.Entry).MsgTTL(); got != want {
 			t.Errorf("%s: read its own TTL as %v, want %v", key, got, want)
 		}
 		w, err := s.Watch(ctx, key)
@@ -99,19 +99,5 @@ func TestEntriesTellTheirOwnTTL(t *testing.T) {
 			t.Fatalf("%s: the watch delivered nothing", key)
 		}
 		_ = w.Stop()
-	}
-}
-
-// TestMsgTTLOfReadsTheHeaderAsTheServerDoes: a duration or whole seconds,
-// counted in whole seconds; "never", nonsense and nothing are no TTL.
-func TestMsgTTLOfReadsTheHeaderAsTheServerDoes(t *testing.T) {
-	for hdr, want := range map[string]time.Duration{"2s": 2 * time.Second, "2.7s": 2 * time.Second, "1m": time.Minute, "5": 5 * time.Second, "never": 0, "-3": 0, "soon": 0, "": 0} {
-		h := nats.Header{}
-		if hdr != "" {
-			h.Set(jetstream.MsgTTLHeader, hdr)
-		}
-		if got := msgTTLOf(h); got != want {
-			t.Errorf("Nats-TTL %q: read %v, want %v", hdr, got, want)
-		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conclave-io/conclave/internal/keymsg"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -16,13 +17,13 @@ func BenchmarkStoreWrite(b *testing.B) {
 	kv, js := createBucket(b, nc, 30*time.Second)
 	s := NewStore(kv, js, nopLogger{}, writtenAfter)
 	ctx := context.Background()
-	rev, err := s.Write(ctx, "svc1", []byte("p1"), 0, Stamp{Instance: "i1", Term: "1"})
+	rev, err := s.Write(ctx, "svc1", []byte("p1"), 0, keymsg.Stamp{Instance: "i1", Term: "1"})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if rev, err = s.Write(ctx, "svc1", []byte("p1"), rev, Stamp{Instance: "i1", Term: "1"}); err != nil {
+		if rev, err = s.Write(ctx, "svc1", []byte("p1"), rev, keymsg.Stamp{Instance: "i1", Term: "1"}); err != nil {
 			b.Fatal(err)
 		}
 	}
