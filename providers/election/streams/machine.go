@@ -71,17 +71,15 @@ type machine struct {
 	// term is the running term's token, 0 while none runs (a term runs
 	// only in leading and doomed; tokens are revisions, never 0).
 	term uint64
-	// handOver, when set, is a hand-over asked for and not yet done:
-	// the term ends, then we offer the key to the candidate, and if it
-	// does not take it, the release names it.
+	// handOver, when set, is the hand-over under way: one asked for (or
+	// moved to by the policy), whose term ends, then the key is offered to
+	// the candidate, and if it does not take it, the release names it; or
+	// a stop's (orNext), the standby a stopping leader offers the key to
+	// before it releases it (see inStop).
 	handOver *handOver
 	// taking, when rev is set, is an offer of the key we took up: the
 	// write over rev that takes the key is due or under way.
 	taking takeOver
-	// stopOffer, when set, is the standby a stopping leader offers
-	// the key to before it releases it (see inStop); offered: the offer
-	// was made and not taken up, and the release follows.
-	stopOffer *handOver
 
 	watch watchState
 
@@ -486,8 +484,8 @@ func (m *machine) take(in input) {
 		// The policy never names this candidate; a copy of our identity
 		// must be named by its instance.
 		ho := in.handOver
-		if ho.namesAnother(m.cfg.identity) && m.cfg.offers && m.cfg.releaseOnStop {
-			m.stopOffer = &handOver{to: ho.to, instance: ho.instance, within: m.handOverWindow(), orNext: true}
+		if ho.namesAnother(m.cfg.identity) && m.cfg.offers && m.cfg.releaseOnStop && m.handOver == nil {
+			m.handOver = &handOver{to: ho.to, instance: ho.instance, within: m.handOverWindow(), orNext: true}
 		}
 	case inRead:
 		m.onRead(in)
@@ -628,12 +626,12 @@ func (m *machine) dueStopping(now time.Time) (time.Time, action, func(time.Time)
 	}
 	keeps := m.phase.holds() && m.phase != doomed && m.fatal == nil
 	switch {
-	case keeps && m.stopOffer != nil && !m.stopOffer.offered && m.handOver == nil && m.releaseMarked(now):
+	case keeps && m.handOver != nil && m.handOver.orNext && !m.handOver.offered && m.releaseMarked(now):
 		// The best standby known takes the key with one synced write
 		// of its own over ours, as in a hand-over, rather than after a
 		// release and a race of campaigns; offered only when a release
 		// could be marked, so that its term may begin at once (rule 1).
-		return now, action{kind: doOffer, expect: m.held().rev, handOver: *m.stopOffer, epoch: m.epoch, timeout: m.offerTimeout(now, *m.stopOffer)}, nil
+		return now, action{kind: doOffer, expect: m.held().rev, handOver: *m.handOver, epoch: m.epoch, timeout: m.offerTimeout(now, *m.handOver)}, nil
 	case keeps && m.cfg.releaseOnStop:
 		return now, action{kind: doRelease, expect: m.held().rev, marked: m.releaseMarked(now)}, nil
 	case m.watch.mode != watchDown:
@@ -1522,10 +1520,11 @@ func (m *machine) releaseMarked(now time.Time) bool {
 
 func (m *machine) onRelease(in input) {
 	rev := m.held().rev
-	if m.handOver != nil {
+	if m.handOver != nil && !m.handOver.orNext {
 		m.onHandOverRelease(in)
 		return
 	}
+	stopOffer := m.handOver
 	// Released or not, the hold is given up: the key is another's or
 	// expires. A giving-up release while running is followed by campaigns
 	// (and a later hold of the key is released or offered again when we
@@ -1541,8 +1540,8 @@ func (m *machine) onRelease(in input) {
 		m.nextCampaign = time.Time{}
 	}
 	switch {
-	case in.err != nil && m.stopOffer != nil && m.stopOffer.offered && m.stopOffer.declinedOut.unanswered() && in.out == outMismatch:
-		m.log.Infof("election %s: revision %d moved on before the release: %s may have taken up the offer", m.cfg.key, rev, m.stopOffer.to)
+	case in.err != nil && stopOffer != nil && stopOffer.offered && stopOffer.declinedOut.unanswered() && in.out == outMismatch:
+		m.log.Infof("election %s: revision %d moved on before the release: %s may have taken up the offer", m.cfg.key, rev, stopOffer.to)
 	case in.err != nil:
 		m.log.Warnf("election %s: could not release revision %d, the key expires within %v: %v", m.cfg.key, rev, m.tm.ttl, in.err)
 	case in.marked:
@@ -1661,20 +1660,6 @@ func (m *machine) offerTimeout(now time.Time, ho handOver) time.Duration {
 // well inside RequestHandOver's default deadline and the CLI's --timeout.
 const maxOfferTimeout = time.Second
 
-// offering is the hand-over whose offer of the key is due or under way:
-// the one asked for (or moved to by the policy), or else, while stopping,
-// the successor named on stop. One path serves both; only what follows a
-// taken offer differs.
-func (m *machine) offering() *handOver {
-	switch {
-	case m.handOver != nil:
-		return m.handOver
-	case m.stopOffer != nil:
-		return m.stopOffer
-	}
-	return &handOver{} // neither: an answer to no offer changes nothing
-}
-
 // onOffer takes in the answer to our offer of the key. Taken up: the key
 // is the candidate's. On stop nothing is left to release; otherwise we are
 // a candidate again that sits the window out until we see its write. Not
@@ -1683,8 +1668,11 @@ func (m *machine) offering() *handOver {
 // fails, as the key moved on.
 func (m *machine) onOffer(in input) {
 	done := in.now
-	ho, rev := m.offering(), m.held().rev
-	onStop := ho == m.stopOffer
+	ho, rev := m.handOver, m.held().rev
+	if ho == nil {
+		return // an answer to no offer changes nothing
+	}
+	onStop := ho.orNext
 	if onStop && in.handOver.to != "" {
 		// The stop's offer went on to the next best standby.
 		ho.to, ho.instance = in.handOver.to, in.handOver.instance
