@@ -865,6 +865,9 @@ func (m *machine) move(next phase) {
 		m.log.Errorf("election %s: bug: a campaign cannot move from %s to %s; please report this", m.cfg.key, m.phase, next)
 	}
 	m.phase = next
+	if !next.holds() {
+		m.hold = nil // the hold lives while the phase holds the key
+	}
 }
 
 // failed notes an outcome that ends the campaign: a permission refusal
@@ -1462,7 +1465,6 @@ func (m *machine) dropHold(now time.Time, deposed bool) {
 	}
 	rev := m.held().rev
 	m.move(candidate)
-	m.hold = nil
 	if deposed {
 		m.sitOut = sitOut{until: now.Add(m.tm.ttl), rev: rev}
 	}
@@ -1532,11 +1534,9 @@ func (m *machine) onRelease(in input) {
 	switch {
 	case m.stopping():
 		m.move(candidate)
-		m.hold = nil
 	case m.mode == givingUp:
 		m.enter(running)
 		m.move(candidate)
-		m.hold = nil
 		m.nextCampaign = time.Time{}
 	}
 	switch {
@@ -1607,7 +1607,6 @@ func (m *machine) onHandOverRelease(in input) {
 	done := in.now
 	ho, rev := *m.handOver, m.held().rev
 	m.move(candidate)
-	m.hold = nil
 	if ho.releaseNames().to != "" {
 		m.sitOut = sitOut{until: done.Add(ho.within), rev: rev}
 	}
@@ -1684,7 +1683,6 @@ func (m *machine) onOffer(in input) {
 	}
 	taken := *ho
 	m.move(candidate)
-	m.hold = nil
 	if onStop {
 		m.log.Infof("election %s: %s took the key over revision %d: handed over on stop", m.cfg.key, taken.to, rev)
 		return
@@ -1904,7 +1902,6 @@ func (m *machine) giveUp() {
 		return
 	}
 	m.move(candidate)
-	m.hold = nil
 	m.nextCampaign = time.Time{}
 }
 
