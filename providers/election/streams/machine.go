@@ -1220,7 +1220,7 @@ func ownTTLFirst(v keyView, ttl time.Duration) bool {
 // as much as our clock runs ahead of the broker's: that error takes the
 // margin, and nothing is taken off. Otherwise a purge seen within the
 // margin of the estimate would pass for an expiry while its holder still
-// led, by as little as the clocks differ (simulator seed 7621183: 30 ms).
+// led, by as little as the clocks differ.
 func (m *machine) expiredFrom(v keyView, ttl time.Duration) time.Time {
 	if !v.live {
 		return expiresAt(v, ttl)
@@ -1284,10 +1284,9 @@ func (m *machine) noteBucketBorn(now, born time.Time) {
 	m.seenRev, m.seenWritten = 0, time.Time{}
 	// The view's revision is the old bucket's: in the new one it may name
 	// another candidate's live write, which a campaign over it would take
-	// (simulator seed 1272535, for a holder that gave its hold up). Our
-	// own write, if we held the key, is kept aside (displaced): it may be
-	// in the new bucket, and a removal found next removed it (seed
-	// 1261420).
+	// (as for a holder that gave its hold up). Our own write, if we held
+	// the key, is kept aside (displaced): it may be in the new bucket, and
+	// a removal found next removed it.
 	ours := m.view
 	m.view = keyView{known: true, Entry: Entry{Key: m.cfg.key, State: KeyRemoved, Operation: opPurge}, seenAt: now, ttl: m.tm.ttl}
 	m.displaced = nil
