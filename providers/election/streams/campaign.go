@@ -42,7 +42,8 @@ type driver struct {
 	offer func(ctx context.Context, to handOver, rev uint64, epoch time.Time) error
 	// successor, when set, names the standby a stopping leader offers the
 	// key to ("" for none), leaving out those named in but: asked as the
-	// campaign stops, and again as the offer is made (offerOnward).
+	// driver takes the stop (handle), and again as the offer is made
+	// (offerOnward).
 	successor func(but ...handOver) handOver
 	// stopTo is the standby the stop offers the key to, once stopping.
 	stopTo string
@@ -216,6 +217,10 @@ func (c *campaigner) begin(ctx context.Context, born time.Time) input {
 // for nothing more, and returns when to step it again, or the action to
 // perform first (its outcome is the next input).
 func (d *driver) handle(in input) (time.Time, action) {
+	if in.kind == inStop && in.handOver.to == "" && d.successor != nil {
+		in.handOver = d.successor() // the standby the policy names now
+		d.stopTo = in.handOver.to
+	}
 	out := d.m.step(classified(in))
 	for {
 		logNotes(d.log, out.notes)

@@ -389,10 +389,6 @@ func (d *driver) take(s *scheduler) (input, bool) {
 			d.waiting = append(d.waiting, a)
 		}
 		a.in.now = now
-		if a.in.kind == inStop && d.successor != nil {
-			a.in.handOver = d.successor()
-			d.stopTo = a.in.handOver.to
-		}
 		return a.in, true
 	case !d.settingsSent.IsZero():
 		// The bucket's settings changed: read them, served by the read

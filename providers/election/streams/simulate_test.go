@@ -844,7 +844,15 @@ func (w *simWorld) start(id int, after time.Duration) {
 		if cfg.offers {
 			n.st = newStand(identity, name, simMinTerm*tm.ttl, simHealthEvery, rng.Int64N)
 			n.st.open(n.local(w.now))
-			n.c.successor = func(but ...handOver) handOver { return n.st.successor(n.standNow(), but...) }
+			n.c.successor = func(but ...handOver) handOver {
+				ho := n.st.successor(n.standNow(), but...)
+				for _, c := range n.st.roll.list() {
+					if ho.names(c) && !c.Healthy {
+						w.fail("the hand-over policy named %s, unhealthy as it last said, as %s's successor", c.Instance, n.name)
+					}
+				}
+				return ho
+			}
 			w.poke(n)
 		}
 		w.nodes[id] = n
@@ -1530,23 +1538,12 @@ func (w *simWorld) fault() {
 			// ranks best, if it knows one: here any other candidate, or
 			// one that is not running.
 			stop := input{kind: inStop}
-			switch r := w.rng.IntN(5); {
-			case r == 0:
-			case r == 1:
+			if w.rng.IntN(5) == 0 {
 				stop.handOver.to = "ghost"
-			default:
-				// The real policy on the real roll: the best healthy
-				// standby the steward heard of.
-				if n.st == nil {
-					break
-				}
-				stop.handOver = n.st.successor(n.standNow())
-				for _, c := range n.st.roll.list() {
-					if stop.handOver.names(c) && !c.Healthy {
-						w.fail("the hand-over policy named %s, unhealthy as it last said, as %s's successor", c.Instance, n.name)
-					}
-				}
 			}
+			// Otherwise the real driver asks the real policy on the real
+			// roll as it takes the stop: the best healthy standby the
+			// steward heard of (see campaign).
 			w.logf("FAULT %s is stopped (successor %q)", n.name, stop.handOver.to)
 			n.stopping = true
 			if !n.busy && !w.now.Before(n.paused) {
