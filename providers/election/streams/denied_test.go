@@ -86,6 +86,7 @@ func startAsync(e *Election) <-chan error {
 // ErrPermissionDenied naming what was refused, instead of retrying forever,
 // and the user's own election on the same connection keeps its leader.
 func TestStartReturnsPermissionDeniedForAnElectionTheUserMayNotTouch(t *testing.T) {
+	t.Parallel()
 	srv, _, _ := permissionServer(t, appPermissions(true))
 	kv := openBucket(t, appConn(t, srv))
 	rec := newRecorder()
@@ -118,6 +119,7 @@ func TestStartReturnsPermissionDeniedForAnElectionTheUserMayNotTouch(t *testing.
 // takes a user's permission away, its leader's next renewal is refused and
 // it stands down at once with CauseDenied, and Start says why.
 func TestLeaderWhoseWritesAreRevokedStandsDown(t *testing.T) {
+	t.Parallel()
 	srv, opts, _ := permissionServer(t, appPermissions(true))
 	kv := openBucket(t, appConn(t, srv))
 	rec := newRecorder()

@@ -13,6 +13,7 @@ import (
 )
 
 func TestNewElectionRejectsBadInput(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	kv := createBucket(t, connect(t, ts.url()), bucketConfig(2*time.Second))
 	for _, tc := range []struct {
@@ -56,6 +57,7 @@ func TestNewElectionRejectsBadInput(t *testing.T) {
 }
 
 func TestStartRejectsBucketsThatCannotHoldElections(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	nc := connect(t, ts.url())
 	js, _ := jetstream.New(nc)
@@ -101,6 +103,7 @@ func TestStartRejectsBucketsThatCannotHoldElections(t *testing.T) {
 }
 
 func TestSingleCandidateLeadsWithItsIdentityAsValue(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	kv := createBucket(t, connect(t, ts.url()), bucketConfig(2*time.Second))
 	rec := newRecorder()
@@ -161,6 +164,7 @@ func TestSingleCandidateLeadsWithItsIdentityAsValue(t *testing.T) {
 }
 
 func TestStopBeforeStartAndStopFromCallbacks(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	kv := createBucket(t, connect(t, ts.url()), bucketConfig(2*time.Second))
 
@@ -208,6 +212,7 @@ func TestStopBeforeStartAndStopFromCallbacks(t *testing.T) {
 }
 
 func TestContextCancelEndsTheCampaign(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	kv := createBucket(t, connect(t, ts.url()), bucketConfig(2*time.Second))
 	rec := newRecorder()
@@ -232,6 +237,7 @@ func TestContextCancelEndsTheCampaign(t *testing.T) {
 }
 
 func TestGracefulHandoffOrdersLostBeforeWon(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	kv := createBucket(t, connect(t, ts.url()), bucketConfig(5*time.Second))
 	rec := newRecorder()
@@ -271,6 +277,7 @@ func TestGracefulHandoffOrdersLostBeforeWon(t *testing.T) {
 }
 
 func TestTokensGrowAcrossTermsAndBrokerRestarts(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	nc := connect(t, ts.url())
 	kv := createBucket(t, nc, bucketConfig(time.Second))
@@ -300,6 +307,7 @@ func TestTokensGrowAcrossTermsAndBrokerRestarts(t *testing.T) {
 }
 
 func TestReleaseOnStopFalseLeavesTheKeyToExpire(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	kv := createBucket(t, connect(t, ts.url()), bucketConfig(time.Second))
 	rec := newRecorder()
@@ -320,6 +328,7 @@ func TestReleaseOnStopFalseLeavesTheKeyToExpire(t *testing.T) {
 }
 
 func TestConcurrentCandidatesElectOne(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	kv := createBucket(t, connect(t, ts.url()), bucketConfig(2*time.Second))
 	rec := newRecorder()

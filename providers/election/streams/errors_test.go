@@ -16,6 +16,7 @@ import (
 // in the process, never sent, was not stored, whatever its context's error
 // says; one that timed out on the wire may have been.
 func TestRequestNeverSentHasAKnownOutcome(t *testing.T) {
+	t.Parallel()
 	notSent := fmt.Errorf("writing election e: %w: %w", transport.ErrNotSent, context.DeadlineExceeded)
 	if out, _ := classify(notSent); out != outNotSent || out.mayHaveApplied() {
 		t.Errorf("%v: outcome %d, may have applied %v; want not sent, not applied", notSent, out, out.mayHaveApplied())
@@ -31,6 +32,7 @@ func TestRequestNeverSentHasAKnownOutcome(t *testing.T) {
 // alone, so every error the transport returns must land in the right one,
 // and only a mismatch names a revision.
 func TestErrorsAreClassifiedIntoOutcomes(t *testing.T) {
+	t.Parallel()
 	wrongLast := &jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeStreamWrongLastSequence, Description: "wrong last sequence: 42"}
 	for _, c := range []struct {
 		err  error

@@ -147,6 +147,7 @@ func TestLeaderWhoseConnectionClosesIsReplacedAfterExpiry(t *testing.T) {
 }
 
 func TestLeaderStandsDownAtDeadlineByTheClockAlone(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	kv := createBucket(t, connect(t, ts.url()), bucketConfig(10*time.Second))
 	fake := clocktest.New(time.Now())
@@ -210,6 +211,7 @@ func TestLeaderStandsDownAtDeadlineByTheClockAlone(t *testing.T) {
 }
 
 func TestBrokerOutageShorterThanTheLeaseKeepsTheLeader(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	nc := connect(t, ts.url())
 	kv := createBucket(t, nc, bucketConfig(5*time.Second))
@@ -251,6 +253,7 @@ func TestLeaderCutOffFromTheBrokerStandsDownAtItsDeadline(t *testing.T) {
 }
 
 func TestAmbiguousRenewalNeverMakesASecondLeader(t *testing.T) {
+	t.Parallel()
 	const ttl = 2 * time.Second
 	ts := newTestServer(t)
 	nc := connect(t, ts.url())
@@ -291,6 +294,7 @@ func TestAmbiguousRenewalNeverMakesASecondLeader(t *testing.T) {
 }
 
 func TestAmbiguousCampaignIsNotAssumedWon(t *testing.T) {
+	t.Parallel()
 	const ttl = time.Second
 	ts := newTestServer(t)
 	kv := createBucket(t, connect(t, ts.url()), bucketConfig(ttl))
@@ -311,6 +315,7 @@ func TestAmbiguousCampaignIsNotAssumedWon(t *testing.T) {
 }
 
 func TestStartRetriesWhileTheBrokerIsDown(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	kv := createBucket(t, connect(t, ts.url()), bucketConfig(time.Second))
 	ts.stop()
@@ -337,6 +342,7 @@ func TestStartRetriesWhileTheBrokerIsDown(t *testing.T) {
 }
 
 func TestGraceDelaysWinningAfterAnExpiry(t *testing.T) {
+	t.Parallel()
 	const ttl, grace = time.Second, 700 * time.Millisecond
 	ts := newTestServer(t)
 	kv := createBucket(t, connect(t, ts.url()), bucketConfig(ttl))
@@ -447,6 +453,7 @@ func changeTTL(t *testing.T, kv jetstream.KeyValue, nc *nats.Conn, ttl time.Dura
 }
 
 func TestLeaderAdoptsALoweredTTL(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	nc := connect(t, ts.url())
 	kv := createBucket(t, nc, bucketConfig(2*time.Second))
@@ -479,6 +486,7 @@ func TestLeaderAdoptsALoweredTTL(t *testing.T) {
 }
 
 func TestForcedTakeoverWaitsByARaisedTTL(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	nc := connect(t, ts.url())
 	kv := createBucket(t, nc, bucketConfig(time.Second))
@@ -514,6 +522,7 @@ func (c *countingKV) Update(ctx context.Context, key string, value []byte, expec
 // died with the broker refreshes its view and waits for the leader's next
 // predicted expiry, instead of campaigning over and over against a live leader.
 func TestStandbysStayQuietAfterABrokerRestart(t *testing.T) {
+	t.Parallel()
 	const ttl = time.Second
 	ts := newTestServer(t)
 	nc := connect(t, ts.url())

@@ -19,6 +19,7 @@ import (
 // not any other, leads next, a hundred times in a row among three
 // candidates in three processes.
 func TestHandOverLandsOnTheNamedCandidate(t *testing.T) {
+	t.Parallel()
 	const tries = 100
 	ts := newTestServer(t)
 	createBucket(t, connect(t, ts.url()), bucketConfig(3*time.Second))
@@ -63,6 +64,7 @@ func TestHandOverLandsOnTheNamedCandidate(t *testing.T) {
 // candidate that is not standing is refused before the term ends, and the
 // leader goes on leading: it would leave the election without a leader.
 func TestHandOverToACandidateNotStandingIsRefused(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	kv := createBucket(t, connect(t, ts.url()), bucketConfig(2*time.Second))
 	rec := newRecorder()
@@ -86,6 +88,7 @@ func TestHandOverToACandidateNotStandingIsRefused(t *testing.T) {
 // election without a leader for the hand-over's window only; then another
 // candidate leads as after any release.
 func TestHandOverNotTakenUpFallsBack(t *testing.T) {
+	t.Parallel()
 	const ttl = 2 * time.Second
 	window := clamp(ttl/4, 500*time.Millisecond, 5*time.Second)
 	ts := newTestServer(t)
@@ -113,6 +116,7 @@ func TestHandOverNotTakenUpFallsBack(t *testing.T) {
 // TestHandOverIsForLeadersOnly: a candidate that does not lead cannot hand
 // over, nor can a leader to itself or to a name that is not an identity.
 func TestHandOverIsForLeadersOnly(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	kv := createBucket(t, connect(t, ts.url()), bucketConfig(3*time.Second))
 	rec := newRecorder()
@@ -228,6 +232,7 @@ func TestHandOverIsOneWriteChoriaSeesANewHolder(t *testing.T) {
 // get) a delete marker, which they may take at once as after any release;
 // Conclave's candidates then respect their lead.
 func TestChoriaCandidateSeesAHandOverAsARelease(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	kv := createBucket(t, connect(t, ts.url()), bucketConfig(3*time.Second))
 	rec := newRecorder()
@@ -259,6 +264,7 @@ func TestChoriaCandidateSeesAHandOverAsARelease(t *testing.T) {
 // failing on whichever refusal (the losers' compare-and-swap) answers
 // first.
 func TestHandOverToAnIdentitySeveralCandidatesShare(t *testing.T) {
+	t.Parallel()
 	const tries = 20
 	ts := newTestServer(t)
 	createBucket(t, connect(t, ts.url()), bucketConfig(3*time.Second))
@@ -300,6 +306,7 @@ func TestHandOverToAnIdentitySeveralCandidatesShare(t *testing.T) {
 // naming it: RequestHandOver, with its default deadline of 5 s, hears the
 // leader's answer rather than giving up first.
 func TestRequestHandOverOutlastsAnOfferNotTakenUp(t *testing.T) {
+	t.Parallel()
 	const ttl = 20 * time.Second
 	ts := newTestServer(t)
 	kv := createBucket(t, connect(t, ts.url()), bucketConfig(ttl))

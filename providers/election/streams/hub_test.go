@@ -162,6 +162,7 @@ func TestManyKeysShareAFewConsumers(t *testing.T) {
 // writes carry the bucket's TTL, so the broker expires them on time; on one
 // that does not, they carry none and the election works the same.
 func TestWritesCarryAPerMessageTTL(t *testing.T) {
+	t.Parallel()
 	for _, allow := range []bool{true, false} {
 		t.Run(fmt.Sprintf("AllowMsgTTL=%v", allow), func(t *testing.T) {
 			ts := newTestServer(t)
@@ -206,6 +207,7 @@ func TestWritesCarryAPerMessageTTL(t *testing.T) {
 // heartbeats every half TTL (1s to 30s), not nats.go's fixed 5s, and pulls
 // for at least 30s at a time, as its pull requests show.
 func TestWatchHeartbeatsFollowTheTTL(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ ttl, want time.Duration }{
 		{4 * time.Second, 2 * time.Second},
 		{2 * time.Minute, 30 * time.Second},

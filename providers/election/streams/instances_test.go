@@ -25,6 +25,7 @@ func observeJS(t *testing.T, key string, kv jetstream.KeyValue, opts ...Option) 
 // their own instance, and only the one leading says it leads, with its
 // term's token.
 func TestCopiesOfOneIdentityStandApart(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	kv := createBucket(t, connect(t, ts.url()), bucketConfig(3*time.Second))
 	rec := newRecorder()
@@ -89,6 +90,7 @@ func TestCopiesOfOneIdentityStandApart(t *testing.T) {
 // reports it as one: elected, with the new term's token, the new
 // instance, and who handed over.
 func TestObserverReportsAHandOverBetweenCopiesOfOneIdentity(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	kv := createBucket(t, connect(t, ts.url()), bucketConfig(3*time.Second))
 	rec := newRecorder()
@@ -126,6 +128,7 @@ func TestObserverReportsAHandOverBetweenCopiesOfOneIdentity(t *testing.T) {
 // starts mid-term, or after the same identity was elected again, reports
 // the exact token of the term that runs: every write says it.
 func TestObserverKnowsTheTokenWithoutSeeingTheTermBegin(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	kv := createBucket(t, connect(t, ts.url()), bucketConfig(2*time.Second))
 	rec := newRecorder()
@@ -161,6 +164,7 @@ func TestObserverKnowsTheTokenWithoutSeeingTheTermBegin(t *testing.T) {
 // next holder's term waits a TTL; the observer reports the holder as
 // taking, and the term as elected only once it has begun, with its token.
 func TestObserverReportsATermOnlyOnceItBegins(t *testing.T) {
+	t.Parallel()
 	const ttl = 2 * time.Second
 	ts := newTestServer(t)
 	kv := createBucket(t, connect(t, ts.url()), bucketConfig(ttl))
@@ -209,6 +213,7 @@ func TestObserverReportsATermOnlyOnceItBegins(t *testing.T) {
 // share an identity are candidates like any other: a leader whose check
 // fails hands over to a healthy copy of its own identity.
 func TestUnhealthyLeaderHandsOverToAHealthyCopyOfItsIdentity(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	createBucket(t, connect(t, ts.url()), bucketConfig(2*time.Second))
 	rec := newRecorder()
@@ -242,6 +247,7 @@ func TestUnhealthyLeaderHandsOverToAHealthyCopyOfItsIdentity(t *testing.T) {
 // leader or over NATS (as stand-down --to does), to a candidate whose
 // health check fails is refused with the reason, and the term goes on.
 func TestHandOverToAnUnhealthyCandidateIsRefused(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	kv := createBucket(t, connect(t, ts.url()), bucketConfig(2*time.Second))
 	rec := newRecorder()
@@ -272,6 +278,7 @@ func TestHandOverToAnUnhealthyCandidateIsRefused(t *testing.T) {
 // its own identity (a host's workers): the next term begins by the
 // hand-over, with no release in between.
 func TestStopHandsTheKeyToACopyOfItsIdentity(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	kv := createBucket(t, connect(t, ts.url()), bucketConfig(2*time.Second))
 	rec := newRecorder()

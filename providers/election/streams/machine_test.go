@@ -38,6 +38,7 @@ func noteKinds(ns []note) []noteKind {
 // meanwhile, its revision can match another candidate's): no new term
 // begins before it has read the bucket's settings again.
 func TestMachinePausedLeaderReadsSettingsBeforeANewTerm(t *testing.T) {
+	t.Parallel()
 	m, t0 := newTestMachine(t)
 	now := leadAtRevision(t, m, t0, 10) // the watch refused, so that it does not get in the way
 	t.Logf("leading, token %d, lease %v", m.term, m.held().lease.Sub(t0))
@@ -67,6 +68,7 @@ var errTest = errors.New("test: refused")
 // watch the broker refuses reads the key every half TTL, so a leader that
 // takes the key is reported within half a TTL, not never.
 func TestMachineObserverWithoutAWatchReadsEveryHalfTTL(t *testing.T) {
+	t.Parallel()
 	const ttl = 4 * time.Second
 	tm, err := observerTimings(ttl)
 	if err != nil {
@@ -144,6 +146,7 @@ func startWatching(t *testing.T, m *machine, now time.Time) (output, time.Time) 
 // read of its own (thousands of elections starting at once each save
 // one), and reads only once the watch is late by initialWait.
 func TestMachineStartingCampaignWaitsForItsWatchNotARead(t *testing.T) {
+	t.Parallel()
 	m, t0 := newTestMachine(t)
 	out, now := startWatching(t, m, t0)
 	if out.do.kind == doRead {
@@ -175,6 +178,7 @@ func TestMachineStartingCampaignWaitsForItsWatchNotARead(t *testing.T) {
 // at once and follows the winner; before, it took the key as removed under
 // a live lease and, winning it later, waited a whole TTL to lead.
 func TestMachineWatchBeginningAbsentAfterALostCampaignIsNoRemoval(t *testing.T) {
+	t.Parallel()
 	m, t0 := newTestMachine(t)
 	out, now := startWatching(t, m, t0)
 	for out.do.kind == doNothing {
@@ -220,6 +224,7 @@ func TestMachineWatchBeginningAbsentAfterALostCampaignIsNoRemoval(t *testing.T) 
 // so: the key vanished under a live lease (a removal, whose holder may
 // still count on its lease), not an expiry.
 func TestMachineAbsenceConfirmedLateIsJudgedFromTheWatch(t *testing.T) {
+	t.Parallel()
 	m, t0 := newTestMachine(t)
 	out, now := startWatching(t, m, t0)
 	out = m.feed(input{kind: inWatchEntry, now: now, entry: &Entry{Key: "k", State: KeyHeld, Leader: "b", Revision: 7, Written: now}})

@@ -25,6 +25,7 @@ func (c shiftedClock) NewTimer(d time.Duration) clock.Timer { return clock.Syste
 // election's clock, whether that clock is an hour ahead of the wall clock
 // or an hour behind: not earlier, and not never.
 func TestMinTermHoldsWhateverTheClock(t *testing.T) {
+	t.Parallel()
 	const minTerm = 2 * time.Second
 	for _, by := range []time.Duration{-time.Hour, time.Hour} {
 		t.Run(fmt.Sprint(by), func(t *testing.T) {

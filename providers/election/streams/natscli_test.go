@@ -39,6 +39,7 @@ func runNATS(t *testing.T, cli, url string, args ...string) string {
 // kv ls` lists the election, and `nats kv del` forces a stand-down, as
 // Choria's documentation describes for `choria kv`.
 func TestTheNATSCLISeesAndStandsDownOurLeader(t *testing.T) {
+	t.Parallel()
 	cli := natsCLI(t)
 	ts := newTestServer(t)
 	kv := createBucket(t, connect(t, ts.url()), bucketConfig(time.Second))

@@ -13,6 +13,7 @@ import (
 )
 
 func TestNewElectionNeedsAJetStreamContext(t *testing.T) {
+	t.Parallel()
 	_, err := NewElection("host1", "my_app", nil)
 	if !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), "pass jetstream.New(nc)") {
 		t.Fatalf("NewElection with a nil JetStream context: %v, want ErrInvalidOption saying to pass jetstream.New(nc)", err)
@@ -20,6 +21,7 @@ func TestNewElectionNeedsAJetStreamContext(t *testing.T) {
 }
 
 func TestNewElectionInBucket(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	nc := connect(t, ts.url())
 	js, err := jetstream.New(nc)
@@ -61,6 +63,7 @@ func TestNewElectionInBucket(t *testing.T) {
 // TestNewElectionWaitsForTheBucket: Start retries while the bucket does
 // not exist, logs why once (not once per try), and campaigns once it does.
 func TestNewElectionWaitsForTheBucket(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	nc := connect(t, ts.url())
 	js, err := jetstream.New(nc)
@@ -102,6 +105,7 @@ func TestNewElectionWaitsForTheBucket(t *testing.T) {
 // TestNewElectionOnAClosedConnection: Start ends at once with
 // nats.ErrConnectionClosed when the connection is closed for good.
 func TestNewElectionOnAClosedConnection(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	nc := connect(t, ts.url())
 	createBucket(t, nc, bucketConfig(2*time.Second))

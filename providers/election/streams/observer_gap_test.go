@@ -24,6 +24,7 @@ import (
 // its watch resumes: it never reports the new term's writes as renewals of
 // the old one, which a resource fenced by the old token would accept.
 func TestObserverReportsTheExactTokenAcrossAWatchGap(t *testing.T) {
+	t.Parallel()
 	const key = "gap"
 	srv := natstest.Start(t, &server.Options{JetStream: true})
 	nc, err := nats.Connect(srv.ClientURL())

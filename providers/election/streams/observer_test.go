@@ -63,6 +63,7 @@ func runObserver(t *testing.T, o *Observer) {
 }
 
 func TestObserverFollowsTermsReleasesRemovalsAndExpiries(t *testing.T) {
+	t.Parallel()
 	const ttl = time.Second
 	ts := newTestServer(t)
 	nc := connect(t, ts.url())
@@ -128,6 +129,7 @@ func observeKV(kv jetstream.KeyValue) Option {
 // write says its term, the token; for a leader whose writes say nothing
 // (Choria's), the token is unknown.
 func TestObserverStartedMidTermKnowsTheLeaderAndTheToken(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	kv := createBucket(t, connect(t, ts.url()), bucketConfig(2*time.Second))
 	rec := newRecorder()
@@ -171,6 +173,7 @@ func TestObserverStartedMidTermKnowsTheLeaderAndTheToken(t *testing.T) {
 }
 
 func TestNewObserverRejectsBadInput(t *testing.T) {
+	t.Parallel()
 	if _, err := NewObserver("bad key", nil); !errors.Is(err, ErrInvalidKey) {
 		t.Fatalf("got %v", err)
 	}
@@ -366,6 +369,7 @@ func newObserver(t *testing.T, key string, kv jetstream.KeyValue, opts ...Option
 // every message as ReadEntry does: a holder's release marker is a release
 // naming the holder; an empty value, a delete and a purge are removals.
 func TestObserverReportsReleasesAndRemovals(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	nc := connect(t, ts.url())
 	kv := createBucket(t, nc, bucketConfig(time.Minute))
@@ -423,6 +427,7 @@ func TestObserverReportsReleasesAndRemovals(t *testing.T) {
 // restarts, the observer finds the revision it knew; it must still notice
 // when that write expires.
 func TestObserverReArmsTheExpiryCheckAfterAWatchRestart(t *testing.T) {
+	t.Parallel()
 	const ttl = 2 * time.Second
 	ts := newTestServer(t)
 	tap := &tapKV{KeyValue: createBucket(t, connect(t, ts.url()), bucketConfig(ttl))}
@@ -555,6 +560,7 @@ func TestObserverTellsAReElectionFromARenewal(t *testing.T) {
 // nats.ErrConnectionClosed, as Election.Start does, instead of retrying on
 // a connection that will never come back.
 func TestObserverEndsWhenTheConnectionCloses(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	createBucket(t, connect(t, ts.url()), bucketConfig(time.Second))
 	for _, when := range []string{"while running", "before Run"} {

@@ -386,6 +386,7 @@ func TestObserverNoticesADeletedBucket(t *testing.T) {
 // term: a resource fenced by the old token would still accept the old
 // term's late writes.
 func TestObserverReportsANewTermAfterTheSameIdentityIsElectedAgain(t *testing.T) {
+	t.Parallel()
 	const ttl = 5 * time.Second
 	const lowered = 4500 * time.Millisecond
 	const key = "again"

@@ -66,6 +66,7 @@ func handOverNote(out output, kind noteKind) (err error, ok bool) {
 // candidate, within the hand-over's window and its lease; taken up, it is
 // a candidate again and the hand-over is done, with no release written.
 func TestMachineLeaderOffersTheKeyAfterItsTerm(t *testing.T) {
+	t.Parallel()
 	m, _, now := leadingMachine(t, true)
 	rev := m.held().rev
 	out := m.feed(input{kind: inHandOver, now: now, handOver: handOver{to: "c"}})
@@ -92,6 +93,7 @@ func TestMachineLeaderOffersTheKeyAfterItsTerm(t *testing.T) {
 // candidate does not take up (it runs no steward, is Choria's, or is
 // gone) falls back to the release that names it.
 func TestMachineOfferNotTakenUpReleasesToTheNamed(t *testing.T) {
+	t.Parallel()
 	m, out, now := offering(t)
 	rev := m.held().rev
 	now = now.Add(out.do.timeout)
@@ -107,6 +109,7 @@ func TestMachineOfferNotTakenUpReleasesToTheNamed(t *testing.T) {
 // TestMachineWithoutOffersReleasesToTheNamed: a driver that cannot offer
 // (no connection to send on) gets the named release at once.
 func TestMachineWithoutOffersReleasesToTheNamed(t *testing.T) {
+	t.Parallel()
 	m, _, now := leadingMachine(t, false)
 	out := m.feed(input{kind: inHandOver, now: now, handOver: handOver{to: "c"}})
 	if out.do.kind != doRelease || out.do.handOver.to != "c" {
@@ -119,6 +122,7 @@ func TestMachineWithoutOffersReleasesToTheNamed(t *testing.T) {
 // still holds it, and its term begins as soon as the bucket's TTL has been
 // read since, as after a marked release: no wait for the lease to lapse.
 func TestMachineOfferedKeyIsTakenAndLedAtOnce(t *testing.T) {
+	t.Parallel()
 	m, t0 := newTestMachine(t)
 	m.cfg.grace = time.Second // a takeover of a lapsed lease would wait it
 	born := t0.Add(-time.Hour)
@@ -150,6 +154,7 @@ func TestMachineOfferedKeyIsTakenAndLedAtOnce(t *testing.T) {
 // not, and no write, when the view shows it stale or another's, or the
 // candidate is unhealthy or already holds the key.
 func TestMachineRefusesAnOfferItCannotTakeUp(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name  string
 		setup func(m *machine, now time.Time)
@@ -190,6 +195,7 @@ func TestMachineRefusesAnOfferItCannotTakeUp(t *testing.T) {
 // on the revision: the hand-over's error says the candidate refused, not
 // that it did not answer and may have taken the key.
 func TestMachineRefusedOfferIsReportedAsRefused(t *testing.T) {
+	t.Parallel()
 	m, out, now := offering(t)
 	rev := m.held().rev
 	now = now.Add(time.Millisecond)
@@ -213,6 +219,7 @@ func TestMachineRefusedOfferIsReportedAsRefused(t *testing.T) {
 // its write says the term begins as it lands: the leader's term has ended,
 // and a leader that turned unhealthy beats none.
 func TestMachineTakesUpAnOfferWhileUnhealthy(t *testing.T) {
+	t.Parallel()
 	m, t0 := newTestMachine(t)
 	out, now := startWatching(t, m, t0)
 	out = m.feed(input{kind: inWatchEntry, now: now, entry: &Entry{Key: "k", State: KeyHeld, Leader: "b", Revision: 7, Written: now, Operation: jetstream.KeyValuePut}})

@@ -47,6 +47,7 @@ func TestRestartedGenerationsEachLeadAtOnce(t *testing.T) {
 // written by someone other than the holder is a forced stand-down: the next
 // leader waits a TTL from when it saw it, even if it starts afterwards.
 func TestRemovalsByOthersStillWaitATTL(t *testing.T) {
+	t.Parallel()
 	const ttl = 2 * time.Second
 	ts := newTestServer(t)
 	nc := connect(t, ts.url())
@@ -85,6 +86,7 @@ func TestRemovalsByOthersStillWaitATTL(t *testing.T) {
 // old TTL bases its term on the TTL in force when it wins, so a partition
 // right after cannot make it outlive its key.
 func TestStandbyStartedBeforeATTLDropLeadsByTheNewTTL(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	nc := connect(t, ts.url())
 	kv := createBucket(t, nc, bucketConfig(4*time.Second))

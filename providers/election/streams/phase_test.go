@@ -7,6 +7,7 @@ import (
 // TestPhaseAndModeMovesAreTheOnlyOnes: the machine's phases and modes
 // change only along the moves listed.
 func TestPhaseAndModeMovesAreTheOnlyOnes(t *testing.T) {
+	t.Parallel()
 	all := []phase{candidate, winning, leading, doomed}
 	allowed := map[[2]phase]bool{
 		{candidate, winning}: true,

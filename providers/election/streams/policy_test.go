@@ -11,6 +11,7 @@ import (
 // the minimum term, and whom a stop offers the key to, as the steward and
 // the simulator ask decide.
 func TestHandOverPolicy(t *testing.T) {
+	t.Parallel()
 	const minTerm = 10 * time.Second
 	cand := func(id, inst string, prio int, healthy bool) standing.Candidate {
 		return standing.Candidate{Identity: id, Instance: inst, Priority: prio, Healthy: healthy}

@@ -72,6 +72,7 @@ func mustPut(t *testing.T, kv jetstream.KeyValue, key, val string) uint64 {
 // It runs twice: with set feeds, and with the per-key and prefix consumers a
 // user gets whose permissions refuse consumers with several filters.
 func TestHubFollowsARecreatedBucket(t *testing.T) {
+	t.Parallel()
 	t.Run("set feeds", func(t *testing.T) { testHubFollowsARecreatedBucket(t, false) })
 	t.Run("prefix feeds", func(t *testing.T) { testHubFollowsARecreatedBucket(t, true) })
 }
@@ -303,6 +304,7 @@ func TestStandbyFollowsARecreatedBucketThroughItsWatch(t *testing.T) {
 // changed at restarts, every candidate would take the key as removed after
 // one and wait a TTL before leading.
 func TestPinStreamCreationTimeSurvivesARestart(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	kv := createBucket(t, connect(t, ts.url()), bucketConfig(3*time.Second))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

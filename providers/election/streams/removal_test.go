@@ -24,6 +24,7 @@ import (
 // lets a term begin while the removed holder still leads, if it renewed
 // while our write waited at the gate and then could not reach the broker.
 func TestMachineRemovalFoundByAWriteCountsFromItsConfirmation(t *testing.T) {
+	t.Parallel()
 	m, t0 := newTestMachine(t)
 	out, now := startWatching(t, m, t0)
 	// The watch shows b holding the key, freshly written.
@@ -79,6 +80,7 @@ func TestMachineRemovalFoundByAWriteCountsFromItsConfirmation(t *testing.T) {
 // term, find the release not allowed, and keep renewing the key with
 // nobody leading: simulator seed 314015.)
 func TestMachineHandOverTooSoonKeepsTheTerm(t *testing.T) {
+	t.Parallel()
 	m, t0 := newTestMachine(t)
 	out, now := startWatching(t, m, t0)
 	out = m.feed(input{kind: inWatchEntry, now: now, entry: &Entry{Key: "k", State: KeyHeld, Leader: "b", Revision: 7, Written: now}})
@@ -161,6 +163,7 @@ func TestMachineHandOverTooSoonKeepsTheTerm(t *testing.T) {
 // campaign's view, which names no holder, used to hide that: simulator
 // seed 1088174.)
 func TestMachineRemovalFoundByAFailedCampaignStillSitsOut(t *testing.T) {
+	t.Parallel()
 	m, t0 := newTestMachine(t)
 	born := t0.Add(-time.Hour)
 	out, now := startWatching(t, m, t0)
@@ -197,6 +200,7 @@ func TestMachineRemovalFoundByAFailedCampaignStillSitsOut(t *testing.T) {
 // live lease. (A fault run's ttl-lower + restart-broker took such an
 // expiry as a removal and left the election leaderless a TTL longer.)
 func TestMachineKeyGoneByItsOwnTTLIsNoRemoval(t *testing.T) {
+	t.Parallel()
 	// The bucket's TTL is 3 s and the margin 300 ms: a key held by a
 	// message without a TTL of its own expires 3 s after it was written,
 	// and found gone before 2.7 s it was removed.
@@ -244,6 +248,7 @@ func TestMachineKeyGoneByItsOwnTTLIsNoRemoval(t *testing.T) {
 // while b still leads for 2 s: two leaders. Found gone before b's lease
 // could end, it was removed.
 func TestMachineOwnTTLJudgedWithTheHoldersMargin(t *testing.T) {
+	t.Parallel()
 	m, t0 := newTestMachine(t)
 	out, now := startWatching(t, m, t0)
 	born := t0.Add(-time.Hour)
@@ -297,6 +302,7 @@ func TestMachineOwnTTLJudgedWithTheHoldersMargin(t *testing.T) {
 // no message, when that TTL ends and the broker expires the message, not
 // 3 s after it; a message without one waits for the bucket's TTL.
 func TestMachineCampaignsWhenTheMessagesOwnTTLEnds(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		msgTTL, want time.Duration
 	}{{time.Second, time.Second}, {0, 3 * time.Second}} {
@@ -340,6 +346,7 @@ func TestMachineCampaignsWhenTheMessagesOwnTTLEnds(t *testing.T) {
 // campaign over the revision, taking another leader's key within its
 // lease (simulator seed 1272535: two leaders at once).
 func TestMachineHolderOfARemadeBucketForgetsItsRevision(t *testing.T) {
+	t.Parallel()
 	m, t0 := newTestMachine(t)
 	now := leadAtRevision(t, m, t0, 2)
 	// A read of the settings shows the bucket made again.
@@ -423,6 +430,7 @@ func leadAtRevision(t *testing.T, m *machine, t0 time.Time, rev uint64) time.Tim
 // it: it sits out a TTL from then, though its view of the new bucket no
 // longer names it (simulator seed 1261420, after the fix above).
 func TestMachineRemovalOfOurWriteInARemadeBucketStillSitsOut(t *testing.T) {
+	t.Parallel()
 	m, t0 := newTestMachine(t)
 	now := leadAtRevision(t, m, t0, 1) // revision 1: the new bucket's first message
 	remade := now.Add(-10 * time.Millisecond)
@@ -445,6 +453,7 @@ func TestMachineRemovalOfOurWriteInARemadeBucketStillSitsOut(t *testing.T) {
 // gives its hold up as deposed and must sit a TTL out: its own write is no
 // new leader, and the view that showed it is dropped for the placeholder.
 func TestMachineHolderOfARemadeBucketSitsOutDespiteItsOwnLaterWrite(t *testing.T) {
+	t.Parallel()
 	m, t0 := newTestMachine(t)
 	now := leadAtRevision(t, m, t0, 2)
 	now = now.Add(100 * time.Millisecond)
@@ -543,6 +552,7 @@ func TestCampaignInferredRemovalOutlivesAFailedCampaign(t *testing.T) {
 // (simulator seed 11076682 took it for a new bucket, judged rev 41 expired
 // and led beside the leader of 43).
 func TestMachineStaleReadAfterALostCampaignIsNoNewBucket(t *testing.T) {
+	t.Parallel()
 	m, t0 := newTestMachine(t)
 	born := t0.Add(-time.Hour)
 	out, now := startWatching(t, m, t0)
@@ -572,6 +582,7 @@ func TestMachineStaleReadAfterALostCampaignIsNoNewBucket(t *testing.T) {
 // one's after a change of leader: revision 44 written before 43. A
 // lagging replica's 43 is then still stale, not a new bucket's message.
 func TestMachineStaleReadAfterABrokerClockWentBackIsNoNewBucket(t *testing.T) {
+	t.Parallel()
 	m, t0 := newTestMachine(t)
 	_, now := startWatching(t, m, t0)
 	held := func(rev uint64, written time.Time) *Entry {

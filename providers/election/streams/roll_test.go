@@ -11,6 +11,7 @@ import (
 // candidate (its instance and identity), the latest word of each, forgets
 // one that leaves or falls silent, and lists them ranked.
 func TestRollKeepsEachCandidatesLatestWord(t *testing.T) {
+	t.Parallel()
 	t0 := time.Unix(1000, 0)
 	r := newRoll()
 	r.learn(t0,

@@ -68,6 +68,7 @@ func TestWakeupsFireOnTheSchedulersClock(t *testing.T) {
 // check again once that clock reaches their instants, however little wall
 // time passed.
 func TestStewardRunsOnTheElectionsClock(t *testing.T) {
+	t.Parallel()
 	const ttl = time.Minute // announcements every two minutes, of the election's clock
 	ts := newTestServer(t)
 	nc := connect(t, ts.url())
@@ -196,6 +197,7 @@ func TestRoutineActionsWaitWithoutAGoroutine(t *testing.T) {
 // a routine action; renewals, urgent writes, releases and offers of the
 // key, and every action of a holder, go at once.
 func TestHoldersAndUrgentActionsNeverWait(t *testing.T) {
+	t.Parallel()
 	standby, holder := &machine{phase: candidate}, &machine{phase: winning}
 	leader := &machine{phase: leading}
 	for _, tc := range []struct {

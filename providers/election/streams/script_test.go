@@ -37,6 +37,7 @@ import (
 //	rev=N expect=N sent=DUR ttl=DUR born=DUR to=NAME from=NAME
 //	healthy=BOOL marked live
 func TestMachineScripts(t *testing.T) {
+	t.Parallel()
 	datadriven.Walk(t, filepath.Join("testdata", "machine"), func(t *testing.T, path string) {
 		s := &machineScript{t0: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 		datadriven.RunTest(t, path, s.run)

@@ -24,6 +24,7 @@ var standT0 = time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)
 // once, then on the announcement schedule, and checks health after the
 // interval; it asks nothing while it leads no term.
 func TestStandAnnouncesAtOnceThenOnItsSchedule(t *testing.T) {
+	t.Parallel()
 	st, in := standAt(t)
 	st.open(standT0)
 	out := st.step(standT0, in)
@@ -50,6 +51,7 @@ func TestStandAnnouncesAtOnceThenOnItsSchedule(t *testing.T) {
 // question waits, and the stand does not ask to be woken for it (which
 // would spin the scheduler); once the check is told, the question goes.
 func TestStandOneDutyThatWaitsAtATime(t *testing.T) {
+	t.Parallel()
 	st, in := standAt(t)
 	st.open(standT0)
 	st.step(standT0, in)
@@ -76,6 +78,7 @@ func TestStandOneDutyThatWaitsAtATime(t *testing.T) {
 // minimum term and hears a roll of its own; what a past term heard is
 // dropped; a term that ends drops its roll, unless the candidate leaves.
 func TestStandFollowsItsTerm(t *testing.T) {
+	t.Parallel()
 	st, in := standAt(t)
 	st.open(standT0)
 	st.step(standT0, in)
@@ -111,6 +114,7 @@ func TestStandFollowsItsTerm(t *testing.T) {
 // candidate heard of moves the term only after the minimum term, and only
 // once a question's fresh answers name it healthy.
 func TestStandMovesOnFreshAnswersAfterTheMinimumTerm(t *testing.T) {
+	t.Parallel()
 	st, in := standAt(t)
 	st.healthEvery = 0 // no check in the way
 	st.open(standT0)
@@ -153,6 +157,7 @@ func TestStandMovesOnFreshAnswersAfterTheMinimumTerm(t *testing.T) {
 // TestStandChecksHealthAndAnnouncesAChange: a change of health announces
 // the candidate at once; no change waits for the schedule.
 func TestStandChecksHealthAndAnnouncesAChange(t *testing.T) {
+	t.Parallel()
 	st, in := standAt(t)
 	st.open(standT0)
 	st.step(standT0, in)
@@ -180,6 +185,7 @@ func TestStandChecksHealthAndAnnouncesAChange(t *testing.T) {
 // successor is the best healthy candidate on the roll, not one that
 // refused, nor a copy of this process that is stopping.
 func TestStandSuccessorLeavesOutRefusalsAndTheUnhealthy(t *testing.T) {
+	t.Parallel()
 	st, in := standAt(t)
 	st.follow(standT0, 7, standT0, false)
 	st.hear(standT0, 7,
@@ -203,6 +209,7 @@ func TestStandSuccessorLeavesOutRefusalsAndTheUnhealthy(t *testing.T) {
 // be sent, and a move the target refused, are not tried again at once (a
 // connection that refuses every request at once would spin the steward).
 func TestStandFailuresWaitBeforeTheNextTry(t *testing.T) {
+	t.Parallel()
 	st, in := standAt(t)
 	st.healthEvery = 0
 	st.open(standT0)
@@ -236,6 +243,7 @@ func TestStandFailuresWaitBeforeTheNextTry(t *testing.T) {
 // candidate announced a change of health, and heard after it, does not
 // undo the announcement.
 func TestStandKeepsANewerWordOverAnOlderAnswer(t *testing.T) {
+	t.Parallel()
 	st, in := standAt(t)
 	st.follow(standT0, 7, standT0, false)
 	asked := standT0.Add(time.Second)
@@ -252,6 +260,7 @@ func TestStandKeepsANewerWordOverAnOlderAnswer(t *testing.T) {
 // at again within half a TTL; one refused, or whose term ended meanwhile,
 // a TTL on.
 func TestAfterAMoveTheStandWaitsByHowItEnded(t *testing.T) {
+	t.Parallel()
 	const ttl = 4 * time.Second
 	for _, tc := range []struct {
 		err  error

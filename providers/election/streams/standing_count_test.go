@@ -63,6 +63,7 @@ func (r *countRecorder) await(t *testing.T, within time.Duration, reporter strin
 // once); a standby counts itself alone; a stopped reporter withdraws its
 // count.
 func TestCandidatesAreCounted(t *testing.T) {
+	t.Parallel()
 	const ttl = time.Second // announcements every 2s, expiry 5s
 	ts := newTestServer(t)
 	kv := createBucket(t, connect(t, ts.url()), bucketConfig(ttl))
@@ -155,6 +156,7 @@ func TestCandidatesAreCounted(t *testing.T) {
 // (internal/nostanding) makes a candidate that campaigns but neither
 // answers who is standing nor is counted.
 func TestNoStandingSwitchesWhoIsStandingOff(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	kv := createBucket(t, connect(t, ts.url()), bucketConfig(time.Second))
 	rec := newRecorder()
@@ -176,6 +178,7 @@ func TestNoStandingSwitchesWhoIsStandingOff(t *testing.T) {
 // announce at the same instants, whenever each started, within one
 // interval; other identities at other instants.
 func TestAnnouncementsOfAProcessComeTogether(t *testing.T) {
+	t.Parallel()
 	every := standing.AnnouncementInterval(30 * time.Second)
 	start := time.Date(2026, 11, 26, 2, 0, 0, 0, time.UTC)
 	first := nextAnnouncement(start, every, "p1")

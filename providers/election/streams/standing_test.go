@@ -22,6 +22,7 @@ import (
 // its identity, priority, health and leadership, best priority first; a
 // stopped one no longer does.
 func TestWhoIsStanding(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	kv := createBucket(t, connect(t, ts.url()), bucketConfig(3*time.Second))
 	rec := newRecorder()
@@ -62,6 +63,7 @@ func TestWhoIsStanding(t *testing.T) {
 // term has passed, and keeps it; candidates of equal priority do not take
 // it from one another.
 func TestPreferredCandidateTakesOverOnceAndOnlyOnce(t *testing.T) {
+	t.Parallel()
 	const minTerm = 500 * time.Millisecond
 	ts := newTestServer(t)
 	kv := createBucket(t, connect(t, ts.url()), bucketConfig(3*time.Second))
@@ -89,6 +91,7 @@ func TestPreferredCandidateTakesOverOnceAndOnlyOnce(t *testing.T) {
 // check fails does not take a free key, though it would at once if it were
 // healthy; once its check passes, it takes the key.
 func TestUnhealthyAtStartDoesNotCampaign(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	kv := createBucket(t, connect(t, ts.url()), bucketConfig(2*time.Second))
 	rec := newRecorder()
@@ -122,6 +125,7 @@ func TestUnhealthyAtStartDoesNotCampaign(t *testing.T) {
 // health check fails keeps leading while no healthy candidate stands, and
 // hands over once one does; an unhealthy candidate does not campaign.
 func TestUnhealthyLeaderHandsOverOnlyToAHealthyCandidate(t *testing.T) {
+	t.Parallel()
 	const minTerm = 300 * time.Millisecond
 	ts := newTestServer(t)
 	kv := createBucket(t, connect(t, ts.url()), bucketConfig(3*time.Second))
@@ -165,6 +169,7 @@ func TestUnhealthyLeaderHandsOverOnlyToAHealthyCandidate(t *testing.T) {
 // `conclave election stand-down --to` does, lands on the named candidate;
 // an election without a leader answers nothing.
 func TestRequestHandOverReachesTheLeader(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	kv := createBucket(t, connect(t, ts.url()), bucketConfig(3*time.Second))
 	rec := newRecorder()
@@ -209,6 +214,7 @@ func subscribers(t *testing.T, ts *testServer, subject string) int {
 // one per candidate; the next leader takes the subscription over as the
 // first stops.
 func TestOnlyTheLeaderHearsAnnouncements(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	kv := createBucket(t, connect(t, ts.url()), bucketConfig(3*time.Second))
 	rec := newRecorder()
@@ -257,6 +263,7 @@ func openBucketOrFirst(t *testing.T, ts *testServer, kv jetstream.KeyValue, i in
 // the election within the new leader's minimum term, well within one
 // interval (20s here).
 func TestANewLeaderAsksWhoStands(t *testing.T) {
+	t.Parallel()
 	const ttl = 10 * time.Second
 	ts := newTestServer(t)
 	kv := createBucket(t, connect(t, ts.url()), bucketConfig(ttl))
@@ -312,6 +319,7 @@ func TestANewLeaderAsksWhoStands(t *testing.T) {
 // request's deadline, rather than failing at once. The one that answers
 // here is a plain subscriber standing in for a leader that starts late.
 func TestRequestHandOverWaitsForALeaderToTakeIt(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	nc := connect(t, ts.url())
 	type result struct {
@@ -356,6 +364,7 @@ func TestRequestHandOverWaitsForALeaderToTakeIt(t *testing.T) {
 // hand-over request at once: the hand-over subscription is held from the
 // candidate's start, not made by the steward as the term begins.
 func TestHandOverRequestReachesALeaderWhoseStewardIsBusy(t *testing.T) {
+	t.Parallel()
 	const key = "busy"
 	ts := newTestServer(t)
 	kv := createBucket(t, connect(t, ts.url()), bucketConfig(3*time.Second))
@@ -448,6 +457,7 @@ func (w *warnings) saying(s string) (string, bool) {
 // check fails is told it leads on (and hands over once a healthy
 // candidate stands), a standby that it does not campaign.
 func TestFailingCheckIsLoggedForWhatTheCandidateIs(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t)
 	kv := createBucket(t, connect(t, ts.url()), bucketConfig(3*time.Second))
 	var sick atomic.Bool

@@ -17,6 +17,7 @@ import (
 // revision to the successor, within its lease; taken up, nothing is
 // released and the machine finishes.
 func TestMachineStoppingLeaderOffersTheKeyToItsSuccessor(t *testing.T) {
+	t.Parallel()
 	m, _, now := leadingMachine(t, true)
 	rev := m.held().rev
 	out := m.feed(input{kind: inStop, now: now, handOver: handOver{to: "c"}})
@@ -46,6 +47,7 @@ func TestMachineStoppingLeaderOffersTheKeyToItsSuccessor(t *testing.T) {
 // the key up (gone, refusing, or its answer lost) leaves the release every
 // stop makes, marked, and naming nobody: the others need not wait for it.
 func TestMachineStopOfferNotTakenUpReleases(t *testing.T) {
+	t.Parallel()
 	m, _, now := leadingMachine(t, true)
 	rev := m.held().rev
 	out := m.feed(input{kind: inStop, now: now, handOver: handOver{to: "c"}})
@@ -64,6 +66,7 @@ func TestMachineStopOfferNotTakenUpReleases(t *testing.T) {
 // candidate's own), or with release on stop turned off, a stopping leader
 // does as before: it releases, or leaves the key to expire.
 func TestMachineStopWithoutSuccessorReleases(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name         string
 		offers, keep bool
@@ -91,6 +94,7 @@ func TestMachineStopWithoutSuccessorReleases(t *testing.T) {
 // and neither is the key offered: the successor's term would begin at
 // once. The stop releases unmarked, as before.
 func TestMachineStopOfferWaitsForEarlierHolders(t *testing.T) {
+	t.Parallel()
 	m, _, now := leadingMachine(t, true)
 	if !m.releaseMarked(now) {
 		t.Fatal("the test's leader could not mark its release to begin with")
@@ -130,6 +134,7 @@ func rollOf(e *Election) []string {
 // leadership between a and b only, twenty times in a row. By a release
 // alone c would win about half of them.
 func TestStopHandsTheKeyToTheBestStandby(t *testing.T) {
+	t.Parallel()
 	const rounds = 20
 	ts := newTestServer(t)
 	createBucket(t, connect(t, ts.url()), bucketConfig(3*time.Second))
@@ -179,6 +184,7 @@ func TestStopHandsTheKeyToTheBestStandby(t *testing.T) {
 // must offer the key to its successor (or at least release it), not leave
 // it to expire: the giving-up release was not the release after stopping.
 func TestMachineStopAfterGiveUpReleaseStillHandsOver(t *testing.T) {
+	t.Parallel()
 	m, _, now := leadingMachine(t, true)
 	born := now.Add(-time.Hour)
 	now = now.Add(time.Millisecond)
@@ -225,6 +231,7 @@ func TestMachineStopAfterGiveUpReleaseStillHandsOver(t *testing.T) {
 // been made again, and its revision may be another candidate's), and the
 // taker of an offer begins its term at once.
 func TestMachineStopOfferNotAfterTheLeaseLapsed(t *testing.T) {
+	t.Parallel()
 	m, _, now := leadingMachine(t, true)
 	now = m.held().lease.Add(time.Second) // paused past the lease; no tick came first
 	out := m.feed(input{kind: inStop, now: now, handOver: handOver{to: "c"}})
@@ -238,6 +245,7 @@ func TestMachineStopOfferNotAfterTheLeaseLapsed(t *testing.T) {
 // offers the key nor releases it marked until the bucket's settings are
 // read again: the hand-over is refused as too soon.
 func TestMachineHandOverNotAfterTheLeaseLapsed(t *testing.T) {
+	t.Parallel()
 	m, _, now := leadingMachine(t, true)
 	now = m.held().lease.Add(time.Second)
 	out := m.feed(input{kind: inHandOver, now: now, handOver: handOver{to: "c"}})
@@ -299,6 +307,7 @@ func TestProcessStoppingTogetherHandsTheKeyOutside(t *testing.T) {
 // standby, without those that refused; an offer left unanswered does not,
 // as its write may have landed; nor does an offer that is not a stop's.
 func TestStopOfferGoesOnPastARefusal(t *testing.T) {
+	t.Parallel()
 	roll := []handOver{{to: "a", instance: "w1"}, {to: "b", instance: "x"}, {to: "c", instance: "y"}}
 	successor := func(but ...handOver) handOver {
 		for _, ho := range roll {

@@ -56,6 +56,7 @@ func hubBucket(t *testing.T, nc *nats.Conn, ttl time.Duration) (jetstream.KeyVal
 }
 
 func TestCampaignThroughAJetStreamDomain(t *testing.T) {
+	t.Parallel()
 	nc := leafWithHub(t)
 	local := createBucket(t, nc, bucketConfig(2*time.Second)) // the leaf's own bucket
 	kv, js := hubBucket(t, nc, 2*time.Second)
@@ -92,6 +93,7 @@ func TestCampaignThroughAJetStreamDomain(t *testing.T) {
 // bucket of the same name follows each through its own watch hub: each
 // election reads its own bucket's TTL, not the other bucket's.
 func TestElectionsInTwoDomainsOnOneConnection(t *testing.T) {
+	t.Parallel()
 	nc := leafWithHub(t)
 	local := createBucket(t, nc, bucketConfig(2*time.Second))
 	_, js := hubBucket(t, nc, 6*time.Second)

@@ -11,6 +11,7 @@ import (
 // request timeout and retry pause, 15.25 s) and renews less often; from
 // about 34 s at the longest interval RenewInterval accepts, half the lease.
 func TestRenewCadence(t *testing.T) {
+	t.Parallel()
 	const s = time.Second
 	ms := func(n float64) time.Duration { return time.Duration(n * float64(time.Millisecond)) }
 	for _, c := range []struct {
@@ -50,6 +51,7 @@ func TestRenewCadence(t *testing.T) {
 // the outage room plus a lost request and a retry pause, unless renewing
 // every TTL/3 leaves less, in which case it renews every TTL/3 as before.
 func TestRenewCadenceKeepsItsPromises(t *testing.T) {
+	t.Parallel()
 	for ttl := time.Second; ttl <= time.Hour; ttl += ttl/50 + 100*time.Millisecond {
 		e := &Election{opts: defaultOptions()}
 		tm, err := e.timings(ttl)
@@ -73,6 +75,7 @@ func TestRenewCadenceKeepsItsPromises(t *testing.T) {
 // TestRenewCadenceFollowsTheOptions: RenewInterval overrides the cadence,
 // and a RequestTimeout or SafetyMargin moves it, keeping the room.
 func TestRenewCadenceFollowsTheOptions(t *testing.T) {
+	t.Parallel()
 	const ttl = 60 * time.Second
 	timingsWith := func(opts ...Option) timings {
 		t.Helper()

@@ -14,6 +14,7 @@ import (
 // that order), and every one runs; run says which wait, and onIdle is
 // called only once every one has returned.
 func TestTurnsRunAtMostMaxAtOnceInOrder(t *testing.T) {
+	t.Parallel()
 	for _, max := range []int{1, 3} {
 		t.Run(fmt.Sprint(max), func(t *testing.T) { testTurns(t, max) })
 	}
