@@ -32,6 +32,7 @@ plugin.choria.network.stream.leader_election_ttl = 2s
 // TestBrokerRunRandomPort runs the broker as users do, on a random port read
 // from its log, lists its elections, and stops it with SIGINT.
 func TestBrokerRunRandomPort(t *testing.T) {
+	t.Parallel()
 	cfg := brokerConfig(t, -1)
 	b := startConclave(t, nil, "broker", "run", "--config", cfg)
 	_, m := b.stderr.waitFor(t, 0, regexp.MustCompile(`Broker test-broker ready: election bucket created.*client_url="?(nats://[^" ]+)`))
@@ -59,6 +60,7 @@ func TestBrokerRunRandomPort(t *testing.T) {
 // through its own configuration file (--config), as an operator on the
 // broker's host does.
 func TestBrokerRunConfig(t *testing.T) {
+	t.Parallel()
 	port := natstest.FreePort(t)
 	cfg := brokerConfig(t, port)
 	b := startConclave(t, nil, "broker", "run", "--config", cfg)
@@ -93,6 +95,7 @@ func TestBrokerRunConfig(t *testing.T) {
 // TestBrokerRunRefusesInsecure: a broker told to listen beyond loopback
 // without TLS or users does not start, and says which keys to set.
 func TestBrokerRunRefusesInsecure(t *testing.T) {
+	t.Parallel()
 	cfg := writeFile(t, "broker.conf", fmt.Sprintf(`identity = exposed
 plugin.choria.network.listen_address = 0.0.0.0
 plugin.choria.network.client_port = -1
@@ -110,6 +113,7 @@ plugin.choria.network.stream.store = %s
 // user's password and certificate, a wrong password is refused, and no
 // password or hash reaches the broker's log.
 func TestBrokerRunWithUsers(t *testing.T) {
+	t.Parallel()
 	const password, wrong = "ops-pass-4d1f9e", "wrong-pass-c02a7b"
 	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.MinCost)
 	if err != nil {
@@ -168,6 +172,7 @@ plugin.nats.pass = %s
 // false (a client's, in Choria) is refused, naming the line, instead of
 // running a broker anyway; leaving the key out runs the broker.
 func TestBrokerRunNetworkOff(t *testing.T) {
+	t.Parallel()
 	cfg := writeFile(t, "client.conf", fmt.Sprintf(`identity = not-a-broker
 plugin.choria.broker_network = false
 plugin.choria.network.client_port = -1
@@ -187,6 +192,7 @@ plugin.choria.network.stream.store = %s
 // store of a running one stops at once with status 1, saying what is taken
 // and by whom, before it opens the store; the first keeps running.
 func TestBrokerRunTwice(t *testing.T) {
+	t.Parallel()
 	port := natstest.FreePort(t)
 	store := filepath.Join(t.TempDir(), "store")
 	conf := func(name string, port int) string {

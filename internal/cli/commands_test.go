@@ -19,6 +19,7 @@ import (
 // succeeding (a typo in a service's start command must not "succeed"), and
 // an unknown command gets a suggestion.
 func TestMissingOrUnknownCommand(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		want []string
@@ -33,6 +34,7 @@ func TestMissingOrUnknownCommand(t *testing.T) {
 		{[]string{"frobnicate"}, []string{`unknown command "frobnicate" for "conclave": use one of broker, `}},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			t.Parallel()
 			r := conclave(t, tc.args...)
 			if r.code != 1 {
 				t.Errorf("exit status %d, want 1", r.code)
@@ -49,6 +51,7 @@ func TestMissingOrUnknownCommand(t *testing.T) {
 // broker too (it is one flag of the root), and broker run's help lists no
 // connection flags, which it would ignore; passing one is an error.
 func TestBrokerRunRootConfig(t *testing.T) {
+	t.Parallel()
 	cfg := brokerConfig(t, -1)
 	b := startConclave(t, nil, "--config", cfg, "broker", "run")
 	b.stderr.waitFor(t, 0, regexp.MustCompile(`Broker test-broker ready`))
@@ -76,10 +79,12 @@ func TestBrokerRunRootConfig(t *testing.T) {
 // points to documents by URL, not to docs/ files that a user who ran go
 // install does not have.
 func TestHelpHasExamplesAndNoLocalDocs(t *testing.T) {
+	t.Parallel()
 	localDoc := regexp.MustCompile(`(^|[^/])docs/[a-z]+\.md`)
 	for _, path := range []string{"", "broker", "broker run", "election", "election list", "election info",
 		"election watch", "election stand-down", "election run", "hash-password", "version"} {
 		t.Run(path, func(t *testing.T) {
+			t.Parallel()
 			r := conclave(t, append(strings.Fields(path), "--help")...)
 			mustSucceed(t, r)
 			mustContain(t, "help", r.stdout, "Examples:\n  conclave ")
@@ -93,6 +98,7 @@ func TestHelpHasExamplesAndNoLocalDocs(t *testing.T) {
 // TestVersion: conclave version and --version print the build the Go
 // toolchain recorded: module version, revision when known, Go version.
 func TestVersion(t *testing.T) {
+	t.Parallel()
 	v := conclave(t, "version")
 	mustSucceed(t, v)
 	flag := conclave(t, "--version")
@@ -117,6 +123,7 @@ func TestVersion(t *testing.T) {
 // TestCompleteElectionNames: shell completion offers the bucket's elections
 // for a NAME argument, and nothing, silently, when no broker answers.
 func TestCompleteElectionNames(t *testing.T) {
+	t.Parallel()
 	url := startBroker(t, time.Minute)
 	kv := electionBucket(t, url)
 	for _, k := range []string{"billing", "backup", "reports"} {
@@ -152,6 +159,7 @@ func TestCompleteElectionNames(t *testing.T) {
 // line fits 80 columns, flag usages wrapped under their start, rather than
 // left for the terminal to break anywhere.
 func TestRunHelpIsTidy(t *testing.T) {
+	t.Parallel()
 	r := conclave(t, "election", "run", "--help")
 	mustSucceed(t, r)
 	if strings.Contains(r.stdout, "(default 0s)") {

@@ -43,6 +43,7 @@ func envFrom(vars map[string]string) func(string) (string, bool) {
 }
 
 func TestResolvePrecedence(t *testing.T) {
+	t.Parallel()
 	xdg := contextDir(t, "sel", map[string]string{
 		"sel":  `{"url":"nats://selected:4222","creds":"~/sel.creds"}`,
 		"prod": `{"url":"nats://prod:4222","creds":"/prod.creds","user_jwt":"","nsc":"nsc://op/acct/user"}`,
@@ -144,6 +145,7 @@ func writeTestFile(t *testing.T, name, content string) string {
 }
 
 func TestRedactURL(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"nats://u:p@h:4222": "nats://u:xxxxx@h:4222",
 		"nats://tok@h:4222": "nats://tok@h:4222",
@@ -157,6 +159,7 @@ func TestRedactURL(t *testing.T) {
 }
 
 func TestBucketWarnings(t *testing.T) {
+	t.Parallel()
 	good := jetstream.StreamConfig{MaxAge: time.Minute, MaxMsgsPerSubject: 1, Replicas: 3, Storage: jetstream.FileStorage}
 	for _, tc := range []struct {
 		name      string
@@ -197,6 +200,7 @@ func TestBucketWarnings(t *testing.T) {
 // reconnect pacing; reconnecting forever. The short commands buffer no
 // writes either.
 func TestDialOptions(t *testing.T) {
+	t.Parallel()
 	apply := func(t *testing.T, long bool) nats.Options {
 		t.Helper()
 		tg := &target{urls: "nats://127.0.0.1:4222"}
@@ -236,6 +240,7 @@ func TestDialOptions(t *testing.T) {
 // know are skipped, but one within two edits of a key it knows is a typo:
 // reported with its line and "did you mean".
 func TestConfigTypoSuggested(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "client.conf")
 	body := "collectives = mcollective\nmain_collective = mcollective\nplugin.choria.middlware_hosts = nats://b1:4222\n"
 	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
@@ -250,6 +255,7 @@ func TestConfigTypoSuggested(t *testing.T) {
 // TestTimeoutBareSeconds: --timeout (and the other duration flags) take
 // whole seconds as the configuration files do, or a Go duration.
 func TestTimeoutBareSeconds(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]time.Duration{"5": 5 * time.Second, "1m30s": 90 * time.Second, "250ms": 250 * time.Millisecond} {
 		var d durationValue
 		if err := d.Set(in); err != nil || time.Duration(d) != want {

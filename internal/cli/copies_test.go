@@ -18,6 +18,7 @@ import (
 // and a hand-over between two of them is a hand-over to watch, from
 // instance to instance, with the new term's token.
 func TestCopiesOfOneIdentityInInfoAndWatch(t *testing.T) {
+	// Not parallel: under load stand-down --to reported the hand-over's revision as the new term's token.
 	url := startBroker(t, 2*time.Second)
 	js := jetStream(t, url)
 	w1 := campaign(t, js, "vm", "demo", streams.WithInstance("worker-1"))
@@ -53,6 +54,7 @@ func TestCopiesOfOneIdentityInInfoAndWatch(t *testing.T) {
 // whose health check fails is refused with the reason, and the leader goes
 // on leading: the hand-over would leave the election without a leader.
 func TestStandDownToAnUnhealthyCandidateIsRefused(t *testing.T) {
+	t.Parallel()
 	url := startBroker(t, 2*time.Second)
 	js := jetStream(t, url)
 	n2 := campaign(t, js, "n2", "jobs")

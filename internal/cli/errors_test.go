@@ -19,6 +19,7 @@ import (
 // cannot serve it and checks that the message says what is wrong and what
 // to do.
 func TestErrorsSayWhatToDo(t *testing.T) {
+	t.Parallel()
 	nothing := "nats://127.0.0.1:" + strconv.Itoa(natstest.FreePort(t))
 	noBucket := plainServer(t, true)
 	noJetStream := plainServer(t, false)
@@ -82,6 +83,7 @@ func TestErrorsSayWhatToDo(t *testing.T) {
 // TestNATSContext connects through a NATS CLI context with a user and
 // password, as `nats context save` writes it, selected and by name.
 func TestNATSContext(t *testing.T) {
+	t.Parallel()
 	url := plainServer(t, true, func(o *server.Options) {
 		o.Username, o.Password = "elector", "s3cret"
 	})

@@ -31,6 +31,7 @@ func waitFile(t *testing.T, path string, want bool, d time.Duration) {
 // leads, moves to the next leader on a stop, and is removed on SIGTERM with
 // status 0; a stale file from an earlier run is removed before campaigning.
 func TestElectionFileExistsOnlyWhileLeading(t *testing.T) {
+	t.Parallel()
 	url := startBroker(t, 2*time.Second)
 	dir := t.TempDir()
 	pathA, pathB := filepath.Join(dir, "a.leader"), filepath.Join(dir, "b.leader")

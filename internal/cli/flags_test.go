@@ -13,6 +13,7 @@ import (
 // as one of its parents' persistent flags: conclave --timeout 5 election
 // run … (or --config before broker run) would silently set the wrong one.
 func TestNoFlagShadowsAGlobalOne(t *testing.T) {
+	t.Parallel()
 	root := newRoot(strings.NewReader(""), io.Discard, io.Discard)
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {

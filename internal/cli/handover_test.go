@@ -18,6 +18,7 @@ import (
 // no release between; it reports the token of the term that began, in text
 // and in JSON.
 func TestStandDownTo(t *testing.T) {
+	t.Parallel()
 	// A TTL of 10s gives the offer of the key its full second (a fifth of
 	// the TTL, at most 1s) on a loaded machine.
 	url := startBroker(t, 10*time.Second)
@@ -93,6 +94,7 @@ func TestStandDownTo(t *testing.T) {
 // requests (Choria's, an older Conclave's) gets a clear error that points to
 // a plain stand-down.
 func TestStandDownToNoLeaderAnswers(t *testing.T) {
+	t.Parallel()
 	url := startBroker(t, time.Minute)
 	kv := electionBucket(t, url)
 	if _, err := kv.Create(testCtx(t), "my_app", []byte("choria-node")); err != nil {
@@ -147,6 +149,7 @@ func waitStanding(t *testing.T, url, key string, ids ...string) {
 // holder waits a TTL before it leads, and does not take hand-over requests
 // meanwhile: stand-down --to says so rather than blame an old version.
 func TestStandDownToHolderNotLeadingYet(t *testing.T) {
+	t.Parallel()
 	url := startBroker(t, time.Minute)
 	js := jetStream(t, url)
 	kv := electionBucket(t, url)

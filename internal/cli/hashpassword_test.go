@@ -21,6 +21,7 @@ func hashPassword(t *testing.T, stdin string, args ...string) (code int, stdout,
 // TestHashPasswordPrintsAHashTheBrokerAccepts: the printed hash verifies
 // against the password, and config accepts it as a user's password.
 func TestHashPasswordPrintsAHashTheBrokerAccepts(t *testing.T) {
+	t.Parallel()
 	code, out, errOut := hashPassword(t, "correct horse\n", "--stdin", "--cost", "10")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
@@ -45,6 +46,7 @@ func TestHashPasswordPrintsAHashTheBrokerAccepts(t *testing.T) {
 }
 
 func TestHashPasswordRefusesBadInput(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, stdin string
 		args        []string

@@ -15,6 +15,7 @@ import (
 // standing, with priority, health and leadership, in text and JSON, and
 // says that candidates that do not answer (Choria's) are not counted.
 func TestInfoCandidates(t *testing.T) {
+	t.Parallel()
 	url := startBroker(t, time.Minute)
 	js := jetStream(t, url)
 	campaign(t, js, "c1.example.net", "alpha", streams.WithPriority(1)).waitLeading(t)

@@ -80,6 +80,7 @@ func addConsumers(t *testing.T, js jetstream.JetStream, bucket string, n int) {
 // consumers in use against the stream's limit of 1000000, and per-key TTL
 // on.
 func TestInfoConsumersOnBroker(t *testing.T) {
+	t.Parallel()
 	url := startBroker(t, time.Minute)
 	js := jetStream(t, url)
 	addConsumers(t, js, bucket.Name, 3)
@@ -104,6 +105,8 @@ func TestInfoConsumersOnBroker(t *testing.T) {
 // TestInfoWarnsNearConsumerLimit: within 10% of the limit info warns and
 // says how to raise it; the way it gives works.
 func TestInfoWarnsNearConsumerLimit(t *testing.T) {
+	// Not parallel: making 900 consumers keeps the test's broker busy for
+	// seconds, and must end within eventTimeout.
 	url := startBroker(t, time.Minute)
 	js := jetStream(t, url)
 
@@ -170,6 +173,7 @@ func TestInfoWarnsNearConsumerLimit(t *testing.T) {
 // TestInfoConsumersAccountLimit: on a NATS server whose account limits
 // consumers per stream, info shows the account's limit.
 func TestInfoConsumersAccountLimit(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "server.conf")
 	err := os.WriteFile(conf, fmt.Appendf(nil, `

@@ -45,6 +45,7 @@ func (o infoOutput) election() *electionItem {
 }
 
 func TestInfo(t *testing.T) {
+	t.Parallel()
 	url := startBroker(t, time.Minute)
 	campaign(t, jetStream(t, url), "c1.example.net", "alpha").waitLeading(t)
 
@@ -86,6 +87,7 @@ func TestInfo(t *testing.T) {
 }
 
 func TestInfoWarnings(t *testing.T) {
+	// Not parallel: a key of a 500ms or 2s TTL must still be held when info reads it.
 	url := startBroker(t, time.Minute)
 	js := jetStream(t, url)
 	for _, tc := range []struct {
@@ -120,6 +122,13 @@ func TestInfoWarnings(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.cfg.TTL == 0 || tc.cfg.TTL >= time.Minute {
+				// Its key outlives any wait for a turn: it runs beside
+				// the others. A key of a shorter TTL must still be held
+				// when info reads it: those cases, and so this test, run
+				// alone.
+				t.Parallel()
+			}
 			kv, err := js.CreateKeyValue(testCtx(t), tc.cfg)
 			if err != nil {
 				t.Fatal(err)
@@ -153,6 +162,7 @@ func TestInfoWarnings(t *testing.T) {
 // TestInfoOneReplicaOnCluster checks the warning about a bucket with one
 // replica on a cluster of brokers.
 func TestInfoOneReplicaOnCluster(t *testing.T) {
+	// Not parallel: it starts a cluster of three.
 	if testing.Short() {
 		t.Skip("starts a cluster of three brokers")
 	}
@@ -174,6 +184,7 @@ func TestInfoOneReplicaOnCluster(t *testing.T) {
 // TestInfoReleasedAndRemoved checks what info says of a key its holder
 // released (a release marker) and of one someone emptied (not a release).
 func TestInfoReleasedAndRemoved(t *testing.T) {
+	t.Parallel()
 	url := startBroker(t, time.Minute)
 	kv := electionBucket(t, url)
 	rev, err := kv.Create(testCtx(t), "beta", []byte("b1.example.net"))
@@ -216,6 +227,7 @@ func TestInfoReleasedAndRemoved(t *testing.T) {
 // names the replica that is not in step and warns that the cluster can
 // lose no more, instead of "Replicas: 3" and no problems (issue 20).
 func TestInfoShowsAReplicaOffline(t *testing.T) {
+	// Not parallel: a cluster of three, whose replicas must first be in step.
 	c := brokertest.StartCluster(t, 3, nil)
 	url := c.ClientURLs()[0]
 	r := conclave(t, "--server", url, "election", "info")

@@ -17,6 +17,7 @@ import (
 // exit status in "exit_status", and prints nothing else: a script that asked
 // for JSON gets JSON, errors included.
 func TestJSONErrors(t *testing.T) {
+	t.Parallel()
 	url := startBroker(t, time.Minute)
 	nothing := "nats://127.0.0.1:" + strconv.Itoa(natstest.FreePort(t))
 	for _, tc := range []struct {
@@ -66,6 +67,7 @@ func TestJSONErrors(t *testing.T) {
 // TestErrorTexts: error messages do not stutter, argument errors show how
 // the command is used, and a wildcard inside a token is explained.
 func TestErrorTexts(t *testing.T) {
+	t.Parallel()
 	url := startBroker(t, time.Minute)
 	for _, tc := range []struct {
 		name    string
@@ -100,6 +102,7 @@ func TestErrorTexts(t *testing.T) {
 // TestJSONWarnings: with --json, the warnings a command writes to standard
 // error are JSON lines too (event "log", level "warning").
 func TestJSONWarnings(t *testing.T) {
+	t.Parallel()
 	url := startBroker(t, time.Minute)
 	cfgHome := t.TempDir()
 	ctxDir := filepath.Join(cfgHome, "nats", "context")
@@ -126,6 +129,7 @@ func TestJSONWarnings(t *testing.T) {
 // TestRunOnceJSONError: run --once --json that finds another leader logs
 // JSON lines only, the last the error it ends with.
 func TestRunOnceJSONError(t *testing.T) {
+	t.Parallel()
 	url := startBroker(t, time.Minute)
 	campaign(t, jetStream(t, url), "other", "busy").waitLeading(t)
 	r := conclave(t, "--server", url, "election", "run", "--once", "--json", "--identity", "r1", "busy", "--", "true")

@@ -85,6 +85,7 @@ func revisionOf(t *testing.T, kv jetstream.KeyValue, key string) uint64 {
 }
 
 func TestListTable(t *testing.T) {
+	t.Parallel()
 	url, kv, alphaRev, removed := listSetup(t)
 	r := conclave(t, "--server", url, "election", "list")
 	mustSucceed(t, r)
@@ -120,6 +121,7 @@ func TestListTable(t *testing.T) {
 }
 
 func TestListJSON(t *testing.T) {
+	t.Parallel()
 	url, _, _, removed := listSetup(t)
 	before := time.Now()
 	r := conclave(t, "--server", url, "election", "list", "--json")
@@ -177,6 +179,7 @@ func TestListJSON(t *testing.T) {
 // TestListAbsentKey checks that a key that expired is gone from the list,
 // in a bucket of its own with a short TTL (--bucket).
 func TestListAbsentKey(t *testing.T) {
+	// Not parallel: a key of a 1s TTL must still be held when list reads it.
 	url := startBroker(t, time.Minute)
 	js := jetStream(t, url)
 	kv, err := js.CreateKeyValue(testCtx(t), jetstream.KeyValueConfig{Bucket: "SHORT", TTL: time.Second, History: 1})

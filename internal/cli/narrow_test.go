@@ -18,6 +18,7 @@ import (
 // pattern app-a.> both work, showing that user's elections and none other,
 // and the watch follows an election that begins later.
 func TestNarrowUserListsAndWatchesAPattern(t *testing.T) {
+	t.Parallel()
 	u := cli.StartUsersBroker(t)
 	admin := u.JetStream(t, "admin")
 	campaign(t, admin, "a-1", "app-a.cron").waitLeading(t)
@@ -85,6 +86,7 @@ func TestNarrowUserListsAndWatchesAPattern(t *testing.T) {
 // not read reports the broker's refusal, naming the refused watch, rather
 // than a timeout.
 func TestNarrowUserReadingAnotherElection(t *testing.T) {
+	t.Parallel()
 	u := cli.StartUsersBroker(t)
 	for _, args := range [][]string{{"election", "info", "app-b.cron"}, {"election", "watch", "app-b.cron"}} {
 		r := conclave(t, append([]string{"--config", u.Conf["app-a"], "--timeout", "2s"}, args...)...)
@@ -105,6 +107,7 @@ func TestNarrowUserReadingAnotherElection(t *testing.T) {
 // (nats.go prints one for a connection without an error handler); neither
 // does a refused list.
 func TestNonAdminInfoPrintsNoRawNATSError(t *testing.T) {
+	t.Parallel()
 	u := cli.StartUsersBroker(t)
 	campaign(t, u.JetStream(t, "admin"), "a-1", "app-a.cron").waitLeading(t)
 	rawLine := regexp.MustCompile(`(?m)^nats: |Permissions Violation for Publish to "\$JS\.API\.INFO"|on connection \[\d+\]`)
@@ -132,6 +135,7 @@ func TestNonAdminInfoPrintsNoRawNATSError(t *testing.T) {
 // request for the account's limits (which info goes without), and a
 // refused forced stand-down.
 func TestRefusalsDoNotWaitForTheTimeout(t *testing.T) {
+	t.Parallel()
 	u := cli.StartUsersBroker(t)
 	admin := u.JetStream(t, "admin")
 	campaign(t, admin, "a-1", "app-a.cron").waitLeading(t)
@@ -173,6 +177,7 @@ func TestRefusalsDoNotWaitForTheTimeout(t *testing.T) {
 // works as written, with app-a's configuration file: app-a may not read
 // every election, so the command must name a pattern it may read.
 func TestSecureSetupAppAListCommand(t *testing.T) {
+	t.Parallel()
 	raw, err := os.ReadFile(filepath.Join("..", "..", "docs", "security.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -203,6 +208,7 @@ func TestSecureSetupAppAListCommand(t *testing.T) {
 // TestRefusedLoginSaysItOnce: a refused login reads "conclave: cannot log
 // in to the broker: …", not "conclave: conclave: cannot log in …".
 func TestRefusedLoginSaysItOnce(t *testing.T) {
+	t.Parallel()
 	u := cli.StartUsersBroker(t)
 	raw, err := os.ReadFile(u.Conf["app-a"])
 	if err != nil {

@@ -46,6 +46,7 @@ func runNATS(t *testing.T, cli, url string, args ...string) string {
 // purge` are removals (a forced stand-down), not releases; only a holder's
 // release marker (published raw here) is a release.
 func TestWhatTheNATSCLIWritesIsARemoval(t *testing.T) {
+	t.Parallel()
 	cli := natsCLI(t)
 	url := startBroker(t, time.Minute)
 	b := bucket.Name
@@ -92,6 +93,7 @@ func TestWhatTheNATSCLIWritesIsARemoval(t *testing.T) {
 // TestNATSCLIShowsBucketLimits: what the README says `nats stream info`
 // shows of a bucket a broker provisioned.
 func TestNATSCLIShowsBucketLimits(t *testing.T) {
+	t.Parallel()
 	cli := natsCLI(t)
 	url := startBroker(t, time.Minute)
 	out := runNATS(t, cli, url, "stream", "info", "KV_"+bucket.Name)

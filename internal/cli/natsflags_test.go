@@ -21,6 +21,7 @@ import (
 // variables, --tlscert/--tlskey/--tlsca and --no-context connect as they
 // do in the NATS CLI, flags winning over variables.
 func TestNATSCLILoginFlags(t *testing.T) {
+	t.Parallel()
 	ca := testpki.NewCA(t, "ca")
 	node, client := ca.Issue(t, "broker"), ca.Issue(t, "client")
 	cfg := config.Default()

@@ -47,6 +47,7 @@ func waitCandidate(t *testing.T, url, key, identity string, match func(standing.
 // priority, and a run leader with --min-term 1s hands over to a candidate of
 // a higher priority after 1s, not after the default of at least 10s.
 func TestRunPriorityAndMinTerm(t *testing.T) {
+	t.Parallel()
 	url := startBroker(t, time.Second)
 	script, log := workerSetup(t)
 	r1 := startConclave(t, []string{"LOG=" + log}, "--server", url, "election", "run",
@@ -68,6 +69,7 @@ func TestRunPriorityAndMinTerm(t *testing.T) {
 // says so when asked who stands; healthy, it leads; unhealthy again while a
 // healthy candidate stands, it hands over.
 func TestRunHealthCmd(t *testing.T) {
+	t.Parallel()
 	url := startBroker(t, time.Second)
 	script, log := workerSetup(t)
 	healthy := filepath.Join(t.TempDir(), "healthy")
@@ -115,6 +117,7 @@ func TestRunHealthCmd(t *testing.T) {
 // TestRunStandingFlagErrors: bad --priority, --health-* and --min-term
 // values are refused with what to give instead.
 func TestRunStandingFlagErrors(t *testing.T) {
+	t.Parallel()
 	url := startBroker(t, time.Second)
 	for _, tc := range []struct {
 		args []string
@@ -138,6 +141,7 @@ func TestRunStandingFlagErrors(t *testing.T) {
 // from the configuration (here its environment override), as the
 // framework does; --priority overrides it.
 func TestRunPriorityFromConfig(t *testing.T) {
+	t.Parallel()
 	url := startBroker(t, time.Second)
 	env := []string{"CONCLAVE_PLUGIN_CONCLAVE_ELECTION_PRIORITY=7"}
 	startConclave(t, env, "--server", url, "election", "run", "--identity", "r1", "job", "sleep", "600")
@@ -153,6 +157,7 @@ func TestRunPriorityFromConfig(t *testing.T) {
 // higher priority well before its grace has passed (and so never starts its
 // command), and the candidate, taking a handed-over key, leads at once.
 func TestRunGraceDoesNotStretchMinTerm(t *testing.T) {
+	t.Parallel()
 	const grace = 15 * time.Second
 	url := startBroker(t, time.Second)
 	script, log := workerSetup(t)

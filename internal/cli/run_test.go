@@ -82,6 +82,7 @@ func checkOneAtATime(t *testing.T, log string) (who []string, tokens []uint64) {
 }
 
 func TestRunOneLeaderAtATime(t *testing.T) {
+	t.Parallel()
 	url := startBroker(t, 2*time.Second)
 	script, log := workerSetup(t)
 	env := []string{"LOG=" + log}
@@ -146,6 +147,7 @@ func TestRunOneLeaderAtATime(t *testing.T) {
 // SIGTERM from the kernel, and the other run takes over once the key has
 // expired and the grace has passed.
 func TestRunLeaderKilled(t *testing.T) {
+	t.Parallel()
 	if runtime.GOOS != "linux" {
 		t.Skip("the parent-death signal is Linux only")
 	}
@@ -171,6 +173,7 @@ func TestRunLeaderKilled(t *testing.T) {
 }
 
 func TestRunExitStatus(t *testing.T) {
+	t.Parallel()
 	url := startBroker(t, 2*time.Second)
 	r := conclave(t, "--server", url, "election", "run", "job", "--identity", "r1", "--grace", "1s", "--", "sh", "-c", `echo "token $CONCLAVE_TOKEN identity $CONCLAVE_IDENTITY"; exit 3`)
 	if r.code != 3 {
@@ -191,6 +194,7 @@ func TestRunExitStatus(t *testing.T) {
 }
 
 func TestRunRestart(t *testing.T) {
+	t.Parallel()
 	url := startBroker(t, 2*time.Second)
 	p := startConclave(t, nil, "--server", url, "election", "run", "job", "--identity", "r1", "--grace", "1s", "--restart", "--", "sh", "-c", `echo "run $CONCLAVE_TOKEN"`)
 	i, first := p.stdout.waitFor(t, 0, regexp.MustCompile(`^run (\d+)$`))
@@ -211,6 +215,7 @@ func TestRunRestart(t *testing.T) {
 }
 
 func TestRunErrors(t *testing.T) {
+	t.Parallel()
 	url := startBroker(t, 2*time.Second)
 	if _, err := jetStream(t, url).CreateKeyValue(testCtx(t), jetstream.KeyValueConfig{Bucket: "HISTORY5", TTL: 2 * time.Second, History: 5}); err != nil {
 		t.Fatal(err)
@@ -244,6 +249,7 @@ func TestRunErrors(t *testing.T) {
 // flags of its own (as with consul lock and etcdctl lock); "--" still
 // works, and run's flags go before NAME or between NAME and "--".
 func TestRunCommandFlags(t *testing.T) {
+	t.Parallel()
 	url := startBroker(t, 2*time.Second)
 	for _, tc := range []struct {
 		name string
@@ -255,6 +261,7 @@ func TestRunCommandFlags(t *testing.T) {
 		{"dash inside the command", []string{"job4", "sh", "-c", `echo "args $0 $1"`, "-l", "--"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // each in an election of its own
 			// A short --grace: taking over the absent key waits it out.
 			r := conclave(t, append([]string{"--server", url, "election", "run", "--grace", "100ms"}, tc.args...)...)
 			mustSucceed(t, r)
@@ -270,6 +277,7 @@ func TestRunCommandFlags(t *testing.T) {
 // of the SIGTERM it is sent is the stop that was asked for: exit 0, and a
 // last line saying it released.
 func TestRunInterrupted(t *testing.T) {
+	t.Parallel()
 	url := startBroker(t, 2*time.Second)
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
 		t.Run(sig.String(), func(t *testing.T) {
@@ -291,6 +299,7 @@ func TestRunInterrupted(t *testing.T) {
 // keeps trying, then campaigns and starts its command once the broker is
 // up; the commands that inspect still fail at once (TestErrorsSayWhatToDo).
 func TestRunWaitsForBroker(t *testing.T) {
+	t.Parallel()
 	port := natstest.FreePort(t)
 	url := "nats://127.0.0.1:" + strconv.Itoa(port)
 	p := startConclave(t, nil, "--server", url, "election", "run", "--identity", "r1", "--grace", "100ms", "job", "sh", "-c", "echo up; exec sleep 1000")
@@ -317,6 +326,7 @@ func TestRunWaitsForBroker(t *testing.T) {
 // TestRunJSON: run --json logs one JSON object per line on standard error,
 // each with its time and event, and the date is on every text line.
 func TestRunJSON(t *testing.T) {
+	t.Parallel()
 	url := startBroker(t, 2*time.Second)
 	r := conclave(t, "--server", url, "--timeout", "5", "election", "run", "--json", "--identity", "r1", "--grace", "100ms", "job", "sh", "-c", "exit 3")
 	if r.code != 3 {
@@ -364,6 +374,7 @@ func TestRunJSON(t *testing.T) {
 // time; --once does not campaign against a leader, and runs the command
 // once when it can lead.
 func TestRunTimeoutAndOnce(t *testing.T) {
+	t.Parallel()
 	url := startBroker(t, 2*time.Second)
 	campaign(t, jetStream(t, url), "n1", "job").waitLeading(t)
 
@@ -396,6 +407,7 @@ func TestRunTimeoutAndOnce(t *testing.T) {
 // instead of after their request timeouts (issue 20: SIGINT ignored for
 // seconds).
 func TestRunInterruptedWhileTheBrokerIsSilent(t *testing.T) {
+	// Not parallel: it bounds the stop at 2s.
 	url := startBroker(t, time.Minute) // requests time out after 5s
 	nc, err := nats.Connect(url)
 	if err != nil {
@@ -458,6 +470,7 @@ func TestRunInterruptedWhileTheBrokerIsSilent(t *testing.T) {
 // standby, taking a handed-over key, starts its command without waiting
 // its --grace.
 func TestRunStopHandsOverAndSaysSo(t *testing.T) {
+	t.Parallel()
 	url := startBroker(t, 2*time.Second)
 	script, log := workerSetup(t)
 	r1 := startConclave(t, []string{"LOG=" + log}, "--server", url, "election", "run", "--json", "--identity", "r1", "--grace", "100ms", "job", "sh", "-c", "echo up; exec sleep 1000")

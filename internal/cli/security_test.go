@@ -19,6 +19,7 @@ import (
 // lists the elections, and its stand-down is refused with the permission
 // error naming the subject; the leader stays.
 func TestReadOnlyUserListsAndWatchesButCannotStandDown(t *testing.T) {
+	t.Parallel()
 	ca := testpki.NewCA(t, "ca")
 	node, dash, app := ca.Issue(t, "broker"), ca.Issue(t, "dash"), ca.Issue(t, "app-a")
 	b := brokertest.StartSingle(t, func(c *config.Config) {
@@ -75,6 +76,7 @@ func TestReadOnlyUserListsAndWatchesButCannotStandDown(t *testing.T) {
 // refuses it, not after the request timeouts of its watch and read (issue
 // 20: "watch not set up within 5s" at 5 s, permission denied at 10 s).
 func TestRunRefusedFailsAtOnce(t *testing.T) {
+	// Not parallel: it bounds the run, start included, at 3s.
 	u := cli.StartUsersBroker(t) // TTL 10s: requests time out after 2s
 	began := time.Now()
 	r := conclave(t, "--config", u.Conf["app-a"], "election", "run", "billing", "--", "sleep", "60")
@@ -101,6 +103,7 @@ func TestRunRefusedFailsAtOnce(t *testing.T) {
 // the broker refused the client for lack of one (issue 20: "no broker at
 // tls://… broken pipe" while the broker ran).
 func TestOperatorLogsInWithPasswordAndCertificate(t *testing.T) {
+	t.Parallel()
 	ca := testpki.NewCA(t, "ca")
 	node, ops := ca.Issue(t, "broker"), ca.Issue(t, "ops")
 	hash, err := bcrypt.GenerateFromPassword([]byte("ops-secret"), bcrypt.MinCost)
@@ -132,6 +135,7 @@ func TestOperatorLogsInWithPasswordAndCertificate(t *testing.T) {
 // --tlsca, instead of a bare "x509: certificate signed by unknown
 // authority".
 func TestTLSBrokerWithoutCAHintsAtTLSCA(t *testing.T) {
+	t.Parallel()
 	u := cli.StartUsersBroker(t)
 	r := conclave(t, "--server", u.URL, "--timeout", "5s", "election", "list")
 	if r.code != 1 {
@@ -146,6 +150,7 @@ func TestTLSBrokerWithoutCAHintsAtTLSCA(t *testing.T) {
 // request, and allowed one at first: the second candidate never stood,
 // though it campaigned.
 func TestCandidatesOnOneConnectionAllAnswerUnderPermissions(t *testing.T) {
+	t.Parallel()
 	u := cli.StartUsersBroker(t)
 	admin := u.JetStream(t, "admin")
 	campaign(t, admin, "a-1", "app-a.cron").waitLeading(t)

@@ -12,6 +12,7 @@ import (
 // come from its holder's announcement, and only when the bucket names that
 // holder; the count comes from the members, or from the keys without any.
 func TestShardsViewTakesTokensFromTheHolderOnly(t *testing.T) {
+	t.Parallel()
 	now := time.Now()
 	recs := []record{
 		{Key: "g.0", State: streams.KeyHeld, Leader: "a", Revision: 10, Written: now},

@@ -43,6 +43,7 @@ type shardsInfoOutput struct {
 // 4-shard group run their commands with 2 shards each, info shows them,
 // and when one stops the other is restarted with all four.
 func TestShardsRunSplitsAGroupAndHandsOverOnStop(t *testing.T) {
+	t.Parallel()
 	url := startBroker(t, 2*time.Second)
 	script := filepath.Join(t.TempDir(), "worker.sh")
 	if err := os.WriteFile(script, []byte(shardWorker), 0o755); err != nil {
@@ -98,6 +99,7 @@ func TestShardsRunSplitsAGroupAndHandsOverOnStop(t *testing.T) {
 // TestShardsWatchShowsHoldersAndMembers: watch prints a line as a member
 // joins and as it takes each shard.
 func TestShardsWatchShowsHoldersAndMembers(t *testing.T) {
+	t.Parallel()
 	url := startBroker(t, 2*time.Second)
 	w := startConclave(t, nil, "--server", url, "shards", "watch", "feed")
 	w.stdout.waitFor(t, 0, regexp.MustCompile(`watching group feed`))
@@ -113,6 +115,7 @@ func TestShardsWatchShowsHoldersAndMembers(t *testing.T) {
 }
 
 func TestShardsArgumentErrors(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -133,6 +136,7 @@ func TestShardsArgumentErrors(t *testing.T) {
 // key G.i, that `election list` lists and `election info` shows with its
 // holder and the token of the holder's term.
 func TestElectionCommandsSeeShardKeys(t *testing.T) {
+	// Not parallel: on a busy machine a shard's 2s lease lapsed and g.Term was nil.
 	url := startBroker(t, 2*time.Second)
 	g := runGroup(t, url, "m1", "feed", 2)
 	deadline := time.Now().Add(eventTimeout)

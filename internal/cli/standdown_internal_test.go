@@ -21,6 +21,7 @@ import (
 // and says it does not know when that write was itself replaced by a
 // renewal.
 func TestAwaitTakeover(t *testing.T) {
+	t.Parallel()
 	b := brokertest.StartSingle(t, func(c *config.Config) { c.LeaderElectionTTL = time.Minute })
 	nc, err := nats.Connect(b.ClientURL())
 	if err != nil {

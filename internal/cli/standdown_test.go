@@ -9,6 +9,7 @@ import (
 )
 
 func TestStandDown(t *testing.T) {
+	// Not parallel: on a busy machine n1's 2s lease lapsed before --no-wait read the key.
 	url := startBroker(t, 2*time.Second)
 	js := jetStream(t, url)
 	c1 := campaign(t, js, "n1", "my_app")
@@ -86,6 +87,7 @@ func TestStandDown(t *testing.T) {
 }
 
 func TestStandDownNobodyTakesOver(t *testing.T) {
+	// Not parallel: a key of a 2s TTL must still be held when stand-down reads it.
 	url := startBroker(t, 2*time.Second)
 	kv := electionBucket(t, url)
 	if _, err := kv.Create(testCtx(t), "lonely", []byte("ghost")); err != nil {
@@ -97,6 +99,7 @@ func TestStandDownNobodyTakesOver(t *testing.T) {
 }
 
 func TestStandDownRefuses(t *testing.T) {
+	t.Parallel()
 	url := startBroker(t, time.Minute)
 	kv := electionBucket(t, url)
 	if _, err := kv.Create(testCtx(t), "held", []byte("n1")); err != nil {
@@ -128,6 +131,7 @@ func TestStandDownRefuses(t *testing.T) {
 // TestStandDownJSON: --json prints the outcome as one object: who was
 // removed, who took over and the new term's token.
 func TestStandDownJSON(t *testing.T) {
+	t.Parallel()
 	url := startBroker(t, 2*time.Second)
 	js := jetStream(t, url)
 	campaign(t, js, "n1", "my_app").waitLeading(t)

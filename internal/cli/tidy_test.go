@@ -5,6 +5,7 @@ import "testing"
 // TestTidyMessage: the stutter that wrapping leaves in an error's text,
 // as users met it, is removed; other text is left alone.
 func TestTidyMessage(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"conclave: cannot log in to the broker: nats: Authorization Violation":           "cannot log in to the broker: nats: Authorization Violation",
 		"election billing: election billing: election: permission denied: subject $KV.x": "election billing: permission denied: subject $KV.x",

@@ -14,6 +14,7 @@ import (
 // ./conclave.conf (then ~/.config/conclave/conclave.conf and
 // /etc/conclave/conclave.conf), and connect where it says.
 func TestUserConfigFile(t *testing.T) {
+	t.Parallel()
 	url := startBroker(t, time.Minute)
 	if _, err := electionBucket(t, url).Create(testCtx(t), "found_me", []byte("n1")); err != nil {
 		t.Fatal(err)
@@ -85,6 +86,7 @@ func TestUserConfigFile(t *testing.T) {
 // $CONCLAVE_CONFIG configures, as the framework's programs read it, and says
 // where to put a file when there is none.
 func TestBrokerRunUserConfigFile(t *testing.T) {
+	t.Parallel()
 	cfg := brokerConfig(t, -1)
 	b := startConclave(t, []string{"CONCLAVE_CONFIG=" + cfg}, "broker", "run")
 	b.stderr.waitFor(t, 0, regexp.MustCompile(`Broker test-broker ready`))

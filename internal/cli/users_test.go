@@ -135,6 +135,7 @@ func (u *UsersBroker) JetStream(t *testing.T, user string) jetstream.JetStream {
 // denied.ErrPermissionDenied naming the refused watch, not with the
 // deadline that the broker's silence runs into; one it may read succeeds.
 func TestReadRefusedIsPermissionDenied(t *testing.T) {
+	t.Parallel()
 	u := StartUsersBroker(t)
 	e := &elections{bucket: bucket.Name, a: &app{stdout: new(strings.Builder), stderr: new(strings.Builder),
 		conn: connFlags{config: u.Conf["app-a"], timeout: 2 * time.Second, lookupEnv: envFrom(nil)}}}
@@ -187,6 +188,7 @@ func (b *syncBuffer) String() string {
 // the event log of a --verbose command. Other asynchronous errors are one
 // warning line.
 func TestAsyncErrorsGoToTheCLIsLog(t *testing.T) {
+	t.Parallel()
 	u := StartUsersBroker(t)
 	for _, verbose := range []bool{false, true} {
 		stderr, logged := new(syncBuffer), new(syncBuffer)

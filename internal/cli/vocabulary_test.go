@@ -18,6 +18,7 @@ import (
 // is "election" (a string) everywhere, the bucket is the object "bucket"
 // everywhere, and the time of the latest write is "written" everywhere.
 func TestJSONVocabulary(t *testing.T) {
+	t.Parallel()
 	url := startBroker(t, 2*time.Second)
 	js := jetStream(t, url)
 	campaign(t, js, "n1", "vocab").waitLeading(t)

@@ -50,6 +50,7 @@ func (b *lockedBuffer) String() string { s, _ := b.snapshot(); return s }
 // not as a current term whose token is unknown; a renewal since is still
 // reported as current, token unknown.
 func TestWatchStartedJustBeforeTheFirstCandidate(t *testing.T) {
+	// Not parallel: it sets the package variable testHookWatchRead.
 	b := brokertest.StartSingle(t, func(c *config.Config) { c.LeaderElectionTTL = time.Minute })
 	nc, err := nats.Connect(b.ClientURL())
 	if err != nil {

@@ -31,6 +31,7 @@ type watchLine struct {
 // TestWatch follows every election in text and one election in JSON while
 // leaders win, renew, release, are removed and expire.
 func TestWatch(t *testing.T) {
+	// Not parallel: a key of a 2s TTL must still be held when the watch starts.
 	url := startBroker(t, 2*time.Second)
 	kv := electionBucket(t, url)
 
@@ -199,6 +200,7 @@ func TestWatch(t *testing.T) {
 // in JSON, and then goes on reporting changes (issue 20: 35 s of only
 // "consumer not active" warnings).
 func TestWatchSaysWhenTheBrokerGoesAway(t *testing.T) {
+	t.Parallel()
 	c := brokertest.StartCluster(t, 1, func(_ int, cfg *config.Config) { cfg.LeaderElectionTTL = 2 * time.Second })
 	url := c.ClientURLs()[0]
 	text := startConclave(t, nil, "--server", url, "election", "watch", "job")
