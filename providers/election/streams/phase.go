@@ -78,8 +78,8 @@ const (
 	// released, then the campaign waits until it can (dueGivingUp).
 	givingUp
 	// stopping: Stop was asked for, or the campaign cannot go on: the term
-	// ends, the key is offered to the standby named on stop (handOver, orNext) or released, the watch
-	// stops (dueStopping).
+	// ends, the key is offered to the standby named on stop (handOver,
+	// orNext) or released, the watch stops (dueStopping).
 	stopping
 	// finished: nothing is left to do; the driver ends.
 	finished
