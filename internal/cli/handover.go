@@ -312,7 +312,7 @@ func awaitHandOver(ctx context.Context, msgs <-chan jetstream.Msg, read uint64, 
 				continue
 			}
 			rev := md.Sequence.Stream
-			if m.Headers().Get(kvOperationHeader) != "" || len(m.Data()) == 0 {
+			if m.Headers().Get(keymsg.OperationHeader) != "" || len(m.Data()) == 0 {
 				writer[rev] = ""
 				if hw.marker == 0 {
 					hw.marker = rev

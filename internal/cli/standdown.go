@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/conclave-io/conclave/internal/denied"
+	"github.com/conclave-io/conclave/internal/keymsg"
 	"github.com/conclave-io/conclave/providers/election/streams"
 )
 
@@ -276,7 +277,7 @@ func awaitTakeover(ctx context.Context, msgs <-chan jetstream.Msg, marker uint64
 				continue
 			}
 			rev := md.Sequence.Stream
-			op := m.Headers().Get(kvOperationHeader)
+			op := m.Headers().Get(keymsg.OperationHeader)
 			if op != "" || len(m.Data()) == 0 {
 				marker = rev // removed again
 				continue
@@ -308,7 +309,7 @@ func (s *session) tookEmptyKey(ctx context.Context, name string, rev uint64) boo
 	select {
 	case m := <-feed.msgs:
 		md, err := m.Metadata()
-		if err != nil || md.Sequence.Stream != rev || len(m.Data()) == 0 || m.Headers().Get(kvOperationHeader) != "" {
+		if err != nil || md.Sequence.Stream != rev || len(m.Data()) == 0 || m.Headers().Get(keymsg.OperationHeader) != "" {
 			return false
 		}
 		return m.Headers().Get(jetstream.ExpectedLastSubjSeqHeader) == "0"
@@ -317,9 +318,6 @@ func (s *session) tookEmptyKey(ctx context.Context, name string, rev uint64) boo
 	}
 	return false
 }
-
-// kvOperationHeader is the header NATS KV marks deletes and purges with.
-const kvOperationHeader = "KV-Operation"
 
 // confirm asks question on standard error and reads the answer from
 // standard input: yes for "y" or "yes" in any case.
@@ -363,7 +361,7 @@ func (s *session) remove(ctx context.Context, rec *record) (uint64, error) {
 		// the refusal from the connection, not from --timeout.
 		stop := s.cancelOnRefusal(cancel, before, subject)
 		m := nats.NewMsg(subject)
-		m.Header.Set(kvOperationHeader, "DEL")
+		m.Header.Set(keymsg.OperationHeader, "DEL")
 		ack, err := s.js.PublishMsg(rctx, m, jetstream.WithExpectLastSequencePerSubject(rec.Revision))
 		stop()
 		cancel()

@@ -12,6 +12,7 @@ import (
 	"github.com/conclave-io/conclave/bucket"
 	"github.com/conclave-io/conclave/config"
 	"github.com/conclave-io/conclave/internal/brokertest"
+	"github.com/conclave-io/conclave/internal/keymsg"
 )
 
 // TestAwaitTakeover: stand-down reports the token of the term that began,
@@ -43,7 +44,7 @@ func TestAwaitTakeover(t *testing.T) {
 		m := nats.NewMsg("$KV." + bucket.Name + "." + key)
 		m.Data = []byte(value)
 		if del {
-			m.Header.Set(kvOperationHeader, "DEL")
+			m.Header.Set(keymsg.OperationHeader, "DEL")
 		}
 		ack, err := js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(after))
 		if err != nil {
