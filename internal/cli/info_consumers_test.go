@@ -35,7 +35,9 @@ func infoJSONOf(t *testing.T, url, bucket string) infoOutput {
 // stream and deletes them when the test ends.
 func addConsumers(t *testing.T, js jetstream.JetStream, bucket string, n int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), eventTimeout)
+	// Each consumer is a synced write on the broker's disk: 900 took over
+	// 30 s on a loaded 2-core machine.
+	ctx, cancel := context.WithTimeout(t.Context(), 4*eventTimeout)
 	defer cancel()
 	names := make([]string, n)
 	errs := make([]error, n)
