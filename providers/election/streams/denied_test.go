@@ -231,3 +231,34 @@ func TestStopDoesNotWaitForASilentBroker(t *testing.T) {
 		t.Fatal("Start did not return after Stop")
 	}
 }
+
+// TestObserverOfAForbiddenElectionEndsAtOnce: an observer of an election its
+// user may not read ends with ErrPermissionDenied naming what was refused as
+// soon as the broker reports the refusal, not after its requests time out
+// (5 s each), and an observer of the user's own election follows it.
+func TestObserverOfAForbiddenElectionEndsAtOnce(t *testing.T) {
+	srv, _, adminNC := permissionServer(t, appPermissions(false))
+	kv := openBucket(t, appConn(t, srv))
+	_, seen := newObserver(t, "app.mine", kv)
+	mustCreate(t, openBucket(t, adminNC), "app.mine", "a")
+	seen.waitFor(t, "a elected in app.mine", func(l Leadership) bool { return l.Leader == "a" })
+
+	o, err := NewObserver("billing", jsFor(kv), bucketOptions(kv, WithLogger(testLogger{t: t}))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- o.Run(context.Background()) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrPermissionDenied) || !strings.Contains(err.Error(), "billing") {
+			t.Fatalf("Run returned %v, want ErrPermissionDenied naming billing", err)
+		}
+		if took := time.Since(began); took > time.Second {
+			t.Errorf("Run took %v to return ErrPermissionDenied; the refusal was reported at once", took)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("an observer of a forbidden election did not end")
+	}
+}

@@ -89,23 +89,13 @@
 // # Fleets: one watch per election per process
 //
 // The candidates and observers of one process that follow an election over
-// one connection share one watch: one consumer on the broker, one delivery
-// of each change to the process, however many candidates. A process's
-// first 5 elections get a consumer each; the next share set consumers (one
-// consumer with a filter per election, up to 6 of them, 256 elections
-// each); past those the rest share one consumer on the whole bucket: at
-// most 12 consumers per process. Where permissions refuse a consumer with
-// several filters, each election gets its own, except that from the 8th
-// under one prefix (the key's first token, as in "app-a.scheduler") the
-// further ones share a consumer on the prefix ("$KV.<bucket>.app-a.>"), a
-// single filter that permissions can scope.
-// A watch's heartbeats follow the TTL (every half TTL, 1 to 30 seconds; its
-// pull requests last at least 30 seconds), and reads of the bucket's
-// settings that candidates of a process make at once share one request
-// (one unanswered for 250 ms, as in a Raft failover, is presumed lost: the
-// next is sent without waiting for it).
-// Observers share these watches too: NewObserver takes the JetStream
-// context, as NewElection does.
+// one connection share one watch: one delivery of each change to the
+// process, however many candidates, and at most 12 consumers on the broker
+// per process and bucket, whatever its number of elections (DESIGN.md in
+// the repository says how they are shared, also under permissions that
+// scope consumers to a prefix). Reads of the bucket's settings that a
+// process's candidates make at once share one request. Observers share
+// these too: NewObserver takes the JetStream context, as NewElection does.
 //
 // # Guarantees and the clock
 //

@@ -12,11 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/conclave-io/conclave/backoff"
-	"github.com/conclave-io/conclave/bucket"
 	"github.com/conclave-io/conclave/bucket/fit"
-	"github.com/conclave-io/conclave/internal/denied"
-	"github.com/conclave-io/conclave/internal/jsapi"
 	"github.com/conclave-io/conclave/internal/nostanding"
 	"github.com/conclave-io/conclave/providers/election/internal/errs"
 	"github.com/conclave-io/conclave/providers/election/standing"
@@ -34,12 +30,10 @@ type Election struct {
 	instance string
 	key      string
 	js       jetstream.JetStream
-	// bucket and store are the open bucket and the campaign's view of it:
-	// Start sets them once it has opened the bucket (store is set earlier
-	// only by tests, with withStore).
-	bucket jetstream.KeyValue
-	store  store
-	opts   options
+	// store is the campaign's view of the bucket: Start sets it once it has
+	// opened the bucket (it is set earlier only by tests, with withStore).
+	store store
+	opts  options
 
 	mu          sync.Mutex
 	started     bool
@@ -257,11 +251,11 @@ func (e *Election) setGoing(caller, ctx context.Context, tm timings, born time.T
 	var unhealthy error
 	// This module's benchmarks may run candidates without who is standing,
 	// to measure what it costs (see internal/nostanding).
-	if nc := connOf(e.js); nc != nil && e.bucket != nil && !nostanding.Marked(ctx) {
+	if nc := connOf(e.js); nc != nil && e.opts.store == nil && !nostanding.Marked(ctx) {
 		if e.opts.minTerm == 0 {
 			e.opts.minTerm = max(2*tm.ttl, 10*time.Second)
 		}
-		s = newSteward(e, nc, e.bucket.Bucket())
+		s = newSteward(e, nc, e.opts.bucket)
 		if e.opts.healthCheck != nil {
 			// Checked before campaigning: an unhealthy candidate must not
 			// win at start.
@@ -519,98 +513,25 @@ func (e *Election) setRenewed(at time.Time) {
 // bucket does not exist. It also returns when the bucket's stream was
 // created (zero if the store cannot tell), to notice it being made again.
 func (e *Election) awaitBucket(ctx context.Context) (time.Duration, time.Time, error) {
-	var ttl time.Duration
-	var born time.Time
-	var invalid, closed, refused error
-	logged := "" // the last failure logged at warning level
-	err := backoff.FiveSec.For(ctx, func(try int) error {
-		timeout := 5 * time.Second
-		if e.opts.requestTimeout > 0 {
-			timeout = e.opts.requestTimeout
-		}
-		rctx, cancel := context.WithTimeout(ctx, timeout)
-		defer cancel()
-		st, err := e.readBucket(rctx)
-		if errors.Is(err, nats.ErrConnectionClosed) {
-			closed = err
-			return nil
-		}
-		if errors.Is(err, ErrPermissionDenied) {
-			refused = err
-			return nil
-		}
-		if errors.Is(err, ErrInvalidBucket) {
-			invalid = err
-			return nil
-		}
-		if err != nil {
-			switch {
-			case ctx.Err() != nil:
-			case err.Error() != logged:
-				logged = err.Error()
-				e.opts.log.Warnf("election %s: cannot read bucket %s (try %d), retrying: %v", e.key, e.opts.bucket, try+1, err)
-			default:
-				e.opts.log.Debugf("election %s: cannot read bucket %s (try %d), retrying: %v", e.key, e.opts.bucket, try+1, err)
-			}
-			return err
-		}
-		ttl, invalid = checkBucket(st, e.identity)
-		born = transport.StreamCreated(st)
-		return nil
-	})
-	if err != nil {
+	timeout := 5 * time.Second
+	if e.opts.requestTimeout > 0 {
+		timeout = e.opts.requestTimeout
+	}
+	b := bucketAccess{js: e.js, name: e.opts.bucket, who: "election " + e.key, timeout: timeout, stop: e.stopCtx, log: e.opts.log}
+	st, status, err := b.await(ctx, e.store)
+	e.mu.Lock()
+	e.store = st
+	e.mu.Unlock()
+	switch {
+	case errors.Is(err, nats.ErrConnectionClosed):
+		return 0, time.Time{}, fmt.Errorf("election %s: %w: give NewElection a JetStream context of an open connection", e.key, err)
+	case errors.Is(err, ErrPermissionDenied):
+		return 0, time.Time{}, fmt.Errorf("election %s: %w", e.key, err)
+	case err != nil:
 		return 0, time.Time{}, err
 	}
-	if closed != nil {
-		return 0, time.Time{}, fmt.Errorf("election %s: %w: give NewElection a JetStream context of an open connection", e.key, closed)
-	}
-	if refused != nil {
-		return 0, time.Time{}, fmt.Errorf("election %s: %w", e.key, refused)
-	}
-	return ttl, born, invalid
-}
-
-// readBucket reads the bucket's settings, opening the bucket first if it is
-// not open yet, and making the store of the open bucket.
-func (e *Election) readBucket(ctx context.Context) (jetstream.KeyValueStatus, error) {
-	if e.store == nil {
-		kv, err := e.openBucket(ctx)
-		if err != nil {
-			return nil, err
-		}
-		e.mu.Lock()
-		st := newRefusingStore(newStore(kv, e.js, e.opts.log), e.js, e.opts.bucket, e.stopCtx)
-		e.bucket, e.store = kv, st
-		e.mu.Unlock()
-	}
-	st, _, err := e.store.Status(ctx, 0)
-	return st, err
-}
-
-// openBucket opens the bucket over the election's JetStream context. Its
-// errors say what to do; a refusal for permissions wraps
-// ErrPermissionDenied and a stream that is no KV bucket ErrInvalidBucket.
-func (e *Election) openBucket(ctx context.Context) (jetstream.KeyValue, error) {
-	name, nc := e.opts.bucket, e.js.Conn()
-	before := denied.Last(nc)
-	kv, err := transport.OpenBucket(ctx, e.js, name)
-	if err == nil {
-		return kv, nil
-	}
-	err = denied.Explain(nc, err, before, "opening bucket "+name, jsapi.Prefix(e.js)+"STREAM.INFO.KV_"+name)
-	switch {
-	case errors.Is(err, ErrPermissionDenied), errors.Is(err, nats.ErrConnectionClosed):
-		return nil, err
-	case errors.Is(err, jetstream.ErrBucketNotFound):
-		how := fmt.Sprintf("create it with `nats kv add %s --ttl 60s --history 1`, or name the right one with streams.InBucket", name)
-		if name == bucket.Name {
-			how = "brokers with plugin.choria.broker_network = true provision it (`conclave broker run`, or a Choria broker); on another NATS server " + how
-		}
-		return nil, fmt.Errorf("bucket %s not found: %s: %w", name, how, err)
-	case errors.Is(err, jetstream.ErrBadBucket):
-		return nil, fmt.Errorf("%w: stream KV_%s is not a key-value bucket: %w", ErrInvalidBucket, name, err)
-	}
-	return nil, fmt.Errorf("opening bucket %s: %w", name, err)
+	ttl, invalid := checkBucket(status, e.identity)
+	return ttl, transport.StreamCreated(status), invalid
 }
 
 // checkBucket returns the bucket's TTL, or why it cannot hold elections:

@@ -34,9 +34,10 @@ func TestNewElectionRejectsBadInput(t *testing.T) {
 		{"nil JetStream", "n1", "app", nil, nil, ErrInvalidOption, "pass jetstream.New(nc)"},
 		{"nil backoff", "n1", "app", kv, []Option{WithBackoff(nil)}, ErrInvalidOption, "WithBackoff(nil)"},
 		{"negative grace", "n1", "app", kv, []Option{WithGrace(-time.Second)}, ErrInvalidOption, "negative"},
-		{"zero margin", "n1", "app", kv, []Option{WithSafetyMargin(0)}, ErrInvalidOption, "positive"},
-		{"zero renew", "n1", "app", kv, []Option{WithRenewInterval(0)}, ErrInvalidOption, "positive"},
-		{"zero timeout", "n1", "app", kv, []Option{WithRequestTimeout(0)}, ErrInvalidOption, "positive"},
+		{"zero margin", "n1", "app", kv, []Option{WithSafetyMargin(0)}, ErrInvalidOption, "WithSafetyMargin(0s) must be positive"},
+		{"zero renew", "n1", "app", kv, []Option{WithRenewInterval(0)}, ErrInvalidOption, "WithRenewInterval(0s) must be positive"},
+		{"zero timeout", "n1", "app", kv, []Option{WithRequestTimeout(0)}, ErrInvalidOption, "WithRequestTimeout(0s) must be positive"},
+		{"negative minimum term", "n1", "app", kv, []Option{WithMinTerm(-time.Second)}, ErrInvalidOption, "WithMinTerm(-1s) must be positive"},
 		{"nil clock", "n1", "app", kv, []Option{WithClock(nil)}, ErrInvalidOption, "nil"},
 		{"nil logger", "n1", "app", kv, []Option{WithLogger(nil)}, ErrInvalidOption, "nil"},
 		{"nil recorder", "n1", "app", kv, []Option{WithRecorder(nil)}, ErrInvalidOption, "nil"},
@@ -81,6 +82,7 @@ func TestStartRejectsBucketsThatCannotHoldElections(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			jsOf.Store(kv, js)
 			e := mustElection(t, "a-long-identity", "app", kv, tc.opts...)
 			done := make(chan error, 1)
 			go func() { done <- e.Start(context.Background()) }()
@@ -343,5 +345,38 @@ func TestConcurrentCandidatesElectOne(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	if n := wins(rec.snapshot(), ""); n != 1 {
 		t.Fatalf("%d wins among ten candidates: %s", n, describe(rec.snapshot()))
+	}
+}
+
+// TestAStreamThatIsNoBucketIsRefused: a stream named as the bucket's that
+// is no KV bucket (it keeps every message of a key) ends a candidate's
+// Start and an observer's Run with ErrInvalidBucket saying so, instead of
+// retrying.
+func TestAStreamThatIsNoBucketIsRefused(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t)
+	nc := connect(t, ts.url())
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "KV_PLAIN", Subjects: []string{"$KV.PLAIN.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	e, err := NewElection("a", "app", js, InBucket("PLAIN"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := NewObserver("app", js, InBucket("PLAIN"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, run := range map[string]func(context.Context) error{"Start": e.Start, "Run": o.Run} {
+		err := run(ctx)
+		if !errors.Is(err, ErrInvalidBucket) || !strings.Contains(err.Error(), "not a key-value bucket") {
+			t.Errorf("%s = %v, want ErrInvalidBucket saying the stream is not a key-value bucket", what, err)
+		}
 	}
 }

@@ -17,8 +17,7 @@ import (
 // returns the bucket, the JetStream context of a connection to the broker,
 // and a function that shuts it all down. Real programs connect to their
 // broker, which provisions the bucket, and pass jetstream.New(nc) to
-// NewElection; observers open the bucket: js.KeyValue(ctx,
-// "CHORIA_LEADER_ELECTION").
+// NewElection and NewObserver.
 func exampleBucket() (jetstream.KeyValue, jetstream.JetStream, func()) {
 	dir := mustTempDir()
 	srv, err := server.NewServer(&server.Options{Port: -1, JetStream: true, StoreDir: dir, NoLog: true, NoSigs: true})

@@ -13,20 +13,21 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/conclave-io/conclave/clock/clocktest"
+	"github.com/conclave-io/conclave/internal/keymsg"
 )
 
-// lostAckKV is a real bucket whose writes can lose their acknowledgement: the
-// write is stored, and the caller is told it timed out, as when a broker
-// crashes between storing and answering.
-type lostAckKV struct {
-	jetstream.KeyValue
+// lostAckStore is a real bucket's store whose writes can lose their
+// acknowledgement: the write is stored, and the caller is told it timed
+// out, as when a broker crashes between storing and answering.
+type lostAckStore struct {
+	store
 	mu   sync.Mutex
 	lose func(value []byte, expect uint64) bool
 	lost []uint64
 }
 
-func (f *lostAckKV) Update(ctx context.Context, key string, value []byte, expect uint64) (uint64, error) {
-	rev, err := f.KeyValue.Update(ctx, key, value, expect)
+func (f *lostAckStore) Write(ctx context.Context, key string, value []byte, expect uint64, st keymsg.Stamp) (uint64, error) {
+	rev, err := f.store.Write(ctx, key, value, expect, st)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err == nil && f.lose != nil && f.lose(value, expect) {
@@ -36,13 +37,13 @@ func (f *lostAckKV) Update(ctx context.Context, key string, value []byte, expect
 	return rev, err
 }
 
-func (f *lostAckKV) setLose(fn func(value []byte, expect uint64) bool) {
+func (f *lostAckStore) setLose(fn func(value []byte, expect uint64) bool) {
 	f.mu.Lock()
 	f.lose = fn
 	f.mu.Unlock()
 }
 
-func (f *lostAckKV) lostRevisions() []uint64 {
+func (f *lostAckStore) lostRevisions() []uint64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]uint64(nil), f.lost...)
@@ -258,11 +259,11 @@ func TestAmbiguousRenewalNeverMakesASecondLeader(t *testing.T) {
 	ts := newTestServer(t)
 	nc := connect(t, ts.url())
 	kv := createBucket(t, nc, bucketConfig(ttl))
-	faulty := &lostAckKV{KeyValue: kv}
+	faulty := &lostAckStore{store: realStore(kv)}
 	rec := newRecorder()
-	// Same identity on both: the worst case, where a stored value cannot
-	// tell whose write it was.
-	a := mustElection(t, "host", "ambiguous", faulty, append(rec.options("a"), WithLogger(testLogger{t, "a: "}))...)
+	// Same identity on both: the worst case, where a stored value names
+	// either candidate.
+	a := mustElection(t, "host", "ambiguous", kv, append(rec.options("a"), withStore(faulty), WithLogger(testLogger{t, "a: "}))...)
 	runElection(t, a)
 	rec.waitFor(t, 5*time.Second, "a to win", func(evs []event) bool { return wins(evs, "a") == 1 })
 	runElection(t, mustElection(t, "host", "ambiguous", kv, rec.options("b")...))
@@ -298,11 +299,11 @@ func TestAmbiguousCampaignIsNotAssumedWon(t *testing.T) {
 	const ttl = time.Second
 	ts := newTestServer(t)
 	kv := createBucket(t, connect(t, ts.url()), bucketConfig(ttl))
-	faulty := &lostAckKV{KeyValue: kv}
+	faulty := &lostAckStore{store: realStore(kv)}
 	var once atomic.Bool
 	faulty.setLose(func(value []byte, expect uint64) bool { return len(value) > 0 && once.CompareAndSwap(false, true) })
 	rec := newRecorder()
-	runElection(t, mustElection(t, "host", "amb_create", faulty, rec.options("a")...))
+	runElection(t, mustElection(t, "host", "amb_create", kv, append(rec.options("a"), withStore(faulty))...))
 	eventually(t, 5*time.Second, "the lost campaign", func() bool { return len(faulty.lostRevisions()) == 1 })
 	stored := time.Now()
 	runElection(t, mustElection(t, "host", "amb_create", kv, rec.options("b")...))
@@ -507,15 +508,15 @@ func TestForcedTakeoverWaitsByARaisedTTL(t *testing.T) {
 	checkHistory(t, evs)
 }
 
-// countingKV counts the campaign writes (Update) a candidate makes.
-type countingKV struct {
-	jetstream.KeyValue
+// countingStore counts the writes a candidate makes.
+type countingStore struct {
+	store
 	updates atomic.Int64
 }
 
-func (c *countingKV) Update(ctx context.Context, key string, value []byte, expect uint64) (uint64, error) {
+func (c *countingStore) Write(ctx context.Context, key string, value []byte, expect uint64, st keymsg.Stamp) (uint64, error) {
 	c.updates.Add(1)
-	return c.KeyValue.Update(ctx, key, value, expect)
+	return c.store.Write(ctx, key, value, expect, st)
 }
 
 // TestStandbysStayQuietAfterABrokerRestart checks that a standby whose watch
@@ -530,8 +531,9 @@ func TestStandbysStayQuietAfterABrokerRestart(t *testing.T) {
 	rec := newRecorder()
 	runElection(t, mustElection(t, "a", "quiet", kv, append(rec.options("a"), WithLogger(testLogger{t, "a: "}))...))
 	rec.waitFor(t, 5*time.Second, "a to win", func(evs []event) bool { return wins(evs, "a") == 1 })
-	standby := &countingKV{KeyValue: openBucket(t, connect(t, ts.url()))}
-	runElection(t, mustElection(t, "b", "quiet", standby, append(rec.options("b"), WithLogger(testLogger{t, "b: "}))...))
+	other := openBucket(t, connect(t, ts.url()))
+	standby := &countingStore{store: realStore(other)}
+	runElection(t, mustElection(t, "b", "quiet", other, append(rec.options("b"), withStore(standby), WithLogger(testLogger{t, "b: "}))...))
 	time.Sleep(200 * time.Millisecond)
 
 	ts.restart()
@@ -553,11 +555,11 @@ func TestStandbysStayQuietAfterABrokerRestart(t *testing.T) {
 	rec.waitFor(t, 5*time.Second, "b to take over", func(evs []event) bool { return wins(evs, "b") == 1 })
 }
 
-// linkKV is a real bucket behind a link that can drop requests (nothing is
-// stored, the caller times out) or lose answers (stored, the caller times
-// out), as a flapping network does.
-type linkKV struct {
-	jetstream.KeyValue
+// linkStore is a real bucket's store behind a link that can drop writes
+// (nothing is stored, the caller times out) or lose answers (stored, the
+// caller times out), as a flapping network does.
+type linkStore struct {
+	store
 	mode atomic.Int32 // 0 up, 1 dropping, 2 losing answers
 }
 
@@ -567,15 +569,15 @@ const (
 	linkLosingAnswers
 )
 
-func (l *linkKV) Update(ctx context.Context, key string, value []byte, expect uint64) (uint64, error) {
+func (l *linkStore) Write(ctx context.Context, key string, value []byte, expect uint64, st keymsg.Stamp) (uint64, error) {
 	switch l.mode.Load() {
 	case linkDropping:
 		return 0, context.DeadlineExceeded
 	case linkLosingAnswers:
-		_, _ = l.KeyValue.Update(ctx, key, value, expect)
+		_, _ = l.store.Write(ctx, key, value, expect, st)
 		return 0, context.DeadlineExceeded
 	}
-	return l.KeyValue.Update(ctx, key, value, expect)
+	return l.store.Write(ctx, key, value, expect, st)
 }
 
 // TestLeaderWhoseRenewalsVanishIsReplacedPromptly: a leader whose renewals
@@ -587,9 +589,9 @@ func TestLeaderWhoseRenewalsVanishIsReplacedPromptly(t *testing.T) {
 	const ttl = 2 * time.Second
 	ts := newTestServer(t)
 	kv := createBucket(t, connect(t, ts.url()), bucketConfig(ttl))
-	link := &linkKV{KeyValue: kv}
+	link := &linkStore{store: realStore(kv)}
 	rec := newRecorder()
-	runElection(t, mustElection(t, "a", "flap", link, append(rec.options("a"), WithLogger(testLogger{t, "a: "}))...))
+	runElection(t, mustElection(t, "a", "flap", kv, append(rec.options("a"), withStore(link), WithLogger(testLogger{t, "a: "}))...))
 	rec.waitFor(t, 5*time.Second, "a to win", func(evs []event) bool { return wins(evs, "a") == 1 })
 	runElection(t, mustElection(t, "b", "flap", kv, rec.options("b")...))
 	time.Sleep(100 * time.Millisecond)

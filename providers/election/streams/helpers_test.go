@@ -503,8 +503,7 @@ func standAsOlder(t testing.TB, nc *nats.Conn, key string, c standing.Candidate)
 var errCheckFails = errors.New("the health check fails")
 
 // jsFor returns the JetStream context the helpers opened kv with, for
-// NewElection: nil for nil, and for a bucket a test wrapped to inject faults
-// (bucketOptions gives those a store of their own).
+// NewElection: nil for nil.
 func jsFor(kv jetstream.KeyValue) jetstream.JetStream {
 	if kv == nil {
 		return nil
@@ -515,23 +514,34 @@ func jsFor(kv jetstream.KeyValue) jetstream.JetStream {
 	return nil
 }
 
-// bucketOptions returns opts after what a candidate needs to campaign in kv:
-// for a bucket the helpers opened, InBucket with its name (Start opens it
-// over jsFor's context, as in production); for a bucket a test wrapped to
-// inject faults, a store that uses the wrapper through the KV API only, so
-// that every write and watch goes through it.
+// bucketOptions returns opts after what a candidate or observer needs to
+// follow kv, a bucket the helpers opened: InBucket with its name (Start
+// opens it over jsFor's context, as in production).
 func bucketOptions(kv jetstream.KeyValue, opts ...Option) []Option {
 	if kv == nil {
 		return opts
 	}
-	if _, ok := jsOf.Load(kv); ok {
-		return append([]Option{InBucket(kv.Bucket())}, opts...)
-	}
-	o := defaultOptions()
-	for _, opt := range opts {
-		if opt != nil {
-			_ = opt(&o)
-		}
-	}
-	return append([]Option{withStore(newStore(kv, nil, o.log))}, opts...)
+	return append([]Option{InBucket(kv.Bucket())}, opts...)
+}
+
+// realStore is the production store of kv, a bucket the helpers opened, for
+// a test to wrap with faults and give a candidate or observer (withStore).
+func realStore(kv jetstream.KeyValue) store { return newStore(kv, jsFor(kv), nopLogger{}) }
+
+// withStore replaces the bucket with s: for table tests with a fake store.
+func withStore(s store) Option {
+	return func(o *options) error { o.store = s; return nil }
+}
+
+// withRandom makes the machine's jitter come from random: for tests that
+// must run the same way every time.
+func withRandom(random func(n int64) int64) Option {
+	return func(o *options) error { o.random = random; return nil }
+}
+
+// count returns how many functions it has been given to run so far.
+func (t *turns) count() uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.served
 }

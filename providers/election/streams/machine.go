@@ -877,10 +877,14 @@ func (m *machine) failed(in input) bool {
 		return false
 	}
 	if m.fatal == nil {
+		ending := "ending the campaign"
+		if !m.cfg.writes {
+			ending = "no longer observing it"
+		}
 		if in.out == outDenied {
-			m.log.Errorf("election %s: ending the campaign: %v", m.cfg.key, in.err)
+			m.log.Errorf("election %s: %s: %v", m.cfg.key, ending, in.err)
 		} else {
-			m.log.Errorf("election %s: the connection to the broker was closed: ending the campaign", m.cfg.key)
+			m.log.Errorf("election %s: the connection to the broker was closed: %s", m.cfg.key, ending)
 		}
 		m.fatal, m.fatalOut = in.err, in.out
 		m.note(note{kind: noteFailed, err: in.err})

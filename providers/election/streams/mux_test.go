@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -278,3 +279,48 @@ func TestMuxHandlersOfOneSubjectShareASubscription(t *testing.T) {
 		t.Fatalf("%d subscriptions after the last handler left, want 0", n)
 	}
 }
+
+// TestObserversFollowingWhoStandsHoldNoGoroutine: an observer given
+// ObserveStanding holds, at rest, no goroutine beyond the one its Run
+// blocks: the expiry of its roll is a wake-up of the scheduler's loop, and
+// announcements reach it through the connection's one mux.
+func TestObserversFollowingWhoStandsHoldNoGoroutine(t *testing.T) {
+	ts := newTestServer(t)
+	nc := connect(t, ts.url())
+	kv := createBucket(t, nc, bucketConfig(10*time.Second))
+	runElection(t, mustElection(t, "a", "watched", kv))
+	before := clientGoroutines()
+	const observers = 200
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	var counted atomic.Int64
+	for range observers {
+		o, err := NewObserver("watched", jsFor(kv), ObserveStanding(nc), WithRecorder(&onStanding{counted: func() { counted.Add(1) }}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := o.Run(ctx); err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		}()
+	}
+	eventually(t, 20*time.Second, "every observer to count who stands", func() bool { return counted.Load() >= observers })
+	added := 0
+	eventually(t, 20*time.Second, "the observers to come to rest", func() bool {
+		added = clientGoroutines() - before
+		return added <= observers+observers/10
+	})
+	t.Logf("%d observers following who stands added %d goroutines (their Runs' %d among them)", observers, added, observers)
+}
+
+// onStanding is a Recorder that calls counted on each count of who stands.
+type onStanding struct {
+	nopRecorder
+	counted func()
+}
+
+func (r *onStanding) Standing(string, string, int, int) { r.counted() }

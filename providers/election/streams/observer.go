@@ -123,8 +123,7 @@ type observerOptions struct {
 	log      Logger
 	bucket   string // InBucket; the election bucket by default
 	clock    clock.Clock
-	store    store              // tests: a store instead of the bucket's
-	kv       jetstream.KeyValue // tests: a bucket read through the KV API, without the JetStream context
+	store    store // tests: a store instead of the bucket's
 	standing *nats.Conn
 	recorder Recorder // nil: none
 }
@@ -189,8 +188,7 @@ type Observer struct {
 	// judging is a write held back until the bucket's TTL has been read:
 	// the write came so long after the previous one that only the TTL in
 	// force tells a renewal from a new term.
-	judging  *keyView
-	lastWarn string
+	judging *keyView
 }
 
 // NewObserver returns an observer of election key in the bucket
@@ -217,12 +215,9 @@ func NewObserver(key string, js jetstream.JetStream, opts ...Option) (*Observer,
 		return nil, fmt.Errorf("%w: %s serves candidates, and an observer does not campaign: give it to NewElection", ErrInvalidOption, given.candidateOnly)
 	}
 	o := observerOptions{onChange: given.onChange, renewals: given.renewals, log: given.log, bucket: given.bucket,
-		clock: clock.System{}, store: given.store, kv: given.kv, standing: given.standing}
+		clock: clock.System{}, store: given.store, standing: given.standing}
 	if _, none := given.recorder.(nopRecorder); !none {
 		o.recorder = given.recorder
-	}
-	if o.kv != nil && o.store == nil {
-		o.store = newStore(o.kv, js, o.log)
 	}
 	if js == nil && o.store == nil {
 		return nil, fmt.Errorf("%w: the JetStream context is nil: pass jetstream.New(nc), nc being the connection to watch over", ErrInvalidOption)
@@ -271,58 +266,32 @@ const (
 // ErrPermissionDenied when the broker refuses the observer's requests);
 // while the broker is unreachable it retries.
 func (o *Observer) Run(ctx context.Context) error {
-	var st jetstream.KeyValueStatus
-	var fatal error
-	err := backoff.FiveSec.For(ctx, func(try int) error {
-		rctx, cancel := context.WithTimeout(ctx, observerRequestTimeout)
-		defer cancel()
-		var err error
-		if o.store == nil {
-			var kv jetstream.KeyValue
-			if kv, err = o.js.KeyValue(rctx, o.opts.bucket); err == nil {
-				o.store = newStore(kv, o.js, o.opts.log)
-			}
-		}
-		if err == nil {
-			st, _, err = o.store.Status(rctx, 0)
-		}
-		if errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, ErrPermissionDenied) {
-			fatal = err
-			return nil
-		}
-		if err != nil && ctx.Err() == nil {
-			o.warn("observer %s: cannot read bucket %s (try %d), retrying: %v", o.key, o.opts.bucket, try+1, err)
-		}
-		return err
-	})
+	b := bucketAccess{js: o.js, name: o.opts.bucket, who: "observer " + o.key, timeout: observerRequestTimeout, log: o.opts.log}
+	st, status, err := b.await(ctx, o.store)
+	o.store = st
 	switch {
-	case fatal != nil:
-		return o.fatalError(fatal)
+	case errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, ErrPermissionDenied):
+		return o.fatalError(err)
+	case errors.Is(err, ErrInvalidBucket):
+		return fmt.Errorf("observer %s: %w", o.key, err)
 	case err != nil:
 		return nil // ctx ended
-	case st.TTL() <= 0:
-		return fmt.Errorf("%w: bucket %s has no TTL", ErrInvalidBucket, st.Bucket())
+	case status.TTL() <= 0:
+		return fmt.Errorf("%w: bucket %s has no TTL", ErrInvalidBucket, status.Bucket())
 	}
-	tm, _ := observerTimings(st.TTL())
+	tm, _ := observerTimings(status.TTL())
 	o.setTTL(tm.ttl)
+	o.n = newNotifier()
+	stopFollowing := func() {}
 	if o.standing != nil {
-		sctx, stop := context.WithCancel(ctx)
-		followed := make(chan struct{})
-		go func() {
-			defer close(followed)
-			o.followStanding(sctx)
-		}()
-		defer func() {
-			stop()
-			<-followed
-		}()
+		stopFollowing = o.followStanding(ctx)
 	}
 	cfg := machineConfig{key: o.key, timings: observerTimings}
-	o.n = newNotifier()
 	o.driver = driver{key: o.key, store: o.store, clock: o.opts.clock, m: newMachine(cfg, tm), tm: tm, log: o.opts.log, apply: o.apply}
 	ended := make(chan struct{})
-	o.driver.launch(ctx, input{kind: inStart, now: o.opts.clock.Now(), born: transport.StreamCreated(st)}, func() { close(ended) })
+	o.driver.launch(ctx, input{kind: inStart, now: o.opts.clock.Now(), born: transport.StreamCreated(status)}, func() { close(ended) })
 	<-ended
+	stopFollowing()
 	o.n.close()
 	if fatal := o.driver.fatal; fatal != nil {
 		return o.fatalError(fatal)
@@ -364,59 +333,85 @@ func (o *Observer) getTTL() time.Duration {
 	return o.ttl
 }
 
-// followStanding keeps the roll of who stands until ctx ends: the
-// candidates' announcements, one question as it starts, and their expiry.
-// Only its goroutine tells the recorder, so counts arrive in order.
-func (o *Observer) followStanding(ctx context.Context) {
+// standingFollower keeps an observer's roll of who stands
+// (ObserveStanding): its subscription's announcements and the answers to
+// one question go into the roll, a wake-up on the scheduler's loop forgets
+// the silent, and each change of the counts goes to the recorder through
+// the observer's notifier, in order, never on the loop or under a lock.
+type standingFollower struct {
+	o        *Observer
+	reporter string
+	wake     *wakeup
+	mu       sync.Mutex
+	reported standingCount
+	counted  bool
+	stopped  bool
+}
+
+// followStanding starts following who stands in the election, until the
+// returned function is called (before o.n closes).
+func (o *Observer) followStanding(ctx context.Context) (stop func()) {
+	f := &standingFollower{o: o, reporter: fmt.Sprintf("observer %p", o)}
+	f.wake = schedulerFor(o.opts.clock).newWakeup(f.recount)
 	nc, bucket := o.opts.standing, o.opts.bucket
-	wake := make(chan struct{}, 1)
 	sub, err := muxSubscribe(nc, standing.AnnounceSubject(bucket, o.key), func(m *nats.Msg) {
 		c, err := standing.DecodeCandidate(m.Data)
 		if err != nil {
 			return // not an announcement
 		}
 		o.standing.learn(o.opts.clock.Now(), c)
-		select {
-		case wake <- struct{}{}:
-		default:
-		}
+		f.recount()
 	})
 	if err != nil {
 		o.opts.log.Warnf("observer %s: cannot follow who is standing: %v", o.key, err)
+		return func() {}
+	}
+	qctx, cancel := context.WithCancel(ctx)
+	asked := make(chan struct{})
+	go func() {
+		defer close(asked)
+		if cs, err := standing.Standing(qctx, nc, bucket, o.key, 0); err == nil {
+			o.standing.learn(o.opts.clock.Now(), cs...)
+			f.recount()
+		}
+	}()
+	f.recount()
+	return func() {
+		_ = sub.Unsubscribe()
+		cancel()
+		<-asked
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.stopped = true
+		f.wake.stop()
+		if r := o.opts.recorder; r != nil && f.counted {
+			o.n.post(func() { r.StandingWithdrawn(o.key, f.reporter) })
+		}
+	}
+}
+
+// recount forgets the candidates fallen silent, sets the wake-up for the
+// next to fall silent, and tells the recorder the counts when they changed
+// (under f.mu, so that the counts it is told come in order).
+func (f *standingFollower) recount() {
+	o := f.o
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stopped {
 		return
 	}
-	defer func() { _ = sub.Unsubscribe() }()
-	if cs, err := standing.Standing(ctx, nc, bucket, o.key, 0); err == nil {
-		o.standing.learn(o.opts.clock.Now(), cs...)
+	now := o.opts.clock.Now()
+	if next := o.standing.expire(now, standing.AnnouncementExpiry(o.getTTL())); !next.IsZero() {
+		f.wake.set(next.Sub(now))
 	}
-	reporter := fmt.Sprintf("observer %p", o)
-	var reported standingCount
-	counted := false
-	expire := o.opts.clock.NewTimer(time.Hour)
-	expire.Stop()
-	defer expire.Stop()
-	for {
-		if next := o.standing.expire(o.opts.clock.Now(), standing.AnnouncementExpiry(o.getTTL())); !next.IsZero() {
-			expire.Reset(next.Sub(o.opts.clock.Now()))
-		}
-		if r := o.opts.recorder; r != nil {
-			var n standingCount
-			n.healthy, n.unhealthy = o.standing.count()
-			if !counted || n != reported {
-				counted, reported = true, n
-				r.Standing(o.key, reporter, n.healthy, n.unhealthy)
-			}
-		}
-		select {
-		case <-ctx.Done():
-			if counted {
-				o.opts.recorder.StandingWithdrawn(o.key, reporter)
-			}
-			return
-		case <-wake:
-		case <-expire.C():
-		}
+	r := o.opts.recorder
+	var n standingCount
+	n.healthy, n.unhealthy = o.standing.count()
+	if r == nil || f.counted && n == f.reported {
+		return
 	}
+	f.counted, f.reported = true, n
+	o.n.post(func() { r.Standing(o.key, f.reporter, n.healthy, n.unhealthy) })
 }
 
 func (o *Observer) setTTL(ttl time.Duration) {
@@ -555,17 +550,6 @@ func (o *Observer) renews(prev Leadership, v keyView, ttl time.Duration) bool {
 	return prev.HasLeader() && prev.Leader == v.Leader && o.last.known && o.last.Revision == prev.Revision &&
 		v.seenAt.Sub(o.last.seenAt) < ttl &&
 		v.Written.Sub(prev.Renewed) < ttl
-}
-
-// warn logs a warning, once while it repeats.
-func (o *Observer) warn(format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	if msg == o.lastWarn {
-		o.opts.log.Debugf("%s", msg)
-		return
-	}
-	o.lastWarn = msg
-	o.opts.log.Warnf("%s", msg)
 }
 
 // publish records l and, if notify, tells OnChange.

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conclave-io/conclave/internal/keymsg"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -117,13 +118,6 @@ func TestObserverFollowsTermsReleasesRemovalsAndExpiries(t *testing.T) {
 	seen.waitFor(t, "c elected again", func(l Leadership) bool { return l.Event == EventElected && l.Leader == "c" })
 }
 
-// observeKV has the observer read kv, as a test wrapped it to inject
-// faults, over jsFor(kv) where the helpers opened it (the shared watch),
-// or through the KV API alone.
-func observeKV(kv jetstream.KeyValue) Option {
-	return func(o *options) error { o.kv = kv; return nil }
-}
-
 // TestObserverStartedMidTermKnowsTheLeaderAndTheToken: an observer that
 // starts mid-term knows the leader, and for a Conclave leader, whose every
 // write says its term, the token; for a leader whose writes say nothing
@@ -212,12 +206,12 @@ func contains(s, sub string) bool {
 	return false
 }
 
-// tapKV is a real bucket seen through a tap: the test can cut the watches it
-// handed out (as a broker or network fault would), make entries look older
-// or newer than the broker wrote them (a broker clock that differs from the
-// local one), and count reads.
-type tapKV struct {
-	jetstream.KeyValue
+// tapStore is a real bucket's store seen through a tap: the test can cut
+// the watches it handed out (as a broker or network fault would), make
+// entries look older or newer than the broker wrote them (a broker clock
+// that differs from the local one), and count reads.
+type tapStore struct {
+	store
 	shift time.Duration // subtracted from every entry's Created
 
 	gets    atomic.Int64
@@ -225,8 +219,13 @@ type tapKV struct {
 	watches []*tapWatcher
 }
 
-func (k *tapKV) Watch(ctx context.Context, key string, opts ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
-	w, err := k.KeyValue.Watch(ctx, key, opts...)
+// newTap returns a tap on kv's store whose entries look shift older.
+func newTap(kv jetstream.KeyValue, shift time.Duration) *tapStore {
+	return &tapStore{store: realStore(kv), shift: shift}
+}
+
+func (k *tapStore) Watch(ctx context.Context, key string) (jetstream.KeyWatcher, error) {
+	w, err := k.store.Watch(ctx, key)
 	if err != nil {
 		return nil, err
 	}
@@ -238,17 +237,17 @@ func (k *tapKV) Watch(ctx context.Context, key string, opts ...jetstream.WatchOp
 	return tw, nil
 }
 
-func (k *tapKV) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
+func (k *tapStore) Latest(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
 	k.gets.Add(1)
-	ent, err := k.KeyValue.Get(ctx, key)
+	ent, err := k.store.Latest(ctx, key)
 	if ent != nil {
-		ent = shiftedEntry{ent, k.shift}
+		ent = shifted(ent, k.shift)
 	}
 	return ent, err
 }
 
 // cutWatches ends every watch handed out so far, as if the broker dropped it.
-func (k *tapKV) cutWatches() {
+func (k *tapStore) cutWatches() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	for _, w := range k.watches {
@@ -256,18 +255,17 @@ func (k *tapKV) cutWatches() {
 	}
 }
 
-func (k *tapKV) watchCount() int {
+func (k *tapStore) watchCount() int {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return len(k.watches)
 }
 
-type shiftedEntry struct {
-	jetstream.KeyValueEntry
-	shift time.Duration
+// shifted is ent as written shift earlier, with the stamp and TTL it has.
+func shifted(ent jetstream.KeyValueEntry, shift time.Duration) jetstream.KeyValueEntry {
+	e := ent.(*keymsg.Entry)
+	return keymsg.NewEntry(e.Bucket(), e.Key(), e.Value(), e.Revision(), e.Created().Add(-shift), e.Operation(), e.MsgTTL()).WithStamp(e.Stamp())
 }
-
-func (e shiftedEntry) Created() time.Time { return e.KeyValueEntry.Created().Add(-e.shift) }
 
 type tapWatcher struct {
 	inner jetstream.KeyWatcher
@@ -286,7 +284,7 @@ func (w *tapWatcher) forward() {
 				return
 			}
 			if ent != nil {
-				ent = shiftedEntry{ent, w.shift}
+				ent = shifted(ent, w.shift)
 			}
 			select {
 			case w.out <- ent:
@@ -357,7 +355,7 @@ func waitExpired(t *testing.T, kv jetstream.KeyValue, key string, within time.Du
 func newObserver(t *testing.T, key string, kv jetstream.KeyValue, opts ...Option) (*Observer, *changes) {
 	t.Helper()
 	seen := &changes{}
-	o, err := NewObserver(key, jsFor(kv), append([]Option{observeKV(kv), OnChange(seen.add), WithLogger(testLogger{t: t})}, opts...)...)
+	o, err := NewObserver(key, jsFor(kv), bucketOptions(kv, append([]Option{OnChange(seen.add), WithLogger(testLogger{t: t})}, opts...)...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -430,9 +428,10 @@ func TestObserverReArmsTheExpiryCheckAfterAWatchRestart(t *testing.T) {
 	t.Parallel()
 	const ttl = 2 * time.Second
 	ts := newTestServer(t)
-	tap := &tapKV{KeyValue: createBucket(t, connect(t, ts.url()), bucketConfig(ttl))}
-	rev := mustCreate(t, tap, "ghost", "g") // never renewed
-	o, seen := newObserver(t, "ghost", tap)
+	kv := createBucket(t, connect(t, ts.url()), bucketConfig(ttl))
+	tap := newTap(kv, 0)
+	rev := mustCreate(t, kv, "ghost", "g") // never renewed
+	o, seen := newObserver(t, "ghost", kv, withStore(tap))
 	seen.waitFor(t, "g leading", func(l Leadership) bool { return l.Event == EventCurrent && l.Leader == "g" })
 
 	tap.cutWatches()
@@ -451,11 +450,12 @@ func TestObserverReArmsTheExpiryCheckAfterAWatchRestart(t *testing.T) {
 func TestObserverFollowsTTLChanges(t *testing.T) {
 	ts := newTestServer(t)
 	nc := connect(t, ts.url())
-	tap := &tapKV{KeyValue: createBucket(t, nc, bucketConfig(time.Second))}
-	o, seen := newObserver(t, "k", tap)
+	kv := createBucket(t, nc, bucketConfig(time.Second))
+	tap := newTap(kv, 0)
+	o, seen := newObserver(t, "k", kv, withStore(tap))
 	seen.waitFor(t, "no key at first", func(l Leadership) bool { return l.Event == EventCurrent })
 
-	rev := mustCreate(t, tap, "k", "g") // never renewed
+	rev := mustCreate(t, kv, "k", "g") // never renewed
 	created := time.Now()
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -493,8 +493,8 @@ func TestObserverDoesNotTrustTheBrokersClock(t *testing.T) {
 	skew := 2 * ttl / 3
 
 	// A write seen as it happens.
-	live := &tapKV{KeyValue: kv, shift: skew}
-	_, seen := newObserver(t, "live", live)
+	live := newTap(kv, skew)
+	_, seen := newObserver(t, "live", kv, withStore(live))
 	seen.waitFor(t, "no key at first", func(l Leadership) bool { return l.Event == EventCurrent })
 	created := time.Now()
 	mustCreate(t, kv, "live", "g")
@@ -504,8 +504,8 @@ func TestObserverDoesNotTrustTheBrokersClock(t *testing.T) {
 	// broker's clock, clamped to the TTL; after one early read the observer
 	// waits for the latest the write can expire.
 	mustCreate(t, kv, "found", "h")
-	found := &tapKV{KeyValue: kv, shift: skew}
-	_, seenFound := newObserver(t, "found", found)
+	found := newTap(kv, skew)
+	_, seenFound := newObserver(t, "found", kv, withStore(found))
 	seenFound.waitFor(t, "h leading", func(l Leadership) bool { return l.Event == EventCurrent && l.Leader == "h" })
 
 	seen.waitFor(t, "g's key to expire", func(l Leadership) bool { return l.Event == EventExpired })
@@ -531,8 +531,7 @@ func TestObserverTellsAReElectionFromARenewal(t *testing.T) {
 	const ttl = time.Second
 	ts := newTestServer(t)
 	kv := createBucket(t, connect(t, ts.url()), bucketConfig(ttl))
-	tap := &tapKV{KeyValue: kv, shift: -time.Second}
-	_, seen := newObserver(t, "k", tap, ObserveRenewals())
+	_, seen := newObserver(t, "k", kv, withStore(newTap(kv, -time.Second)), ObserveRenewals())
 	seen.waitFor(t, "no key at first", func(l Leadership) bool { return l.Event == EventCurrent })
 
 	first := mustCreate(t, kv, "k", "a")

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/conclave-io/conclave/bucket"
 	"github.com/conclave-io/conclave/clock"
@@ -63,7 +62,6 @@ type options struct {
 	onChange func(Leadership)
 	renewals bool
 	standing *nats.Conn
-	kv       jetstream.KeyValue // tests only: an observer's bucket read through the KV API
 
 	// candidateOnly and observerOnly name the first option given that
 	// serves candidates alone, or observers alone.
@@ -186,14 +184,7 @@ func WithInstance(name string) Option {
 // leader and the broker. Default: a tenth of the TTL. It must be below half
 // the TTL.
 func WithSafetyMargin(d time.Duration) Option {
-	return func(o *options) error {
-		o.forCandidates("WithSafetyMargin")
-		if d <= 0 {
-			return fmt.Errorf("%w: WithSafetyMargin(%v) must be positive", ErrInvalidOption, d)
-		}
-		o.margin = d
-		return nil
-	}
+	return positive("WithSafetyMargin", d, func(o *options) *time.Duration { return &o.margin })
 }
 
 // WithRenewInterval sets how often a leader renews its key. Default: a third of
@@ -203,28 +194,14 @@ func WithSafetyMargin(d time.Duration) Option {
 // election to be retried; and from about 34 s, half the lease. It must leave
 // at least as much time again before the deadline.
 func WithRenewInterval(d time.Duration) Option {
-	return func(o *options) error {
-		o.forCandidates("WithRenewInterval")
-		if d <= 0 {
-			return fmt.Errorf("%w: WithRenewInterval(%v) must be positive", ErrInvalidOption, d)
-		}
-		o.renewInterval = d
-		return nil
-	}
+	return positive("WithRenewInterval", d, func(o *options) *time.Duration { return &o.renewInterval })
 }
 
 // WithRequestTimeout bounds each request to the broker. Default: a fifth of the
 // TTL, between 200ms and 5s. A leader's requests are also cut off at its
 // deadline.
 func WithRequestTimeout(d time.Duration) Option {
-	return func(o *options) error {
-		o.forCandidates("WithRequestTimeout")
-		if d <= 0 {
-			return fmt.Errorf("%w: WithRequestTimeout(%v) must be positive", ErrInvalidOption, d)
-		}
-		o.requestTimeout = d
-		return nil
-	}
+	return positive("WithRequestTimeout", d, func(o *options) *time.Duration { return &o.requestTimeout })
 }
 
 // WithPriority ranks this candidate among the election's candidates: a
@@ -266,12 +243,18 @@ func WithHealthCheck(check func(ctx context.Context) error, every time.Duration)
 // candidate on its own (WithPriority, WithHealthCheck). Default: twice the
 // bucket's TTL, at least 10s. Forced and asked hand-overs do not wait.
 func WithMinTerm(d time.Duration) Option {
+	return positive("WithMinTerm", d, func(o *options) *time.Duration { return &o.minTerm })
+}
+
+// positive is the candidates' option name, which sets the duration field
+// returns to d, a positive duration.
+func positive(name string, d time.Duration, field func(*options) *time.Duration) Option {
 	return func(o *options) error {
-		o.forCandidates("WithMinTerm")
+		o.forCandidates(name)
 		if d <= 0 {
-			return fmt.Errorf("%w: WithMinTerm(%v) must be positive", ErrInvalidOption, d)
+			return fmt.Errorf("%w: %s(%v) must be positive", ErrInvalidOption, name, d)
 		}
-		o.minTerm = d
+		*field(o) = d
 		return nil
 	}
 }
@@ -347,17 +330,6 @@ func validateBucketName(name string) error {
 		}
 	}
 	return nil
-}
-
-// withStore replaces the bucket with s: for table tests with a fake store.
-func withStore(s store) Option {
-	return func(o *options) error { o.store = s; return nil }
-}
-
-// withRandom makes the machine's jitter come from random: for tests that
-// must run the same way every time.
-func withRandom(random func(n int64) int64) Option {
-	return func(o *options) error { o.random = random; return nil }
 }
 
 type nopLogger struct{}

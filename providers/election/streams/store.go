@@ -2,10 +2,17 @@ package streams
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/conclave-io/conclave/backoff"
+	"github.com/conclave-io/conclave/bucket"
+	"github.com/conclave-io/conclave/internal/denied"
+	"github.com/conclave-io/conclave/internal/jsapi"
 	"github.com/conclave-io/conclave/internal/keymsg"
 	"github.com/conclave-io/conclave/providers/election/streams/internal/transport"
 )
@@ -38,6 +45,85 @@ type store interface {
 }
 
 var _ store = (*transport.Store)(nil)
+
+// bucketAccess is how a candidate or an observer reaches its bucket.
+type bucketAccess struct {
+	js      jetstream.JetStream
+	name    string
+	who     string          // "election k" or "observer k", for logs
+	timeout time.Duration   // bounds each request
+	stop    context.Context // ends a candidate's requests as it stops (see refusingStore); nil for an observer
+	log     Logger
+}
+
+// await returns st, or when st is nil the store of the bucket opened over
+// js, and the bucket's settings. It retries while the broker cannot be
+// reached or the bucket does not exist, logging a failure as a warning
+// once and its repeats at debug level. It returns at once with an error
+// wrapping nats.ErrConnectionClosed, ErrPermissionDenied or
+// ErrInvalidBucket (a stream that is no KV bucket), and with ctx's error
+// once ctx ends.
+func (b bucketAccess) await(ctx context.Context, st store) (store, jetstream.KeyValueStatus, error) {
+	var status jetstream.KeyValueStatus
+	var final error
+	logged := ""
+	err := backoff.FiveSec.For(ctx, func(try int) error {
+		rctx, cancel := context.WithTimeout(ctx, b.timeout)
+		defer cancel()
+		var err error
+		if st == nil {
+			var kv jetstream.KeyValue
+			if kv, err = openNamedBucket(rctx, b.js, b.name); err == nil {
+				st = newRefusingStore(newStore(kv, b.js, b.log), b.js, b.name, b.stop)
+			}
+		}
+		if err == nil {
+			status, _, err = st.Status(rctx, 0)
+		}
+		switch {
+		case err == nil:
+		case errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, ErrPermissionDenied), errors.Is(err, ErrInvalidBucket):
+			final, err = err, nil
+		case ctx.Err() != nil:
+		case err.Error() != logged:
+			logged = err.Error()
+			b.log.Warnf("%s: cannot read bucket %s (try %d), retrying: %v", b.who, b.name, try+1, err)
+		default:
+			b.log.Debugf("%s: cannot read bucket %s (try %d), retrying: %v", b.who, b.name, try+1, err)
+		}
+		return err
+	})
+	if final != nil {
+		return st, nil, final
+	}
+	return st, status, err
+}
+
+// openNamedBucket opens bucket name over js. Its errors say what to do; a
+// refusal for permissions wraps ErrPermissionDenied and a stream that is
+// no KV bucket ErrInvalidBucket.
+func openNamedBucket(ctx context.Context, js jetstream.JetStream, name string) (jetstream.KeyValue, error) {
+	nc := js.Conn()
+	before := denied.Last(nc)
+	kv, err := transport.OpenBucket(ctx, js, name)
+	if err == nil {
+		return kv, nil
+	}
+	err = denied.Explain(nc, err, before, "opening bucket "+name, jsapi.Prefix(js)+"STREAM.INFO.KV_"+name)
+	switch {
+	case errors.Is(err, ErrPermissionDenied), errors.Is(err, nats.ErrConnectionClosed):
+		return nil, err
+	case errors.Is(err, jetstream.ErrBucketNotFound):
+		how := fmt.Sprintf("create it with `nats kv add %s --ttl 60s --history 1`, or name the right one with streams.InBucket", name)
+		if name == bucket.Name {
+			how = "brokers with plugin.choria.broker_network = true provision it (`conclave broker run`, or a Choria broker); on another NATS server " + how
+		}
+		return nil, fmt.Errorf("bucket %s not found: %s: %w", name, how, err)
+	case errors.Is(err, jetstream.ErrBadBucket):
+		return nil, fmt.Errorf("%w: stream KV_%s is not a key-value bucket: %w", ErrInvalidBucket, name, err)
+	}
+	return nil, fmt.Errorf("opening bucket %s: %w", name, err)
+}
 
 // newStore returns the store of a real bucket (see transport.Store). Its
 // watches, shared by the process, tell a bucket made again by the

@@ -60,13 +60,6 @@ func (t *turns) next() func() {
 	return f
 }
 
-// count returns how many functions it has been given to run so far.
-func (t *turns) count() uint64 {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.served
-}
-
 // idle reports whether nothing runs or waits.
 func (t *turns) idle() bool {
 	t.mu.Lock()

@@ -16,7 +16,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/conclave-io/conclave/internal/keymsg"
-	"github.com/conclave-io/conclave/internal/kvwatch"
 )
 
 // A feed is one consumer on the bucket's stream, filtered on one key or on
@@ -75,7 +74,7 @@ type feed struct {
 	retry *time.Timer // the next try to make the consumer on a missing stream (under hub.mu)
 
 	srcMu    sync.Mutex
-	src      feedSource
+	src      *consumerSource
 	ttl      time.Duration
 	unadvise func() // stops the hub's advisories for this feed (see watchHub.followAdvisories)
 }
@@ -92,10 +91,6 @@ type lastMsg struct {
 	// the old one.
 	old bool
 }
-
-// feedSource is what delivers a feed's messages: a JetStream consumer or a
-// KV watch.
-type feedSource interface{ stop() }
 
 func (f *feed) add(s *hubWatch) {
 	subs := f.subs[s.key]
@@ -277,13 +272,7 @@ func (f *feed) start(ctx context.Context, ttl time.Duration) error {
 	f.hub.mu.Lock()
 	f.keepFor = max(f.keepFor, keepFor(ttl))
 	f.hub.mu.Unlock()
-	var src feedSource
-	var err error
-	if f.hub.js != nil {
-		src, err = f.startConsumer(ctx)
-	} else {
-		src, err = f.startKVWatch(ctx)
-	}
+	src, err := f.startConsumer(ctx)
 	if err != nil {
 		return f.hub.noteLimit(err)
 	}
@@ -295,7 +284,7 @@ func (f *feed) start(ctx context.Context, ttl time.Duration) error {
 		return nil
 	}
 	f.src = src
-	if f.unadvise == nil && f.hub.js != nil {
+	if f.unadvise == nil {
 		f.unadvise = f.hub.followAdvisories()
 	}
 	return nil
@@ -573,7 +562,7 @@ func (c *consumerSource) stop() {
 // to ask, waiting a second at most.
 func deleteConsumer(js jetstream.JetStream, stream string, cons jetstream.Consumer) {
 	info := cons.CachedInfo()
-	if info == nil || js.Conn() == nil || !js.Conn().IsConnected() {
+	if info == nil || !js.Conn().IsConnected() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -583,7 +572,7 @@ func deleteConsumer(js jetstream.JetStream, stream string, cons jetstream.Consum
 
 // startConsumer makes an ordered consumer on the feed's filter that starts
 // with the last message of each key, with heartbeats tuned to the TTL.
-func (f *feed) startConsumer(ctx context.Context) (feedSource, error) {
+func (f *feed) startConsumer(ctx context.Context) (*consumerSource, error) {
 	h := f.hub
 	stream := "KV_" + h.kv.Bucket()
 	h.mu.Lock()
@@ -705,69 +694,12 @@ func (f *feed) consumeError(gen uint64, err error) {
 	}
 }
 
-// kvWatchSource is a feed's KV watch, for a hub without a JetStream context.
-type kvWatchSource struct {
-	w      jetstream.KeyWatcher
-	cancel context.CancelFunc
-	done   chan struct{}
-}
-
-func (k *kvWatchSource) stop() {
-	_ = k.w.Stop()
-	k.cancel()
-	<-k.done
-}
-
-// startKVWatch makes the feed's KV watch. The watch is shared by the feed's
-// subscribers, so it lives until the feed stops it, not as long as ctx:
-// ctx bounds making it (and each subscription ends when it is stopped).
-func (f *feed) startKVWatch(ctx context.Context) (feedSource, error) {
-	wctx, cancel := context.WithCancel(context.Background())
-	timer := time.AfterFunc(time.Until(deadlineOr(ctx, 5*time.Second)), cancel)
-	abandon := context.AfterFunc(ctx, cancel)
-	w, err := f.hub.kv.Watch(wctx, f.filter)
-	timely, wanted := timer.Stop(), abandon()
-	if err == nil && (!timely || !wanted) {
-		kvwatch.Stop(w)
-		err = context.DeadlineExceeded
-		if !wanted && ctx.Err() != nil {
-			err = ctx.Err()
-		}
-	}
-	if err != nil {
-		cancel()
-		return nil, fmt.Errorf("watching %s: %w", f.filter, err)
-	}
-	src := &kvWatchSource{w: w, cancel: cancel, done: make(chan struct{})}
-	f.hub.mu.Lock()
-	f.gen++
-	gen := f.gen
-	f.hub.mu.Unlock()
-	go func() {
-		defer close(src.done)
-		for ent := range w.Updates() {
-			f.deliver(gen, ent, ent == nil)
-		}
-		if wctx.Err() == nil {
-			go f.hub.end(f, errors.New("the watch ended"))
-		}
-	}()
-	return src, nil
-}
-
 // describe names what the feed follows, for logs and errors.
 func (f *feed) describe() string {
 	if f.set {
 		return "a set of keys in " + f.hub.subject(">")
 	}
 	return f.hub.subject(f.filter)
-}
-
-func deadlineOr(ctx context.Context, d time.Duration) time.Time {
-	if dl, ok := ctx.Deadline(); ok {
-		return dl
-	}
-	return time.Now().Add(d)
 }
 
 func clamp(d, lo, hi time.Duration) time.Duration { return min(max(d, lo), hi) }

@@ -28,59 +28,51 @@ func waitClosed(t *testing.T, w jetstream.KeyWatcher, within time.Duration, what
 }
 
 // A subscription outlives the context that set it up and ends when it is
-// stopped, both on a hub with a JetStream context and on one without (whose
-// feeds are KV watches): its feed stops with its last subscriber, and the
-// feed's subscription goes.
+// stopped: its feed stops with its last subscriber, and the feed's
+// subscription goes.
 func TestHubSubscriptionLivesUntilStopped(t *testing.T) {
 	nc := connect(t, startServer(t))
 	kv, js := createBucket(t, nc, 10*time.Second)
-	for _, c := range []struct {
-		name string
-		js   jetstream.JetStream
-	}{{"kv watch", nil}, {"consumer", js}} {
-		t.Run(c.name, func(t *testing.T) {
-			h := hubFor(kv, c.js, nopLogger{}, writtenAfter)
-			subs := nc.NumSubscriptions()
-			ctx, cancel := context.WithCancel(context.Background())
-			w, err := h.subscribe(ctx, "k-"+c.name[:1], 10*time.Second)
-			cancel() // set up: the context's end changes nothing now
-			if err != nil {
-				t.Fatal(err)
-			}
-			select {
-			case ent := <-w.Updates():
-				if ent != nil {
-					t.Fatalf("want the end of the (empty) initial values, got %v", ent)
-				}
-			case <-time.After(5 * time.Second):
-				t.Fatal("no initial values")
-			}
-			wctx, wcancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer wcancel()
-			rev, err := kv.Put(wctx, "k-"+c.name[:1], []byte("a"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			select {
-			case ent, ok := <-w.Updates():
-				if !ok || ent == nil || ent.Revision() != rev {
-					t.Fatalf("after its set-up context ended: got %v, %v; want revision %d", ent, ok, rev)
-				}
-			case <-time.After(5 * time.Second):
-				t.Fatal("the write was not delivered after the set-up context ended")
-			}
-			if err := w.Stop(); err != nil {
-				t.Fatal(err)
-			}
-			waitClosed(t, w, 2*time.Second, "after it was stopped")
-			eventually(t, 5*time.Second, "the feed to stop", func() bool {
-				h.mu.Lock()
-				defer h.mu.Unlock()
-				return len(h.keyFeeds) == 0 && len(h.following) == 0
-			})
-			eventually(t, 5*time.Second, "the feed's subscription to go", func() bool { return nc.NumSubscriptions() <= subs })
-		})
+	h := hubFor(kv, js, nopLogger{}, writtenAfter)
+	subs := nc.NumSubscriptions()
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := h.subscribe(ctx, "k", 10*time.Second)
+	cancel() // set up: the context's end changes nothing now
+	if err != nil {
+		t.Fatal(err)
 	}
+	select {
+	case ent := <-w.Updates():
+		if ent != nil {
+			t.Fatalf("want the end of the (empty) initial values, got %v", ent)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no initial values")
+	}
+	wctx, wcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer wcancel()
+	rev, err := kv.Put(wctx, "k", []byte("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ent, ok := <-w.Updates():
+		if !ok || ent == nil || ent.Revision() != rev {
+			t.Fatalf("after its set-up context ended: got %v, %v; want revision %d", ent, ok, rev)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the write was not delivered after the set-up context ended")
+	}
+	if err := w.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, w, 2*time.Second, "after it was stopped")
+	eventually(t, 5*time.Second, "the feed to stop", func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return len(h.keyFeeds) == 0 && len(h.following) == 0
+	})
+	eventually(t, 5*time.Second, "the feed's subscription to go", func() bool { return nc.NumSubscriptions() <= subs })
 }
 
 // groupFeed returns the prefix feed of the hub, failing if there is none.

@@ -51,7 +51,7 @@ import (
 type watchHub struct {
 	key    hubKey
 	kv     jetstream.KeyValue
-	js     jetstream.JetStream // nil: feeds are KV watches with nats.go's settings
+	js     jetstream.JetStream
 	log    Logger
 	isNews Comparator // tells a bucket made again (see feed.recreatedLocked)
 
@@ -127,7 +127,7 @@ const noFoldFor = time.Minute
 const subBuffer = 64
 
 type hubKey struct {
-	conn   any    // the *nats.Conn, or the KeyValue when there is no JetStream context
+	conn   *nats.Conn
 	api    string // the JetStream context's domain or API prefix (putPrefix): buckets of one name in two domains are two buckets
 	bucket string
 }
@@ -138,13 +138,10 @@ var hubs = struct {
 	m  map[hubKey]weak.Pointer[watchHub]
 }{m: map[hubKey]weak.Pointer[watchHub]{}}
 
-// hubFor returns the hub of the connection behind js (or of kv, without
-// js) and kv's bucket, making it if needed with log and isNews.
+// hubFor returns the hub of the connection behind js and kv's bucket,
+// making it if needed with log and isNews.
 func hubFor(kv jetstream.KeyValue, js jetstream.JetStream, log Logger, isNews Comparator) *watchHub {
-	k := hubKey{conn: kv, bucket: kv.Bucket()}
-	if js != nil && js.Conn() != nil {
-		k.conn, k.api = js.Conn(), putPrefix(js)
-	}
+	k := hubKey{conn: js.Conn(), api: putPrefix(js), bucket: kv.Bucket()}
 	hubs.mu.Lock()
 	defer hubs.mu.Unlock()
 	if h := hubs.m[k].Value(); h != nil {
@@ -245,7 +242,7 @@ func (h *watchHub) feedForLocked(key string) *feed {
 		return h.allFeed
 	}
 	prefix := prefixOf(key)
-	setsRefused := h.js == nil || time.Now().Before(h.noSet)
+	setsRefused := time.Now().Before(h.noSet)
 	if prefix != "" && (setsRefused || h.groupFeeds[prefix] != nil) {
 		if f := h.groupFeeds[prefix]; f != nil {
 			return f
@@ -413,9 +410,6 @@ func (h *watchHub) end(f *feed, err error) {
 // request it refuses with silence, so the failure itself is a timeout; only
 // the connection's asynchronous error names the cause.
 func (h *watchHub) consumerDenied(f *feed) bool {
-	if h.js == nil || h.js.Conn() == nil {
-		return false
-	}
 	err := h.js.Conn().LastError()
 	if err == nil || !errors.Is(err, nats.ErrPermissionViolation) {
 		return false
@@ -777,7 +771,7 @@ func (h *watchHub) adviseLocked() {
 	case !want && h.advisory != nil:
 		_ = h.advisory.Unsubscribe()
 		h.advisory = nil
-	case want && h.advisory == nil && h.js != nil && h.js.Conn() != nil && h.key.api == "":
+	case want && h.advisory == nil && h.key.api == "":
 		// Advisories are published in the account the stream is in; a
 		// stream reached through a domain or another account's API prefix
 		// announces its changes elsewhere.

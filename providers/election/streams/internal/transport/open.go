@@ -30,9 +30,6 @@ var openings = struct {
 // of pending ones: 30,000 elections starting at once, each opening the
 // bucket, took over a minute to all be led.
 func OpenBucket(ctx context.Context, js jetstream.JetStream, name string) (jetstream.KeyValue, error) {
-	if js.Conn() == nil {
-		return js.KeyValue(ctx, name)
-	}
 	k := hubKey{conn: js.Conn(), api: putPrefix(js), bucket: name}
 	hubs.mu.Lock()
 	if h := hubs.m[k].Value(); h != nil {

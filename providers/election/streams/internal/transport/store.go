@@ -48,13 +48,12 @@ type Position struct {
 type Comparator func(known, msg Position) bool
 
 // Store is an election bucket as a campaign uses it: five calls (Status,
-// Write, Delete, Latest, Watch). With a JetStream context it writes with a
-// per-message TTL when the bucket allows one, writes release markers, and
-// reads markers directly from the stream; without one it has only the KV
-// API, which can do none of these. Its watches are shared with every other
-// store of the process on the same connection and bucket (see watchHub).
-// Its errors explain a refusal for permissions as
-// denied.ErrPermissionDenied.
+// Write, Delete, Latest, Watch). It writes raw messages with a per-message
+// TTL when the bucket allows one, writes release markers, and reads markers
+// directly from the stream. Its watches are shared with every other store
+// of the process on the same connection and bucket (see watchHub). A
+// refusal for permissions is explained by its callers (streams'
+// refusingStore).
 type Store struct {
 	kv  jetstream.KeyValue
 	js  jetstream.JetStream
@@ -69,8 +68,7 @@ type Store struct {
 	ttl, msgTTL time.Duration
 }
 
-// NewStore returns the store of bucket kv, over js when it is not nil. Its
-// watches are shared by the process's stores of one connection and bucket,
+// NewStore returns the store of bucket kv, over js (not nil). Its watches are shared by the process's stores of one connection and bucket,
 // and log to, and judge with, the log and isNews of the first of them.
 func NewStore(kv jetstream.KeyValue, js jetstream.JetStream, log Logger, isNews Comparator) *Store {
 	return &Store{kv: kv, js: js, hub: hubFor(kv, js, log, isNews), putPrefix: putPrefix(js)}
@@ -83,9 +81,6 @@ func NewStore(kv jetstream.KeyValue, js jetstream.JetStream, log Logger, isNews 
 // to the bare subject would reach whichever stream listens locally, such as
 // a leaf node's own bucket of the same name, or nobody.
 func putPrefix(js jetstream.JetStream) string {
-	if js == nil {
-		return ""
-	}
 	if pre := jsapi.Prefix(js); pre != jetstream.DefaultAPIPrefix {
 		return pre
 	}
@@ -96,10 +91,9 @@ func putPrefix(js jetstream.JetStream) string {
 // ago (0: after the call began; see watchHub.status), returns them and
 // their age, and notes whether writes may carry a per-message TTL.
 func (s *Store) Status(ctx context.Context, maxAge time.Duration) (jetstream.KeyValueStatus, time.Duration, error) {
-	before := s.lastErr()
 	st, age, err := s.hub.status(ctx, maxAge)
 	if err != nil {
-		return nil, 0, s.denied(err, before, "reading the bucket's settings", "$JS.API.STREAM.INFO.KV_"+s.kv.Bucket())
+		return nil, 0, err
 	}
 	allow := false
 	if bs, ok := st.(interface{ StreamInfo() *jetstream.StreamInfo }); ok && bs.StreamInfo() != nil {
@@ -107,7 +101,7 @@ func (s *Store) Status(ctx context.Context, maxAge time.Duration) (jetstream.Key
 	}
 	s.mu.Lock()
 	s.ttl, s.msgTTL = st.TTL(), 0
-	if allow && s.js != nil {
+	if allow {
 		s.msgTTL = MessageTTL(st.TTL())
 	}
 	s.mu.Unlock()
@@ -141,9 +135,7 @@ func MessageTTL(ttl time.Duration) time.Duration {
 // message carries the TTL itself: the broker then expires it within a few
 // milliseconds of the TTL, where MaxAge can be hundreds late. Choria's
 // candidates write without one, and MaxAge expires their keys.
-// With a JetStream context the message is published raw and carries st;
-// without one it goes through the KV API's Update, which cannot carry
-// headers.
+// The message is published raw and carries st.
 func (s *Store) Write(ctx context.Context, key string, value []byte, rev uint64, st keymsg.Stamp) (uint64, error) {
 	s.mu.Lock()
 	ttl := s.msgTTL
@@ -153,11 +145,6 @@ func (s *Store) Write(ctx context.Context, key string, value []byte, rev uint64,
 		return 0, err
 	}
 	defer leave()
-	before := s.lastErr()
-	if s.js == nil {
-		n, err := s.kv.Update(ctx, key, value, rev)
-		return n, s.denied(err, before, "writing election "+key, s.putSubject(key))
-	}
 	m := nats.NewMsg(s.putSubject(key))
 	m.Data = value
 	st.Set(m.Header)
@@ -175,7 +162,7 @@ func (s *Store) Write(ctx context.Context, key string, value []byte, rev uint64,
 			s.msgTTL = 0
 			s.mu.Unlock()
 		}
-		return 0, s.denied(MapMismatch(err), before, "writing election "+key, s.putSubject(key))
+		return 0, MapMismatch(err)
 	}
 	return seq, nil
 }
@@ -187,17 +174,9 @@ func (s *Store) Write(ctx context.Context, key string, value []byte, rev uint64,
 // while no stream answers (jetstream.ErrNoStreamResponse after), a refusal
 // returned as a *jetstream.APIError, an unreadable acknowledgement as
 // jetstream.ErrInvalidJSAck. It reads an acknowledgement of a stored message
-// without encoding/json (readAck): every renewal gets one. Without the
-// JetStream context's connection it calls PublishMsg.
+// without encoding/json (readAck): every renewal gets one.
 func (s *Store) publish(ctx context.Context, m *nats.Msg) (uint64, error) {
 	nc := s.js.Conn()
-	if nc == nil {
-		ack, err := s.js.PublishMsg(ctx, m)
-		if err != nil {
-			return 0, err
-		}
-		return ack.Sequence, nil
-	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, defaultAPITimeout)
@@ -278,19 +257,17 @@ func (s *Store) subject(key string) string { return s.hub.subject(key) }
 // nats.go's KV would use for a Put through the same JetStream context.
 func (s *Store) putSubject(key string) string { return s.putPrefix + s.subject(key) }
 
-// Delete writes a delete marker over revision rev of key: with a JetStream
-// context and a payload, a raw one carrying the payload (a release mark);
-// otherwise the KV API's, without. It reports whether the payload went.
+// Delete writes a delete marker over revision rev of key: with a payload, a
+// raw one carrying it (a release mark); otherwise the KV API's. It reports
+// whether the payload went.
 func (s *Store) Delete(ctx context.Context, key string, rev uint64, payload []byte, st keymsg.Stamp) (bool, error) {
 	leave, err := s.hub.gate.enter(ctx, Writes)
 	if err != nil {
 		return false, err
 	}
 	defer leave()
-	before := s.lastErr()
-	if s.js == nil || len(payload) == 0 {
-		err = s.kv.Delete(ctx, key, jetstream.LastRevision(rev))
-		return false, s.denied(err, before, "releasing election "+key, s.putSubject(key))
+	if len(payload) == 0 {
+		return false, s.kv.Delete(ctx, key, jetstream.LastRevision(rev))
 	}
 	m := nats.NewMsg(s.putSubject(key))
 	m.Header.Set(keymsg.OperationHeader, "DEL")
@@ -298,50 +275,27 @@ func (s *Store) Delete(ctx context.Context, key string, rev uint64, payload []by
 	m.Data = payload
 	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(rev, 10))
 	_, err = s.publish(ctx, m)
-	return true, s.denied(err, before, "releasing election "+key, s.putSubject(key))
+	return true, err
 }
 
-// Latest returns the key's latest message, markers included, nil when it
-// has none: with a JetStream context read from the stream; otherwise
-// through the KV API (its Get, and for a key Get finds absent, its
-// History, which shows markers).
+// Latest returns the key's latest message, markers included (read from the
+// stream: the KV API's Get hides them), nil when it has none.
 func (s *Store) Latest(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
 	leave, err := s.hub.gate.enter(ctx, Routine)
 	if err != nil {
 		return nil, err
 	}
 	defer leave()
-	if s.js == nil {
-		ent, err := s.kv.Get(ctx, key)
-		if !errors.Is(err, jetstream.ErrKeyNotFound) {
-			return ent, err
-		}
-		// Get hides delete markers; the key's history (one message, as
-		// election buckets keep) shows them. Without it, a campaign that
-		// found the key "absent" would expect no message, fail on the
-		// marker's revision, and read "absent" again until its watch
-		// told it of the marker.
-		hist, err := s.kv.History(ctx, key)
-		if errors.Is(err, jetstream.ErrKeyNotFound) || err == nil && len(hist) == 0 {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		return hist[len(hist)-1], nil
-	}
-	before := s.lastErr()
 	st, err := s.hub.openStream(ctx)
 	if err != nil {
-		return nil, s.denied(err, before, "opening the bucket's stream", "$JS.API.STREAM.INFO.KV_"+s.kv.Bucket())
+		return nil, err
 	}
 	m, err := st.GetLastMsgForSubject(ctx, s.subject(key))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
 		return nil, nil
-	}
-	if err != nil {
-		return nil, s.denied(err, before, "reading election "+key,
-			"$JS.API.DIRECT.GET.KV_"+s.kv.Bucket()+"."+s.subject(key), "$JS.API.STREAM.MSG.GET.KV_"+s.kv.Bucket())
+	case err != nil:
+		return nil, err
 	}
 	return keymsg.EntryOf(s.kv.Bucket(), key, m.Data, m.Header, m.Sequence, m.Time), nil
 }
