@@ -26,16 +26,16 @@ import (
 // as one that timed out: a key it wrote expires with the TTL.
 const writeGrace = time.Second
 
-// refusingStore is the store of a campaign on a real connection. Each
-// request ends as soon as the connection reports that the broker refused
-// it for permissions (NATS answers a refused request with silence, so it
-// would otherwise end only at its timeout, and a campaign without
-// permission would fail after several timeouts instead of at once), with
-// the refusal explained as ErrPermissionDenied.
+// refusingStore is the store of a campaign or an observer on a real
+// connection. Each request ends as soon as the connection reports that the
+// broker refused it for permissions (NATS answers a refused request with
+// silence, so it would otherwise end only at its timeout, and a campaign
+// without permission would fail after several timeouts instead of at
+// once), with the refusal explained as ErrPermissionDenied.
 //
-// Until the campaign has written its key, its requests also end when it
-// stops (stop is closed): reads, the bucket's settings and a watch being
-// set up at once, a claim writeGrace later. A campaign that wrote its key
+// Until a campaign has written its key, its requests also end when it
+// stops (stop ends; an observer has none): reads, the bucket's settings and
+// a watch being set up at once, a claim writeGrace later. A campaign that wrote its key
 // may hold it, and its release is marked only with what those requests
 // tell (that earlier holders are gone): its requests keep their timeouts,
 // as its release does.
@@ -45,7 +45,7 @@ type refusingStore struct {
 	bucket string
 	api    string          // the JetStream API prefix, "$JS.API." by default
 	put    string          // what a key's subject is prefixed with when written
-	stop   context.Context // ends when the campaign stops
+	stop   context.Context // ends when the campaign stops; nil for an observer
 	wrote  atomic.Bool     // a write of the key succeeded: the campaign may hold it
 }
 

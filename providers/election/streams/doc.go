@@ -91,11 +91,15 @@
 // The candidates and observers of one process that follow an election over
 // one connection share one watch: one delivery of each change to the
 // process, however many candidates, and at most 12 consumers on the broker
-// per process and bucket, whatever its number of elections (DESIGN.md in
-// the repository says how they are shared, also under permissions that
-// scope consumers to a prefix). Reads of the bucket's settings that a
-// process's candidates make at once share one request. Observers share
-// these too: NewObserver takes the JetStream context, as NewElection does.
+// per process and bucket, whatever its number of elections, where
+// permissions allow consumers with several filters. Where they do not,
+// each election gets a consumer of its own, except that from the 8th under
+// one prefix (the key's first token, as in "app-a.scheduler") the further
+// ones share a consumer on the prefix ("$KV.<bucket>.app-a.>"), which
+// permissions can scope; DESIGN.md in the repository gives the details.
+// Reads of the bucket's settings that a process's candidates make at once
+// share one request. Observers share these too: NewObserver takes the
+// JetStream context, as NewElection does.
 //
 // # Guarantees and the clock
 //

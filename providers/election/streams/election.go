@@ -91,14 +91,28 @@ func NewElection(identity, key string, js jetstream.JetStream, opts ...Option) (
 	if o.observerOnly != "" {
 		return nil, fmt.Errorf("%w: %s serves observers: give it to NewObserver", ErrInvalidOption, o.observerOnly)
 	}
-	if js == nil && o.store == nil {
-		return nil, fmt.Errorf("%w: the JetStream context is nil: pass jetstream.New(nc), nc being the connection to campaign over", ErrInvalidOption)
+	if err := checkJetStream(js, o.store, "campaign"); err != nil {
+		return nil, err
 	}
 	instance := o.instance
 	if instance == "" {
 		instance = newInstance()
 	}
 	return &Election{identity: identity, instance: instance, key: key, js: js, store: o.store, opts: o}, nil
+}
+
+// checkJetStream says what is wrong with js, the JetStream context to
+// campaign or watch over, unless a test gave a store.
+func checkJetStream(js jetstream.JetStream, st store, over string) error {
+	switch {
+	case st != nil:
+		return nil
+	case js == nil:
+		return fmt.Errorf("%w: the JetStream context is nil: pass jetstream.New(nc), nc being the connection to %s over", ErrInvalidOption, over)
+	case js.Conn() == nil:
+		return fmt.Errorf("%w: the JetStream context has no connection: pass jetstream.New(nc), nc being the connection to %s over", ErrInvalidOption, over)
+	}
+	return nil
 }
 
 // newInstance returns a random instance name: eight hex digits.

@@ -532,10 +532,15 @@ func TestStandbysStayQuietAfterABrokerRestart(t *testing.T) {
 	runElection(t, mustElection(t, "a", "quiet", kv, append(rec.options("a"), WithLogger(testLogger{t, "a: "}))...))
 	rec.waitFor(t, 5*time.Second, "a to win", func(evs []event) bool { return wins(evs, "a") == 1 })
 	other := openBucket(t, connect(t, ts.url()))
-	standby := &countingStore{store: realStore(other)}
+	// The shared watch outlives a restart (its consumer is made again):
+	// the tap ends the standby's as the restart begins.
+	tap := newTap(other, 0)
+	standby := &countingStore{store: tap}
 	runElection(t, mustElection(t, "b", "quiet", other, append(rec.options("b"), withStore(standby), WithLogger(testLogger{t, "b: "}))...))
+	eventually(t, 5*time.Second, "b's watch", func() bool { return tap.watchCount() == 1 })
 	time.Sleep(200 * time.Millisecond)
 
+	tap.cutWatches()
 	ts.restart()
 	_, rev, _ := value(t, kv, "quiet")
 	eventually(t, 10*time.Second, "a to renew after the restart", func() bool { _, r, _ := value(t, kv, "quiet"); return r > rev })
@@ -544,6 +549,9 @@ func TestStandbysStayQuietAfterABrokerRestart(t *testing.T) {
 	time.Sleep(5 * ttl)
 	if n := standby.updates.Load() - before; n > 5 {
 		t.Fatalf("the standby made %d campaign writes in %v against a live leader", n, 5*ttl)
+	}
+	if n := tap.watchCount(); n < 2 {
+		t.Fatalf("the standby's watch was made %d times: it ended with the restart, and must be made again", n)
 	}
 	if evs := rec.snapshot(); leader(evs) != "a" || len(evs) != 1 {
 		t.Fatalf("leadership changed: %s", describe(evs))

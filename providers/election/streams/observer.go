@@ -219,8 +219,8 @@ func NewObserver(key string, js jetstream.JetStream, opts ...Option) (*Observer,
 	if _, none := given.recorder.(nopRecorder); !none {
 		o.recorder = given.recorder
 	}
-	if js == nil && o.store == nil {
-		return nil, fmt.Errorf("%w: the JetStream context is nil: pass jetstream.New(nc), nc being the connection to watch over", ErrInvalidOption)
+	if err := checkJetStream(js, o.store, "watch"); err != nil {
+		return nil, err
 	}
 	ob := &Observer{key: key, js: js, store: o.store, opts: o, current: Leadership{Key: key}}
 	if o.standing != nil {

@@ -10,9 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conclave-io/conclave/internal/keymsg"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/conclave-io/conclave/internal/keymsg"
 )
 
 // changes collects what an observer reports.

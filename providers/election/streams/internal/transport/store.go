@@ -68,8 +68,9 @@ type Store struct {
 	ttl, msgTTL time.Duration
 }
 
-// NewStore returns the store of bucket kv, over js (not nil). Its watches are shared by the process's stores of one connection and bucket,
-// and log to, and judge with, the log and isNews of the first of them.
+// NewStore returns the store of bucket kv, over js (not nil). Its watches
+// are shared by the process's stores of one connection and bucket, and log
+// to, and judge with, the log and isNews of the first of them.
 func NewStore(kv jetstream.KeyValue, js jetstream.JetStream, log Logger, isNews Comparator) *Store {
 	return &Store{kv: kv, js: js, hub: hubFor(kv, js, log, isNews), putPrefix: putPrefix(js)}
 }
