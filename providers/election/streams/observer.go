@@ -336,8 +336,9 @@ func (o *Observer) getTTL() time.Duration {
 // standingFollower keeps an observer's roll of who stands
 // (ObserveStanding): its subscription's announcements and the answers to
 // one question go into the roll, a wake-up on the scheduler's loop forgets
-// the silent, and each change of the counts goes to the recorder through
-// the observer's notifier, in order, never on the loop or under a lock.
+// the silent, and, once the question is answered (the roll is partial
+// before), each change of the counts goes to the recorder through the
+// observer's notifier, in order, never on the loop or under a lock.
 type standingFollower struct {
 	o        *Observer
 	reporter string
@@ -345,6 +346,7 @@ type standingFollower struct {
 	mu       sync.Mutex
 	reported standingCount
 	counted  bool
+	asked    bool // the question was answered (or failed): counts are told from then on
 	stopped  bool
 }
 
@@ -372,10 +374,12 @@ func (o *Observer) followStanding(ctx context.Context) (stop func()) {
 		defer close(asked)
 		if cs, err := standing.Standing(qctx, nc, bucket, o.key, 0); err == nil {
 			o.standing.learn(o.opts.clock.Now(), cs...)
-			f.recount()
 		}
+		f.mu.Lock()
+		f.asked = true
+		f.mu.Unlock()
+		f.recount()
 	}()
-	f.recount()
 	return func() {
 		_ = sub.Unsubscribe()
 		cancel()
@@ -407,7 +411,7 @@ func (f *standingFollower) recount() {
 	r := o.opts.recorder
 	var n standingCount
 	n.healthy, n.unhealthy = o.standing.count()
-	if r == nil || f.counted && n == f.reported {
+	if r == nil || !f.asked || f.counted && n == f.reported {
 		return
 	}
 	f.counted, f.reported = true, n
