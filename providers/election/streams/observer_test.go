@@ -238,6 +238,12 @@ func (k *tapStore) Watch(ctx context.Context, key string) (jetstream.KeyWatcher,
 	return tw, nil
 }
 
+// SettingsChanges passes on the tapped store's notices of changes of the
+// bucket's settings, as the store a candidate or observer uses does.
+func (k *tapStore) SettingsChanges(notify func(sent time.Time)) (stop func()) {
+	return k.store.(settingsNotifier).SettingsChanges(notify)
+}
+
 func (k *tapStore) Latest(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
 	k.gets.Add(1)
 	ent, err := k.store.Latest(ctx, key)
