@@ -47,6 +47,12 @@ func cliEnv(t *testing.T, extra ...string) []string {
 		env = append(env, kv)
 	}
 	env = append(env, "HOME="+home, "XDG_CONFIG_HOME="+filepath.Join(home, ".config"))
+	if os.Getenv("GORACE") == "" {
+		// A race-built binary sleeps a second as it exits (for reports from
+		// other goroutines to finish): a tenth is enough for those, and the
+		// package runs the binary hundreds of times.
+		env = append(env, "GORACE=atexit_sleep_ms=100")
+	}
 	return append(env, extra...)
 }
 
