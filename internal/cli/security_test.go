@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -47,11 +48,14 @@ func TestReadOnlyUserListsAndWatchesButCannotStandDown(t *testing.T) {
 	// host name: run does not read identity yet, see issue 11).
 	leader := startConclave(t, nil, "--config", appConf, "election", "run", "app-a.cron", "--", "sleep", "60")
 	t.Cleanup(func() { leader.signal(syscall.SIGTERM); leader.wait() })
+	// A led election's row: its leader, revision, last write and expiry
+	// (the columns' widths follow the values).
+	led := regexp.MustCompile(`(?m)^app-a\.cron +\S+ +\d+ +\S+ ago +in \S`)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		r := conclave(t, "--config", dashConf, "election", "list")
 		mustSucceed(t, r)
-		if strings.Contains(r.stdout, "app-a.cron") && strings.Contains(r.stdout, "ago   in ") {
+		if led.MatchString(r.stdout) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -68,7 +72,9 @@ func TestReadOnlyUserListsAndWatchesButCannotStandDown(t *testing.T) {
 	mustContain(t, "stand-down's error", r.stderr, "permission denied", `"$KV.CHORIA_LEADER_ELECTION.app-a.cron"`)
 	r = conclave(t, "--config", dashConf, "election", "list")
 	mustSucceed(t, r)
-	mustContain(t, "list after the refused stand-down", r.stdout, "app-a.cron", "ago   in ")
+	if !led.MatchString(r.stdout) {
+		t.Errorf("the list after the refused stand-down shows no leader of app-a.cron:\n%s", r.stdout)
+	}
 }
 
 // TestRunRefusedFailsAtOnce: `election run` in an election the user may not
