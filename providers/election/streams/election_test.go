@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -54,27 +53,6 @@ func TestNewElectionRejectsBadInput(t *testing.T) {
 	for _, key := range []string{"my_app", "a/b=c-d", "team.app.v2"} {
 		if _, err := NewElection("n1", key, jsFor(kv)); err != nil {
 			t.Errorf("valid key %q rejected: %v", key, err)
-		}
-	}
-}
-
-// connless is a JetStream context without a connection, as a custom
-// implementation of the interface may be.
-type connless struct{ jetstream.JetStream }
-
-func (connless) Conn() *nats.Conn { return nil }
-
-// TestAJetStreamContextWithoutAConnectionIsRefused: NewElection and
-// NewObserver say at once what is wrong with a nil JetStream context or
-// one without a connection, instead of failing inside Start or Run.
-func TestAJetStreamContextWithoutAConnectionIsRefused(t *testing.T) {
-	for what, js := range map[string]jetstream.JetStream{"a nil context": nil, "one without a connection": connless{}} {
-		_, errE := NewElection("n1", "app", js)
-		_, errO := NewObserver("app", js)
-		for _, err := range []error{errE, errO} {
-			if !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), "pass jetstream.New(nc)") {
-				t.Errorf("%s: got %v, want ErrInvalidOption saying to pass jetstream.New(nc)", what, err)
-			}
 		}
 	}
 }

@@ -12,11 +12,25 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// connless is a JetStream context without a connection, as a custom
+// implementation of the interface may be.
+type connless struct{ jetstream.JetStream }
+
+func (connless) Conn() *nats.Conn { return nil }
+
+// TestNewElectionNeedsAJetStreamContext: NewElection and NewObserver say at
+// once what is wrong with a nil JetStream context or one without a
+// connection, instead of failing inside Start or Run.
 func TestNewElectionNeedsAJetStreamContext(t *testing.T) {
 	t.Parallel()
-	_, err := NewElection("host1", "my_app", nil)
-	if !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), "pass jetstream.New(nc)") {
-		t.Fatalf("NewElection with a nil JetStream context: %v, want ErrInvalidOption saying to pass jetstream.New(nc)", err)
+	for what, js := range map[string]jetstream.JetStream{"a nil context": nil, "one without a connection": connless{}} {
+		_, errE := NewElection("host1", "my_app", js)
+		_, errO := NewObserver("my_app", js)
+		for _, err := range []error{errE, errO} {
+			if !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), "pass jetstream.New(nc)") {
+				t.Errorf("%s: got %v, want ErrInvalidOption saying to pass jetstream.New(nc)", what, err)
+			}
+		}
 	}
 }
 
