@@ -344,6 +344,7 @@ type standingFollower struct {
 	reporter string
 	wake     *wakeup
 	mu       sync.Mutex
+	due      time.Time // when the wake-up is set to fire; zero while it is not
 	reported standingCount
 	counted  bool
 	asked    bool // the question was answered (or failed): counts are told from then on
@@ -405,7 +406,13 @@ func (f *standingFollower) recount() {
 		return
 	}
 	now := o.opts.clock.Now()
-	if next := o.standing.expire(now, standing.AnnouncementExpiry(o.getTTL())); !next.IsZero() {
+	if !f.due.IsZero() && !f.due.After(now) {
+		f.due = time.Time{} // it fired
+	}
+	// Most announcements leave the next expiry where it was: the
+	// scheduler's heap is left alone then.
+	if next := o.standing.expire(now, standing.AnnouncementExpiry(o.getTTL())); !next.IsZero() && !next.Equal(f.due) {
+		f.due = next
 		f.wake.set(next.Sub(now))
 	}
 	r := o.opts.recorder
