@@ -246,8 +246,8 @@ func WithMinTerm(d time.Duration) Option {
 	return positive("WithMinTerm", d, func(o *options) *time.Duration { return &o.minTerm })
 }
 
-// positive is the candidates' option name that sets the duration field
-// returns to d, which must be positive.
+// positive is the candidates' option called name: it sets the duration
+// that field points to, to d, which must be positive.
 func positive(name string, d time.Duration, field func(*options) *time.Duration) Option {
 	return func(o *options) error {
 		o.forCandidates(name)
