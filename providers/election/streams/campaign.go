@@ -217,9 +217,13 @@ func (c *campaigner) begin(ctx context.Context, born time.Time) input {
 // for nothing more, and returns when to step it again, or the action to
 // perform first (its outcome is the next input).
 func (d *driver) handle(in input) (time.Time, action) {
-	if in.kind == inStop && in.handOver.to == "" && d.successor != nil {
-		in.handOver = d.successor() // the standby the policy names now
-		d.stopTo = in.handOver.to
+	switch {
+	case in.kind == inStop:
+		d.nameSuccessor(&in)
+	case in.stop != nil:
+		stop := *in.stop
+		d.nameSuccessor(&stop)
+		in.stop = &stop
 	}
 	out := d.m.step(classified(in))
 	for {
@@ -234,6 +238,15 @@ func (d *driver) handle(in input) (time.Time, action) {
 			return out.wake, action{}
 		}
 		return out.wake, out.do // perform it, off the loop
+	}
+}
+
+// nameSuccessor names in stop the standby the policy names now, unless it
+// names one.
+func (d *driver) nameSuccessor(stop *input) {
+	if stop.handOver.to == "" && d.successor != nil {
+		stop.handOver = d.successor()
+		d.stopTo = stop.handOver.to
 	}
 }
 

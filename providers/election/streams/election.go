@@ -410,8 +410,9 @@ func (e *Election) takeOver(ctx context.Context, req standing.HandOverRequest) e
 }
 
 // Stop ends the campaign. It returns at once without waiting; Start returns
-// when the election has wound down. It is safe to call from any goroutine,
-// more than once, before Start, and from inside a callback.
+// when the election has wound down. A term that has not begun when Stop is
+// called does not begin (the key is released). It is safe to call from any
+// goroutine, more than once, before Start, and from inside a callback.
 func (e *Election) Stop() {
 	e.mu.Lock()
 	e.stopped = true

@@ -18,7 +18,8 @@ import (
 // function, plan, so what is due and when to wake cannot disagree.
 //
 // The driver performs at most one action at a time and steps the machine
-// with its result before anything else.
+// with its result before anything else (with the stop, if one was posted
+// meanwhile).
 type machine struct {
 	cfg machineConfig
 	tm  timings
@@ -271,6 +272,10 @@ type input struct {
 	// from: for inOffered, the leader offering the key; in.expect is its
 	// revision and in.born the bucket's creation time it knows.
 	from string
+	// stop: a stop posted while this outcome's action was in flight, taken
+	// with it before anything the outcome made due: a term the outcome
+	// would begin does not begin once Stop was called.
+	stop *input
 }
 
 type inputKind int
@@ -464,8 +469,23 @@ func (m *machine) attachView(notes []note) {
 	}
 }
 
-// take decides on in, noting what the step outputs in m.out.
+// take decides on in (and the stop taken with it), noting what the step
+// outputs in m.out.
 func (m *machine) take(in input) {
+	m.learn(in)
+	if in.stop != nil {
+		stop := *in.stop
+		stop.now = in.now
+		m.learn(stop)
+	}
+	m.out.do, m.out.wake = m.plan(in.now)
+	if a := m.out.do; a.kind == doWrite && a.renewal {
+		m.held().renewalNames = a.term.token != 0
+	}
+}
+
+// learn takes what in tells, before the machine plans what is due.
+func (m *machine) learn(in input) {
 	if in.err != nil && in.out == outDone {
 		m.log.Errorf("election %s: bug: an input with an error came unclassified (%v); please report this", m.cfg.key, in.err)
 		in.out = outUnknown
@@ -535,10 +555,6 @@ func (m *machine) take(in input) {
 				m.move(winning)
 			}
 		}
-	}
-	m.out.do, m.out.wake = m.plan(now)
-	if a := m.out.do; a.kind == doWrite && a.renewal {
-		m.held().renewalNames = a.term.token != 0
 	}
 }
 
@@ -625,7 +641,14 @@ func (m *machine) dueStopping(now time.Time) (time.Time, action, func(time.Time)
 		return now, action{}, move
 	}
 	keeps := m.phase.holds() && m.phase != doomed && m.fatal == nil
+	h := m.hold
 	switch {
+	case keeps && m.cfg.releaseOnStop && !h.ttlRead && h.ttlRetryAt.Equal(h.wonAt):
+		// Stopped before the settings were read since the key was taken
+		// (no term began): read them once, so that the offer or the
+		// release may carry the mark and the standbys need not wait a TTL.
+		// A read that fails leaves the release unmarked.
+		return now, action{kind: doReadTTL, since: h.ttlSince}, nil
 	case keeps && m.handOver != nil && m.handOver.orNext && !m.handOver.offered && m.releaseMarked(now):
 		// The best standby known takes the key with one synced write
 		// of its own over ours, as in a hand-over, rather than after a

@@ -367,7 +367,9 @@ func (s *scheduler) finish(d *driver) {
 
 // take returns d's next input: the outcome of its action first, then what
 // was posted, then a change of the bucket's settings, then what its watch
-// delivered, then its wake-up once due.
+// delivered, then its wake-up once due. A stop goes first of what was
+// posted, and comes with an outcome: a term that has not begun when Stop
+// is called does not begin.
 func (d *driver) take(s *scheduler) (input, bool) {
 	s.mu.Lock()
 	now := s.clock.Now()
@@ -375,9 +377,15 @@ func (d *driver) take(s *scheduler) (input, bool) {
 	case d.result != nil:
 		in := *d.result
 		d.result = nil
+		in.stop = d.takeStop()
 		s.mu.Unlock()
 		return in, true
 	case len(d.inbox) > 0:
+		if stop := d.takeStop(); stop != nil {
+			s.mu.Unlock()
+			stop.now = now
+			return *stop, true
+		}
 		a := d.inbox[0]
 		d.inbox[0] = ask{}
 		d.inbox = d.inbox[1:]
@@ -418,6 +426,22 @@ func (d *driver) take(s *scheduler) (input, bool) {
 		return input{kind: inTick, now: now}, true
 	}
 	return input{}, false
+}
+
+// takeStop takes the stop posted, if any, out of d's inbox, ahead of what
+// was posted before it: the asks of a candidate that stops are refused
+// all the same. Under s.mu.
+func (d *driver) takeStop() *input {
+	for i, a := range d.inbox {
+		if a.in.kind == inStop {
+			d.inbox = append(d.inbox[:i:i], d.inbox[i+1:]...)
+			if len(d.inbox) == 0 {
+				d.inbox = nil
+			}
+			return &a.in
+		}
+	}
+	return nil
 }
 
 // A wakeup is an instant, on its scheduler's clock, in the loop's heap:

@@ -35,7 +35,10 @@ import (
 //	err=mismatch[:REV] | rejected | gone | no-responders | not-sent |
 //	    timeout | denied | closed | unknown
 //	rev=N expect=N sent=DUR ttl=DUR born=DUR to=NAME from=NAME
-//	healthy=BOOL marked live
+//	healthy=BOOL marked live then-stop
+//
+// then-stop hands a stop with the input, as the driver does with an
+// outcome when Stop was called while its action was in flight.
 func TestMachineScripts(t *testing.T) {
 	t.Parallel()
 	datadriven.Walk(t, filepath.Join("testdata", "machine"), func(t *testing.T, path string) {
@@ -155,6 +158,8 @@ func (s *machineScript) input(t *testing.T, d *datadriven.TestData) input {
 			in.live = true
 		case "restartable":
 			in.restartable = true
+		case "then-stop":
+			in.stop = &input{kind: inStop}
 		default:
 			d.Fatalf(t, "%s: unknown argument %q", d.Cmd, arg.Key)
 		}

@@ -975,6 +975,9 @@ func (w *simWorld) apply(n *simNode, notes []note, real func([]note) (input, boo
 			if n.active {
 				w.fail("%s began a term while one ran (OnWon twice)", n.name)
 			}
+			if n.stopping {
+				w.fail("%s began a term after it was asked to stop (OnWon after Stop)", n.name)
+			}
 		case noteExtended:
 			if !n.active {
 				w.fail("%s extended a term that had ended", n.name)
@@ -1396,6 +1399,7 @@ func (w *simWorld) answer(n *simNode, a action, in input) {
 	}
 	n.busy = false
 	in.now = n.local(w.now)
+	in.stop = n.takeStop() // as the real scheduler hands an outcome
 	if in.kind == inTTL && in.err == nil && (n.ttlRead == nil || n.ttlRead.sent.Before(in.sent)) {
 		c := in
 		n.ttlRead = &c
@@ -1407,11 +1411,27 @@ func (w *simWorld) answer(n *simNode, a action, in input) {
 	w.drain(n)
 }
 
+// takeStop takes the stop queued for n, if any, out of its inbox, as the
+// real scheduler does with an outcome (driver.takeStop).
+func (n *simNode) takeStop() *input {
+	for i, in := range n.inbox {
+		if in.kind == inStop {
+			n.inbox = append(n.inbox[:i:i], n.inbox[i+1:]...)
+			return &in
+		}
+	}
+	return nil
+}
+
 // drain hands n what its watch delivered while it was busy.
 func (w *simWorld) drain(n *simNode) {
 	for n.alive && !n.busy && len(n.inbox) > 0 && !w.now.Before(n.paused) {
 		in := n.inbox[0]
-		n.inbox = n.inbox[1:]
+		if stop := n.takeStop(); stop != nil {
+			in = *stop // what was posted goes before what the watch delivered
+		} else {
+			n.inbox = n.inbox[1:]
+		}
 		in.now = n.local(w.now)
 		w.step(n, in)
 	}

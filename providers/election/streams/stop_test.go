@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/conclave-io/conclave/clock/clocktest"
+	"github.com/conclave-io/conclave/internal/keymsg"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // TestMachineStoppingLeaderOffersTheKeyToItsSuccessor: a leader stopped
@@ -471,5 +474,94 @@ func TestCampaignStopWritesAReleaseOnlyWhenNoOneElseCanLead(t *testing.T) {
 	}
 	if won, _ := b.callbacks(); won != 0 {
 		t.Fatal("b led")
+	}
+}
+
+// stopAsWinningStore holds the answer to a candidate's first write that
+// lands (at "write"), or its first read of the bucket's settings after it
+// (at "read", the read a winner's term waits for), until resume closes.
+type stopAsWinningStore struct {
+	store
+	at      string
+	wrote   atomic.Bool
+	held    atomic.Bool
+	holding chan struct{} // closed as the answer is held
+	resume  chan struct{}
+}
+
+func (s *stopAsWinningStore) hold(ctx context.Context) {
+	if s.held.CompareAndSwap(false, true) {
+		close(s.holding)
+		select {
+		case <-s.resume:
+		case <-ctx.Done():
+		}
+	}
+}
+
+func (s *stopAsWinningStore) Write(ctx context.Context, key string, value []byte, rev uint64, st keymsg.Stamp) (uint64, error) {
+	got, err := s.store.Write(ctx, key, value, rev, st)
+	if err == nil {
+		s.wrote.Store(true)
+		if s.at == "write" {
+			s.hold(ctx)
+		}
+	}
+	return got, err
+}
+
+func (s *stopAsWinningStore) Status(ctx context.Context, maxAge time.Duration) (jetstream.KeyValueStatus, time.Duration, error) {
+	if s.at == "read" && s.wrote.Load() {
+		s.hold(ctx)
+	}
+	return s.store.Status(ctx, maxAge)
+}
+
+// TestNoTermBeginsOnceStopIsCalled: Stop called while a campaign's write is
+// landing, or once it landed while its term waits for a read of the
+// bucket's settings, begins no term: no OnWon, IsLeader stays false, and
+// the key is released at once with the release mark (standbys need not
+// wait a TTL), rather than left to expire.
+func TestNoTermBeginsOnceStopIsCalled(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t)
+	kv := createBucket(t, connect(t, ts.url()), bucketConfig(time.Minute))
+	for _, at := range []string{"write", "read"} {
+		held := &stopAsWinningStore{store: realStore(kv), at: at, holding: make(chan struct{}), resume: make(chan struct{})}
+		var won, leading atomic.Int32
+		key := "late_" + at
+		e := mustElection(t, "a", key, kv, withStore(held),
+			OnWon(func() { won.Add(1) }),
+			OnLeading(func(*Term) { leading.Add(1) }))
+		done := make(chan error, 1)
+		go func() { done <- e.Start(context.Background()) }()
+		select {
+		case <-held.holding:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: the candidate's %s was never answered", at, at)
+		}
+		e.Stop()
+		close(held.resume)
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("%s: Start returned %v", at, err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%s: Start did not return after Stop", at)
+		}
+		if n, m := won.Load(), leading.Load(); n != 0 || m != 0 {
+			t.Fatalf("stopped as its %s was answered: OnWon called %d times and OnLeading %d after Stop", at, n, m)
+		}
+		if e.IsLeader() || e.Term() != nil {
+			t.Fatalf("%s: the stopped candidate reports a term", at)
+		}
+		ent, err := realStore(kv).Latest(context.Background(), key)
+		if err != nil || ent == nil {
+			t.Fatalf("%s: the key has no message (%v): the campaign never wrote", at, err)
+		}
+		if got := ReadEntry(ent); got.State != KeyReleased || got.ReleasedBy != "a" {
+			t.Fatalf("stopped as its %s was answered, the key shows %s, want released by a with the mark", at, got.Describe())
+		}
 	}
 }
