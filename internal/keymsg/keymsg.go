@@ -21,16 +21,20 @@ import (
 // that wrote it (InstanceHeader), and the term it belongs to (TermHeader):
 // a running term's token, TermBegins for a write that takes the key and
 // begins a term as it lands, or TermWaits for a hold whose term has not
-// begun. Empty fields are not sent.
+// begun; and, on a write that takes the key, a number drawn at random for
+// that write alone (WriteHeader), by which its writer knows it as its own
+// when the broker's answer was lost. Empty fields are not sent.
 type Stamp struct {
 	Instance string
 	Term     string
+	Write    string
 }
 
 // The headers of a Stamp, and the values TermHeader takes besides a token.
 const (
 	InstanceHeader = "Conclave-Instance"
 	TermHeader     = "Conclave-Term"
+	WriteHeader    = "Conclave-Write"
 	TermBegins     = "begins"
 	TermWaits      = "waits"
 )
@@ -46,6 +50,9 @@ func (st Stamp) Set(hdr nats.Header) {
 	if st.Term != "" {
 		hdr.Set(TermHeader, st.Term)
 	}
+	if st.Write != "" {
+		hdr.Set(WriteHeader, st.Write)
+	}
 }
 
 // stampOf reads the stamp of a message's headers.
@@ -53,7 +60,7 @@ func stampOf(hdr nats.Header) Stamp {
 	if hdr == nil {
 		return Stamp{}
 	}
-	return Stamp{Instance: hdr.Get(InstanceHeader), Term: hdr.Get(TermHeader)}
+	return Stamp{Instance: hdr.Get(InstanceHeader), Term: hdr.Get(TermHeader), Write: hdr.Get(WriteHeader)}
 }
 
 // Read returns msg, a message of bucket's stream, as a KV entry that

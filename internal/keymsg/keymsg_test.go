@@ -26,3 +26,17 @@ func TestEntryReadsTheStamp(t *testing.T) {
 		t.Errorf("read %+v (token %d), want app held by host1, instance w1, token 9, revision 12", got, got.Token())
 	}
 }
+
+func TestStampRoundTripsThroughHeaders(t *testing.T) {
+	st := keymsg.Stamp{Instance: "w1", Term: keymsg.TermBegins, Write: "1f3a"}
+	hdr := nats.Header{}
+	st.Set(hdr)
+	if got := hdr.Get(keymsg.WriteHeader); got != "1f3a" {
+		t.Fatalf("%s header %q, want 1f3a", keymsg.WriteHeader, got)
+	}
+	msg := &jetstream.RawStreamMsg{Subject: "$KV.B.app", Sequence: 3, Data: []byte("host1"), Header: hdr, Time: time.Now()}
+	got := keymsg.Read("B", msg).(interface{ Stamp() keymsg.Stamp }).Stamp()
+	if got != st {
+		t.Fatalf("read stamp %+v, want %+v", got, st)
+	}
+}

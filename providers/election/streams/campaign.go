@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -250,6 +251,15 @@ func (d *driver) nameSuccessor(stop *input) {
 	}
 }
 
+// stamp is what a's write says of itself, written by instance.
+func (a action) stamp(instance string) keymsg.Stamp {
+	st := keymsg.Stamp{Instance: instance, Term: a.term.header()}
+	if a.write != 0 {
+		st.Write = strconv.FormatUint(a.write, 16)
+	}
+	return st
+}
+
 // watchInput reads what the watch delivered: a message, the end of its
 // initial values (a nil entry), or its end.
 func (d *driver) watchInput(ent jetstream.KeyValueEntry, ok bool) input {
@@ -290,8 +300,8 @@ func (d *driver) perform(a action) input {
 		if d.before != nil {
 			d.before(a.renewal)
 		}
-		rev, err := d.store.Write(ctx, d.key, []byte(d.identity), a.expect, keymsg.Stamp{Instance: d.instance, Term: a.term.header()})
-		return input{kind: inWrite, sent: sent, now: d.clock.Now(), rev: rev, expect: a.expect, err: err}
+		rev, err := d.store.Write(ctx, d.key, []byte(d.identity), a.expect, a.stamp(d.instance))
+		return input{kind: inWrite, sent: sent, now: d.clock.Now(), rev: rev, expect: a.expect, write: a.write, err: err}
 	case doRelease:
 		d.awaitLastLost()
 		var payload []byte

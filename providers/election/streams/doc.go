@@ -119,7 +119,9 @@
 // and the deposed leader sits out that takeover. Only a holder's own release
 // marker is not a removal. A write whose outcome is unknown (a timeout) is
 // never assumed to be ours: a leader that cannot confirm its hold leads until
-// its deadline and then stands down.
+// its deadline and then stands down, and a campaign's write is taken up only
+// once the candidate sees it in the key, known by a number drawn for that
+// write alone, with the lease counted from when it was sent.
 //
 // Removing the key behind the KV API's back (a stream purge, `nats stream
 // rmm`, deleting the bucket) leaves nothing to see: candidates that watched

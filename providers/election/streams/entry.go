@@ -136,6 +136,9 @@ type Entry struct {
 	Instance string
 	// term is what the writer said of the term the message belongs to.
 	term termMark
+	// write is the number a write that takes the key carries (see
+	// action.write); 0: none.
+	write uint64
 }
 
 // termMark is what a Conclave candidate's write says of its term (the
@@ -193,6 +196,7 @@ func ReadEntry(ent jetstream.KeyValueEntry) Entry {
 		st := stamped.Stamp()
 		if validateIdentity(st.Instance) == nil {
 			e.Instance, e.term = st.Instance, readTermMark(st.Term)
+			e.write, _ = strconv.ParseUint(st.Write, 16, 64)
 		}
 	}
 	switch {

@@ -21,12 +21,16 @@ import (
 // out, as when a broker crashes between storing and answering.
 type lostAckStore struct {
 	store
-	mu   sync.Mutex
-	lose func(value []byte, expect uint64) bool
-	lost []uint64
+	mu     sync.Mutex
+	lose   func(value []byte, expect uint64) bool
+	lost   []uint64
+	before func() // called before each write is sent, if set
 }
 
 func (f *lostAckStore) Write(ctx context.Context, key string, value []byte, expect uint64, st keymsg.Stamp) (uint64, error) {
+	if f.before != nil {
+		f.before()
+	}
 	rev, err := f.store.Write(ctx, key, value, expect, st)
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -294,23 +298,54 @@ func TestAmbiguousRenewalNeverMakesASecondLeader(t *testing.T) {
 	checkHistory(t, evs)
 }
 
-func TestAmbiguousCampaignIsNotAssumedWon(t *testing.T) {
+// TestAmbiguousCampaignIsTakenUpByItsWriterAlone: a campaign write that
+// was stored but whose answer was lost is taken up by the candidate that
+// wrote it as soon as it sees the write in the key (by the number the
+// write carries), not left to expire with nobody leading; a copy of the
+// same identity and instance does not take it for its own. The lease
+// still counts from when the write was sent.
+func TestAmbiguousCampaignIsTakenUpByItsWriterAlone(t *testing.T) {
 	t.Parallel()
-	const ttl = time.Second
+	const ttl = 2 * time.Second
 	ts := newTestServer(t)
 	kv := createBucket(t, connect(t, ts.url()), bucketConfig(ttl))
 	faulty := &lostAckStore{store: realStore(kv)}
 	var once atomic.Bool
-	faulty.setLose(func(value []byte, expect uint64) bool { return len(value) > 0 && once.CompareAndSwap(false, true) })
+	var sent atomic.Int64
+	faulty.setLose(func(value []byte, expect uint64) bool {
+		if len(value) > 0 && once.CompareAndSwap(false, true) {
+			return true
+		}
+		return false
+	})
+	faulty.before = func() {
+		if !once.Load() {
+			sent.Store(time.Now().UnixNano())
+		}
+	}
 	rec := newRecorder()
-	runElection(t, mustElection(t, "host", "amb_create", kv, append(rec.options("a"), withStore(faulty))...))
+	runElection(t, mustElection(t, "host", "amb_create", kv, append(rec.options("a"), withStore(faulty), WithInstance("one"))...))
 	eventually(t, 5*time.Second, "the lost campaign", func() bool { return len(faulty.lostRevisions()) == 1 })
 	stored := time.Now()
-	runElection(t, mustElection(t, "host", "amb_create", kv, rec.options("b")...))
+	runElection(t, mustElection(t, "host", "amb_create", kv, append(rec.options("b"), WithInstance("one"))...))
 	evs := rec.waitFor(t, 5*time.Second, "a leader", func(evs []event) bool { return wins(evs, "") >= 1 })
-	// Nobody can know the stored key is a's, so it leads nobody until it expires.
-	if gap := evs[0].at.Sub(stored); gap < ttl/2 {
-		t.Fatalf("%s led %v after the unacknowledged campaign, before the key could expire", evs[0].who, gap)
+	first := evs[0]
+	if first.who != "a" {
+		t.Fatalf("%s leads on a's stored campaign write: %s", first.who, describe(evs))
+	}
+	if gap := first.at.Sub(stored); gap > ttl/2 {
+		t.Fatalf("a led %v after its campaign's answer was lost: it must take the write up as it sees it, not wait for it to expire", gap)
+	}
+	if until, limit := first.term.ValidUntil(), time.Unix(0, sent.Load()).Add(ttl); until.After(limit) {
+		t.Fatalf("a's term runs until %v, past a TTL from when its write was sent (%v)", until, limit)
+	}
+	if got := first.term.Token(); got != faulty.lostRevisions()[0] {
+		t.Fatalf("a's term has token %d, want its stored write's revision %d", got, faulty.lostRevisions()[0])
+	}
+	time.Sleep(ttl) // a renews; b, a copy of it, waits
+	evs = rec.snapshot()
+	if wins(evs, "b") != 0 || wins(evs, "a") != 1 {
+		t.Fatalf("leadership moved while a renewed: %s", describe(evs))
 	}
 	checkHistory(t, evs)
 }

@@ -3,6 +3,7 @@ package streams
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"time"
 
@@ -46,6 +47,9 @@ type machine struct {
 	// noteBucketBorn), until the next view: a removal then removed what
 	// displaced showed.
 	displaced *keyView
+	// doubt is our latest campaign write whose outcome was unknown: seen
+	// in the key, by the number it carries, it is ours (adoptDoubt).
+	doubt *doubtfulWrite
 	// remadeSeen, when set, is when a message showed the bucket was made
 	// again, before its creation time was read.
 	remadeSeen time.Time
@@ -237,6 +241,17 @@ func (w *watchState) stop() (wasUp bool) {
 	return wasUp
 }
 
+// doubtfulWrite is a campaign write whose outcome was unknown: its number
+// (action.write), when it was sent, the revision it expected, and the
+// view it was written on (and the held view the key was found gone from).
+type doubtfulWrite struct {
+	write  uint64
+	sent   time.Time
+	expect uint64
+	view   keyView
+	gone   *keyView
+}
+
 // input is what happened, as the driver tells the machine.
 type input struct {
 	kind inputKind
@@ -248,6 +263,7 @@ type input struct {
 	live   bool
 	rev    uint64        // a write's new revision
 	expect uint64        // the revision the write expected
+	write  uint64        // the number the write carried (action.write)
 	ttl    time.Duration // the bucket's TTL
 	born   time.Time     // when the bucket's stream was created; zero if unknown
 	// err is what went wrong, for messages; out is what became of the
@@ -317,6 +333,10 @@ type action struct {
 	handOver handOver
 	// epoch: for doOffer, the bucket's creation time as we know it.
 	epoch time.Time
+	// write: for a doWrite that campaigns, a number drawn for it alone,
+	// which the write carries: seen in the key, it says the write is ours
+	// when its outcome was unknown (see doubt).
+	write uint64
 }
 
 // urgentAction reports whether a goes before routine requests: a
@@ -479,8 +499,11 @@ func (m *machine) take(in input) {
 		m.learn(stop)
 	}
 	m.out.do, m.out.wake = m.plan(in.now)
-	if a := m.out.do; a.kind == doWrite && a.renewal {
+	switch a := &m.out.do; {
+	case a.kind == doWrite && a.renewal:
 		m.held().renewalNames = a.term.token != 0
+	case a.kind == doWrite && m.taking.rev == 0:
+		a.write = uint64(m.cfg.random(math.MaxInt64)) + 1
 	}
 }
 
@@ -1090,7 +1113,8 @@ func (m *machine) onCampaign(in input) {
 			// starting at once): routine, and retried with backoff.
 			m.log.Debugf("election %s: campaign failed: %v", m.cfg.key, err)
 		case in.out.mayHaveApplied():
-			m.log.Warnf("election %s: campaign failed with an unknown outcome (%v): if it was stored, the key holds %s's name and is left to expire, because it cannot be told apart from another candidate's with the same identity", m.cfg.key, err, m.cfg.identity)
+			m.doubt = &doubtfulWrite{write: in.write, sent: sent, expect: in.expect, view: m.view, gone: m.gone}
+			m.log.Warnf("election %s: campaign failed with an unknown outcome (%v): if it was stored, %s takes the key up as it sees the write in it", m.cfg.key, err, m.cfg.identity)
 		default:
 			m.log.Warnf("election %s: campaign failed: %v", m.cfg.key, err)
 		}
@@ -1191,6 +1215,9 @@ func (m *machine) observe(now time.Time, v keyView) bool {
 		m.dropHold(now, true)
 		return true
 	}
+	if m.adoptDoubt(now, v) {
+		return true
+	}
 	if v.State == KeyRemoved && named.State == KeyHeld && named.Leader == m.cfg.identity && m.cfg.writes {
 		// Someone removed a key in our name that we no longer held (a
 		// write of ours whose outcome was unknown): the stand-down is
@@ -1198,6 +1225,35 @@ func (m *machine) observe(now time.Time, v keyView) bool {
 		m.sitOut = sitOut{until: now.Add(m.tm.ttl), rev: v.Revision}
 	}
 	m.schedule(now)
+	return true
+}
+
+// adoptDoubt takes the key up when v, the key's latest message, is our
+// campaign write whose outcome was unknown, known by the number it
+// carries (no other write carries it, a copy of our identity's neither):
+// as if the broker's answer came now, the lease counted from when the
+// write was sent. It reports whether it did. A later message that is not
+// the write, or the end of its lease, ends the doubt.
+func (m *machine) adoptDoubt(now time.Time, v keyView) bool {
+	d := m.doubt
+	switch {
+	case d == nil:
+		return false
+	case !now.Before(leaseEnd(d.sent, m.tm)):
+		m.doubt = nil
+		return false
+	case v.State != KeyHeld || v.write != d.write || v.Leader != m.cfg.identity:
+		if v.Revision > d.expect {
+			m.doubt = nil
+		}
+		return false
+	case m.phase.holds() || m.taking.rev != 0 || (m.mode != running && m.mode != stopping):
+		return false
+	}
+	m.doubt = nil
+	m.view, m.gone = d.view, d.gone // what the write was made on, as won judges it
+	m.won(d.sent, now, v.Revision, d.expect)
+	m.log.Infof("election %s: %s's campaign write of unknown outcome is in the key at revision %d: taking the key up", m.cfg.key, m.cfg.identity, v.Revision)
 	return true
 }
 
@@ -1405,7 +1461,7 @@ func (m *machine) won(sent, done time.Time, rev, expect uint64) {
 		h.held, h.heldTTL, h.goneAt = m.gone, max(m.gone.ttl, m.tm.ttl), m.view.seenAt
 	}
 	m.hold = h
-	m.tries, m.nextCampaign, m.sitOut = 0, time.Time{}, sitOut{}
+	m.tries, m.nextCampaign, m.sitOut, m.doubt = 0, time.Time{}, sitOut{}, nil
 	m.seenRev = max(m.seenRev, rev)
 	m.seenWritten = time.Time{} // our write's broker time is unknown: no later message can be judged by time
 	m.view = keyView{known: true, Entry: Entry{Key: m.cfg.key, State: KeyHeld, Leader: m.cfg.identity, Revision: rev},

@@ -131,6 +131,7 @@ type simTotals struct {
 	handOvers, landed                     int
 	offers, taken, stopOffers, moves      int
 	preferred, onward, pastTerm           int
+	adopted                               int
 	byFault                               map[string]int
 }
 
@@ -148,6 +149,7 @@ func (s *simTotals) add(r simResult) {
 	s.preferred += r.preferred
 	s.onward += r.onward
 	s.pastTerm += r.pastTerm
+	s.adopted += r.adopted
 	if s.byFault == nil {
 		s.byFault = map[string]int{}
 	}
@@ -161,8 +163,8 @@ func (s simTotals) String() string {
 	for _, k := range simFaultKinds {
 		kinds = append(kinds, fmt.Sprintf("%s %d", k, s.byFault[k]))
 	}
-	return fmt.Sprintf("%d terms, %d faults (%s), %d moves by the hand-over policy (%d leaders checked against a standby once quiet; %d announcements came in a later term than the one they were heard for), %d offers of the key (%d on stop, %d passed on past a refusal; %d taken up), %d hand-over releases (%d taken by the named candidate first), %d checks, 0 violations",
-		s.terms, s.faults, strings.Join(kinds, ", "), s.moves, s.preferred, s.pastTerm, s.offers, s.stopOffers, s.onward, s.taken, s.handOvers, s.landed, s.overlapsChecked)
+	return fmt.Sprintf("%d terms, %d faults (%s), %d moves by the hand-over policy (%d leaders checked against a standby once quiet; %d announcements came in a later term than the one they were heard for), %d offers of the key (%d on stop, %d passed on past a refusal; %d taken up), %d hand-over releases (%d taken by the named candidate first), %d campaign writes of unknown outcome taken up as seen in the key, %d checks, 0 violations",
+		s.terms, s.faults, strings.Join(kinds, ", "), s.moves, s.preferred, s.pastTerm, s.offers, s.stopOffers, s.onward, s.taken, s.handOvers, s.landed, s.adopted, s.overlapsChecked)
 }
 
 type simResult struct {
@@ -176,6 +178,7 @@ type simResult struct {
 	stopOffers            int // offers sent by stopping leaders
 	onward                int // offers of stopping leaders passed on to the next standby after a refusal
 	pastTerm              int // announcements delivered while a later term than the one they were heard for runs
+	adopted               int // campaign writes of unknown outcome taken up as their writer saw them in the key
 	byFault               map[string]int
 	trace                 []string
 }
@@ -922,7 +925,11 @@ func (w *simWorld) step(n *simNode, in input) {
 	if in.entry != nil && n.obs != nil {
 		n.saw = append(n.saw, sawMsg{rev: in.entry.Revision, leader: in.entry.Leader})
 	}
+	doubt := n.m.doubt
 	wake, do := n.d.handle(in) // the real driver: the machine, then its notes to the campaigner or the observer (see apply)
+	if doubt != nil && n.m.doubt == nil && n.m.hold != nil && n.m.hold.sent.Equal(doubt.sent) {
+		w.res.adopted++
+	}
 	if v := n.m.view; n.obs == nil && v.known && v.State == KeyReleased && v.HandOverTo == n.identity && n.m.sitOut.until.After(in.now) {
 		w.fail("%s sits out for %v a release that hands the key over to it", n.name, n.m.sitOut.until.Sub(in.now).Round(time.Millisecond))
 	}
@@ -1278,7 +1285,7 @@ func (w *simWorld) apply2(n *simNode, a action) input {
 		}
 		rev, err := b.Put(w.now, w.key, []byte(n.identity), a.expect, ttl)
 		if err == nil {
-			w.stamps[simWriteID{rev, w.now}] = keymsg.Stamp{Instance: n.name, Term: a.term.header()}
+			w.stamps[simWriteID{rev, w.now}] = a.stamp(n.name)
 			switch {
 			case a.term.begins:
 				n.beginsAt = w.now
@@ -1383,7 +1390,7 @@ func (w *simWorld) answer(n *simNode, a action, in input) {
 	if !n.alive {
 		return
 	}
-	in.expect = a.expect
+	in.expect, in.write = a.expect, a.write
 	if in.err != nil {
 		n.failures++
 	}

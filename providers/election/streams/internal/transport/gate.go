@@ -51,8 +51,9 @@ func priorityOf(ctx context.Context, byDefault Priority) Priority {
 // more requests in flight only queue there, each waiting for every one
 // ahead of it, until their replies come after their timeouts. A write
 // whose reply timed out may have been stored, and an election whose
-// campaign's outcome is unknown is left without a leader until the key
-// expires; renewals timing out end terms. At 10,000 elections starting at
+// campaign's outcome is unknown waits for its candidate to see the write
+// (or, was it lost with the broker, for the key to expire); renewals
+// timing out end terms. At 10,000 elections starting at
 // once, that fed on itself: 4,424 of 10,000 elections had no leader a
 // minute later. Waiting in the process instead keeps each request's time
 // at the broker short, fails cleanly (ErrNotSent) when its time runs out
