@@ -121,7 +121,8 @@
 // never assumed to be ours: a leader that cannot confirm its hold leads until
 // its deadline and then stands down, and a campaign's write is taken up only
 // once the candidate sees it in the key, known by a number drawn for that
-// write alone, with the lease counted from when it was sent.
+// write alone, with the lease counted from when it was sent (not across a
+// change of the bucket's TTL or a bucket made again).
 //
 // Removing the key behind the KV API's back (a stream purge, `nats stream
 // rmm`, deleting the bucket) leaves nothing to see: candidates that watched

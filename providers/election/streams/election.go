@@ -411,7 +411,8 @@ func (e *Election) takeOver(ctx context.Context, req standing.HandOverRequest) e
 
 // Stop ends the campaign. It returns at once without waiting; Start returns
 // when the election has wound down. A term that has not begun when Stop is
-// called does not begin (the key is released). It is safe to call from any
+// called does not begin, unless its beginning is being decided at that
+// instant (then OnLost follows at once). It is safe to call from any
 // goroutine, more than once, before Start, and from inside a callback.
 func (e *Election) Stop() {
 	e.mu.Lock()

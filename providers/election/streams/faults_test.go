@@ -24,18 +24,27 @@ type lostAckStore struct {
 	mu     sync.Mutex
 	lose   func(value []byte, expect uint64) bool
 	lost   []uint64
-	before func() // called before each write is sent, if set
+	before func()        // called before each write is sent, if set
+	late   time.Duration // how long after the write a lost answer's error comes
+	// drop, if set, says which writes are never sent, their answer lost.
+	drop    func(value []byte, expect uint64) bool
+	dropped atomic.Int64
 }
 
 func (f *lostAckStore) Write(ctx context.Context, key string, value []byte, expect uint64, st keymsg.Stamp) (uint64, error) {
 	if f.before != nil {
 		f.before()
 	}
+	if f.drop != nil && f.drop(value, expect) {
+		f.dropped.Add(1)
+		return 0, context.DeadlineExceeded
+	}
 	rev, err := f.store.Write(ctx, key, value, expect, st)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err == nil && f.lose != nil && f.lose(value, expect) {
 		f.lost = append(f.lost, rev)
+		time.Sleep(f.late)
 		return 0, context.DeadlineExceeded
 	}
 	return rev, err
@@ -301,51 +310,67 @@ func TestAmbiguousRenewalNeverMakesASecondLeader(t *testing.T) {
 // TestAmbiguousCampaignIsTakenUpByItsWriterAlone: a campaign write that
 // was stored but whose answer was lost is taken up by the candidate that
 // wrote it as soon as it sees the write in the key (by the number the
-// write carries), not left to expire with nobody leading; a copy of the
-// same identity and instance does not take it for its own. The lease
-// still counts from when the write was sent.
+// write carries), not left to expire with nobody leading, and its lease
+// counts from when the write was sent, not from when its answer failed. A
+// copy of the same identity and instance, whose own campaign's outcome is
+// in doubt too, does not take it for its own.
 func TestAmbiguousCampaignIsTakenUpByItsWriterAlone(t *testing.T) {
 	t.Parallel()
-	const ttl = 2 * time.Second
+	const ttl = 6 * time.Second // renewals every 2s: none before the term begins
 	ts := newTestServer(t)
 	kv := createBucket(t, connect(t, ts.url()), bucketConfig(ttl))
-	faulty := &lostAckStore{store: realStore(kv)}
+	// b, the copy: none of its campaign writes is sent, and each answer
+	// is lost, so it always has one in doubt.
+	copyStore := &lostAckStore{store: realStore(kv), drop: func(value []byte, _ uint64) bool { return len(value) > 0 }}
+	var copySent atomic.Int64
+	copyStore.before = func() { copySent.CompareAndSwap(0, time.Now().UnixNano()) }
+	rec := newRecorder()
+	runElection(t, mustElection(t, "host", "amb_create", kv, append(rec.options("b"), withStore(copyStore), WithInstance("one"))...))
+	eventually(t, 5*time.Second, "b's campaign in doubt", func() bool { return copyStore.dropped.Load() >= 1 })
+
+	// a: its first campaign write is stored, and its answer fails 1.2s
+	// later, past the safety margin (600ms at this TTL).
+	faulty := &lostAckStore{store: realStore(kv), late: 1200 * time.Millisecond}
 	var once atomic.Bool
 	var sent atomic.Int64
-	faulty.setLose(func(value []byte, expect uint64) bool {
-		if len(value) > 0 && once.CompareAndSwap(false, true) {
-			return true
-		}
-		return false
-	})
+	faulty.setLose(func(value []byte, expect uint64) bool { return len(value) > 0 && once.CompareAndSwap(false, true) })
 	faulty.before = func() {
 		if !once.Load() {
 			sent.Store(time.Now().UnixNano())
 		}
 	}
-	rec := newRecorder()
-	runElection(t, mustElection(t, "host", "amb_create", kv, append(rec.options("a"), withStore(faulty), WithInstance("one"))...))
+	var firstUntil atomic.Int64 // the deadline of a's term as it began
+	var a *Election
+	a = mustElection(t, "host", "amb_create", kv, append(rec.options("a"), withStore(faulty), WithInstance("one"),
+		OnWon(func() {
+			if term := a.Term(); term != nil {
+				firstUntil.CompareAndSwap(0, term.ValidUntil().UnixNano())
+			}
+		}))...)
+	runElection(t, a)
 	eventually(t, 5*time.Second, "the lost campaign", func() bool { return len(faulty.lostRevisions()) == 1 })
-	stored := time.Now()
-	runElection(t, mustElection(t, "host", "amb_create", kv, append(rec.options("b"), WithInstance("one"))...))
+	stored := time.Unix(0, sent.Load())
 	evs := rec.waitFor(t, 5*time.Second, "a leader", func(evs []event) bool { return wins(evs, "") >= 1 })
 	first := evs[0]
 	if first.who != "a" {
 		t.Fatalf("%s leads on a's stored campaign write: %s", first.who, describe(evs))
 	}
 	if gap := first.at.Sub(stored); gap > ttl/2 {
-		t.Fatalf("a led %v after its campaign's answer was lost: it must take the write up as it sees it, not wait for it to expire", gap)
+		t.Fatalf("a led %v after its campaign write: it must take the write up as it sees it, not wait for it to expire", gap)
 	}
-	if until, limit := first.term.ValidUntil(), time.Unix(0, sent.Load()).Add(ttl); until.After(limit) {
-		t.Fatalf("a's term runs until %v, past a TTL from when its write was sent (%v)", until, limit)
+	if until, limit := time.Unix(0, firstUntil.Load()), stored.Add(ttl); firstUntil.Load() == 0 || until.After(limit) {
+		t.Fatalf("a's term runs until %v past a TTL from when its write was sent: its lease must count from then", until.Sub(limit))
 	}
-	if got := first.term.Token(); got != faulty.lostRevisions()[0] {
-		t.Fatalf("a's term has token %d, want its stored write's revision %d", got, faulty.lostRevisions()[0])
+	if got, want := first.term.Token(), faulty.lostRevisions()[0]; got != want {
+		t.Fatalf("a's term has token %d, want its stored write's revision %d", got, want)
 	}
-	time.Sleep(ttl) // a renews; b, a copy of it, waits
+	time.Sleep(ttl / 2) // a renews; b, its copy, keeps campaigning in vain
 	evs = rec.snapshot()
 	if wins(evs, "b") != 0 || wins(evs, "a") != 1 {
 		t.Fatalf("leadership moved while a renewed: %s", describe(evs))
+	}
+	if doubtEnds := time.Unix(0, copySent.Load()).Add(ttl - ttl/10); !stored.Before(doubtEnds) {
+		t.Fatalf("a's write was stored after b's own write in doubt could be taken up (by %v): the test shows nothing", doubtEnds)
 	}
 	checkHistory(t, evs)
 }

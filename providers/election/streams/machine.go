@@ -242,14 +242,19 @@ func (w *watchState) stop() (wasUp bool) {
 }
 
 // doubtfulWrite is a campaign write whose outcome was unknown: its number
-// (action.write), when it was sent, the revision it expected, and the
-// view it was written on (and the held view the key was found gone from).
+// (action.write), when it was sent, the revision it expected, and what the
+// machine knew as it was written: the view (and the held view the key was
+// found gone from), the TTL, the bucket's creation time and when it last
+// saw the bucket made again.
 type doubtfulWrite struct {
 	write  uint64
 	sent   time.Time
 	expect uint64
 	view   keyView
 	gone   *keyView
+	ttl    time.Duration
+	epoch  time.Time
+	remade time.Time
 }
 
 // input is what happened, as the driver tells the machine.
@@ -664,14 +669,9 @@ func (m *machine) dueStopping(now time.Time) (time.Time, action, func(time.Time)
 		return now, action{}, move
 	}
 	keeps := m.phase.holds() && m.phase != doomed && m.fatal == nil
-	h := m.hold
 	switch {
-	case keeps && m.cfg.releaseOnStop && !h.ttlRead && h.ttlRetryAt.Equal(h.wonAt):
-		// Stopped before the settings were read since the key was taken
-		// (no term began): read them once, so that the offer or the
-		// release may carry the mark and the standbys need not wait a TTL.
-		// A read that fails leaves the release unmarked.
-		return now, action{kind: doReadTTL, since: h.ttlSince}, nil
+	case keeps && m.cfg.releaseOnStop && m.stopReadsSettings():
+		return now, action{kind: doReadTTL, since: m.hold.ttlSince, urgent: true}, nil
 	case keeps && m.handOver != nil && m.handOver.orNext && !m.handOver.offered && m.releaseMarked(now):
 		// The best standby known takes the key with one synced write
 		// of its own over ours, as in a hand-over, rather than after a
@@ -684,6 +684,18 @@ func (m *machine) dueStopping(now time.Time) (time.Time, action, func(time.Time)
 		return now, action{}, func(time.Time) { m.watch.stop(); m.note(note{kind: noteStopWatch}) }
 	}
 	return now, action{}, nil
+}
+
+// stopReadsSettings reports whether a holder stopping before it read the
+// bucket's settings since it took the key (so before any term began) reads
+// them first, so that the offer or the release may carry the mark and the
+// standbys need not wait a TTL: once (a read that fails, or finds a TTL
+// that cannot hold elections, leaves the release unmarked), and only where
+// the mark could then be made at once (see earlierHoldersGone).
+func (m *machine) stopReadsSettings() bool {
+	h := m.hold
+	return !h.ttlRead && h.ttlRetryAt.Equal(h.wonAt) && m.ttlUnusable == nil &&
+		(h.from == KeyReleased || h.from != KeyRemoved && m.cfg.grace == 0)
 }
 
 // dueWindDown is what comes first when a hold is to be offered or
@@ -1113,7 +1125,12 @@ func (m *machine) onCampaign(in input) {
 			// starting at once): routine, and retried with backoff.
 			m.log.Debugf("election %s: campaign failed: %v", m.cfg.key, err)
 		case in.out.mayHaveApplied():
-			m.doubt = &doubtfulWrite{write: in.write, sent: sent, expect: in.expect, view: m.view, gone: m.gone}
+			if in.write == 0 { // a take-over's write carries no number
+				m.log.Warnf("election %s: campaign failed with an unknown outcome (%v): if it was stored, the key holds %s's name and is left to expire", m.cfg.key, err, m.cfg.identity)
+				break
+			}
+			m.doubt = &doubtfulWrite{write: in.write, sent: sent, expect: in.expect, view: m.view, gone: m.gone,
+				ttl: m.tm.ttl, epoch: m.epoch, remade: m.remadeSeen}
 			m.log.Warnf("election %s: campaign failed with an unknown outcome (%v): if it was stored, %s takes the key up as it sees the write in it", m.cfg.key, err, m.cfg.identity)
 		default:
 			m.log.Warnf("election %s: campaign failed: %v", m.cfg.key, err)
@@ -1233,13 +1250,15 @@ func (m *machine) observe(now time.Time, v keyView) bool {
 // carries (no other write carries it, a copy of our identity's neither):
 // as if the broker's answer came now, the lease counted from when the
 // write was sent. It reports whether it did. A later message that is not
-// the write, or the end of its lease, ends the doubt.
+// the write, the end of its lease, or a change of what the write was
+// judged by (the TTL, which the write's own message TTL keeps; the bucket,
+// made again) ends the doubt.
 func (m *machine) adoptDoubt(now time.Time, v keyView) bool {
 	d := m.doubt
 	switch {
 	case d == nil:
 		return false
-	case !now.Before(leaseEnd(d.sent, m.tm)):
+	case !now.Before(leaseEnd(d.sent, m.tm)) || m.tm.ttl != d.ttl || !m.epoch.Equal(d.epoch) || !m.remadeSeen.Equal(d.remade):
 		m.doubt = nil
 		return false
 	case v.State != KeyHeld || v.write != d.write || v.Leader != m.cfg.identity:

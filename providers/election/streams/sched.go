@@ -429,10 +429,13 @@ func (d *driver) take(s *scheduler) (input, bool) {
 }
 
 // takeStop takes the stop posted, if any, out of d's inbox, ahead of what
-// was posted before it: the asks of a candidate that stops are refused
-// all the same. Under s.mu.
+// was posted before it but the start: the asks of a candidate that stops
+// are refused all the same. Under s.mu.
 func (d *driver) takeStop() *input {
 	for i, a := range d.inbox {
+		if a.in.kind == inStart {
+			return nil
+		}
 		if a.in.kind == inStop {
 			d.inbox = append(d.inbox[:i:i], d.inbox[i+1:]...)
 			if len(d.inbox) == 0 {

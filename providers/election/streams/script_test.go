@@ -35,10 +35,13 @@ import (
 //	err=mismatch[:REV] | rejected | gone | no-responders | not-sent |
 //	    timeout | denied | closed | unknown
 //	rev=N expect=N sent=DUR ttl=DUR born=DUR to=NAME from=NAME
-//	healthy=BOOL marked live then-stop
+//	healthy=BOOL marked live then-stop [stop-to=NAME] write=N number=N
 //
-// then-stop hands a stop with the input, as the driver does with an
-// outcome when Stop was called while its action was in flight.
+// then-stop hands a stop with the input (naming the standby stop-to), as
+// the driver does with an outcome when Stop was called while its action
+// was in flight; write is the number a write's outcome says it carried,
+// number the one the entry's message carries (the machine's campaign
+// writes carry 1 in scripts).
 func TestMachineScripts(t *testing.T) {
 	t.Parallel()
 	datadriven.Walk(t, filepath.Join("testdata", "machine"), func(t *testing.T, path string) {
@@ -122,6 +125,8 @@ func (s *machineScript) input(t *testing.T, d *datadriven.TestData) input {
 	}
 	in := input{kind: kind}
 	sent := time.Duration(-1)
+	var number uint64
+	var stopTo string
 	for _, arg := range d.CmdArgs {
 		val := ""
 		if len(arg.Vals) > 0 {
@@ -160,9 +165,27 @@ func (s *machineScript) input(t *testing.T, d *datadriven.TestData) input {
 			in.restartable = true
 		case "then-stop":
 			in.stop = &input{kind: inStop}
+		case "stop-to":
+			stopTo = val
+		case "write":
+			in.write = s.number(t, d, val)
+		case "number":
+			number = s.number(t, d, val)
 		default:
 			d.Fatalf(t, "%s: unknown argument %q", d.Cmd, arg.Key)
 		}
+	}
+	if stopTo != "" {
+		if in.stop == nil {
+			d.Fatalf(t, "%s: stop-to without then-stop", d.Cmd)
+		}
+		in.stop.handOver.to = stopTo
+	}
+	if number != 0 {
+		if in.entry == nil {
+			d.Fatalf(t, "%s: number without an entry", d.Cmd)
+		}
+		in.entry.write = number
 	}
 	in.now = s.now
 	if sent >= 0 {
