@@ -21,9 +21,9 @@ import (
 // that wrote it (InstanceHeader), and the term it belongs to (TermHeader):
 // a running term's token, TermBegins for a write that takes the key and
 // begins a term as it lands, or TermWaits for a hold whose term has not
-// begun; and, on a campaign's write, a number drawn at random for that
-// write alone (WriteHeader), by which its writer knows it as its own when
-// the broker's answer was lost. Empty fields are not sent.
+// begun; and, on a write that takes the key, a number drawn at random for
+// that write alone (WriteHeader), by which its writer knows it as its own
+// when the broker's answer was lost. Empty fields are not sent.
 type Stamp struct {
 	Instance string
 	Term     string

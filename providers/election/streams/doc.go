@@ -119,8 +119,8 @@
 // and the deposed leader sits out that takeover. Only a holder's own release
 // marker is not a removal. A write whose outcome is unknown (a timeout) is
 // never assumed to be ours: a leader that cannot confirm its hold leads until
-// its deadline and then stands down, and a campaign's write is taken up only
-// once the candidate sees it in the key, known by a number drawn for that
+// its deadline and then stands down, and a write that takes the key is taken
+// up only once the candidate sees it in the key, known by a number drawn for that
 // write alone, with the lease counted from when it was sent (not across a
 // change of the bucket's TTL or a bucket made again).
 //

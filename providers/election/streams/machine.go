@@ -338,9 +338,10 @@ type action struct {
 	handOver handOver
 	// epoch: for doOffer, the bucket's creation time as we know it.
 	epoch time.Time
-	// write: for a doWrite that campaigns, a number drawn for it alone,
-	// which the write carries: seen in the key, it says the write is ours
-	// when its outcome was unknown (see doubt).
+	// write: for a doWrite that takes the key (a campaign, or a take-up
+	// of a key offered to us), a number drawn for it alone, which the
+	// write carries: seen in the key, it says the write is ours when its
+	// outcome was unknown (see doubt).
 	write uint64
 }
 
@@ -507,7 +508,7 @@ func (m *machine) take(in input) {
 	switch a := &m.out.do; {
 	case a.kind == doWrite && a.renewal:
 		m.held().renewalNames = a.term.token != 0
-	case a.kind == doWrite && m.taking.rev == 0:
+	case a.kind == doWrite:
 		a.write = uint64(m.cfg.random(math.MaxInt64)) + 1
 	}
 }
@@ -1125,7 +1126,7 @@ func (m *machine) onCampaign(in input) {
 			// starting at once): routine, and retried with backoff.
 			m.log.Debugf("election %s: campaign failed: %v", m.cfg.key, err)
 		case in.out.mayHaveApplied():
-			if in.write == 0 { // a take-over's write carries no number
+			if in.write == 0 { // a write that says nothing of itself
 				m.log.Warnf("election %s: campaign failed with an unknown outcome (%v): if it was stored, the key holds %s's name and is left to expire", m.cfg.key, err, m.cfg.identity)
 				break
 			}
