@@ -244,15 +244,14 @@ func (w *watchState) stop() (wasUp bool) {
 // doubtfulWrite is a campaign write whose outcome was unknown: its number
 // (action.write), when it was sent, the revision it expected, and what the
 // machine knew as it was written: the view (and the held view the key was
-// found gone from), the TTL, the bucket's creation time and when it last
-// saw the bucket made again.
+// found gone from), the bucket's creation time and when it last saw the
+// bucket made again. A change of the TTL ends the doubt (adoptTTL).
 type doubtfulWrite struct {
 	write  uint64
 	sent   time.Time
 	expect uint64
 	view   keyView
 	gone   *keyView
-	ttl    time.Duration
 	epoch  time.Time
 	remade time.Time
 }
@@ -672,7 +671,7 @@ func (m *machine) dueStopping(now time.Time) (time.Time, action, func(time.Time)
 	keeps := m.phase.holds() && m.phase != doomed && m.fatal == nil
 	switch {
 	case keeps && m.cfg.releaseOnStop && m.stopReadsSettings():
-		return now, action{kind: doReadTTL, since: m.hold.ttlSince, urgent: true}, nil
+		return now, action{kind: doReadTTL, since: m.hold.ttlSince}, nil
 	case keeps && m.handOver != nil && m.handOver.orNext && !m.handOver.offered && m.releaseMarked(now):
 		// The best standby known takes the key with one synced write
 		// of its own over ours, as in a hand-over, rather than after a
@@ -680,7 +679,11 @@ func (m *machine) dueStopping(now time.Time) (time.Time, action, func(time.Time)
 		// could be marked, so that its term may begin at once (rule 1).
 		return now, action{kind: doOffer, expect: m.held().rev, handOver: *m.handOver, epoch: m.epoch, timeout: m.offerTimeout(now, *m.handOver)}, nil
 	case keeps && m.cfg.releaseOnStop:
-		return now, action{kind: doRelease, expect: m.held().rev, marked: m.releaseMarked(now)}, nil
+		release := action{kind: doRelease, expect: m.held().rev, marked: m.releaseMarked(now)}
+		if ho := m.handOver; ho != nil && !ho.orNext && release.marked {
+			release.handOver = ho.releaseNames() // a hand-over the stop came upon still names its candidate
+		}
+		return now, release, nil
 	case m.watch.mode != watchDown:
 		return now, action{}, func(time.Time) { m.watch.stop(); m.note(note{kind: noteStopWatch}) }
 	}
@@ -1131,7 +1134,7 @@ func (m *machine) onCampaign(in input) {
 				break
 			}
 			m.doubt = &doubtfulWrite{write: in.write, sent: sent, expect: in.expect, view: m.view, gone: m.gone,
-				ttl: m.tm.ttl, epoch: m.epoch, remade: m.remadeSeen}
+				epoch: m.epoch, remade: m.remadeSeen}
 			m.log.Warnf("election %s: campaign failed with an unknown outcome (%v): if it was stored, %s takes the key up as it sees the write in it", m.cfg.key, err, m.cfg.identity)
 		default:
 			m.log.Warnf("election %s: campaign failed: %v", m.cfg.key, err)
@@ -1252,14 +1255,14 @@ func (m *machine) observe(now time.Time, v keyView) bool {
 // as if the broker's answer came now, the lease counted from when the
 // write was sent. It reports whether it did. A later message that is not
 // the write, the end of its lease, or a change of what the write was
-// judged by (the TTL, which the write's own message TTL keeps; the bucket,
-// made again) ends the doubt.
+// judged by (the bucket, made again; the TTL, which the write's own
+// message TTL keeps: see adoptTTL) ends the doubt.
 func (m *machine) adoptDoubt(now time.Time, v keyView) bool {
 	d := m.doubt
 	switch {
 	case d == nil:
 		return false
-	case !now.Before(leaseEnd(d.sent, m.tm)) || m.tm.ttl != d.ttl || !m.epoch.Equal(d.epoch) || !m.remadeSeen.Equal(d.remade):
+	case !now.Before(leaseEnd(d.sent, m.tm)) || !m.epoch.Equal(d.epoch) || !m.remadeSeen.Equal(d.remade):
 		m.doubt = nil
 		return false
 	case v.State != KeyHeld || v.write != d.write || v.Leader != m.cfg.identity:
@@ -1974,6 +1977,7 @@ func (m *machine) adoptTTL(now time.Time, ttl time.Duration) bool {
 		return true
 	}
 	m.log.Warnf("election %s: bucket TTL changed from %v to %v", m.cfg.key, m.tm.ttl, ttl)
+	m.doubt = nil // a write in doubt carries the TTL it was sent with
 	if h := m.held(); ttl < m.tm.ttl && m.phase.holds() {
 		if until := leaseEnd(h.sent, tm); until.Before(h.lease) {
 			h.lease = until

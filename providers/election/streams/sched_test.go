@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -221,5 +222,35 @@ func TestHoldersAndUrgentActionsNeverWait(t *testing.T) {
 		if got := routineAction(tc.m, tc.act); got != tc.want {
 			t.Errorf("phase %v, action %+v: waits %v, want %v", tc.m.phase, tc.act, got, tc.want)
 		}
+	}
+}
+
+// TestAStopIsTakenWithTheOutcomeAndBeforeOtherAsks: the driver's next
+// input is an action's outcome with the stop posted meanwhile, and a stop
+// goes before what else was posted, but never before the start.
+func TestAStopIsTakenWithTheOutcomeAndBeforeOtherAsks(t *testing.T) {
+	s := &scheduler{clock: clocktest.New(simStart), kick: make(chan struct{}, 1)}
+	d := &driver{sched: s}
+	d.inbox = []ask{{in: input{kind: inStart}}, {in: input{kind: inHandOver}}, {in: input{kind: inStop}}}
+	var got []inputKind
+	for {
+		in, ok := d.take(s)
+		if !ok {
+			break
+		}
+		got = append(got, in.kind)
+	}
+	if want := []inputKind{inStart, inStop, inHandOver}; !slices.Equal(got, want) {
+		t.Fatalf("took %v, want %v: the start first, then the stop, then the rest", got, want)
+	}
+
+	d.inbox = []ask{{in: input{kind: inHealth}}, {in: input{kind: inStop}}}
+	d.result = &input{kind: inWrite}
+	in, _ := d.take(s)
+	if in.kind != inWrite || in.stop == nil || in.stop.kind != inStop {
+		t.Fatalf("took %v with stop %v, want the write's outcome with the stop", in.kind, in.stop)
+	}
+	if in, _ := d.take(s); in.kind != inHealth {
+		t.Fatalf("then took %v, want the health input", in.kind)
 	}
 }
