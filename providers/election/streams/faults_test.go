@@ -41,10 +41,13 @@ func (f *lostAckStore) Write(ctx context.Context, key string, value []byte, expe
 	}
 	rev, err := f.store.Write(ctx, key, value, expect, st)
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err == nil && f.lose != nil && f.lose(value, expect) {
+	lost := err == nil && f.lose != nil && f.lose(value, expect)
+	if lost {
 		f.lost = append(f.lost, rev)
-		time.Sleep(f.late)
+	}
+	f.mu.Unlock()
+	if lost {
+		time.Sleep(f.late) // the lost answer's error comes late; not under mu, which lostRevisions takes
 		return 0, context.DeadlineExceeded
 	}
 	return rev, err
