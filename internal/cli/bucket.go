@@ -292,12 +292,15 @@ func (s *session) readElection(ctx context.Context, name string) (record, error)
 	return record{}, s.unknownElection(ctx, name)
 }
 
-// withStamp reads r's message again straight from the stream, for what
-// its writer said of itself (instance and token), which the KV API hides.
-// It returns r as it is when that read fails (a user that may not read
-// messages directly, say) or finds another message.
+// withStamp reads r's key again straight from the stream, for what its
+// writer said of itself (instance and token), which the KV API hides. A
+// message written since r (a renewal landing between the two reads) is as
+// good an answer and is returned in r's place: the key's latest message is
+// what the caller asked for. It returns r as it is when that read fails (a
+// user that may not read messages directly, say) or finds an older
+// message.
 func (s *session) withStamp(ctx context.Context, r record) record {
-	if latest, ok := s.readRaw(ctx, r.Key); ok && latest.Revision == r.Revision {
+	if latest, ok := s.readRaw(ctx, r.Key); ok && latest.Key == r.Key && latest.Revision >= r.Revision {
 		return latest
 	}
 	return r
