@@ -378,6 +378,33 @@ func TestAmbiguousCampaignIsTakenUpByItsWriterAlone(t *testing.T) {
 	checkHistory(t, evs)
 }
 
+// TestAStopLooksForItsWriteInDoubt: a candidate stopped while the answer
+// to its stored campaign write is lost reads the key once before it
+// finishes, finds its write, and releases it: the key is not left in its
+// name, leaderless, for up to a TTL. No term begins (no OnWon after Stop).
+func TestAStopLooksForItsWriteInDoubt(t *testing.T) {
+	t.Parallel()
+	const ttl = 6 * time.Second
+	ts := newTestServer(t)
+	kv := createBucket(t, connect(t, ts.url()), bucketConfig(ttl))
+	faulty := &lostAckStore{store: realStore(kv), late: 500 * time.Millisecond}
+	var once atomic.Bool
+	faulty.setLose(func(value []byte, _ uint64) bool { return len(value) > 0 && once.CompareAndSwap(false, true) })
+	rec := newRecorder()
+	stop := runElection(t, mustElection(t, "a", "stop_doubt", kv, append(rec.options("a"), withStore(faulty))...))
+	eventually(t, 5*time.Second, "a's stored campaign write", func() bool { return len(faulty.lostRevisions()) == 1 })
+	if v, rev, ok := value(t, kv, "stop_doubt"); !ok || v != "a" || rev != faulty.lostRevisions()[0] {
+		t.Fatalf("the key is %q at %d (%v), want a's write at %d", v, rev, ok, faulty.lostRevisions()[0])
+	}
+	stop() // while the write's answer is still to come, lost
+	if v, rev, ok := value(t, kv, "stop_doubt"); ok {
+		t.Fatalf("a stopped and left the key in its name (%q at %d) for up to a TTL", v, rev)
+	}
+	if evs := rec.snapshot(); wins(evs, "") != 0 {
+		t.Fatalf("a term began: %s", describe(evs))
+	}
+}
+
 func TestStartRetriesWhileTheBrokerIsDown(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t)

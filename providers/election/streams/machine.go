@@ -659,8 +659,9 @@ func (d *dueList) consider(at time.Time, act action, move func(time.Time)) {
 }
 
 // dueStopping: end a running take-over and the term, then offer the key
-// to the standby named on stop or release it, then stop watching; once
-// nothing is due at once, the machine is finished.
+// to the standby named on stop or release it (first reading the key once
+// if our campaign write is in doubt), then stop watching; once nothing is
+// due at once, the machine is finished.
 func (m *machine) dueStopping(now time.Time) (time.Time, action, func(time.Time)) {
 	if m.taking.rev != 0 {
 		return now, action{}, func(time.Time) { m.endTakeOver(errors.New("the candidate is stopping")) }
@@ -684,6 +685,11 @@ func (m *machine) dueStopping(now time.Time) (time.Time, action, func(time.Time)
 			release.handOver = ho.releaseNames() // a hand-over the stop came upon still names its candidate
 		}
 		return now, release, nil
+	case m.doubt != nil && !m.phase.holds() && m.cfg.releaseOnStop && m.fatal == nil:
+		// Our campaign write of unknown outcome may be in the key: look
+		// once (onRead ends the doubt), so that it is taken up and
+		// released rather than left in our name for up to a TTL.
+		return now, action{kind: doRead}, nil
 	case m.watch.mode != watchDown:
 		return now, action{}, func(time.Time) { m.watch.stop(); m.note(note{kind: noteStopWatch}) }
 	}
@@ -1019,6 +1025,9 @@ const staleAfter = time.Second
 func (m *machine) onRead(in input) {
 	done := in.now
 	m.confirmDue = time.Time{}
+	if m.stopping() {
+		defer func() { m.doubt = nil }() // a stopping candidate looks once
+	}
 	if in.err != nil {
 		if m.failed(in) {
 			return

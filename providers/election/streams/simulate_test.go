@@ -131,7 +131,7 @@ type simTotals struct {
 	handOvers, landed                     int
 	offers, taken, stopOffers, moves      int
 	preferred, onward, pastTerm           int
-	adopted                               int
+	adopted, adoptedOnStop                int
 	byFault                               map[string]int
 }
 
@@ -150,6 +150,7 @@ func (s *simTotals) add(r simResult) {
 	s.onward += r.onward
 	s.pastTerm += r.pastTerm
 	s.adopted += r.adopted
+	s.adoptedOnStop += r.adoptedOnStop
 	if s.byFault == nil {
 		s.byFault = map[string]int{}
 	}
@@ -163,8 +164,8 @@ func (s simTotals) String() string {
 	for _, k := range simFaultKinds {
 		kinds = append(kinds, fmt.Sprintf("%s %d", k, s.byFault[k]))
 	}
-	return fmt.Sprintf("%d terms, %d faults (%s), %d moves by the hand-over policy (%d leaders checked against a standby once quiet; %d announcements came in a later term than the one they were heard for), %d offers of the key (%d on stop, %d passed on past a refusal; %d taken up), %d hand-over releases (%d taken by the named candidate first), %d campaign writes of unknown outcome taken up as seen in the key, %d checks, 0 violations",
-		s.terms, s.faults, strings.Join(kinds, ", "), s.moves, s.preferred, s.pastTerm, s.offers, s.stopOffers, s.onward, s.taken, s.handOvers, s.landed, s.adopted, s.overlapsChecked)
+	return fmt.Sprintf("%d terms, %d faults (%s), %d moves by the hand-over policy (%d leaders checked against a standby once quiet; %d announcements came in a later term than the one they were heard for), %d offers of the key (%d on stop, %d passed on past a refusal; %d taken up), %d hand-over releases (%d taken by the named candidate first), %d campaign writes of unknown outcome taken up as seen in the key (%d by a stopping candidate's read), %d checks, 0 violations",
+		s.terms, s.faults, strings.Join(kinds, ", "), s.moves, s.preferred, s.pastTerm, s.offers, s.stopOffers, s.onward, s.taken, s.handOvers, s.landed, s.adopted, s.adoptedOnStop, s.overlapsChecked)
 }
 
 type simResult struct {
@@ -179,6 +180,7 @@ type simResult struct {
 	onward                int // offers of stopping leaders passed on to the next standby after a refusal
 	pastTerm              int // announcements delivered while a later term than the one they were heard for runs
 	adopted               int // campaign writes of unknown outcome taken up as their writer saw them in the key
+	adoptedOnStop         int // of those, by a stopping candidate's one read of the key
 	byFault               map[string]int
 	trace                 []string
 }
@@ -929,6 +931,9 @@ func (w *simWorld) step(n *simNode, in input) {
 	wake, do := n.d.handle(in) // the real driver: the machine, then its notes to the campaigner or the observer (see apply)
 	if doubt != nil && n.m.doubt == nil && n.m.hold != nil && n.m.hold.sent.Equal(doubt.sent) {
 		w.res.adopted++
+		if n.m.stopping() {
+			w.res.adoptedOnStop++
+		}
 	}
 	if v := n.m.view; n.obs == nil && v.known && v.State == KeyReleased && v.HandOverTo == n.identity && n.m.sitOut.until.After(in.now) {
 		w.fail("%s sits out for %v a release that hands the key over to it", n.name, n.m.sitOut.until.Sub(in.now).Round(time.Millisecond))
