@@ -428,23 +428,35 @@ func (d *driver) take(s *scheduler) (input, bool) {
 	return input{}, false
 }
 
-// takeStop takes the stop posted, if any, out of d's inbox, ahead of what
-// was posted before it but the start: the asks of a candidate that stops
-// are refused all the same. Under s.mu.
+// takeStop takes the stop posted, if any, out of d's inbox (see
+// stopFirst). Under s.mu.
 func (d *driver) takeStop() *input {
-	for i, a := range d.inbox {
-		if a.in.kind == inStart {
-			return nil
-		}
-		if a.in.kind == inStop {
-			d.inbox = append(d.inbox[:i:i], d.inbox[i+1:]...)
-			if len(d.inbox) == 0 {
-				d.inbox = nil
+	a, rest := stopFirst(d.inbox, func(a ask) inputKind { return a.in.kind })
+	d.inbox = rest
+	if a == nil {
+		return nil
+	}
+	return &a.in
+}
+
+// stopFirst finds the stop in inbox, if any, ahead of what was posted
+// before it but the start (the asks of a candidate that stops are refused
+// all the same), and returns it with the inbox without it (nil when
+// empty). The scheduler and the simulator order a driver's inputs by it.
+func stopFirst[T any](inbox []T, kind func(T) inputKind) (*T, []T) {
+	for i, a := range inbox {
+		switch kind(a) {
+		case inStart:
+			return nil, inbox
+		case inStop:
+			rest := append(inbox[:i:i], inbox[i+1:]...)
+			if len(rest) == 0 {
+				rest = nil
 			}
-			return &a.in
+			return &a, rest
 		}
 	}
-	return nil
+	return nil, inbox
 }
 
 // A wakeup is an instant, on its scheduler's clock, in the loop's heap:

@@ -1423,16 +1423,12 @@ func (w *simWorld) answer(n *simNode, a action, in input) {
 	w.drain(n)
 }
 
-// takeStop takes the stop queued for n, if any, out of its inbox, as the
-// real scheduler does with an outcome (driver.takeStop).
+// takeStop takes the stop queued for n, if any, out of its inbox, by the
+// real scheduler's rule (stopFirst).
 func (n *simNode) takeStop() *input {
-	for i, in := range n.inbox {
-		if in.kind == inStop {
-			n.inbox = append(n.inbox[:i:i], n.inbox[i+1:]...)
-			return &in
-		}
-	}
-	return nil
+	stop, rest := stopFirst(n.inbox, func(in input) inputKind { return in.kind })
+	n.inbox = rest
+	return stop
 }
 
 // drain hands n what its watch delivered while it was busy.
