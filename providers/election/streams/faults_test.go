@@ -26,6 +26,9 @@ type lostAckStore struct {
 	lost   []uint64
 	before func()        // called before each write is sent, if set
 	late   time.Duration // how long after the write a lost answer's error comes
+	// answer, if set, holds each lost answer's error back until it is
+	// closed (after late).
+	answer chan struct{}
 	// drop, if set, says which writes are never sent, their answer lost.
 	drop    func(value []byte, expect uint64) bool
 	dropped atomic.Int64
@@ -48,6 +51,9 @@ func (f *lostAckStore) Write(ctx context.Context, key string, value []byte, expe
 	f.mu.Unlock()
 	if lost {
 		time.Sleep(f.late) // the lost answer's error comes late; not under mu, which lostRevisions takes
+		if f.answer != nil {
+			<-f.answer
+		}
 		return 0, context.DeadlineExceeded
 	}
 	return rev, err
@@ -380,25 +386,33 @@ func TestAmbiguousCampaignIsTakenUpByItsWriterAlone(t *testing.T) {
 
 // TestAStopLooksForItsWriteInDoubt: a candidate stopped while the answer
 // to its stored campaign write is lost reads the key once before it
-// finishes, finds its write, and releases it: the key is not left in its
-// name, leaderless, for up to a TTL. No term begins (no OnWon after Stop).
+// finishes, finds its write, and releases it with the mark: the key is
+// not left in its name, leaderless, for up to a TTL, and standbys may
+// take over at once. No term begins (no OnWon after Stop).
 func TestAStopLooksForItsWriteInDoubt(t *testing.T) {
 	t.Parallel()
 	const ttl = 6 * time.Second
 	ts := newTestServer(t)
 	kv := createBucket(t, connect(t, ts.url()), bucketConfig(ttl))
-	faulty := &lostAckStore{store: realStore(kv), late: 500 * time.Millisecond}
+	faulty := &lostAckStore{store: realStore(kv), answer: make(chan struct{})}
 	var once atomic.Bool
 	faulty.setLose(func(value []byte, _ uint64) bool { return len(value) > 0 && once.CompareAndSwap(false, true) })
 	rec := newRecorder()
-	stop := runElection(t, mustElection(t, "a", "stop_doubt", kv, append(rec.options("a"), withStore(faulty))...))
+	a := mustElection(t, "a", "stop_doubt", kv, append(rec.options("a"), withStore(faulty))...)
+	stopped := runElection(t, a)
 	eventually(t, 5*time.Second, "a's stored campaign write", func() bool { return len(faulty.lostRevisions()) == 1 })
 	if v, rev, ok := value(t, kv, "stop_doubt"); !ok || v != "a" || rev != faulty.lostRevisions()[0] {
 		t.Fatalf("the key is %q at %d (%v), want a's write at %d", v, rev, ok, faulty.lostRevisions()[0])
 	}
-	stop() // while the write's answer is still to come, lost
-	if v, rev, ok := value(t, kv, "stop_doubt"); ok {
-		t.Fatalf("a stopped and left the key in its name (%q at %d) for up to a TTL", v, rev)
+	a.Stop()             // while the write's answer is held back...
+	close(faulty.answer) // ...then lost
+	stopped()
+	ent, err := realStore(kv).Latest(context.Background(), "stop_doubt")
+	if err != nil || ent == nil {
+		t.Fatalf("reading the key: %v", err)
+	}
+	if got := ReadEntry(ent); got.State != KeyReleased || got.ReleasedBy != "a" {
+		t.Fatalf("a stopped and left the key %s; want released by a with the mark", got.Describe())
 	}
 	if evs := rec.snapshot(); wins(evs, "") != 0 {
 		t.Fatalf("a term began: %s", describe(evs))

@@ -209,6 +209,10 @@ type hold struct {
 	// that names an earlier term would make observers report that term's.
 	// renewalNames is what the renewal under way says.
 	namesTerm, renewalNames bool
+	// foundOnStop: a write in doubt taken up while stopping. It is
+	// released only with the mark: standbys wait a TTL after an unmarked
+	// release, longer than after the write's own expiry.
+	foundOnStop bool
 }
 
 // watchState is what the machine knows of its watch. The watch is an
@@ -660,8 +664,9 @@ func (d *dueList) consider(at time.Time, act action, move func(time.Time)) {
 
 // dueStopping: end a running take-over and the term, then offer the key
 // to the standby named on stop or release it (first reading the key once
-// if our campaign write is in doubt), then stop watching; once nothing is
-// due at once, the machine is finished.
+// if our campaign write is in doubt, and leaving a write found so to
+// expire unless its release is marked), then stop watching; once nothing
+// is due at once, the machine is finished.
 func (m *machine) dueStopping(now time.Time) (time.Time, action, func(time.Time)) {
 	if m.taking.rev != 0 {
 		return now, action{}, func(time.Time) { m.endTakeOver(errors.New("the candidate is stopping")) }
@@ -679,7 +684,7 @@ func (m *machine) dueStopping(now time.Time) (time.Time, action, func(time.Time)
 		// release and a race of campaigns; offered only when a release
 		// could be marked, so that its term may begin at once (rule 1).
 		return now, action{kind: doOffer, expect: m.held().rev, handOver: *m.handOver, epoch: m.epoch, timeout: m.offerTimeout(now, *m.handOver)}, nil
-	case keeps && m.cfg.releaseOnStop:
+	case keeps && m.cfg.releaseOnStop && (!m.hold.foundOnStop || m.releaseMarked(now)):
 		release := action{kind: doRelease, expect: m.held().rev, marked: m.releaseMarked(now)}
 		if ho := m.handOver; ho != nil && !ho.orNext && release.marked {
 			release.handOver = ho.releaseNames() // a hand-over the stop came upon still names its candidate
@@ -1285,6 +1290,7 @@ func (m *machine) adoptDoubt(now time.Time, v keyView) bool {
 	m.doubt = nil
 	m.view, m.gone = d.view, d.gone // what the write was made on, as won judges it
 	m.won(d.sent, now, v.Revision, d.expect)
+	m.hold.foundOnStop = m.stopping()
 	m.log.Infof("election %s: %s's campaign write of unknown outcome is in the key at revision %d: taking the key up", m.cfg.key, m.cfg.identity, v.Revision)
 	return true
 }

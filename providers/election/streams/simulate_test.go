@@ -164,7 +164,7 @@ func (s simTotals) String() string {
 	for _, k := range simFaultKinds {
 		kinds = append(kinds, fmt.Sprintf("%s %d", k, s.byFault[k]))
 	}
-	return fmt.Sprintf("%d terms, %d faults (%s), %d moves by the hand-over policy (%d leaders checked against a standby once quiet; %d announcements came in a later term than the one they were heard for), %d offers of the key (%d on stop, %d passed on past a refusal; %d taken up), %d hand-over releases (%d taken by the named candidate first), %d campaign writes of unknown outcome taken up as seen in the key (%d by a stopping candidate's read), %d checks, 0 violations",
+	return fmt.Sprintf("%d terms, %d faults (%s), %d moves by the hand-over policy (%d leaders checked against a standby once quiet; %d announcements came in a later term than the one they were heard for), %d offers of the key (%d on stop, %d passed on past a refusal; %d taken up), %d hand-over releases (%d taken by the named candidate first), %d campaign writes of unknown outcome taken up as seen in the key (%d of them while stopping), %d checks, 0 violations",
 		s.terms, s.faults, strings.Join(kinds, ", "), s.moves, s.preferred, s.pastTerm, s.offers, s.stopOffers, s.onward, s.taken, s.handOvers, s.landed, s.adopted, s.adoptedOnStop, s.overlapsChecked)
 }
 
@@ -180,7 +180,7 @@ type simResult struct {
 	onward                int // offers of stopping leaders passed on to the next standby after a refusal
 	pastTerm              int // announcements delivered while a later term than the one they were heard for runs
 	adopted               int // campaign writes of unknown outcome taken up as their writer saw them in the key
-	adoptedOnStop         int // of those, by a stopping candidate's one read of the key
+	adoptedOnStop         int // of those, by a candidate stopping (most by the stop's one read of the key)
 	byFault               map[string]int
 	trace                 []string
 }
@@ -234,9 +234,13 @@ type simWorld struct {
 	key    string
 	ttl    time.Duration
 	msgTTL bool
-	nodes  []*simNode // the current process of each candidate
-	all    []*simNode // every process that ever ran, for the checks
-	obs    []*simNode // observers: machines with writes off
+	// stopsInDoubt: one in four stored writes that take the key and whose
+	// answer is lost are followed by a Stop before the answer is due (the
+	// election simulator's; a shard's candidates stop with their member).
+	stopsInDoubt bool
+	nodes        []*simNode // the current process of each candidate
+	all          []*simNode // every process that ever ran, for the checks
+	obs          []*simNode // observers: machines with writes off
 
 	epoch int // bumps when the bucket is made again
 	// lastMove is when the hand-over policy last moved a term.
@@ -467,6 +471,7 @@ func simulate(seed uint64, verbose bool) simResult {
 		key: simKey, lastToken: map[int]uint64{}, stamps: map[simWriteID]keymsg.Stamp{}, actions: map[[2]int64]int{}, duties: map[[2]int64]int{}}
 	w.ttl = ttls[rng.IntN(len(ttls))]
 	w.msgTTL = rng.IntN(2) == 0
+	w.stopsInDoubt = true
 	w.sharedIdentity = seed%4 == 3 // from the seed, not its draws: other seeds run as before
 	w.b = simkv.New(t0, w.ttl, w.msgTTL)
 	w.b.SetLateness(func(rev uint64) time.Duration {
@@ -1253,6 +1258,17 @@ func (w *simWorld) send(n *simNode, a action) {
 		in := w.apply2(n, a)
 		in.sent = sent
 		if replyLost || w.now.Add(l2).After(giveUp) {
+			if left := giveUp.Sub(w.now); w.stopsInDoubt && in.err == nil && a.write != 0 && left > 0 && !w.calm && w.rng.IntN(4) == 0 {
+				// Stop is called while the answer to a stored write
+				// that takes the key is lost: the stop's one read of
+				// the key finds the write (see dueStopping).
+				w.at(w.now.Add(w.dur(0, left)), func() {
+					if n.alive && !n.stopping {
+						w.res.byFault["stop"]++
+						w.stop(n)
+					}
+				})
+			}
 			w.at(giveUp, func() { w.answer(n, a, input{sent: sent, err: context.DeadlineExceeded}) })
 			return
 		}
@@ -1528,6 +1544,29 @@ func (w *simWorld) deliver(n *simNode, in input) {
 
 // faults
 
+// stop stops n, as Stop does, and starts it again within two TTLs.
+func (w *simWorld) stop(n *simNode) {
+	// A stopping leader offers the key to the standby its steward ranks
+	// best, if it knows one: here any other candidate, or one that is not
+	// running.
+	stop := input{kind: inStop}
+	if w.rng.IntN(5) == 0 {
+		stop.handOver.to = "ghost"
+	}
+	// Otherwise the real driver asks the real policy on the real roll as
+	// it takes the stop: the best healthy standby the steward heard of
+	// (see campaign).
+	w.logf("FAULT %s is stopped (successor %q)", n.name, stop.handOver.to)
+	n.stopping = true
+	if !n.busy && !w.now.Before(n.paused) {
+		stop.now = n.local(w.now)
+		w.step(n, stop)
+	} else {
+		n.inbox = append(n.inbox, stop)
+	}
+	w.start(n.id, w.dur(0, 2*w.ttl))
+}
+
 // fault draws one fault and applies it.
 func (w *simWorld) fault() {
 	kind := simFaultKinds[w.rng.IntN(len(simFaultKinds))]
@@ -1561,27 +1600,10 @@ func (w *simWorld) fault() {
 			w.logf("FAULT %s crashes", n.name)
 			n.alive, n.crashed = false, w.now
 			w.stopWatch(n)
+			w.start(n.id, w.dur(0, 2*ttl))
 		} else {
-			// A stopping leader offers the key to the standby its steward
-			// ranks best, if it knows one: here any other candidate, or
-			// one that is not running.
-			stop := input{kind: inStop}
-			if w.rng.IntN(5) == 0 {
-				stop.handOver.to = "ghost"
-			}
-			// Otherwise the real driver asks the real policy on the real
-			// roll as it takes the stop: the best healthy standby the
-			// steward heard of (see campaign).
-			w.logf("FAULT %s is stopped (successor %q)", n.name, stop.handOver.to)
-			n.stopping = true
-			if !n.busy && !w.now.Before(n.paused) {
-				stop.now = n.local(w.now)
-				w.step(n, stop)
-			} else {
-				n.inbox = append(n.inbox, stop)
-			}
+			w.stop(n)
 		}
-		w.start(n.id, w.dur(0, 2*ttl))
 	case "pause":
 		n := pick()
 		if n == nil {
