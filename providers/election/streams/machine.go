@@ -1032,6 +1032,12 @@ func (m *machine) onRead(in input) {
 	m.confirmDue = time.Time{}
 	if m.stopping() {
 		defer func() { m.doubt = nil }() // a stopping candidate looks once
+		if in.err != nil {
+			// Its connection closed or refused under the stop's read
+			// (Stop, then closing the connection): it stops, not fails.
+			m.log.Debugf("election %s: reading the key while stopping: %v", m.cfg.key, in.err)
+			return
+		}
 	}
 	if in.err != nil {
 		if m.failed(in) {
