@@ -170,7 +170,8 @@ func (e *Election) Instance() string { return e.instance }
 // closed for good (a leader then stands down at once, with CauseClosed), and
 // one wrapping ErrPermissionDenied when the broker refuses the election's
 // requests for permissions (a leader then stands down at once, with
-// CauseDenied); neither is retried. It first opens the bucket and reads its
+// CauseDenied); neither is retried, and either, met once Stop was called,
+// ends the stop and is no error. It first opens the bucket and reads its
 // settings, retrying with backoff while the broker is unreachable or the
 // bucket does not exist (and logging why, once for each cause), and returns
 // an error wrapping ErrInvalidBucket if they cannot hold elections safely.

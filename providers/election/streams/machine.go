@@ -944,12 +944,18 @@ func (m *machine) move(next phase) {
 }
 
 // failed notes an outcome that ends the campaign: a permission refusal
-// or a connection closed for good.
+// or a connection closed for good. Once Stop was called it ends the stop
+// (no further request is made) but is no failure for Start to return:
+// Stop, then closing the connection, is a common shutdown.
 func (m *machine) failed(in input) bool {
 	if !in.out.fatal() {
 		return false
 	}
-	if m.fatal == nil {
+	switch {
+	case m.fatal == nil && m.stopping():
+		m.log.Warnf("election %s: stopping: %v: making no further request (a write of ours left in the key expires)", m.cfg.key, in.err)
+		m.fatal, m.fatalOut = in.err, in.out
+	case m.fatal == nil:
 		ending := "ending the campaign"
 		if !m.cfg.writes {
 			ending = "no longer observing it"
@@ -1032,12 +1038,6 @@ func (m *machine) onRead(in input) {
 	m.confirmDue = time.Time{}
 	if m.stopping() {
 		defer func() { m.doubt = nil }() // a stopping candidate looks once
-		if in.err != nil {
-			// Its connection closed or refused under the stop's read
-			// (Stop, then closing the connection): it stops, not fails.
-			m.log.Debugf("election %s: reading the key while stopping: %v", m.cfg.key, in.err)
-			return
-		}
 	}
 	if in.err != nil {
 		if m.failed(in) {

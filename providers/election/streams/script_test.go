@@ -331,6 +331,8 @@ func (s *machineScript) render(out output) string {
 			notes = append(notes, "hand-over: "+errText(n.err))
 		case noteTakeOver:
 			notes = append(notes, "take-over: "+errText(n.err))
+		case noteFailed:
+			notes = append(notes, "failed (Start returns it): "+errText(n.err))
 		case noteLog:
 			if n.level >= levelWarn {
 				notes = append(notes, "logged: "+fmt.Sprintf(n.format, n.args...))

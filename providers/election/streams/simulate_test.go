@@ -1258,13 +1258,17 @@ func (w *simWorld) send(n *simNode, a action) {
 		in := w.apply2(n, a)
 		in.sent = sent
 		if replyLost || w.now.Add(l2).After(giveUp) {
-			if left := giveUp.Sub(w.now); w.stopsInDoubt && in.err == nil && a.write != 0 && left > 0 && !w.calm && w.rng.IntN(4) == 0 {
+			if left := giveUp.Sub(w.now); w.stopsInDoubt && in.err == nil && a.write != 0 && left > 0 && !w.calm &&
+				w.now.Before(w.quietFrom) && w.rng.IntN(4) == 0 {
 				// Stop is called while the answer to a stored write
-				// that takes the key is lost: the stop's one read of
-				// the key finds the write (see dueStopping).
+				// that takes the key is lost, a fault of the fault
+				// phase: the stop's one read of the key finds the
+				// write (see dueStopping).
 				w.at(w.now.Add(w.dur(0, left)), func() {
 					if n.alive && !n.stopping {
+						w.res.faults++
 						w.res.byFault["stop"]++
+						w.faultsEnd = later(w.faultsEnd, w.now)
 						w.stop(n)
 					}
 				})
