@@ -696,7 +696,13 @@ func (m *machine) dueStopping(now time.Time) (time.Time, action, func(time.Time)
 		// released rather than left in our name for up to a TTL.
 		return now, action{kind: doRead}, nil
 	case m.watch.mode != watchDown:
-		return now, action{}, func(time.Time) { m.watch.stop(); m.note(note{kind: noteStopWatch}) }
+		return now, action{}, func(time.Time) {
+			if keeps && m.cfg.releaseOnStop { // found on stop, its release unmarkable
+				m.log.Infof("election %s: leaving %s's write at revision %d to expire: its release could not be marked, and standbys would wait longer after an unmarked one", m.cfg.key, m.cfg.identity, m.hold.rev)
+			}
+			m.watch.stop()
+			m.note(note{kind: noteStopWatch})
+		}
 	}
 	return now, action{}, nil
 }
