@@ -433,11 +433,13 @@ func (e *Election) Stop() {
 	}
 }
 
-// HandedOverTo returns the candidate that took the key up from this one as
-// its latest term ended, when it offered the key on Stop (to the best-ranked
-// standby it knew of) or by HandOver; "" when that term ended otherwise (a
-// release, a loss), has not ended, or there was none. Read after Start
-// returns, it tells whether the stop handed over, and to whom, or released.
+// HandedOverTo returns the candidate that took the key up from this one
+// when it offered the key, on Stop (to the best-ranked standby it knew of)
+// or by HandOver: as its latest term ended, or, stopped before a term
+// began on a key it had taken, as it stopped. It is "" when the key went
+// otherwise (a release, a loss), has not gone, or was never held. Read
+// after Start returns, it tells whether the stop handed over, and to whom,
+// or released.
 func (e *Election) HandedOverTo() string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
