@@ -959,7 +959,7 @@ func (m *machine) failed(in input) bool {
 	}
 	switch {
 	case m.fatal == nil && m.stopping():
-		m.log.Warnf("election %s: stopping: %v: making no further request (a write of ours left in the key expires)", m.cfg.key, in.err)
+		m.log.Warnf("election %s: stopping: %v: making no further request (a key left in our name expires)", m.cfg.key, in.err)
 		m.fatal, m.fatalOut = in.err, in.out
 	case m.fatal == nil:
 		ending := "ending the campaign"
