@@ -10,8 +10,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/conclave-io/conclave/bucket"
-	"github.com/conclave-io/conclave/config"
-	"github.com/conclave-io/conclave/internal/brokertest"
 	"github.com/conclave-io/conclave/internal/keymsg"
 )
 
@@ -23,17 +21,8 @@ import (
 // renewal.
 func TestAwaitTakeover(t *testing.T) {
 	t.Parallel()
-	b := brokertest.StartSingle(t, func(c *config.Config) { c.LeaderElectionTTL = time.Minute })
-	nc, err := nats.Connect(b.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &session{nc: nc, js: js, bucket: bucket.Name, timeout: 10 * time.Second}
+	_, s := startSession(t)
+	js := s.js
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 

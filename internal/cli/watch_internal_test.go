@@ -8,13 +8,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/conclave-io/conclave/bucket"
-	"github.com/conclave-io/conclave/config"
-	"github.com/conclave-io/conclave/internal/brokertest"
 )
 
 // lockedBuffer is a bytes.Buffer safe for a writer and a reader, that
@@ -51,20 +44,8 @@ func (b *lockedBuffer) String() string { s, _ := b.snapshot(); return s }
 // reported as current, token unknown.
 func TestWatchStartedJustBeforeTheFirstCandidate(t *testing.T) {
 	// Not parallel: it sets the package variable testHookWatchRead.
-	b := brokertest.StartSingle(t, func(c *config.Config) { c.LeaderElectionTTL = time.Minute })
-	nc, err := nats.Connect(b.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kv, err := js.KeyValue(t.Context(), bucket.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	url, s := startSession(t)
+	kv := s.kv
 
 	for _, tc := range []struct {
 		name    string
@@ -99,7 +80,7 @@ func TestWatchStartedJustBeforeTheFirstCandidate(t *testing.T) {
 			stdout, stderr := newLockedBuffer(), newLockedBuffer()
 			done := make(chan int, 1)
 			go func() {
-				done <- Main(ctx, []string{"--server", b.ClientURL(), "election", "watch", key}, strings.NewReader(""), stdout, stderr)
+				done <- Main(ctx, []string{"--server", url, "election", "watch", key}, strings.NewReader(""), stdout, stderr)
 			}()
 			deadline := time.NewTimer(30 * time.Second)
 			defer deadline.Stop()
