@@ -100,11 +100,17 @@ func (f *feed) add(s *hubWatch) {
 	}
 	subs[s] = struct{}{}
 	if f.coversLocked(s.key) {
-		if last, ok := f.last[s.key]; ok {
-			s.sendLocked(last.ent)
-		}
-		s.sendLocked(nil)
+		f.sendStateLocked(s)
 	}
+}
+
+// sendStateLocked hands s its key's state: the latest message, if any,
+// then nil.
+func (f *feed) sendStateLocked(s *hubWatch) {
+	if last, ok := f.last[s.key]; ok {
+		s.sendLocked(last.ent)
+	}
+	s.sendLocked(nil)
 }
 
 // coversLocked reports whether the feed has delivered key's state: its
@@ -509,10 +515,7 @@ func (f *feed) markReadyLocked() {
 	f.ready = true
 	send := func(key string) {
 		for s := range f.subs[key] {
-			if last, ok := f.last[key]; ok {
-				s.sendLocked(last.ent)
-			}
-			s.sendLocked(nil)
+			f.sendStateLocked(s)
 		}
 	}
 	switch {

@@ -149,16 +149,13 @@ func (g *gate) grantLocked() {
 	for g.inFlight < g.limit {
 		var t *turn
 		for _, p := range priorities {
-			for len(g.waiting[p]) > 0 && t == nil {
+			for t == nil && len(g.waiting[p]) > 0 {
 				t = g.waiting[p][0]
 				g.waiting[p][0] = nil
 				g.waiting[p] = g.waiting[p][1:]
 				if t.done { // given up
 					t = nil
 				}
-			}
-			if t != nil {
-				break
 			}
 		}
 		if t == nil {

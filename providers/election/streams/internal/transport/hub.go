@@ -150,7 +150,7 @@ func hubFor(kv jetstream.KeyValue, js jetstream.JetStream, log Logger, isNews Co
 	h := &watchHub{key: k, kv: kv, js: js, log: log, isNews: isNews,
 		keyFeeds: map[string]*feed{}, groupFeeds: map[string]*feed{}, setOf: map[string]*feed{},
 		following: map[string]int{}, groupKeys: map[string]int{}, noFold: map[string]time.Time{},
-		gate: gate{limit: maxInFlight}}
+		gate: gate{limit: maxInFlight}, listeners: map[*listener]struct{}{}}
 	wp := weak.Make(h)
 	hubs.m[k] = wp
 	runtime.AddCleanup(h, func(k hubKey) {
@@ -208,19 +208,17 @@ func (h *watchHub) subscribe(ctx context.Context, key string, ttl time.Duration)
 	f.starting = true
 	h.mu.Unlock()
 
+	var err error
 	if start {
-		if err := f.start(ctx, ttl); err != nil {
+		if err = f.start(ctx, ttl); err != nil {
 			h.end(f, err)
-			h.mu.Lock()
-			folded := s.feed != f // onto the whole-bucket feed meanwhile, which serves it
-			h.mu.Unlock()
-			if !folded {
-				return nil, err
-			}
 		}
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if err != nil && s.feed == f { // not folded onto the whole-bucket feed, which serves it
+		return nil, err
+	}
 	if s.closed {
 		return nil, s.endErr()
 	}
@@ -725,9 +723,6 @@ func (h *watchHub) settingsChanges(notify func(sent time.Time)) func() {
 	l := &listener{notify: notify}
 	h.changesMu.Lock()
 	defer h.changesMu.Unlock()
-	if h.listeners == nil {
-		h.listeners = map[*listener]struct{}{}
-	}
 	h.listeners[l] = struct{}{}
 	h.adviseLocked()
 	return func() {

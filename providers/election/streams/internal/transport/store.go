@@ -58,9 +58,6 @@ type Store struct {
 	kv  jetstream.KeyValue
 	js  jetstream.JetStream
 	hub *watchHub
-	// putPrefix is what the subjects of raw writes begin with: the JetStream
-	// context's domain or API prefix when it has one, as nats.go's KV puts.
-	putPrefix string
 
 	mu sync.Mutex
 	// ttl is the bucket's TTL as last read; msgTTL is the per-message TTL
@@ -72,7 +69,7 @@ type Store struct {
 // are shared by the process's stores of one connection and bucket, and log
 // to, and judge with, the log and isNews of the first of them.
 func NewStore(kv jetstream.KeyValue, js jetstream.JetStream, log Logger, isNews Comparator) *Store {
-	return &Store{kv: kv, js: js, hub: hubFor(kv, js, log, isNews), putPrefix: putPrefix(js)}
+	return &Store{kv: kv, js: js, hub: hubFor(kv, js, log, isNews)}
 }
 
 // putPrefix returns what nats.go's KV puts in front of a key's subject when
@@ -250,13 +247,10 @@ func MapMismatch(err error) error {
 	return err
 }
 
-// subject is key's subject in the bucket's stream, as consumers filter on it
-// and reads ask for it.
-func (s *Store) subject(key string) string { return s.hub.subject(key) }
-
 // putSubject is the subject a raw write of key is published to: the one
-// nats.go's KV would use for a Put through the same JetStream context.
-func (s *Store) putSubject(key string) string { return s.putPrefix + s.subject(key) }
+// nats.go's KV would use for a Put through the same JetStream context (the
+// hub's key holds that context's putPrefix).
+func (s *Store) putSubject(key string) string { return s.hub.key.api + s.hub.subject(key) }
 
 // Delete writes a delete marker over revision rev of key: with a payload, a
 // raw one carrying it (a release mark); otherwise the KV API's. It reports
@@ -291,7 +285,7 @@ func (s *Store) Latest(ctx context.Context, key string) (jetstream.KeyValueEntry
 	if err != nil {
 		return nil, err
 	}
-	m, err := st.GetLastMsgForSubject(ctx, s.subject(key))
+	m, err := st.GetLastMsgForSubject(ctx, s.hub.subject(key))
 	switch {
 	case errors.Is(err, jetstream.ErrMsgNotFound):
 		return nil, nil
