@@ -22,8 +22,7 @@ const (
 	// Writes are campaigns: they go before reads, so that an election
 	// that read its key campaigns before the next ones read theirs.
 	Writes
-	// Urgent requests keep or hand on a lease a candidate holds: renewals
-	// and releases. They go before every other one waiting.
+	// Urgent requests keep or hand on a held lease (renewals, releases).
 	Urgent
 )
 
@@ -47,17 +46,13 @@ func priorityOf(ctx context.Context, byDefault Priority) Priority {
 
 // maxInFlight is how many requests (writes, deletes and key reads) one
 // process sends a bucket over one connection at once. The broker stores
-// writes one at a time, each synced to disk (a few thousand a second):
-// more requests in flight only queue there, each waiting for every one
-// ahead of it, until their replies come after their timeouts. A write
-// whose reply timed out may have been stored, and an election whose
-// campaign's outcome is unknown waits for its candidate to see the write
-// (or, was it lost with the broker, for the key to expire); renewals
-// timing out end terms. At 10,000 elections starting at
-// once, that fed on itself: 4,424 of 10,000 elections had no leader a
-// minute later. Waiting in the process instead keeps each request's time
-// at the broker short, fails cleanly (ErrNotSent) when its time runs out
-// before its turn, and lets renewals go first.
+// writes one at a time, each synced to disk: more in flight only queue
+// there until they time out, and a write that timed out may have been
+// stored (its election then waits to see it, or for the key to expire),
+// while a renewal that timed out ends its term. Waiting in the process
+// keeps each request's time at the broker short, fails cleanly
+// (ErrNotSent) when its time runs out before its turn, and lets renewals
+// go first.
 const maxInFlight = 64
 
 // gate admits a process's requests to the broker, at most limit at a time,
@@ -123,10 +118,9 @@ func (g *gate) enter(ctx context.Context, byDefault Priority) (func(), error) {
 }
 
 // leastLeft is the least time left a turn is sent with: a quarter of its
-// budget, or twice what requests took lately (took) but never more than
-// half its budget, so that a slow broker (or requests that timed out
-// there, which count in took) does not make the gate refuse every request
-// that had to wait, renewals included.
+// budget, or twice what requests took lately but at most half its budget,
+// so that a slow broker (timeouts count in took) does not make the gate
+// refuse every request that had to wait, renewals included.
 func (t *turn) leastLeft(took time.Duration) time.Duration {
 	return max(t.budget/4, min(2*took, t.budget/2))
 }

@@ -25,10 +25,8 @@ var openings = struct {
 // OpenBucket opens bucket name over js as js.KeyValue does, once for the
 // process's elections on js's connection: a bucket a live store of that
 // connection opened is not asked for again, and elections opening it
-// together share one request. Each open asks the broker for the stream's
-// settings through its JetStream API, which refuses requests past a limit
-// of pending ones: 30,000 elections starting at once, each opening the
-// bucket, took over a minute to all be led.
+// together share one request, since the broker's JetStream API refuses
+// requests past a limit of pending ones.
 func OpenBucket(ctx context.Context, js jetstream.JetStream, name string) (jetstream.KeyValue, error) {
 	k := hubKey{conn: js.Conn(), api: putPrefix(js), bucket: name}
 	hubs.mu.Lock()

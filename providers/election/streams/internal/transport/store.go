@@ -47,13 +47,12 @@ type Position struct {
 // revisions start again at 1); the election's isNews is the one used.
 type Comparator func(known, msg Position) bool
 
-// Store is an election bucket as a campaign uses it: five calls (Status,
-// Write, Delete, Latest, Watch). It writes raw messages with a per-message
-// TTL when the bucket allows one, writes release markers, and reads markers
-// directly from the stream. Its watches are shared with every other store
-// of the process on the same connection and bucket (see watchHub). A
-// refusal for permissions is explained by its callers (streams'
-// refusingStore).
+// Store is an election bucket as a campaign uses it: Status, Write,
+// Delete, Latest and Watch. It writes raw messages, with a per-message TTL
+// when the bucket allows one, and release markers, and reads markers from
+// the stream. Its watches are shared with the process's other stores of
+// the same connection and bucket (see watchHub). Its callers explain
+// refusals for permissions (streams' refusingStore).
 type Store struct {
 	kv  jetstream.KeyValue
 	js  jetstream.JetStream
@@ -129,11 +128,10 @@ func MessageTTL(ttl time.Duration) time.Duration {
 	return (ttl + time.Second - 1).Truncate(time.Second)
 }
 
-// Write stores value with a revision check. When the bucket allows it, the
-// message carries the TTL itself: the broker then expires it within a few
-// milliseconds of the TTL, where MaxAge can be hundreds late. Choria's
-// candidates write without one, and MaxAge expires their keys.
-// The message is published raw and carries st.
+// Write publishes value raw, carrying st, with a revision check. When the
+// bucket allows it, the message carries the TTL itself: the broker then
+// expires it within milliseconds of the TTL, where MaxAge can be hundreds
+// late. Choria's candidates write without one, and MaxAge expires theirs.
 func (s *Store) Write(ctx context.Context, key string, value []byte, rev uint64, st keymsg.Stamp) (uint64, error) {
 	s.mu.Lock()
 	ttl := s.msgTTL
@@ -154,8 +152,7 @@ func (s *Store) Write(ctx context.Context, key string, value []byte, rev uint64,
 	if err != nil {
 		var apiErr *jetstream.APIError
 		if errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeMessageTTLDisabled {
-			// The bucket no longer allows per-message TTLs: write
-			// without until Status says otherwise.
+			// Write without a TTL until Status says the bucket allows one.
 			s.mu.Lock()
 			s.msgTTL = 0
 			s.mu.Unlock()
@@ -166,13 +163,12 @@ func (s *Store) Write(ctx context.Context, key string, value []byte, rev uint64,
 }
 
 // publish sends m, a message of the bucket's stream with its headers set,
-// and returns the stream sequence the broker acknowledged, as the JetStream
-// context's PublishMsg does: a request bounded by ctx (by the JetStream
-// API's default timeout when ctx has none), tried twice more 250 ms apart
-// while no stream answers (jetstream.ErrNoStreamResponse after), a refusal
-// returned as a *jetstream.APIError, an unreadable acknowledgement as
-// jetstream.ErrInvalidJSAck. It reads an acknowledgement of a stored message
-// without encoding/json (readAck): every renewal gets one.
+// and returns the stream sequence acknowledged, as the JetStream context's
+// PublishMsg does: bounded by ctx (or defaultAPITimeout), retried while no
+// stream answers (then jetstream.ErrNoStreamResponse), a refusal returned
+// as a *jetstream.APIError, an unreadable acknowledgement as
+// jetstream.ErrInvalidJSAck. It reads acknowledgements without
+// encoding/json (readAck): every renewal gets one.
 func (s *Store) publish(ctx context.Context, m *nats.Msg) (uint64, error) {
 	nc := s.js.Conn()
 	if _, ok := ctx.Deadline(); !ok {
@@ -199,15 +195,13 @@ func (s *Store) publish(ctx context.Context, m *nats.Msg) (uint64, error) {
 	return readAck(resp.Data)
 }
 
-// defaultAPITimeout is the JetStream context's default bound on a request
-// whose context has no deadline.
+// defaultAPITimeout is the JetStream context's bound on a request whose
+// context has no deadline.
 const defaultAPITimeout = 5 * time.Second
 
 // readAck reads a publish's acknowledgement: the stream sequence of the
-// message stored, or the broker's refusal. The broker writes the two as
-// {"stream":"KV_…","seq":N} (with, for some, more fields after the
-// sequence) and {"error":{"code":N,"err_code":M,"description":"…"}}: those
-// shapes are read by hand (readStored, readRefusal); any other goes through
+// message stored, or the broker's refusal. The shapes the broker writes
+// are read by hand (readStored, readRefusal); any other goes through
 // encoding/json, with the errors of the JetStream context's PublishMsg.
 func readAck(data []byte) (uint64, error) {
 	if seq, ok := readStored(data); ok {
@@ -295,10 +289,8 @@ func (s *Store) Latest(ctx context.Context, key string) (jetstream.KeyValueEntry
 	return keymsg.EntryOf(s.kv.Bucket(), key, m.Data, m.Header, m.Sequence, m.Time), nil
 }
 
-// Watch follows key through the process's shared watches: its latest
-// message, then nil, then every change, until the watcher is stopped: ctx
-// bounds its set-up only. The watcher also has Err (why it ended on its own) and Restart (see
-// hubWatch).
+// Watch follows key through the process's shared watches (see
+// watchHub.subscribe); the watcher also has Err and Restart (see hubWatch).
 func (s *Store) Watch(ctx context.Context, key string) (jetstream.KeyWatcher, error) {
 	s.mu.Lock()
 	ttl := s.ttl
@@ -312,8 +304,7 @@ const errCodeMessageTTLDisabled jetstream.ErrorCode = 10166
 
 // StreamCreated returns when the stream behind a bucket's status was
 // created, or zero when the status does not say. It changes when the
-// bucket is made again, and not when the server restarts (as package
-// streams' TestPinStreamCreationTimeSurvivesARestart pins).
+// bucket is made again, not when the server restarts.
 func StreamCreated(st jetstream.KeyValueStatus) time.Time {
 	if bs, ok := st.(interface{ StreamInfo() *jetstream.StreamInfo }); ok && bs.StreamInfo() != nil {
 		return bs.StreamInfo().Created
