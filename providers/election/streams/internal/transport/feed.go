@@ -18,27 +18,21 @@ import (
 	"github.com/conclave-io/conclave/internal/keymsg"
 )
 
-// A feed is one consumer on the bucket's stream, filtered on one key or on
-// one prefix, that a hub shares among its subscriptions. It keeps the
-// latest message of each key that may still hold one, so that a
-// subscription joining a running feed gets the key's state at once, without
-// a consumer of its own. What a joining subscription needs of a key nobody
-// follows is whether it is held, and by whom: a delete or purge of such a
-// key is forgotten (the key is then absent, as if never seen), and so is a
-// value not renewed for longer than the bucket's TTL allows it to live. A
-// prefix feed that sees a fleet's elections come and go therefore keeps
-// the keys that are followed or alive, not every key it ever saw.
+// A feed is one consumer on the bucket's stream (filtered on a key, a
+// prefix, a set of keys, or nothing) that a hub shares among its
+// subscriptions. It keeps the latest message of each key that may still
+// hold one, so that a subscription joining a running feed gets the key's
+// state at once. Of a key nobody follows, a joining subscription needs
+// only whether it is held, and by whom: a delete or purge of it is
+// forgotten (the key is then absent, as if never seen), and so is a value
+// not renewed for longer than the bucket's TTL lets it live.
 //
 // A feed outlives its consumer: one the broker deletes or stops answering
-// for is made again from each key's last message, and while the bucket's
-// stream is missing the feed waits for it with its subscribers attached.
-// The stream's advisories of its deletion and creation tell every feed at
-// once (the broker tells a consumer only through a pull request it holds;
-// missing heartbeats are the backstop).
-// A bucket deleted and made again (its revisions start again at 1) shows
-// as a message at or below the revisions seen that the hub's comparator
-// finds news (written after them); the feed then follows the new bucket's
-// revisions (see recreatedLocked).
+// for is made again from each key's last message (see lost), and while
+// the bucket's stream is missing the feed waits for it with its
+// subscribers attached (see remake). A bucket deleted and made again shows
+// as a message the feed finds news at or below the revisions seen; the
+// feed then follows the new bucket's revisions (see recreatedLocked).
 type feed struct {
 	hub    *watchHub
 	filter string // the key, or "prefix.>", or for a set feed a description
@@ -64,12 +58,10 @@ type feed struct {
 	caught   uint64    // the latest generation that has delivered its keys' state
 
 	// A set feed's keys: true once a consumer made with the key has
-	// delivered its state, false while its subscribers wait for one. Its
-	// consumer is made again, with every key, when keys join (dirty: again
-	// once the one being made is up).
+	// delivered its state, false while its subscribers wait for one.
 	keys    map[string]bool
 	genKeys map[string]bool // the keys the current consumer was made with
-	dirty   bool
+	dirty   bool            // make the consumer again once the one being made is up
 
 	retry *time.Timer // the next try to make the consumer on a missing stream (under hub.mu)
 
@@ -83,12 +75,10 @@ type feed struct {
 type lastMsg struct {
 	ent jetstream.KeyValueEntry
 	at  time.Time
-	// old marks a message of a bucket since deleted and made again: the
-	// key's state as far as the feed knows until the new bucket has a
-	// message of the key, which replaces it whatever its revision. A
-	// subscriber joining meanwhile gets it, as a campaign must: the key's
-	// absence from the new bucket does not end the lease of its leader in
-	// the old one.
+	// old marks a message of a bucket since deleted and made again: still
+	// the key's state (the key's absence from the new bucket does not end
+	// its leader's lease in the old one) until the new bucket has a message
+	// of the key, which replaces it whatever its revision.
 	old bool
 }
 
@@ -119,7 +109,8 @@ func (f *feed) coversLocked(key string) bool {
 	return f.ready && (!f.set || f.keys[key])
 }
 
-// filtersLocked returns the subjects the feed's consumer filters on.
+// filtersLocked returns the subjects the feed's consumer filters on and,
+// for a set feed, the keys they cover.
 func (f *feed) filtersLocked() ([]string, map[string]bool) {
 	if !f.set {
 		return []string{f.hub.subject(f.filter)}, nil
@@ -160,8 +151,7 @@ func (f *feed) leaveLocked(key string) {
 }
 
 // overFilteredLocked reports whether the set feed's consumer filters on
-// more than twice the keys it still has (and it has some): it is to be
-// made again with them.
+// more than twice the keys it still has (and it has some).
 func (f *feed) overFilteredLocked() bool {
 	return len(f.keys) > 0 && len(f.genKeys) > 2*len(f.keys)
 }
@@ -212,12 +202,11 @@ func (f *feed) sweepLocked(now time.Time) {
 }
 
 // keepFor is how long a feed keeps the value of a key nobody follows
-// without hearing of it again. The broker removes a value no later than its
-// TTL (plus a few hundred milliseconds of lateness) after it was written,
-// hence after the feed got it; twice the TTL leaves room for a TTL raised
-// meanwhile. A subscriber that joins after the value was wrongly forgotten
-// is told the key is free: its write then fails on the revision check, and
-// it reads the key.
+// without hearing of it again. The broker removes a value at most its TTL
+// (and some lateness) after it was written; twice the TTL leaves room for
+// a TTL raised meanwhile. A subscriber that joins after the value was
+// wrongly forgotten is told the key is free: its write then fails on the
+// revision check, and it reads the key.
 func keepFor(ttl time.Duration) time.Duration {
 	if ttl <= 0 {
 		return 0 // the TTL is not known: keep values until they change
@@ -257,8 +246,7 @@ func (f *feed) detachLocked() bool {
 
 // heartbeat is how often an idle feed hears from the broker: often enough
 // that a lost consumer is noticed and made again within about a TTL, rarely
-// enough that a fleet of idle feeds costs the broker little (nats.go's
-// default is every 5s, twelve times a minute whatever the TTL).
+// enough that a fleet of idle feeds costs the broker little.
 func heartbeat(ttl time.Duration) time.Duration { return clamp(ttl/2, time.Second, 30*time.Second) }
 
 // pullExpiry is how long each pull request of a feed lasts: at least two
@@ -354,12 +342,11 @@ func (f *feed) restart() {
 
 // lost makes again, at most once a second, the consumer of generation gen
 // that the broker deleted, or stopped answering for. nats.go's ordered
-// consumer would remake it on its own, but from the stream sequence after
-// the last it delivered: when the bucket was deleted and made again (nats
-// kv rm, nats kv add), whose revisions start again at 1, that skips the new
-// bucket's messages until its revisions pass the old ones, and while the
-// stream is missing its one try fails and leaves the feed without a
-// consumer for good. A fresh consumer starts from each key's last message.
+// consumer would remake it from the stream sequence after the last it
+// delivered, which in a bucket made again (its revisions start again at 1)
+// skips the new messages until they pass the old revisions, and fails for
+// good while the stream is missing. A fresh consumer starts from each
+// key's last message.
 func (f *feed) lost(gen uint64, err error) {
 	h := f.hub
 	h.mu.Lock()
@@ -376,11 +363,9 @@ func (f *feed) lost(gen uint64, err error) {
 
 // remake stops the feed's consumer and makes a new one that starts from
 // each key's last message; subscribers stay attached. While the bucket's
-// stream is missing (deleted, perhaps to be made again) it tries again
-// with backoff rather than end the feed: its subscribers keep what they
-// know of their keys, which a subscription made again would lose (an
-// election key absent from a new bucket does not mean its leader's lease
-// is over). Any other failure ends the feed.
+// stream is missing it tries again with backoff rather than end the feed:
+// its subscribers keep what they know of their keys, which a subscription
+// made again would lose (see lastMsg.old). Any other failure ends the feed.
 func (f *feed) remake() {
 	h := f.hub
 	h.mu.Lock()
@@ -484,16 +469,15 @@ func (f *feed) deliver(gen uint64, ent jetstream.KeyValueEntry, caughtUp bool) {
 	}
 }
 
-// recreatedLocked reports whether ent belongs to a bucket made again since
-// the messages the feed remembers (deleted and created anew, so its
-// revisions start again at 1), as a campaign judges its view: a message at
-// the revision of the key's last one that is another message (another
-// operation, value or write time), or one at or below the highest revision
-// seen that the hub's comparator finds news against everything seen (the
-// broker wrote it after every message seen). A consumer of one stream
-// delivers each key's messages in order, and a remade one starts at each
-// key's last message, so neither happens without a new stream; an older
-// message replayed by a remade consumer is neither, and is dropped.
+// recreatedLocked reports whether ent belongs to a bucket made again (so its
+// revisions start again at 1) since the messages the feed remembers, as a
+// campaign judges its view: a message at the revision of the key's last
+// one that is another message (operation, value or write time), or one at
+// or below the highest revision seen that the hub's comparator finds news
+// against everything seen. A consumer of one stream delivers each key's
+// messages in order, and a remade one starts at each key's last message,
+// so neither happens without a new stream; an older message replayed by a
+// remade consumer is neither, and is dropped.
 func (f *feed) recreatedLocked(ent jetstream.KeyValueEntry) bool {
 	if prev, ok := f.last[ent.Key()]; ok && !prev.old && prev.ent.Revision() == ent.Revision() {
 		p := prev.ent
@@ -609,8 +593,7 @@ func (f *feed) startConsumer(ctx context.Context) (*consumerSource, error) {
 	}
 	// taken is the consumer sequence of the latest message the feed has
 	// taken in: the broker counts a message delivered once it sent it,
-	// which may be long before a busy process takes it in (see the
-	// readiness poll).
+	// which may be long before a busy process takes it in.
 	var taken atomic.Uint64
 	cc, err := consume(cons, func(m jetstream.Msg) {
 		md, err := m.Metadata()
@@ -637,13 +620,11 @@ func (f *feed) startConsumer(ctx context.Context) (*consumerSource, error) {
 	if info := cons.CachedInfo(); info != nil && info.NumPending == 0 {
 		f.deliver(gen, nil, true)
 	}
-	// The last message of the initial state may expire before it is
-	// delivered: then no message says the state is complete, and the
-	// consumer's info must, once the feed has taken in every message the
-	// broker sent. (Nothing pending at the broker is not enough: the
-	// messages it sent may still wait in the connection's buffers, and a
-	// subscriber told the state is complete without them would take its
-	// held key as gone.)
+	// The initial state's last message may expire before it is delivered:
+	// then no message says the state is complete, and the consumer's info
+	// must, once the feed has taken in every message the broker sent (what
+	// it sent may still wait in the connection's buffers, and a subscriber
+	// told the state is complete without it would take its held key as gone).
 	go func() {
 		defer close(src.done)
 		// Every second, then less often: a fleet of feeds waiting on a
@@ -672,10 +653,9 @@ func (f *feed) startConsumer(ctx context.Context) (*consumerSource, error) {
 
 // consumeError handles an error that the ordered consumer of generation
 // gen reports. A consumer deleted (alone or with its stream), silent, or
-// that nats.go failed to make again is made again from each key's last
-// message (see lost); a closed connection, or a broker that refuses the
-// consumer for a limit, ends the feed. Errors of a consumer already
-// replaced, or being replaced, change nothing.
+// that nats.go failed to make again is made again (see lost); a closed
+// connection, or a broker that refuses the consumer for a limit, ends the
+// feed. Errors of a consumer replaced, or being replaced, change nothing.
 func (f *feed) consumeError(gen uint64, err error) {
 	h := f.hub
 	h.mu.Lock()

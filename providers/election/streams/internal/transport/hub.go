@@ -17,34 +17,24 @@ import (
 )
 
 // A watchHub shares watches among the candidates and observers of one
-// process that use one bucket over one connection. However many candidates
-// and observers follow a key, each change of it reaches the process once,
-// and the process's consumers on the broker do not grow with its keys:
+// process that use one bucket over one connection: each change of a key
+// reaches the process once however many follow it, and the process's
+// consumers on the bucket do not grow with its keys:
 //
-//   - its first few keys (MaxKeyFeeds) get a consumer each, filtered on the
-//     key, which NATS permissions can scope;
-//   - the next ones join a set feed: one consumer with a filter for each
-//     of its keys (up to setKeys of them, in up to maxSetFeeds feeds),
-//     made again with the new keys when keys join;
+//   - its first MaxKeyFeeds keys get a consumer each, filtered on the key,
+//     which NATS permissions can scope;
+//   - the next ones join set feeds: up to maxSetFeeds consumers with a
+//     filter for each of up to setKeys keys, made again when keys join;
 //   - the rest share one consumer on the whole bucket (a process that
-//     follows that many keys usually follows most of the bucket); the keys
-//     still waiting in set feeds for a consumer made with them join it
-//     too (see foldWaitingLocked).
+//     follows that many keys usually follows most of it), which the keys
+//     still waiting in set feeds join too (see foldWaitingLocked).
 //
 // Permissions cannot scope a consumer with several filters: when the
-// broker refuses one, the hub falls back for noFoldFor to a consumer per
-// key, except that when the process follows FoldAt or more keys under one
-// prefix (the key's first dot-separated token, as in "app-a.scheduler"),
-// the keys it starts following after that share one consumer filtered on
-// the prefix ("$KV.<bucket>.app-a.>"), for up to maxPrefixFeeds prefixes:
-// a single filter, which permissions can scope too, but one that delivers
-// the prefix's other keys as well.
-//
-// With set feeds, a process has at most MaxKeyFeeds + maxSetFeeds + 1
-// consumers on the bucket whatever its keys' names. Up to MaxKeyFeeds +
-// maxSetFeeds*setKeys keys, each delivers only keys the process follows (a
-// set feed filters on at most twice the keys followed); past that, the
-// process receives the whole bucket's changes.
+// broker refuses one, the hub uses a consumer per key for noFoldFor,
+// except that once the process follows FoldAt keys under one prefix (the
+// key's first dot-separated token, as in "app-a.scheduler"), its next keys
+// there share a consumer filtered on "$KV.<bucket>.<prefix>.>", for up to
+// maxPrefixFeeds prefixes.
 //
 // A hub is kept alive by the stores that use it and dropped by the garbage
 // collector once none does.
@@ -71,13 +61,11 @@ type watchHub struct {
 	streamMu sync.Mutex
 	stream   jetstream.Stream
 
-	// consume starts consuming a feed's consumer; nil is cons.Consume.
-	// Tests set it to make Consume fail.
+	// consume is Consume for a feed's consumer; nil is cons.Consume (tests
+	// replace it).
 	consume func(cons jetstream.Consumer, handler jetstream.MessageHandler, opts ...jetstream.PullConsumeOpt) (jetstream.ConsumeContext, error)
 
-	// gate admits the process's writes and key reads to the broker (see
-	// maxInFlight).
-	gate gate
+	gate gate // admits the process's writes and key reads (see maxInFlight)
 
 	statusMu   sync.Mutex
 	statusBusy *statusRead // the read of the bucket's settings under way
@@ -85,10 +73,8 @@ type watchHub struct {
 	statusLast *statusRead // the latest answered read
 	statusLost int         // reads in a row presumed lost (see patienceLocked)
 
-	// Listeners to changes of the bucket's settings, which the stream's
-	// advisories announce (see settingsChanges), and feeds with a consumer,
-	// which the advisories of the stream deleted or made again tell to make
-	// theirs again (see followAdvisories).
+	// Listeners to the bucket's settings (see settingsChanges) and feeds
+	// with a consumer (see followAdvisories), which the advisories serve.
 	changesMu sync.Mutex
 	listeners map[*listener]struct{}
 	feedsLive int // feeds with a consumer
@@ -98,18 +84,14 @@ type watchHub struct {
 }
 
 // FoldAt is how many keys under one prefix a process must follow before
-// the next ones share a consumer on the prefix. Below it, one consumer per
-// key delivers nothing the process does not need; from it on, one consumer
-// replaces many, at the cost of the prefix's other keys' changes.
+// the next ones share a consumer on the prefix (where set feeds are
+// refused): one consumer then replaces many, at the cost of delivering the
+// prefix's other keys' changes too.
 const FoldAt = 8
 
-// The bounds on a hub's consumers (see watchHub): MaxKeyFeeds keys get a
-// consumer each, the next ones share maxSetFeeds set feeds of setKeys keys,
-// and the rest one feed of the whole bucket; where set feeds are refused,
-// maxPrefixFeeds prefixes get one each. setKeys is small because the
-// broker checks a new consumer's filters against each other, in time that
-// grows with the square of their number: at 4,096 filters, remaking set
-// feeds took most of a broker's CPU at 10,000 elections.
+// The bounds on a hub's consumers (see watchHub). setKeys is small because
+// the broker checks a new consumer's filters against each other, in time
+// that grows with the square of their number.
 const (
 	MaxKeyFeeds    = 5
 	maxPrefixFeeds = 4
@@ -128,7 +110,7 @@ const subBuffer = 64
 
 type hubKey struct {
 	conn   *nats.Conn
-	api    string // the JetStream context's domain or API prefix (putPrefix): buckets of one name in two domains are two buckets
+	api    string // putPrefix of the JetStream context: one name in two domains is two buckets
 	bucket string
 }
 
@@ -222,8 +204,6 @@ func (h *watchHub) subscribe(ctx context.Context, key string, ttl time.Duration)
 	if s.closed {
 		return nil, s.endErr()
 	}
-	// ctx bounded the set-up only: the subscription lives until stopped,
-	// and the feed stops with its last subscriber.
 	return s, nil
 }
 
@@ -282,15 +262,12 @@ func (h *watchHub) feedForLocked(key string) *feed {
 	return f
 }
 
-// foldWaitingLocked moves the keys that wait in set feeds for a consumer
-// made with them onto the whole-bucket feed, just made, which delivers
-// them anyway: a process that starts following thousands of keys at once
-// then makes one consumer for them, where the set feeds would each be
-// made again with hundreds of filters, which the broker checks against
-// each other. Their subscribers have had nothing yet, so the whole-bucket
-// feed gives them the key's state as it would a new subscriber. A set feed
-// left with no key ends; one left with a few is made again with those
-// when it filters on more than twice as many.
+// foldWaitingLocked moves the keys waiting in set feeds for a consumer made
+// with them onto the whole-bucket feed, just made, which delivers them
+// anyway: thousands of keys followed at once then cost one consumer, not
+// set feeds each made again with hundreds of filters. Their subscribers
+// have had nothing yet, so the whole-bucket feed gives them the key's
+// state as to a new subscriber. A set feed left with no key ends.
 func (h *watchHub) foldWaitingLocked() {
 	all := h.allFeed
 	for _, sf := range slices.Clone(h.setFeeds) {
@@ -553,7 +530,7 @@ func (s *hubWatch) Restart() {
 	f.restart()
 }
 
-// send hands ent to s, ending s if it has fallen too far behind.
+// sendLocked hands ent to s, ending s if it has fallen too far behind.
 func (s *hubWatch) sendLocked(ent jetstream.KeyValueEntry) {
 	if s.closed {
 		return
@@ -590,18 +567,14 @@ type statusRead struct {
 // status reads the bucket's settings with a request sent at most maxAge
 // before it returns (0: sent after the call began, as a term that must not
 // rest on a TTL read before it needs), and returns the read and its age.
-// Callers share reads: one made recently enough serves them, and callers
-// that arrive while a read is under way share it when it was sent recently
-// enough, or else the next one. A process whose thousands of elections read
-// the settings (on starting, on a failover, now and then while leading)
-// therefore sends a few requests, not thousands.
+// Callers share reads: one sent recently enough, answered or under way,
+// serves them, or else the next one, so that a process's thousands of
+// elections send a few requests, not thousands.
 //
-// A read unanswered after statusPatience is presumed lost, as when it was
-// sent while the stream had no leader: no caller joins it any more, and
-// the next read is sent without waiting for it to time out. Otherwise a
-// request sent during a Raft failover held every read of the process,
-// those that begin terms included, until statusTimeout, seconds after the
-// stream had a leader again.
+// A read unanswered after patienceLocked is presumed lost, as when sent
+// while the stream had no leader: no caller joins it any more, and the
+// next is sent without waiting for it to time out, so that a failover does
+// not hold every read, those that begin terms included, for statusTimeout.
 func (h *watchHub) status(ctx context.Context, maxAge time.Duration) (jetstream.KeyValueStatus, time.Duration, error) {
 	h.statusMu.Lock()
 	now := time.Now()
@@ -636,11 +609,9 @@ func (h *watchHub) status(ctx context.Context, maxAge time.Duration) (jetstream.
 
 // patienceLocked is how long a read goes unanswered before it is presumed
 // lost: statusPatience, then twice that while reads in a row go
-// unanswered. A broker that is slow rather than leaderless (a fleet
-// starting at once) gets at most two reads a second from each process;
-// more patience would delay the term that waits for a read once the
-// stream is back (the fault harness's leaderless gap after a broker
-// restart grew by 0.65 s with up to 2 s).
+// unanswered, so that a broker slow rather than leaderless gets at most
+// two reads a second from each process. More patience would delay the
+// term that waits for a read once the stream is back.
 func (h *watchHub) patienceLocked() time.Duration {
 	return statusPatience << min(h.statusLost, 1)
 }
@@ -701,10 +672,9 @@ func (h *watchHub) readStatus(r *statusRead) {
 }
 
 // statusTimeout bounds a shared read of the bucket's settings; each caller
-// also stops waiting when its own context ends. statusPatience is how long
-// a read may go unanswered before callers stop counting on it: a healthy
-// broker answers in milliseconds, and a process then sends at most one
-// read per statusPatience while its reads go unanswered.
+// also stops waiting when its own context ends. statusPatience (see
+// patienceLocked) is long for a healthy broker, which answers in
+// milliseconds.
 const (
 	statusTimeout  = 5 * time.Second
 	statusPatience = 250 * time.Millisecond
@@ -713,9 +683,8 @@ const (
 // settingsChanges calls notify, each time the bucket's stream announces a
 // change of its settings (an update, or the stream made or deleted), with
 // when a read of the settings made after the announcement was sent, and
-// returns a function that stops the calls. The process subscribes to the
-// stream's advisories once, while it has listeners, and reads the settings
-// once per advisory for all of them. notify is called under a lock of the
+// returns a function that stops the calls. The hub reads the settings once
+// per advisory for all its listeners. notify is called under a lock of the
 // hub's: it must not block nor call into the hub. Advisories are an
 // accelerator: ones lost while disconnected, or refused by permissions,
 // leave the elections' routine reads (see the machine's scheduleTTLCheck).
@@ -739,9 +708,9 @@ type listener struct{ notify func(sent time.Time) }
 // followAdvisories keeps the hub subscribed to the stream's advisories
 // while a feed's consumer runs, and returns the function that says it
 // stopped: a consumer of a stream deleted, or deleted and made again, is
-// gone, and the broker says so to the consumer only if a pull request of
-// it was waiting (otherwise its missing heartbeats tell, two heartbeats
-// later). The advisory tells every feed at once.
+// gone, and the broker says so to the consumer only through a pull request
+// it holds (otherwise its missing heartbeats tell, two heartbeats later).
+// The advisory tells every feed at once.
 func (h *watchHub) followAdvisories() func() {
 	h.changesMu.Lock()
 	defer h.changesMu.Unlock()
