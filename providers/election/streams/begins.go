@@ -9,28 +9,20 @@ import (
 	"github.com/conclave-io/conclave/internal/jsapi"
 )
 
-// A process's elections begin (open their bucket and read its settings,
-// then join the scheduler) a bounded number at a time per connection and
-// bucket, each of the few goroutines beginning one election after another:
-// a fleet's start launches tens of thousands at once, and the runtime keeps
-// the descriptor of every goroutine it ever made. Elections of one bucket
-// over one connection share their fate while they wait (the broker is
-// unreachable, the bucket not made yet), so none waits behind another
-// bucket's or connection's; one whose context ends while it waits ends at
-// once.
-
 // maxBeginsInFlight bounds the elections of one connection and bucket
-// that begin at once.
+// that begin (open the bucket, read its settings) at once (see turns).
+// Queues are per connection and bucket because their elections share their
+// fate while they wait (the broker unreachable, the bucket not made yet).
 const maxBeginsInFlight = 64
 
-// beginKey is the connection, JetStream API (a domain or prefix) and
-// bucket elections begin on.
+// beginKey is the connection, JetStream API prefix and bucket elections
+// begin on.
 type beginKey struct {
 	nc          *nats.Conn
 	api, bucket string
 }
 
-// queuedBegin is an election to begin, as begin takes it.
+// queuedBegin is an election to begin.
 type queuedBegin struct {
 	e           *Election
 	caller, ctx context.Context
@@ -50,12 +42,10 @@ var begins = struct {
 	m  map[beginKey]*turns
 }{m: map[beginKey]*turns{}}
 
-// enqueueBegin begins e now, on a goroutine, or once one of its
-// connection and bucket's elections beginning now has begun. ctx is
-// caller's child, which Stop ends: when either ends first, e leaves the
-// queue (leave) and finish is called with nil, as begin does then. The
-// wait is on caller, whose one map of children the process's elections
-// share; Stop calls leave itself.
+// enqueueBegin begins e in its turn. ctx is caller's child, which Stop
+// ends: when either ends first, e leaves the queue and finish is called
+// with nil, as begin does then. The wait is on caller, whose one map of
+// children the process's elections share; Stop calls leave itself.
 func (e *Election) enqueueBegin(caller, ctx context.Context, finish func(error)) {
 	k := beginKey{nc: connOf(e.js), bucket: e.opts.bucket}
 	if e.js != nil {

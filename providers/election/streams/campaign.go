@@ -16,12 +16,11 @@ import (
 	"github.com/conclave-io/conclave/providers/election/streams/internal/transport"
 )
 
-// driver steps a lease machine on its process's scheduler (see
-// scheduler): it performs the machine's actions on the store, feeds it
-// their outcomes and the watch's messages, and hands the machine's notes to
-// apply. It decides nothing itself. A candidate's campaigner and an
-// Observer are drivers. Its machine is stepped by one goroutine at a time,
-// never while its action is in flight.
+// driver steps a lease machine on its process's scheduler: it performs the
+// machine's actions on the store, feeds it their outcomes and the watch's
+// messages, and hands the machine's notes to apply, deciding nothing
+// itself. Its machine is stepped by one goroutine at a time, never while
+// its action is in flight.
 type driver struct {
 	key, identity string
 	instance      string // stamped on writes; "" for an observer
@@ -33,33 +32,28 @@ type driver struct {
 	log           Logger  // where the machine's noteLog lines go
 	// apply passes notes on, and returns what the machine must be told
 	// next, if anything.
-	apply func([]note) (input, bool)
-	// before is called before each write with whether it renews.
-	before func(renewal bool)
-	// lastLost, when set, is waited for before a release or an offer.
-	lastLost func() <-chan struct{}
+	apply    func([]note) (input, bool)
+	before   func(renewal bool)     // called before each write
+	lastLost func() <-chan struct{} // when set, waited for before a release or an offer
 	// offer, when set, offers the key, held at rev in the bucket created at
-	// epoch, to the candidate to, and returns nil once to took it (doOffer).
+	// epoch, to the candidate to, and returns nil once to took it.
 	offer func(ctx context.Context, to handOver, rev uint64, epoch time.Time) error
 	// successor, when set, names the standby a stopping leader offers the
 	// key to ("" for none), leaving out those named in but: asked as the
-	// driver takes the stop (handle), and again as the offer is made
-	// (offerOnward).
+	// driver takes the stop, and again as the offer is made.
 	successor func(but ...handOver) handOver
-	// stopTo is the standby the stop offers the key to, once stopping.
-	stopTo string
+	stopTo    string // the standby the stop offers the key to, once stopping
 
 	w      jetstream.KeyWatcher // the watch, or nil
 	drains sync.WaitGroup       // stopped watches still being drained
 	done   bool
 
-	// waiting are the asks taken (HandOver, an offer of the key), answered
-	// in order, each by the first note of its kind; those not answered
-	// when the driver finishes get ErrNotLeader.
+	// waiting are the asks taken, answered in order, each by the first
+	// note of its kind; those not answered when the driver finishes get
+	// ErrNotLeader.
 	waiting []ask
-	// launched is set once launch put the driver on its scheduler, whose
-	// loop reads its watch when told to; a driver stepped by hand (tests)
-	// reads its watch itself.
+	// launched: on its scheduler, whose loop reads its watch when told to;
+	// a driver stepped by hand (tests) reads its watch itself.
 	launched bool
 
 	// The scheduler's, under its mu.
@@ -103,11 +97,10 @@ func (d *driver) answer(k noteKind, err error) {
 // an ask posted once the driver has finished gets ErrNotLeader.
 func (d *driver) post(a ask) { d.sched.post(d, a) }
 
-// launch runs the driver on its scheduler from in, its first input, until
-// it finishes: ctx's end tells the machine to stop (as postStop does), the
-// watch and the bucket's notices of changes of its settings feed it. done
-// is called once it has finished, on a goroutine of its own, after the
-// watches it stopped have been drained.
+// launch runs the driver on its scheduler from first until it finishes
+// (ctx's end posts a stop), fed by the watch and the bucket's notices of
+// changes of its settings. done is called once it has finished, on a
+// goroutine of its own, after the watches it stopped have been drained.
 func (d *driver) launch(ctx context.Context, first input, done func()) {
 	if d.sched == nil {
 		d.sched = schedulerFor(d.clock)
@@ -135,14 +128,13 @@ func (d *driver) postStop() {
 	}
 }
 
-// settingsNotifier is a store that tells of changes of the bucket's
-// settings (see transport.Store.SettingsChanges).
+// settingsNotifier is a store that tells of changes of the bucket's settings.
 type settingsNotifier interface {
 	SettingsChanges(notify func(sent time.Time)) (stop func())
 }
 
-// campaigner drives one Election's lease machine and passes its notes on to
-// the Term, the callbacks and the recorder.
+// campaigner drives one Election's machine, passing its notes on to the
+// Term, the callbacks and the recorder.
 type campaigner struct {
 	driver
 	e        *Election
@@ -180,13 +172,12 @@ func newCampaigner(e *Election, n *notifier, tm timings, s *steward) *campaigner
 	return c
 }
 
-// launch campaigns under ctx on the process's scheduler until caller's
-// context ends or postStop is called (ctx is caller's child, which Stop
-// ends), and returns at once; done gets nil once the campaign has wound
-// down, or an error when it could not go on: the connection was closed for
-// good, or permission was refused. The stop waits on caller, whose one
-// map of children every election of the process shares, not on ctx.
-// unhealthy, when set, is why the health check before the start failed.
+// launch campaigns under ctx (caller's child, which Stop ends) on the
+// process's scheduler until caller ends or postStop is called, and returns
+// at once; done gets the campaign's result once it has wound down. The
+// stop waits on caller, whose one map of children every election of the
+// process shares, not on ctx. unhealthy is why the health check before the
+// start failed, if it did.
 func (c *campaigner) launch(caller, ctx context.Context, born time.Time, unhealthy error, done func(error)) {
 	c.rec.Started(c.e.key)
 	first := c.begin(ctx, born)
@@ -214,9 +205,8 @@ func (c *campaigner) begin(ctx context.Context, born time.Time) input {
 	return input{kind: inStart, now: c.clock.Now(), born: born}
 }
 
-// handle steps the machine with in and passes its notes on until it asks
-// for nothing more, and returns when to step it again, or the action to
-// perform first (its outcome is the next input).
+// handle steps the machine with in, passing its notes on, and returns when
+// to step it again and the action to perform first, if any.
 func (d *driver) handle(in input) (time.Time, action) {
 	switch {
 	case in.kind == inStop:
@@ -359,12 +349,10 @@ func (d *driver) perform(a action) input {
 
 // offerOnward offers the key as a says, and returns whom it offered it to
 // last. A stop's offer (orNext) refused outright, by an answer or for want
-// of one to answer, goes on to the next best standby the policy names
-// without those that refused (offerTo), while ctx lasts: a copy of the
-// same process may stop with the leader, and refuse. An offer left
-// unanswered is not followed by another, as its write may have landed; nor
-// would one to the next land over it: each offer's write is over the same
-// revision.
+// of one to answer, goes on to the next best standby (offerTo) while ctx
+// lasts: a copy of the same process may stop with the leader, and refuse.
+// An offer left unanswered is not followed by another, as its write may
+// have landed (and all are over the same revision).
 func (d *driver) offerOnward(ctx context.Context, a action) (handOver, error) {
 	to, _ := d.offerTo(a, nil)
 	err := d.offer(ctx, to, a.expect, a.epoch)
@@ -382,13 +370,11 @@ func (d *driver) offerOnward(ctx context.Context, a action) (handOver, error) {
 	return to, err
 }
 
-// offerTo is whom offer a goes to after the candidates refused refused
-// it (none yet: the first), and false when none is left. A stop's offer
-// (orNext) goes to the standby the policy names now (successor), leaving
-// out those that refused: who stands may have changed since the stop
-// began, as a copy of this process stopping with it. Otherwise, and when
-// the policy names no other candidate, the first offer goes where a says
-// and there is no next.
+// offerTo is whom offer a goes to once the candidates in refused refused
+// it, and false when none is left. A stop's offer (orNext) goes to the
+// standby the policy names now, as who stands may have changed since the
+// stop began; otherwise, and when the policy names no other candidate, the
+// first offer goes where a says and there is no next.
 func (d *driver) offerTo(a action, refused []handOver) (handOver, bool) {
 	to := a.handOver
 	if to.orNext && d.successor != nil {
@@ -414,8 +400,8 @@ func (d *driver) awaitLastLost() {
 // makeWatch subscribes to the key; a watch not set up within timeout is
 // given up.
 func (d *driver) makeWatch(timeout time.Duration) error {
-	// The context bounds the set-up only: the watch lives until stopped.
-	ctx, cancel := context.WithTimeout(context.Background(), timeout) // network time, not the election's clock
+	// Network time, not the election's clock; the watch lives until stopped.
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	w, err := d.store.Watch(ctx, d.key)
 	late := ctx.Err() != nil
 	cancel()
@@ -435,16 +421,15 @@ func (d *driver) makeWatch(timeout time.Duration) error {
 	return nil
 }
 
-// stopWatch stops the watch and drains it in the background: the watcher
-// blocks delivering into a full channel, and closes it only once stopped.
+// stopWatch stops the watch and drains it (the watcher blocks delivering
+// into a full channel until stopped), off the scheduler's loop, which steps
+// every machine of the process: stopping a shared watch's last
+// subscription waits for its consumer being made (seconds, when the broker
+// is slow or refuses it).
 func (d *driver) stopWatch() {
 	if d.w == nil {
 		return
 	}
-	// Stopped and drained off the scheduler's loop: stopping a shared
-	// watch's last subscription stops its consumer, which waits for one
-	// being made (seconds, when the broker is slow or refuses it), and
-	// the loop steps every machine of the process.
 	w := d.w
 	d.w = nil
 	d.drains.Add(1)
@@ -473,9 +458,7 @@ func logNotes(log Logger, notes []note) {
 	}
 }
 
-// takeNotes takes in the machine's notes for the driver itself: it stops
-// or restarts the watch, and keeps the timings in force and why the
-// campaign could not go on.
+// takeNotes takes in the machine's notes for the driver itself.
 func (d *driver) takeNotes(notes []note) {
 	for _, n := range notes {
 		switch n.kind {
@@ -494,8 +477,7 @@ func (d *driver) takeNotes(notes []note) {
 }
 
 // apply passes the machine's notes on. It returns what the machine must be
-// told next, if anything: that the term ended by its clock before an
-// extension reached it.
+// told next, if anything: that the term ended before an extension reached it.
 func (c *campaigner) apply(notes []note) (next input, ok bool) {
 	for _, n := range notes {
 		switch n.kind {
@@ -577,8 +559,6 @@ func (c *campaigner) finishTerm(cause Cause) {
 	c.rec.Lost(c.e.key, cause)
 	c.rec.Leading(c.e.key, false)
 	if cause == CauseReleased && c.stopTo != "" {
-		// The outcome of the offer is logged as it is known, and read
-		// from HandedOverTo.
 		c.log.Infof("election %s: %s stopped leading (stopping: offering the key to %s, else releasing it), token %d", c.e.key, c.e.identity, c.stopTo, t.Token())
 	} else {
 		c.log.Infof("election %s: %s stopped leading (%s), token %d", c.e.key, c.e.identity, cause, t.Token())

@@ -27,18 +27,15 @@ import (
 const writeGrace = time.Second
 
 // refusingStore is the store of a campaign or an observer on a real
-// connection. Each request ends as soon as the connection reports that the
-// broker refused it for permissions (NATS answers a refused request with
-// silence, so it would otherwise end only at its timeout, and a campaign
-// without permission would fail after several timeouts instead of at
-// once), with the refusal explained as ErrPermissionDenied.
+// connection. Each request ends, explained as ErrPermissionDenied, as soon
+// as the connection reports that the broker refused it for permissions:
+// NATS answers a refused request with silence, until its timeout.
 //
 // Until a campaign has written its key, its requests also end when it
-// stops (stop ends; an observer has none): reads, the bucket's settings and
-// a watch being set up at once, a claim writeGrace later. A campaign that wrote its key
-// may hold it, and its release is marked only with what those requests
-// tell (that earlier holders are gone): its requests keep their timeouts,
-// as its release does.
+// stops: reads, the bucket's settings and a watch being set up at once, a
+// claim writeGrace later. A campaign that wrote its key may hold it, and
+// its release is marked only with what those requests tell (that earlier
+// holders are gone): its requests keep their timeouts, as its release does.
 type refusingStore struct {
 	store
 	nc     *nats.Conn
@@ -49,8 +46,7 @@ type refusingStore struct {
 	wrote  atomic.Bool     // a write of the key succeeded: the campaign may hold it
 }
 
-// newRefusingStore wraps st, the store of bucket over js, to end its
-// requests on a refusal reported by js's connection or when stop ends.
+// newRefusingStore wraps st, the store of bucket over js.
 func newRefusingStore(st store, js jetstream.JetStream, bucket string, stop context.Context) *refusingStore {
 	api, put := jsapi.Prefix(js), ""
 	if api != jetstream.DefaultAPIPrefix {
@@ -102,15 +98,10 @@ func (s *refusingStore) request(ctx context.Context, what string, wait time.Dura
 	if explained := denied.ExplainFunc(s.nc, err, before, what, covers); errors.Is(explained, ErrPermissionDenied) {
 		return explained
 	}
-	if s.stopping() && ctx.Err() == nil && actx.Err() != nil {
+	if s.stop != nil && s.stop.Err() != nil && ctx.Err() == nil && actx.Err() != nil {
 		return fmt.Errorf("%w: cut short, as the campaign is stopping", err)
 	}
 	return err
-}
-
-// stopping reports whether the campaign stops.
-func (s *refusingStore) stopping() bool {
-	return s.stop != nil && s.stop.Err() != nil
 }
 
 func (s *refusingStore) streamInfo() string { return s.api + "STREAM.INFO.KV_" + s.bucket }
@@ -125,8 +116,7 @@ func (s *refusingStore) Status(ctx context.Context, maxAge time.Duration) (st je
 	return st, age, err
 }
 
-// SettingsChanges passes on the wrapped store's notices of changes of the
-// bucket's settings (see transport.Store.SettingsChanges).
+// SettingsChanges passes on the wrapped store's notices, if it gives any.
 func (s *refusingStore) SettingsChanges(notify func(sent time.Time)) (stop func()) {
 	if sc, ok := s.store.(settingsNotifier); ok {
 		return sc.SettingsChanges(notify)
@@ -155,8 +145,7 @@ func (s *refusingStore) Write(ctx context.Context, key string, value []byte, rev
 }
 
 func (s *refusingStore) Delete(ctx context.Context, key string, rev uint64, payload []byte, st keymsg.Stamp) (marked bool, err error) {
-	// A release is the handover a stopping leader owes: it keeps its
-	// request timeout.
+	// A release is the handover a stopping leader owes: never cut short.
 	err = s.request(ctx, "releasing election "+key, -1, denied.Naming(s.put+s.keySubject(key)), func(ctx context.Context) error {
 		marked, err = s.store.Delete(ctx, key, rev, payload, st)
 		return err
@@ -165,15 +154,12 @@ func (s *refusingStore) Delete(ctx context.Context, key string, rev uint64, payl
 }
 
 // Watch sets the watch up under a context that ends on a refusal of its
-// consumer or when the campaign stops; once set up, the watch lives until
-// stopped, as the store's.
+// consumer or when the campaign stops; once set up, it lives until stopped.
 func (s *refusingStore) Watch(ctx context.Context, key string) (w jetstream.KeyWatcher, err error) {
 	err = s.request(ctx, "watching election "+key, 0, s.coversWatch(key), func(actx context.Context) error {
 		w, err = s.store.Watch(actx, key)
 		if err == nil && actx.Err() != nil {
-			// The request ended as the watch came up (its consumer refused,
-			// or the campaign stopping): the watch goes with it, and the
-			// request reports why.
+			// The request ended as the watch came up: the watch goes with it.
 			kvwatch.StopInBackground(w, new(sync.WaitGroup))
 			w, err = nil, context.Cause(actx)
 		}

@@ -30,10 +30,8 @@ type Election struct {
 	instance string
 	key      string
 	js       jetstream.JetStream
-	// store is the campaign's view of the bucket: Start sets it once it has
-	// opened the bucket (it is set earlier only by tests, with withStore).
-	store store
-	opts  options
+	store    store // set by Start once it opened the bucket (earlier by tests)
+	opts     options
 
 	mu          sync.Mutex
 	started     bool
@@ -53,20 +51,8 @@ type Election struct {
 
 // NewElection returns a candidate named identity for the election key, in
 // the bucket CHORIA_LEADER_ELECTION (or the one InBucket names), over the
-// JetStream context js of the connection to campaign on:
-//
-//	js, err := jetstream.New(nc)
-//	...
-//	e, err := streams.NewElection("host1", "my_app", js, streams.OnWon(won), streams.OnLost(lost))
-//	...
-//	go e.Start(ctx)
-//
-// A leader that stops (Stop, or Start's context ending) releases its key
-// with a release mark, a delete marker naming it: the next candidate leads
-// at once, whether it is watching already or starts later, and Choria's
-// candidates take the key like any deleted one. js also gives the election
-// per-message TTLs where the bucket allows them, and watches shared by all
-// the candidates of the process on that connection.
+// JetStream context js of the connection to campaign on, whose watches it
+// shares with the process's other candidates on that connection.
 //
 // NewElection checks its arguments and returns errors wrapping
 // ErrInvalidKey, ErrInvalidIdentity or ErrInvalidOption (js nil included);
@@ -146,9 +132,7 @@ func ValidateKey(key string) error {
 	return nil
 }
 
-// validateIdentity returns an error wrapping ErrInvalidIdentity unless
-// identity can be a leader's value (the rule is package errs', which
-// standing.RequestHandOver applies too).
+// validateIdentity is errs.ValidateIdentity, which package standing shares.
 func validateIdentity(identity string) error { return errs.ValidateIdentity(identity) }
 
 // Identity returns the candidate's identity.
@@ -264,8 +248,7 @@ func (e *Election) setGoing(caller, ctx context.Context, tm timings, born time.T
 	n := newNotifier()
 	var s *steward
 	var unhealthy error
-	// This module's benchmarks may run candidates without who is standing,
-	// to measure what it costs (see internal/nostanding).
+	// Benchmarks may run candidates without who is standing (nostanding).
 	if nc := connOf(e.js); nc != nil && e.opts.store == nil && !nostanding.Marked(ctx) {
 		if e.opts.minTerm == 0 {
 			e.opts.minTerm = max(2*tm.ttl, 10*time.Second)
@@ -317,18 +300,18 @@ func (e *Election) tell(in input) {
 // candidate so named answers, or the one named is unhealthy or stopping,
 // it returns an error wrapping ErrHandOverRefused and the term goes on.
 // Then the term ends (OnLost with CauseHandedOver), and the leader offers
-// the key to that candidate,
-// over core NATS, and to takes it with one write over the leader's last
-// revision, its term beginning as after a release. Choria's candidates
-// see the key change holder, as after any takeover. If to does not take
-// the offer up within the offer timeout (the request timeout, at most the
-// window below and 1s: to is not running, is Choria's, or runs no
-// steward), the leader releases the key with a mark that names to, which
-// may take it at once (if to refused the offer, the release names nobody,
-// and the next candidate takes the key at once); the election's other Conclave candidates, this one
-// included, leave the key to to for a short window (a quarter TTL, between
-// 0.5s and 5s) from when they learn of the release, then campaign as after
-// any release; Choria's candidates see an ordinary release. It returns
+// the key to that candidate over core NATS, which takes it with one write
+// over the leader's last revision, its term beginning as after a release.
+// Choria's candidates see the key change holder, as after any takeover. If
+// to does not take the offer up within the offer timeout (the request
+// timeout, at most the window below and 1s: to is not running, is
+// Choria's, or runs no steward), the leader releases the key with a mark
+// that names to, which may take it at once (if to refused the offer, the
+// release names nobody, and the next candidate takes the key at once); the
+// election's other Conclave candidates, this one included, leave the key
+// to to for a short window (a quarter TTL, between 0.5s and 5s) from when
+// they learn of the release, then campaign as after any release; Choria's
+// candidates see an ordinary release. It returns
 // once to took the key or the key is released, or with an error wrapping
 // ErrNotLeader when this candidate does not lead (or stops meanwhile),
 // ErrHandOverTooSoon while a leader deposed before this term may still
@@ -527,10 +510,9 @@ func (e *Election) setRenewed(at time.Time) {
 	e.mu.Unlock()
 }
 
-// awaitBucket opens the bucket, unless a test gave a store, and reads and
-// checks its settings, retrying while the broker cannot be reached or the
-// bucket does not exist. It also returns when the bucket's stream was
-// created (zero if the store cannot tell), to notice it being made again.
+// awaitBucket opens the bucket (see bucketAccess.await) and returns its
+// TTL, checked, and when its stream was created (zero if the store cannot
+// tell), to notice it being made again.
 func (e *Election) awaitBucket(ctx context.Context) (time.Duration, time.Time, error) {
 	timeout := 5 * time.Second
 	if e.opts.requestTimeout > 0 {

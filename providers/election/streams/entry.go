@@ -11,8 +11,7 @@ import (
 )
 
 // KeyState is what the latest message of an election key says about the
-// election. Campaigns, observers and the CLI all read keys through
-// ReadEntry, so they agree on what every message means.
+// election, as ReadEntry reads it.
 type KeyState int
 
 const (

@@ -96,7 +96,7 @@ func classify(err error) (outcome, uint64) {
 // isLogged reports whether err was already logged by the store's shared
 // watch, which logs once for all its subscribers.
 func isLogged(err error) bool {
-	var logged errLogged
+	var logged transport.LoggedError
 	return err != nil && errors.As(err, &logged)
 }
 

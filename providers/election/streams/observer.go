@@ -89,13 +89,10 @@ type Leadership struct {
 	Renewed time.Time
 	// ExpiresBy is when the key expires unless renewed again, by the
 	// broker's clock: Renewed plus the bucket's current TTL. The broker may
-	// expire it a little later. The observer itself does not compare this
-	// with the local clock: it predicts expiries from when it saw the write.
+	// expire it a little later.
 	ExpiresBy time.Time
 
-	// handOverTo and releasedByInstance are, for a release, whom it hands
-	// the election to and the releasing instance.
-	handOverTo, releasedByInstance string
+	handOverTo, releasedByInstance string // of a release
 }
 
 // HasLeader reports whether someone leads.
@@ -121,7 +118,7 @@ type observerOptions struct {
 	onChange func(Leadership)
 	renewals bool
 	log      Logger
-	bucket   string // InBucket; the election bucket by default
+	bucket   string
 	clock    clock.Clock
 	store    store // tests: a store instead of the bucket's
 	standing *nats.Conn
@@ -182,22 +179,17 @@ type Observer struct {
 	// The rest is used only by the steps of the observer's machine.
 	driver driver
 	n      *notifier // runs OnChange
-	// last is the latest held write judged, and when it was seen: a
-	// renewal must follow it within a TTL.
-	last keyView
-	// judging is a write held back until the bucket's TTL has been read:
-	// the write came so long after the previous one that only the TTL in
-	// force tells a renewal from a new term.
+	last   keyView   // the latest held write judged, and when it was seen
+	// judging is a write held back until the bucket's TTL has been read
+	// (see needsTTL).
 	judging *keyView
 }
 
 // NewObserver returns an observer of election key in the bucket
-// CHORIA_LEADER_ELECTION (or the one InBucket names), over the
-// JetStream context js of the connection to watch on, as NewElection takes
-// a candidate's. It shares its watch with the candidates and observers of
-// the process that follow the same election on that connection, and reads
-// what each write says of its instance and term. It does not talk to the
-// broker: Run opens the bucket.
+// CHORIA_LEADER_ELECTION (or the one InBucket names), over the JetStream
+// context js of the connection to watch on, whose watches it shares with
+// the process's candidates and observers on that connection. It does not
+// talk to the broker: Run opens the bucket.
 func NewObserver(key string, js jetstream.JetStream, opts ...Option) (*Observer, error) {
 	if err := ValidateKey(key); err != nil {
 		return nil, err
@@ -280,7 +272,9 @@ func (o *Observer) Run(ctx context.Context) error {
 		return fmt.Errorf("%w: bucket %s has no TTL", ErrInvalidBucket, status.Bucket())
 	}
 	tm, _ := observerTimings(status.TTL())
-	o.setTTL(tm.ttl)
+	o.mu.Lock()
+	o.ttl = tm.ttl
+	o.mu.Unlock()
 	o.n = newNotifier()
 	stopFollowing := func() {}
 	if o.standing != nil {
@@ -334,11 +328,10 @@ func (o *Observer) getTTL() time.Duration {
 }
 
 // standingFollower keeps an observer's roll of who stands
-// (ObserveStanding): its subscription's announcements and the answers to
-// one question go into the roll, a wake-up on the scheduler's loop forgets
-// the silent, and, once the question is answered (the roll is partial
-// before), each change of the counts goes to the recorder through the
-// observer's notifier, in order, never on the loop or under a lock.
+// (ObserveStanding): announcements and the answers to one question go into
+// the roll, a wake-up on the scheduler's loop forgets the silent, and, once
+// the question is answered (the roll is partial before), each change of
+// the counts goes to the recorder through the observer's notifier.
 type standingFollower struct {
 	o        *Observer
 	reporter string
@@ -409,8 +402,6 @@ func (f *standingFollower) recount() {
 	if !f.due.IsZero() && !f.due.After(now) {
 		f.due = time.Time{} // it fired
 	}
-	// Most announcements leave the next expiry where it was: the
-	// scheduler's heap is left alone then.
 	if next := o.standing.expire(now, standing.AnnouncementExpiry(o.getTTL())); !next.IsZero() && !next.Equal(f.due) {
 		f.due = next
 		f.wake.set(next.Sub(now))
@@ -425,22 +416,15 @@ func (f *standingFollower) recount() {
 	o.n.post(func() { r.Standing(o.key, f.reporter, n.healthy, n.unhealthy) })
 }
 
-func (o *Observer) setTTL(ttl time.Duration) {
-	o.mu.Lock()
-	o.ttl = ttl
-	o.mu.Unlock()
-}
-
 // apply reports what the machine learned.
 func (o *Observer) apply(notes []note) (next input, ok bool) {
 	for _, n := range notes {
 		switch n.kind {
 		case noteTimings:
-			ttl := n.timings.ttl
-			o.setTTL(ttl)
 			o.mu.Lock()
+			o.ttl = n.timings.ttl
 			if o.current.HasLeader() {
-				o.current.ExpiresBy = o.current.Renewed.Add(ttl)
+				o.current.ExpiresBy = o.current.Renewed.Add(o.ttl)
 			}
 			o.mu.Unlock()
 		case noteTTLRead:
@@ -465,7 +449,7 @@ func (o *Observer) apply(notes []note) (next input, ok bool) {
 // after that one (over 0.8 TTL: Conclave leaders renew every third of it,
 // Choria's every 0.75) that only the TTL in force now tells whether the key
 // expired between them: a TTL lowered unseen, by up to a fifth (two of the
-// README's steps), would make a new term look like a renewal.
+// documented steps), would make a new term look like a renewal.
 func (o *Observer) needsTTL(v keyView) bool {
 	cur := o.Leadership()
 	soon := o.driver.tm.ttl * 4 / 5

@@ -49,7 +49,7 @@ type options struct {
 	clock          clock.Clock
 	log            Logger
 	recorder       Recorder
-	bucket         string              // the bucket's name (InBucket)
+	bucket         string
 	store          store               // tests only: replaces the bucket
 	random         func(n int64) int64 // tests only: the machine's jitter (nil: math/rand)
 	priority       int
@@ -58,8 +58,7 @@ type options struct {
 	minTerm        time.Duration // 0: twice the TTL, at least 10s
 	instance       string        // "": a random one
 
-	// For observers alone: OnChange, ObserveRenewals, ObserveStanding.
-	onChange func(Leadership)
+	onChange func(Leadership) // this and the next two: observers alone
 	renewals bool
 	standing *nats.Conn
 
@@ -68,16 +67,14 @@ type options struct {
 	candidateOnly, observerOnly string
 }
 
-// forCandidates notes that the option named, which serves candidates
-// alone, was given.
+// forCandidates notes that the option named, for candidates alone, was given.
 func (o *options) forCandidates(name string) {
 	if o.candidateOnly == "" {
 		o.candidateOnly = name
 	}
 }
 
-// forObservers notes that the option named, which serves observers alone,
-// was given.
+// forObservers notes that the option named, for observers alone, was given.
 func (o *options) forObservers(name string) {
 	if o.observerOnly == "" {
 		o.observerOnly = name
@@ -246,8 +243,7 @@ func WithMinTerm(d time.Duration) Option {
 	return positive("WithMinTerm", d, func(o *options) *time.Duration { return &o.minTerm })
 }
 
-// positive is the candidates' option called name: it sets the duration
-// that field points to, to d, which must be positive.
+// positive is the candidates' option name, setting *field(o) to d > 0.
 func positive(name string, d time.Duration, field func(*options) *time.Duration) Option {
 	return func(o *options) error {
 		o.forCandidates(name)
@@ -272,8 +268,7 @@ func WithClock(c clock.Clock) Option {
 	}
 }
 
-// WithLogger sets where the election or the observer logs what it does
-// and why.
+// WithLogger sets where the election or the observer logs what it does and why.
 func WithLogger(l Logger) Option {
 	return func(o *options) error {
 		if l == nil {

@@ -17,9 +17,8 @@ import (
 	"github.com/conclave-io/conclave/providers/election/streams/internal/transport"
 )
 
-// store is everything a campaign asks of the bucket: five calls. The
-// algorithm depends on this and nothing wider, which documents its I/O and
-// lets table tests drive it with an in-memory store and a fake clock.
+// store is everything a campaign asks of the bucket: five calls, which
+// tests serve with an in-memory store.
 type store interface {
 	// Status reads the bucket's settings with a request sent at most
 	// maxAge before it returns (0: sent after the call), and returns them
@@ -125,9 +124,8 @@ func openNamedBucket(ctx context.Context, js jetstream.JetStream, name string) (
 	return nil, fmt.Errorf("opening bucket %s: %w", name, err)
 }
 
-// newStore returns the store of a real bucket (see transport.Store). Its
-// watches, shared by the process, tell a bucket made again by the
-// election's comparator, isNews, as campaigns and observers do.
+// newStore returns the store of a real bucket, whose shared watches tell
+// news by the election's comparator, isNews.
 func newStore(kv jetstream.KeyValue, js jetstream.JetStream, log Logger) store {
 	return transport.NewStore(kv, js, log, func(known, msg transport.Position) bool {
 		return isNews(positionOf(known), positionOf(msg))
@@ -138,7 +136,3 @@ func newStore(kv jetstream.KeyValue, js jetstream.JetStream, log Logger) store {
 func positionOf(p transport.Position) position {
 	return position{epoch: p.Epoch, revision: p.Revision, written: p.Written}
 }
-
-// errLogged marks an error the store's shared watches already logged for
-// the process: the campaigns it reaches log it at debug level only.
-type errLogged = transport.LoggedError

@@ -13,10 +13,9 @@ import (
 //
 // Its validity is read from the clock: Valid turns false, and the context's
 // Err turns non-nil, the instant the local deadline passes, even if the
-// election's goroutine has not run since (for example after the process was
-// paused). Check Valid, or the context's Err, right before acting as leader,
-// and give the Token to any resource that can reject writes carrying a token
-// lower than one it has seen.
+// election's goroutine has not run since. Check Valid right before acting
+// as leader, and give the Token to any resource that can reject writes
+// carrying a token lower than one it has seen.
 type Term struct {
 	key      string
 	identity string

@@ -23,25 +23,16 @@ func clamp(d, lo, hi time.Duration) time.Duration { return min(max(d, lo), hi) }
 
 // outageRoom is the time a leader keeps, between a renewal falling due and
 // its deadline, for the broker to come back: a restart, or the election of
-// a new leader for the stream, which took 5.2–5.9 s on the benchmark
-// cluster. It is not the whole retry room: a renewal lost in the outage
-// also waits out its request timeout and the retry pause (see renewCadence).
+// a new leader for the stream (5.2–5.9 s on the benchmark cluster).
 const outageRoom = 10 * time.Second
 
 // renewCadence is the default renew interval for a TTL, given the margin,
 // request timeout and retry pause in force. It keeps a retry room (from
-// when a renewal falls due to the deadline) of at least
-//
-//	outageRoom + request + retry
-//
-// so that a renewal lost as the broker goes away, after its request times
-// out, is retried once the outage ends and still lands before the deadline;
-// and never less room than a third of the TTL left, so that at short TTLs it
-// renews every TTL/3 as before. Long TTLs renew less often, down to one
-// renewal per half lease, the longest interval RenewInterval accepts:
-//
-//	renew = max(ttl/3, min(lease − (outageRoom + request + retry), lease/2))
-//	lease = ttl − margin
+// when a renewal falls due to the deadline) of at least outageRoom +
+// request + retry, so that a renewal lost as the broker goes away, after
+// its request times out, is retried once the outage ends and still lands
+// before the deadline. Short TTLs renew every TTL/3, long ones down to once
+// per half lease, the longest interval RenewInterval accepts.
 func renewCadence(ttl, margin, request, retry time.Duration) time.Duration {
 	lease := ttl - margin
 	room := outageRoom + request + retry

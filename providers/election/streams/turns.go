@@ -3,14 +3,13 @@ package streams
 import "sync"
 
 // turns runs functions at most max at a time, in the order given, each of
-// its goroutines running one after another: a burst of thousands (a
-// fleet's stewards opening as their keys are read) holds max goroutines,
-// not one each, and the runtime keeps the descriptor of every goroutine it
-// ever made. What it runs should not wait long: the others wait behind it.
+// its goroutines running one after another: a burst of thousands holds max
+// goroutines, not one each, as the runtime keeps the descriptor of every
+// goroutine it ever made. What it runs should not wait long.
 type turns struct {
 	max int
 	// onIdle, if set, is called, without t's lock, each time the last
-	// function running returns with none waiting (see idle).
+	// function running returns with none waiting.
 	onIdle   func()
 	mu       sync.Mutex
 	inFlight int
