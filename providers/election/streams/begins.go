@@ -44,8 +44,8 @@ var begins = struct {
 
 // enqueueBegin begins e in its turn. ctx is caller's child, which Stop
 // ends: when either ends first, e leaves the queue and finish is called
-// with nil, as begin does then. The wait is on caller, whose one map of
-// children the process's elections share; Stop calls leave itself.
+// with nil, as begin does then. The wait is on caller (see
+// campaigner.launch); Stop calls leave itself.
 func (e *Election) enqueueBegin(caller, ctx context.Context, finish func(error)) {
 	k := beginKey{nc: connOf(e.js), bucket: e.opts.bucket}
 	if e.js != nil {

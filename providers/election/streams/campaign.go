@@ -139,7 +139,6 @@ type campaigner struct {
 	driver
 	e        *Election
 	n        *notifier
-	log      Logger
 	rec      Recorder
 	ctx      context.Context
 	term     *Term
@@ -154,7 +153,7 @@ func newCampaigner(e *Election, n *notifier, tm timings, s *steward) *campaigner
 		grace: e.opts.grace, releaseOnStop: e.opts.releaseOnStop, timings: e.timings,
 		random: e.opts.random,
 	}
-	c := &campaigner{e: e, n: n, log: e.opts.log, rec: e.opts.recorder}
+	c := &campaigner{e: e, n: n, rec: e.opts.recorder}
 	c.driver = driver{key: e.key, identity: e.identity, instance: e.instance, store: e.store, clock: e.opts.clock,
 		m: newMachine(cfg, tm), tm: tm, log: e.opts.log, apply: c.apply, before: c.notifyCampaign,
 		lastLost: func() <-chan struct{} { return c.lastLost },

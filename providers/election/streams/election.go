@@ -38,8 +38,7 @@ type Election struct {
 	running     bool
 	stopped     bool
 	cancel      context.CancelFunc
-	done        <-chan struct{} // closed when the campaign stops; set by Start
-	stopCtx     context.Context // ends when the campaign stops (done is its Done); set by Start
+	stopCtx     context.Context // ends when the campaign stops; set by Start
 	term        *Term
 	lastRenewal time.Time
 	tm          timings      // as the campaign last adopted them
@@ -82,7 +81,7 @@ func NewElection(identity, key string, js jetstream.JetStream, opts ...Option) (
 	}
 	instance := o.instance
 	if instance == "" {
-		instance = newInstance()
+		instance = fmt.Sprintf("%08x", rand.Uint32())
 	}
 	return &Election{identity: identity, instance: instance, key: key, js: js, store: o.store, opts: o}, nil
 }
@@ -99,11 +98,6 @@ func checkJetStream(js jetstream.JetStream, st store, over string) error {
 		return fmt.Errorf("%w: the JetStream context has no connection: pass jetstream.New(nc), nc being the connection to %s over", ErrInvalidOption, over)
 	}
 	return nil
-}
-
-// newInstance returns a random instance name: eight hex digits.
-func newInstance() string {
-	return fmt.Sprintf("%08x", rand.Uint32())
 }
 
 // ValidateKey returns an error wrapping ErrInvalidKey unless key is a valid
@@ -202,7 +196,7 @@ func (e *Election) Launch(ctx context.Context, ended func(error)) {
 	caller := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	e.cancel = cancel
-	e.done, e.stopCtx = ctx.Done(), ctx
+	e.stopCtx = ctx
 	e.running = true
 	e.mu.Unlock()
 	e.enqueueBegin(caller, ctx, func(err error) {

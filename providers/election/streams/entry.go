@@ -61,10 +61,8 @@ func releasePayload(identity string) []byte { return []byte(releasePrefix + iden
 //	hand over to <candidate>
 //	within <duration>
 //
-// The named candidate may take the key at once; Conclave's other
-// candidates leave it to the named one for the duration from when they
-// learn of the release, then take it as after any release. Choria's
-// candidates, and older readers, see a delete marker: a release.
+// The other Conclave candidates leave the key to the named one for the
+// duration (see Election.HandOver); Choria's candidates see a release.
 const (
 	handOverPrefix = "hand over to "
 	withinPrefix   = "within "
