@@ -143,24 +143,23 @@ func (e *Election) Key() string { return e.key }
 // apart. The key's value stays the identity, as Choria's tools show it.
 func (e *Election) Instance() string { return e.instance }
 
-// Start campaigns until ctx ends or Stop is called, and returns nil then;
-// it returns an error wrapping nats.ErrConnectionClosed if the connection is
-// closed for good (a leader then stands down at once, with CauseClosed), and
-// one wrapping ErrPermissionDenied when the broker refuses the election's
-// requests for permissions (a leader then stands down at once, with
-// CauseDenied); neither is retried, and either, met once Stop was called,
-// ends the stop and is no error. It first opens the bucket and reads its
-// settings, retrying with backoff while the broker is unreachable or the
-// bucket does not exist (and logging why, once for each cause), and returns
-// an error wrapping ErrInvalidBucket if they cannot hold elections safely.
-// A refusal is recognised as soon as the connection reports it, not at the
-// refused request's timeout. A leader that stops gets OnLost and, unless
-// WithReleaseOnStop(false), offers its key to the best-ranked healthy standby
-// it knows of (as HandOver does), or else releases it with a release mark;
-// Start returns after that. A candidate that never wrote its key stops at once:
-// a read or a watch in flight is given up, a claim a second later; one that
-// did may lead, and its requests and release keep their timeouts. An
-// Election campaigns once: a second Start returns ErrAlreadyStarted.
+// Start campaigns until ctx ends or Stop is called, and returns nil then.
+// It first opens the bucket and reads its settings, retrying with backoff
+// while the broker is unreachable or the bucket does not exist (logging
+// why, once for each cause), and returns an error wrapping ErrInvalidBucket
+// if they cannot hold elections safely. It returns an error wrapping
+// nats.ErrConnectionClosed once the connection is closed for good, or
+// ErrPermissionDenied as soon as the connection reports that the broker
+// refused the election's requests for permissions: neither is retried, a
+// leader then stands down at once (CauseClosed, CauseDenied), and either,
+// met once Stop was called, ends the stop and is no error. A leader that
+// stops gets OnLost and, unless WithReleaseOnStop(false), offers its key to
+// the best-ranked healthy standby it knows of (as HandOver does), or else
+// releases it with a release mark; Start returns after that. A candidate
+// that never wrote its key stops at once: a read or a watch in flight is
+// given up, a claim a second later; one that did may lead, and its
+// requests and release keep their timeouts. An Election campaigns once: a
+// second Start returns ErrAlreadyStarted.
 func (e *Election) Start(ctx context.Context) error {
 	result := make(chan error, 1)
 	e.Launch(ctx, func(err error) { result <- err })

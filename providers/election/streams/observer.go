@@ -247,8 +247,7 @@ const (
 	// minCheckInterval is the least time between two reads of the key: the
 	// observer never polls faster, whatever the clocks say.
 	minCheckInterval = 250 * time.Millisecond
-	// observerRequestTimeout bounds each request to the broker, and a
-	// fifth of the TTL bounds those of the election's own requests.
+	// observerRequestTimeout bounds each of the observer's requests.
 	observerRequestTimeout = 5 * time.Second
 )
 

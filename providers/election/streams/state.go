@@ -49,25 +49,14 @@ const (
 	CauseHandedOver
 )
 
+var causeNames = [...]string{CauseReleased: "released", CauseDeposed: "deposed", CauseDeadline: "deadline",
+	CauseExpired: "expired", CauseClosed: "closed", CauseDenied: "denied", CauseHandedOver: "handed over"}
+
 // String returns "released", "deposed", "deadline", "expired", "closed",
-// "denied" or "handed over".
+// "denied" or "handed over" ("unknown" for any other value).
 func (c Cause) String() string {
-	switch c {
-	case CauseReleased:
-		return "released"
-	case CauseDeposed:
-		return "deposed"
-	case CauseDeadline:
-		return "deadline"
-	case CauseExpired:
-		return "expired"
-	case CauseClosed:
-		return "closed"
-	case CauseDenied:
-		return "denied"
-	case CauseHandedOver:
-		return "handed over"
-	default:
-		return "unknown"
+	if c < Cause(len(causeNames)) && causeNames[c] != "" {
+		return causeNames[c]
 	}
+	return "unknown"
 }
