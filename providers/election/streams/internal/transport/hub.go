@@ -99,9 +99,8 @@ const (
 	setKeys        = 256
 )
 
-// noFoldFor is how long a prefix whose shared consumer could not be made
-// (for example because permissions allow only single keys) uses per-key
-// consumers before trying again.
+// noFoldFor is how long the hub uses per-key consumers after permissions
+// refused a shared one (a set or prefix feed) before trying it again.
 const noFoldFor = time.Minute
 
 // subBuffer is how many changes a subscription holds before it is ended as
