@@ -179,7 +179,7 @@ func WithInstance(name string) Option {
 // WithSafetyMargin sets how long before the broker could expire its key a leader
 // stops counting itself leader. It absorbs clock-rate differences between the
 // leader and the broker. Default: a tenth of the TTL. It must be below half
-// the TTL.
+// the TTL; from a third of it, the default renew interval is half the lease.
 func WithSafetyMargin(d time.Duration) Option {
 	return positive("WithSafetyMargin", d, func(o *options) *time.Duration { return &o.margin })
 }

@@ -32,11 +32,12 @@ const outageRoom = 10 * time.Second
 // request + retry, so that a renewal lost as the broker goes away, after
 // its request times out, is retried once the outage ends and still lands
 // before the deadline. Short TTLs renew every TTL/3, long ones down to once
-// per half lease, the longest interval RenewInterval accepts.
+// per half lease, the longest interval RenewInterval accepts; a margin of a
+// third of the TTL or more makes it half the lease.
 func renewCadence(ttl, margin, request, retry time.Duration) time.Duration {
 	lease := ttl - margin
 	room := outageRoom + request + retry
-	return max(ttl/3, min(lease-room, lease/2))
+	return min(max(ttl/3, min(lease-room, lease/2)), lease/2)
 }
 
 func (e *Election) timings(ttl time.Duration) (timings, error) {

@@ -100,6 +100,24 @@ func TestRenewCadenceFollowsTheOptions(t *testing.T) {
 	if tm := timingsWith(WithSafetyMargin(20 * time.Second)); tm.renew != 20*time.Second {
 		t.Fatalf("WithSafetyMargin(20s): renews every %v, want 20s (half the lease)", tm.renew)
 	}
+	// A margin of a third of the TTL or more, and no RenewInterval: the
+	// leader renews every half lease, not every TTL/3, which would leave
+	// less than an interval to retry in and fail with an error naming an
+	// option the user never set.
+	for _, c := range []struct{ ttl, margin, renew time.Duration }{
+		{10 * time.Second, 4 * time.Second, 3 * time.Second},
+		{9 * time.Second, 3 * time.Second, 3 * time.Second},
+		{60 * time.Second, 29 * time.Second, 15500 * time.Millisecond},
+	} {
+		o := defaultOptions()
+		if err := WithSafetyMargin(c.margin)(&o); err != nil {
+			t.Fatal(err)
+		}
+		tm, err := (&Election{opts: o}).timings(c.ttl)
+		if err != nil || tm.renew != c.renew {
+			t.Fatalf("WithSafetyMargin(%v) at TTL %v: renews every %v (%v), want %v", c.margin, c.ttl, tm.renew, err, c.renew)
+		}
+	}
 	// TTL 30 s with a 2 s request timeout: room 10 + 2 + 0.25 s, so
 	// 27 − 12.25 = 14.75 s, above half the lease (13.5 s).
 	o := defaultOptions()
