@@ -104,6 +104,30 @@ func TestStartRejectsBucketsThatCannotHoldElections(t *testing.T) {
 	}
 }
 
+// TestObserverRefusesABucketWithoutTTL: an observer's Run ends with
+// ErrInvalidBucket naming the observer and the bucket.
+func TestObserverRefusesABucketWithoutTTL(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t)
+	js, err := jetstream.New(connect(t, ts.url()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "FOREVER"}); err != nil {
+		t.Fatal(err)
+	}
+	o, err := NewObserver("app", js, InBucket("FOREVER"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = o.Run(ctx)
+	if !errors.Is(err, ErrInvalidBucket) || !strings.HasPrefix(err.Error(), "observer app: ") || !strings.Contains(err.Error(), "bucket FOREVER has no TTL") {
+		t.Fatalf("Run = %v, want ErrInvalidBucket from observer app saying bucket FOREVER has no TTL", err)
+	}
+}
+
 func TestSingleCandidateLeadsWithItsIdentityAsValue(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t)

@@ -268,7 +268,7 @@ func (o *Observer) Run(ctx context.Context) error {
 	case err != nil:
 		return nil // ctx ended
 	case status.TTL() <= 0:
-		return fmt.Errorf("%w: bucket %s has no TTL", ErrInvalidBucket, status.Bucket())
+		return fmt.Errorf("observer %s: %w: bucket %s has no TTL, so a leader's key would never expire; set a TTL on the bucket", o.key, ErrInvalidBucket, status.Bucket())
 	}
 	tm, _ := observerTimings(status.TTL())
 	o.mu.Lock()
