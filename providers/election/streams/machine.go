@@ -11,79 +11,62 @@ import (
 	"github.com/conclave-io/conclave/bucket"
 )
 
-// machine is the election's lease machine: everything one candidate (or,
-// with writes off, one observer) knows of its election key, and every
-// decision it takes. It does no I/O, starts no goroutine and reads no
-// clock: step takes what happened, with the time it happened, and returns
-// what to do next and when to be stepped again. Both come from one
-// function, plan, so what is due and when to wake cannot disagree.
-//
-// The driver performs at most one action at a time and steps the machine
-// with its result before anything else (with the stop, if one was posted
-// meanwhile).
+// machine is the election's lease machine: all one candidate (or, with
+// writes off, one observer) knows of its key, and every decision it takes.
+// It does no I/O and reads no clock: step takes what happened, and when,
+// and returns what to do and when to step again, both from plan. The
+// driver performs one action at a time and steps its result in first.
 type machine struct {
 	cfg machineConfig
 	tm  timings
-	log noteLogger // logs by note
-	out *output    // while a step runs: what it outputs
+	log noteLogger
+	out *output // while a step runs: what it outputs
 
 	phase   phase
 	view    keyView
 	seenRev uint64 // the highest revision seen in this epoch
-	// seenWritten is the latest broker write time of the messages seen up
-	// to seenRev, zero while seenRev's own is unknown (our own writes, a
-	// revision a failed write named): a lower revision written after it
-	// belongs to a bucket made again. An earlier message's time cannot
-	// stand for an unknown later one (a stale replica's answer between the
-	// two would pass for a new bucket's), and a later revision may carry
-	// an earlier time (broker clocks can go back across a change of the
-	// stream's leader): hence the latest, and none while unknown.
+	// seenWritten is the latest broker write time of the messages up to
+	// seenRev, zero while seenRev's is unknown: a lower revision written
+	// after it belongs to a bucket made again. Not an earlier message's
+	// time (a stale answer would pass for a new bucket's), and the latest,
+	// as broker clocks can go back across a change of stream leader.
 	seenWritten time.Time
-	// gone is the held view the key was last found gone from, as expired.
-	gone *keyView
-	// displaced is the view a failed campaign replaced with the revision
-	// its error named (see onCampaign), or a holder's view of its own
-	// write when it learned the bucket was made again (see
-	// noteBucketBorn), until the next view: a removal then removed what
-	// displaced showed.
+	gone        *keyView // the held view the key was last found gone from, as expired
+	// displaced is what a view replaced by a bare revision (a failed
+	// campaign's, onCampaign) or by a bucket made again (noteBucketBorn)
+	// showed, until the next view: a removal then removed that.
 	displaced *keyView
-	// doubt is our latest campaign write whose outcome was unknown: seen
-	// in the key, by the number it carries, it is ours (adoptDoubt).
-	doubt *doubtfulWrite
-	// remadeSeen, when set, is when a message showed the bucket was made
-	// again, before its creation time was read.
+	doubt     *doubtfulWrite // our latest campaign write of unknown outcome (adoptDoubt)
+	// remadeSeen: when a message showed the bucket made again, before its
+	// creation time was read.
 	remadeSeen time.Time
-	epoch      time.Time // when the bucket's stream was created, as last read: a change means it was made again
+	epoch      time.Time // the bucket's stream creation time, as last read
 
-	// candidate
 	nextCampaign time.Time // zero: nothing scheduled until the view changes
-	// confirmDue, when set, is when a read of the key fell due: the watch
-	// began with the key absent while we knew it held.
+	// confirmDue: a read of the key is due, the watch having begun with the
+	// key absent while we knew it held (at confirmFrom, from which a read
+	// confirming the absence judges it).
 	confirmDue  time.Time
-	confirmFrom time.Time // when it did: a read confirming the absence judges it from then
-	tries       int       // consecutive failed campaign attempts or reads
+	confirmFrom time.Time
+	tries       int // consecutive failed campaign attempts or reads
 	sitOut      sitOut
 
-	// the bucket's TTL
 	nextTTLCheck time.Time
-	ttlSince     time.Time // a read sent at or after it serves that check (see askTTL)
-	ttlReadAt    time.Time // when the latest successful read of it was sent
+	ttlSince     time.Time // a read sent at or after it serves that check (askTTL)
+	ttlReadAt    time.Time // when the latest successful read of the TTL was sent
 	ttlAskedRev  uint64    // the revision whose takeover last made us read it
-	ttlUnusable  error     // the bucket's TTL cannot hold elections: no campaign until it can
-	unhealthy    error     // why the candidate's health check fails: no campaign until it passes
+	ttlUnusable  error     // the TTL cannot hold elections: no campaign until it can
+	unhealthy    error     // the health check fails: no campaign until it passes
 
 	hold *hold // while phase.holds(); see held
-	// term is the running term's token, 0 while none runs (a term runs
-	// only in leading and doomed; tokens are revisions, never 0).
+	// term is the running term's token, 0 while none runs (tokens are
+	// revisions, never 0).
 	term uint64
-	// handOver, when set, is the hand-over under way: one asked for (or
-	// moved to by the policy), whose term ends, then the key is offered to
-	// the candidate, and if it does not take it, the release names it; or
-	// a stop's (orNext), the standby a stopping leader offers the key to
-	// before it releases it (see inStop).
+	// handOver is the hand-over under way (the term ends, the key is
+	// offered to the candidate, else the release names it), or a stop's
+	// (orNext): the standby offered the key before its release.
 	handOver *handOver
-	// taking, when rev is set, is an offer of the key we took up: the
-	// write over rev that takes the key is due or under way.
+	// taking, when rev is set: an offer taken up, its write due or under way.
 	taking takeOver
 
 	watch watchState
@@ -93,9 +76,8 @@ type machine struct {
 	fatalOut outcome // which of the two fatal was
 }
 
-// held returns the hold of the key while our write holds it (phase.holds),
-// and a fresh zero hold while it does not: a standby keeps none, and
-// nothing written to the fresh one outlives the call.
+// held returns the hold while phase.holds(), else a fresh zero one that
+// nothing written to outlives.
 func (m *machine) held() *hold {
 	if m.hold != nil {
 		return m.hold
@@ -103,9 +85,7 @@ func (m *machine) held() *hold {
 	return &hold{}
 }
 
-// kept returns v to keep beside the view, or nil for a view that tells
-// nothing: the machine keeps the few views it looks back on behind
-// pointers, as most of the time it keeps none.
+// kept returns v to keep beside the view, or nil if v is not known.
 func kept(v keyView) *keyView {
 	if !v.known {
 		return nil
@@ -113,85 +93,80 @@ func kept(v keyView) *keyView {
 	return &v
 }
 
-// machineConfig is what a machine is given once.
 type machineConfig struct {
 	identity, key string
-	writes        bool // false for an observer: it never writes
+	writes        bool // false for an observer
 	grace         time.Duration
 	releaseOnStop bool
 	offers        bool // the driver can offer the key to a candidate (doOffer)
 	timings       func(ttl time.Duration) (timings, error)
-	// random returns a number in [0, n): the source of the machine's
-	// jitter, so that a simulation can replay it.
+	// random returns a number in [0, n): the jitter, so a simulation can
+	// replay it.
 	random func(n int64) int64
 }
 
-// handOver is a leader's hand-over of the election to candidate to, which
-// has within to take the key before the others do.
+// handOver is a hand-over of the election to candidate to, which has
+// within to take the key before the others do.
 type handOver struct {
-	to string
-	// instance is the instance of to offered the key ("": any of them).
-	instance string
+	to       string
+	instance string // the instance of to offered the key ("": any)
 	within   time.Duration
 	// orNext: a stop's offer, which goes on to the next best standby when
-	// the one offered refuses (driver.offerOnward).
+	// one refuses (driver.offerOnward).
 	orNext bool
-	// offered: the offer of the key was made and not taken up (why:
-	// declined); the release names the candidate instead.
+	// offered: the offer was made and not taken up (declined, declinedOut
+	// say why); the release names the candidate instead.
 	offered     bool
 	declined    error
-	declinedOut outcome // what became of the offer
+	declinedOut outcome
 }
 
-// namesAnother reports whether ho names a candidate other than one of
-// identity: any other identity, or a copy of identity named by its
-// instance (an offer to the identity alone would reach every copy of it,
-// this one too).
+// namesAnother reports whether ho names a candidate other than us: another
+// identity, or a copy of ours named by its instance (an offer to the
+// identity alone would reach us too).
 func (ho handOver) namesAnother(identity string) bool {
 	return ho.to != "" && (ho.to != identity || ho.instance != "")
 }
 
-// takeOver is an offer of the key a leader made us after its term ended:
-// write over rev, which from holds, and the term may begin at once (rule 1).
+// takeOver is an offer of the key from a leader whose term ended: write
+// over rev, which from holds; the term may begin at once (rule 1).
 type takeOver struct {
 	from string
 	rev  uint64
 }
 
-// sitOut keeps a deposed leader out of the takeover that follows: a forced
-// stand-down must move leadership. It also keeps the candidates a
-// hand-over does not name out of the takeover for its window.
+// sitOut keeps a deposed leader out of the takeover that follows (a forced
+// stand-down must move leadership), and the candidates a hand-over does
+// not name out for its window.
 type sitOut struct {
 	until time.Time
 	rev   uint64 // the revision we were deposed at: a later holder ends the sit-out
-	// past: rev is a revision of a bucket deleted since (the hold given up
-	// in noteBucketBorn), not comparable with the new bucket's.
+	// past: rev is of a bucket deleted since (noteBucketBorn), not
+	// comparable with the new bucket's.
 	past bool
 }
 
 // hold is what a machine knows while its write holds the key.
 type hold struct {
 	rev   uint64    // revision of our latest confirmed write
-	token uint64    // fencing token of the next term: the write that took the key; 0 means rev
+	token uint64    // the next term's token: the write that took the key; 0 means rev
 	sent  time.Time // send time of our latest confirmed write
 	lease time.Time // leaseEnd(sent): the deadline of any term
 	wonAt time.Time // when the write that took the key was confirmed
 
 	// from is what the key was when we took it, fromSeenAt when we learned
-	// of that and fromTTL the TTL we knew then (see earlierHoldersGone).
+	// of that, fromTTL the TTL we knew then (earlierHoldersGone).
 	from       KeyState
 	fromSeenAt time.Time
 	fromTTL    time.Duration
-	// held is, when we took a key we saw held and then found gone, the
-	// view of it we judged its expiry by, with heldTTL, the TTL we knew;
-	// goneAt is when we found it gone.
+	// held: for a key we saw held and then found gone (at goneAt), the view
+	// we judged its expiry by, and heldTTL the TTL we knew.
 	held    *keyView
 	heldTTL time.Duration
 	goneAt  time.Time
 
-	// ttlRead is true once the bucket's TTL has been read since we took
-	// the key (by a read sent at or after ttlSince); ttlRetryAt is when to
-	// try reading it again.
+	// ttlRead: the TTL was read since we took the key (by a read sent at
+	// or after ttlSince); ttlRetryAt is when to try again.
 	ttlRead    bool
 	ttlRetryAt time.Time
 	ttlSince   time.Time
@@ -203,21 +178,19 @@ type hold struct {
 	// saidWaits: our latest write said the term waits, so the term's first
 	// renewal is written as it begins, to tell observers its token.
 	saidWaits bool
-	// namesTerm: our latest write said it renews a term, which has ended
-	// since if none runs. A later term of the hold waits for a renewal
-	// that says it waits: its token is that write's revision, and a write
-	// that names an earlier term would make observers report that term's.
+	// namesTerm: our latest write renewed a term, ended since if none
+	// runs. A later term waits for a renewal that says it waits, whose
+	// revision is its token: observers would report the earlier term's.
 	// renewalNames is what the renewal under way says.
 	namesTerm, renewalNames bool
-	// foundOnStop: a write in doubt taken up while stopping. It is
-	// released only with the mark: standbys wait a TTL after an unmarked
-	// release, longer than after the write's own expiry.
+	// foundOnStop: a write in doubt taken up while stopping, released only
+	// with the mark: after an unmarked release standbys wait a TTL, longer
+	// than after the write's own expiry.
 	foundOnStop bool
 }
 
-// watchState is what the machine knows of its watch. The watch is an
-// accelerator, never a gate: while there is none, or while a new one has
-// not delivered the key's state, the machine reads the key on its timers.
+// watchState is what the machine knows of its watch: an accelerator, never
+// a gate. Without a working one, the machine reads the key on its timers.
 type watchState struct {
 	mode        watchMode
 	restartable bool      // it can be made again in place
@@ -228,7 +201,6 @@ type watchState struct {
 	logged      string    // the last failure logged as a warning
 }
 
-// watchMode is what the watch does.
 type watchMode uint8
 
 const (
@@ -245,11 +217,9 @@ func (w *watchState) stop() (wasUp bool) {
 	return wasUp
 }
 
-// doubtfulWrite is a campaign write whose outcome was unknown: its number
-// (action.write), when it was sent, the revision it expected, and what the
-// machine knew as it was written: the view (and the held view the key was
-// found gone from), the bucket's creation time and when it last saw the
-// bucket made again. A change of the TTL ends the doubt (adoptTTL).
+// doubtfulWrite is a campaign write of unknown outcome: its number
+// (action.write), send time and expected revision, and what the machine
+// knew as it was written. A change of the TTL ends the doubt (adoptTTL).
 type doubtfulWrite struct {
 	write  uint64
 	sent   time.Time
@@ -262,43 +232,34 @@ type doubtfulWrite struct {
 
 // input is what happened, as the driver tells the machine.
 type input struct {
-	kind inputKind
-	now  time.Time // when it happened: for a request, when its answer came
-	sent time.Time // for a request: when it was sent
-	// entry is a message seen, or nil for none (the key has no message).
-	entry *Entry
-	// live: a watch delivered entry as it was written (not an initial value).
-	live   bool
-	rev    uint64        // a write's new revision
-	expect uint64        // the revision the write expected
-	write  uint64        // the number the write carried (action.write)
-	ttl    time.Duration // the bucket's TTL
-	born   time.Time     // when the bucket's stream was created; zero if unknown
-	// err is what went wrong, for messages; out is what became of the
-	// request, which the machine decides on (see classified).
-	err error
-	out outcome
-	// conflict: for outMismatch, the key's latest revision if the broker
-	// named it.
-	conflict uint64
-	// logged: err was logged already (by a shared watch).
-	logged bool
-	// marked: a release carried its mark.
-	marked bool
-	// restartable: the watch made can be made again in place (a shared one).
-	restartable bool
-	// handOver: for inHandOver, whom to hand over to, and within what
-	// time; for inStop, the standby to offer the key to, if any.
+	kind   inputKind
+	now    time.Time // when it happened: for a request, when its answer came
+	sent   time.Time // for a request: when it was sent
+	entry  *Entry    // a message seen; nil: the key has no message
+	live   bool      // a watch delivered entry as it was written (not an initial value)
+	rev    uint64    // a write's new revision
+	expect uint64    // the revision the write expected
+	write  uint64    // the number the write carried (action.write)
+	ttl    time.Duration
+	born   time.Time // when the bucket's stream was created; zero if unknown
+	// err is for messages; the machine decides on out (see classified).
+	err         error
+	out         outcome
+	conflict    uint64 // for outMismatch: the key's latest revision, if the broker named it
+	logged      bool   // err was logged already (by a shared watch)
+	marked      bool   // a release carried its mark
+	restartable bool   // the watch made can be made again in place (a shared one)
+	// handOver: for inHandOver, whom to hand over to and within what time;
+	// for inStop, the standby to offer the key to, if any.
 	handOver handOver
-	// unhealthy: for inHealth, and for inStart when the first check came
-	// before it, why the candidate's health check failed; nil: it passed.
+	// unhealthy: for inHealth (and inStart, if the first check came
+	// first), why the health check failed; nil: it passed.
 	unhealthy error
-	// from: for inOffered, the leader offering the key; in.expect is its
-	// revision and in.born the bucket's creation time it knows.
+	// from: for inOffered, the leader offering the key over expect, in the
+	// bucket born.
 	from string
-	// stop: a stop posted while this outcome's action was in flight, taken
-	// with it before anything the outcome made due: a term the outcome
-	// would begin does not begin once Stop was called.
+	// stop: a stop posted while this action was in flight, taken before
+	// anything the outcome made due: no term begins once Stop was called.
 	stop *input
 }
 
@@ -319,7 +280,7 @@ const (
 	inTermLapsed // the driver's term ended by its clock before an extension reached it
 	inAskTTL     // the driver wants the bucket's TTL read now (an observer judging a write)
 	inHandOver   // hand the election over to in.handOver.to (Election.HandOver)
-	inHealth     // the candidate's health check passed, or failed (in.unhealthy)
+	inHealth     // the health check passed, or failed (in.unhealthy)
 	inOffered    // in.from, which ended its term, offers us the key over in.expect
 	inOffer      // the outcome of doOffer: nil when the candidate took the key
 )
@@ -333,24 +294,20 @@ type action struct {
 	urgent  bool          // doWrite: goes before the process's routine requests, as renewals do
 	marked  bool          // doRelease: carry the release mark
 	timeout time.Duration // bound on the request
-	// since: for doReadTTL, a read sent at or after since serves, such as
-	// one the process's other elections made meanwhile. Zero: a new read.
+	// since: for doReadTTL, a read sent at or after since serves (such as
+	// another election's). Zero: a new read.
 	since time.Time
 	// handOver: for a marked doRelease, the candidate it hands over to;
 	// for doOffer, the candidate offered the key.
 	handOver handOver
-	// epoch: for doOffer, the bucket's creation time as we know it.
-	epoch time.Time
-	// write: for a doWrite that takes the key (a campaign, or a take-up
-	// of a key offered to us), a number drawn for it alone, which the
-	// write carries: seen in the key, it says the write is ours when its
-	// outcome was unknown (see doubt).
+	epoch    time.Time // doOffer: the bucket's creation time as we know it
+	// write: for a doWrite that takes the key, a number drawn for it
+	// alone, which the write carries: seen in the key, it says a write of
+	// unknown outcome is ours (see doubt).
 	write uint64
 }
 
-// urgentAction reports whether a goes before routine requests: a
-// renewal, a write marked urgent (a take-over of the key), a release, an
-// offer of the key.
+// urgentAction reports whether a goes before routine requests.
 func (a action) urgentAction() bool {
 	return a.renewal || a.urgent || a.kind == doRelease || a.kind == doOffer
 }
@@ -369,7 +326,7 @@ const (
 	doOffer
 )
 
-// note tells the driver of a change it must pass on: to the term, the
+// note tells the driver of a change to pass on: to the term, the
 // callbacks, the recorder.
 type note struct {
 	kind    noteKind
@@ -378,19 +335,13 @@ type note struct {
 	cause   Cause
 	latency time.Duration
 	at      time.Time
-	err     error // noteHandOver, noteTakeOver: why it did not happen, or nil; noteFailed: why the campaign ends
-	// from: for noteBegan, what the key was when this hold took it.
-	from KeyState
-	// timings: for noteTimings, the timings now in force.
-	timings *timings
-	// view: for an observer's noteViewChanged, the view of the key as the
-	// step left it.
-	view *keyView
-	// level, format and args: a noteLog's line, formatted by the driver's
-	// logger (only if it logs at that level).
-	level  logLevel
-	format string
-	args   []any
+	err     error    // noteHandOver, noteTakeOver: why it did not happen, or nil; noteFailed: why the campaign ends
+	from    KeyState // noteBegan: what the key was when this hold took it
+	timings *timings // noteTimings: the timings now in force
+	view    *keyView // an observer's noteViewChanged: the view as the step left it
+	level   logLevel // noteLog: the line, formatted by the driver's logger if it logs at level
+	format  string
+	args    []any
 }
 
 type noteKind int
@@ -412,7 +363,6 @@ const (
 	noteFailed       // the campaign cannot go on (err): permission refused, or the connection closed for good
 )
 
-// logLevel is the level of a noteLog.
 type logLevel uint8
 
 const (
@@ -422,8 +372,7 @@ const (
 	levelError
 )
 
-// noteLogger is the machine's Logger: each line goes out as a noteLog, for
-// the driver to log; the machine writes nowhere itself.
+// noteLogger is the machine's Logger: each line goes out as a noteLog.
 type noteLogger struct{ m *machine }
 
 func (l noteLogger) Debugf(f string, a ...any) { l.m.logNote(levelDebug, f, a) }
@@ -460,9 +409,8 @@ func (m *machine) jittered(d time.Duration) time.Duration {
 	return d - time.Duration(m.cfg.random(int64(d)/4+1))
 }
 
-// standbyWait is how long a standby waits before safety-net campaign n. A
-// backoff.Policy's jitter is drawn from the machine's own source, so that
-// a seed replays the same run.
+// standbyWait is how long a standby waits before safety-net campaign n; a
+// backoff.Policy's jitter is drawn from cfg.random, so a seed replays.
 func (m *machine) standbyWait(n int) time.Duration {
 	if p, ok := m.tm.standby.(backoff.Policy); ok {
 		const scale = 1 << 53
@@ -474,7 +422,7 @@ func (m *machine) standbyWait(n int) time.Duration {
 // step takes in what happened and returns what to do.
 func (m *machine) step(in input) output {
 	var out output
-	m.out = &out // the step's notes and decision, kept only while it runs
+	m.out = &out
 	m.take(in)
 	m.out = nil
 	if !m.cfg.writes {
@@ -483,8 +431,8 @@ func (m *machine) step(in input) output {
 	return out
 }
 
-// attachView gives each noteViewChanged the view as the step left it, which
-// an observer reports (a candidate's driver only learns that it changed).
+// attachView gives each noteViewChanged the view as the step left it, for
+// an observer to report.
 func (m *machine) attachView(notes []note) {
 	var v *keyView
 	for i := range notes {
@@ -498,8 +446,7 @@ func (m *machine) attachView(notes []note) {
 	}
 }
 
-// take decides on in (and the stop taken with it), noting what the step
-// outputs in m.out.
+// take decides on in (and the stop taken with it) into m.out.
 func (m *machine) take(in input) {
 	m.learn(in)
 	if in.stop != nil {
@@ -533,8 +480,6 @@ func (m *machine) learn(in input) {
 	case inTick:
 	case inStop:
 		m.enter(stopping)
-		// The policy never names this candidate; a copy of our identity
-		// must be named by its instance.
 		ho := in.handOver
 		if ho.namesAnother(m.cfg.identity) && m.cfg.offers && m.cfg.releaseOnStop && m.handOver == nil {
 			m.handOver = &handOver{to: ho.to, instance: ho.instance, within: m.handOverWindow(), orNext: true}
@@ -560,9 +505,7 @@ func (m *machine) learn(in input) {
 	case inWatchEnded:
 		m.onWatchEnded(in)
 	case inAskTTL:
-		// A read sent now serves; or, when in.sent is set, one sent then
-		// (the driver knows of a read made after the bucket's settings
-		// changed).
+		// A read sent now serves, or when in.sent is set, one sent then.
 		since := now
 		if !in.sent.IsZero() {
 			since = in.sent
@@ -578,7 +521,7 @@ func (m *machine) learn(in input) {
 		recovered := m.unhealthy != nil && in.unhealthy == nil
 		m.unhealthy = in.unhealthy
 		if recovered && !m.phase.holds() {
-			m.nextCampaign = earliest(m.nextCampaign, now) // campaign again at once if the key is free
+			m.nextCampaign = earliest(m.nextCampaign, now)
 		}
 	case inTermLapsed:
 		if m.termRuns() {
@@ -591,12 +534,10 @@ func (m *machine) learn(in input) {
 }
 
 // plan is the one place that says what is due and when: it performs the
-// moves that are due, then returns the action due now, or none and when
-// the next thing falls due. Every move undoes its own cause (a term that
-// ends is not leading, a phase left is not due again, a stuck watch
-// dropped is not up), so the moves of one plan are finite; an action is
-// due again only once its outcome was stepped in, and the simulator holds
-// each candidate to a bound on actions per second.
+// moves due, then returns the action due now, or none and when the next
+// thing falls due. Every move undoes its own cause, so the moves of one
+// plan are finite; an action is due again only once its outcome was
+// stepped in.
 func (m *machine) plan(now time.Time) (action, time.Time) {
 	for {
 		at, act, move := m.due(now)
@@ -618,9 +559,8 @@ func (m *machine) plan(now time.Time) (action, time.Time) {
 	}
 }
 
-// due returns the first thing due at now, in order of priority, or else the
-// earliest thing that will be: an action for the driver, or a move of the
-// machine's own. Each mode decides in its own function.
+// due returns the first thing due at now, by priority, or else the
+// earliest that will be: an action for the driver, or a move of its own.
 func (m *machine) due(now time.Time) (time.Time, action, func(time.Time)) {
 	switch m.mode {
 	case stopping, finished:
@@ -641,8 +581,8 @@ func (m *machine) due(now time.Time) (time.Time, action, func(time.Time)) {
 	return d.wake, d.act, d.move
 }
 
-// dueList gathers what is due: the first thing offered that is due at now
-// wins; else the earliest offered.
+// dueList gathers what is due: the first thing considered that is due at
+// now wins; else the earliest.
 type dueList struct {
 	now   time.Time
 	wake  time.Time
@@ -651,7 +591,6 @@ type dueList struct {
 	found bool
 }
 
-// consider offers a thing due at at.
 func (d *dueList) consider(at time.Time, act action, move func(time.Time)) {
 	switch {
 	case d.found:
@@ -662,11 +601,10 @@ func (d *dueList) consider(at time.Time, act action, move func(time.Time)) {
 	}
 }
 
-// dueStopping: end a running take-over and the term, then offer the key
-// to the standby named on stop or release it (first reading the key once
-// if our campaign write is in doubt, and leaving a write found so to
-// expire unless its release is marked), then stop watching; once nothing
-// is due at once, the machine is finished.
+// dueStopping: end a take-over and the term, offer the key to the standby
+// named on stop or release it (a write in doubt is first looked for, and
+// one found so is left to expire unless its release is marked), then stop
+// watching; once nothing is due, the machine is finished.
 func (m *machine) dueStopping(now time.Time) (time.Time, action, func(time.Time)) {
 	if m.taking.rev != 0 {
 		return now, action{}, func(time.Time) { m.endTakeOver(errors.New("the candidate is stopping")) }
@@ -679,21 +617,19 @@ func (m *machine) dueStopping(now time.Time) (time.Time, action, func(time.Time)
 	case keeps && m.cfg.releaseOnStop && m.stopReadsSettings():
 		return now, action{kind: doReadTTL, since: m.hold.ttlSince}, nil
 	case keeps && m.handOver != nil && m.handOver.orNext && !m.handOver.offered && m.releaseMarked(now):
-		// The best standby known takes the key with one synced write
-		// of its own over ours, as in a hand-over, rather than after a
-		// release and a race of campaigns; offered only when a release
-		// could be marked, so that its term may begin at once (rule 1).
+		// The best standby takes the key with one write over ours, rather
+		// than a release and a race; offered only when a release could be
+		// marked, so that its term may begin at once (rule 1).
 		return now, action{kind: doOffer, expect: m.held().rev, handOver: *m.handOver, epoch: m.epoch, timeout: m.offerTimeout(now, *m.handOver)}, nil
 	case keeps && m.cfg.releaseOnStop && (!m.hold.foundOnStop || m.releaseMarked(now)):
 		release := action{kind: doRelease, expect: m.held().rev, marked: m.releaseMarked(now)}
 		if ho := m.handOver; ho != nil && !ho.orNext && release.marked {
-			release.handOver = ho.releaseNames() // a hand-over the stop came upon still names its candidate
+			release.handOver = ho.releaseNames() // a hand-over under way still names its candidate
 		}
 		return now, release, nil
 	case m.doubt != nil && !m.phase.holds() && m.cfg.releaseOnStop && m.fatal == nil:
-		// Our campaign write of unknown outcome may be in the key: look
-		// once (onRead ends the doubt), so that it is taken up and
-		// released rather than left in our name for up to a TTL.
+		// Our write of unknown outcome may be in the key: look once, so
+		// that it is released rather than left in our name for a TTL.
 		return now, action{kind: doRead}, nil
 	case m.watch.mode != watchDown:
 		return now, action{}, func(time.Time) {
@@ -708,11 +644,10 @@ func (m *machine) dueStopping(now time.Time) (time.Time, action, func(time.Time)
 }
 
 // stopReadsSettings reports whether a holder stopping before it read the
-// bucket's settings since it took the key (so before any term began) reads
-// them first, so that the offer or the release may carry the mark and the
-// standbys need not wait a TTL: once (a read that fails, or finds a TTL
-// that cannot hold elections, leaves the release unmarked), and only where
-// the mark could then be made at once (see earlierHoldersGone).
+// bucket's settings since it took the key reads them first, so that the
+// offer or release may carry the mark: once (a failed or unusable read
+// leaves the release unmarked), and only where the mark could then be made
+// at once (earlierHoldersGone).
 func (m *machine) stopReadsSettings() bool {
 	h := m.hold
 	return !h.ttlRead && h.ttlRetryAt.Equal(h.wonAt) && m.ttlUnusable == nil &&
@@ -720,10 +655,9 @@ func (m *machine) stopReadsSettings() bool {
 }
 
 // dueWindDown is what comes first when a hold is to be offered or
-// released (stopping, handing over): the term ends, for cause; and a lease
-// that lapsed (a pause, the stop or hand-over and the lease's timer due
-// together) is no ground for an offer or a marked release until the
-// bucket's settings are read again, as while running. nil: neither.
+// released: the term ends, for cause; and a lease that lapsed is no ground
+// for an offer or a marked release until the settings are read again, as
+// while running. nil: neither.
 func (m *machine) dueWindDown(now time.Time, cause Cause) func(time.Time) {
 	switch {
 	case m.termRuns():
@@ -748,19 +682,15 @@ func (m *machine) dueHandingOver(now time.Time) (time.Time, action, func(time.Ti
 	keeps := m.phase.holds() && m.phase != doomed
 	switch {
 	case keeps && m.releaseMarked(now) && m.cfg.offers && !m.handOver.offered:
-		// One synced write moves the key: the candidate's own, over
-		// ours, once our term has ended. Offered only when a release
-		// could be marked, so that the taker's term may begin at once
-		// (rule 1).
+		// Offered only when a release could be marked, so that the
+		// taker's term may begin at once (rule 1).
 		return now, action{kind: doOffer, expect: m.held().rev, handOver: *m.handOver, epoch: m.epoch, timeout: m.offerTimeout(now, *m.handOver)}, nil
 	case keeps && m.releaseMarked(now):
 		return now, action{kind: doRelease, expect: m.held().rev, marked: true, handOver: m.handOver.releaseNames()}, nil
 	case keeps:
-		// The term ended, but the release may not name a successor
-		// yet (askHandOver refuses this; only a change since the
-		// ask leads here). The key is still ours: give the hand-over
-		// up and lead again from the next renewal, rather than keep
-		// the key renewed with nobody leading.
+		// The release may not name a successor yet (askHandOver refuses
+		// that; only a change since leads here). The key is still ours:
+		// give up the hand-over and lead again from the next renewal.
 		return now, action{}, func(now time.Time) {
 			m.endHandOver(m.handOverTooSoon(now))
 			if m.phase == leading {
@@ -771,8 +701,7 @@ func (m *machine) dueHandingOver(now time.Time) (time.Time, action, func(time.Ti
 	return now, action{}, func(time.Time) { m.endHandOver(errors.New("the key was lost before the release")) }
 }
 
-// dueTaking: write over the revision offered to us, unless we hold the
-// key already (the write landed: the take-over is done).
+// dueTaking: write over the revision offered, unless the write landed.
 func (m *machine) dueTaking(now time.Time) (time.Time, action, func(time.Time)) {
 	if m.phase.holds() {
 		return now, action{}, func(time.Time) { m.endTakeOver(errors.New("the candidate is stopping")) }
@@ -780,9 +709,7 @@ func (m *machine) dueTaking(now time.Time) (time.Time, action, func(time.Time)) 
 	return now, action{kind: doWrite, expect: m.taking.rev, urgent: true, term: m.takeMark(m.taking.rev)}, nil
 }
 
-// dueHolder: while our write holds the key, the term's deadline, the
-// lease's lapse, the watch, renewals, the TTL's reads and the term's
-// beginning.
+// dueHolder: while our write holds the key.
 func (m *machine) dueHolder(d *dueList) {
 	h := m.held()
 	if m.termRuns() {
@@ -796,9 +723,8 @@ func (m *machine) dueHolder(d *dueList) {
 		})
 	}
 	if m.phase != doomed && h.ttlRead && !h.lease.Equal(h.lapsed) {
-		// A lease that lapsed while we keep the key: before another term
-		// rests on it, read the bucket's settings again, which tells
-		// whether the bucket was made again meanwhile (noteBucketBorn).
+		// Before another term rests on a lapsed lease, read the settings
+		// again: the bucket may have been made again (noteBucketBorn).
 		d.consider(h.lease, action{}, m.lapseLease)
 	}
 	m.dueWatch(d)
@@ -817,8 +743,8 @@ func (m *machine) dueHolder(d *dueList) {
 	}
 }
 
-// dueWatch: a watch that delivered nothing in time is dropped; a watch
-// that is down is made again.
+// dueWatch: a watch that delivered nothing in time is dropped; one down is
+// made again.
 func (m *machine) dueWatch(d *dueList) {
 	w := &m.watch
 	switch w.mode {
@@ -831,10 +757,9 @@ func (m *machine) dueWatch(d *dueList) {
 	}
 }
 
-// dueCandidate: while the key is not ours, the watch, the TTL's reads and
-// the campaign: read the key when the view is not fresh, else write to
-// take it when it is free; an observer reads where a candidate would
-// campaign.
+// dueCandidate: while the key is not ours, read it when the view is not
+// fresh, else write to take it when it is free; an observer reads where a
+// candidate would campaign.
 func (m *machine) dueCandidate(d *dueList) {
 	now := d.now
 	m.dueWatch(d)
@@ -846,15 +771,14 @@ func (m *machine) dueCandidate(d *dueList) {
 		switch {
 		case !m.viewFresh(now) && !m.view.known && m.watch.mode == watchStarting:
 			// A campaign starting: the watch's initial values will say
-			// what a read would; read only if they are late. Thousands of
-			// elections starting at once each save a read.
+			// what a read would; read only if they are late.
 			d.consider(later(at, m.watch.lastEvent.Add(initialWait(m.tm))), action{kind: doRead}, nil)
 		case !m.viewFresh(now):
 			d.consider(at, action{kind: doRead}, nil)
 		case m.takeoverNeedsTTL(now):
-			// Read the TTL first, so that the campaign can take the lapsed
-			// lease over its revision at once (see lapseAt). Once per
-			// revision: if the read fails, the campaign waits for the broker.
+			// Read the TTL first, to take the lapsed lease over its
+			// revision (lapseAt). Once per revision: if the read fails, the
+			// campaign waits for the broker.
 			d.consider(at, action{}, func(now time.Time) {
 				m.ttlAskedRev = m.view.Revision
 				m.askTTL(now, m.view.seenAt.Add(time.Nanosecond))
@@ -863,8 +787,7 @@ func (m *machine) dueCandidate(d *dueList) {
 			d.consider(at, action{kind: doWrite, expect: expect, term: m.takeMark(expect)}, nil)
 		}
 	} else if !m.cfg.writes {
-		// An observer checks the key where a candidate would campaign,
-		// and reads it every half TTL while it has no watch.
+		// Without a watch, an observer also reads every half TTL.
 		next := m.nextCampaign
 		if m.watch.mode == watchDown {
 			next = earliest(next, m.view.readAt.Add(m.tm.ttl/2))
@@ -875,12 +798,11 @@ func (m *machine) dueCandidate(d *dueList) {
 	}
 }
 
-// takeMark is what a write that takes the key expecting revision expect
-// says of its term: that the term begins as it lands, where rule 1 lets it
-// begin at once (the key was released or offered to us; or, with Grace 0,
-// it is absent with nothing to judge after the write, or held by a lease
-// that surely lapsed, written over), or that it waits. Observers report a
-// term only once it has begun, by these marks.
+// takeMark is what a write taking the key over expect says of its term:
+// that it begins as the write lands, where rule 1 lets it begin at once
+// (released or offered to us; with Grace 0, absent with nothing to judge
+// after the write, or a lapsed lease written over), or that it waits.
+// Observers report a term only once it has begun, by these marks.
 func (m *machine) takeMark(expect uint64) termMark {
 	v := m.view
 	switch {
@@ -894,8 +816,8 @@ func (m *machine) takeMark(expect uint64) termMark {
 	return termMark{waits: true}
 }
 
-// renewalMark is what a renewal says of its term: the running term's
-// token, or that the hold's term has not begun.
+// renewalMark is what a renewal says: the running term's token, or that
+// the term waits.
 func (m *machine) renewalMark() termMark {
 	if m.termRuns() {
 		return termMark{token: m.term}
@@ -911,7 +833,6 @@ func earliest(a, b time.Time) time.Time {
 	return a
 }
 
-// stopCause is why a term ends as the machine stops.
 func (m *machine) stopCause() Cause {
 	switch {
 	case m.fatalOut == outDenied:
@@ -935,7 +856,6 @@ func (m *machine) enter(next mode) {
 	m.mode = next
 }
 
-// stopping reports whether the machine is stopping or has stopped.
 func (m *machine) stopping() bool { return m.mode >= stopping }
 
 // move changes the phase; a move that phaseMoves does not allow is a bug.
@@ -949,9 +869,8 @@ func (m *machine) move(next phase) {
 	}
 }
 
-// failed notes an outcome that ends the campaign: a permission refusal
-// or a connection closed for good. Once Stop was called it ends the stop
-// (no further request is made) but is no failure for Start to return:
+// failed notes an outcome that ends the campaign (outcome.fatal). Once
+// Stop was called it ends the stop but is no failure for Start to return:
 // Stop, then closing the connection, is a common shutdown.
 func (m *machine) failed(in input) bool {
 	if !in.out.fatal() {
@@ -979,7 +898,7 @@ func (m *machine) failed(in input) bool {
 }
 
 // requestTimeout bounds a request by the request timeout and, while we
-// hold a lease, by the lease: no request outlives the deadline.
+// hold a lease, by the lease.
 func (m *machine) requestTimeout(now time.Time) time.Duration {
 	timeout := m.tm.request
 	if m.phase.holds() && m.held().lease.After(now) {
@@ -988,8 +907,8 @@ func (m *machine) requestTimeout(now time.Time) time.Duration {
 	return timeout
 }
 
-// viewFresh reports whether a campaign may trust the view: a working watch
-// keeps it current; otherwise it must have been read just now.
+// viewFresh reports whether a campaign may trust the view: kept current by
+// a working watch, or read just now.
 func (m *machine) viewFresh(now time.Time) bool {
 	switch {
 	case !m.view.known:
@@ -1000,8 +919,8 @@ func (m *machine) viewFresh(now time.Time) bool {
 	return now.Sub(m.view.readAt) < m.tm.retry
 }
 
-// takeoverNeedsTTL reports whether a held key's lease has lapsed by the TTL
-// we know, but the TTL has not been read since we learned of the revision.
+// takeoverNeedsTTL reports whether a held key's lease lapsed by the TTL we
+// know, which was not read since we learned of the revision.
 func (m *machine) takeoverNeedsTTL(now time.Time) bool {
 	v := m.view
 	return v.State == KeyHeld && v.Revision != 0 && v.Revision != m.ttlAskedRev && v.ttl > 0 &&
@@ -1009,11 +928,10 @@ func (m *machine) takeoverNeedsTTL(now time.Time) bool {
 }
 
 // ttlEvery is how long to wait between reads of the bucket's TTL: half a
-// TTL for a holder or while the TTL is unusable (so that a holder in touch
-// with the broker knows a TTL at most 3/4 of a TTL old; see
-// scheduleTTLCheck); rarely for a standby, whose
-// TTL only steers safety-net campaigns (every term reads it afresh); for
-// an observer, a few TTLs.
+// TTL for a holder or while it is unusable (a holder in touch with the
+// broker knows a TTL at most 3/4 of a TTL old; see scheduleTTLCheck);
+// rarely for a standby, whose TTL only steers safety-net campaigns (every
+// term reads it afresh); a few TTLs for an observer.
 func (m *machine) ttlEvery() time.Duration {
 	switch {
 	case m.phase.holds() || m.ttlUnusable != nil:
@@ -1025,20 +943,17 @@ func (m *machine) ttlEvery() time.Duration {
 }
 
 // ttlChecksEvery is how many TTLs, and standbyTTLCheck how long at least, a
-// standby lets pass between reads of the bucket's TTL: a stream info
-// request costs the broker about as much as a synced write, and standbys
-// can be many.
+// standby lets pass between reads of the TTL: a stream info request costs
+// about a synced write, and standbys can be many.
 const (
 	ttlChecksEvery  = 4
 	standbyTTLCheck = time.Minute
 )
 
 // staleAfter is how long past its predicted expiry a held key may survive
-// before a standby suspects its watch missed renewals: well beyond the
-// broker's expiry lateness.
+// before a standby suspects its watch: well beyond the broker's lateness.
 const staleAfter = time.Second
 
-// onRead takes in a read of the key.
 func (m *machine) onRead(in input) {
 	done := in.now
 	m.confirmDue = time.Time{}
@@ -1068,12 +983,10 @@ func (m *machine) onRead(in input) {
 	fresh := m.observe(done, v)
 	m.confirmFrom = time.Time{}
 	if !fresh {
-		// Older than what we know: a stale replica's answer, or a bucket
-		// made again, whose revisions start lower. Do not read again at
-		// once; check when the bucket was created, which tells them apart,
-		// at most once per TTL. The pause is a retry interval, not the
-		// campaign's growing backoff: a stale answer must not delay a
-		// takeover.
+		// A stale replica's answer, or a bucket made again: do not read
+		// again at once; read the bucket's creation time, which tells them
+		// apart, at most once per TTL. A retry interval, not the growing
+		// backoff: a stale answer must not delay a takeover.
 		m.nextCampaign = later(m.nextCampaign, done.Add(m.jittered(m.tm.retry)))
 		if done.Sub(m.ttlReadAt) >= m.tm.ttl && done.Before(m.nextTTLCheck) {
 			m.askTTL(done, done)
@@ -1083,11 +996,11 @@ func (m *machine) onRead(in input) {
 	switch {
 	case m.cfg.writes:
 	case m.view.State == KeyHeld && before.known && before.Revision == m.view.Revision:
-		// An observer's check found the holder's write still there past
-		// its predicted expiry: the broker is late, or the TTL was raised.
+		// Still there past its predicted expiry: the broker is late, or
+		// the TTL was raised.
 		m.overdue(done)
 	case before.known && before.State == m.view.State && before.Revision == m.view.Revision:
-		m.schedule(done) // nothing new: the next check follows from the view again
+		m.schedule(done) // nothing new
 	}
 }
 
@@ -1101,16 +1014,15 @@ func (m *machine) overdue(now time.Time) {
 	}
 }
 
-// checkAt is when an observer reads the held key the view shows, to see
-// whether it expired: a little after its predicted expiry by the TTL in
-// force now (the broker applies a new TTL to stored messages, and expires
-// keys late), and never sooner than minCheckInterval from now.
+// checkAt is when an observer reads the held key to see whether it
+// expired: a little after its predicted expiry by the TTL now (the broker
+// applies a new TTL to stored messages, and expires late), and no sooner
+// than minCheckInterval from now.
 func (m *machine) checkAt(now time.Time) time.Time {
 	v := m.view
 	return later(v.expiresBy.Add(m.tm.ttl-v.ttl+expiryCheckDelay), now.Add(minCheckInterval))
 }
 
-// onCampaign takes in the outcome of a write to take the key.
 func (m *machine) onCampaign(in input) {
 	sent, done, err := in.sent, in.now, in.err
 	if m.taking.rev != 0 {
@@ -1124,18 +1036,18 @@ func (m *machine) onCampaign(in input) {
 		m.nextCampaign = done.Add(m.standbyWait(m.tries))
 		m.notPastLapse(done)
 		if rev := in.conflict; rev > m.seenRev {
-			// The key holds a message we never saw, written at most now: its
-			// writer may count on it for up to a TTL from now. Should the
-			// key then vanish, that is a removal (see vanishedUnderLease).
-			m.seenRev, m.seenWritten = rev, time.Time{} // written when, unknown
+			// A message we never saw, written at most now: its writer may
+			// count on it for a TTL from now, and should the key vanish,
+			// that is a removal (vanishedUnderLease).
+			m.seenRev, m.seenWritten = rev, time.Time{}
 			m.displaced = kept(m.view)
 			m.view = keyView{known: true, Entry: Entry{Key: m.cfg.key, State: KeyHeld, Revision: rev},
 				seenAt: done, expiresBy: done.Add(m.tm.ttl), ttl: m.tm.ttl}
 			m.note(note{kind: noteViewChanged, at: done})
 		}
 		// Read the key before the next try, watch or not: a view that
-		// missed a renewal predicts the expiry early, and retrying it blind,
-		// with a growing backoff, would overshoot the real expiry by as much.
+		// missed a renewal predicts the expiry early, and a blind retry
+		// with a growing backoff would overshoot the real one.
 		m.view.readAt, m.view.confirmed = time.Time{}, false
 		m.log.Debugf("election %s: campaign lost: %v", m.cfg.key, err)
 		if m.view.State == KeyHeld && m.tries == 1 {
@@ -1151,8 +1063,7 @@ func (m *machine) onCampaign(in input) {
 		m.nextCampaign = done.Add(m.standbyWait(m.tries))
 		switch {
 		case in.out == outNotSent:
-			// The process's requests are backed up (thousands of elections
-			// starting at once): routine, and retried with backoff.
+			// The process's requests are backed up: routine.
 			m.log.Debugf("election %s: campaign failed: %v", m.cfg.key, err)
 		case in.out.mayHaveApplied():
 			if in.write == 0 { // a write that says nothing of itself
@@ -1168,8 +1079,8 @@ func (m *machine) onCampaign(in input) {
 	}
 }
 
-// notPastLapse brings the next campaign forward to when the holder's lease
-// surely ends (see lapseAt) if a backoff would overshoot it.
+// notPastLapse brings the next campaign forward to lapseAt if a backoff
+// would overshoot it.
 func (m *machine) notPastLapse(now time.Time) {
 	if at, ok := m.lapseAt(); ok && !m.nextCampaign.IsZero() && at.After(now) && at.Before(m.nextCampaign) {
 		m.nextCampaign = at
@@ -1177,8 +1088,8 @@ func (m *machine) notPastLapse(now time.Time) {
 }
 
 // viewLooksStale reports whether failed campaigns suggest the watch missed
-// something: the key was free by our view but taking it failed three times,
-// or it outlived its predicted expiry by far more than the broker's lateness.
+// something: taking a free key failed three times, or a held one outlived
+// its predicted expiry by staleAfter.
 func (m *machine) viewLooksStale(now time.Time) bool {
 	if m.view.State == KeyHeld {
 		return now.Sub(m.view.expiresBy) >= staleAfter
@@ -1187,8 +1098,7 @@ func (m *machine) viewLooksStale(now time.Time) bool {
 }
 
 // observe adopts a newer view of the key, reacts if it undoes our hold, and
-// schedules the next campaign. It returns false when it dropped v as older
-// than what we know.
+// schedules the next campaign. It returns false when it dropped v as old.
 func (m *machine) observe(now time.Time, v keyView) bool {
 	known := position{epoch: m.epoch, revision: m.seenRev, written: m.seenWritten}
 	if m.view.Revision == m.seenRev {
@@ -1196,7 +1106,7 @@ func (m *machine) observe(now time.Time, v keyView) bool {
 	}
 	if v.Revision != 0 && v.Revision < m.seenRev {
 		if !isNews(known, position{epoch: m.epoch, revision: v.Revision, written: v.Written}) {
-			return false // older than what we know, such as a stale replica's answer
+			return false // such as a stale replica's answer
 		}
 		m.log.Warnf("election %s: the key's revision went back from %d to %d with a later write: the bucket was recreated; following its new revisions", m.cfg.key, m.seenRev, v.Revision)
 		m.seenRev, m.seenWritten = 0, time.Time{}
@@ -1205,8 +1115,7 @@ func (m *machine) observe(now time.Time, v keyView) bool {
 	}
 	stillGone := m.view.State == KeyRemoved && m.view.Revision == 0 && v.State == KeyAbsent // an inferred removal stands until the key is taken
 	if m.view.known && (stillGone || v.State == m.view.State && v.Revision == m.view.Revision && sameMessage(m.view.Entry, v.Entry)) {
-		// Nothing new: keep what we learned first (when we saw it, when it
-		// expires), and note that it is still current.
+		// Nothing new: keep what we learned first, and that it is current.
 		m.view.readAt = later(m.view.readAt, v.readAt)
 		m.view.confirmed = m.view.confirmed || v.confirmed
 		return true
@@ -1221,8 +1130,7 @@ func (m *machine) observe(now time.Time, v keyView) bool {
 	}
 	judgedAt := now
 	if !m.confirmFrom.IsZero() && v.State == KeyAbsent {
-		// A read confirming what the watch began with: judged from when
-		// the watch said so, as the watch's own word was before.
+		// A read confirming what the watch began with: judged from then.
 		judgedAt = earliest(now, m.confirmFrom)
 	}
 	if !m.phase.holds() && m.vanishedUnderLease(judgedAt, v) {
@@ -1233,13 +1141,12 @@ func (m *machine) observe(now time.Time, v keyView) bool {
 	switch {
 	case m.displaced == nil:
 	case prev.State == KeyHeld && prev.Leader == "" && prev.Revision == v.Revision:
-		// The view only told a revision a failed campaign ran into, and
-		// this is that message: a removal removed what we knew before.
+		// The view was a bare revision a failed campaign ran into, and this
+		// is that message: a removal removed what we knew before.
 		named = *m.displaced
 	case prev.State == KeyRemoved && prev.Revision == 0:
-		// The view only told that the bucket was made again, and this is
-		// the first message of it we learn of: a removal may have removed
-		// our write, made in the new bucket before we knew it was new.
+		// The view only told that the bucket was made again: a removal may
+		// have removed our write, made in the new bucket unknowingly.
 		named = *m.displaced
 	}
 	m.displaced = nil
@@ -1254,9 +1161,9 @@ func (m *machine) observe(now time.Time, v keyView) bool {
 	if m.phase.holds() {
 		switch {
 		case v.State == KeyAbsent, v.Revision <= m.held().rev:
-			return true // our own write, or a restarted watch finding the key gone: the next renewal decides
+			return true // the next renewal decides
 		case m.held().inDoubt && v.State == KeyHeld && v.Leader == m.cfg.identity:
-			return true // perhaps our own write landing late: the next renewal decides
+			return true // perhaps our own write landing late
 		}
 		m.log.Warnf("election %s: key changed under %s (revision %d, %s): standing down", m.cfg.key, m.cfg.identity, v.Revision, v.describe())
 		m.dropHold(now, true)
@@ -1266,23 +1173,19 @@ func (m *machine) observe(now time.Time, v keyView) bool {
 		return true
 	}
 	if v.State == KeyRemoved && named.State == KeyHeld && named.Leader == m.cfg.identity && m.cfg.writes {
-		// Someone removed a key in our name that we no longer held (a
-		// write of ours whose outcome was unknown): the stand-down is
-		// meant for us too.
+		// A removal of a key in our name we no longer held (a write of
+		// unknown outcome): the stand-down is meant for us too.
 		m.sitOut = sitOut{until: now.Add(m.tm.ttl), rev: v.Revision}
 	}
 	m.schedule(now)
 	return true
 }
 
-// adoptDoubt takes the key up when v, the key's latest message, is our
-// campaign write whose outcome was unknown, known by the number it
-// carries (no other write carries it, a copy of our identity's neither):
-// as if the broker's answer came now, the lease counted from when the
-// write was sent. It reports whether it did. A later message that is not
-// the write, the end of its lease, or a change of what the write was
-// judged by (the bucket, made again; the TTL, which the write's own
-// message TTL keeps: see adoptTTL) ends the doubt.
+// adoptDoubt reports whether it took the key up, v (the key's latest
+// message) being our write in doubt, known by the number it carries (no
+// other write, a copy of ours neither, carries it): as if the answer came
+// now, the lease counted from when it was sent. A later message, the end
+// of its lease, or a change of the bucket or the TTL ends the doubt.
 func (m *machine) adoptDoubt(now time.Time, v keyView) bool {
 	d := m.doubt
 	switch {
@@ -1300,19 +1203,16 @@ func (m *machine) adoptDoubt(now time.Time, v keyView) bool {
 		return false
 	}
 	m.doubt = nil
-	m.view, m.gone = d.view, d.gone // what the write was made on, as won judges it
+	m.view, m.gone = d.view, d.gone // what won judges the write by
 	m.won(d.sent, now, v.Revision, d.expect)
 	m.hold.foundOnStop = m.stopping()
 	m.log.Infof("election %s: %s's campaign write of unknown outcome is in the key at revision %d: taking the key up", m.cfg.key, m.cfg.identity, v.Revision)
 	return true
 }
 
-// vanishedUnderLease reports whether v, showing the key absent, cannot be
-// its expiry: the view holds a leader, and the key is gone well before the
-// broker could have expired it. Someone removed it without a marker (a
-// stream purge, a bucket deleted or made again); its holder still counts
-// on its lease, so the key is taken as removed. The margin keeps an expiry
-// seen a little early from counting.
+// vanishedUnderLease reports whether v, the key absent, cannot be an
+// expiry: the view holds a leader, gone before the broker could expire it
+// (expiredFrom). A removal without a marker, under a live lease.
 func (m *machine) vanishedUnderLease(now time.Time, v keyView) bool {
 	old := m.view
 	return v.State == KeyAbsent && old.known && old.State == KeyHeld &&
@@ -1320,11 +1220,9 @@ func (m *machine) vanishedUnderLease(now time.Time, v keyView) bool {
 }
 
 // expiresAt is the earliest the broker may expire the held key v shows
-// when the bucket's TTL is ttl: by the higher of ttl and the TTL known when
-// v was seen, since a raised TTL applies to messages already stored; but
-// no later than the message's own TTL, which expires it whatever the
-// bucket's TTL. Its writer counted on it for no longer than that: it
-// writes the TTL it counts by, rounded up to whole seconds.
+// when the bucket's TTL is ttl: by the higher of ttl and v.ttl (a raised
+// TTL applies to stored messages), but no later than the message's own
+// TTL, which its writer counted by (rounded up to whole seconds).
 func expiresAt(v keyView, ttl time.Duration) time.Time {
 	if ownTTLFirst(v, ttl) {
 		return v.expiresBy.Add(v.TTL - v.ttl)
@@ -1332,28 +1230,22 @@ func expiresAt(v keyView, ttl time.Duration) time.Time {
 	return v.expiresBy.Add(max(0, ttl-v.ttl))
 }
 
-// ownTTLFirst reports whether the message v shows expires by its own TTL
-// before the bucket's TTL ttl (or the one known when v was seen) would
-// expire it.
+// ownTTLFirst reports whether v's message expires by its own TTL before
+// the bucket's (the higher of ttl and v.ttl).
 func ownTTLFirst(v keyView, ttl time.Duration) bool {
 	return v.TTL > 0 && v.TTL < max(ttl, v.ttl)
 }
 
-// expiredFrom is the earliest the held key v shows, found gone, is taken
-// as expired rather than removed when the bucket's TTL is ttl: when the
-// broker may have expired it (expiresAt), less the margin that keeps an
-// expiry seen a little early from counting. Judged by the message's own
-// TTL, that margin shrinks with it: its writer counted on the message until
-// it sent it plus at most that TTL less the writer's margin (a tenth of its
-// TTL by default), and our margin of a higher TTL would take a removal
-// under that lease for an expiry.
+// expiredFrom is the earliest the held key v shows, found gone, counts as
+// expired rather than removed: expiresAt, less the margin that keeps an
+// expiry seen a little early from counting. By the message's own TTL the
+// margin shrinks with it: its writer counted on it until the TTL less its
+// own margin, and ours for a higher TTL would take a removal for an expiry.
 //
-// A message read rather than delivered as it was written has its expiry
-// estimated from the broker's write time and our clock (viewOf), early by
-// as much as our clock runs ahead of the broker's: that error takes the
-// margin, and nothing is taken off. Otherwise a purge seen within the
-// margin of the estimate would pass for an expiry while its holder still
-// led, by as little as the clocks differ.
+// A message read, not delivered live, has its expiry estimated from the
+// broker's write time and our clock (viewOf), early by as much as our
+// clock runs ahead: that error takes the margin, and nothing is taken off,
+// lest a purge pass for an expiry while its holder still leads.
 func (m *machine) expiredFrom(v keyView, ttl time.Duration) time.Time {
 	if !v.live {
 		return expiresAt(v, ttl)
@@ -1365,10 +1257,9 @@ func (m *machine) expiredFrom(v keyView, ttl time.Duration) time.Time {
 	return expiresAt(v, ttl).Add(-margin)
 }
 
-// vanishedByRaisedTTL reports whether the held key we took as expired could
-// not have expired by the TTL read since, which is higher than the one we
-// predicted its expiry by: it vanished under a live lease (see
-// vanishedUnderLease), judged with the TTL its holder may have used.
+// vanishedByRaisedTTL reports whether the held key we took as expired
+// could not have expired by the higher TTL read since, which its holder
+// may have used: it vanished under a live lease.
 func (m *machine) vanishedByRaisedTTL(ttl time.Duration) bool {
 	h := m.held()
 	if h.from != KeyAbsent || h.held == nil || ttl <= h.heldTTL {
@@ -1383,12 +1274,11 @@ func sameMessage(a, b Entry) bool {
 	return a.Leader == b.Leader && (a.Written.IsZero() || b.Written.IsZero() || a.Written.Equal(b.Written))
 }
 
-// noteBucketBorn takes in when the bucket's stream was created; zero when
-// the store cannot tell. Another creation time than the one known means
-// the bucket was made again: its revisions are followed from now on, and
-// the key is taken as removed now whatever the new bucket shows until a
-// leader writes in it, since a leader of the old bucket may count on its
-// lease for up to a TTL.
+// noteBucketBorn takes in when the bucket's stream was created (zero:
+// unknown). Another time than the one known means the bucket was made
+// again: its revisions are followed, and the key is taken as removed now
+// until a leader writes in it, as an old leader may count on its lease for
+// up to a TTL.
 func (m *machine) noteBucketBorn(now, born time.Time) {
 	if born.IsZero() {
 		return
@@ -1401,8 +1291,7 @@ func (m *machine) noteBucketBorn(now, born time.Time) {
 	followsNew := !m.remadeSeen.IsZero()
 	m.remadeSeen = time.Time{}
 	if !m.cfg.writes {
-		// An observer reports what the bucket shows: it reads the new one
-		// afresh, unless it already follows it.
+		// An observer reads the new bucket afresh, unless it follows it.
 		if !followsNew {
 			m.log.Infof("election %s: the bucket was deleted and made again: reading it afresh", m.cfg.key)
 			m.seenRev, m.seenWritten = 0, time.Time{}
@@ -1416,21 +1305,17 @@ func (m *machine) noteBucketBorn(now, born time.Time) {
 	m.log.Warnf("election %s: the bucket was deleted and made again (created %s, before %s): following its new revisions; a leader in the new bucket is awaited or the key is taken as removed", m.cfg.key, born.Format(time.RFC3339Nano), known.Format(time.RFC3339Nano))
 	m.seenRev, m.seenWritten = 0, time.Time{}
 	// The view's revision is the old bucket's: in the new one it may name
-	// another candidate's live write, which a campaign over it would take
-	// (as for a holder that gave its hold up). Our own write, if we held
-	// the key, is kept aside (displaced): it may be in the new bucket, and
-	// a removal found next removed it.
+	// another's live write, which a campaign over it would take. Our own
+	// write is kept aside (displaced): it may be in the new bucket.
 	ours := m.view
 	m.view = keyView{known: true, Entry: Entry{Key: m.cfg.key, State: KeyRemoved, Operation: opPurge}, seenAt: now, ttl: m.tm.ttl}
 	m.displaced = nil
 	if m.phase.holds() {
-		// Our write went to the old bucket, or to the new one without our
-		// knowing it was new: either way no term may rest on it (a renewal
-		// that lands in the new bucket lands on a revision that may be
-		// another candidate's). Give the hold up and campaign afresh. The
-		// view is replaced first, so that the sit-out is judged by it: the
-		// one dropped may show our own renewal whose outcome was unknown,
-		// at a revision above the hold's, which is no new leader.
+		// No term may rest on our write, in the old bucket or unknowingly
+		// in the new one (a renewal there lands on a revision that may be
+		// another's): give the hold up. The view is replaced first, so
+		// that the sit-out is judged by it: the old one may show our own
+		// renewal of unknown outcome, above the hold's revision.
 		m.log.Warnf("election %s: %s gives up its hold of revision %d: the bucket it was written to is gone", m.cfg.key, m.cfg.identity, m.held().rev)
 		rev := m.held().rev
 		if ours.State == KeyHeld && ours.Leader == m.cfg.identity {
@@ -1449,8 +1334,7 @@ func (m *machine) noteBucketBorn(now, born time.Time) {
 }
 
 // schedule sets the next campaign from the view: at once when the key is
-// free to take, at the predicted expiry while someone holds it (for an
-// observer, a little after it, as the broker expires keys late).
+// free, at the predicted expiry while held (for an observer, checkAt).
 func (m *machine) schedule(now time.Time) {
 	m.tries = 0
 	switch {
@@ -1460,8 +1344,6 @@ func (m *machine) schedule(now time.Time) {
 		if m.view.Revision > m.sitOut.rev {
 			m.sitOut = sitOut{} // a new leader: nothing left to sit out
 		}
-		// At the predicted expiry, or the message's own, if sooner: a
-		// holder that had not read a raised TTL wrote the old one.
 		m.nextCampaign = expiresAt(m.view, m.view.ttl)
 		if !m.cfg.writes {
 			m.nextCampaign = m.checkAt(now)
@@ -1474,24 +1356,21 @@ func (m *machine) schedule(now time.Time) {
 	}
 }
 
-// won records a successful campaign write. The term begins by rule 3.
+// won records a successful campaign write; the term begins by rule 3.
 func (m *machine) won(sent, done time.Time, rev, expect uint64) {
 	from, fromSeenAt := m.view.State, m.view.seenAt
 	saidWaits := m.takeMark(expect).waits
 	if m.taking.rev != 0 && expect == m.taking.rev {
-		// Taken up from a leader whose term ended before it offered the
-		// key, and whose own predecessors were gone (it offers only when
-		// its release may be marked): as after a marked release.
+		// An offer is made only when a release may be marked: as after one.
 		from, fromSeenAt = KeyReleased, done
 	} else if from == KeyHeld {
-		// Taken over a lapsed lease, or found gone: expired, unless it
-		// was gone before it could expire (see vanishedUnderLease).
+		// Taken over a lapsed lease, or found gone: expired, unless gone
+		// before it could expire.
 		from = KeyAbsent
 		if expect == 0 && sent.Before(m.expiredFrom(m.view, m.tm.ttl)) {
-			// Judged from done, not sent: the holder's last write was
-			// stored before the removal, and the removal before ours,
-			// which may have waited most of its timeout at the
-			// transport's gate before it went (sent is stamped before).
+			// Judged from done, not sent: the removal came before our
+			// write, which may have waited at the transport's gate after
+			// sent was stamped.
 			m.log.Warnf("election %s: the key %s held was gone before it could expire: taking it as a forced removal", m.cfg.key, m.view.Leader)
 			from, fromSeenAt = KeyRemoved, done
 		}
@@ -1506,22 +1385,20 @@ func (m *machine) won(sent, done time.Time, rev, expect uint64) {
 	case m.view.State == KeyHeld && expect == 0:
 		h.held, h.heldTTL, h.goneAt = kept(m.view), max(m.view.ttl, m.tm.ttl), sent
 	case m.view.State == KeyAbsent && m.gone != nil:
-		// We found the key gone before taking it: judge that too by the
-		// TTL read after winning.
+		// Found gone before we took it: judged too by the TTL read next.
 		h.held, h.heldTTL, h.goneAt = m.gone, max(m.gone.ttl, m.tm.ttl), m.view.seenAt
 	}
 	m.hold = h
 	m.tries, m.nextCampaign, m.sitOut, m.doubt = 0, time.Time{}, sitOut{}, nil
 	m.seenRev = max(m.seenRev, rev)
-	m.seenWritten = time.Time{} // our write's broker time is unknown: no later message can be judged by time
+	m.seenWritten = time.Time{} // our write's broker time is unknown
 	m.view = keyView{known: true, Entry: Entry{Key: m.cfg.key, State: KeyHeld, Leader: m.cfg.identity, Revision: rev},
 		seenAt: done, readAt: done, expiresBy: sent.Add(m.tm.ttl), confirmed: true, ttl: m.tm.ttl}
 	m.note(note{kind: noteRenewed, at: done, latency: -1})
 	m.log.Debugf("election %s: %s took the key at revision %d (it was %s)", m.cfg.key, m.cfg.identity, rev, from)
 }
 
-// onRenewal takes in the outcome of a renewal: a compare-and-swap on our
-// last revision.
+// onRenewal takes in the outcome of a renewal over the hold's revision.
 func (m *machine) onRenewal(in input) {
 	now, done, err := in.sent, in.now, in.err
 	h := m.held()
@@ -1534,7 +1411,7 @@ func (m *machine) onRenewal(in input) {
 		h.lease = leaseEnd(now, m.tm)
 		h.nextRenew = now.Add(m.tm.renew)
 		if !m.termRuns() {
-			h.saidWaits = true // a renewal of a hold whose term has not begun
+			h.saidWaits = true
 		}
 		m.seenRev = max(m.seenRev, in.rev)
 		m.seenWritten = time.Time{}
@@ -1543,8 +1420,8 @@ func (m *machine) onRenewal(in input) {
 			seenAt: done, readAt: done, expiresBy: now.Add(m.tm.ttl), confirmed: true, ttl: m.tm.ttl}
 		if m.termRuns() {
 			if !done.Before(oldLease) {
-				// The deadline passed while the renewal was in flight: that
-				// term is over. The key is still ours: a new term may begin.
+				// The deadline passed while the renewal was in flight; the
+				// key is still ours: a new term may begin.
 				m.endTerm(CauseDeadline)
 				m.move(winning)
 			} else {
@@ -1552,11 +1429,9 @@ func (m *machine) onRenewal(in input) {
 			}
 		}
 	case in.out == outMismatch && h.inDoubt:
-		// An earlier renewal failed without an answer and may have been
-		// stored, which would explain the mismatch; but a candidate with our
-		// identity may also have taken the key after someone removed it, and
-		// the two cannot be told apart. Neither can take over before our
-		// lease ends, so we lead until then and stop renewing.
+		// An earlier renewal in doubt may explain the mismatch, or a copy
+		// of our identity took the key after a removal: neither can take
+		// over before our lease ends, so lead until then, renewing nothing.
 		m.move(doomed)
 		m.log.Warnf("election %s: renewal of revision %d refused after an earlier renewal's outcome was unknown; leading until the deadline in %v, then standing down", m.cfg.key, h.rev, h.lease.Sub(done).Round(time.Millisecond))
 	case in.out == outMismatch:
@@ -1574,9 +1449,7 @@ func (m *machine) onRenewal(in input) {
 		delay := m.tm.retry
 		if !done.Before(h.lease) {
 			delay = min(m.tm.retry<<min(h.tries, 6), m.tm.ttl/2)
-			// The lease lapsed: before another term rests on this hold,
-			// read the bucket's settings again, which tells whether it
-			// was made again meanwhile (see noteBucketBorn).
+			// The lease lapsed: read the settings again (see lapseLease).
 			h.ttlRead, h.ttlRetryAt, h.ttlSince = false, done, done
 		}
 		h.nextRenew = done.Add(m.jittered(delay))
@@ -1584,9 +1457,8 @@ func (m *machine) onRenewal(in input) {
 	}
 }
 
-// dropHold gives up the key: ends the term, if any, and becomes a
-// candidate. A deposed leader sits out the next takeover so that a forced
-// stand-down moves leadership.
+// dropHold ends the term, if any, and becomes a candidate; a deposed one
+// sits out the next takeover.
 func (m *machine) dropHold(now time.Time, deposed bool) {
 	cause := CauseDeadline
 	if deposed {
@@ -1609,7 +1481,7 @@ func (m *machine) beginTerm() {
 	h := m.held()
 	token := h.token
 	if token == 0 {
-		token = h.rev // a later term of this hold (after a deadline) begins at the latest write
+		token = h.rev // a later term of this hold
 	}
 	h.token = 0
 	m.term = token
@@ -1625,28 +1497,25 @@ func (m *machine) endTerm(cause Cause) {
 	m.term = 0
 }
 
-// termRuns reports whether a term runs.
 func (m *machine) termRuns() bool { return m.term != 0 }
 
-// leaseLapsedUnread reports whether our hold's lease has lapsed by now and
-// the bucket's settings have not been read since: nothing may rest on the
-// hold until they are (see lapseLease).
+// leaseLapsedUnread reports whether the hold's lease has lapsed by now and
+// the settings were not read since (lapseLease).
 func (m *machine) leaseLapsedUnread(now time.Time) bool {
 	h := m.held()
 	return m.phase.holds() && m.phase != doomed && h.ttlRead && !now.Before(h.lease) && !h.lease.Equal(h.lapsed)
 }
 
-// lapseLease takes in that the hold's lease lapsed: the bucket's settings
-// are to be read again before another term, offer or marked release rests
-// on the hold (the bucket may have been made again meanwhile).
+// lapseLease takes in that the hold's lease lapsed: the settings are read
+// again before a term, offer or marked release rests on the hold, as the
+// bucket may have been made again meanwhile (noteBucketBorn).
 func (m *machine) lapseLease(now time.Time) {
 	h := m.held()
 	h.ttlRead, h.ttlRetryAt, h.ttlSince, h.lapsed = false, now, now, h.lease
 }
 
-// releaseMarked reports whether our release may carry the release mark,
-// which lets the next candidate lead at once: only when no one else can
-// still count on the key (rule 1).
+// releaseMarked reports whether our release may carry the mark, which lets
+// the next candidate lead at once: only once rule 1 holds.
 func (m *machine) releaseMarked(now time.Time) bool {
 	at, ok := m.earlierHoldersGone()
 	return ok && !now.Before(at)
@@ -1660,9 +1529,7 @@ func (m *machine) onRelease(in input) {
 	}
 	stopOffer := m.handOver
 	// Released or not, the hold is given up: the key is another's or
-	// expires. A giving-up release while running is followed by campaigns
-	// (and a later hold of the key is released or offered again when we
-	// stop); the release after stopping is the last.
+	// expires.
 	switch {
 	case m.stopping():
 		m.move(candidate)
@@ -1683,9 +1550,8 @@ func (m *machine) onRelease(in input) {
 	}
 }
 
-// askHandOver takes in a leader's request to hand the election over. Only a
-// leader whose term runs may; the term ends, then the release names the
-// candidate (see due).
+// askHandOver takes in a request to hand the election over: only a leader
+// whose term runs may (see dueHandingOver).
 func (m *machine) askHandOver(now time.Time, ho handOver) {
 	switch {
 	case !m.cfg.writes || m.stopping() || !m.termRuns() || m.phase != leading:
@@ -1705,9 +1571,8 @@ func (m *machine) askHandOver(now time.Time, ho handOver) {
 }
 
 // releaseNames is whom a hand-over's release names: the candidate, unless
-// it refused the offer of the key, when a release naming it would keep the
-// others out for its window and leave the election without a leader; the
-// release is then plain, and the next candidate takes the key at once.
+// it refused the offer, when naming it would leave the election without a
+// leader for its window.
 func (ho handOver) releaseNames() handOver {
 	if ho.offered && ho.declined != nil && !ho.declinedOut.unanswered() {
 		return handOver{}
@@ -1715,15 +1580,13 @@ func (ho handOver) releaseNames() handOver {
 	return ho
 }
 
-// handOverWindow is how long the other candidates leave the key to the
-// candidate a hand-over names, by default: a quarter TTL, between 0.5s and
-// 5s.
+// handOverWindow is how long the others leave the key to the candidate a
+// hand-over names, by default.
 func (m *machine) handOverWindow() time.Duration {
 	return clamp(m.tm.ttl/4, 500*time.Millisecond, 5*time.Second)
 }
 
-// handOverTooSoon is the refusal of a hand-over asked at now, while our
-// release may not name a successor yet.
+// handOverTooSoon refuses a hand-over while our release may not be marked.
 func (m *machine) handOverTooSoon(now time.Time) error {
 	if at, ok := m.earlierHoldersGone(); ok {
 		return fmt.Errorf("%w: a leader deposed before this term may count on the key for %v more; ask again then", ErrHandOverTooSoon, at.Sub(now).Round(time.Millisecond))
@@ -1731,10 +1594,9 @@ func (m *machine) handOverTooSoon(now time.Time) error {
 	return fmt.Errorf("%w: the bucket's TTL is being read again; ask again in a moment", ErrHandOverTooSoon)
 }
 
-// onHandOverRelease takes in the outcome of a hand-over's release. Either
-// way we are a candidate again that sits the hand-over's window out, and
-// reads the key: a release whose outcome is unknown may not have been
-// stored, and the key then expires in its time.
+// onHandOverRelease takes in a hand-over's release. Either way we are a
+// candidate again that sits the window out, and reads the key: a release of
+// unknown outcome may not have been stored.
 func (m *machine) onHandOverRelease(in input) {
 	done := in.now
 	ho, rev := *m.handOver, m.held().rev
@@ -1746,8 +1608,7 @@ func (m *machine) onHandOverRelease(in input) {
 	m.nextCampaign = done
 	switch {
 	case in.err != nil && ho.offered && in.out == outMismatch:
-		// The answer to our offer was lost or late, and the key moved on:
-		// most likely the candidate's write took it.
+		// The key moved on: most likely the candidate's write took it.
 		if ho.declinedOut.unanswered() {
 			m.log.Infof("election %s: revision %d moved on before the release: %s may have taken up the offer", m.cfg.key, rev, ho.to)
 			m.endHandOver(fmt.Errorf("%s did not answer the offer of the key (%v), and the key moved on before the release (it may have taken the key; see who leads): %w", ho.to, ho.declined, in.err))
@@ -1765,7 +1626,6 @@ func (m *machine) onHandOverRelease(in input) {
 	m.endHandOver(nil)
 }
 
-// endHandOver tells the driver how the hand-over under way ended.
 func (m *machine) endHandOver(err error) {
 	m.handOver = nil
 	if m.mode == handingOver {
@@ -1774,11 +1634,9 @@ func (m *machine) endHandOver(err error) {
 	m.note(note{kind: noteHandOver, err: err})
 }
 
-// offerTimeout is how long the candidate ho names has to take up our offer
-// of the key: one write and the way there and back, so the request
-// timeout, at most ho's window and maxOfferTimeout (a requester of the
-// hand-over, or Stop, waits for the release that may follow), and at most
-// what is left of our lease when it is asked.
+// offerTimeout is how long the candidate ho names has to take up our offer:
+// the request timeout, at most ho's window, maxOfferTimeout (the release
+// that may follow is waited for) and what is left of our lease.
 func (m *machine) offerTimeout(now time.Time, ho handOver) time.Duration {
 	d := min(ho.within, m.tm.request, maxOfferTimeout)
 	if m.held().lease.After(now) {
@@ -1791,21 +1649,17 @@ func (m *machine) offerTimeout(now time.Time, ho handOver) time.Duration {
 // well inside RequestHandOver's default deadline and the CLI's --timeout.
 const maxOfferTimeout = time.Second
 
-// onOffer takes in the answer to our offer of the key. Taken up: the key
-// is the candidate's. On stop nothing is left to release; otherwise we are
-// a candidate again that sits the window out until we see its write. Not
-// taken up: the key is released (see dueStopping, dueHandingOver), which
-// covers an answer lost after the write was stored: the release then
-// fails, as the key moved on.
+// onOffer takes in the answer to our offer of the key. Taken up, the key
+// is the candidate's; a hand-over sits its window out. Otherwise the key
+// is released, which fails if an answer was lost after the write landed.
 func (m *machine) onOffer(in input) {
 	done := in.now
 	ho, rev := m.handOver, m.held().rev
 	if ho == nil {
-		return // an answer to no offer changes nothing
+		return
 	}
 	onStop := ho.orNext
 	if onStop && in.handOver.to != "" {
-		// The stop's offer went on to the next best standby.
 		ho.to, ho.instance = in.handOver.to, in.handOver.instance
 	}
 	if in.err != nil {
@@ -1826,14 +1680,11 @@ func (m *machine) onOffer(in input) {
 	m.endHandOver(nil)
 }
 
-// askTakeOver takes in a leader's offer of the key over its revision, made
-// after its term ended. We take it up, with a write over that revision,
-// unless we cannot campaign or our view shows the offer is stale; the
-// compare-and-swap settles the rest: it fails if anyone wrote since. A
-// failing health check does not refuse it: the leader's term has ended,
-// the leader checked our health before it did, and a leader that turned
-// unhealthy since beats none (it hands over again once a healthy candidate
-// stands).
+// askTakeOver takes in a leader's offer of the key over its revision,
+// made after its term ended: taken up unless we cannot campaign or the
+// view shows it stale; the compare-and-swap settles the rest. A failing
+// health check does not refuse it: the leader checked ours before, and an
+// unhealthy leader beats none.
 func (m *machine) askTakeOver(in input) {
 	from, rev, v := in.from, in.expect, m.view
 	var err error
@@ -1864,7 +1715,7 @@ func (m *machine) askTakeOver(in input) {
 	m.log.Infof("election %s: %s takes the key over from %s at revision %d", m.cfg.key, m.cfg.identity, from, rev)
 }
 
-// endTakeOver answers the offer taken up: err is why the key was not taken.
+// endTakeOver answers the offer taken up: err is why it was not taken.
 func (m *machine) endTakeOver(err error) {
 	if err != nil {
 		m.log.Infof("election %s: could not take the key over from %s: %v", m.cfg.key, m.taking.from, err)
@@ -1876,20 +1727,16 @@ func (m *machine) endTakeOver(err error) {
 	m.note(note{kind: noteTakeOver, err: err})
 }
 
-// sitOutHandOver keeps us out of the takeover for a hand-over's window when
-// the view is a release that hands the election to another candidate, and
-// ends any sit-out when it hands the election to us: someone took the key
-// after what we sat out (we may not have seen that write; a read can skip
-// it).
+// sitOutHandOver keeps us out of the takeover for the window of a release
+// that hands the election to another, and ends any sit-out when it hands
+// it to us: its holder took the key after what we sat out.
 func (m *machine) sitOutHandOver() {
 	v := m.view
 	if !m.cfg.writes || v.State != KeyReleased || v.HandOverTo == "" {
 		return
 	}
 	if v.HandOverTo == m.cfg.identity {
-		// A revision of the bucket deleted since tells nothing of the new
-		// one's: its holder, whose term began only once earlier holders
-		// were gone, handed the key to us.
+		// A revision of a bucket deleted since tells nothing of this one.
 		if v.Revision > m.sitOut.rev || m.sitOut.past {
 			m.sitOut = sitOut{}
 		}
@@ -1899,12 +1746,11 @@ func (m *machine) sitOutHandOver() {
 		past: m.sitOut.past && m.sitOut.rev >= v.Revision}
 }
 
-// onTTL takes in a read of the bucket's settings.
 func (m *machine) onTTL(in input) {
 	now, done := in.sent, in.now
 	defer m.note(note{kind: noteTTLRead, at: done})
 	h := m.held()
-	holdWaits := m.phase.holds() && !h.ttlRead // our hold waits for a read of the settings
+	holdWaits := m.phase.holds() && !h.ttlRead
 	if in.err != nil {
 		m.failed(in)
 		m.log.Debugf("election %s: cannot read the bucket's TTL: %v", m.cfg.key, in.err)
@@ -1916,8 +1762,7 @@ func (m *machine) onTTL(in input) {
 		return
 	}
 	if now.Before(m.ttlReadAt) || holdWaits && now.Before(h.ttlSince) {
-		// Older than the read we know, or than the one our hold needs: it
-		// tells nothing new.
+		// Older than the read we know, or than the one our hold needs.
 		if holdWaits {
 			h.ttlRetryAt = done.Add(m.jittered(m.tm.retry))
 		}
@@ -1929,14 +1774,12 @@ func (m *machine) onTTL(in input) {
 	wasUnusable := m.ttlUnusable != nil
 	known := m.tm.ttl
 	usable := m.adoptTTL(done, in.ttl)
-	// The settings' read may have given the hold up (a bucket made again,
-	// see noteBucketBorn): what holds now.
-	h = m.held()
+	h = m.held() // noteBucketBorn may have given the hold up
 	if m.phase.holds() && !h.ttlRead && usable {
 		h.ttlRead = true
 		if m.vanishedByRaisedTTL(in.ttl) {
 			m.log.Warnf("election %s: the key %s took was gone before it could expire by the raised TTL %v: taking it as a forced removal", m.cfg.key, m.cfg.identity, in.ttl)
-			h.from, h.fromSeenAt = KeyRemoved, later(h.sent, h.wonAt) // gone before our write was confirmed (see won)
+			h.from, h.fromSeenAt = KeyRemoved, later(h.sent, h.wonAt)
 		}
 		if h.from == KeyRemoved {
 			h.fromTTL = max(h.fromTTL, known)
@@ -1955,7 +1798,7 @@ func (m *machine) onTTL(in input) {
 		m.notPastLapse(done)
 	}
 	if !m.cfg.writes && m.view.State == KeyHeld && !m.nextCampaign.IsZero() {
-		m.nextCampaign = later(m.nextCampaign, m.checkAt(done)) // a raised TTL moves the check later
+		m.nextCampaign = later(m.nextCampaign, m.checkAt(done))
 	}
 	m.scheduleTTLCheck(done)
 }
@@ -1966,22 +1809,20 @@ func (m *machine) askTTL(at, since time.Time) {
 	m.nextTTLCheck, m.ttlSince = at, since
 }
 
-// scheduleTTLCheck makes the next routine read of the bucket's settings
-// due a jittered ttlEvery from now. A read sent in the last half of that
-// interval, and after the one we know, serves it: the process's elections
-// then share one read now and then, and what we know of the TTL is never
-// older than one and a half intervals.
+// scheduleTTLCheck makes the next routine read of the settings due a
+// jittered ttlEvery from now. A read sent in the last half of that
+// interval, and after the one we know, serves it: elections share reads,
+// and what we know is never older than one and a half intervals.
 func (m *machine) scheduleTTLCheck(now time.Time) {
 	every := m.ttlEvery()
 	at := now.Add(m.jittered(every))
 	m.askTTL(at, later(at.Add(-every/2), m.ttlReadAt.Add(time.Nanosecond)))
 }
 
-// adoptTTL takes in the bucket's TTL as just read. A lower TTL shortens the
-// lease at once: the broker applies a new TTL to values already stored; a
-// higher one applies from the next write. A TTL that cannot hold elections
-// makes a holder give the key up, and stops campaigns until it changes; it
-// returns false then.
+// adoptTTL takes in the TTL just read. A lower TTL shortens the lease at
+// once (the broker applies it to stored values); a higher one applies from
+// the next write. One that cannot hold elections gives the key up and
+// stops campaigns until it changes: it returns false then.
 func (m *machine) adoptTTL(now time.Time, ttl time.Duration) bool {
 	tm, err := m.cfg.timings(ttl)
 	if err == nil && ttl > 0 && ttl < bucket.MinTTL {
@@ -2013,7 +1854,7 @@ func (m *machine) adoptTTL(now time.Time, ttl time.Duration) bool {
 			}
 		}
 		if next := h.sent.Add(tm.renew); next.Before(h.nextRenew) {
-			h.nextRenew = next // renew by the new interval, before the shortened lease ends
+			h.nextRenew = next
 		}
 	}
 	m.tm = tm
@@ -2021,9 +1862,8 @@ func (m *machine) adoptTTL(now time.Time, ttl time.Duration) bool {
 	return true
 }
 
-// giveUp hands the key over because the bucket can no longer hold
-// elections: it ends the term and, unless doomed, releases the key (the
-// release's answer makes us a candidate).
+// giveUp ends the term as the bucket cannot hold elections and, unless
+// doomed, releases the key.
 func (m *machine) giveUp() {
 	if m.termRuns() {
 		m.endTerm(CauseDeadline)
@@ -2038,19 +1878,16 @@ func (m *machine) giveUp() {
 	m.nextCampaign = time.Time{}
 }
 
-// watch
-
-// initTimeout bounds a new watch's initial phase: one that has delivered
-// nothing by then is stuck and is made again.
+// initTimeout bounds a new watch's initial phase: one that delivered
+// nothing by then is made again.
 func initTimeout(tm timings) time.Duration { return max(2*tm.request, time.Second) }
 
-// initialWait is how long a campaign starting waits for its new watch's
-// initial values before it reads the key instead.
+// initialWait is how long a campaign starting waits for its watch's
+// initial values before reading the key.
 func initialWait(tm timings) time.Duration { return clamp(tm.ttl/20, 50*time.Millisecond, time.Second) }
 
-// watchRetry is how long to wait before try n+1 at making a watch: doubling
-// from 100ms to the TTL (at least 2s, at most 30s), with jitter. A broker
-// that refuses consumers is refusing them to a fleet.
+// watchRetry is how long to wait before try n+1 at making a watch: a
+// broker that refuses consumers is refusing them to a fleet.
 func (m *machine) watchRetry(tries int) time.Duration {
 	limit := clamp(m.tm.ttl, 2*time.Second, 30*time.Second)
 	return m.jittered(min(100*time.Millisecond<<min(tries, 10), limit))
@@ -2070,8 +1907,8 @@ func (m *machine) onWatchMade(in input) {
 	*w = watchState{mode: watchStarting, restartable: in.restartable, lastEvent: in.now}
 }
 
-// watchFailed drops the watch, if any, and schedules another try with
-// backoff, logging the cause once.
+// watchFailed drops the watch and schedules another try, logging the
+// cause once.
 func (m *machine) watchFailed(in input) {
 	now, err := in.now, in.err
 	w := &m.watch
@@ -2091,9 +1928,8 @@ func (m *machine) watchFailed(in input) {
 	}
 }
 
-// restartWatch replaces a watch that seems to have missed changes: a
-// shared one is made again in place for all its subscribers; another is
-// stopped and made again at once.
+// restartWatch replaces a watch that seems to have missed changes: in
+// place if it is shared, else stopped and made again at once.
 func (m *machine) restartWatch(now time.Time) {
 	if m.watch.restartable {
 		m.note(note{kind: noteRestartWatch})
@@ -2115,9 +1951,8 @@ func (m *machine) onWatchEnded(in input) {
 	m.watchFailed(in)
 }
 
-// onWatchEntry takes in a message the watch delivered.
 func (m *machine) onWatchEntry(in input) {
-	m.confirmFrom = time.Time{} // the watch has news since it began empty
+	m.confirmFrom = time.Time{}
 	w := &m.watch
 	w.lastEvent = in.now
 	initial := w.mode == watchStarting
@@ -2127,17 +1962,14 @@ func (m *machine) onWatchEntry(in input) {
 	m.observe(in.now, v)
 }
 
-// onWatchInitialDone takes in the end of the watch's initial values.
 func (m *machine) onWatchInitialDone(in input) {
 	w := &m.watch
 	w.lastEvent = in.now
 	switch {
 	case w.mode != watchStarting || w.sawInitial:
 	case m.view.known && m.view.State == KeyHeld && !m.phase.holds():
-		// The key's state as of when the watch's consumer was made, which
-		// may be before the write we know of (a campaign that lost names
-		// the revision, which the watch then delivers as a change). Read
-		// the key now: if it is gone, it vanished (see vanishedUnderLease).
+		// The watch's state may predate the write we know of (one a lost
+		// campaign named). Read the key: if gone, it vanished.
 		m.view.readAt, m.view.confirmed = time.Time{}, false
 		m.confirmDue, m.confirmFrom = in.now, in.now
 		m.log.Debugf("election %s: the watch began with the key absent, but it was held at revision %d: reading it", m.cfg.key, m.view.Revision)
