@@ -35,12 +35,10 @@ type machine struct {
 	// displaced is what a view replaced by a bare revision (a failed
 	// campaign's, onCampaign) or by a bucket made again (noteBucketBorn)
 	// showed, until the next view: a removal then removed that.
-	displaced *keyView
-	doubt     *doubtfulWrite // our latest campaign write of unknown outcome (adoptDoubt)
-	// remadeSeen: when a message showed the bucket made again, before its
-	// creation time was read.
-	remadeSeen time.Time
-	epoch      time.Time // the bucket's stream creation time, as last read
+	displaced  *keyView
+	doubt      *doubtfulWrite // our latest campaign write of unknown outcome (adoptDoubt)
+	remadeSeen time.Time      // a message showed the bucket made again, its creation time unread
+	epoch      time.Time      // the bucket's stream creation time, as last read
 
 	nextCampaign time.Time // zero: nothing scheduled until the view changes
 	// confirmDue: a read of the key is due, the watch having begun with the
@@ -58,10 +56,8 @@ type machine struct {
 	ttlUnusable  error     // the TTL cannot hold elections: no campaign until it can
 	unhealthy    error     // the health check fails: no campaign until it passes
 
-	hold *hold // while phase.holds(); see held
-	// term is the running term's token, 0 while none runs (tokens are
-	// revisions, never 0).
-	term uint64
+	hold *hold  // while phase.holds(); see held
+	term uint64 // the running term's token; 0: none runs (tokens are revisions)
 	// handOver is the hand-over under way (the term ends, the key is
 	// offered to the candidate, else the release names it), or a stop's
 	// (orNext): the standby offered the key before its release.
@@ -100,9 +96,7 @@ type machineConfig struct {
 	releaseOnStop bool
 	offers        bool // the driver can offer the key to a candidate (doOffer)
 	timings       func(ttl time.Duration) (timings, error)
-	// random returns a number in [0, n): the jitter, so a simulation can
-	// replay it.
-	random func(n int64) int64
+	random        func(n int64) int64 // in [0, n): the jitter, which a simulation replays
 }
 
 // handOver is a hand-over of the election to candidate to, which has
@@ -141,9 +135,7 @@ type takeOver struct {
 type sitOut struct {
 	until time.Time
 	rev   uint64 // the revision we were deposed at: a later holder ends the sit-out
-	// past: rev is of a bucket deleted since (noteBucketBorn), not
-	// comparable with the new bucket's.
-	past bool
+	past  bool   // rev is of a bucket deleted since (noteBucketBorn)
 }
 
 // hold is what a machine knows while its write holds the key.
@@ -326,8 +318,7 @@ const (
 	doOffer
 )
 
-// note tells the driver of a change to pass on: to the term, the
-// callbacks, the recorder.
+// note tells the driver of a change to pass on.
 type note struct {
 	kind    noteKind
 	token   uint64
@@ -617,9 +608,7 @@ func (m *machine) dueStopping(now time.Time) (time.Time, action, func(time.Time)
 	case keeps && m.cfg.releaseOnStop && m.stopReadsSettings():
 		return now, action{kind: doReadTTL, since: m.hold.ttlSince}, nil
 	case keeps && m.handOver != nil && m.handOver.orNext && !m.handOver.offered && m.releaseMarked(now):
-		// The best standby takes the key with one write over ours, rather
-		// than a release and a race; offered only when a release could be
-		// marked, so that its term may begin at once (rule 1).
+		// Offered only when a release could be marked (rule 1).
 		return now, action{kind: doOffer, expect: m.held().rev, handOver: *m.handOver, epoch: m.epoch, timeout: m.offerTimeout(now, *m.handOver)}, nil
 	case keeps && m.cfg.releaseOnStop && (!m.hold.foundOnStop || m.releaseMarked(now)):
 		release := action{kind: doRelease, expect: m.held().rev, marked: m.releaseMarked(now)}
@@ -682,8 +671,7 @@ func (m *machine) dueHandingOver(now time.Time) (time.Time, action, func(time.Ti
 	keeps := m.phase.holds() && m.phase != doomed
 	switch {
 	case keeps && m.releaseMarked(now) && m.cfg.offers && !m.handOver.offered:
-		// Offered only when a release could be marked, so that the
-		// taker's term may begin at once (rule 1).
+		// Offered only when a release could be marked (rule 1).
 		return now, action{kind: doOffer, expect: m.held().rev, handOver: *m.handOver, epoch: m.epoch, timeout: m.offerTimeout(now, *m.handOver)}, nil
 	case keeps && m.releaseMarked(now):
 		return now, action{kind: doRelease, expect: m.held().rev, marked: true, handOver: m.handOver.releaseNames()}, nil
@@ -723,8 +711,6 @@ func (m *machine) dueHolder(d *dueList) {
 		})
 	}
 	if m.phase != doomed && h.ttlRead && !h.lease.Equal(h.lapsed) {
-		// Before another term rests on a lapsed lease, read the settings
-		// again: the bucket may have been made again (noteBucketBorn).
 		d.consider(h.lease, action{}, m.lapseLease)
 	}
 	m.dueWatch(d)
@@ -897,8 +883,7 @@ func (m *machine) failed(in input) bool {
 	return true
 }
 
-// requestTimeout bounds a request by the request timeout and, while we
-// hold a lease, by the lease.
+// requestTimeout bounds a request by the request timeout and the lease.
 func (m *machine) requestTimeout(now time.Time) time.Duration {
 	timeout := m.tm.request
 	if m.phase.holds() && m.held().lease.After(now) {
@@ -996,8 +981,7 @@ func (m *machine) onRead(in input) {
 	switch {
 	case m.cfg.writes:
 	case m.view.State == KeyHeld && before.known && before.Revision == m.view.Revision:
-		// Still there past its predicted expiry: the broker is late, or
-		// the TTL was raised.
+		// Past its predicted expiry: the broker is late, or the TTL rose.
 		m.overdue(done)
 	case before.known && before.State == m.view.State && before.Revision == m.view.Revision:
 		m.schedule(done) // nothing new
@@ -1803,8 +1787,8 @@ func (m *machine) onTTL(in input) {
 	m.scheduleTTLCheck(done)
 }
 
-// askTTL makes a read of the bucket's settings due at at, served by any
-// read sent at or after since.
+// askTTL makes a read of the settings due at at, served by any read sent
+// at or after since.
 func (m *machine) askTTL(at, since time.Time) {
 	m.nextTTLCheck, m.ttlSince = at, since
 }
@@ -1907,8 +1891,7 @@ func (m *machine) onWatchMade(in input) {
 	*w = watchState{mode: watchStarting, restartable: in.restartable, lastEvent: in.now}
 }
 
-// watchFailed drops the watch and schedules another try, logging the
-// cause once.
+// watchFailed drops the watch and schedules another try.
 func (m *machine) watchFailed(in input) {
 	now, err := in.now, in.err
 	w := &m.watch

@@ -1,15 +1,15 @@
 package streams
 
-// outcome is what became of a request, as the driver tells the machine: a
-// closed set, so that the machine decides on what happened, never on an
-// error's type. The driver reads it from the error (classified).
+// outcome is what became of a request, as the driver tells the machine
+// (classified): a closed set, so the machine never decides on an error's
+// type.
 type outcome uint8
 
 const (
 	// outDone: the request succeeded.
 	outDone outcome = iota
-	// outMismatch: a compare-and-swap found another revision (its number,
-	// when the broker said it, is the input's conflict).
+	// outMismatch: a compare-and-swap found another revision (see
+	// input.conflict).
 	outMismatch
 	// outRejected: JetStream answered with an error; nothing was stored.
 	outRejected
@@ -18,8 +18,8 @@ const (
 	// outNoResponders: no JetStream server took the request; nothing was
 	// stored.
 	outNoResponders
-	// outNotSent: the request waited out its time for a turn in the
-	// process and was never sent.
+	// outNotSent: the request waited out its time for a turn and was never
+	// sent.
 	outNotSent
 	// outTimeout: no answer in time: the request may have been stored.
 	outTimeout
