@@ -1,6 +1,9 @@
 package streams
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // phase is where the campaign's hold of the key stands; mode says what the
 // machine is about. The two say what the machine may do, each mode with
@@ -23,16 +26,13 @@ const (
 	doomed
 )
 
+var phaseNames = [...]string{
+	candidate: "candidate", winning: "winning", leading: "leading", doomed: "doomed",
+}
+
 func (p phase) String() string {
-	switch p {
-	case candidate:
-		return "candidate"
-	case winning:
-		return "winning"
-	case leading:
-		return "leading"
-	case doomed:
-		return "doomed"
+	if p >= 0 && int(p) < len(phaseNames) {
+		return phaseNames[p]
 	}
 	return fmt.Sprintf("phase(%d)", int(p))
 }
@@ -51,17 +51,9 @@ var phaseMoves = map[phase][]phase{
 }
 
 // canMove reports whether a campaign may go from p to next.
-func (p phase) canMove(next phase) bool {
-	for _, q := range phaseMoves[p] {
-		if q == next {
-			return true
-		}
-	}
-	return false
-}
+func (p phase) canMove(next phase) bool { return slices.Contains(phaseMoves[p], next) }
 
-// mode is what the machine is about, beside where its hold of the key
-// stands (phase).
+// mode is what the machine is about (see phase).
 type mode uint8
 
 const (
@@ -85,20 +77,14 @@ const (
 	finished
 )
 
+var modeNames = [...]string{
+	running: "running", taking: "taking", handingOver: "handing over",
+	givingUp: "giving up", stopping: "stopping", finished: "finished",
+}
+
 func (md mode) String() string {
-	switch md {
-	case running:
-		return "running"
-	case taking:
-		return "taking"
-	case handingOver:
-		return "handing over"
-	case givingUp:
-		return "giving up"
-	case stopping:
-		return "stopping"
-	case finished:
-		return "finished"
+	if int(md) < len(modeNames) {
+		return modeNames[md]
 	}
 	return fmt.Sprintf("mode(%d)", int(md))
 }
@@ -116,11 +102,4 @@ var modeMoves = map[mode][]mode{
 }
 
 // canEnter reports whether the machine may go from mode md to next.
-func (md mode) canEnter(next mode) bool {
-	for _, q := range modeMoves[md] {
-		if q == next {
-			return true
-		}
-	}
-	return false
-}
+func (md mode) canEnter(next mode) bool { return slices.Contains(modeMoves[md], next) }
