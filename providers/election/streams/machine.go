@@ -1651,16 +1651,15 @@ func (m *machine) onOffer(in input) {
 		ho.offered, ho.declined, ho.declinedOut = true, in.err, in.out
 		return
 	}
-	taken := *ho
 	m.move(candidate)
 	if onStop {
-		m.log.Infof("election %s: %s took the key over revision %d: handed over on stop", m.cfg.key, taken.to, rev)
+		m.log.Infof("election %s: %s took the key over revision %d: handed over on stop", m.cfg.key, ho.to, rev)
 		return
 	}
-	m.sitOut = sitOut{until: done.Add(taken.within), rev: rev}
+	m.sitOut = sitOut{until: done.Add(ho.within), rev: rev}
 	m.view.readAt, m.view.confirmed = time.Time{}, false
 	m.nextCampaign = done
-	m.log.Infof("election %s: %s took the key over revision %d: handed over", m.cfg.key, taken.to, rev)
+	m.log.Infof("election %s: %s took the key over revision %d: handed over", m.cfg.key, ho.to, rev)
 	m.endHandOver(nil)
 }
 
@@ -1757,7 +1756,7 @@ func (m *machine) onTTL(in input) {
 	m.noteBucketBorn(done, in.born)
 	wasUnusable := m.ttlUnusable != nil
 	known := m.tm.ttl
-	usable := m.adoptTTL(done, in.ttl)
+	usable := m.adoptTTL(in.ttl)
 	h = m.held() // noteBucketBorn may have given the hold up
 	if m.phase.holds() && !h.ttlRead && usable {
 		h.ttlRead = true
@@ -1807,7 +1806,7 @@ func (m *machine) scheduleTTLCheck(now time.Time) {
 // once (the broker applies it to stored values); a higher one applies from
 // the next write. One that cannot hold elections gives the key up and
 // stops campaigns until it changes: it returns false then.
-func (m *machine) adoptTTL(now time.Time, ttl time.Duration) bool {
+func (m *machine) adoptTTL(ttl time.Duration) bool {
 	tm, err := m.cfg.timings(ttl)
 	if err == nil && ttl > 0 && ttl < bucket.MinTTL {
 		err = ErrTTLTooSmall
