@@ -1145,7 +1145,7 @@ func (m *machine) observe(now time.Time, v keyView) bool {
 	if m.phase.holds() {
 		switch {
 		case v.State == KeyAbsent, v.Revision <= m.held().rev:
-			return true // the next renewal decides
+			return true // ours, or a restarted watch finding it gone: the next renewal decides
 		case m.held().inDoubt && v.State == KeyHeld && v.Leader == m.cfg.identity:
 			return true // perhaps our own write landing late
 		}
@@ -1719,7 +1719,8 @@ func (m *machine) sitOutHandOver() {
 		return
 	}
 	if v.HandOverTo == m.cfg.identity {
-		// A revision of a bucket deleted since tells nothing of this one.
+		// A revision of a bucket deleted since tells nothing of this one;
+		// its holder began its term only once earlier holders were gone.
 		if v.Revision > m.sitOut.rev || m.sitOut.past {
 			m.sitOut = sitOut{}
 		}
@@ -1762,7 +1763,7 @@ func (m *machine) onTTL(in input) {
 		h.ttlRead = true
 		if m.vanishedByRaisedTTL(in.ttl) {
 			m.log.Warnf("election %s: the key %s took was gone before it could expire by the raised TTL %v: taking it as a forced removal", m.cfg.key, m.cfg.identity, in.ttl)
-			h.from, h.fromSeenAt = KeyRemoved, later(h.sent, h.wonAt)
+			h.from, h.fromSeenAt = KeyRemoved, later(h.sent, h.wonAt) // gone before our write landed
 		}
 		if h.from == KeyRemoved {
 			h.fromTTL = max(h.fromTTL, known)
@@ -1781,7 +1782,7 @@ func (m *machine) onTTL(in input) {
 		m.notPastLapse(done)
 	}
 	if !m.cfg.writes && m.view.State == KeyHeld && !m.nextCampaign.IsZero() {
-		m.nextCampaign = later(m.nextCampaign, m.checkAt(done))
+		m.nextCampaign = later(m.nextCampaign, m.checkAt(done)) // a raised TTL moves it later
 	}
 	m.scheduleTTLCheck(done)
 }
