@@ -130,8 +130,7 @@ type takeOver struct {
 }
 
 // sitOut keeps a deposed leader out of the takeover that follows (a forced
-// stand-down must move leadership), and the candidates a hand-over does
-// not name out for its window.
+// stand-down must move leadership), and others out of a hand-over's window.
 type sitOut struct {
 	until time.Time
 	rev   uint64 // the revision we were deposed at: a later holder ends the sit-out
@@ -526,9 +525,8 @@ func (m *machine) learn(in input) {
 
 // plan is the one place that says what is due and when: it performs the
 // moves due, then returns the action due now, or none and when the next
-// thing falls due. Every move undoes its own cause, so the moves of one
-// plan are finite; an action is due again only once its outcome was
-// stepped in.
+// thing falls due. Every move undoes its own cause, so they are finite; an
+// action is due again only once its outcome was stepped in.
 func (m *machine) plan(now time.Time) (action, time.Time) {
 	for {
 		at, act, move := m.due(now)
@@ -633,10 +631,9 @@ func (m *machine) dueStopping(now time.Time) (time.Time, action, func(time.Time)
 }
 
 // stopReadsSettings reports whether a holder stopping before it read the
-// bucket's settings since it took the key reads them first, so that the
-// offer or release may carry the mark: once (a failed or unusable read
-// leaves the release unmarked), and only where the mark could then be made
-// at once (earlierHoldersGone).
+// settings since it took the key reads them first, so that the offer or
+// release may carry the mark: once (a failed or unusable read leaves it
+// unmarked), and only where the mark could then be made at once.
 func (m *machine) stopReadsSettings() bool {
 	h := m.hold
 	return !h.ttlRead && h.ttlRetryAt.Equal(h.wonAt) && m.ttlUnusable == nil &&
@@ -644,9 +641,8 @@ func (m *machine) stopReadsSettings() bool {
 }
 
 // dueWindDown is what comes first when a hold is to be offered or
-// released: the term ends, for cause; and a lease that lapsed is no ground
-// for an offer or a marked release until the settings are read again, as
-// while running. nil: neither.
+// released: the term ends, for cause; a lapsed lease is read again first,
+// as while running (lapseLease). nil: neither.
 func (m *machine) dueWindDown(now time.Time, cause Cause) func(time.Time) {
 	switch {
 	case m.termRuns():
@@ -657,9 +653,8 @@ func (m *machine) dueWindDown(now time.Time, cause Cause) func(time.Time) {
 	return nil
 }
 
-// dueHandingOver: end the term, then offer the key to the candidate named
-// or release it naming the candidate, once no deposed leader can count on
-// the key.
+// dueHandingOver: end the term, then offer the key to the candidate named,
+// or release it naming the candidate, once rule 1 holds.
 func (m *machine) dueHandingOver(now time.Time) (time.Time, action, func(time.Time)) {
 	if m.handOver == nil {
 		m.log.Errorf("election %s: bug: handing over to no one; please report this", m.cfg.key)
@@ -743,9 +738,8 @@ func (m *machine) dueWatch(d *dueList) {
 	}
 }
 
-// dueCandidate: while the key is not ours, read it when the view is not
-// fresh, else write to take it when it is free; an observer reads where a
-// candidate would campaign.
+// dueCandidate: read the key when the view is not fresh, else write to take
+// it when it is free; an observer reads where a candidate would campaign.
 func (m *machine) dueCandidate(d *dueList) {
 	now := d.now
 	m.dueWatch(d)
@@ -1259,10 +1253,9 @@ func sameMessage(a, b Entry) bool {
 }
 
 // noteBucketBorn takes in when the bucket's stream was created (zero:
-// unknown). Another time than the one known means the bucket was made
-// again: its revisions are followed, and the key is taken as removed now
-// until a leader writes in it, as an old leader may count on its lease for
-// up to a TTL.
+// unknown). Another time means the bucket was made again: its revisions
+// are followed, and the key is taken as removed now until a leader writes
+// in it, as an old leader may count on its lease for up to a TTL.
 func (m *machine) noteBucketBorn(now, born time.Time) {
 	if born.IsZero() {
 		return
