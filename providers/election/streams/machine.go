@@ -1341,13 +1341,11 @@ func (m *machine) won(sent, done time.Time, rev, expect uint64) {
 		// An offer is made only when a release may be marked: as after one.
 		from, fromSeenAt = KeyReleased, done
 	} else if from == KeyHeld {
-		// Taken over a lapsed lease, or found gone: expired, unless gone
-		// before it could expire.
+		// A lapsed lease, or a key found gone: expired, unless gone too soon.
 		from = KeyAbsent
 		if expect == 0 && sent.Before(m.expiredFrom(m.view, m.tm.ttl)) {
-			// Judged from done, not sent: the removal came before our
-			// write, which may have waited at the transport's gate after
-			// sent was stamped.
+			// Judged from done: the removal came before our write, which
+			// may have waited at the transport's gate after sent.
 			m.log.Warnf("election %s: the key %s held was gone before it could expire: taking it as a forced removal", m.cfg.key, m.view.Leader)
 			from, fromSeenAt = KeyRemoved, done
 		}
@@ -1397,8 +1395,7 @@ func (m *machine) onRenewal(in input) {
 			seenAt: done, readAt: done, expiresBy: now.Add(m.tm.ttl), confirmed: true, ttl: m.tm.ttl}
 		if m.termRuns() {
 			if !done.Before(oldLease) {
-				// The deadline passed while the renewal was in flight; the
-				// key is still ours: a new term may begin.
+				// The deadline passed in flight; the key is still ours.
 				m.endTerm(CauseDeadline)
 				m.move(winning)
 			} else {
@@ -1505,8 +1502,7 @@ func (m *machine) onRelease(in input) {
 		return
 	}
 	stopOffer := m.handOver
-	// Released or not, the hold is given up: the key is another's or
-	// expires.
+	// Released or not, the hold is given up.
 	switch {
 	case m.stopping():
 		m.move(candidate)

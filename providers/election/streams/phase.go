@@ -67,7 +67,7 @@ const (
 	// offered to handOver.to, or else released naming it (dueHandingOver).
 	handingOver
 	// givingUp: the bucket's TTL can no longer hold elections: the key is
-	// released, then the campaign waits until it can (dueGivingUp).
+	// released, then the campaign waits until it can (due).
 	givingUp
 	// stopping: Stop was asked for, or the campaign cannot go on: the term
 	// ends, the key is offered to the standby named on stop (handOver,
