@@ -8,44 +8,35 @@ import (
 )
 
 // The hand-over policy: where leadership should go, as one pure function
-// (decide) of who stands (the roll), the candidate asking, how long its
-// term has run on the election's clock, and its options. It reads no clock
-// and asks the network nothing: the steward gathers announcements and
-// answers first, then asks it; the simulator asks it with the world it
-// simulates. Its answer enters the lease machine as an input: a hand-over
-// (inHandOver), or the successor a stop offers the key to (inStop).
+// (decide) of who stands, the candidate asking, how long its term has run
+// on the election's clock, and its options. It reads no clock and asks the
+// network nothing, so the steward and the simulator both ask it. Its
+// answer enters the lease machine as a hand-over (inHandOver), or the
+// successor a stop offers the key to (inStop).
 
 // policyInput is everything the hand-over policy decides on.
 type policyInput struct {
-	// self is the candidate asking, as it announces itself: its priority
-	// and its health.
-	self standing.Candidate
-	// roll is who else stands, best first (standing.Rank); it may hold
-	// self, which the policy skips.
-	roll []standing.Candidate
+	self standing.Candidate   // the candidate asking, with its priority and health
+	roll []standing.Candidate // who else stands, best first (standing.Rank); may hold self
 	// fresh is set when roll is the answers to a question of who stands
-	// just asked, not only what announcements told: a candidate that died
-	// without a word does not answer, so only a fresh roll moves a term.
+	// just asked: a candidate that died without a word does not answer, so
+	// only a fresh roll moves a term.
 	fresh bool
-	// leading is set while self leads a term, which has run for held,
-	// counted on the election's clock.
+	// leading is set while self leads a term, which has run for held.
 	leading bool
 	held    time.Duration
-	// minTerm is how long a term runs before it moves (WithMinTerm).
-	minTerm time.Duration
+	minTerm time.Duration // WithMinTerm
 }
 
 // policy is what the hand-over policy says. At most one of moving,
 // confirm and a positive wait holds.
 type policy struct {
 	// successor is whom a stop offers the key to: the best-ranked healthy
-	// candidate on the roll other than self and not leaving; zero when the
-	// roll has none.
+	// candidate on the roll other than self and not leaving; zero for none.
 	successor handOver
 	// moving is set when the leader hands its term over to to now, for the
-	// reason why: a healthy candidate of a higher priority stands, or the
-	// leader is unhealthy and a healthy one stands. Never to self, nor to
-	// one leaving or unhealthy, and never within the minimum term.
+	// reason why. Never to self, nor to one leaving or unhealthy, and
+	// never within the minimum term.
 	moving bool
 	to     standing.Candidate
 	why    string
@@ -58,18 +49,19 @@ type policy struct {
 }
 
 // decide is the hand-over policy: whom a stop offers the key to and, for a
-// leader, whether and when its term moves, and to whom. Equal priorities
-// never move a healthy leader, so leadership does not go back and forth
-// between them.
+// leader, whether and when its term moves, and to whom: to a healthy
+// candidate of a higher priority, or, while the leader is unhealthy, to
+// any healthy one. Equal priorities never move a healthy leader, so
+// leadership does not go back and forth between them.
 func decide(in policyInput) policy {
 	var p policy
-	if c, ok := successorOf(in.self, in.roll); ok {
+	if c, ok := best(in.self, in.roll, false); ok {
 		p.successor = handOver{to: c.Identity, instance: c.Instance}
 	}
 	if !in.leading {
 		return p
 	}
-	to, ok := preferred(in.self, in.roll)
+	to, ok := best(in.self, in.roll, true)
 	switch {
 	case !ok:
 	case in.held < in.minTerm:
@@ -82,27 +74,16 @@ func decide(in policyInput) policy {
 	return p
 }
 
-// successorOf returns the best-ranked healthy candidate on roll, sorted
-// best first, that is not self and not leaving, if any.
-func successorOf(self standing.Candidate, roll []standing.Candidate) (standing.Candidate, bool) {
+// best returns the best-ranked healthy candidate on roll, sorted best
+// first, that is not self and not leaving, if any; with giveWay, only one
+// that a leader self gives way to: of a higher priority, unless self is
+// unhealthy.
+func best(self standing.Candidate, roll []standing.Candidate, giveWay bool) (standing.Candidate, bool) {
 	for _, c := range roll {
-		if c.Healthy && !c.Leaving && !sameAs(c, self) {
+		yields := !self.Healthy || c.Priority > self.Priority // self gives way to c
+		if c.Healthy && !c.Leaving && !sameAs(c, self) && (yields || !giveWay) {
 			return c, true
 		}
-	}
-	return standing.Candidate{}, false
-}
-
-// preferred returns the candidate on roll, sorted best first, that a
-// leader self should give way to, if any: the best-ranked healthy one of
-// a higher priority, or, while self is unhealthy, the best-ranked healthy
-// one; never self or one leaving.
-func preferred(self standing.Candidate, roll []standing.Candidate) (standing.Candidate, bool) {
-	for _, c := range roll {
-		if !c.Healthy || c.Leaving || sameAs(c, self) || self.Healthy && c.Priority <= self.Priority {
-			continue
-		}
-		return c, true
 	}
 	return standing.Candidate{}, false
 }
