@@ -9,13 +9,11 @@ import (
 	"github.com/conclave-io/conclave/providers/election/standing"
 )
 
-// A process's copies of a candidate: the stewards it runs in one election
-// over one connection. A candidate reads its copies' health and stopping
-// as they are now, not as they last announced them: when a process stops,
-// its copies stop with its leader, and their words of leaving reach it
-// late, or, once its term ended, not at all.
-
-// localCopies holds each election's copies in this process.
+// localCopies holds each election's copies in this process: the stewards
+// it runs in one election over one connection. A candidate reads its
+// copies' health and stopping as they are now, not as they last announced
+// them: when a process stops, its copies stop with its leader, and their
+// words of leaving reach it late, or, once its term ended, not at all.
 var localCopies = struct {
 	mu sync.Mutex
 	m  map[copiesKey]*copies
@@ -28,8 +26,7 @@ type copiesKey struct {
 }
 
 // copies are an election's stewards in this process: those running, and
-// the last few that stopped while others ran on (left), which no longer
-// answer an offer of the key.
+// the last few that stopped while others ran on (left).
 type copies struct {
 	running []*steward
 	left    []copyName
@@ -79,9 +76,8 @@ func (s *steward) leaveCopies() {
 	cs.left = append(cs.left, s.name())
 }
 
-// copyState is a copy of the candidate in this process as it is now:
-// running, leaving or not, and healthy or not; or stopped (gone), which
-// leaves its health as it last announced it.
+// copyState is a copy of the candidate in this process as it is now; one
+// stopped (gone) has its health as it last announced it.
 type copyState struct {
 	copyName
 	gone, leaving, healthy bool
@@ -111,13 +107,10 @@ func (s *steward) localCopies() []copyState {
 	return out
 }
 
-// correctByCopies returns roll with the process's copies as they are now:
-// one stopping or stopped is leaving; a running one's health is as its
-// last check said. roll itself is not changed.
+// correctByCopies returns roll, unchanged, or a copy of it with the
+// process's copies as they are now: one stopping or stopped is leaving; a
+// running one's health is as its last check said.
 func correctByCopies(roll []standing.Candidate, copies []copyState) []standing.Candidate {
-	if len(copies) == 0 {
-		return roll
-	}
 	out := roll
 	for i, c := range roll {
 		for _, o := range copies {
@@ -139,8 +132,7 @@ func correctByCopies(roll []standing.Candidate, copies []copyState) []standing.C
 	return out
 }
 
-// liveState is whether the candidate is leaving (its campaign ended) and
-// whether it is healthy, as now.
+// liveState is whether the candidate is leaving and whether it is healthy.
 func (s *steward) liveState() (leaving, healthy bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

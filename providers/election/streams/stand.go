@@ -8,15 +8,13 @@ import (
 )
 
 // stand is a candidate's side of who is standing, as one pure state on the
-// election's clock: its health as its check last said, the term it leads
-// (if any), who else stands as that term heard (the roll), and when each
-// of its duties falls due. It does no I/O, reads no clock, starts nothing
-// and holds no lock: the steward, and the simulator, tell it what happened
-// with the instant it happened, and step it; step says what to do now and
-// when to be stepped again. At most one duty that waits on the network or
-// the user (a health check, a question of who stands, a move) is out at a
-// time, and its outcome is told before the next goes out. Where leadership
-// should go is the hand-over policy's (decide), asked with this state.
+// election's clock: its health, the term it leads (if any), who else
+// stands as that term heard, and when each duty falls due. It does no I/O,
+// reads no clock, starts nothing and holds no lock: the steward, and the
+// simulator, tell it what happened and when, and step it; step says what
+// to do now and when to step again. At most one duty that waits on the
+// network or the user is out at a time, and its outcome is told before the
+// next goes out.
 type stand struct {
 	identity, instance string
 	minTerm            time.Duration
@@ -32,7 +30,7 @@ type stand struct {
 	move    *policy // a move the answers to a question called for, to hand out
 }
 
-// duty is one of the things a stand has done in its time.
+// duty is one of the things a stand does in its time.
 type duty int
 
 const (
@@ -48,14 +46,9 @@ const (
 
 // standNow is what a step reads of the candidate as it is now.
 type standNow struct {
-	// self is the candidate as it announces itself: its identity,
-	// instance, priority, since, and whether it is leaving. Its health is
-	// the stand's.
-	self standing.Candidate
-	ttl  time.Duration // the bucket's TTL in force
-	// copies are this process's other copies of the candidate as they are
-	// now, which correct what the roll says of them (correctByCopies).
-	copies []copyState
+	self   standing.Candidate // as it announces itself, but for its health: the stand's
+	ttl    time.Duration      // the bucket's TTL in force
+	copies []copyState        // this process's other copies (correctByCopies)
 }
 
 // standOut is what a step says to do now. At most one of check, ask and
@@ -81,11 +74,11 @@ func (st *stand) open(now time.Time) {
 	}
 }
 
-// follow tells the stand of the candidate's term as it is at now: the
-// token and start of the term that runs, or 0 while none does. A new term
-// hears a roll of its own and asks who stands within half the minimum term
-// (askDelay); a term that ends drops its roll, unless the candidate is
-// leaving: its stop offers the key by whom the term heard.
+// follow tells the stand of the candidate's term at now: the token and
+// start of the term that runs, or 0 while none does. A new term hears a
+// roll of its own and asks who stands (askDelay); a term that ends drops
+// its roll, unless the candidate is leaving: its stop offers the key by
+// whom the term heard.
 func (st *stand) follow(now time.Time, token uint64, started time.Time, leaving bool) {
 	if token == st.term {
 		return
@@ -100,17 +93,15 @@ func (st *stand) follow(now time.Time, token uint64, started time.Time, leaving 
 	}
 }
 
-// hear takes in what candidates said of themselves at now (announcements,
-// answers) heard by the term token: the running term's; a past term's, or
-// the candidate's own word, are dropped.
+// hear takes in what candidates said of themselves at now, heard by the
+// term token: a past term's word, or the candidate's own, is dropped.
 func (st *stand) hear(now time.Time, token uint64, cs ...standing.Candidate) {
 	st.heard(now, now, token, cs...)
 }
 
 // heard is hear for words said at said and taken in at now: a word heard
-// after said, newer, is kept over them (answers come in over a question's
-// wait, and an announcement within it is newer than an answer sent
-// before it).
+// after said is newer, and kept (an announcement that comes within a
+// question's wait is newer than an answer sent before it).
 func (st *stand) heard(now, said time.Time, token uint64, cs ...standing.Candidate) {
 	if token == 0 || token != st.term {
 		return
@@ -128,8 +119,7 @@ func (st *stand) isSelf(c standing.Candidate) bool {
 }
 
 // checked takes the outcome of the health check at now, and reports
-// whether the candidate's health changed: it then announces itself at
-// once.
+// whether the candidate's health changed: it then announces at once.
 func (st *stand) checked(now time.Time, err error) (changed bool) {
 	st.done(dutyHealth)
 	if st.healthEvery > 0 {
@@ -143,10 +133,10 @@ func (st *stand) checked(now time.Time, err error) (changed bool) {
 }
 
 // answered takes the answers, at now, to the question asked at asked for
-// duty d during the term token, or why it could not be asked: a question
-// that could not be sent is asked again after askRetry. A move's question
-// gives a roll of fresh answers, on which the policy decides again: a
-// candidate that died without a word does not answer.
+// duty d during the term token, or why it could not be asked (then asked
+// again after askRetry). A move's question gives a fresh roll, on which
+// the policy decides again: a candidate that died without a word does not
+// answer.
 func (st *stand) answered(now, asked time.Time, d duty, token uint64, answers []standing.Candidate, err error, in standNow) {
 	st.done(d)
 	if token == 0 || token != st.term {
@@ -214,8 +204,8 @@ func (st *stand) step(now time.Time, in standNow) standOut {
 		}
 	}
 	for d, at := range st.due {
-		if st.out != noDuty && waits(duty(d)) {
-			continue // once the outcome is told
+		if st.out != noDuty && duty(d) != dutyAnnounce && duty(d) != dutyExpire {
+			continue // a duty that waits on the network or the user: once the outcome is told
 		}
 		if !at.IsZero() && (out.wake.IsZero() || at.Before(out.wake)) {
 			out.wake = at
@@ -224,20 +214,15 @@ func (st *stand) step(now time.Time, in standNow) standOut {
 	return out
 }
 
-// waits reports whether duty d waits on the network or the user: only one
-// such is out at a time.
-func waits(d duty) bool { return d != dutyAnnounce && d != dutyExpire }
-
 // isDue reports whether duty d is set and due at now.
 func (st *stand) isDue(d duty, now time.Time) bool {
 	return !st.due[d].IsZero() && !st.due[d].After(now)
 }
 
 // successor names the standby a stopping leader offers the key to, as the
-// hand-over policy says (decide): the best-ranked healthy candidate on the
-// roll, or none when the roll has none, as for a standby, or a leader that
-// has not yet asked who is standing or heard an announcement. The
-// candidates but names are left out: they refused the stop's offer.
+// hand-over policy says (decide): none when the roll has none, as for a
+// standby, or a leader that has not yet asked or heard who stands. The
+// candidates but names, which refused the stop's offer, are left out.
 func (st *stand) successor(in standNow, but ...handOver) handOver {
 	roll := slices.DeleteFunc(st.roll.list(), func(c standing.Candidate) bool {
 		return slices.ContainsFunc(but, func(ho handOver) bool { return ho.names(c) })
@@ -252,8 +237,7 @@ func (st *stand) self(in standNow) standing.Candidate {
 	return c
 }
 
-// policyInput is what the hand-over policy decides on at now, with roll:
-// the term's age counts on the election's clock, as its start.
+// policyInput is what the hand-over policy decides on at now, with roll.
 func (st *stand) policyInput(now time.Time, in standNow, roll []standing.Candidate, fresh bool) policyInput {
 	p := policyInput{self: st.self(in), roll: correctByCopies(roll, in.copies), fresh: fresh, minTerm: st.minTerm}
 	if st.term != 0 {
@@ -262,10 +246,10 @@ func (st *stand) policyInput(now time.Time, in standNow, roll []standing.Candida
 	return p
 }
 
-// askDelay is how long a new leader waits before it asks who is standing:
-// a random time up to half its minimum term, drawn by random, before which
-// it moves leadership nowhere, so that the winners of a fleet's start do
-// not all ask at once.
+// askDelay is how long a new leader waits before it asks who is standing,
+// moving leadership nowhere meanwhile: a random time up to half its
+// minimum term, so that the winners of a fleet's start do not all ask at
+// once.
 func askDelay(minTerm time.Duration, random func(n int64) int64) time.Duration {
 	if minTerm <= 0 {
 		return 0
@@ -273,6 +257,5 @@ func askDelay(minTerm time.Duration, random func(n int64) int64) time.Duration {
 	return time.Duration(random(int64(minTerm/2) + 1))
 }
 
-// askRetry is how soon a leader whose question could not be sent asks
-// again.
+// askRetry is how soon a leader whose question could not be sent asks again.
 const askRetry = time.Second
