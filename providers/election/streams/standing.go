@@ -16,36 +16,27 @@ import (
 	"github.com/conclave-io/conclave/providers/election/standing"
 )
 
-// Who is standing costs the broker little, and grows with the candidates of
-// an election, not with their square. Each candidate subscribes to its
-// election's candidates subject and answers the requests there
-// (standing.Standing) with its standing.Candidate. It announces itself on
-// the announcement subject when it starts, when its health changes, as it
-// stops, and again once per announcement interval (two bucket TTLs, between
-// 2s and 2 min), so that those who hear it can count it and forget it when
-// its process dies without a word. Only the leader listens there, with the
-// observers that count candidates: a leader is the one that moves
-// leadership, and a standby has nothing to do with who stands. A candidate
-// that wins asks who is standing once, within half its minimum term
-// (askDelay), since the others' next announcements may be an interval away.
-// Every candidate also subscribes to the hand-over subject, which carries
-// nothing at rest: the leader acts on requests to hand over, and the
-// candidate a leader offers the key to takes the offer up. The candidates
-// of a process announce themselves together (see nextAnnouncement). The
-// wire (subjects, messages) and the asking side (Standing, RequestHandOver)
-// are package standing's; the candidate's side is here. A candidate that
-// does not answer is not standing, and one not heard from within the
-// announcement expiry (standing.AnnouncementExpiry) is no longer counted.
+// Who is standing, the candidate's side (package standing has the wire and
+// the asking side). Each candidate answers questions on its election's
+// candidates subject with its standing.Candidate, and announces itself
+// when it starts, when its health changes, as it stops, and once per
+// announcement interval, so that those who hear it count it, and forget it
+// once it is silent for the announcement expiry. Only the leader, and the
+// observers that count candidates, hear announcements: the leader moves
+// leadership, and a standby has nothing to do with who stands. A new
+// leader asks who is standing once (askDelay), since the others' next
+// announcements may be an interval away. Every candidate takes hand-over
+// requests: a leader acts on them, and the candidate a leader offers the
+// key to takes the offer up. A candidate that does not answer is not
+// standing.
 
 // nextAnnouncement is when a candidate named identity announces itself
-// again after now: on the boundaries of the interval every (counted from
-// the zero time, so the same in every process), shifted by an offset that
-// identity sets. The candidates of a process, which share its identity,
-// thus announce at one instant: its connection sends their announcements
-// in a few writes, and the broker reads them and delivers them to each
-// listening connection in a few system calls rather than some for each
-// announcement, which is most of what a message costs it. Processes of
-// other identities announce at other instants.
+// next after now: on the boundaries of the interval every, counted from
+// the zero time, shifted by an offset identity sets. A process's
+// candidates, which share its identity, thus announce at one instant,
+// which its connection and the broker handle in a few writes and system
+// calls rather than some for each announcement; other identities announce
+// at other instants.
 func nextAnnouncement(now time.Time, every time.Duration, identity string) time.Time {
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(identity))
@@ -63,12 +54,11 @@ type heard struct {
 }
 
 // roll is who stands in an election, as announcements and answers tell:
-// each candidate's latest word, forgotten when it leaves or once it has
-// been silent for the announcement expiry. It is safe for concurrent use.
-//
-// The candidates are kept in a slice sorted by name (see nameOrder): an
-// election has a few, and a map's smallest table costs a leader about a
-// kilobyte where three candidates take a third of that.
+// each candidate's latest word, forgotten when it leaves or once silent
+// for the announcement expiry. It is safe for concurrent use. It is a
+// slice sorted by instance, then identity: an election has a few
+// candidates, and a map's smallest table costs a leader about a kilobyte
+// where three candidates take a third of that.
 type roll struct {
 	mu    sync.Mutex
 	heard []heard
@@ -85,7 +75,9 @@ func (r *roll) learnSaid(now, said time.Time, cs ...standing.Candidate) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, c := range cs {
-		i, found := slices.BinarySearchFunc(r.heard, c, func(h heard, c standing.Candidate) int { return nameOrder(h.Candidate, c) })
+		i, found := slices.BinarySearchFunc(r.heard, c, func(h heard, c standing.Candidate) int {
+			return cmp.Or(cmp.Compare(h.Instance, c.Instance), cmp.Compare(h.Identity, c.Identity))
+		})
 		switch {
 		case found && r.heard[i].at.After(said):
 		case c.Leaving && found:
@@ -100,19 +92,6 @@ func (r *roll) learnSaid(now, said time.Time, cs ...standing.Candidate) {
 		}
 	}
 }
-
-// nameOrder orders candidates by what tells them apart on the roll: their
-// instance, then their identity (versions without instances have none).
-func nameOrder(a, b standing.Candidate) int {
-	if c := cmp.Compare(a.Instance, b.Instance); c != 0 {
-		return c
-	}
-	return cmp.Compare(a.Identity, b.Identity)
-}
-
-// named reports whether c is the candidate a hand-over names by to: its
-// instance, or its identity.
-func named(c standing.Candidate, to string) bool { return c.Instance == to || c.Identity == to }
 
 // reset forgets every candidate.
 func (r *roll) reset() {
@@ -133,7 +112,7 @@ func (r *roll) expire(now time.Time, expiry time.Duration) (next time.Time) {
 		}
 	}
 	if len(r.heard) == 0 {
-		r.heard = nil // a roll emptied gives its memory back
+		r.heard = nil
 	}
 	return next
 }
@@ -168,56 +147,47 @@ func (r *roll) count() (healthy, unhealthy int) {
 type standingCount struct{ healthy, unhealthy int }
 
 // targetWait is how long a hand-over waits for its target to answer who
-// is standing. The question ends as soon as the target answers, so only a
-// refusal waits it out; it is longer than standing.Standing's default
-// (250ms) so that a loaded host's slow answer does not refuse a hand-over
-// to a candidate that stands.
+// is standing: only a refusal waits it out, and a loaded host's slow
+// answer must not refuse a hand-over to a candidate that stands.
 const targetWait = time.Second
 
-// steward announces a running candidate, answers who is standing, runs
-// its health check, and, while the candidate leads, hears the others'
-// announcements, takes hand-over requests and moves leadership where it
-// should go: a leader hands over to a healthy candidate of a higher
-// priority, or, while unhealthy itself, to any healthy candidate, once its
-// term has lasted the minimum term. Equal priorities never move, so
-// leadership does not go back and forth between them.
-//
-// What it does and when is its stand's, a pure state on the election's
-// clock; the steward performs what the stand says (announcements,
-// subscriptions, questions, the check, moves) and tells it what came of
-// them. It holds no goroutine and no timer at rest: the stand's one
-// wake-up waits in its process's scheduler, and it and pokes start a pass
-// (pass) on a turn of stewardPasses; a duty that waits on the network or
-// the user runs on a goroutine of its own. One pass runs at a time.
+// steward serves a running candidate's side of who is standing: it
+// announces the candidate, answers who is standing, runs its health check,
+// and while it leads hears the others' announcements, takes hand-over
+// requests and moves leadership as the hand-over policy says (decide).
+// What to do and when is its stand's; the steward performs it and tells
+// the stand what came of it. At rest it holds no goroutine and no timer:
+// the stand's wake-up waits in the scheduler, and it and pokes start a
+// pass on stewardPasses; a duty that waits on the network or the user
+// runs on a goroutine of its own. One pass runs at a time.
 type steward struct {
 	e      *Election
 	nc     *nats.Conn
 	bucket string
 	since  time.Time
 
-	// The steward starts once the campaign has read its key: a candidate
-	// that may not read it would only add refusals of its subscriptions
-	// to the refusal Start reports.
+	// ctx is the parent of the serving's context. Serving starts once the
+	// campaign has read its key: a candidate that may not read it would
+	// only add refusals of its subscriptions to the one Start reports.
 	ctx context.Context
 	// campaign is the campaign's own context, and caller the one its
-	// caller started it with: once either ends the candidate is stopping
-	// (see stopping).
+	// caller started it with: once either ends the candidate is stopping.
 	campaign, caller context.Context
 	once             sync.Once
 	cancel           context.CancelFunc
 	passes           sync.WaitGroup // the pass and the duty under way, if any
 
 	mu sync.Mutex
-	st *stand // what it does, and when
+	st *stand
 	// running: a pass is under way; again: something happened since it
 	// began, so it makes another; closed: stop began, and no pass starts.
 	running, again, closed bool
-	wake                   *wakeup    // the stand's wake-up, on the campaign's scheduler
+	wake                   *wakeup    // the stand's wake-up, on sched
 	sched                  *scheduler // the campaign's, whose loop fires the wake-up
 
 	// Only passes (and stop, after the last) use these.
 	runCtx        context.Context
-	subs          []*muxSub
+	subs          []*muxSub     // nil where subscribing failed
 	hearing       uint64        // the term whose announcements are heard; 0 for none
 	announcements *muxSub       // while leading
 	counted       bool          // the recorder has been told a count
@@ -236,8 +206,7 @@ func (s *steward) now() time.Time { return s.e.opts.clock.Now() }
 // campaign's scheduler (nil: the one of the election's clock).
 func (s *steward) start(sched *scheduler) {
 	s.once.Do(func() {
-		// stop, which takes the same once first, never finds it closed
-		// here: it waits for this to return.
+		// stop, which takes the same once first, waits for this to return.
 		if sched == nil {
 			sched = schedulerFor(s.e.opts.clock)
 		}
@@ -263,40 +232,38 @@ func (s *steward) stop() {
 	s.once.Do(func() {}) // never starts after this
 	s.mu.Lock()
 	s.closed = true
-	cancel, w := s.cancel, s.wake
+	cancel, w := s.cancel, s.wake // both set by start, or neither
 	s.mu.Unlock()
-	if w != nil {
-		w.stop()
-	}
 	if cancel == nil {
 		return
 	}
+	w.stop()
 	cancel()
 	s.passes.Wait()
 	s.close()
 }
 
-// open subscribes before the first pass.
+// open subscribes before the first pass. Every candidate takes hand-over
+// requests, at no cost at rest, so that a leader takes them from its first
+// moment, even while a health check runs.
 func (s *steward) open(ctx context.Context) {
-	e := s.e
-	log := e.opts.log
-	candidates, err := muxSubscribe(s.nc, standing.CandidatesSubject(s.bucket, e.key), s.onQuestion)
-	if err != nil {
-		log.Warnf("election %s: cannot answer who is standing: %v", e.key, err)
-	} else {
-		s.subs = append(s.subs, candidates)
-	}
-	// Hand-over requests reach every candidate, which costs nothing at
-	// rest, so that a leader takes them from its first moment, even while
-	// a health check runs; only a leader acts on them, and only the
-	// candidate named on a leader's offer of the key.
-	handOver, err := muxSubscribe(s.nc, standing.HandOverSubject(s.bucket, e.key), func(m *nats.Msg) { go s.onHandOver(ctx, m) })
-	if err != nil {
-		log.Warnf("election %s: cannot take hand-over requests: %v", e.key, err)
-	} else {
-		s.subs = append(s.subs, handOver)
+	b, k := s.bucket, s.e.key
+	s.subs = []*muxSub{
+		s.subscribe(standing.CandidatesSubject(b, k), "answer who is standing", s.onQuestion),
+		s.subscribe(standing.HandOverSubject(b, k), "take hand-over requests",
+			func(m *nats.Msg) { go s.onHandOver(ctx, m) }),
 	}
 	s.joinCopies()
+}
+
+// subscribe subscribes handle to subject through the mux, or warns that
+// the candidate cannot do what, and returns nil.
+func (s *steward) subscribe(subject, what string, handle func(*nats.Msg)) *muxSub {
+	sub, err := muxSubscribe(s.nc, subject, handle)
+	if err != nil {
+		s.e.opts.log.Warnf("election %s: cannot %s: %v", s.e.key, what, err)
+	}
+	return sub
 }
 
 // close unsubscribes, ends the roll, says the candidate leaves and
@@ -304,7 +271,9 @@ func (s *steward) open(ctx context.Context) {
 func (s *steward) close() {
 	s.leaveCopies()
 	for _, sub := range s.subs {
-		_ = sub.Unsubscribe()
+		if sub != nil {
+			_ = sub.Unsubscribe()
+		}
 	}
 	s.listen(s.runCtx, 0)
 	s.announce(true)
@@ -333,10 +302,7 @@ func (s *steward) poke() {
 }
 
 // stewardPasses runs the stewards' passes a few at a time: a process's
-// candidates announce at one instant, and a goroutine each would make tens
-// of thousands at once, whose descriptors the runtime keeps. A duty that
-// waits on the network or the user (a health check, a question of who
-// stands, a move) goes on on a goroutine of its own.
+// candidates announce at one instant.
 var stewardPasses = &turns{max: 64}
 
 // work makes passes until one ends with nothing new to do, then ends the
@@ -357,8 +323,7 @@ func (s *steward) work() {
 }
 
 // pass tells the stand of the candidate's term, steps it, and does what
-// it says: it announces, hears the term's announcements, and sets a duty
-// that waits going on a goroutine of its own.
+// it says.
 func (s *steward) pass(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
@@ -411,10 +376,10 @@ func (s *steward) goDo(f func()) {
 	}()
 }
 
-// standNow is the candidate as the stand reads it now; the state of the
-// process's other copies, which only a leader's decisions and a stop's
-// successor read, is gathered when withCopies says so: a pass of every
-// standby of a fleet would otherwise take the process's copies lock.
+// standNow is the candidate as the stand reads it now, with the process's
+// other copies when withCopies: only a leader's decisions and a stop's
+// successor read them, and a pass of every standby of a fleet would
+// otherwise take the process's copies lock.
 func (s *steward) standNow(withCopies bool) standNow {
 	in := standNow{self: s.self(), ttl: s.e.ttl()}
 	if withCopies {
@@ -433,11 +398,8 @@ func (s *steward) listen(ctx context.Context, token uint64) {
 	if token == 0 || ctx.Err() != nil {
 		return
 	}
-	sub, err := muxSubscribe(s.nc, standing.AnnounceSubject(s.bucket, s.e.key), func(m *nats.Msg) { s.onAnnouncement(token, m) })
-	if err != nil {
-		s.e.opts.log.Warnf("election %s: cannot hear the candidates' announcements: %v", s.e.key, err)
-	}
-	s.announcements = sub
+	s.announcements = s.subscribe(standing.AnnounceSubject(s.bucket, s.e.key),
+		"hear the candidates' announcements", func(m *nats.Msg) { s.onAnnouncement(token, m) })
 }
 
 // ask asks who is standing for duty d of the term token, and tells the
@@ -454,11 +416,10 @@ func (s *steward) ask(ctx context.Context, d duty, token uint64) {
 	s.mu.Unlock()
 }
 
-// report tells the recorder how many candidates stand, this one included,
-// when that changed (Recorder.Standing): a leader counts every candidate
-// it hears of, a standby itself alone. It runs in passes only (one at a
-// time), holding no lock, so that counts reach the recorder in order. An
-// election given no recorder counts nothing.
+// report tells the recorder, when it changed, how many candidates stand,
+// this one included (Recorder.Standing): a leader counts every one it
+// hears of, a standby itself alone. It runs in passes only, holding no
+// lock, so that counts reach the recorder in order.
 func (s *steward) report() {
 	if _, none := s.e.opts.recorder.(nopRecorder); none {
 		return
@@ -477,7 +438,8 @@ func (s *steward) report() {
 	s.e.opts.recorder.Standing(s.e.key, s.e.identity, n.healthy, n.unhealthy)
 }
 
-// self is the candidate as it announces itself now.
+// self is the candidate as it announces itself now: leaving while it
+// stops, so that whoever asks does not count it, nor offer it the key.
 func (s *steward) self() standing.Candidate {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -485,8 +447,6 @@ func (s *steward) self() standing.Candidate {
 	if t := s.e.Term(); t != nil && t.Valid() {
 		c.Leader, c.Token = true, t.Token()
 	}
-	// A stopping candidate answers, until it has wound down, as leaving:
-	// whoever asks must not count it, nor offer it the key.
 	c.Leaving = s.stopping()
 	return c
 }
@@ -500,6 +460,7 @@ func (s *steward) stopping() bool {
 	return s.campaign != nil && (s.caller.Err() != nil || s.campaign.Err() != nil)
 }
 
+// announce announces the candidate, as leaving if it is.
 func (s *steward) announce(leaving bool) {
 	c := s.self()
 	c.Leaving = c.Leaving || leaving
@@ -515,7 +476,7 @@ func (s *steward) onQuestion(m *nats.Msg) {
 }
 
 // onAnnouncement takes in another candidate's announcement heard during
-// the term token: a new count, and maybe a move.
+// the term token.
 func (s *steward) onAnnouncement(token uint64, m *nats.Msg) {
 	c, err := standing.DecodeCandidate(m.Data)
 	if err != nil || s.st.isSelf(c) {
@@ -581,8 +542,9 @@ func (s *steward) onHandOver(ctx context.Context, m *nats.Msg) {
 // offer offers the key, held at rev in the bucket created at epoch, to the
 // candidate to, and returns nil once to answers that it took the key. The
 // instance named takes the offer up, or, where none is named, every
-// candidate of that identity (a host may run several), and one write lands: a refusal is returned only once no other answer
-// taking the key came within offerSettle of it, or ctx ended.
+// candidate of that identity, and one write lands: a refusal is returned
+// only once no answer taking the key came within offerSettle of it, or ctx
+// ended.
 func (s *steward) offer(ctx context.Context, to handOver, rev uint64, epoch time.Time) error {
 	body := standing.HandOverRequest{To: to.to, Instance: to.instance, From: s.e.identity, Revision: rev, Epoch: epoch}.Encode()
 	inbox := s.nc.NewRespInbox()
@@ -648,8 +610,8 @@ func (s *steward) checkHealth(ctx context.Context) error {
 	return err
 }
 
-// checkBeforeStart runs the health check before the campaign begins: an
-// unhealthy candidate must not win at start. It returns the check's error.
+// checkBeforeStart runs the health check before the campaign begins, and
+// returns its error: an unhealthy candidate must not win at start.
 func (s *steward) checkBeforeStart(ctx context.Context) error {
 	err := s.checkHealth(ctx)
 	s.mu.Lock()
@@ -661,8 +623,8 @@ func (s *steward) checkBeforeStart(ctx context.Context) error {
 	return err
 }
 
-// runCheck runs the health check as the stand says, tells it the outcome,
-// and passes a change of health on to the machine.
+// runCheck runs the health check, tells the stand the outcome, and passes
+// a change of health on to the machine.
 func (s *steward) runCheck(ctx context.Context) {
 	e := s.e
 	err := s.checkHealth(ctx)
@@ -687,7 +649,7 @@ func (s *steward) runCheck(ctx context.Context) {
 }
 
 // move hands the term over as policy p says, and tells the stand when to
-// decide again (0: once something changes).
+// decide again.
 func (s *steward) move(ctx context.Context, p policy) {
 	e, to := s.e, p.to
 	e.opts.log.Infof("election %s: handing over to %s: %s", e.key, to.Identity, p.why)
@@ -708,10 +670,8 @@ func (s *steward) move(ctx context.Context, p policy) {
 }
 
 // afterMove is how long a stand waits before it decides again after a
-// move that ended with err (0: once something changes). Too soon: look
-// again, at most a TTL away. Not leader: the term ended meanwhile (the
-// candidate stops, or its deadline came); decide again a TTL on if it
-// still runs. Refused: try again a TTL on, not at once.
+// move that ended with err (0: once something changes): half a TTL after
+// one too soon, a TTL after a refusal or a term that ended meanwhile.
 func afterMove(err error, ttl time.Duration) time.Duration {
 	switch {
 	case err == nil:
@@ -728,29 +688,20 @@ func afterMove(err error, ttl time.Duration) time.Duration {
 // ErrHandOverRefused when there is none that can take the election over:
 // none answers, or the one named is unhealthy or leaving.
 func (s *steward) target(ctx context.Context, to string) (standing.Candidate, error) {
-	matches := func(c standing.Candidate) bool { return named(c, to) && !s.st.isSelf(c) }
+	matches := func(c standing.Candidate) bool {
+		return (c.Instance == to || c.Identity == to) && !s.st.isSelf(c)
+	}
+	takes := func(c standing.Candidate) bool { return matches(c) && c.Healthy && !c.Leaving }
 	answers, err := standing.StandingUntil(ctx, s.nc, s.bucket, s.e.key, targetWait, func(got []standing.Candidate) bool {
-		for _, c := range got {
-			if matches(c) && c.Healthy && !c.Leaving {
-				return true
-			}
-		}
-		return false
+		return slices.ContainsFunc(got, takes)
 	})
 	if err != nil {
 		return standing.Candidate{}, fmt.Errorf("%w: cannot ask who is standing: %w", ErrHandOverRefused, err)
 	}
-	var found []standing.Candidate
-	for _, c := range answers {
-		if matches(c) {
-			found = append(found, c)
-		}
+	if i := slices.IndexFunc(answers, takes); i >= 0 {
+		return answers[i], nil
 	}
-	for _, c := range found {
-		if c.Healthy && !c.Leaving {
-			return c, nil
-		}
-	}
+	found := slices.DeleteFunc(answers, func(c standing.Candidate) bool { return !matches(c) })
 	switch {
 	case len(found) == 0 && to == s.e.identity:
 		return standing.Candidate{}, fmt.Errorf("%w: %w: %q is this candidate, and no other candidate of that identity answers; name another", ErrHandOverRefused, ErrInvalidIdentity, to)
