@@ -10,22 +10,17 @@ import (
 )
 
 // A scheduler steps the lease machines of a process's candidates and
-// observers that share a clock, on one goroutine: every driver's next
-// wake-up waits in one heap (wakeup) under one timer, the watches and the
-// candidates' callers hand their inputs in (post, notify), and each turn
-// steps one driver's machine until it asks for nothing or for an action.
-// Actions talk to the broker, so they run off the loop, each on a
-// goroutine of its own while it is in flight, and their outcome is the
-// driver's next input: a driver at rest costs its place in the heap, not a
+// observers that share a clock, on one goroutine (the loop): every
+// driver's next wake-up, and the stewards', waits in one heap under one
+// timer, the watches and callers hand inputs in (post, notify), and each
+// turn steps one driver's machine until it asks for nothing or for an
+// action. Actions talk to the broker, so each runs off the loop on a
+// goroutine of its own while in flight, and its outcome is the driver's
+// next input: a driver at rest costs its place in the heap, not a
 // goroutine. A driver takes one input at a time, in order, and none while
-// its action is in flight, as when each ran its own loop. The loop calls no
-// user code: callbacks go through each candidate's notifier.
-//
-// The candidates' stewards set their stands' wake-ups in the same heap:
-// the loop fires them too.
-//
-// The loop's goroutine runs while the scheduler has drivers or wake-ups
-// set, and ends with the last of them.
+// its action is in flight. The loop calls no user code: callbacks go
+// through each candidate's notifier. The loop runs while the scheduler has
+// drivers or wake-ups set.
 type scheduler struct {
 	clock clock.Clock
 	kick  chan struct{} // wakes the loop: a driver became ready
@@ -49,9 +44,8 @@ type pendingAction struct {
 }
 
 // maxRoutineInFlight bounds the routine actions a scheduler has in flight
-// at once: a fleet's start (30,000 candidates reading their keys) would
-// otherwise hold a goroutine for each at the transport's gate, which
-// admits 64 per connection, and the runtime keeps every goroutine
+// at once: a fleet's start would otherwise hold a goroutine for each
+// candidate at the transport's gate, and the runtime keeps every goroutine
 // descriptor it ever made. Urgent actions (renewals, releases, offers of
 // the key) and every action of a candidate that holds the key never wait
 // here: a waiting driver takes no input, not even its term's deadline.
@@ -280,12 +274,10 @@ func (s *scheduler) turn(d *driver) {
 }
 
 // start performs act, d's action, off the loop on a goroutine of its own
-// while it is in flight: a leader's renewal is never held up by other
-// candidates' requests (the transport orders requests waiting for the
-// broker, per connection), and a term's deadline caps its request from
-// when the machine decided it. Its outcome is d's next input.
-//
-// Routine actions (reads, campaigns, a bucket's settings, watches) beyond
+// while it is in flight, so that a leader's renewal is never held up by
+// other candidates' requests (the transport orders them per connection),
+// and a term's deadline caps its request from when the machine decided
+// it. Its outcome is d's next input. Routine actions beyond
 // maxRoutineInFlight wait here in order, without a goroutine, and their
 // timeout counts the wait: one whose time ran out is performed at once
 // with none left, and the transport sends nothing for it.
@@ -305,10 +297,8 @@ func (s *scheduler) start(d *driver, act action) {
 	go s.perform(d, act, routine)
 }
 
-// routineAction reports whether act, the action of m, may wait for a turn
-// among the routine actions: never an urgent one, nor any of a candidate
-// that holds the key, as while one waits its driver takes no input, not
-// even its term's deadline. m is stepped on the scheduler's loop.
+// routineAction reports whether act, the action of m, which the loop
+// steps, may wait among the routine actions (see maxRoutineInFlight).
 func routineAction(m *machine, act action) bool {
 	return !act.urgentAction() && !m.phase.holds()
 }
@@ -365,11 +355,11 @@ func (s *scheduler) finish(d *driver) {
 	s.wake() // the loop ends with the last driver
 }
 
-// take returns d's next input: the outcome of its action first, then what
-// was posted, then a change of the bucket's settings, then what its watch
-// delivered, then its wake-up once due. A stop goes first of what was
-// posted, and comes with an outcome: a term that has not begun when Stop
-// is called does not begin.
+// take returns d's next input: the outcome of its action, then what was
+// posted, a change of the bucket's settings, what its watch delivered, and
+// its wake-up once due. A stop goes first of what was posted, and comes
+// with an outcome: a term that has not begun when Stop is called does not
+// begin.
 func (d *driver) take(s *scheduler) (input, bool) {
 	s.mu.Lock()
 	now := s.clock.Now()
@@ -399,8 +389,7 @@ func (d *driver) take(s *scheduler) (input, bool) {
 		a.in.now = now
 		return a.in, true
 	case !d.settingsSent.IsZero():
-		// The bucket's settings changed: read them, served by the read
-		// the process made since.
+		// Read the settings, served by the read the process made since.
 		sent := d.settingsSent
 		d.settingsSent = time.Time{}
 		s.mu.Unlock()
@@ -440,9 +429,9 @@ func (d *driver) takeStop() *input {
 }
 
 // stopFirst finds the stop in inbox, if any, ahead of what was posted
-// before it but the start (the asks of a candidate that stops are refused
-// all the same), and returns it with the inbox without it (nil when
-// empty). The scheduler and the simulator order a driver's inputs by it.
+// before it but the start (a stopping candidate's asks are refused all the
+// same), and returns it with the inbox without it (nil when empty). The
+// scheduler and the simulator order a driver's inputs by it.
 func stopFirst[T any](inbox []T, kind func(T) inputKind) (*T, []T) {
 	for i, a := range inbox {
 		switch kind(a) {
@@ -459,13 +448,12 @@ func stopFirst[T any](inbox []T, kind func(T) inputKind) (*T, []T) {
 	return nil, inbox
 }
 
-// A wakeup is an instant, on its scheduler's clock, in the loop's heap:
-// a timer of the loop rather than one of the runtime's, so that a
-// process's candidates share one timer. A driver's (d) readies the driver
-// for a turn, which the loop sets after each turn; a steward's calls fire
-// on the loop, which must be quick, take no lock the loop's callers hold,
-// and call no user code, and is set and stopped from any goroutine (set,
-// stop). A wakeup fires at most once per set.
+// A wakeup is an instant in the loop's heap, on its scheduler's clock, so
+// that a process's candidates share one timer. A driver's (d) readies the
+// driver for a turn, and the loop sets it after each turn. Any other's
+// calls fire on the loop, which must be quick, take no lock the loop's
+// callers hold, and call no user code; it is set and stopped from any
+// goroutine. A wakeup fires at most once per set.
 type wakeup struct {
 	s    *scheduler
 	d    *driver
@@ -474,14 +462,13 @@ type wakeup struct {
 	slot int       // index in s.wakeups, -1 while not set; under s.mu
 }
 
-// newWakeup returns a wake-up of s that calls fire, not set (a steward's).
+// newWakeup returns a wake-up of s, not set, that calls fire.
 func (s *scheduler) newWakeup(fire func()) *wakeup {
 	return &wakeup{s: s, fire: fire, slot: -1}
 }
 
-// set has w fire after d, at once if d is not positive, instead of when
-// it was set to fire before, if it was; it starts the loop if it is not
-// running.
+// set has w fire after d (at once if d is not positive) instead of when
+// it was set to, and starts the loop if it is not running.
 func (w *wakeup) set(d time.Duration) {
 	s := w.s
 	s.mu.Lock()
@@ -500,8 +487,8 @@ func (w *wakeup) set(d time.Duration) {
 	s.wake()
 }
 
-// stop has w not fire until set again. The loop hears of it, for it ends
-// once it has nothing left to serve.
+// stop has w not fire until set again. The loop hears of it, to end once
+// it has nothing left to serve.
 func (w *wakeup) stop() {
 	s := w.s
 	s.mu.Lock()
