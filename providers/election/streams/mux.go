@@ -9,20 +9,18 @@ import (
 )
 
 // muxBuffer is how many messages a connection's mux holds for its
-// subscriptions before nats.go drops the next ones as a slow consumer's.
-// A new leader's question reaches every candidate of its election, so
-// 10,000 elections starting at once send a process of one candidate in
-// each 10,000 questions within a few seconds.
+// subscriptions before nats.go drops the next ones as a slow consumer's: a
+// new leader's question reaches every candidate of its election, so 10,000
+// elections starting at once send a process of one candidate in each
+// 10,000 questions within a few seconds.
 const muxBuffer = 1 << 16
 
 // A subMux delivers the messages of all of one connection's subscriptions
-// to who is standing's subjects through one channel and one goroutine.
-// Each candidate subscribes to two subjects (and its leader to a third),
-// and nats.go gives every subscription with a callback a goroutine of its
-// own: two or three per candidate, tens of thousands in a process of
-// thousands of elections. The candidates of one process in one election
-// (a host's workers) share one subscription to each subject, which hands
-// each message to all of them: the broker routes it to the process once.
+// to who is standing's subjects through one channel and one goroutine,
+// where nats.go would give each subscription with a callback a goroutine
+// of its own: tens of thousands in a process of thousands of elections.
+// The candidates of one process in one election share one subscription to
+// each subject, so the broker routes a message to the process once.
 // Handlers run on the mux's goroutine one message at a time, so they must
 // not block, and must not change the message.
 type subMux struct {
@@ -58,14 +56,13 @@ var muxes = struct {
 
 // muxSub is one handler's subscription through a connection's mux.
 type muxSub struct {
-	nc  *nats.Conn
 	mux *subMux
 	ss  *subjectSub
 }
 
-// muxSubscribe subscribes handler to subject on nc through nc's mux (see
-// subMux), which it starts if nc has none: through the mux's subscription
-// to subject, made if it has none.
+// muxSubscribe subscribes handler to subject on nc through nc's mux, made
+// if nc has none, and the mux's subscription to subject, made if it has
+// none.
 func muxSubscribe(nc *nats.Conn, subject string, handler func(*nats.Msg)) (*muxSub, error) {
 	muxes.mu.Lock()
 	defer muxes.mu.Unlock()
@@ -90,12 +87,12 @@ func muxSubscribe(nc *nats.Conn, subject string, handler func(*nats.Msg)) (*muxS
 	}
 	var s *muxSub
 	if err == nil {
-		s = &muxSub{nc: nc, mux: m, ss: ss}
+		s = &muxSub{mux: m, ss: ss}
 		ss.handlers = append(ss.handlers, muxHandler{s: s, handle: handler})
 	}
 	m.mu.Unlock()
 	if err != nil {
-		m.stopIfIdleLocked(nc)
+		m.stopIfIdleLocked()
 		return nil, fmt.Errorf("subscribing to %s: %w", subject, err)
 	}
 	return s, nil
@@ -121,23 +118,23 @@ func (s *muxSub) Unsubscribe() error {
 	if last {
 		err = s.ss.sub.Unsubscribe()
 	}
-	m.stopIfIdleLocked(s.nc)
+	m.stopIfIdleLocked()
 	return err
 }
 
-// stopIfIdleLocked stops m, nc's mux, when it has no subscription left.
-// The caller holds muxes.mu.
-func (m *subMux) stopIfIdleLocked(nc *nats.Conn) {
+// stopIfIdleLocked stops m when it has no subscription left. The caller
+// holds muxes.mu.
+func (m *subMux) stopIfIdleLocked() {
 	m.mu.Lock()
 	idle := len(m.subjects) == 0
 	m.mu.Unlock()
-	if idle && muxes.m[nc] == m {
-		delete(muxes.m, nc)
+	if idle && muxes.m[m.nc] == m {
+		delete(muxes.m, m.nc)
 		close(m.quit)
 	}
 }
 
-// run hands each message to its subscription's handler until the mux
+// run hands each message to its subscription's handlers until the mux
 // stops or its connection closes (nats.go closes no channel of a
 // subscription then, and subscriptions left would keep the mux).
 func (m *subMux) run() {
@@ -155,16 +152,13 @@ func (m *subMux) run() {
 			return
 		case msg := <-m.ch:
 			m.mu.Lock()
-			var hs []func(*nats.Msg)
+			var hs []muxHandler // a copy: Unsubscribe changes the handlers in place
 			if ss := m.bySub[msg.Sub]; ss != nil {
-				hs = make([]func(*nats.Msg), 0, len(ss.handlers))
-				for _, h := range ss.handlers {
-					hs = append(hs, h.handle)
-				}
+				hs = slices.Clone(ss.handlers)
 			}
 			m.mu.Unlock()
 			for _, h := range hs {
-				h(msg)
+				h.handle(msg)
 			}
 		}
 	}
