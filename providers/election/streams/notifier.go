@@ -5,8 +5,8 @@ import "sync"
 // notifier runs user callbacks one at a time, in the order they were posted,
 // on a goroutine of its own while it has any to run, so that the election
 // never calls user code while holding a lock and never stalls its renewals
-// behind a slow callback. An idle notifier has no goroutine: a process of
-// thousands of candidates has thousands of notifiers, nearly all idle.
+// behind a slow callback. An idle notifier has no goroutine: a process has
+// one per candidate, nearly all idle.
 type notifier struct {
 	mu      sync.Mutex
 	queue   []notice
@@ -64,9 +64,7 @@ func (n *notifier) run() {
 		n.queue[0] = notice{}
 		n.queue = n.queue[1:]
 		n.mu.Unlock()
-		if next.fn != nil {
-			next.fn()
-		}
+		next.fn()
 		close(next.done)
 	}
 }

@@ -20,23 +20,19 @@ type Recorder interface {
 	Leading(key string, leading bool)
 	// Started says that a candidate of election key began to campaign:
 	// once per Start, after the bucket's settings are read and before its
-	// first attempt (a standby facing a held key may not attempt for a
-	// whole TTL), so that the election can be reported at once.
+	// first attempt, which may be a TTL away, so that the election can be
+	// reported at once.
 	Started(key string)
-	// Standing says that reporter counts healthy and unhealthy candidates
-	// standing in election key, as a leader or an observer hears their
-	// announcements (see standing.Candidate), the candidate itself
-	// included: its total is at least 1, an observer's may be 0. It is
-	// called when the count changes. Only the leader hears the others, so
-	// a standby counts itself alone, and the most any reporter counts is
-	// the election's count once a Conclave leader whose process reports has
-	// asked who stands (within half its minimum term of winning) or heard
-	// an interval of announcements, or an observer follows the election.
-	// It costs no request but the one a candidate makes as it wins; a
-	// candidate silent for two and a half announcement intervals (two TTLs
-	// each, between 2s and 2 min) is no longer counted. reporter names who
-	// counts: the candidate's identity, or "observer" and a number unique
-	// in the process for an Observer given WithRecorder.
+	// Standing says, when the count changes, that reporter counts healthy
+	// and unhealthy candidates standing in election key, as a leader or an
+	// observer hears their announcements (see standing.Candidate), itself
+	// included: a candidate's total is at least 1, an observer's may be 0.
+	// Only the leader hears the others, so a standby counts itself alone; a
+	// leader counts the whole election once it has asked who stands (as it
+	// wins) or heard an interval of announcements. A candidate silent for
+	// two and a half announcement intervals is no longer counted. reporter
+	// is the candidate's identity, or "observer" and a number unique in the
+	// process for an Observer given WithRecorder.
 	Standing(key, reporter string, healthy, unhealthy int)
 	// StandingWithdrawn says that reporter no longer counts the candidates
 	// of election key: it stopped. It is called once, after its last

@@ -7,16 +7,14 @@ import (
 )
 
 // watchNotifier is a KeyWatcher that calls a function, without blocking,
-// each time it delivers an entry or ends, so that a scheduler reads it
-// only then: the process's shared watches are (see transport's
-// hubWatch.Notify).
+// each time it delivers an entry or ends (transport's hubWatch.Notify).
 type watchNotifier interface {
 	Notify(func())
 }
 
 // notifying returns w, made to call notify each time it delivers an entry
-// or ends. A watcher that cannot (not the process's shared watch) is
-// forwarded by a goroutine of its own, counted by wg, while it runs.
+// or ends. A watcher that cannot is forwarded by a goroutine of its own,
+// counted by wg, while it runs.
 func notifying(w jetstream.KeyWatcher, wg *sync.WaitGroup, notify func()) jetstream.KeyWatcher {
 	if n, ok := w.(watchNotifier); ok {
 		n.Notify(notify)
@@ -36,8 +34,7 @@ func notifying(w jetstream.KeyWatcher, wg *sync.WaitGroup, notify func()) jetstr
 	return f
 }
 
-// forwarded is a watcher whose deliveries a goroutine forwards, calling
-// the scheduler's notify after each (see notifying).
+// forwarded is a watcher whose deliveries notifying's goroutine forwards.
 type forwarded struct {
 	jetstream.KeyWatcher
 	c chan jetstream.KeyValueEntry
@@ -55,7 +52,7 @@ func (f *forwarded) Err() error {
 }
 
 // poller is a watcher that hands its deliveries over without a channel of
-// its own (see transport's hubWatch.Poll).
+// its own (transport's hubWatch.Poll).
 type poller interface {
 	Poll() (ent jetstream.KeyValueEntry, open, got bool)
 }
