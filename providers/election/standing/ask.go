@@ -16,26 +16,23 @@ const defaultWait = 250 * time.Millisecond
 const maxAnswers = 1024
 
 // Standing asks who is standing in election key of bucket over nc: the
-// candidates that answer within wait (0: 250ms), one entry per
-// candidate (copies that share an identity each answer with their
-// instance), sorted by Rank. Candidates of older versions, and Choria's,
-// do not answer.
+// candidates that answer within wait (0: 250ms), one entry per candidate
+// (copies that share an identity each answer with their instance), sorted
+// by Rank. Candidates of older versions, and Choria's, do not answer.
 func Standing(ctx context.Context, nc *nats.Conn, bucket, key string, wait time.Duration) ([]Candidate, error) {
 	return StandingUntil(ctx, nc, bucket, key, wait, nil)
 }
 
 // StandingUntil is Standing, ending as soon as enough, called with the
 // answers so far as they come, reports that they are enough (nil: wait
-// it out), as a leader does that waits for the one candidate it hands
-// over to.
+// it out).
 func StandingUntil(ctx context.Context, nc *nats.Conn, bucket, key string, wait time.Duration, enough func([]Candidate) bool) ([]Candidate, error) {
 	if wait <= 0 {
 		wait = defaultWait
 	}
 	// Answers arrive on a channel of our own: a synchronous subscription
-	// would allocate one of nats.go's default length (65,536 slots, 512
-	// KB) per question, which thousands of winners asking at once made a
-	// storm of garbage.
+	// would allocate nats.go's default 65,536 slots (512 KB) per question,
+	// and thousands of winners may ask at once.
 	inbox := nc.NewRespInbox()
 	answers := make(chan *nats.Msg, maxAnswers)
 	sub, err := nc.ChanSubscribe(inbox, answers)
@@ -57,10 +54,11 @@ func StandingUntil(ctx context.Context, nc *nats.Conn, bucket, key string, wait 
 			if err != nil {
 				continue
 			}
-			if _, dup := seen[whoIs(c)]; !dup {
+			k := who{c.Instance, c.Identity}
+			if _, dup := seen[k]; !dup {
 				got = append(got, c)
 			}
-			seen[whoIs(c)] = c
+			seen[k] = c
 			if enough != nil && enough(got) {
 				collecting = false
 			}

@@ -60,20 +60,15 @@ func Rank(cs []Candidate) {
 	})
 }
 
-// who is what tells a candidate apart from the others of its election:
-// its instance and identity (an answer of an older version has no
-// instance, and one candidate per identity).
+// who tells a candidate apart from the others of its election (an older
+// version's answer has no instance, and one candidate per identity).
 type who struct{ instance, identity string }
-
-func whoIs(c Candidate) who { return who{c.Instance, c.Identity} }
 
 // AnnouncementInterval is how often a running candidate announces itself
 // to its election's leader and observers, for a bucket TTL ttl: every two
-// TTLs, between 2s and 2 min. A steady fleet of three candidates per
-// election then sends 1.5 announcements per election per TTL, half the
-// renewals its leaders write, as core NATS messages, which the broker
-// neither stores nor syncs and delivers to the leader alone (BENCHMARKS.md
-// gives their cost).
+// TTLs, between 2s and 2 min. An election of three candidates then sends
+// half as many announcements as its leader writes renewals, as core NATS
+// messages, which the broker neither stores nor syncs (BENCHMARKS.md).
 func AnnouncementInterval(ttl time.Duration) time.Duration {
 	return min(max(2*ttl, 2*time.Second), 2*time.Minute)
 }
