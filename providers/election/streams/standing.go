@@ -154,12 +154,12 @@ const targetWait = time.Second
 // steward serves a running candidate's side of who is standing: it
 // announces the candidate, answers who is standing, runs its health check,
 // and while it leads hears the others' announcements, takes hand-over
-// requests and moves leadership as the hand-over policy says (decide).
-// What to do and when is its stand's; the steward performs it and tells
-// the stand what came of it. At rest it holds no goroutine and no timer:
-// the stand's wake-up waits in the scheduler, and it and pokes start a
-// pass on stewardPasses; a duty that waits on the network or the user
-// runs on a goroutine of its own. One pass runs at a time.
+// requests and moves leadership as the policy says (decide). What to do
+// and when is its stand's; the steward does it and tells the stand what
+// came of it. At rest it holds no goroutine and no timer: the stand's
+// wake-up and pokes start a pass on stewardPasses; a duty that waits on
+// the network or the user runs on a goroutine of its own. One pass runs at
+// a time.
 type steward struct {
 	e      *Election
 	nc     *nats.Conn
@@ -182,8 +182,7 @@ type steward struct {
 	// running: a pass is under way; again: something happened since it
 	// began, so it makes another; closed: stop began, and no pass starts.
 	running, again, closed bool
-	wake                   *wakeup    // the stand's wake-up, on sched
-	sched                  *scheduler // the campaign's, whose loop fires the wake-up
+	wake                   *wakeup // the stand's wake-up, on the campaign's scheduler
 
 	// Only passes (and stop, after the last) use these.
 	runCtx        context.Context
@@ -212,7 +211,7 @@ func (s *steward) start(sched *scheduler) {
 		}
 		ctx, cancel := context.WithCancel(s.ctx)
 		s.mu.Lock()
-		s.cancel, s.runCtx, s.sched = cancel, ctx, sched
+		s.cancel, s.runCtx = cancel, ctx
 		s.wake = sched.newWakeup(s.poke)
 		s.st.open(s.now())
 		s.running = true // the first pass, below, is ours
