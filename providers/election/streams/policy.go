@@ -55,13 +55,13 @@ type policy struct {
 // leadership does not go back and forth between them.
 func decide(in policyInput) policy {
 	var p policy
-	if c, ok := best(in.self, in.roll, false); ok {
+	if c, ok := best(in, false); ok {
 		p.successor = handOver{to: c.Identity, instance: c.Instance}
 	}
 	if !in.leading {
 		return p
 	}
-	to, ok := best(in.self, in.roll, true)
+	to, ok := best(in, true)
 	switch {
 	case !ok:
 	case in.held < in.minTerm:
@@ -74,14 +74,13 @@ func decide(in policyInput) policy {
 	return p
 }
 
-// best returns the best-ranked healthy candidate on roll, sorted best
-// first, that is not self and not leaving, if any; with giveWay, only one
-// that a leader self gives way to: of a higher priority, unless self is
-// unhealthy.
-func best(self standing.Candidate, roll []standing.Candidate, giveWay bool) (standing.Candidate, bool) {
-	for _, c := range roll {
-		yields := !self.Healthy || c.Priority > self.Priority // self gives way to c
-		if c.Healthy && !c.Leaving && !sameAs(c, self) && (yields || !giveWay) {
+// best returns the best-ranked healthy candidate on in.roll that is not
+// in.self and not leaving, if any; with giveWay, only one that a leader
+// in.self gives way to: of a higher priority, unless in.self is unhealthy.
+func best(in policyInput, giveWay bool) (standing.Candidate, bool) {
+	for _, c := range in.roll {
+		yields := !in.self.Healthy || c.Priority > in.self.Priority // self gives way to c
+		if c.Healthy && !c.Leaving && !sameAs(c, in.self) && (yields || !giveWay) {
 			return c, true
 		}
 	}

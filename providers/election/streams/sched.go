@@ -153,7 +153,7 @@ func (s *scheduler) readyLocked(d *driver) {
 	s.ready = append(s.ready, d)
 }
 
-// loop takes turns while the scheduler has drivers.
+// loop takes turns while the scheduler has drivers or wake-ups set.
 func (s *scheduler) loop() {
 	timer := s.clock.NewTimer(time.Hour)
 	defer timer.Stop()
