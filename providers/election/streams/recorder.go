@@ -28,8 +28,9 @@ type Recorder interface {
 	// observer hears their announcements (see standing.Candidate), itself
 	// included: a candidate's total is at least 1, an observer's may be 0.
 	// Only the leader hears the others, so a standby counts itself alone; a
-	// leader counts the whole election once it has asked who stands (as it
-	// wins) or heard an interval of announcements. A candidate silent for
+	// leader counts the whole election once it has asked who stands (within
+	// half its minimum term of winning) or heard an interval of
+	// announcements. A candidate silent for
 	// two and a half announcement intervals is no longer counted. reporter
 	// is the candidate's identity, or "observer" and a number unique in the
 	// process for an Observer given WithRecorder.

@@ -118,6 +118,18 @@ func TestRenewCadenceFollowsTheOptions(t *testing.T) {
 			t.Fatalf("WithSafetyMargin(%v) at TTL %v: renews every %v (%v), want %v", c.margin, c.ttl, tm.renew, err, c.renew)
 		}
 	}
+	// Every margin the option accepts, at TTLs short and long: the default
+	// cadence validates and leaves at least half the lease to retry in.
+	for ttl := time.Second; ttl <= 10*time.Minute; ttl *= 3 {
+		for margin := ttl / 10; margin < ttl/2; margin += ttl / 50 {
+			o := defaultOptions()
+			o.margin = margin
+			tm, err := (&Election{opts: o}).timings(ttl)
+			if err != nil || tm.renew > (ttl-margin)/2 {
+				t.Fatalf("margin %v at TTL %v: renews every %v (%v), want at most half the lease", margin, ttl, tm.renew, err)
+			}
+		}
+	}
 	// TTL 30 s with a 2 s request timeout: room 10 + 2 + 0.25 s, so
 	// 27 − 12.25 = 14.75 s, above half the lease (13.5 s).
 	o := defaultOptions()
