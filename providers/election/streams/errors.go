@@ -61,8 +61,9 @@ var (
 // error (and, for a mismatch, the revision the broker named): the machine
 // decides on the outcome alone.
 func classified(in input) input {
+	var logged transport.LoggedError // the store's shared watch logged it for all
 	in.out, in.conflict = classify(in.err)
-	in.logged = isLogged(in.err)
+	in.logged = errors.As(in.err, &logged)
 	return in
 }
 
@@ -77,8 +78,7 @@ func classify(err error) (outcome, uint64) {
 	case errors.Is(err, nats.ErrConnectionClosed):
 		return outClosed, 0
 	case errors.Is(err, jetstream.ErrKeyRevisionMismatch), errors.Is(err, jetstream.ErrKeyExists):
-		rev, _ := mismatchRevision(err)
-		return outMismatch, rev
+		return outMismatch, mismatchRevision(err)
 	case errors.Is(err, jetstream.ErrStreamNotFound), errors.Is(err, jetstream.ErrBucketNotFound):
 		return outBucketGone, 0
 	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrNoStreamResponse):
@@ -93,26 +93,15 @@ func classify(err error) (outcome, uint64) {
 	return outUnknown, 0
 }
 
-// isLogged reports whether err was already logged by the store's shared
-// watch, which logs once for all its subscribers.
-func isLogged(err error) bool {
-	var logged transport.LoggedError
-	return err != nil && errors.As(err, &logged)
-}
-
 // mismatchRevision returns the key's latest revision that a failed
 // compare-and-swap reports ("wrong last sequence: N", as nats-server
-// answers a publish whose expected last subject sequence is wrong), and
-// whether it could be read from err.
-func mismatchRevision(err error) (uint64, bool) {
+// answers a publish whose expected last subject sequence is wrong), or 0.
+func mismatchRevision(err error) uint64 {
 	var apiErr *jetstream.APIError
 	if !errors.As(err, &apiErr) || apiErr.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequence {
-		return 0, false
+		return 0
 	}
-	_, num, ok := strings.Cut(apiErr.Description, "wrong last sequence: ")
-	if !ok {
-		return 0, false
-	}
-	rev, perr := strconv.ParseUint(strings.TrimSpace(num), 10, 64)
-	return rev, perr == nil
+	_, num, _ := strings.Cut(apiErr.Description, "wrong last sequence: ")
+	rev, _ := strconv.ParseUint(strings.TrimSpace(num), 10, 64)
+	return rev
 }
