@@ -11,7 +11,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/conclave-io/conclave/backoff"
-	"github.com/conclave-io/conclave/clock"
 	"github.com/conclave-io/conclave/providers/election/standing"
 	"github.com/conclave-io/conclave/providers/election/streams/internal/transport"
 )
@@ -113,18 +112,6 @@ func (l Leadership) String() string {
 	return fmt.Sprintf("%s: %s leads (%s, %s, revision %d)", l.Key, l.Leader, l.Event, token, l.Revision)
 }
 
-// observerOptions are what an observer was given (see Option).
-type observerOptions struct {
-	onChange func(Leadership)
-	renewals bool
-	log      Logger
-	bucket   string
-	clock    clock.Clock
-	store    store // tests: a store instead of the bucket's
-	standing *nats.Conn
-	recorder Recorder // nil: none
-}
-
 // ObserveStanding makes an observer follow who stands in the election
 // too, over nc (the bucket's connection, or any to the same broker): it
 // asks once as Run starts, then hears the candidates' announcements, and
@@ -167,8 +154,8 @@ func ObserveRenewals() Option {
 type Observer struct {
 	key   string
 	js    jetstream.JetStream
-	store store // set by Run once it opened the bucket (earlier by tests)
-	opts  observerOptions
+	store store   // set by Run once it opened the bucket (earlier by tests)
+	opts  options // the clock is the system's: WithClock serves candidates
 
 	mu      sync.Mutex
 	current Leadership
@@ -194,22 +181,20 @@ func NewObserver(key string, js jetstream.JetStream, opts ...Option) (*Observer,
 	if err := ValidateKey(key); err != nil {
 		return nil, err
 	}
-	given := defaultOptions()
+	o := defaultOptions()
 	for _, opt := range opts {
 		if opt == nil {
 			continue
 		}
-		if err := opt(&given); err != nil {
+		if err := opt(&o); err != nil {
 			return nil, err
 		}
 	}
-	if given.candidateOnly != "" {
-		return nil, fmt.Errorf("%w: %s serves candidates, and an observer does not campaign: give it to NewElection", ErrInvalidOption, given.candidateOnly)
+	if o.candidateOnly != "" {
+		return nil, fmt.Errorf("%w: %s serves candidates, and an observer does not campaign: give it to NewElection", ErrInvalidOption, o.candidateOnly)
 	}
-	o := observerOptions{onChange: given.onChange, renewals: given.renewals, log: given.log, bucket: given.bucket,
-		clock: clock.System{}, store: given.store, standing: given.standing}
-	if _, none := given.recorder.(nopRecorder); !none {
-		o.recorder = given.recorder
+	if _, none := o.recorder.(nopRecorder); none {
+		o.recorder = nil // none
 	}
 	if err := checkJetStream(js, o.store, "watch"); err != nil {
 		return nil, err

@@ -1786,7 +1786,7 @@ func (w *simWorld) startObserver(id int) {
 	ttl, born, _ := w.b.Status(w.now)
 	tm, _ := observerTimings(ttl)
 	rng := rand.New(rand.NewPCG(w.rng.Uint64(), w.rng.Uint64()))
-	o := &Observer{key: w.key, opts: observerOptions{log: nopLogger{}}, current: Leadership{Key: w.key}}
+	o := &Observer{key: w.key, opts: options{log: nopLogger{}}, current: Leadership{Key: w.key}}
 	var log Logger = nopLogger{}
 	if w.verbose {
 		log = simLog{w, name}
