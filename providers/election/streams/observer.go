@@ -305,12 +305,6 @@ func (o *Observer) fatalError(err error) error {
 	return fmt.Errorf("observer %s: %w: the connection to the broker was closed; observe again with a new Observer on an open connection", o.key, err)
 }
 
-func (o *Observer) getTTL() time.Duration {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.ttl
-}
-
 // standingFollower keeps an observer's roll of who stands
 // (ObserveStanding): announcements and the answers to one question go into
 // the roll, a wake-up on the scheduler's loop forgets the silent, and, once
@@ -386,7 +380,10 @@ func (f *standingFollower) recount() {
 	if !f.due.IsZero() && !f.due.After(now) {
 		f.due = time.Time{} // it fired
 	}
-	if next := o.standing.expire(now, standing.AnnouncementExpiry(o.getTTL())); !next.IsZero() && !next.Equal(f.due) {
+	o.mu.Lock()
+	ttl := o.ttl
+	o.mu.Unlock()
+	if next := o.standing.expire(now, standing.AnnouncementExpiry(ttl)); !next.IsZero() && !next.Equal(f.due) {
 		f.due = next
 		f.wake.set(next.Sub(now))
 	}
