@@ -31,16 +31,10 @@ const (
 
 // String returns "absent", "held", "released" or "removed".
 func (s KeyState) String() string {
-	switch s {
-	case KeyHeld:
-		return "held"
-	case KeyReleased:
-		return "released"
-	case KeyRemoved:
-		return "removed"
-	default:
-		return "absent"
+	if s < KeyAbsent || s > KeyRemoved {
+		s = KeyAbsent
 	}
+	return [...]string{"absent", "held", "released", "removed"}[s]
 }
 
 // releasePrefix starts the payload of a holder's release marker: a delete

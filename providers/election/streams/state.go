@@ -14,14 +14,10 @@ const (
 
 // String returns "unknown", "candidate" or "leader".
 func (s State) String() string {
-	switch s {
-	case CandidateState:
-		return "candidate"
-	case LeaderState:
-		return "leader"
-	default:
-		return "unknown"
+	if s > LeaderState {
+		s = UnknownState
 	}
+	return [...]string{"unknown", "candidate", "leader"}[s]
 }
 
 // Cause says why a term ended.
