@@ -186,13 +186,19 @@ func (c *campaigner) launch(caller, ctx context.Context, born time.Time, unhealt
 
 // result is the campaign's error once it has finished.
 func (c *campaigner) result() error {
-	switch fatal := c.fatal; {
+	return fatalError("election "+c.e.key, c.fatal, "campaign again with a new Election")
+}
+
+// fatalError is why who ("election k", "observer k") could not go on, if
+// fatal: refused for permissions, or its connection closed (again: what to do).
+func fatalError(who string, fatal error, again string) error {
+	switch {
+	case fatal == nil:
+		return nil
 	case errors.Is(fatal, ErrPermissionDenied):
-		return fmt.Errorf("election %s: %w", c.e.key, fatal)
-	case fatal != nil:
-		return fmt.Errorf("election %s: %w: the connection to the broker was closed; campaign again with a new Election on an open connection", c.e.key, fatal)
+		return fmt.Errorf("%s: %w", who, fatal)
 	}
-	return nil
+	return fmt.Errorf("%s: %w: the connection to the broker was closed; %s on an open connection", who, fatal, again)
 }
 
 // begin readies the campaign under ctx and returns its first input; born

@@ -247,7 +247,7 @@ func (o *Observer) Run(ctx context.Context) error {
 	o.store = st
 	switch {
 	case errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, ErrPermissionDenied):
-		return o.fatalError(err)
+		return fatalError("observer "+o.key, err, "observe again with a new Observer")
 	case errors.Is(err, ErrInvalidBucket):
 		return fmt.Errorf("observer %s: %w", o.key, err)
 	case err != nil:
@@ -271,10 +271,7 @@ func (o *Observer) Run(ctx context.Context) error {
 	<-ended
 	stopFollowing()
 	o.n.close()
-	if fatal := o.driver.fatal; fatal != nil {
-		return o.fatalError(fatal)
-	}
-	return nil
+	return fatalError("observer "+o.key, o.driver.fatal, "observe again with a new Observer")
 }
 
 // observerTimings are an observer's timings for a bucket TTL: it only
@@ -296,13 +293,6 @@ func observerBackoff(ttl time.Duration) Backoff {
 		steps = append(steps, d)
 	}
 	return backoff.Policy{Steps: append(steps, max(ttl, expiryCheckDelay)), Jitter: backoff.NoJitter}
-}
-
-func (o *Observer) fatalError(err error) error {
-	if errors.Is(err, ErrPermissionDenied) {
-		return fmt.Errorf("observer %s: %w", o.key, err)
-	}
-	return fmt.Errorf("observer %s: %w: the connection to the broker was closed; observe again with a new Observer on an open connection", o.key, err)
 }
 
 // standingFollower keeps an observer's roll of who stands
