@@ -1,6 +1,7 @@
 package streams
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -507,10 +508,7 @@ func (e *Election) setRenewed(at time.Time) {
 // TTL, checked, and when its stream was created (zero if the store cannot
 // tell), to notice it being made again.
 func (e *Election) awaitBucket(ctx context.Context) (time.Duration, time.Time, error) {
-	timeout := 5 * time.Second
-	if e.opts.requestTimeout > 0 {
-		timeout = e.opts.requestTimeout
-	}
+	timeout := cmp.Or(e.opts.requestTimeout, 5*time.Second) // the option is > 0 when given
 	b := bucketAccess{js: e.js, name: e.opts.bucket, who: "election " + e.key, timeout: timeout, stop: e.stopCtx, log: e.opts.log}
 	st, status, err := b.await(ctx, e.store)
 	e.mu.Lock()
