@@ -62,7 +62,7 @@ func NewElection(identity, key string, js jetstream.JetStream, opts ...Option) (
 	if err := ValidateKey(key); err != nil {
 		return nil, err
 	}
-	if err := validateIdentity(identity); err != nil {
+	if err := errs.ValidateIdentity(identity); err != nil {
 		return nil, err
 	}
 	o := defaultOptions()
@@ -126,9 +126,6 @@ func ValidateKey(key string) error {
 	}
 	return nil
 }
-
-// validateIdentity is errs.ValidateIdentity, which package standing shares.
-func validateIdentity(identity string) error { return errs.ValidateIdentity(identity) }
 
 // Identity returns the candidate's identity.
 func (e *Election) Identity() string { return e.identity }
@@ -313,7 +310,7 @@ func (e *Election) tell(in input) {
 // for a bad name, or the release's error (the term has ended then; the key
 // expires in its time).
 func (e *Election) HandOver(ctx context.Context, to string) error {
-	if err := validateIdentity(to); err != nil {
+	if err := errs.ValidateIdentity(to); err != nil {
 		return fmt.Errorf("election %s: hand over: %w", e.key, err)
 	}
 	if to == e.instance {

@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/conclave-io/conclave/internal/keymsg"
+	"github.com/conclave-io/conclave/providers/election/internal/errs"
 )
 
 // KeyState is what the latest message of an election key says about the
@@ -74,7 +75,7 @@ func handOverPayload(identity, to string, within time.Duration) []byte {
 func readRelease(payload string) (by, to string, within time.Duration, ok bool) {
 	lines := strings.Split(payload, "\n")
 	by, ok = strings.CutPrefix(lines[0], releasePrefix)
-	if !ok || validateIdentity(by) != nil {
+	if !ok || errs.ValidateIdentity(by) != nil {
 		return "", "", 0, false
 	}
 	switch len(lines) {
@@ -84,7 +85,7 @@ func readRelease(payload string) (by, to string, within time.Duration, ok bool) 
 		to, okTo := strings.CutPrefix(lines[1], handOverPrefix)
 		d, okWithin := strings.CutPrefix(lines[2], withinPrefix)
 		within, err := time.ParseDuration(d)
-		if okTo && okWithin && err == nil && within > 0 && validateIdentity(to) == nil {
+		if okTo && okWithin && err == nil && within > 0 && errs.ValidateIdentity(to) == nil {
 			return by, to, within, true
 		}
 	}
@@ -185,7 +186,7 @@ func ReadEntry(ent jetstream.KeyValueEntry) Entry {
 	}
 	if stamped, ok := ent.(interface{ Stamp() keymsg.Stamp }); ok {
 		st := stamped.Stamp()
-		if validateIdentity(st.Instance) == nil {
+		if errs.ValidateIdentity(st.Instance) == nil {
 			e.Instance, e.term = st.Instance, readTermMark(st.Term)
 			e.write, _ = strconv.ParseUint(st.Write, 16, 64)
 		}

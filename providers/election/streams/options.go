@@ -9,6 +9,7 @@ import (
 
 	"github.com/conclave-io/conclave/bucket"
 	"github.com/conclave-io/conclave/clock"
+	"github.com/conclave-io/conclave/providers/election/internal/errs"
 )
 
 // Option configures an Election or an Observer. InBucket, WithLogger and
@@ -168,7 +169,7 @@ func WithGrace(d time.Duration) Option {
 func WithInstance(name string) Option {
 	return func(o *options) error {
 		o.forCandidates("WithInstance")
-		if err := validateIdentity(name); err != nil {
+		if err := errs.ValidateIdentity(name); err != nil {
 			return fmt.Errorf("%w: WithInstance(%q): %w", ErrInvalidOption, name, err)
 		}
 		o.instance = name
