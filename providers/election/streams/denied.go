@@ -165,10 +165,7 @@ func (s *refusingStore) Watch(ctx context.Context, key string) (w jetstream.KeyW
 		}
 		return err
 	})
-	if err != nil {
-		return nil, err
-	}
-	return w, nil
+	return w, err
 }
 
 // coversWatch reports whether a refused subject is that of a watch of key
