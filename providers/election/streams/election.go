@@ -276,13 +276,16 @@ func (e *Election) setGoing(caller, ctx context.Context, tm timings, born time.T
 
 // tell passes in to the running campaign's machine, if any.
 func (e *Election) tell(in input) {
-	e.mu.Lock()
-	c := e.campaign
-	e.mu.Unlock()
-	if c == nil {
-		return
+	if c := e.current(); c != nil {
+		c.post(ask{in: in})
 	}
-	c.post(ask{in: in})
+}
+
+// current returns the running campaign, or nil.
+func (e *Election) current() *campaigner {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.campaign
 }
 
 // HandOver hands a running term over to the candidate named to, an
@@ -340,9 +343,7 @@ func (e *Election) HandOver(ctx context.Context, to string) error {
 
 // handOver asks the running campaign to hand its term over to ho.
 func (e *Election) handOver(ctx context.Context, ho handOver) error {
-	e.mu.Lock()
-	c := e.campaign
-	e.mu.Unlock()
+	c := e.current()
 	if c == nil {
 		return fmt.Errorf("election %s: hand over: %w", e.key, ErrNotLeader)
 	}
@@ -367,9 +368,7 @@ func (e *Election) handOver(ctx context.Context, ho handOver) error {
 // returns nil once this candidate's write holds the key, and why not
 // otherwise.
 func (e *Election) takeOver(ctx context.Context, req standing.HandOverRequest) error {
-	e.mu.Lock()
-	c := e.campaign
-	e.mu.Unlock()
+	c := e.current()
 	if c == nil {
 		return errors.New("the candidate is not campaigning")
 	}
