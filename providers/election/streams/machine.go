@@ -786,11 +786,9 @@ func (m *machine) dueCandidate(d *dueList) {
 func (m *machine) takeMark(expect uint64) termMark {
 	v := m.view
 	switch {
-	case m.taking.rev != 0 && expect == m.taking.rev, v.State == KeyReleased:
-		return termMark{begins: true}
-	case m.cfg.grace == 0 && v.State == KeyAbsent && m.gone == nil:
-		return termMark{begins: true}
-	case m.cfg.grace == 0 && v.State == KeyHeld && expect != 0 && expect == v.Revision:
+	case m.taking.rev != 0 && expect == m.taking.rev, v.State == KeyReleased,
+		m.cfg.grace == 0 && v.State == KeyAbsent && m.gone == nil,
+		m.cfg.grace == 0 && v.State == KeyHeld && expect != 0 && expect == v.Revision:
 		return termMark{begins: true}
 	}
 	return termMark{waits: true}
