@@ -607,7 +607,7 @@ func (m *machine) dueStopping(now time.Time) (time.Time, action, func(time.Time)
 		return now, action{kind: doReadTTL, since: m.hold.ttlSince}, nil
 	case keeps && m.handOver != nil && m.handOver.orNext && !m.handOver.offered && m.releaseMarked(now):
 		// Offered only when a release could be marked (rule 1).
-		return now, action{kind: doOffer, expect: m.held().rev, handOver: *m.handOver, epoch: m.epoch, timeout: m.offerTimeout(now, *m.handOver)}, nil
+		return now, m.offer(now), nil
 	case keeps && m.cfg.releaseOnStop && (!m.hold.foundOnStop || m.releaseMarked(now)):
 		release := action{kind: doRelease, expect: m.held().rev, marked: m.releaseMarked(now)}
 		if ho := m.handOver; ho != nil && !ho.orNext && release.marked {
@@ -667,7 +667,7 @@ func (m *machine) dueHandingOver(now time.Time) (time.Time, action, func(time.Ti
 	switch {
 	case keeps && m.releaseMarked(now) && m.cfg.offers && !m.handOver.offered:
 		// Offered only when a release could be marked (rule 1).
-		return now, action{kind: doOffer, expect: m.held().rev, handOver: *m.handOver, epoch: m.epoch, timeout: m.offerTimeout(now, *m.handOver)}, nil
+		return now, m.offer(now), nil
 	case keeps && m.releaseMarked(now):
 		return now, action{kind: doRelease, expect: m.held().rev, marked: true, handOver: m.handOver.releaseNames()}, nil
 	case keeps:
@@ -1605,15 +1605,14 @@ func (m *machine) endHandOver(err error) {
 	m.note(note{kind: noteHandOver, err: err})
 }
 
-// offerTimeout is how long the candidate ho names has to take up our offer:
-// the request timeout, at most ho's window, maxOfferTimeout (the release
-// that may follow is waited for) and what is left of our lease.
-func (m *machine) offerTimeout(now time.Time, ho handOver) time.Duration {
-	d := min(ho.within, m.tm.request, maxOfferTimeout)
-	if m.held().lease.After(now) {
-		d = min(d, m.held().lease.Sub(now))
-	}
-	return max(d, time.Millisecond)
+// offer is a holder's offer of the key to the candidate m.handOver names,
+// which has to take it up within the request's timeout (requestTimeout),
+// at most its window and maxOfferTimeout (the release that may follow is
+// waited for).
+func (m *machine) offer(now time.Time) action {
+	ho := *m.handOver
+	timeout := max(min(ho.within, maxOfferTimeout, m.requestTimeout(now)), time.Millisecond)
+	return action{kind: doOffer, expect: m.held().rev, handOver: ho, epoch: m.epoch, timeout: timeout}
 }
 
 // maxOfferTimeout bounds the wait for an offer of the key to be taken up,
