@@ -1271,9 +1271,7 @@ func (m *machine) noteBucketBorn(now, born time.Time) {
 			m.log.Infof("election %s: the bucket was deleted and made again: reading it afresh", m.cfg.key)
 			m.seenRev, m.seenWritten = 0, time.Time{}
 			m.view.known, m.nextCampaign = false, now
-			if m.watch.mode != watchDown {
-				m.restartWatch(now)
-			}
+			m.restartWatch(now)
 		}
 		return
 	}
@@ -1303,9 +1301,7 @@ func (m *machine) noteBucketBorn(now, born time.Time) {
 	}
 	m.note(note{kind: noteViewChanged, at: now})
 	m.schedule(now)
-	if m.watch.mode != watchDown {
-		m.restartWatch(now)
-	}
+	m.restartWatch(now)
 }
 
 // schedule sets the next campaign from the view: at once when the key is
@@ -1897,16 +1893,18 @@ func (m *machine) watchFailed(in input) {
 	}
 }
 
-// restartWatch replaces a watch that seems to have missed changes: in
-// place if it is shared, else stopped and made again at once.
+// restartWatch replaces a watch, if any, that seems to have missed
+// changes: in place if it is shared, else stopped and made again at once.
 func (m *machine) restartWatch(now time.Time) {
-	if m.watch.restartable {
+	switch {
+	case m.watch.mode == watchDown:
+	case m.watch.restartable:
 		m.note(note{kind: noteRestartWatch})
-		return
+	default:
+		m.watch.stop()
+		m.watch.retryAt = now
+		m.note(note{kind: noteStopWatch})
 	}
-	m.watch.stop()
-	m.watch.retryAt = now
-	m.note(note{kind: noteStopWatch})
 }
 
 func (m *machine) onWatchEnded(in input) {
