@@ -424,14 +424,10 @@ func (m *machine) step(in input) output {
 // attachView gives each noteViewChanged the view as the step left it, for
 // an observer to report.
 func (m *machine) attachView(notes []note) {
-	var v *keyView
+	v := m.view
 	for i := range notes {
 		if notes[i].kind == noteViewChanged {
-			if v == nil {
-				view := m.view
-				v = &view
-			}
-			notes[i].view = v
+			notes[i].view = &v
 		}
 	}
 }
