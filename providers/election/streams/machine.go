@@ -108,9 +108,8 @@ type handOver struct {
 	// orNext: a stop's offer, which goes on to the next best standby when
 	// one refuses (driver.offerOnward).
 	orNext bool
-	// offered: the offer was made and not taken up (declined, declinedOut
-	// say why); the release names the candidate instead.
-	offered     bool
+	// declined: the offer was made and not taken up (declinedOut says
+	// how); the release names the candidate instead.
 	declined    error
 	declinedOut outcome
 }
@@ -601,7 +600,7 @@ func (m *machine) dueStopping(now time.Time) (time.Time, action, func(time.Time)
 	switch {
 	case keeps && m.cfg.releaseOnStop && m.stopReadsSettings():
 		return now, action{kind: doReadTTL, since: m.hold.ttlSince}, nil
-	case keeps && m.handOver != nil && m.handOver.orNext && !m.handOver.offered && m.releaseMarked(now):
+	case keeps && m.handOver != nil && m.handOver.orNext && m.handOver.declined == nil && m.releaseMarked(now):
 		// Offered only when a release could be marked (rule 1).
 		return now, m.offer(now), nil
 	case keeps && m.cfg.releaseOnStop && (!m.hold.foundOnStop || m.releaseMarked(now)):
@@ -661,7 +660,7 @@ func (m *machine) dueHandingOver(now time.Time) (time.Time, action, func(time.Ti
 	}
 	keeps := m.phase.holds() && m.phase != doomed
 	switch {
-	case keeps && m.releaseMarked(now) && m.cfg.offers && !m.handOver.offered:
+	case keeps && m.releaseMarked(now) && m.cfg.offers && m.handOver.declined == nil:
 		// Offered only when a release could be marked (rule 1).
 		return now, m.offer(now), nil
 	case keeps && m.releaseMarked(now):
@@ -1502,7 +1501,7 @@ func (m *machine) onRelease(in input) {
 		m.nextCampaign = time.Time{}
 	}
 	switch {
-	case in.err != nil && stopOffer != nil && stopOffer.offered && stopOffer.declinedOut.unanswered() && in.out == outMismatch:
+	case in.err != nil && stopOffer != nil && stopOffer.declined != nil && stopOffer.declinedOut.unanswered() && in.out == outMismatch:
 		m.log.Infof("election %s: revision %d moved on before the release: %s may have taken up the offer", m.cfg.key, rev, stopOffer.to)
 	case in.err != nil:
 		m.log.Warnf("election %s: could not release revision %d, the key expires within %v: %v", m.cfg.key, rev, m.tm.ttl, in.err)
@@ -1537,7 +1536,7 @@ func (m *machine) askHandOver(now time.Time, ho handOver) {
 // it refused the offer, when naming it would leave the election without a
 // leader for its window.
 func (ho handOver) releaseNames() handOver {
-	if ho.offered && ho.declined != nil && !ho.declinedOut.unanswered() {
+	if ho.declined != nil && !ho.declinedOut.unanswered() {
 		return handOver{}
 	}
 	return ho
@@ -1570,7 +1569,7 @@ func (m *machine) onHandOverRelease(in input) {
 	m.view.readAt, m.view.confirmed = time.Time{}, false
 	m.nextCampaign = done
 	switch {
-	case in.err != nil && ho.offered && in.out == outMismatch:
+	case in.err != nil && ho.declined != nil && in.out == outMismatch:
 		// The key moved on: most likely the candidate's write took it.
 		if ho.declinedOut.unanswered() {
 			m.log.Infof("election %s: revision %d moved on before the release: %s may have taken up the offer", m.cfg.key, rev, ho.to)
@@ -1626,7 +1625,7 @@ func (m *machine) onOffer(in input) {
 	}
 	if in.err != nil {
 		m.log.Infof("election %s: %s did not take up the offer of revision %d (%v): releasing the key", m.cfg.key, ho.to, rev, in.err)
-		ho.offered, ho.declined, ho.declinedOut = true, in.err, in.out
+		ho.declined, ho.declinedOut = in.err, in.out
 		return
 	}
 	m.move(candidate)
