@@ -150,10 +150,9 @@ type hold struct {
 	fromSeenAt time.Time
 	fromTTL    time.Duration
 	// held: for a key we saw held and then found gone (at goneAt), the view
-	// we judged its expiry by, and heldTTL the TTL we knew.
-	held    *keyView
-	heldTTL time.Duration
-	goneAt  time.Time
+	// we judged its expiry by, by the higher of its TTL and fromTTL.
+	held   *keyView
+	goneAt time.Time
 
 	// ttlRead: the TTL was read since we took the key (by a read sent at
 	// or after ttlSince); ttlRetryAt is when to try again.
@@ -1230,10 +1229,11 @@ func (m *machine) expiredFrom(v keyView, ttl time.Duration) time.Time {
 
 // vanishedByRaisedTTL reports whether the held key we took as expired
 // could not have expired by the higher TTL read since, which its holder
-// may have used: it vanished under a live lease.
+// may have used: it vanished under a live lease. fromTTL, raised only for
+// a removed key, is still the TTL we knew as we took it.
 func (m *machine) vanishedByRaisedTTL(ttl time.Duration) bool {
 	h := m.held()
-	if h.from != KeyAbsent || h.held == nil || ttl <= h.heldTTL {
+	if h.from != KeyAbsent || h.held == nil || ttl <= max(h.held.ttl, h.fromTTL) {
 		return false
 	}
 	return h.goneAt.Before(m.expiredFrom(*h.held, ttl))
@@ -1347,10 +1347,10 @@ func (m *machine) won(sent, done time.Time, rev, expect uint64) {
 	}
 	switch {
 	case m.view.State == KeyHeld && expect == 0:
-		h.held, h.heldTTL, h.goneAt = kept(m.view), max(m.view.ttl, m.tm.ttl), sent
+		h.held, h.goneAt = kept(m.view), sent
 	case m.view.State == KeyAbsent && m.gone != nil:
 		// Found gone before we took it: judged too by the TTL read next.
-		h.held, h.heldTTL, h.goneAt = m.gone, max(m.gone.ttl, m.tm.ttl), m.view.seenAt
+		h.held, h.goneAt = m.gone, m.view.seenAt
 	}
 	m.hold = h
 	m.tries, m.nextCampaign, m.sitOut, m.doubt = 0, time.Time{}, sitOut{}, nil
