@@ -1829,14 +1829,13 @@ func (m *machine) giveUp() {
 	if m.termRuns() {
 		m.endTerm(CauseDeadline)
 	}
-	if m.phase != doomed {
-		if !m.stopping() {
-			m.enter(givingUp) // the release's answer makes us a candidate
-		}
-		return
+	switch {
+	case m.phase == doomed:
+		m.move(candidate)
+		m.nextCampaign = time.Time{}
+	case !m.stopping():
+		m.enter(givingUp) // the release's answer makes us a candidate
 	}
-	m.move(candidate)
-	m.nextCampaign = time.Time{}
 }
 
 // initTimeout bounds a new watch's initial phase: one that delivered
