@@ -1427,9 +1427,7 @@ func (m *machine) dropHold(now time.Time, deposed bool) {
 	if deposed {
 		cause = CauseDeposed
 	}
-	if m.termRuns() {
-		m.endTerm(cause)
-	}
+	m.endTerm(cause)
 	rev := m.held().rev
 	m.move(candidate)
 	if deposed {
@@ -1456,6 +1454,9 @@ func (m *machine) beginTerm() {
 }
 
 func (m *machine) endTerm(cause Cause) {
+	if !m.termRuns() {
+		return
+	}
 	m.note(note{kind: noteEnded, cause: cause, token: m.term})
 	m.term = 0
 }
@@ -1826,9 +1827,7 @@ func (m *machine) adoptTTL(ttl time.Duration) bool {
 // giveUp ends the term as the bucket cannot hold elections and, unless
 // doomed, releases the key.
 func (m *machine) giveUp() {
-	if m.termRuns() {
-		m.endTerm(CauseDeadline)
-	}
+	m.endTerm(CauseDeadline)
 	switch {
 	case m.phase == doomed:
 		m.move(candidate)
