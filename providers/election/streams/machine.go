@@ -944,11 +944,10 @@ func (m *machine) onRead(in input) {
 		m.log.Debugf("election %s: cannot read the key (try %d): %v", m.cfg.key, m.tries, in.err)
 		return
 	}
-	v := keyView{known: true, Entry: Entry{Key: m.cfg.key}, seenAt: done}
+	v := keyView{known: true, Entry: Entry{Key: m.cfg.key}, seenAt: done, readAt: done}
 	if in.entry != nil {
-		v = viewOf(*in.entry, done, m.tm.ttl, false)
+		v = viewOf(*in.entry, done, m.tm.ttl, false) // read at done too
 	}
-	v.readAt = done
 	m.log.Debugf("election %s: read the key: %s", m.cfg.key, v.describe())
 	before := m.view
 	fresh := m.observe(done, v)
