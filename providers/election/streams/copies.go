@@ -26,7 +26,8 @@ type copiesKey struct {
 }
 
 // copies are an election's stewards in this process: those running, and
-// the last few that stopped while others ran on (left).
+// the last few that stopped while others ran on (left), which no longer
+// answer an offer of the key: the roll marks them leaving.
 type copies struct {
 	running []*steward
 	left    []copyName

@@ -600,7 +600,8 @@ func (m *machine) dueStopping(now time.Time) (time.Time, action, func(time.Time)
 	case keeps && m.cfg.releaseOnStop && m.stopReadsSettings():
 		return now, action{kind: doReadTTL, since: m.hold.ttlSince}, nil
 	case keeps && m.handOver != nil && m.handOver.orNext && m.handOver.declined == nil && m.releaseMarked(now):
-		// Offered only when a release could be marked (rule 1).
+		// Offered only when a release could be marked (rule 1): one write
+		// by the best standby, not a release and a race (see HandOver).
 		return now, m.offer(now), nil
 	case keeps && m.cfg.releaseOnStop && (!m.hold.foundOnStop || m.releaseMarked(now)):
 		release := action{kind: doRelease, expect: m.held().rev, marked: m.releaseMarked(now)}
@@ -635,8 +636,8 @@ func (m *machine) stopReadsSettings() bool {
 }
 
 // dueWindDown is what comes first when a hold is to be offered or
-// released: the term ends, for cause; a lapsed lease is read again first,
-// as while running (lapseLease). nil: neither.
+// released: the term ends, for cause; after a lapsed lease the settings
+// are read again first, as while running (lapseLease). nil: neither.
 func (m *machine) dueWindDown(now time.Time, cause Cause) func(time.Time) {
 	switch {
 	case m.termRuns():
@@ -667,7 +668,8 @@ func (m *machine) dueHandingOver(now time.Time) (time.Time, action, func(time.Ti
 	case keeps:
 		// The release may not name a successor yet (askHandOver refuses
 		// that; only a change since leads here). The key is still ours:
-		// give up the hand-over and lead again from the next renewal.
+		// give up the hand-over and lead again from the next renewal,
+		// rather than keep the key renewed with nobody leading.
 		return now, action{}, func(now time.Time) {
 			m.endHandOver(m.handOverTooSoon(now))
 			if m.phase == leading {

@@ -417,7 +417,7 @@ func (o *Observer) apply(notes []note) (next input, ok bool) {
 }
 
 // needsTTL reports whether v, a write by the leader last seen, came so long
-// after that one (over 0.8 TTL: Conclave leaders renew every third of it,
+// after that one (over 0.8 TTL: Conclave leaders renew within half of it,
 // Choria's every 0.75) that only the TTL in force now tells whether the key
 // expired between them: a TTL lowered unseen, by up to a fifth (two of the
 // documented steps), would make a new term look like a renewal.
