@@ -1830,9 +1830,11 @@ func (w *simWorld) checkObserver(n *simNode) {
 	for _, c := range w.nodes {
 		// Every write says its term: once a write told the running term's
 		// token, the observer names exactly that token, whatever its watch
-		// missed. A paused observer reports nothing new: its bound runs
-		// from when it resumed.
-		if c == nil || !c.is(l.Leader, l.Instance) || !c.valid(w.now) || c.toldAt.IsZero() || w.now.Before(n.paused) {
+		// missed, while the key holds a write of it. A paused observer
+		// reports nothing new: its bound runs from when it resumed. A key
+		// purged or taken since tells the token no more: the observer then
+		// has the holder's bound to find it gone.
+		if c == nil || !c.is(l.Leader, l.Instance) || !c.valid(w.now) || c.toldAt.IsZero() || w.now.Before(n.paused) || w.holder() != c.identity {
 			continue
 		}
 		bound := w.observerTokenBound()
