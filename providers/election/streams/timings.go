@@ -37,7 +37,7 @@ const outageRoom = 10 * time.Second
 func renewCadence(ttl, margin, request, retry time.Duration) time.Duration {
 	lease := ttl - margin
 	room := outageRoom + request + retry
-	return min(max(ttl/3, min(lease-room, lease/2)), lease/2)
+	return clamp(lease-room, ttl/3, lease/2)
 }
 
 func (e *Election) timings(ttl time.Duration) (timings, error) {
