@@ -4,12 +4,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/conclave-io/conclave/bucket"
 	"github.com/conclave-io/conclave/config"
 	"github.com/conclave-io/conclave/internal/brokertest"
+	"github.com/conclave-io/conclave/internal/natstest"
 )
 
 // startSession starts a broker whose election bucket has a TTL of a
@@ -18,15 +16,7 @@ import (
 func startSession(t *testing.T) (url string, s *session) {
 	t.Helper()
 	b := brokertest.StartSingle(t, func(c *config.Config) { c.LeaderElectionTTL = time.Minute })
-	nc, err := nats.Connect(b.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js := natstest.Connect(t, b.ClientURL())
 	kv, err := js.KeyValue(t.Context(), bucket.Name)
 	if err != nil {
 		t.Fatal(err)

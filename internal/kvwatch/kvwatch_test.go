@@ -7,12 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/conclave-io/conclave/bucket"
 	"github.com/conclave-io/conclave/conclavetest"
 	"github.com/conclave-io/conclave/internal/kvwatch"
+	"github.com/conclave-io/conclave/internal/natstest"
 )
 
 // fullWatcher returns a watcher of a bucket with more keys than its
@@ -20,15 +20,7 @@ import (
 func fullWatcher(t *testing.T) jetstream.KeyWatcher {
 	t.Helper()
 	b := conclavetest.StartBroker(t)
-	nc, err := nats.Connect(b.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := natstest.Connect(t, b.ClientURL())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	kv, err := js.KeyValue(ctx, bucket.Name)

@@ -12,7 +12,26 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
+
+// Connect connects to url with opts for t, closing the connection when t
+// ends, and returns it with its JetStream context. It fails t if either
+// cannot be made.
+func Connect(t testing.TB, url string, opts ...nats.Option) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, js
+}
 
 // ReadyWithin is how long Start waits for the server to accept clients.
 const ReadyWithin = 10 * time.Second

@@ -59,15 +59,7 @@ func startReal(t *testing.T, ttl time.Duration, allowMsgTTL bool) *realBucket {
 	srv := natstest.Start(t, &server.Options{JetStream: true})
 	// A watch of a deleted bucket reports its end through the connection's
 	// error handler, which otherwise prints it.
-	nc, err := nats.Connect(srv.ClientURL(), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := natstest.Connect(t, srv.ClientURL(), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
 	r := &realBucket{t: t, ctx: ctx, name: bucket.Name, js: js}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conclave-io/conclave/internal/natstest"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -52,15 +53,7 @@ func gatedHub(t *testing.T) (*watchHub, *createGate) {
 	url := startServer(t)
 	createBucket(t, connect(t, url), 30*time.Second)
 	g := &createGate{held: make(chan struct{}), release: make(chan struct{})}
-	nc, err := nats.Connect(url, nats.SetCustomDialer(gateDialer{g}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := natstest.Connect(t, url, nats.SetCustomDialer(gateDialer{g}))
 	kv, err := js.KeyValue(context.Background(), bucketName)
 	if err != nil {
 		t.Fatal(err)
