@@ -1826,9 +1826,19 @@ func (m *machine) adoptTTL(ttl time.Duration) bool {
 }
 
 // giveUp ends the term as the bucket cannot hold elections and, unless
-// doomed, releases the key.
+// doomed, releases the key. A hand-over or an offer taken up ends first,
+// failed: the key goes to nobody while the TTL cannot hold elections.
 func (m *machine) giveUp() {
 	m.endTerm(CauseDeadline)
+	if !m.stopping() {
+		err := fmt.Errorf("the bucket's TTL cannot hold elections: %w", m.ttlUnusable)
+		if m.handOver != nil {
+			m.endHandOver(err)
+		}
+		if m.mode == taking {
+			m.endTakeOver(err)
+		}
+	}
 	switch {
 	case m.phase == doomed:
 		m.move(candidate)

@@ -91,11 +91,11 @@ func (md mode) String() string {
 
 // modeMoves lists every change of mode the machine may make. Stopping may
 // come from any mode but finished; a mode whose work is done returns to
-// running; giving up overrides a hand-over or an offer taken up.
+// running; giving up ends a hand-over or an offer taken up first (giveUp).
 var modeMoves = map[mode][]mode{
 	running:     {taking, handingOver, givingUp, stopping},
-	taking:      {running, givingUp, stopping},
-	handingOver: {running, givingUp, stopping},
+	taking:      {running, stopping},
+	handingOver: {running, stopping},
 	givingUp:    {running, stopping},
 	stopping:    {finished},
 	finished:    {},

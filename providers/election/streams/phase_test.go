@@ -30,7 +30,7 @@ func TestPhaseAndModeMovesAreTheOnlyOnes(t *testing.T) {
 		for _, to := range modes {
 			want := from != finished && from != stopping && to == stopping || // any mode may stop
 				from == running && (to == taking || to == handingOver || to == givingUp) ||
-				(from == taking || from == handingOver) && (to == running || to == givingUp) ||
+				(from == taking || from == handingOver) && to == running ||
 				from == givingUp && to == running ||
 				from == stopping && to == finished
 			if got := from.canEnter(to); got != want {
