@@ -680,10 +680,12 @@ func (m *machine) dueHandingOver(now time.Time) (time.Time, action, func(time.Ti
 	return now, action{}, func(time.Time) { m.endHandOver(errors.New("the key was lost before the release")) }
 }
 
-// dueTaking: write over the revision offered, unless the write landed.
+// dueTaking: write over the revision offered, unless a write of ours
+// holds the key already (onCampaign ends the take-over as its write lands,
+// so this is a guard).
 func (m *machine) dueTaking(now time.Time) (time.Time, action, func(time.Time)) {
 	if m.phase.holds() {
-		return now, action{}, func(time.Time) { m.endTakeOver(errors.New("the candidate is stopping")) }
+		return now, action{}, func(time.Time) { m.endTakeOver(errors.New("a write of ours holds the key already")) }
 	}
 	return now, action{kind: doWrite, expect: m.taking.rev, urgent: true, term: m.takeMark(m.taking.rev)}, nil
 }
