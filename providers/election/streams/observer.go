@@ -46,6 +46,8 @@ const (
 	// It is a forced stand-down: the next leader waits a TTL before acting.
 	EventRemoved Event = "removed"
 	// EventExpired means the leader stopped renewing and the key expired.
+	// When a standby takes the key before the observer can tell it is
+	// gone, it is reported as the standby's write arrives, just before it.
 	EventExpired Event = "expired"
 )
 
@@ -468,6 +470,9 @@ func (o *Observer) judge(v keyView) {
 		default:
 			l.Event, l.Token, l.Since = EventElected, v.Revision, v.Written
 		}
+		if o.expiredUnseen(prev, l, v) {
+			o.publish(Leadership{Key: o.key, Event: EventExpired, State: KeyAbsent, Revision: prev.Revision}, true)
+		}
 		o.last = v
 	}
 	if first && l.Event != EventTaking {
@@ -504,6 +509,16 @@ func (o *Observer) judgeMarked(l *Leadership, prev Leadership, v keyView) {
 			l.Since = v.Written // a term that waited writes as it begins
 		}
 	}
+}
+
+// expiredUnseen reports whether l, judged from v, is a new term or a take
+// written, with nothing between, over prev's running term once its lease
+// had run out by the broker's clock: the key expired and a standby took it
+// before the observer's view could tell, so the expiry is reported first.
+func (o *Observer) expiredUnseen(prev, l Leadership, v keyView) bool {
+	newTerm := l.Event == EventTaking || l.Event == EventElected && l.HandedOverBy == ""
+	return newTerm && prev.HasLeader() && prev.Event != EventTaking && v.live &&
+		o.last.known && o.last.Revision == prev.Revision && !v.Written.Before(prev.ExpiresBy)
 }
 
 // renews reports whether v, a write by the leader of prev delivered live,

@@ -119,6 +119,46 @@ func TestObserverFollowsTermsReleasesRemovalsAndExpiries(t *testing.T) {
 	seen.waitFor(t, "c elected again", func(l Leadership) bool { return l.Event == EventElected && l.Leader == "c" })
 }
 
+// TestObserverReportsAnExpiryAStandbyTakesAtOnce: a standby takes an
+// expired key within milliseconds, before the observer's view can tell
+// that it expired; the observer still reports the expiry, then the take.
+func TestObserverReportsAnExpiryAStandbyTakesAtOnce(t *testing.T) {
+	t.Parallel()
+	const ttl = time.Second
+	ts := newTestServer(t)
+	kv := createBucket(t, connect(t, ts.url()), bucketConfig(ttl))
+	seen := &changes{}
+	o, err := NewObserver("quick", jsFor(kv), OnChange(seen.add))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runObserver(t, o)
+	seen.waitFor(t, "no leader at first", func(l Leadership) bool { return l.Event == EventCurrent && !l.HasLeader() })
+	rec := newRecorder()
+	stopA := runElection(t, mustElection(t, "a", "quick", kv, append(rec.options("a"), WithReleaseOnStop(false))...))
+	a := seen.waitFor(t, "a elected", func(l Leadership) bool { return l.Event == EventElected && l.Leader == "a" })
+	runElection(t, mustElection(t, "b", "quick", kv, rec.options("b")...))
+	stopA() // a stops renewing: its key expires, and b takes it
+	seen.waitFor(t, "b elected", func(l Leadership) bool { return l.Event == EventElected && l.Leader == "b" })
+
+	seen.mu.Lock()
+	defer seen.mu.Unlock()
+	var after []Leadership
+	for i, l := range seen.list {
+		if l.Event == EventElected && l.Leader == "a" {
+			after = seen.list[i+1:]
+		}
+	}
+	var events []string
+	for _, l := range after {
+		events = append(events, fmt.Sprintf("%s %s@%d", l.Event, l.Leader, l.Revision))
+	}
+	if len(after) < 2 || after[0].Event != EventExpired || after[0].HasLeader() || after[0].Revision < a.Revision ||
+		after[1].Leader != "b" {
+		t.Fatalf("after a was elected the observer reported %v; want a's expiry (no leader, revision at least %d), then b", events, a.Revision)
+	}
+}
+
 // TestObserverStartedMidTermKnowsTheLeaderAndTheToken: an observer that
 // starts mid-term knows the leader, and for a Conclave leader, whose every
 // write says its term, the token; for a leader whose writes say nothing
