@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sirupsen/logrus"
 
@@ -365,15 +364,7 @@ func TestNewElectionWaitsForTheBucketOfABrokerThatCameUp(t *testing.T) {
 			natstest.Start(t, &server.Options{ServerName: "starting", Port: port, JetStream: true})
 		}
 	}
-	nc, err := nats.Connect("nats://127.0.0.1:" + strconv.Itoa(port))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := natstest.Connect(t, "nats://127.0.0.1:"+strconv.Itoa(port))
 	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket.Name, TTL: testTTL, History: 1}); err != nil {
 		t.Fatal(err)
 	}

@@ -66,25 +66,18 @@ func newFixture(t *testing.T) *fixture {
 	return f
 }
 
-// conn logs in as user (password = name) with its own inbox prefix.
-func (f *fixture) conn(t *testing.T, user string, opts ...nats.Option) *nats.Conn {
+// conn logs in as user (password = name) with its own inbox prefix, and
+// returns the connection with its JetStream context.
+func (f *fixture) conn(t *testing.T, user string, opts ...nats.Option) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
 	opts = append([]nats.Option{nats.UserInfo(user, user), nats.CustomInboxPrefix(acl.InboxPrefix(user)),
 		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {})}, opts...)
-	nc, err := nats.Connect(f.srv.ClientURL(), opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	return nc
+	return natstest.Connect(t, f.srv.ClientURL(), opts...)
 }
 
 func (f *fixture) js(t *testing.T, user string) jetstream.JetStream {
 	t.Helper()
-	js, err := jetstream.New(f.conn(t, user))
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := f.conn(t, user)
 	return js
 }
 
@@ -238,8 +231,7 @@ func TestUserCannotTouchAnotherUsersElection(t *testing.T) {
 		t.Fatal(err)
 	}
 	kvB, _ := f.kv(t, "billing")
-	ncB := f.conn(t, "billing")
-	jsB, _ := jetstream.New(ncB)
+	ncB, jsB := f.conn(t, "billing")
 	kvB2, err := jsB.KeyValue(ctx, bucket)
 	if err != nil {
 		t.Fatal(err)
@@ -264,12 +256,7 @@ func TestUserCannotTouchAnotherUsersElection(t *testing.T) {
 	refused(t, "read app-a.cron", ncB, err, "$JS.API.DIRECT.GET."+stream+"."+subject)
 
 	// app-a's inbox: billing may not subscribe to it.
-	spy, err := nats.Connect(f.srv.ClientURL(), nats.UserInfo("billing", "billing"), nats.CustomInboxPrefix(acl.InboxPrefix("billing")),
-		nats.PermissionErrOnSubscribe(true), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer spy.Close()
+	spy, _ := f.conn(t, "billing", nats.PermissionErrOnSubscribe(true))
 	sub, err := spy.SubscribeSync(acl.InboxPrefix("app-a") + ".>")
 	if err != nil {
 		t.Fatal(err)
@@ -297,8 +284,7 @@ func TestObserverListsAndWatchesButCannotStandDown(t *testing.T) {
 	if _, err := kvA.Create(ctx, "app-a.cron", []byte("a1")); err != nil {
 		t.Fatal(err)
 	}
-	ncD := f.conn(t, "dash")
-	jsD, _ := jetstream.New(ncD)
+	ncD, jsD := f.conn(t, "dash")
 	kvD, err := jsD.KeyValue(ctx, bucket)
 	if err != nil {
 		t.Fatal(err)
@@ -441,8 +427,7 @@ func TestPinStarPatternAllowsWatchingDeeperKeys(t *testing.T) {
 	if _, err := kvR.Create(ctx, "wide.x.y", []byte("deep")); err != nil {
 		t.Fatal(err)
 	}
-	ncW := f.conn(t, "wide")
-	jsW, _ := jetstream.New(ncW)
+	ncW, jsW := f.conn(t, "wide")
 	c, err := jsW.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{"$KV." + bucket + ".wide.>"}})
 	if err != nil {
 		t.Fatalf("wide cannot watch wide.> (the pin no longer holds: update docs/security.md): %v", err)
@@ -583,7 +568,7 @@ func TestPinStarPatternAllowsReadingDeeperKeysByDirectGet(t *testing.T) {
 	if _, err := kvR.Create(ctx, "wide.x.y", []byte("deep")); err != nil {
 		t.Fatal(err)
 	}
-	ncW := f.conn(t, "wide")
+	ncW, _ := f.conn(t, "wide")
 	msg, err := ncW.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+stream+".$KV."+bucket+".wide.>", nil)
 	if err != nil || string(msg.Data) != "deep" || msg.Header.Get("Nats-Subject") != "$KV."+bucket+".wide.x.y" {
 		t.Errorf("wide's direct get of wide.> got %v, %v (the pin no longer holds: update docs/security.md)", msg, err)
@@ -601,7 +586,7 @@ func TestPinDeliverSubjectEscapesPublishPermissions(t *testing.T) {
 	f.seed(t, "billing", "billing", "restart everything")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	listener := f.conn(t, "root")
+	listener, _ := f.conn(t, "root")
 	sub, err := listener.SubscribeSync("orders.commands")
 	if err != nil {
 		t.Fatal(err)
@@ -609,7 +594,7 @@ func TestPinDeliverSubjectEscapesPublishPermissions(t *testing.T) {
 	if err := listener.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	ncB := f.conn(t, "billing")
+	ncB, _ := f.conn(t, "billing")
 	create := func(name, deliver string) (*nats.Msg, error) {
 		body := fmt.Sprintf(`{"stream_name":%q,"config":{"name":%q,"deliver_subject":%q,"filter_subject":%q,"ack_policy":"none","deliver_policy":"last_per_subject","inactive_threshold":60000000000}}`,
 			stream, name, deliver, "$KV."+bucket+".billing")

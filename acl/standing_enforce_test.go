@@ -87,11 +87,11 @@ func TestWhoStandsIsScopedByElection(t *testing.T) {
 
 	// The candidates of app-a.x answer app-a and dash (another user: the
 	// answers go to dash's inbox, allowed as responses).
-	ncA := f.conn(t, "app-a")
+	ncA, _ := f.conn(t, "app-a")
 	if ids := waitStanding(t, ncA, "app-a.x", 2); len(ids) != 2 {
 		t.Errorf("app-a sees %v standing in app-a.x, want a1 and a2", ids)
 	}
-	ncD := f.conn(t, "dash")
+	ncD, _ := f.conn(t, "dash")
 	if ids := waitStanding(t, ncD, "app-a.x", 2); len(ids) != 2 {
 		t.Errorf("dash sees %v standing in app-a.x, want a1 and a2", ids)
 	}
@@ -117,7 +117,7 @@ func TestWhoStandsIsScopedByElection(t *testing.T) {
 	// An observer may ask who stands, not for a hand-over.
 	ctx, cancel = short()
 	defer cancel()
-	ncD2 := f.conn(t, "dash")
+	ncD2, _ := f.conn(t, "dash")
 	_, err = standing.RequestHandOver(ctx, ncD2, bucket, "app-a.x", "a2")
 	refused(t, "dash asking app-a.x to hand over", ncD2, err, standing.HandOverSubject(bucket, "app-a.x"))
 

@@ -24,6 +24,7 @@ import (
 	"github.com/conclave-io/conclave/bucket"
 	"github.com/conclave-io/conclave/config"
 	"github.com/conclave-io/conclave/internal/brokertest"
+	"github.com/conclave-io/conclave/internal/natstest"
 	"github.com/conclave-io/conclave/internal/testpki"
 )
 
@@ -170,15 +171,7 @@ func TestClusterOverTLSRoutes(t *testing.T) {
 	}
 
 	// The bucket is at R3, its replicas current: the routes work.
-	nc, err := nats.Connect("", brokers[1].InProcessOptions()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := natstest.Connect(t, "", brokers[1].InProcessOptions()...)
 	if info := waitStreamCurrent(t, ctx, js, 3); info.Config.Replicas != 3 || info.Config.AllowRollup {
 		t.Fatalf("replicas %d, rollups %v; want 3 and off", info.Config.Replicas, info.Config.AllowRollup)
 	}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/conclave-io/conclave/internal/natstest"
 	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sirupsen/logrus"
 	"github.com/sirupsen/logrus/hooks/test"
@@ -24,15 +23,7 @@ func plainServer(t *testing.T) *server.Server {
 // connect returns a JetStream context on url, closed when the test ends.
 func connect(t *testing.T, url string) jetstream.JetStream {
 	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatalf("connecting to %s: %v", url, err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatalf("jetstream: %v", err)
-	}
+	_, js := natstest.Connect(t, url)
 	return js
 }
 

@@ -409,15 +409,7 @@ func isNotFound(err error) bool {
 func TestClusterRestartKeepsRevisionsRising(t *testing.T) {
 	c := brokertest.StartCluster(t, 3, nil)
 	ctx := testContext(t, 90*time.Second)
-	nc, err := nats.Connect(strings.Join(c.ClientURLs(), ","), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatalf("jetstream: %v", err)
-	}
+	_, js := natstest.Connect(t, strings.Join(c.ClientURLs(), ","), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
 	waitStreamCurrent(t, ctx, js, 3)
 	kv, err := js.KeyValue(ctx, bucket.Name)
 	if err != nil {

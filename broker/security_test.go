@@ -22,6 +22,7 @@ import (
 	"github.com/conclave-io/conclave/bucket"
 	"github.com/conclave-io/conclave/config"
 	"github.com/conclave-io/conclave/internal/brokertest"
+	"github.com/conclave-io/conclave/internal/natstest"
 	"github.com/conclave-io/conclave/internal/testpki"
 	"github.com/conclave-io/conclave/security"
 )
@@ -493,11 +494,7 @@ func TestInProcessOptions(t *testing.T) {
 	t.Cleanup(b.Shutdown)
 
 	// No certificate, no secret from any file, and full access.
-	nc, err := nats.Connect("", b.InProcessOptions()...)
-	if err != nil {
-		t.Fatalf("in-process connection: %v", err)
-	}
-	defer nc.Close()
+	nc, _ := natstest.Connect(t, "", b.InProcessOptions()...)
 	ctx := testContext(t, 30*time.Second)
 	if _, err := openBucket(t, ctx, nc).Create(ctx, "any.election", []byte("framework")); err != nil {
 		t.Fatalf("Create: %v", err)
@@ -525,11 +522,7 @@ func TestRollupRefusedWhenUsersConfigured(t *testing.T) {
 	if r := b.ProvisionReport(); !strings.Contains(r.String(), "rollup on → off") || r.Config.AllowRollup {
 		t.Fatalf("provisioning with users: %q, AllowRollup %v", r, r.Config.AllowRollup)
 	}
-	nc, err := nats.Connect("", b.InProcessOptions()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc, js := natstest.Connect(t, "", b.InProcessOptions()...)
 	ctx := testContext(t, 30*time.Second)
 	kv := openBucket(t, ctx, nc)
 	for _, k := range []string{"app-a.one", "billing"} {
@@ -537,10 +530,9 @@ func TestRollupRefusedWhenUsersConfigured(t *testing.T) {
 			t.Fatalf("Create %s: %v", k, err)
 		}
 	}
-	js, _ := jetstream.New(nc)
 	msg := nats.NewMsg("$KV." + bucket.Name + ".app-a.one")
 	msg.Header.Set("Nats-Rollup", "all")
-	_, err = js.PublishMsg(ctx, msg)
+	_, err := js.PublishMsg(ctx, msg)
 	t.Logf("rollup publish: %v", err)
 	if err == nil || !strings.Contains(err.Error(), "rollup") {
 		t.Fatalf("rollup publish: %v, want a refusal", err)

@@ -12,13 +12,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 
 	"github.com/conclave-io/conclave/config"
 	"github.com/conclave-io/conclave/internal/brokertest"
+	"github.com/conclave-io/conclave/internal/natstest"
 	"github.com/conclave-io/conclave/metrics"
 	"github.com/conclave-io/conclave/providers/election/streams"
 )
@@ -30,12 +30,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func bucket(t *testing.T, ttl time.Duration) (jetstream.KeyValue, jetstream.JetStream, func()) {
 	t.Helper()
 	b := brokertest.StartSingle(t, func(c *config.Config) { c.LeaderElectionTTL = ttl })
-	nc, err := nats.Connect(b.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, _ := jetstream.New(nc)
+	_, js := natstest.Connect(t, b.ClientURL())
 	kv, err := js.KeyValue(context.Background(), "CHORIA_LEADER_ELECTION")
 	if err != nil {
 		t.Fatal(err)
@@ -279,12 +274,7 @@ func TestCandidatesGaugeFollowsTheCandidates(t *testing.T) {
 	_, js1, _ := bucket(t, time.Second)
 	url := js1.Conn().ConnectedUrl()
 	connJS := func() jetstream.JetStream {
-		nc, err := nats.Connect(url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		js, _ := jetstream.New(nc)
+		_, js := natstest.Connect(t, url)
 		return js
 	}
 	reg1, reg2, reg3 := prometheus.NewRegistry(), prometheus.NewRegistry(), prometheus.NewRegistry()

@@ -16,6 +16,7 @@ import (
 	"github.com/conclave-io/conclave/broker"
 	"github.com/conclave-io/conclave/config"
 	"github.com/conclave-io/conclave/internal/brokertest"
+	"github.com/conclave-io/conclave/internal/natstest"
 	"github.com/conclave-io/conclave/providers/election/streams"
 	"github.com/conclave-io/conclave/shards"
 )
@@ -79,16 +80,7 @@ func (f *fleet) poke() {
 // test ends.
 func (f *fleet) connect() (*nats.Conn, jetstream.JetStream) {
 	f.t.Helper()
-	nc, err := nats.Connect(f.url)
-	if err != nil {
-		f.t.Fatalf("connect: %v", err)
-	}
-	f.t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return nc, js
+	return natstest.Connect(f.t, f.url)
 }
 
 // start starts member id on a connection of its own.

@@ -23,6 +23,7 @@ import (
 	"github.com/conclave-io/conclave/bucket"
 	"github.com/conclave-io/conclave/config"
 	"github.com/conclave-io/conclave/internal/brokertest"
+	"github.com/conclave-io/conclave/internal/natstest"
 	"github.com/conclave-io/conclave/providers/election/streams"
 )
 
@@ -285,15 +286,7 @@ func plainServer(t *testing.T, js bool, opts ...func(*server.Options)) string {
 // test ends.
 func jetStream(t *testing.T, url string, opts ...nats.Option) jetstream.JetStream {
 	t.Helper()
-	nc, err := nats.Connect(url, opts...)
-	if err != nil {
-		t.Fatalf("connecting to %s: %v", url, err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatalf("jetstream: %v", err)
-	}
+	_, js := natstest.Connect(t, url, opts...)
 	return js
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/conclave-io/conclave/config"
 	"github.com/conclave-io/conclave/internal/brokertest"
 	"github.com/conclave-io/conclave/internal/denied"
+	"github.com/conclave-io/conclave/internal/natstest"
 	"github.com/conclave-io/conclave/internal/testpki"
 )
 
@@ -112,16 +113,10 @@ func (u *UsersBroker) JetStream(t *testing.T, user string) jetstream.JetStream {
 			t.Logf("%s's connection was told asynchronously: %s", user, r)
 		}
 	})
-	nc, err := nats.Connect(u.URL, nats.ClientCert(leaf.CertFile, leaf.KeyFile), nats.RootCAs(leaf.CAFile),
+	// Its cleanup, registered after the report's, closes the connection
+	// first: every error is in before the report.
+	_, js := natstest.Connect(t, u.URL, nats.ClientCert(leaf.CertFile, leaf.KeyFile), nats.RootCAs(leaf.CAFile),
 		nats.CustomInboxPrefix(acl.InboxPrefix(user)), nats.ErrorHandler(keep))
-	if err != nil {
-		t.Fatalf("connecting as %s: %v", user, err)
-	}
-	t.Cleanup(nc.Close) // before the report above: every error is in
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	if _, err := js.KeyValue(ctx, bucket.Name); err != nil {

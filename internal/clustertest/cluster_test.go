@@ -17,6 +17,7 @@ import (
 
 	"github.com/conclave-io/conclave/config"
 	"github.com/conclave-io/conclave/internal/brokertest"
+	"github.com/conclave-io/conclave/internal/natstest"
 	"github.com/conclave-io/conclave/providers/election/streams"
 )
 
@@ -176,23 +177,20 @@ func (h *history) waitFor(t *testing.T, d time.Duration, what string, cond func(
 	}
 }
 
-// connect connects candidate i to every node, the (i mod n)th first.
-func connect(t *testing.T, urls []string, i int) *nats.Conn {
+// connect connects candidate i to every node, the (i mod n)th first, and
+// returns the connection's JetStream context.
+func connect(t *testing.T, urls []string, i int) jetstream.JetStream {
 	t.Helper()
 	first := i % len(urls)
 	order := append(slices.Clone(urls[first:]), urls[:first]...)
-	nc, err := nats.Connect(strings.Join(order, ","),
+	_, js := natstest.Connect(t, strings.Join(order, ","),
 		nats.Name(fmt.Sprintf("cand-%d", i)),
 		nats.DontRandomize(),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(100*time.Millisecond),
 		nats.ReconnectBufSize(-1),
 	)
-	if err != nil {
-		t.Fatalf("candidate %d: connect: %v", i, err)
-	}
-	t.Cleanup(nc.Close)
-	return nc
+	return js
 }
 
 // TestElectionThroughBucketFailover runs candidates on a three-node cluster
@@ -217,11 +215,7 @@ func TestElectionThroughBucketFailover(t *testing.T) {
 	defer func() { stopCampaigns(); running.Wait() }() // also when the test fails early
 	done := make([]chan error, candidates)
 	for i := range candidates {
-		nc := connect(t, urls, i)
-		js, err := jetstream.New(nc)
-		if err != nil {
-			t.Fatal(err)
-		}
+		js := connect(t, urls, i)
 		opts := append(h.options(i), streams.WithLogger(log.WithField("candidate", i)))
 		e, err := streams.NewElection(fmt.Sprintf("cand-%d", i), key, js, opts...)
 		if err != nil {

@@ -96,12 +96,8 @@ func (ts *testServer) url() string { return fmt.Sprintf("nats://127.0.0.1:%d", t
 // connect returns a connection that reconnects forever, closed at cleanup.
 func connect(t testing.TB, url string) *nats.Conn {
 	t.Helper()
-	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond),
+	nc, _ := natstest.Connect(t, url, nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond),
 		nats.RetryOnFailedConnect(true), nats.ReconnectJitter(0, 0), nats.NoCallbacksAfterClientClose())
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	t.Cleanup(nc.Close)
 	return nc
 }
 

@@ -27,12 +27,7 @@ func TestObserverReportsTheExactTokenAcrossAWatchGap(t *testing.T) {
 	t.Parallel()
 	const key = "gap"
 	srv := natstest.Start(t, &server.Options{JetStream: true})
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, _ := jetstream.New(nc)
+	_, js := natstest.Connect(t, srv.ClientURL())
 	kv, err := js.CreateKeyValue(context.Background(), jetstream.KeyValueConfig{Bucket: "CHORIA_LEADER_ELECTION", TTL: 2 * time.Second, History: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -43,12 +38,7 @@ func TestObserverReportsTheExactTokenAcrossAWatchGap(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = proxy.Close() })
-	onc, err := nats.Connect("nats://"+proxy.Addr(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(onc.Close)
-	ojs, _ := jetstream.New(onc)
+	_, ojs := natstest.Connect(t, "nats://"+proxy.Addr(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	var mu sync.Mutex
 	var seen []streams.Leadership
 	obs, err := streams.NewObserver(key, ojs, streams.ObserveRenewals(), streams.OnChange(func(l streams.Leadership) {
