@@ -302,6 +302,50 @@ func TestGracefulHandoffOrdersLostBeforeWon(t *testing.T) {
 	}
 }
 
+// TestAnOnLostThatOutlivesItsLeaseHoldsNoElection: the key is not renewed
+// while a stopping leader's OnLost runs, so one that outlives the lease
+// lets the key expire and the standby lead, as after a crash: the order of
+// a graceful hand-over (TestGracefulHandoffOrdersLostBeforeWon) holds only
+// for an OnLost that returns within the lease.
+func TestAnOnLostThatOutlivesItsLeaseHoldsNoElection(t *testing.T) {
+	t.Parallel()
+	const ttl = time.Second
+	ts := newTestServer(t)
+	kv := createBucket(t, connect(t, ts.url()), bucketConfig(ttl))
+	rec := newRecorder()
+	inLost, release := make(chan struct{}), make(chan struct{})
+	a := mustElection(t, "a", "hung", kv, append(rec.options("a"), OnLost(func() {
+		close(inLost)
+		<-release
+	}))...)
+	stopA := runElection(t, a)
+	rec.waitFor(t, 5*time.Second, "a to win", func(evs []event) bool { return wins(evs, "a") == 1 })
+	var wonWhileLost atomic.Bool
+	b := mustElection(t, "b", "hung", kv, append(rec.options("b"), OnWon(func() {
+		select {
+		case <-inLost:
+			select {
+			case <-release:
+			default:
+				wonWhileLost.Store(true)
+			}
+		default:
+		}
+	}))...)
+	runElection(t, b)
+	stopped := make(chan struct{})
+	go func() { defer close(stopped); stopA() }()
+	rec.waitFor(t, 10*ttl, "b to win while a's OnLost hangs", func(evs []event) bool { return wins(evs, "b") == 1 })
+	close(release)
+	<-stopped
+	if !wonWhileLost.Load() {
+		t.Fatal("b won, but not while a's OnLost ran")
+	}
+	if got, _, _ := value(t, kv, "hung"); got != "b" {
+		t.Fatalf("key holds %q, want b", got)
+	}
+}
+
 func TestTokensGrowAcrossTermsAndBrokerRestarts(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t)

@@ -96,7 +96,9 @@ func OnWon(cb func()) Option {
 // OnLost sets a function called when this candidate stops being leader, for
 // whatever reason, Stop included. It is only called after OnWon, and the two
 // strictly alternate. It runs like OnWon. A graceful release waits for it to
-// return before handing over, so the next leader's OnWon runs after it.
+// return before handing over, so the next leader's OnWon runs after it, if
+// it returns within the lease: the key is not renewed meanwhile, and one
+// that outlives the lease lets the key expire and a standby lead.
 func OnLost(cb func()) Option {
 	return func(o *options) error { o.forCandidates("OnLost"); o.onLost = cb; return nil }
 }
