@@ -149,7 +149,7 @@ type campaigner struct {
 // standing, through which a leader offers the key on.
 func newCampaigner(e *Election, n *notifier, tm timings, s *steward) *campaigner {
 	cfg := machineConfig{
-		identity: e.identity, key: e.key, writes: true, offers: s != nil,
+		identity: e.identity, instance: e.instance, key: e.key, writes: true, offers: s != nil,
 		grace: e.opts.grace, releaseOnStop: e.opts.releaseOnStop, timings: e.timings,
 		random: e.opts.random,
 	}

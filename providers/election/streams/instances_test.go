@@ -319,3 +319,48 @@ func TestStopHandsTheKeyToACopyOfItsIdentity(t *testing.T) {
 	}
 	checkHistory(t, rec.snapshot())
 }
+
+// TestForcedStandDownOfACopyLetsItsSiblingsTakeAtOnce: a forced stand-down
+// of one copy of an identity is meant for that copy alone. Its siblings,
+// told apart by their instances, take the key at once (their term still
+// waits a TTL after the removal), rather than sit the takeover out as the
+// deposed copy does.
+func TestForcedStandDownOfACopyLetsItsSiblingsTakeAtOnce(t *testing.T) {
+	t.Parallel()
+	const ttl = 2 * time.Second
+	ts := newTestServer(t)
+	kv := createBucket(t, connect(t, ts.url()), bucketConfig(ttl))
+	rec := newRecorder()
+	deposed := mustElection(t, "vm", "siblings", openBucket(t, connect(t, ts.url())), append(rec.options("vm"), WithInstance("w1"))...)
+	runElection(t, deposed)
+	rec.waitFor(t, 10*time.Second, "w1 to lead", func(evs []event) bool { return wins(evs, "") == 1 })
+	for _, inst := range []string{"w2", "w3"} {
+		runElection(t, mustElection(t, "vm", "siblings", openBucket(t, connect(t, ts.url())), append(rec.options("vm"), WithInstance(inst))...))
+	}
+	// The siblings see w1's renewals in the key, in the name of their
+	// identity.
+	_, rev, _ := value(t, kv, "siblings")
+	eventually(t, 2*ttl, "two renewals by w1", func() bool { _, r, _ := value(t, kv, "siblings"); return r >= rev+2 })
+	removed := time.Now()
+	if err := kv.Delete(context.Background(), "siblings"); err != nil {
+		t.Fatal(err)
+	}
+	var taken jetstream.KeyValueEntry
+	eventually(t, 3*ttl, "a copy to take the key", func() bool {
+		ent, err := kv.Get(context.Background(), "siblings")
+		if err == nil {
+			taken = ent
+		}
+		return err == nil
+	})
+	if took := taken.Created().Sub(removed); took > ttl/2 {
+		t.Fatalf("the key was taken %v after the removal; a sibling of the deposed copy should take it at once", took)
+	}
+	evs := rec.waitFor(t, 3*ttl, "a new term", func(evs []event) bool { return wins(evs, "") == 2 })
+	if led := evs[len(evs)-1].at.Sub(removed); led < ttl {
+		t.Fatalf("a new term began %v after the removal, before a TTL (%v)", led, ttl)
+	}
+	if deposed.IsLeader() {
+		t.Fatal("the deposed copy w1 leads again instead of sitting out")
+	}
+}

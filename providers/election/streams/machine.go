@@ -91,7 +91,8 @@ func kept(v keyView) *keyView {
 
 type machineConfig struct {
 	identity, key string
-	writes        bool // false for an observer
+	instance      string // ours: tells apart copies of our identity ("": not known)
+	writes        bool   // false for an observer
 	grace         time.Duration
 	releaseOnStop bool
 	offers        bool // the driver can offer the key to a candidate (doOffer)
@@ -1135,7 +1136,7 @@ func (m *machine) observe(now time.Time, v keyView) bool {
 		switch {
 		case v.State == KeyAbsent, v.Revision <= m.held().rev:
 			return true // ours, or a restarted watch finding it gone: the next renewal decides
-		case m.held().inDoubt && v.State == KeyHeld && v.Leader == m.cfg.identity:
+		case m.held().inDoubt && v.State == KeyHeld && m.namesUs(v.Entry):
 			return true // perhaps our own write landing late
 		}
 		m.log.Warnf("election %s: key changed under %s (revision %d, %s): standing down", m.cfg.key, m.cfg.identity, v.Revision, v.describe())
@@ -1145,13 +1146,20 @@ func (m *machine) observe(now time.Time, v keyView) bool {
 	if m.adoptDoubt(now, v) {
 		return true
 	}
-	if v.State == KeyRemoved && named.State == KeyHeld && named.Leader == m.cfg.identity && m.cfg.writes {
+	if v.State == KeyRemoved && named.State == KeyHeld && m.namesUs(named.Entry) && m.cfg.writes {
 		// A removal of a key in our name we no longer held (a write of
 		// unknown outcome): the stand-down is meant for us too.
 		m.sitOut = sitOut{until: now.Add(m.tm.ttl), rev: v.Revision}
 	}
 	m.schedule(now)
 	return true
+}
+
+// namesUs reports whether e was written in our name: our identity, and
+// our instance where both say one (a copy of our identity is another
+// candidate).
+func (m *machine) namesUs(e Entry) bool {
+	return e.Leader == m.cfg.identity && (e.Instance == "" || m.cfg.instance == "" || e.Instance == m.cfg.instance)
 }
 
 // adoptDoubt reports whether it took the key up, v (the key's latest
@@ -1289,7 +1297,7 @@ func (m *machine) noteBucketBorn(now, born time.Time) {
 		// renewal of unknown outcome, above the hold's revision.
 		m.log.Warnf("election %s: %s gives up its hold of revision %d: the bucket it was written to is gone", m.cfg.key, m.cfg.identity, m.held().rev)
 		rev := m.held().rev
-		if ours.State == KeyHeld && ours.Leader == m.cfg.identity {
+		if ours.State == KeyHeld && m.namesUs(ours.Entry) {
 			rev = max(rev, ours.Revision)
 		}
 		m.dropHold(now, true)

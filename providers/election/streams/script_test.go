@@ -89,6 +89,8 @@ func (s *machineScript) newMachine(t *testing.T, d *datadriven.TestData) string 
 			cfg = machineConfig{key: "k", timings: observerTimings, random: cfg.random}
 		case "identity":
 			cfg.identity = val
+		case "instance":
+			cfg.instance = val
 		case "ttl":
 			ttl = s.duration(t, d, val)
 		case "grace":
@@ -206,14 +208,15 @@ func (s *machineScript) entry(t *testing.T, d *datadriven.TestData, val string) 
 	}
 	what, revText, ok := strings.Cut(val, "@")
 	if !ok {
-		d.Fatalf(t, "entry %q: want absent, held:LEADER@REV, released:BY@REV[>TO] or removed@REV", val)
+		d.Fatalf(t, "entry %q: want absent, held:LEADER[/INSTANCE]@REV, released:BY@REV[>TO] or removed@REV", val)
 	}
 	revText, to, named := strings.Cut(revText, ">")
 	e := &Entry{Key: "k", Revision: s.number(t, d, revText)}
 	state, who, _ := strings.Cut(what, ":")
 	switch state {
 	case "held":
-		e.State, e.Leader, e.Operation = KeyHeld, who, jetstream.KeyValuePut
+		e.State, e.Operation = KeyHeld, jetstream.KeyValuePut
+		e.Leader, e.Instance, _ = strings.Cut(who, "/")
 	case "released":
 		e.State, e.ReleasedBy, e.Operation = KeyReleased, who, jetstream.KeyValueDelete
 		if named {

@@ -583,7 +583,7 @@ func (sw *shardWorld) startElection(m *simMember, s int) {
 		return
 	}
 	rng := rand.New(rand.NewPCG(sw.rng.Uint64(), sw.rng.Uint64()))
-	cfg := machineConfig{identity: m.name, key: k.key, writes: true, releaseOnStop: true, timings: simTimings(rng), random: rng.Int64N, offers: true}
+	cfg := machineConfig{identity: m.name, instance: m.name, key: k.key, writes: true, releaseOnStop: true, timings: simTimings(rng), random: rng.Int64N, offers: true}
 	tm, _ := cfg.timings(k.ttl)
 	n := &simNode{w: k, id: m.slot, name: m.name, identity: m.name, drift: m.drift, base: m.base, baseTrue: m.baseTrue, alive: true, started: sw.now,
 		paused: m.paused, cut: m.cut, oneway: m.oneway, stall: m.stall}

@@ -840,7 +840,7 @@ func (w *simWorld) start(id int, after time.Duration) {
 		if w.sharedIdentity {
 			identity = fmt.Sprintf("h%d", id%2)
 		}
-		cfg := machineConfig{identity: identity, key: w.key, writes: true, releaseOnStop: true,
+		cfg := machineConfig{identity: identity, instance: name, key: w.key, writes: true, releaseOnStop: true,
 			timings: simTimings(rng), random: rng.Int64N,
 			offers: id%5 != 4} // one in five runs no steward: it neither offers (it releases to the candidate it names) nor takes offers
 		tm, _ := cfg.timings(w.ttlRead())
