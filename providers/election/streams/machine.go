@@ -115,6 +115,18 @@ type handOver struct {
 	declinedOut outcome
 }
 
+// who names ho's candidate for the log: its identity, and its instance
+// after a slash where ho names one.
+func (ho handOver) who() string {
+	if ho.instance == "" {
+		return ho.to
+	}
+	return ho.to + "/" + ho.instance
+}
+
+// self names us for the log as handOver.who does.
+func (m *machine) self() string { return handOver{to: m.cfg.identity, instance: m.cfg.instance}.who() }
+
 // namesAnother reports whether ho names a candidate other than us: another
 // identity, or a copy of ours named by its instance (an offer to the
 // identity alone would reach us too).
@@ -1514,7 +1526,7 @@ func (m *machine) onRelease(in input) {
 	}
 	switch {
 	case in.err != nil && stopOffer != nil && stopOffer.declined != nil && stopOffer.declinedOut.unanswered() && in.out == outMismatch:
-		m.log.Infof("election %s: revision %d moved on before the release: %s may have taken up the offer", m.cfg.key, rev, stopOffer.to)
+		m.log.Infof("election %s: revision %d moved on before the release: %s may have taken up the offer", m.cfg.key, rev, stopOffer.who())
 	case in.err != nil:
 		m.log.Warnf("election %s: could not release revision %d, the key expires within %v: %v", m.cfg.key, rev, m.tm.ttl, in.err)
 	case in.marked:
@@ -1540,7 +1552,7 @@ func (m *machine) askHandOver(now time.Time, ho handOver) {
 		}
 		m.handOver = &ho
 		m.enter(handingOver)
-		m.log.Infof("election %s: %s handing over to %s", m.cfg.key, m.cfg.identity, ho.to)
+		m.log.Infof("election %s: %s handing over to %s", m.cfg.key, m.self(), ho.who())
 	}
 }
 
@@ -1584,19 +1596,19 @@ func (m *machine) onHandOverRelease(in input) {
 	case in.err != nil && ho.declined != nil && in.out == outMismatch:
 		// The key moved on: most likely the candidate's write took it.
 		if ho.declinedOut.unanswered() {
-			m.log.Infof("election %s: revision %d moved on before the release: %s may have taken up the offer", m.cfg.key, rev, ho.to)
+			m.log.Infof("election %s: revision %d moved on before the release: %s may have taken up the offer", m.cfg.key, rev, ho.who())
 			m.endHandOver(fmt.Errorf("%s did not answer the offer of the key (%v), and the key moved on before the release (it may have taken the key; see who leads): %w", ho.to, ho.declined, in.err))
 			return
 		}
-		m.log.Warnf("election %s: %s refused the offer of revision %d (%v), and the key moved on before the release: %v", m.cfg.key, ho.to, rev, ho.declined, in.err)
+		m.log.Warnf("election %s: %s refused the offer of revision %d (%v), and the key moved on before the release: %v", m.cfg.key, ho.who(), rev, ho.declined, in.err)
 		m.endHandOver(fmt.Errorf("%s refused the offer of the key (%v), and the key moved on before the release: %w", ho.to, ho.declined, in.err))
 		return
 	case in.err != nil:
-		m.log.Warnf("election %s: could not release revision %d to hand over to %s: %v", m.cfg.key, rev, ho.to, in.err)
+		m.log.Warnf("election %s: could not release revision %d to hand over to %s: %v", m.cfg.key, rev, ho.who(), in.err)
 		m.endHandOver(fmt.Errorf("releasing the key: %w", in.err))
 		return
 	}
-	m.log.Infof("election %s: released revision %d, handed over to %s", m.cfg.key, rev, ho.to)
+	m.log.Infof("election %s: released revision %d, handed over to %s", m.cfg.key, rev, ho.who())
 	m.endHandOver(nil)
 }
 
@@ -1636,19 +1648,19 @@ func (m *machine) onOffer(in input) {
 		ho.to, ho.instance = in.handOver.to, in.handOver.instance
 	}
 	if in.err != nil {
-		m.log.Infof("election %s: %s did not take up the offer of revision %d (%v): releasing the key", m.cfg.key, ho.to, rev, in.err)
+		m.log.Infof("election %s: %s did not take up the offer of revision %d (%v): releasing the key", m.cfg.key, ho.who(), rev, in.err)
 		ho.declined, ho.declinedOut = in.err, in.out
 		return
 	}
 	m.move(candidate)
 	if onStop {
-		m.log.Infof("election %s: %s took the key over revision %d: handed over on stop", m.cfg.key, ho.to, rev)
+		m.log.Infof("election %s: %s took the key over revision %d: handed over on stop", m.cfg.key, ho.who(), rev)
 		return
 	}
 	m.sitOut = sitOut{until: done.Add(ho.within), rev: rev}
 	m.view.readAt, m.view.confirmed = time.Time{}, false
 	m.nextCampaign = done
-	m.log.Infof("election %s: %s took the key over revision %d: handed over", m.cfg.key, ho.to, rev)
+	m.log.Infof("election %s: %s took the key over revision %d: handed over", m.cfg.key, ho.who(), rev)
 	m.endHandOver(nil)
 }
 
@@ -1684,7 +1696,7 @@ func (m *machine) askTakeOver(in input) {
 	}
 	m.taking = takeOver{from: from, rev: rev}
 	m.enter(taking)
-	m.log.Infof("election %s: %s takes the key over from %s at revision %d", m.cfg.key, m.cfg.identity, from, rev)
+	m.log.Infof("election %s: %s takes the key over from %s at revision %d", m.cfg.key, m.self(), from, rev)
 }
 
 // endTakeOver answers the offer taken up: err is why it was not taken.
