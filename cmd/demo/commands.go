@@ -57,7 +57,7 @@ func (d *demo) stepDown() {
 		d.log.Warn("No worker leads right now: nothing to step down")
 		return
 	}
-	d.log.WithField("worker", w.id).Info("Leader stepping down: it hands the key over to a standby it knows, or releases it; the next worker should lead within milliseconds")
+	d.log.WithField("instance", w.instance).Info("Leader stepping down: it hands the key over to a standby it knows, or releases it; the next worker should lead within milliseconds")
 	w.stepDown()
 }
 
@@ -67,7 +67,7 @@ func (d *demo) crash() {
 		d.log.Warn("No worker leads right now: nothing to crash")
 		return
 	}
-	d.log.WithField("worker", w.id).Infof("Leader crashing: its connection is cut, so its key stays until it expires; the next worker should lead within about %v", d.ttl)
+	d.log.WithField("instance", w.instance).Infof("Leader crashing: its connection is cut, so its key stays until it expires; the next worker should lead within about %v", d.ttl)
 	w.crash()
 }
 

@@ -3,10 +3,12 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -58,38 +60,9 @@ func TestDemoWorkersAreTenCandidatesToInfoAndWatch(t *testing.T) {
 	}
 	a := workerOf(first)
 
-	var info struct {
-		Candidates []struct {
-			Identity string `json:"identity"`
-			Instance string `json:"instance"`
-			Leading  bool   `json:"leading"`
-		} `json:"candidates"`
-	}
-	deadline := time.Now().Add(15 * time.Second)
-	for len(info.Candidates) != 10 {
-		if time.Now().After(deadline) {
-			t.Fatalf("election info lists %d candidates, want the ten workers: %+v", len(info.Candidates), info.Candidates)
-		}
-		out, err := exec.Command(cli, "--server", url, "election", "info", "--json", key).Output()
-		if err != nil {
-			t.Fatalf("election info: %v", err)
-		}
-		if err := json.Unmarshal(out, &info); err != nil {
-			t.Fatalf("election info --json: %v\n%s", err, out)
-		}
-	}
-	seen, leading := map[string]bool{}, []string{}
-	for _, c := range info.Candidates {
-		seen[c.Instance] = true
-		if c.Identity != "vm" {
-			t.Errorf("candidate %+v, want identity vm", c)
-		}
-		if c.Leading {
-			leading = append(leading, c.Instance)
-		}
-	}
-	if len(seen) != 10 || len(leading) != 1 || leading[0] != "worker-"+itoa(a) {
-		t.Fatalf("info lists instances %v with %v leading, want ten workers and worker-%d leading", seen, leading, a)
+	seen, leading := candidates(t, cli, url, key, 10)
+	if len(seen) != 10 || len(leading) != 1 || leading[0] != a {
+		t.Fatalf("info lists instances %v with %v leading, want ten workers and %s leading", seen, leading, a)
 	}
 
 	watch := exec.Command(cli, "--server", url, "election", "watch", key)
@@ -113,11 +86,106 @@ func TestDemoWorkersAreTenCandidatesToInfoAndWatch(t *testing.T) {
 	p.send("s")
 	next := p.next(5*time.Second, "work from another worker", func(l line) bool { return isWork(l) && workerOf(l) != a }, nil)
 	b := workerOf(next)
-	m := waitLine(t, lines, regexp.MustCompile(`  elected +`+key+`: handed over from vm/worker-`+itoa(a)+` to vm/worker-`+itoa(b)+`, token (\d+)$`))
+	m := waitLine(t, lines, regexp.MustCompile(`  elected +`+key+`: handed over from vm/`+regexp.QuoteMeta(a)+` to vm/`+regexp.QuoteMeta(b)+`, token (\d+)$`))
 	if tok := regexp.MustCompile(`token=(\d+)`).FindStringSubmatch(next.text); tok == nil || tok[1] != m[1] {
-		t.Fatalf("watch reported token %s; worker %d works with %q", m[1], b, next.text)
+		t.Fatalf("watch reported token %s; %s works with %q", m[1], b, next.text)
 	}
 	t.Logf("watch: %s", m[0])
+}
+
+// candidates asks `election info` about key until it lists n candidates,
+// failing the test when it does not within 15s, and returns their
+// instances and the instances it marks leading. Every candidate must run
+// as vm.
+func candidates(t *testing.T, cli, url, key string, n int) (seen map[string]bool, leading []string) {
+	t.Helper()
+	var info struct {
+		Candidates []struct {
+			Identity string `json:"identity"`
+			Instance string `json:"instance"`
+			Leading  bool   `json:"leading"`
+		} `json:"candidates"`
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for len(info.Candidates) != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("election info lists %d candidates, want %d: %+v", len(info.Candidates), n, info.Candidates)
+		}
+		out, err := exec.Command(cli, "--server", url, "election", "info", "--json", key).Output()
+		if err != nil {
+			t.Fatalf("election info: %v", err)
+		}
+		if err := json.Unmarshal(out, &info); err != nil {
+			t.Fatalf("election info --json: %v\n%s", err, out)
+		}
+	}
+	seen = map[string]bool{}
+	for _, c := range info.Candidates {
+		seen[c.Instance] = true
+		if c.Identity != "vm" {
+			t.Errorf("candidate %+v, want identity vm", c)
+		}
+		if c.Leading {
+			leading = append(leading, c.Instance)
+		}
+	}
+	return seen, leading
+}
+
+var bannerLine = regexp.MustCompile(`^Conclave demo: \d+ workers campaigning in election "\S+" as vm/worker-N\.([0-9a-f]{8})$`)
+
+// TestTwoDemosOnOneHostAreSixCandidates: two copies of the demo on one
+// host, under one identity and on one broker (the second connects with
+// --config), run three workers each. Their instances differ: `election
+// info` lists six candidates, one of them leading, and `stand-down --to`
+// with an instance of the second copy hands over to that worker alone.
+func TestTwoDemosOnOneHostAreSixCandidates(t *testing.T) {
+	bin, cli := buildDemo(t), buildConclave(t)
+	env := []string{"NOSPLAY=1", "CONCLAVE_IDENTITY=vm", "WORKERS=3"}
+	a := startDemo(t, bin, env, "--ttl", "2s", "--metrics", "")
+	var url, key string
+	first := a.next(15*time.Second, "work from a leader", isWork, func(l line) {
+		if m := watchLine.FindStringSubmatch(l.text); m != nil {
+			url, key = m[1], m[2]
+		}
+	})
+	if url == "" {
+		t.Fatalf("the banner names no broker to watch")
+	}
+	conf := filepath.Join(t.TempDir(), "client.conf")
+	if err := os.WriteFile(conf, []byte("plugin.choria.middleware_hosts = "+url+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b := startDemo(t, bin, env, "--config", conf, "--metrics", "")
+
+	seen, leading := candidates(t, cli, url, key, 6)
+	leader := workerOf(first)
+	if len(leading) != 1 || leading[0] != leader {
+		t.Fatalf("info marks %v leading, want %s, whose work the first demo logs", leading, leader)
+	}
+	bannerB := b.next(5*time.Second, "the second demo's banner", func(l line) bool { return bannerLine.MatchString(l.text) }, nil)
+	_, copyA, _ := strings.Cut(leader, ".")
+	copyB := bannerLine.FindStringSubmatch(bannerB.text)[1]
+	if copyB == copyA {
+		t.Fatalf("both demos' instances end in %q, want a part of each", copyA)
+	}
+	for _, part := range []string{copyA, copyB} {
+		for n := 1; n <= 3; n++ {
+			if !seen["worker-"+itoa(n)+"."+part] {
+				t.Errorf("info lists %v, without worker-%d.%s", seen, n, part)
+			}
+		}
+	}
+
+	to := "worker-2." + copyB
+	out, err := exec.Command(cli, "--server", url, "election", "stand-down", "--to", to, "--force", "--wait", "20s", key).CombinedOutput()
+	if err != nil {
+		t.Fatalf("stand-down --to %s: %v\n%s", to, err, out)
+	}
+	if want := "vm/" + to + " leads " + key + " now"; !strings.Contains(string(out), want) {
+		t.Fatalf("stand-down --to %s says %q, want %q", to, out, want)
+	}
+	b.next(10*time.Second, "work from "+to, func(l line) bool { return isWork(l) && workerOf(l) == to }, nil)
 }
 
 // waitLine waits for a line matching re.

@@ -22,6 +22,7 @@ import (
 	"github.com/conclave-io/conclave"
 	"github.com/conclave-io/conclave/config"
 	"github.com/conclave-io/conclave/embedded"
+	"github.com/conclave-io/conclave/internal/keymsg"
 	"github.com/conclave-io/conclave/internal/logging"
 	"github.com/conclave-io/conclave/metrics"
 )
@@ -54,6 +55,7 @@ type demo struct {
 	fw      *conclave.Framework
 	log     *logrus.Entry
 	ttl     time.Duration
+	copyID  string // this process's part of its workers' instances, drawn as a candidate's default instance is
 	workers []*worker
 	out     io.Writer
 }
@@ -81,12 +83,13 @@ func run(ctx context.Context, s settings, stdin io.Reader, stdout, stderr io.Wri
 	if err != nil {
 		return fmt.Errorf("reading the election bucket: %w", err)
 	}
-	d := &demo{s: s, fw: fw, log: fw.Logger("demo"), ttl: st.TTL(), out: stdout}
+	d := &demo{s: s, fw: fw, log: fw.Logger("demo"), ttl: st.TTL(), copyID: keymsg.RandomInstance(), out: stdout}
 
 	for i := range s.workers {
+		instance := d.instance(i + 1)
 		d.workers = append(d.workers, &worker{
-			id: i + 1, fw: fw, key: s.key,
-			log:    fw.Logger("worker").WithField("worker", i+1),
+			instance: instance, fw: fw, key: s.key,
+			log:    fw.Logger("worker").WithField("instance", instance),
 			splay:  d.splay(),
 			rejoin: 2 * d.ttl,
 		})
@@ -181,6 +184,9 @@ func newFramework(ctx context.Context, s settings, reg prometheus.Registerer, st
 	return fw, fmt.Sprintf("%s (embedded, store %s, removed at exit)", b.ClientURL(), store), cleanup, nil
 }
 
+// instance returns the instance of worker n: "worker-N." and the copy's part.
+func (d *demo) instance(n int) string { return fmt.Sprintf("worker-%d.%s", n, d.copyID) }
+
 // splay returns how long a worker waits before its first campaign.
 func (d *demo) splay() time.Duration {
 	if d.s.noSplay {
@@ -228,7 +234,7 @@ func (d *demo) serveMetrics(reg *prometheus.Registry) (string, func(), error) {
 // banner tells the user what runs where and what to type.
 func (d *demo) banner(brokerNote, metricsURL string) {
 	w := d.out
-	fmt.Fprintf(w, "Conclave demo: %d workers campaigning in election %q as %s\n", len(d.workers), d.s.key, d.fw.Identity())
+	fmt.Fprintf(w, "Conclave demo: %d workers campaigning in election %q as %s/worker-N.%s\n", len(d.workers), d.s.key, d.fw.Identity(), d.copyID)
 	fmt.Fprintf(w, "Broker:  %s, election TTL %v\n", brokerNote, d.ttl)
 	if metricsURL != "" {
 		fmt.Fprintf(w, "Metrics: %s/metrics  health: %s/healthz\n", metricsURL, metricsURL)

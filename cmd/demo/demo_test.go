@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -189,19 +188,18 @@ func (p *process) waitExit(d time.Duration) int {
 
 var (
 	timeField   = regexp.MustCompile(`^time="([0-9-]+ [0-9:.]+)"`)
-	workerField = regexp.MustCompile(`\bworker=(\d+)`)
+	workerField = regexp.MustCompile(`\binstance=(\S+)`)
 	metricsLine = regexp.MustCompile(`Metrics: (http://\S+)/metrics`)
 	storeNote   = regexp.MustCompile(`store (\S+), removed at exit`)
 )
 
-// workerOf returns the worker a log line is about, or 0.
-func workerOf(l line) int {
+// workerOf returns the instance of the worker a log line is about, or "".
+func workerOf(l line) string {
 	m := workerField.FindStringSubmatch(l.text)
 	if m == nil {
-		return 0
+		return ""
 	}
-	n, _ := strconv.Atoi(m[1])
-	return n
+	return m[1]
 }
 
 // loggedAt returns the time of day a log line was written, by the demo's
@@ -221,21 +219,21 @@ func loggedAt(t *testing.T, l line) time.Time {
 
 func isWork(l line) bool { return strings.Contains(l.text, `msg="Doing work as the leader"`) }
 
-func is(msg string, worker int) func(line) bool {
+func is(msg, worker string) func(line) bool {
 	return func(l line) bool {
 		return strings.Contains(l.text, `msg="`+msg+`"`) && workerOf(l) == worker
 	}
 }
 
 // collectWork reads n work lines and checks that one worker did them all,
-// about a second apart. It returns that worker.
-func collectWork(t *testing.T, p *process, n int, first line) int {
+// about a second apart. It returns that worker's instance.
+func collectWork(t *testing.T, p *process, n int, first line) string {
 	t.Helper()
 	leader, prev := workerOf(first), first
 	for i := 0; i < n; i++ {
 		l := p.next(5*time.Second, "further work", isWork, nil)
 		if w := workerOf(l); w != leader {
-			t.Fatalf("worker %d did work while worker %d leads: %q", w, leader, l.text)
+			t.Fatalf("%s did work while %s leads: %q", w, leader, l.text)
 		}
 		// One line per second from one worker: never two within half a
 		// second, never a second skipped (generously, on a loaded machine).
@@ -267,8 +265,8 @@ func TestDemoStepDownHandsOver(t *testing.T) {
 	}
 	first := p.next(15*time.Second, "work from a leader", isWork, banner)
 	a := workerOf(first)
-	if a < 1 || a > 5 {
-		t.Fatalf("work from worker %d, want one of 1 to 5: %q", a, first.text)
+	if !regexp.MustCompile(`^worker-[1-5]\.[0-9a-f]{8}$`).MatchString(a) {
+		t.Fatalf("work from worker %q, want worker-1 to worker-5 and the process's part: %q", a, first.text)
 	}
 	collectWork(t, p, 2, first)
 
@@ -288,7 +286,7 @@ func TestDemoStepDownHandsOver(t *testing.T) {
 	}, func(l line) {
 		switch {
 		case isWork(l) && lost:
-			t.Errorf("worker %d worked after it lost leadership: %q", a, l.text)
+			t.Errorf("%s worked after it lost leadership: %q", a, l.text)
 		case isWork(l):
 			aWorkedAfter = append(aWorkedAfter, l.text)
 		case is("Lost leadership", a)(l):
@@ -296,18 +294,18 @@ func TestDemoStepDownHandsOver(t *testing.T) {
 		}
 	})
 	if !lost {
-		t.Errorf("worker %d did not log Lost leadership before worker %d worked", a, workerOf(next))
+		t.Errorf("%s did not log Lost leadership before %s worked", a, workerOf(next))
 	}
 	// A work line of a's already on its way when s was typed is fine; one
 	// after its Lost leadership is not (checked above).
 	if len(aWorkedAfter) > 1 {
-		t.Errorf("worker %d kept working after the step-down: %q", a, aWorkedAfter)
+		t.Errorf("%s kept working after the step-down: %q", a, aWorkedAfter)
 	}
 	if took := next.at.Sub(sent); took > 3*time.Second {
 		t.Errorf("the next leader's first work came %v after the step-down, want about 1s", took.Round(time.Millisecond))
 	}
 	b := collectWork(t, p, 2, next)
-	t.Logf("worker %d stepped down, worker %d took over", a, b)
+	t.Logf("%s stepped down, %s took over", a, b)
 
 	p.send("q")
 	if code := p.waitExit(15 * time.Second); code != 0 {
@@ -315,7 +313,7 @@ func TestDemoStepDownHandsOver(t *testing.T) {
 	}
 	out := p.output()
 	for _, want := range []string{
-		fmt.Sprintf(`msg="Lost leadership" cause=released component=worker worker=%d`, b),
+		fmt.Sprintf(`msg="Lost leadership" cause=released component=worker instance=%s`, b),
 		`msg="All workers stopped"`,
 	} {
 		if !strings.Contains(out, want) {
@@ -326,13 +324,14 @@ func TestDemoStepDownHandsOver(t *testing.T) {
 	// it (the workers share one identity and stand apart by instance), or
 	// released when no standby took the offer up in time. The election's
 	// own line does not call a stop that may hand over a release.
-	handed := regexp.MustCompile(fmt.Sprintf(`msg="Handed the key over: [^"]*" component=worker to=\S+ worker=%d\b`, a)).MatchString(out)
-	released := regexp.MustCompile(fmt.Sprintf(`msg="Released the key: [^"]*" component=worker worker=%d\b`, a)).MatchString(out)
+	qa := regexp.QuoteMeta(a)
+	handed := regexp.MustCompile(`msg="Handed the key over: [^"]*" component=worker instance=` + qa + ` to=\S+`).MatchString(out)
+	released := regexp.MustCompile(`msg="Released the key: [^"]*" component=worker instance=` + qa + `\b`).MatchString(out)
 	if handed == released {
-		t.Errorf("worker %d's step-down is logged as handed over %v, released %v: want one of them", a, handed, released)
+		t.Errorf("%s's step-down is logged as handed over %v, released %v: want one of them", a, handed, released)
 	}
-	if handed && regexp.MustCompile(fmt.Sprintf(`worker %d: election \S+: \S+ stopped leading \(released\)`, a)).MatchString(out) {
-		t.Errorf("worker %d's hand-over is logged as a release", a)
+	if handed && regexp.MustCompile(qa+`: election \S+: \S+ stopped leading \(released\)`).MatchString(out) {
+		t.Errorf("%s's hand-over is logged as a release", a)
 	}
 	if _, err := os.Stat(store); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the embedded broker's store %s is still there: %v", store, err)
@@ -423,7 +422,7 @@ func TestDemoCrashLogsWhatHappened(t *testing.T) {
 			stopped = l
 		}
 		if strings.Contains(l, "could not release") || strings.Contains(l, "Cannot campaign") {
-			t.Errorf("the crashed worker %d logged a failure of its own crash: %s", a, l)
+			t.Errorf("the crashed worker %s logged a failure of its own crash: %s", a, l)
 		}
 		if strings.Contains(l, "Worker starting") {
 			break
@@ -431,13 +430,13 @@ func TestDemoCrashLogsWhatHappened(t *testing.T) {
 	}
 	switch {
 	case stopped == "":
-		t.Errorf("the crashed worker %d did not log that it stopped leading", a)
+		t.Errorf("the crashed worker %s did not log that it stopped leading", a)
 	case strings.Contains(stopped, "(released)"):
-		t.Errorf("the crashed worker %d says it released the key: %s", a, stopped)
+		t.Errorf("the crashed worker %s says it released the key: %s", a, stopped)
 	}
 	for _, l := range strings.Split(out, "\n") {
-		if strings.Contains(l, "component=election") && workerOf(line{text: l}) != 0 &&
-			!strings.Contains(l, fmt.Sprintf(`msg="worker %d: `, workerOf(line{text: l}))) {
+		if strings.Contains(l, "component=election") && workerOf(line{text: l}) != "" &&
+			!strings.Contains(l, `msg="`+workerOf(line{text: l})+`: `) {
 			t.Errorf("an election line does not name its worker in the message: %s", l)
 		}
 	}

@@ -18,6 +18,12 @@ const usage = `Usage: demo [flags]
 Runs WORKERS candidates in one process, all in the election KEY. The leader
 logs "Doing work as the leader" every second; the others stand by.
 
+The workers share the host's identity (or CONCLAVE_IDENTITY) and stand apart
+by instance: worker-1.XXXXXXXX to worker-WORKERS.XXXXXXXX, with XXXXXXXX
+drawn for each run (the banner shows it), so that copies of the demo on one
+host, the second started with --config naming the first one's broker, are
+all candidates of their own. Their log lines name them as instance=.
+
 With no --config the demo starts its own single-node broker on a random free
 port, with its store in a temporary directory that is removed at exit, and an
 election TTL of --ttl. With --config FILE it connects to the brokers the file

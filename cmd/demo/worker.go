@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -21,12 +19,15 @@ import (
 // line of work every second. After it steps down or crashes it rejoins the
 // election as a new candidate.
 type worker struct {
-	id     int
-	fw     *conclave.Framework
-	key    string
-	log    *logrus.Entry
-	splay  time.Duration // wait before the first campaign
-	rejoin time.Duration // wait before campaigning again after stopping
+	// instance is the worker's name in the election and in its log lines:
+	// "worker-N." and a part drawn once per process, so that the workers
+	// of two copies of the demo under one identity stand apart.
+	instance string
+	fw       *conclave.Framework
+	key      string
+	log      *logrus.Entry
+	splay    time.Duration // wait before the first campaign
+	rejoin   time.Duration // wait before campaigning again after stopping
 
 	mu      sync.Mutex
 	e       *streams.Election // nil between memberships
@@ -57,7 +58,7 @@ func (w *worker) run(ctx context.Context) {
 // member connects, campaigns until the election is stopped (by ctx, or by
 // the s and c commands), and disconnects.
 func (w *worker) member(ctx context.Context) error {
-	conn, err := w.fw.Connect(ctx, nats.Name(fmt.Sprintf("%s worker %d", w.fw.Identity(), w.id)))
+	conn, err := w.fw.Connect(ctx, nats.Name(w.fw.Identity()+" "+w.instance))
 	if err != nil {
 		return err
 	}
@@ -74,10 +75,10 @@ func (w *worker) member(ctx context.Context) error {
 			w.mu.Unlock()
 			work.Go(func() { w.work(t) })
 		}),
-		streams.WithLogger(workerLogger{log: w.fw.Logger("election").WithFields(logrus.Fields{"election": w.key, "worker": w.id}), id: w.id}),
+		streams.WithLogger(workerLogger{log: w.fw.Logger("election").WithFields(logrus.Fields{"election": w.key, "instance": w.instance}), instance: w.instance}),
 		// The workers share the host's identity; the instance tells them
 		// apart in who stands, hand-overs and watch.
-		streams.WithInstance(fmt.Sprintf("worker-%d", w.id)),
+		streams.WithInstance(w.instance),
 	)
 	if err != nil {
 		return err
@@ -113,12 +114,12 @@ func (w *worker) member(ctx context.Context) error {
 	return err
 }
 
-// workerLogger logs an election's lines with the worker's number in the
+// workerLogger logs an election's lines with the worker's instance in the
 // message: every worker campaigns under the host's identity, so "vm
 // became leader" alone does not say which one did.
 type workerLogger struct {
-	log *logrus.Entry
-	id  int
+	log      *logrus.Entry
+	instance string
 }
 
 func (l workerLogger) Debugf(format string, args ...any) {
@@ -152,7 +153,7 @@ func noNegative(args []any) []any {
 }
 
 func (l workerLogger) prefix(format string) string {
-	return "worker " + strconv.Itoa(l.id) + ": " + format
+	return l.instance + ": " + format
 }
 
 func (w *worker) won() { w.log.Info("Became leader") }

@@ -15,9 +15,9 @@ func TestWorkerLoggerShowsNoNegativeWait(t *testing.T) {
 	var buf bytes.Buffer
 	log := logrus.New()
 	log.SetOutput(&buf)
-	l := workerLogger{log: logrus.NewEntry(log), id: 3}
+	l := workerLogger{log: logrus.NewEntry(log), instance: "worker-3.0badcafe"}
 	l.Infof("election %s: %s took the key; leading in %v", "demo", "vm", -time.Millisecond)
-	if out := buf.String(); !strings.Contains(out, "worker 3: election demo: vm took the key; leading in 0s") {
+	if out := buf.String(); !strings.Contains(out, "worker-3.0badcafe: election demo: vm took the key; leading in 0s") {
 		t.Errorf("logged %q, want the wait shown as 0s", out)
 	}
 }

@@ -8,6 +8,8 @@
 package keymsg
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"time"
@@ -38,6 +40,11 @@ const (
 	TermBegins     = "begins"
 	TermWaits      = "waits"
 )
+
+// RandomInstance returns an instance name drawn at random, eight hex
+// digits: what a candidate that names none is called (see
+// streams.WithInstance).
+func RandomInstance() string { return fmt.Sprintf("%08x", rand.Uint32()) }
 
 // OperationHeader is the header NATS KV marks deletes and purges with.
 const OperationHeader = "KV-Operation"

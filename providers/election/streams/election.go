@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strings"
 	"sync"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/conclave-io/conclave/bucket/fit"
+	"github.com/conclave-io/conclave/internal/keymsg"
 	"github.com/conclave-io/conclave/internal/nostanding"
 	"github.com/conclave-io/conclave/providers/election/internal/errs"
 	"github.com/conclave-io/conclave/providers/election/standing"
@@ -82,7 +82,7 @@ func NewElection(identity, key string, js jetstream.JetStream, opts ...Option) (
 	}
 	instance := o.instance
 	if instance == "" {
-		instance = fmt.Sprintf("%08x", rand.Uint32())
+		instance = keymsg.RandomInstance()
 	}
 	return &Election{identity: identity, instance: instance, key: key, js: js, store: o.store, opts: o}, nil
 }
