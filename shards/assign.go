@@ -4,7 +4,8 @@ import "github.com/conclave-io/conclave/internal/shardplan"
 
 // Member is one member of a shard group as the assignment sees it:
 // Identity names the member (the value of the shard keys it holds), Weight
-// is its share of the shards relative to the others' (1 when below 1), and
+// is its share of the shards relative to the others' (counted as 1 when
+// below 1, as MaxWeight when above), and
 // Healthy is false while its health check fails (it then keeps no shard
 // and is given none, unless no member is healthy).
 type Member = shardplan.Member
@@ -24,6 +25,9 @@ type Member = shardplan.Member
 // fewest shards any assignment within the bounds could. Members not listed
 // hold nothing; unhealthy members are given nothing while any member is
 // healthy. With no member at all every shard is assigned "".
+//
+// Assign never panics, whatever its input: weights count between 1 and
+// MaxWeight, n above MaxShards gets nil and n below 1 an empty assignment.
 func Assign(n int, members []Member, holders []string) []string {
 	return shardplan.Assign(n, members, holders)
 }

@@ -24,6 +24,9 @@
 // tokens, and the shards they stand for. They announce every quarter TTL
 // (250ms to 15s), at once when any of this changes, and when a member that
 // joins asks. A member silent for about a TTL drops from the others' roll.
+// A member ignores, with a warning, an announcement it cannot use: a
+// weight outside 1 to MaxWeight, a shard count outside 1 to MaxShards, an
+// identity that cannot hold a shard, shards outside the group.
 // The members of a group in one process share one subscription.
 //
 // Every member computes the same assignment from the roll and the holders

@@ -17,11 +17,12 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/conclave-io/conclave/internal/shardplan"
 	"github.com/conclave-io/conclave/providers/election/streams"
 )
 
 // MaxShards is the largest number of shards a group may have.
-const MaxShards = 100_000
+const MaxShards = shardplan.MaxShards
 
 // joinSettle is how long a member that joins listens to the others'
 // answers before it first decides what to stand for.
@@ -56,7 +57,12 @@ type Group struct {
 	asked    bool                  // a question was heard: announce
 	clash    *Announcement         // an older member under this identity
 	standFor map[int]MoveCause     // why each shard stood for would move to this member
+	warned   map[string]time.Time  // when a peer's bad announcement was last logged, by identity
 }
+
+// peerWarnEvery is how often at most a member logs that it ignores a
+// peer's announcements, per peer.
+const peerWarnEvery = time.Minute
 
 // heard is another member's latest announcement and when it came.
 type heard struct {
@@ -111,6 +117,7 @@ func NewGroup(identity, group string, n int, js jetstream.JetStream, opts ...Opt
 		held:     map[int]*streams.Term{},
 		roll:     map[string]heard{},
 		standFor: map[int]MoveCause{},
+		warned:   map[string]time.Time{},
 		healthy:  true,
 	}, nil
 }
@@ -169,10 +176,17 @@ func (g *Group) wake() {
 }
 
 // hear takes another member's announcement; it runs on the group
-// subscription's goroutine.
+// subscription's goroutine. It ignores an announcement it cannot use (see
+// checkPeer), and says so.
 func (g *Group) hear(a Announcement, at time.Time) {
 	if a.Identity == g.identity && a.Instance == g.instance {
 		return // our own
+	}
+	if a.Identity != "" {
+		if err := g.checkPeer(a); err != nil {
+			g.warnPeer(a.Identity, at, "warn", "group %s: ignoring the announcement of %q: %v", g.group, a.Identity, err)
+			return
+		}
 	}
 	g.mu.Lock()
 	if a.Ask {
@@ -191,6 +205,55 @@ func (g *Group) hear(a Announcement, at time.Time) {
 	}
 	g.mu.Unlock()
 	g.wake()
+}
+
+// checkPeer returns what makes a peer's announcement unusable, or nil:
+// anyone allowed on the group's subject may publish on it, and the roll's
+// weights, identities and shard numbers feed the assignment and the
+// hand-overs.
+func (g *Group) checkPeer(a Announcement) error {
+	if _, err := streams.NewElection(a.Identity, Key(g.group, 0), g.js, streams.InBucket(g.o.bucket)); err != nil {
+		return fmt.Errorf("its identity cannot hold a shard: %w", err)
+	}
+	if a.Weight < 1 || a.Weight > MaxWeight {
+		return fmt.Errorf("weight %d is outside 1 to %d", a.Weight, MaxWeight)
+	}
+	if a.Shards < 1 || a.Shards > MaxShards {
+		return fmt.Errorf("shard count %d is outside 1 to %d", a.Shards, MaxShards)
+	}
+	for _, h := range a.Held {
+		if h[0] >= uint64(a.Shards) {
+			return fmt.Errorf("it holds shard %d of a group of %d shards", h[0], a.Shards)
+		}
+	}
+	for _, s := range a.Standing {
+		if s < 0 || s >= a.Shards {
+			return fmt.Errorf("it stands for shard %d of a group of %d shards", s, a.Shards)
+		}
+	}
+	return nil
+}
+
+// warnPeer logs what is wrong with peer's announcements, at most once per
+// peerWarnEvery for each peer.
+func (g *Group) warnPeer(peer string, at time.Time, level, format string, args ...any) {
+	g.mu.Lock()
+	last, ok := g.warned[peer]
+	quiet := ok && at.Sub(last) < peerWarnEvery
+	if !quiet {
+		if len(g.warned) >= 1024 { // names made up by the thousand: forget the old
+			for id, t := range g.warned {
+				if at.Sub(t) >= peerWarnEvery {
+					delete(g.warned, id)
+				}
+			}
+		}
+		g.warned[peer] = at
+	}
+	g.mu.Unlock()
+	if !quiet {
+		g.logf(level, format+" (logged at most once a minute for this member)", args...)
+	}
 }
 
 // Start runs the member until ctx ends, and returns nil then. It reads the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -262,3 +263,78 @@ func (r *countingRecorder) snapshot() map[shards.MoveCause]int {
 func (r *countingRecorder) reset() { r.mu.Lock(); clear(r.moved); r.mu.Unlock() }
 
 var errUnhealthy = errors.New("unhealthy on purpose")
+
+// logRecorder is a member's logger that passes every line to the test's
+// log and keeps the warnings and errors, for a test to wait on.
+type logRecorder struct {
+	t      *testing.T
+	prefix string
+	mu     sync.Mutex
+	lines  []string
+	change chan struct{}
+}
+
+func newLogRecorder(t *testing.T, member string) *logRecorder {
+	return &logRecorder{t: t, prefix: member + ": ", change: make(chan struct{}, 1)}
+}
+
+func (l *logRecorder) Debugf(f string, a ...any) { l.t.Logf(l.prefix+"DEBUG "+f, a...) }
+func (l *logRecorder) Infof(f string, a ...any)  { l.t.Logf(l.prefix+"INFO "+f, a...) }
+func (l *logRecorder) Warnf(f string, a ...any)  { l.keep("WARN ", f, a...) }
+func (l *logRecorder) Errorf(f string, a ...any) { l.keep("ERROR ", f, a...) }
+
+func (l *logRecorder) keep(level, f string, a ...any) {
+	line := level + fmt.Sprintf(f, a...)
+	l.t.Log(l.prefix + line)
+	l.mu.Lock()
+	l.lines = append(l.lines, line)
+	l.mu.Unlock()
+	select {
+	case l.change <- struct{}{}:
+	default:
+	}
+}
+
+// await waits until a warning or error contains every one of parts, and
+// returns it; it fails the test after wait.
+func (l *logRecorder) await(parts ...string) string {
+	l.t.Helper()
+	deadline := time.After(wait)
+	for {
+		l.mu.Lock()
+		for _, line := range l.lines {
+			if containsAll(line, parts) {
+				l.mu.Unlock()
+				return line
+			}
+		}
+		l.mu.Unlock()
+		select {
+		case <-l.change:
+		case <-deadline:
+			l.t.Fatalf("no warning or error mentioning %q within %v", parts, wait)
+		}
+	}
+}
+
+// count returns how many warnings and errors contain every one of parts.
+func (l *logRecorder) count(parts ...string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, line := range l.lines {
+		if containsAll(line, parts) {
+			n++
+		}
+	}
+	return n
+}
+
+func containsAll(s string, parts []string) bool {
+	for _, p := range parts {
+		if !strings.Contains(s, p) {
+			return false
+		}
+	}
+	return true
+}

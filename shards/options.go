@@ -6,11 +6,14 @@ import (
 	"time"
 
 	"github.com/conclave-io/conclave/bucket"
+	"github.com/conclave-io/conclave/internal/shardplan"
 	"github.com/conclave-io/conclave/providers/election/streams"
 )
 
-// MaxWeight is the largest weight a member may have.
-const MaxWeight = 1000
+// MaxWeight is the largest weight a member may have. Assign counts a
+// weight above it as MaxWeight, and members ignore an announcement whose
+// weight is outside 1 to MaxWeight.
+const MaxWeight = shardplan.MaxWeight
 
 // Option configures a Group. Options check their arguments and make
 // NewGroup fail with an error wrapping ErrInvalidOption when one is

@@ -5,12 +5,21 @@ import (
 	"slices"
 )
 
+// MaxWeight is the largest weight a member counts with: a weight above it
+// counts as MaxWeight, one below 1 as 1.
+const MaxWeight = 1000
+
+// MaxShards is the largest number of shards a group may have; Assign
+// returns nil for more.
+const MaxShards = 100_000
+
 // Member is one member of a shard group as the assignment sees it.
 type Member struct {
 	// Identity names the member; it is the value of the shard keys it holds.
 	Identity string
-	// Weight is the member's share of the shards relative to the others'
-	// (1 when below 1).
+	// Weight is the member's share of the shards relative to the others',
+	// counted between 1 and MaxWeight (1 when below 1, MaxWeight when
+	// above).
 	Weight int
 	// Healthy is false while the member's health check fails: it then keeps
 	// no shard and is given none, unless no member is healthy.
@@ -35,12 +44,19 @@ type Member struct {
 // shards that a remainder allows go first to members holding more than
 // their lower bound.
 //
+// Weights count between 1 and MaxWeight, so that no input, however
+// malformed, overflows the arithmetic: Assign never panics. n above
+// MaxShards gets nil, n below 1 an empty assignment.
+//
 // Members not listed (left or silent) hold nothing: their shards are
 // orphaned. Unhealthy members are given nothing while any member is
 // healthy; when none is, all listed members count as healthy, since an
 // unhealthy holder is better than none. With no member at all every shard
 // is assigned "".
 func Assign(n int, members []Member, holders []string) []string {
+	if n > MaxShards {
+		return nil
+	}
 	out := make([]string, max(n, 0))
 	eligible := eligibleMembers(members)
 	if len(eligible) == 0 || n <= 0 {
@@ -79,7 +95,8 @@ func Assign(n int, members []Member, holders []string) []string {
 }
 
 // eligibleMembers returns the members that may be given shards, sorted by
-// identity, without duplicates or empty names, weights at least 1.
+// identity, without duplicates or empty names, weights between 1 and
+// MaxWeight.
 func eligibleMembers(members []Member) []Member {
 	var healthy, all []Member
 	seen := map[string]bool{}
@@ -88,7 +105,7 @@ func eligibleMembers(members []Member) []Member {
 			continue
 		}
 		seen[m.Identity] = true
-		m.Weight = max(m.Weight, 1)
+		m.Weight = min(max(m.Weight, 1), MaxWeight)
 		all = append(all, m)
 		if m.Healthy {
 			healthy = append(healthy, m)

@@ -2,6 +2,7 @@ package shardplan
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -303,4 +304,41 @@ func FuzzAssign(f *testing.F) {
 			t.Fatalf("not a fixed point")
 		}
 	})
+}
+
+// TestAssignClampsWeightsOutOfRange: weights come off the wire; huge,
+// negative and extreme ones count between 1 and MaxWeight, so that the
+// arithmetic cannot overflow, and the assignment is still within bounds.
+func TestAssignClampsWeightsOutOfRange(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		weights []int
+	}{
+		{"huge", []int{1, math.MaxInt64 / 2}},
+		{"max int", []int{math.MaxInt, math.MaxInt, 3}},
+		{"min int", []int{math.MinInt, 2}},
+		{"negative", []int{-5, -1, 0}},
+		{"just above the maximum", []int{MaxWeight + 1, MaxWeight, 1}},
+	} {
+		for _, n := range []int{1, 7, 64, MaxShards} {
+			t.Run(fmt.Sprintf("%s/%d", tc.name, n), func(t *testing.T) {
+				ms := make([]Member, len(tc.weights))
+				for i, w := range tc.weights {
+					ms[i] = Member{Identity: fmt.Sprintf("m%d", i), Weight: w, Healthy: true}
+				}
+				got := Assign(n, ms, nil)
+				if len(got) != n {
+					t.Fatalf("Assign(%d, …) returned %d shards", n, len(got))
+				}
+				clamped := slices.Clone(ms)
+				for i := range clamped {
+					clamped[i].Weight = min(max(clamped[i].Weight, 1), MaxWeight)
+				}
+				checkBounds(t, n, clamped, got)
+			})
+		}
+	}
+	if got := Assign(MaxShards+1, members(2), nil); got != nil {
+		t.Errorf("Assign(MaxShards+1, …) returned %d shards, want nil", len(got))
+	}
 }

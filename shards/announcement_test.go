@@ -1,0 +1,57 @@
+package shards_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/conclave-io/conclave/shards"
+)
+
+// TestMemberIgnoresMalformedAnnouncements: anyone allowed on the group's
+// subject can publish on it. A member that hears announcements with a
+// weight that would overflow the assignment, weights out of range, an
+// identity that cannot hold a shard, or shard numbers outside the group
+// keeps running, ignores each with a warning naming the peer and what was
+// wrong (once per peer, however often it repeats), and its group spreads
+// as if they had not been sent.
+func TestMemberIgnoresMalformedAnnouncements(t *testing.T) {
+	b := startBroker(t)
+	f := newFleet(t, b, "crafted", 8)
+	log := newLogRecorder(t, "a")
+	f.start("a", shards.WithLogger(log))
+	f.await("a holds all", f.spread([]string{"a"}, 8, 8))
+
+	nc, _ := f.connect()
+	subject := shards.Subject("CHORIA_LEADER_ELECTION", "crafted")
+	since := time.Now().UTC().Format(time.RFC3339Nano)
+	for _, tc := range []struct {
+		peer, body string
+		says       []string // in the warning, beside the peer
+	}{
+		{"huge", `{"identity":"huge","instance":"x","since":"` + since + `","weight":4611686018427387903,"healthy":true,"shards":8,"seq":1}`, []string{"weight 4611686018427387903"}},
+		{"negative", `{"identity":"negative","instance":"x","since":"` + since + `","weight":-3,"healthy":true,"shards":8,"seq":1}`, []string{"weight -3"}},
+		{" padded ", `{"identity":" padded ","instance":"x","since":"` + since + `","weight":1,"healthy":true,"shards":8,"seq":1}`, []string{"identity"}},
+		{"far", `{"identity":"far","instance":"x","since":"` + since + `","weight":1,"healthy":true,"shards":8,"held":[[1099511627776,5,0]],"seq":1}`, []string{"holds shard 1099511627776"}},
+		{"below", `{"identity":"below","instance":"x","since":"` + since + `","weight":1,"healthy":true,"shards":8,"standing":[-1],"seq":1}`, []string{"stands for shard -1"}},
+		{"countless", `{"identity":"countless","instance":"x","since":"` + since + `","weight":1,"healthy":true,"shards":-8,"seq":1}`, []string{"shard count -8"}},
+	} {
+		for range 3 { // repeats are not logged again
+			if err := nc.Publish(subject, []byte(tc.body)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := nc.Publish(subject, []byte(`{"identity":"garbled",`)); err != nil {
+			t.Fatal(err)
+		}
+		log.await(append([]string{"ignoring", `"` + tc.peer + `"`}, tc.says...)...)
+	}
+	if n := log.count("ignoring", `"huge"`); n != 1 {
+		t.Errorf("the announcement of huge, sent 3 times, was reported %d times, want once", n)
+	}
+
+	// The group carries on as if nothing had been said: b joins and the
+	// shards spread over a and b alone.
+	f.start("b")
+	f.await("4 each over a and b", f.spread([]string{"a", "b"}, 4, 4))
+	f.check()
+}
