@@ -1,6 +1,8 @@
 package shards_test
 
 import (
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,5 +55,37 @@ func TestMemberIgnoresMalformedAnnouncements(t *testing.T) {
 	// shards spread over a and b alone.
 	f.start("b")
 	f.await("4 each over a and b", f.spread([]string{"a", "b"}, 4, 4))
+	f.check()
+}
+
+// TestMembersGivenDifferentShardCountsStopTheLater: a member given 8
+// shards that joins a group whose member started first with 4 would leave
+// shards 4 to 7 to nobody in the other's eyes, and its own spread would
+// disagree with the other's for ever. It stops with ErrShardCountMismatch,
+// naming the other member and both counts; the first member logs an error
+// naming it and both counts, and keeps every shard of its group.
+func TestMembersGivenDifferentShardCountsStopTheLater(t *testing.T) {
+	f := newFleet(t, startBroker(t), "mix", 4)
+	log := newLogRecorder(t, "a")
+	f.start("a", shards.WithLogger(log))
+	f.await("a holds all", f.spread([]string{"a"}, 4, 4))
+
+	b := f.startCount("b", 8)
+	select {
+	case err := <-b.done:
+		if !errors.Is(err, shards.ErrShardCountMismatch) {
+			t.Fatalf("Start of the member given 8 shards returned %v, want ErrShardCountMismatch", err)
+		}
+		for _, part := range []string{`"a"`, "4", "8", "mix"} {
+			if !strings.Contains(err.Error(), part) {
+				t.Errorf("%q does not mention %s", err, part)
+			}
+		}
+		b.cancel, b.done = nil, nil
+	case <-time.After(wait):
+		t.Fatalf("the member given 8 shards beside one given 4 kept running for %v", wait)
+	}
+	log.await("ERROR", `"b"`, "8 shards", "this member 4")
+	f.await("a still holds all", f.spread([]string{"a"}, 4, 4))
 	f.check()
 }

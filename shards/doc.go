@@ -44,6 +44,10 @@
 // Members need distinct identities: a shard's holder is known by its
 // identity alone. A member that hears an older member under its own
 // identity hands its shards over and Start returns ErrDuplicateIdentity.
+// They need the same number of shards too: a member that hears a member
+// started before it with another count hands its shards over and Start
+// returns ErrShardCountMismatch; the earlier member logs an error and
+// carries on without it.
 //
 // # Callbacks
 //

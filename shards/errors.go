@@ -23,4 +23,11 @@ var (
 	// group need distinct identities, since a shard's holder is known by
 	// its identity alone. The member hands its shards over and stops.
 	ErrDuplicateIdentity = errors.New("shards: another member runs under this identity")
+	// ErrShardCountMismatch is returned by Start when a member of the group
+	// that started first was given another number of shards: the members
+	// of a group must agree on it, or the shards beyond the smaller count
+	// are held by nobody. The member that started later hands its shards
+	// over and stops; the earlier one logs an error and carries on without
+	// it.
+	ErrShardCountMismatch = errors.New("shards: members disagree on the group's shard count")
 )

@@ -56,6 +56,7 @@ type Group struct {
 	healthy  bool                  // the last health check's verdict
 	asked    bool                  // a question was heard: announce
 	clash    *Announcement         // an older member under this identity
+	mismatch *Announcement         // an older member given another shard count
 	standFor map[int]MoveCause     // why each shard stood for would move to this member
 	warned   map[string]time.Time  // when a peer's bad announcement was last logged, by identity
 }
@@ -188,6 +189,10 @@ func (g *Group) hear(a Announcement, at time.Time) {
 			return
 		}
 	}
+	if a.Identity != "" && a.Shards != g.n {
+		g.mismatched(a, at)
+		return
+	}
 	g.mu.Lock()
 	if a.Ask {
 		g.asked = true
@@ -234,6 +239,27 @@ func (g *Group) checkPeer(a Announcement) error {
 	return nil
 }
 
+// mismatched takes the announcement of a peer given another number of
+// shards. The peer is left off the roll: its shards and its share are of
+// another group. When the peer started first (ties go to the smaller
+// identity) this member stops with ErrShardCountMismatch, so that a copy
+// deployed with a new count fails visibly while the members that hold the
+// shards carry on; the peer, hearing this member, only logs.
+func (g *Group) mismatched(a Announcement, at time.Time) {
+	g.mu.Lock()
+	older := a.Since.Before(g.since) || a.Since.Equal(g.since) && a.Identity < g.identity
+	if older && !a.Leaving && g.mismatch == nil {
+		g.mismatch = &a
+	}
+	g.mu.Unlock()
+	if older {
+		g.wake()
+		return // the loop says why it stops
+	}
+	g.warnPeer(a.Identity, at, "error", "group %s: member %q was given %d shards, this member %d: it started later, so it stops with %v; give every member of a group the same count",
+		g.group, a.Identity, a.Shards, g.n, ErrShardCountMismatch)
+}
+
 // warnPeer logs what is wrong with peer's announcements, at most once per
 // peerWarnEvery for each peer.
 func (g *Group) warnPeer(peer string, at time.Time, level, format string, args ...any) {
@@ -262,9 +288,10 @@ func (g *Group) warnPeer(peer string, at time.Time, level, format string, args .
 // it. As ctx ends it announces that it leaves, hands each shard it holds to
 // the member the assignment names once that member stands for it (within
 // WithLeaveTimeout), releases the rest, and returns after the last
-// OnRevoked. It returns ErrAlreadyStarted on a second call, and one
-// wrapping ErrDuplicateIdentity when an older member runs under its
-// identity.
+// OnRevoked. It returns ErrAlreadyStarted on a second call, one wrapping
+// ErrDuplicateIdentity when an older member runs under its identity, and
+// one wrapping ErrShardCountMismatch when an older member was given
+// another number of shards.
 func (g *Group) Start(ctx context.Context) error {
 	first := false
 	g.once.Do(func() { first = true; close(g.started) })

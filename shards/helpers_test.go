@@ -94,13 +94,27 @@ func (f *fleet) start(id string, opts ...shards.Option) *member {
 // startOn starts member id on nc.
 func (f *fleet) startOn(nc *nats.Conn, js jetstream.JetStream, id string, opts ...shards.Option) *member {
 	f.t.Helper()
+	return f.launch(nc, js, id, f.n, opts...)
+}
+
+// startCount starts member id on a connection of its own, given n shards
+// rather than the fleet's count.
+func (f *fleet) startCount(id string, n int, opts ...shards.Option) *member {
+	f.t.Helper()
+	nc, js := f.connect()
+	return f.launch(nc, js, id, n, opts...)
+}
+
+// launch starts member id of a group of n shards on nc.
+func (f *fleet) launch(nc *nats.Conn, js jetstream.JetStream, id string, n int, opts ...shards.Option) *member {
+	f.t.Helper()
 	all := append([]shards.Option{
 		shards.OnAssigned(func(s int, term *streams.Term) { f.assigned(id, s, term) }),
 		shards.OnRevoked(func(s int) { f.revoked(id, s) }),
 		shards.WithRecorder(f.rec),
 		shards.WithLogger(brokertest.Logger(f.t).WithField("member", id)),
 	}, opts...)
-	g, err := shards.NewGroup(id, f.group, f.n, js, all...)
+	g, err := shards.NewGroup(id, f.group, n, js, all...)
 	if err != nil {
 		f.t.Fatalf("NewGroup: %v", err)
 	}

@@ -46,6 +46,7 @@ type run struct {
 	wakeAt       time.Time           // the next pass due on time
 	leaving      bool                // Start's context ended
 	clash        bool                // an older member has our identity
+	mismatch     *Announcement       // an older member has another shard count
 	closed       error               // the connection closed for good
 	announced    []byte              // the last announcement, Ask aside
 	nextAnnounce time.Time           // the next periodic announcement
@@ -106,17 +107,15 @@ func (r *run) main(ctx context.Context) error {
 	var leaveBy time.Time
 	for {
 		now := time.Now()
+		if !r.leaving && r.mustLeave() {
+			r.leaving, leaveBy = true, now.Add(g.o.leaveWithin)
+		}
 		r.pass(now)
 		if r.leaving && (r.doneLeaving() || !now.Before(leaveBy)) {
 			break
 		}
 		if r.closed != nil {
 			break
-		}
-		if r.clash && !r.leaving {
-			g.logf("error", "group %s: another member runs as %s and started first: leaving", g.group, g.identity)
-			r.leaving, leaveBy = true, now.Add(g.o.leaveWithin)
-			continue
 		}
 		wait := time.Until(r.wakeAt)
 		if r.leaving {
@@ -146,8 +145,32 @@ func (r *run) main(ctx context.Context) error {
 		return r.closed
 	case r.clash:
 		return fmt.Errorf("%w: %s in group %s", ErrDuplicateIdentity, g.identity, g.group)
+	case r.mismatch != nil:
+		return fmt.Errorf("%w: group %s: this member was given %d shards, member %q, which started first, %d: give every member of a group the same count (to change it, stop every member, or start the new count under another group name)",
+			ErrShardCountMismatch, g.group, g.n, r.mismatch.Identity, r.mismatch.Shards)
 	}
 	return nil
+}
+
+// mustLeave reports whether the member must stop because of what it
+// heard: an older member under its identity, or an older member given
+// another number of shards. It logs why.
+func (r *run) mustLeave() bool {
+	g := r.g
+	g.mu.Lock()
+	r.clash = g.clash != nil
+	r.mismatch = g.mismatch
+	g.mu.Unlock()
+	switch {
+	case r.clash:
+		g.logf("error", "group %s: another member runs as %s and started first: leaving", g.group, g.identity)
+	case r.mismatch != nil:
+		g.logf("error", "group %s: member %q, which started first, was given %d shards, this member %d: leaving (%v)",
+			g.group, r.mismatch.Identity, r.mismatch.Shards, g.n, ErrShardCountMismatch)
+	default:
+		return false
+	}
+	return true
 }
 
 // doneLeaving reports whether a leaving member has nothing left to hand
@@ -182,9 +205,6 @@ func (r *run) pass(now time.Time) {
 			continue
 		}
 		r.wakeAt = earliest(r.wakeAt, h.at.Add(r.silence+time.Millisecond))
-	}
-	if g.clash != nil {
-		r.clash = true
 	}
 	healthy, asked := g.healthy, g.asked
 	g.asked = false
