@@ -471,7 +471,12 @@ func (r *run) announce(force, ask bool) {
 	r.seq++
 	a.Seq, a.Ask = r.seq, ask
 	body = encode(a)
-	if err := g.js.Conn().Publish(g.subject, body); err != nil {
+	nc := g.js.Conn()
+	switch err := nc.Publish(g.subject, body); {
+	case errors.Is(err, nats.ErrMaxPayload):
+		g.logf("error", "group %s: announcing: %d bytes (%d shards held), above the server's max_payload of %d: the others drop this member from their roll; raise max_payload: %v",
+			g.group, len(body), len(a.Held), nc.MaxPayload(), err)
+	case err != nil:
 		g.logf("warn", "group %s: announcing: %v", g.group, err)
 	}
 }

@@ -10,8 +10,11 @@ import (
 const MaxWeight = 1000
 
 // MaxShards is the largest number of shards a group may have; Assign
-// returns nil for more.
-const MaxShards = 100_000
+// returns nil for more. A member announces the shards it holds in one
+// message, about 33 bytes a shard and at most 49: holding all of MaxShards
+// comes to at most about 490 KB, under half of nats-server's default
+// max_payload (1 MiB).
+const MaxShards = 10_000
 
 // Member is one member of a shard group as the assignment sees it.
 type Member struct {
