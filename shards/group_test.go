@@ -212,12 +212,13 @@ func TestMembersOnOneConnection(t *testing.T) {
 
 // TestDuplicateIdentityStopsTheYounger: a second member under an identity
 // already running stops with ErrDuplicateIdentity and leaves the first
-// alone.
+// alone; the two, recorded apart, never hold one shard at once, and the
+// second holds nothing once it stopped.
 func TestDuplicateIdentityStopsTheYounger(t *testing.T) {
 	f := newFleet(t, startBroker(t), "dup", 4)
 	f.start("a")
 	f.await("a holds all", f.spread([]string{"a"}, 4, 4))
-	second := f.start("a")
+	second := f.startAs("a (second)", "a")
 	select {
 	case err := <-second.done:
 		if !errors.Is(err, shards.ErrDuplicateIdentity) {
@@ -228,7 +229,8 @@ func TestDuplicateIdentityStopsTheYounger(t *testing.T) {
 	case <-time.After(wait):
 		t.Fatal("the second member under one identity kept running")
 	}
-	f.await("a still holds all", f.spread([]string{"a"}, 4, 4))
+	f.await("the first a still holds all", f.spread([]string{"a"}, 4, 4))
+	f.check()
 }
 
 func TestNewGroupValidates(t *testing.T) {

@@ -36,14 +36,17 @@ func startBroker(t *testing.T) *broker.Broker {
 
 // fleet is the members of one group in a test, and what their callbacks
 // told: who holds each shard, every term's token, and violations of the
-// group's promises (two holders at once, a token that did not grow).
+// group's promises (two holders at once, a token that did not grow). The
+// callbacks are recorded by member label: a member's identity unless the
+// test gave it another (startAs), so that two members under one identity
+// are told apart.
 type fleet struct {
 	t      *testing.T
 	url    string
 	group  string
 	n      int
 	mu     sync.Mutex
-	holder map[int]string    // shard → member holding it, per the callbacks
+	holder map[int]string    // shard → label of the member holding it, per the callbacks
 	tokens map[int]uint64    // shard → last token
 	moves  map[int]int       // shard → terms begun since resetMoves
 	revAt  map[int]time.Time // shard → when its last holder's term ended
@@ -63,7 +66,7 @@ func newFleet(t *testing.T, b *broker.Broker, group string, n int) *fleet {
 
 // member is one running member.
 type member struct {
-	id     string
+	id     string // its label in the fleet's records
 	g      *shards.Group
 	nc     *nats.Conn
 	cancel context.CancelFunc
@@ -94,7 +97,15 @@ func (f *fleet) start(id string, opts ...shards.Option) *member {
 // startOn starts member id on nc.
 func (f *fleet) startOn(nc *nats.Conn, js jetstream.JetStream, id string, opts ...shards.Option) *member {
 	f.t.Helper()
-	return f.launch(nc, js, id, f.n, opts...)
+	return f.launch(nc, js, id, id, f.n, opts...)
+}
+
+// startAs starts member id on a connection of its own, its callbacks
+// recorded under label.
+func (f *fleet) startAs(label, id string, opts ...shards.Option) *member {
+	f.t.Helper()
+	nc, js := f.connect()
+	return f.launch(nc, js, label, id, f.n, opts...)
 }
 
 // startCount starts member id on a connection of its own, given n shards
@@ -102,24 +113,25 @@ func (f *fleet) startOn(nc *nats.Conn, js jetstream.JetStream, id string, opts .
 func (f *fleet) startCount(id string, n int, opts ...shards.Option) *member {
 	f.t.Helper()
 	nc, js := f.connect()
-	return f.launch(nc, js, id, n, opts...)
+	return f.launch(nc, js, id, id, n, opts...)
 }
 
-// launch starts member id of a group of n shards on nc.
-func (f *fleet) launch(nc *nats.Conn, js jetstream.JetStream, id string, n int, opts ...shards.Option) *member {
+// launch starts member id of a group of n shards on nc, its callbacks
+// recorded under label.
+func (f *fleet) launch(nc *nats.Conn, js jetstream.JetStream, label, id string, n int, opts ...shards.Option) *member {
 	f.t.Helper()
 	all := append([]shards.Option{
-		shards.OnAssigned(func(s int, term *streams.Term) { f.assigned(id, s, term) }),
-		shards.OnRevoked(func(s int) { f.revoked(id, s) }),
+		shards.OnAssigned(func(s int, term *streams.Term) { f.assigned(label, s, term) }),
+		shards.OnRevoked(func(s int) { f.revoked(label, s) }),
 		shards.WithRecorder(f.rec),
-		shards.WithLogger(brokertest.Logger(f.t).WithField("member", id)),
+		shards.WithLogger(brokertest.Logger(f.t).WithField("member", label)),
 	}, opts...)
 	g, err := shards.NewGroup(id, f.group, n, js, all...)
 	if err != nil {
 		f.t.Fatalf("NewGroup: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &member{id: id, g: g, nc: nc, cancel: cancel, done: make(chan error, 1)}
+	m := &member{id: label, g: g, nc: nc, cancel: cancel, done: make(chan error, 1)}
 	go func() { m.done <- g.Start(ctx) }()
 	f.t.Cleanup(func() { m.stop(f.t) })
 	return m
