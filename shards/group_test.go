@@ -292,3 +292,25 @@ func TestMinHoldDelaysRebalancing(t *testing.T) {
 	}
 	f.check()
 }
+
+// TestHealthCheckIgnoringItsContextDoesNotHangStart: a health check that
+// never returns, whatever its context says, counts as failing once its
+// interval is up; the member still joins (and, being the only member,
+// holds every shard: an unhealthy holder is better than none), and Start
+// returns when its context ends.
+func TestHealthCheckIgnoringItsContextDoesNotHangStart(t *testing.T) {
+	f := newFleet(t, startBroker(t), "stuck", 4)
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) }) // after the member's stop: ends the check for goleak
+	log := newLogRecorder(t, "a")
+	a := f.start("a", shards.WithLogger(log), shards.WithHealthCheck(func(context.Context) error {
+		<-release
+		return nil
+	}, 100*time.Millisecond))
+	log.await("unhealthy", "did not return within 100ms")
+	f.await("a holds all", f.spread([]string{"a"}, 4, 4))
+	if err := a.stop(t); err != nil {
+		t.Errorf("Start returned %v", err)
+	}
+	f.check()
+}

@@ -84,7 +84,10 @@ func WithWeight(w int) Option {
 }
 
 // WithHealthCheck runs check every every (and once before the member
-// joins), each run bounded by every. While it fails the member is
+// joins), each run bounded by every: a check still running when its
+// context ends counts as failing, and no other starts until it returns,
+// so a check that ignores its context delays neither Start nor the
+// member's stop. While it fails the member is
 // unhealthy: it is given no shard, and hands those it holds over to the
 // healthy members (after the minimum hold, WithMinHold). When no member of
 // the group is healthy, the unhealthy ones keep and take shards: an

@@ -519,10 +519,24 @@ func (r *run) startHealth() {
 		r.stopHealth = func() {}
 		return
 	}
+	var running chan error // the check that has not returned yet, if any
 	check := func(ctx context.Context) {
 		cctx, cancel := context.WithTimeout(ctx, g.o.healthEvery)
-		err := g.o.health(cctx)
-		cancel()
+		defer cancel()
+		if running == nil {
+			running = make(chan error, 1)
+			go func(done chan<- error) { done <- g.o.health(cctx) }(running)
+		}
+		// A check that ignores its context is not waited for beyond its
+		// bound: it counts as failing until it returns, and no other
+		// starts meanwhile.
+		var err error
+		select {
+		case err = <-running:
+			running = nil
+		case <-cctx.Done():
+			err = fmt.Errorf("the health check did not return within %v: make it return when its context ends", g.o.healthEvery)
+		}
 		g.mu.Lock()
 		changed := g.healthy != (err == nil)
 		g.healthy = err == nil
