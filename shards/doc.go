@@ -54,5 +54,7 @@
 // OnAssigned and OnRevoked run on the shard's election goroutine, never
 // under a lock, in order per shard: OnAssigned, then OnRevoked, then
 // perhaps OnAssigned again. A shard handed over begins its next holder's
-// term only after OnRevoked returns.
+// term only after OnRevoked returns, if it returns within the shard's
+// lease (about a TTL): the key is not renewed meanwhile, and one that runs
+// longer lets the shard expire to the next holder, as a crash would.
 package shards

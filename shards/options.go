@@ -57,8 +57,10 @@ func OnAssigned(cb func(shard int, term *streams.Term)) Option {
 // OnRevoked sets a function called when this member stops holding a shard
 // it was given with OnAssigned, for whatever reason: handed over, lost,
 // or stopped. It runs like OnAssigned. When the shard is handed over, the
-// next holder's term begins only after it returns, so stop the shard's
-// work before returning.
+// next holder's term begins only after it returns, if it returns within the
+// shard's lease (about a TTL; see streams.OnLost), so stop the shard's work
+// before returning, well within a TTL; work that may outlive that needs the
+// term's fencing token, or a wait like shards run's --grace.
 func OnRevoked(cb func(shard int)) Option {
 	return func(o *options) error {
 		if cb == nil {
