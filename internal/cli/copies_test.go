@@ -87,3 +87,21 @@ func waitInstances(t *testing.T, url, key string, n int) {
 		}
 	}
 }
+
+// TestStandDownToIdentitySlashInstance: stand-down --to takes a candidate
+// as info names it among copies of one identity, identity/instance, and
+// hands over to that copy.
+func TestStandDownToIdentitySlashInstance(t *testing.T) {
+	t.Parallel()
+	url := startBroker(t, 10*time.Second)
+	js := jetStream(t, url)
+	campaign(t, js, "vm", "demo", streams.WithInstance("worker-1")).waitLeading(t)
+	campaign(t, js, "vm", "demo", streams.WithInstance("worker-2"))
+	w7 := campaign(t, js, "vm", "demo", streams.WithInstance("worker-7"))
+	waitInstances(t, url, "demo", 3)
+
+	r := conclave(t, "--server", url, "election", "stand-down", "--to", "vm/worker-7", "--force", "--wait", "20s", "demo")
+	mustSucceed(t, r)
+	term := w7.waitLeading(t)
+	mustContain(t, "stdout", r.stdout, "vm/worker-7 leads demo now, token "+itoa(term.Token()))
+}

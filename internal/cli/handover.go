@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -55,7 +56,7 @@ func (e *elections) handOver(ctx context.Context, name, to string, force bool, w
 		return err
 	}
 	defer s.Close()
-	if rec.Instance != "" && rec.Instance == to {
+	if rec.Instance != "" && (rec.Instance == to || named(rec.Leader, rec.Instance) == to) {
 		return fmt.Errorf("%s already leads %s: nothing to hand over (name another candidate with --to)", named(rec.Leader, rec.Instance), name)
 	}
 	rctx, cancel := s.request(ctx)
@@ -64,20 +65,21 @@ func (e *elections) handOver(ctx context.Context, name, to string, force bool, w
 	if err != nil {
 		return fmt.Errorf("asking who stands in %s: %w", name, err)
 	}
-	// to names an identity or an instance; the leader itself is not a
-	// candidate to hand over to, a copy of its identity is.
-	var matches, healthy []standing.Candidate
 	leaderStands := false
-	names := standingNames(stands)
 	for _, c := range stands {
 		leaderStands = leaderStands || c.Identity == rec.Leader
-		if (c.Identity == to || c.Instance == to) && !c.Leader {
-			matches = append(matches, c)
-			if c.Healthy {
-				healthy = append(healthy, c)
-			}
+	}
+	matches, ask, err := candidatesNamed(to, name, stands)
+	if err != nil {
+		return err
+	}
+	var healthy []standing.Candidate
+	for _, c := range matches {
+		if c.Healthy {
+			healthy = append(healthy, c)
 		}
 	}
+	names := standingNames(stands)
 	switch {
 	case len(matches) == 0 && rec.Leader == to:
 		return fmt.Errorf("%s already leads %s: nothing to hand over (no other candidate of that identity stands; name another candidate with --to)", to, name)
@@ -86,7 +88,7 @@ func (e *elections) handOver(ctx context.Context, name, to string, force bool, w
 		if len(names) > 0 {
 			others = "those that answer: " + strings.Join(names, ", ")
 		}
-		return fmt.Errorf("%s is not standing in %s (%s): name a candidate that stands, or check its identity with `conclave election info %s`", to, name, others, name)
+		return fmt.Errorf("%s is not standing in %s (%s): name a candidate that stands, as identity, instance or identity/instance, or check its identity with `conclave election info %s`", to, name, others, name)
 	case len(healthy) == 0:
 		return fmt.Errorf("%s is unhealthy in %s (its health check fails, so it would not lead): a hand-over to it would leave the election without a leader; %s keeps leading. Name a healthy candidate (`conclave election info %s` lists them)", to, name, rec.Leader, name)
 	}
@@ -116,7 +118,7 @@ func (e *elections) handOver(ctx context.Context, name, to string, force bool, w
 	before := denied.Last(s.nc)
 	subject := standing.HandOverSubject(s.bucket, name)
 	stop := s.cancelOnRefusal(cancel, before, subject)
-	from, err := standing.RequestHandOver(rctx, s.nc, s.bucket, name, to)
+	from, err := standing.RequestHandOver(rctx, s.nc, s.bucket, name, ask)
 	stop()
 	cancel()
 	if err != nil {
@@ -188,8 +190,8 @@ func (e *elections) handOver(ctx context.Context, name, to string, force bool, w
 		fmt.Fprintf(e.a.stdout, "%s leads %s now, at revision %d; its token is unknown: the write that began its term was overwritten before stand-down read it (the leader logs its token as it begins).\n", hw.taken.leader, name, hw.taken.revision)
 	case out.HandedOver:
 		who := to
-		if to != toIdentity { // an instance: name it with its identity
-			who = named(toIdentity, to)
+		if ask != toIdentity { // an instance: name it with its identity
+			who = named(toIdentity, ask)
 		}
 		fmt.Fprintf(e.a.stdout, "%s leads %s now, token %d.\n", who, name, *out.Token)
 	default:
@@ -203,6 +205,65 @@ func bucketOf(subject string) string {
 	rest, _ := strings.CutPrefix(subject, "$KV.")
 	bucket, _, _ := strings.Cut(rest, ".")
 	return bucket
+}
+
+// candidatesNamed returns the candidates of election name, other than the
+// leader, that to names, and the name to ask the leader to hand over to
+// (the leader matches it against identities and instances). to names a
+// candidate as identity/instance, as info lists copies that share an
+// identity, or as a bare identity (any of its copies) or a bare instance.
+// A to that names candidates in more than one of these ways, or an instance
+// that candidates of several identities have, is ambiguous: the error lists
+// the candidates it names.
+func candidatesNamed(to, name string, cs []standing.Candidate) (matches []standing.Candidate, ask string, err error) {
+	var exact, byIdentity, byInstance []standing.Candidate
+	for _, c := range cs {
+		switch {
+		case c.Leader:
+		case c.Instance != "" && named(c.Identity, c.Instance) == to:
+			exact = append(exact, c)
+		case c.Identity == to:
+			byIdentity = append(byIdentity, c)
+		case c.Instance == to:
+			byInstance = append(byInstance, c)
+		}
+	}
+	ways := 0
+	for _, m := range [][]standing.Candidate{exact, byIdentity, byInstance} {
+		if len(m) > 0 {
+			ways++
+		}
+	}
+	all := slices.Concat(exact, byIdentity, byInstance)
+	ambiguous := ways > 1
+	switch {
+	case ambiguous:
+	case len(exact) > 0:
+		// The leader knows the candidate by its instance alone: that
+		// must name no other candidate.
+		for _, c := range cs {
+			if !c.Leader && (c.Identity == exact[0].Instance || c.Instance == exact[0].Instance) && c.Identity != exact[0].Identity {
+				all = append(all, c)
+				ambiguous = true
+			}
+		}
+		ask = exact[0].Instance
+	case len(byInstance) > 0:
+		ask = to
+		for _, c := range byInstance {
+			ambiguous = ambiguous || c.Identity != byInstance[0].Identity
+		}
+	default:
+		ask = to // an identity: any of its copies
+	}
+	if ambiguous {
+		var listed []string
+		for _, c := range all {
+			listed = append(listed, named(c.Identity, c.Instance))
+		}
+		return nil, "", fmt.Errorf("--to %s is ambiguous in %s: it names %s: name one candidate as identity/instance (`conclave election info %s` lists them)", to, name, strings.Join(listed, ", "), name)
+	}
+	return all, ask, nil
 }
 
 // standingNames names the candidates that answer: by identity, with the
