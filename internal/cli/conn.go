@@ -162,6 +162,10 @@ type target struct {
 	// whether --tlscert or $NATS_CERT gives a client certificate.
 	user       string
 	clientCert bool
+	// token tells whether --token logs in; nkey is the NKey seed file
+	// --nkey or $NATS_NKEY gives, if any.
+	token bool
+	nkey  string
 }
 
 // who names the user the connection logs in as and where that login came
@@ -219,7 +223,7 @@ func (f *connFlags) resolve() (*target, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &target{login: login, user: user, clientCert: cert}
+	t := &target{login: login, user: user, clientCert: cert, token: f.token != "", nkey: f.pick(f.nkey, envNKey)}
 	// The configuration file: --config, else the one programs and brokers
 	// read (config.FindUserConfig: $CONCLAVE_CONFIG, ./conclave.conf, …),
 	// unless --context says where to connect.
@@ -621,17 +625,40 @@ func (t *target) connectError(err error) error {
 	case errors.Is(err, nats.ErrNoServers), errors.Is(err, nats.ErrTimeout), errors.As(err, &netErr):
 		return fmt.Errorf("no broker at %s (from %s): %s: %w", urls, t.source, t.hint, err)
 	case errors.Is(err, nats.ErrAuthorization), errors.Is(err, nats.ErrAuthExpired), errors.Is(err, nats.ErrAuthRevoked):
-		how := "no credentials"
-		if t.creds != "" {
-			how = "the credentials in " + t.creds + " (from " + t.credsSource + ")"
-		} else if t.ctx != nil {
-			how = "the credentials of " + t.ctx.source
-		}
-		return fmt.Errorf("the broker at %s refused %s: pass --creds FILE or --context NAME with credentials it accepts: %w", urls, how, err)
+		return t.loginError(urls, err)
 	case errors.Is(err, os.ErrNotExist):
 		return fmt.Errorf("connecting to %s: a credentials or key file is missing: %w", urls, err)
 	}
 	return fmt.Errorf("connecting to %s (from %s): %w", urls, t.source, err)
+}
+
+// loginError explains a broker refusing the login: it names the login
+// that was refused, the flags or variables that gave it, and what to check.
+// The login flags and variables win over a context's and --creds (the
+// order of target.options), so they are named first.
+func (t *target) loginError(urls string, err error) error {
+	var what, check string
+	switch {
+	case t.user != "":
+		what = fmt.Sprintf("the login of user %q (--user and --password, or $%s and $%s)", t.user, envUser, envPassword)
+		check = "check the user name and password against the broker's users (a Conclave broker's plugin.conclave.user.NAME keys)"
+	case t.token:
+		what = "the token given with --token"
+		check = "check the token against the broker's authorization token"
+	case t.nkey != "":
+		what = "the NKey in " + t.nkey + " (--nkey or $" + envNKey + ")"
+		check = "check that the seed's public key is one of the broker's NKey users"
+	case t.creds != "":
+		what = "the credentials in " + t.creds + " (from " + t.credsSource + ")"
+		check = "check them (or renew them, if they expired), or pass --creds FILE or --context NAME with credentials it accepts"
+	case t.ctx != nil:
+		what = "the credentials of " + t.ctx.source
+		check = "check them, or pass --creds FILE or --context NAME with credentials it accepts"
+	default:
+		what = "a client without a login"
+		check = "log in with --user and --password, --token, --nkey FILE, --creds FILE or --context NAME"
+	}
+	return fmt.Errorf("%w: the broker at %s (from %s) refused %s: %s: %w", natsconn.ErrLogin, urls, t.source, what, check, err)
 }
 
 // refusedWithoutCertificate reports whether err is a broker ending the TLS

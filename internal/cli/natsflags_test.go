@@ -4,12 +4,14 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 
 	"github.com/conclave-io/conclave/bucket"
 	"github.com/conclave-io/conclave/config"
@@ -82,4 +84,52 @@ func TestNATSCLILoginFlags(t *testing.T) {
 		t.Fatal("the selected context's missing credentials file was not used: the test shows nothing")
 	}
 	mustSucceed(t, conclaveWith(t, runOpts{env: env}, append(append([]string{"--no-context", "--user", "u", "--password", "p"}, tlsFlags...), "election", "list")...))
+}
+
+// TestRefusedLoginNamesTheLogin: a login the broker refuses is named in
+// the error, with the flags or variables that gave it and what to check,
+// as --config's plugin.nats.* login is: not as "no credentials".
+func TestRefusedLoginNamesTheLogin(t *testing.T) {
+	t.Parallel()
+	users := plainServer(t, true, func(o *server.Options) {
+		o.Users = []*server.User{{Username: "app", Password: "p"}}
+	})
+	token := plainServer(t, true, func(o *server.Options) { o.Authorization = "s3cret" })
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed, _ := kp.Seed()
+	other, _ := nkeys.CreateUser()
+	pub, _ := other.PublicKey()
+	nkeyURL := plainServer(t, true, func(o *server.Options) { o.Nkeys = []*server.NkeyUser{{Nkey: pub}} })
+	seedFile := writeFile(t, "user.nk", string(seed))
+	for _, tc := range []struct {
+		name string
+		env  []string
+		args []string
+		want []string
+	}{
+		{"--user", nil, []string{"--server", users, "--user", "app", "--password", "wrong"},
+			[]string{`refused the login of user "app" (--user and --password, or $NATS_USER and $NATS_PASSWORD): check the user name and password`}},
+		{"$NATS_USER", []string{"NATS_USER=app", "NATS_PASSWORD=wrong"}, []string{"--server", users},
+			[]string{`refused the login of user "app"`, "check the user name and password"}},
+		{"--token", nil, []string{"--server", token, "--token", "wrong"},
+			[]string{"refused the token given with --token: check the token"}},
+		{"--nkey", nil, []string{"--server", nkeyURL, "--nkey", seedFile},
+			[]string{"refused the NKey in " + seedFile + " (--nkey or $NATS_NKEY): check that the seed's public key"}},
+		{"none", nil, []string{"--server", users},
+			[]string{"refused a client without a login: log in with --user and --password"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := conclaveWith(t, runOpts{env: tc.env}, append(tc.args, "election", "list")...)
+			if r.code != 1 {
+				t.Errorf("exit status %d, want 1", r.code)
+			}
+			mustContain(t, "stderr", r.stderr, tc.want...)
+			if strings.Contains(r.stderr, "no credentials") {
+				t.Errorf("the refused login is reported as none:\n%s", r.stderr)
+			}
+		})
+	}
 }
