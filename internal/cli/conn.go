@@ -125,11 +125,7 @@ func (f *connFlags) loginOptionsOnly() ([]nats.Option, error) {
 }
 
 func (f *connFlags) env(name string) string {
-	lookup := f.lookupEnv
-	if lookup == nil {
-		lookup = os.LookupEnv
-	}
-	v, _ := lookup(name)
+	v, _ := f.lookup()(name)
 	return strings.TrimSpace(v)
 }
 
@@ -155,6 +151,10 @@ type target struct {
 	cfgName string
 	// cfgFound: the file was found (config.FindUserConfig), not given.
 	cfgFound bool
+	// cfgEnv: there is no file, and cfg is the defaults with the
+	// CONCLAVE_* variables set (config.FromEnv), as a program without a
+	// file runs on.
+	cfgEnv bool
 	// login are the options of the NATS CLI's login and TLS flags and
 	// variables, applied last so that they win.
 	login []nats.Option
@@ -187,7 +187,10 @@ func (t *target) who() string {
 			name = strconv.Quote(name)
 		}
 		from := t.cfgName // "--config FILE"
-		if t.cfgFound {
+		switch {
+		case t.cfgEnv:
+			from = t.cfgName + ": they log in even with --server; unset them, or pass --user, for another login"
+		case t.cfgFound:
 			from = t.cfgName + ", the configuration file found as --config was not given: it logs in even with --server; pass --config, or --user, for another login"
 		}
 		return fmt.Sprintf("the user %s (logged in by %s)", name, from)
@@ -202,7 +205,9 @@ func (t *target) who() string {
 //  1. --server;
 //  2. --context NAME: the context's url;
 //  3. --config FILE: its plugin.choria.middleware_hosts, else, for a broker's
-//     own configuration, the address it listens on;
+//     own configuration, the address it listens on; without --config, the
+//     file config.FindUserConfig finds, else the CONCLAVE_* variables on the
+//     defaults (config.FromEnv), as a program reads them;
 //  4. $NATS_URL;
 //  5. the url of the context $NATS_CONTEXT names, else of the NATS CLI's
 //     selected context (context.txt), unless --context or --config is given;
@@ -227,12 +232,9 @@ func (f *connFlags) resolve() (*target, error) {
 	// The configuration file: --config, else the one programs and brokers
 	// read (config.FindUserConfig: $CONCLAVE_CONFIG, ./conclave.conf, …),
 	// unless --context says where to connect.
+	lookup := f.lookup()
 	cfgPath, cfgName := f.config, "--config "+f.config
 	if cfgPath == "" && f.context == "" {
-		lookup := f.lookupEnv
-		if lookup == nil {
-			lookup = os.LookupEnv
-		}
 		if p := config.FindUserConfigWithEnv(lookup); p != "" {
 			cfgPath, cfgName = p, p
 			if v, _ := lookup(config.EnvConfig); v != "" {
@@ -293,6 +295,16 @@ func (f *connFlags) resolve() (*target, error) {
 		}
 		t.cfg, t.cfgName, t.cfgFound = cfg, cfgName, f.config == ""
 	}
+	if vars := configVarsSet(lookup); cfgPath == "" && f.context == "" && len(vars) > 0 {
+		// No file: the defaults with the CONCLAVE_* variables, which a
+		// program without a file runs on (conclave.New("")), checked
+		// as it checks them.
+		cfg, err := config.FromEnv(lookup)
+		if err != nil {
+			return nil, fmt.Errorf("the environment (no configuration file was found): %w", err)
+		}
+		t.cfg, t.cfgName, t.cfgEnv = cfg, "$"+strings.Join(vars, ", $"), true
+	}
 
 	const startHint = "start one with `conclave broker run --config FILE`"
 	switch {
@@ -300,15 +312,19 @@ func (f *connFlags) resolve() (*target, error) {
 		t.urls, t.source, t.hint = f.server, "--server", "check the address, or "+startHint
 	case explicit != nil && explicit.URL != "":
 		t.urls, t.source, t.hint = explicit.URL, explicit.source, "check the url in "+explicit.path+", or pass --server"
-	case cfgPath != "" && (f.config != "" || len(t.cfg.MiddlewareHosts) > 0 || t.cfg.BrokerNetwork):
-		// A file found rather than given that names no broker says
-		// nothing about where to connect: the later steps decide, as a
-		// program on that file connects to the default.
-		urls, err := configURLs(t.cfg, cfgName)
+	case t.cfg != nil && (f.config != "" || len(t.cfg.MiddlewareHosts) > 0 || t.cfg.BrokerNetwork):
+		// A file found rather than given (or the environment) that names
+		// no broker says nothing about where to connect: the later steps
+		// decide, as a program on that file connects to the default.
+		urls, err := configURLs(t.cfg, t.cfgName)
 		if err != nil {
 			return nil, err
 		}
-		t.urls, t.source, t.hint = strings.Join(urls, ","), cfgName, "check plugin.choria.middleware_hosts in "+cfgPath+", or pass --server"
+		in := "in " + cfgPath
+		if t.cfgEnv {
+			in = "($" + config.EnvPrefix + "PLUGIN_CHORIA_MIDDLEWARE_HOSTS)"
+		}
+		t.urls, t.source, t.hint = strings.Join(urls, ","), t.cfgName, "check plugin.choria.middleware_hosts "+in+", or pass --server"
 	case f.env(envURL) != "":
 		t.urls, t.source, t.hint = f.env(envURL), "$"+envURL, "check $"+envURL+", or "+startHint
 	case implicit != nil && implicit.URL != "":
@@ -328,6 +344,18 @@ func (f *connFlags) resolve() (*target, error) {
 		t.creds, t.credsSource = implicit.Creds, implicit.source
 	}
 	return t, nil
+}
+
+// configVarsSet returns the CONCLAVE_* variables set (not empty) that
+// override configuration keys, as config.FromEnv reads them.
+func configVarsSet(lookup func(string) (string, bool)) []string {
+	var vars []string
+	for _, k := range config.Keys() {
+		if v, ok := lookup(k.Env()); ok && strings.TrimSpace(v) != "" && !k.PerUser() {
+			vars = append(vars, k.Env())
+		}
+	}
+	return vars
 }
 
 // options returns the nats.Connect options for the target's credentials and
@@ -465,6 +493,29 @@ func (a *app) target() (*target, error) {
 	return a.resolved, nil
 }
 
+// config returns the target and the configuration a program would run on
+// here: the target's (the configuration file's, else the CONCLAVE_*
+// variables'), else, with --context, the defaults and the variables.
+func (a *app) config() (*target, *config.Config, error) {
+	t, err := a.target()
+	if err != nil {
+		return nil, nil, err
+	}
+	if t.cfg != nil {
+		return t, t.cfg, nil
+	}
+	cfg, err := config.FromEnv(a.conn.lookup())
+	return t, cfg, err
+}
+
+// lookup returns the function that reads the environment.
+func (f *connFlags) lookup() func(string) (string, bool) {
+	if f.lookupEnv == nil {
+		return os.LookupEnv
+	}
+	return f.lookupEnv
+}
+
 // identity is the name a candidate campaigns under, as the framework
 // chooses it: flag (--identity) if set, else the identity of --config's file,
 // else the defaults: $CONCLAVE_IDENTITY overrides either, else the host
@@ -473,23 +524,13 @@ func (a *app) identity(flag string) (string, string, error) {
 	if flag != "" {
 		return flag, "--identity", nil
 	}
-	t, err := a.target()
+	t, cfg, err := a.config()
 	if err != nil {
 		return "", "", err
 	}
-	lookup := a.conn.lookupEnv
-	if lookup == nil {
-		lookup = os.LookupEnv
-	}
-	_, fromEnv := lookup(config.EnvPrefix + "IDENTITY")
-	cfg := t.cfg
-	if cfg == nil {
-		if cfg, err = config.FromEnv(lookup); err != nil {
-			return "", "", err
-		}
-	}
+	_, fromEnv := a.conn.lookup()(config.EnvPrefix + "IDENTITY")
 	from := "the host name"
-	if t.cfg != nil && cfg.Identity != config.Default().Identity {
+	if t.cfg != nil && t.cfg.Path != "" && cfg.Identity != config.Default().Identity {
 		from = "identity in " + t.cfg.Path
 	}
 	if fromEnv {
@@ -604,6 +645,11 @@ func (t *target) dialOptions(co connectOptions, timeout time.Duration) ([]nats.O
 // connectError explains a failed connection.
 func (t *target) connectError(err error) error {
 	urls := t.displayURLs()
+	authErr := errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) || errors.Is(err, nats.ErrAuthRevoked)
+	if authErr && (t.user != "" || t.token || t.nkey != "") {
+		// The login flags win over the configuration's login.
+		return t.loginError(urls, err)
+	}
 	if t.cfg != nil {
 		if explained := natsconn.Explain(err, t.cfg, "the broker at "+urls+" (from "+t.source+")"); explained != nil {
 			return explained
@@ -624,7 +670,7 @@ func (t *target) connectError(err error) error {
 			natsconn.ErrLogin, urls, t.source, err)
 	case errors.Is(err, nats.ErrNoServers), errors.Is(err, nats.ErrTimeout), errors.As(err, &netErr):
 		return fmt.Errorf("no broker at %s (from %s): %s: %w", urls, t.source, t.hint, err)
-	case errors.Is(err, nats.ErrAuthorization), errors.Is(err, nats.ErrAuthExpired), errors.Is(err, nats.ErrAuthRevoked):
+	case authErr:
 		return t.loginError(urls, err)
 	case errors.Is(err, os.ErrNotExist):
 		return fmt.Errorf("connecting to %s: a credentials or key file is missing: %w", urls, err)

@@ -114,6 +114,8 @@ func TestRefusedLoginNamesTheLogin(t *testing.T) {
 			[]string{`refused the login of user "app" (--user and --password, or $NATS_USER and $NATS_PASSWORD): check the user name and password`}},
 		{"$NATS_USER", []string{"NATS_USER=app", "NATS_PASSWORD=wrong"}, []string{"--server", users},
 			[]string{`refused the login of user "app"`, "check the user name and password"}},
+		{"$NATS_USER with a CONCLAVE_* variable", []string{"NATS_USER=app", "NATS_PASSWORD=wrong", "CONCLAVE_IDENTITY=me"}, []string{"--server", users},
+			[]string{`refused the login of user "app"`, "check the user name and password"}},
 		{"--token", nil, []string{"--server", token, "--token", "wrong"},
 			[]string{"refused the token given with --token: check the token"}},
 		{"--nkey", nil, []string{"--server", nkeyURL, "--nkey", seedFile},

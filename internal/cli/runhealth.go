@@ -5,13 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/conclave-io/conclave/config"
 	"github.com/conclave-io/conclave/providers/election/streams"
 )
 
@@ -183,19 +181,9 @@ func (f runFlags) standingOptions(report *healthReport) ([]streams.Option, error
 // them (the --config file, the environment overriding it), for those of
 // --priority and --min-term that were not given.
 func (a *app) electionDefaults(f runFlags) ([]streams.Option, error) {
-	t, err := a.target()
+	_, cfg, err := a.config()
 	if err != nil {
 		return nil, err
-	}
-	cfg := t.cfg
-	if cfg == nil {
-		lookup := a.conn.lookupEnv
-		if lookup == nil {
-			lookup = os.LookupEnv
-		}
-		if cfg, err = config.FromEnv(lookup); err != nil {
-			return nil, err
-		}
 	}
 	var opts []streams.Option
 	if !f.set["priority"] && cfg.ElectionPriority != 0 {

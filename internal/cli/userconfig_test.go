@@ -82,6 +82,42 @@ func TestUserConfigFile(t *testing.T) {
 	})
 }
 
+// TestEnvironmentWithoutAConfigFile: with no configuration file, the
+// commands run on the defaults and the CONCLAVE_* variables, as a program
+// does (conclave.New("")): they connect where
+// $CONCLAVE_PLUGIN_CHORIA_MIDDLEWARE_HOSTS says, and refuse a bad value.
+func TestEnvironmentWithoutAConfigFile(t *testing.T) {
+	t.Parallel()
+	url := startBroker(t, time.Minute)
+	if _, err := electionBucket(t, url).Create(testCtx(t), "found_me", []byte("n1")); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir() // no conclave.conf
+	t.Run("middleware hosts", func(t *testing.T) {
+		r := conclaveWith(t, runOpts{dir: dir, env: []string{"CONCLAVE_PLUGIN_CHORIA_MIDDLEWARE_HOSTS=" + url}}, "election", "list")
+		mustSucceed(t, r)
+		mustContain(t, "stdout", r.stdout, "found_me")
+	})
+	t.Run("says where it came from", func(t *testing.T) {
+		r := conclaveWith(t, runOpts{dir: dir, env: []string{"CONCLAVE_PLUGIN_CHORIA_MIDDLEWARE_HOSTS=nats://127.0.0.1:1"}}, "--timeout", "2s", "election", "list")
+		if r.code != 1 {
+			t.Errorf("exit status %d, want 1", r.code)
+		}
+		mustContain(t, "stderr", r.stderr, "no broker at nats://127.0.0.1:1 (from $CONCLAVE_PLUGIN_CHORIA_MIDDLEWARE_HOSTS)")
+	})
+	t.Run("--server wins", func(t *testing.T) {
+		r := conclaveWith(t, runOpts{dir: dir, env: []string{"CONCLAVE_PLUGIN_CHORIA_MIDDLEWARE_HOSTS=nats://127.0.0.1:1"}}, "--server", url, "election", "list")
+		mustSucceed(t, r)
+	})
+	t.Run("a bad value", func(t *testing.T) {
+		r := conclaveWith(t, runOpts{dir: dir, env: []string{"CONCLAVE_LOGLEVEL=loud"}}, "--server", url, "election", "list")
+		if r.code != 1 {
+			t.Errorf("exit status %d, want 1", r.code)
+		}
+		mustContain(t, "stderr", r.stderr, "$CONCLAVE_LOGLEVEL: loglevel:")
+	})
+}
+
 // TestBrokerRunUserConfigFile: `broker run` without --config runs the broker
 // $CONCLAVE_CONFIG configures, as the framework's programs read it, and says
 // where to put a file when there is none.
