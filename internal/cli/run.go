@@ -255,19 +255,6 @@ func (e *elections) run(ctx context.Context, name string, argv []string, f runFl
 	if err != nil {
 		return err
 	}
-	if f.once {
-		recs, err := s.readRecords(ctx, name)
-		if err != nil {
-			return err
-		}
-		if len(recs) == 1 && recs[0].State == streams.KeyHeld && recs[0].Leader != identity {
-			return fmt.Errorf("%s leads %s (--once): not campaigning", recs[0].Leader, name)
-		}
-		if deadline.IsZero() {
-			deadline = time.Now().Add(st.TTL() + f.grace + waitSlack)
-		}
-	}
-
 	r := &runner{
 		e: e, name: name, identity: identity, argv: argv, path: path, flags: f,
 		terms: make(chan *lead, 1), quit: make(chan struct{}), log: log,
@@ -282,6 +269,23 @@ func (e *elections) run(ctx context.Context, name string, argv []string, f runFl
 		return err
 	}
 	health.el = el
+	if f.once {
+		recs, err := s.readRecords(ctx, name)
+		if err != nil {
+			return err
+		}
+		// Another candidate leads, another copy of this identity too
+		// (its write names its instance): only a key this very
+		// candidate holds, none before it campaigns, is not another's.
+		if len(recs) == 1 && recs[0].State == streams.KeyHeld {
+			if rec := s.withStamp(ctx, recs[0]); rec.State == streams.KeyHeld && (rec.Leader != identity || rec.Instance != el.Instance()) {
+				return fmt.Errorf("%s leads %s (--once): not campaigning", named(rec.Leader, rec.Instance), name)
+			}
+		}
+		if deadline.IsZero() {
+			deadline = time.Now().Add(st.TTL() + f.grace + waitSlack)
+		}
+	}
 	r.log.event("campaigning", map[string]any{"bucket": bucketRefJSON{Name: s.bucket, TTLSeconds: seconds(st.TTL())}}, "%s campaigning in %s (identity from %s; bucket %s on %s, TTL %v); leading after a take-over that was not a release, it waits --grace (%v) before starting %s, so that an earlier leader's command is surely gone",
 		identity, name, from, s.bucket, s.url, st.TTL(), f.grace, argv[0])
 	startDone := make(chan error, 1)

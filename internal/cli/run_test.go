@@ -19,6 +19,7 @@ import (
 	"github.com/conclave-io/conclave/config"
 	"github.com/conclave-io/conclave/internal/brokertest"
 	"github.com/conclave-io/conclave/internal/natstest"
+	"github.com/conclave-io/conclave/providers/election/streams"
 )
 
 // worker is the command the run tests lead with: it announces its start and
@@ -392,7 +393,17 @@ func TestRunTimeoutAndOnce(t *testing.T) {
 	if r.code != 1 {
 		t.Errorf("--once against a leader: exit status %d, want 1", r.code)
 	}
-	mustContain(t, "stderr", r.stderr, "n1 leads job (--once): not campaigning")
+	if !regexp.MustCompile(`n1/[0-9a-f]+ leads job \(--once\): not campaigning`).MatchString(r.stderr) {
+		t.Errorf("--once against a leader does not name it with its instance:\n%s", r.stderr)
+	}
+
+	// Another copy of run's own identity is another candidate too.
+	campaign(t, jetStream(t, url), "r1", "copies", streams.WithInstance("elsewhere")).waitLeading(t)
+	r = conclave(t, "--server", url, "election", "run", "--identity", "r1", "--once", "copies", "true")
+	if r.code != 1 {
+		t.Errorf("--once against a copy of its identity: exit status %d, want 1", r.code)
+	}
+	mustContain(t, "stderr", r.stderr, "r1/elsewhere leads copies (--once): not campaigning")
 
 	r = conclave(t, "--server", url, "election", "run", "--identity", "r1", "--once", "--grace", "0", "free", "sh", "-c", "echo ran")
 	mustSucceed(t, r)
