@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"slices"
 	"strings"
@@ -77,7 +78,13 @@ var errBucketNotYet = errors.New("bucket not there yet")
 // notUpYet reports whether err from tryOpen may be a broker still starting:
 // not answering, or answering without JetStream or the bucket.
 func notUpYet(err error) bool {
-	var netErr net.Error
+	var (
+		netErr  net.Error
+		pathErr *fs.PathError
+	)
+	if errors.As(err, &pathErr) {
+		return false // a file the connection needs: it will not appear by waiting
+	}
 	return errors.Is(err, errBucketNotYet) || errors.Is(err, nats.ErrNoServers) ||
 		errors.Is(err, nats.ErrTimeout) || errors.As(err, &netErr)
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"strconv"
@@ -166,6 +167,9 @@ type target struct {
 	// --nkey or $NATS_NKEY gives, if any.
 	token bool
 	nkey  string
+	// tlsCert, tlsKey and tlsCA are the TLS files --tlscert, --tlskey and
+	// --tlsca (or their variables) give, if any.
+	tlsCert, tlsKey, tlsCA string
 }
 
 // who names the user the connection logs in as and where that login came
@@ -228,7 +232,8 @@ func (f *connFlags) resolve() (*target, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &target{login: login, user: user, clientCert: cert, token: f.token != "", nkey: f.pick(f.nkey, envNKey)}
+	t := &target{login: login, user: user, clientCert: cert, token: f.token != "", nkey: f.pick(f.nkey, envNKey),
+		tlsCert: f.pick(f.tlsCert, envCert), tlsKey: f.pick(f.tlsKey, envKey), tlsCA: f.pick(f.tlsCA, envCA)}
 	// The configuration file: --config, else the one programs and brokers
 	// read (config.FindUserConfig: $CONCLAVE_CONFIG, ./conclave.conf, …),
 	// unless --context says where to connect.
@@ -656,11 +661,15 @@ func (t *target) connectError(err error) error {
 		}
 	}
 	var (
+		pathErr     *fs.PathError
 		netErr      net.Error
 		unknownCA   x509.UnknownAuthorityError
 		badHostname x509.HostnameError
 	)
 	switch {
+	case errors.As(err, &pathErr):
+		// Before the network errors: a *fs.PathError is a net.Error too.
+		return t.fileError(urls, pathErr, err)
 	case errors.As(err, &unknownCA):
 		return fmt.Errorf("the broker at %s (from %s) presented a certificate signed by a CA this client does not trust: pass --tlsca FILE (the CA that signed the broker's certificate, else $%s), or --config FILE with plugin.security.file.ca: %w", urls, t.source, envCA, err)
 	case errors.As(err, &badHostname):
@@ -672,10 +681,39 @@ func (t *target) connectError(err error) error {
 		return fmt.Errorf("no broker at %s (from %s): %s: %w", urls, t.source, t.hint, err)
 	case authErr:
 		return t.loginError(urls, err)
-	case errors.Is(err, os.ErrNotExist):
-		return fmt.Errorf("connecting to %s: a credentials or key file is missing: %w", urls, err)
 	}
 	return fmt.Errorf("connecting to %s (from %s): %w", urls, t.source, err)
+}
+
+// fileError explains a connection that could not start because a file it
+// needs (credentials, NKey seed, TLS certificate, key or CA) is missing or
+// unreadable: it names the file, what it is and where it was given.
+func (t *target) fileError(urls string, pathErr *fs.PathError, err error) error {
+	what := "the file " + pathErr.Path
+	for _, f := range []struct{ path, what string }{
+		{t.creds, "the credentials file %s (from " + t.credsSource + ")"},
+		{t.nkey, "the NKey seed file %s (--nkey or $" + envNKey + ")"},
+		{t.tlsCert, "the client certificate %s (--tlscert or $" + envCert + ")"},
+		{t.tlsKey, "the client certificate's key %s (--tlskey or $" + envKey + ")"},
+		{t.tlsCA, "the CA certificate %s (--tlsca or $" + envCA + ")"},
+	} {
+		if f.path != "" && f.path == pathErr.Path {
+			what = fmt.Sprintf(f.what, f.path)
+			break
+		}
+	}
+	if what == "the file "+pathErr.Path && t.ctx != nil {
+		what += " (named by " + t.ctx.source + ")"
+	} else if what == "the file "+pathErr.Path && t.cfg != nil {
+		what += " (named by " + t.cfgName + ")"
+	}
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("cannot connect to %s: %s does not exist: check the path: %w", urls, what, err)
+	case errors.Is(err, fs.ErrPermission):
+		return fmt.Errorf("cannot connect to %s: %s cannot be read: check its permissions: %w", urls, what, err)
+	}
+	return fmt.Errorf("cannot connect to %s: %s cannot be read: %w", urls, what, err)
 }
 
 // loginError explains a broker refusing the login: it names the login

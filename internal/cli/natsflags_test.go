@@ -135,3 +135,40 @@ func TestRefusedLoginNamesTheLogin(t *testing.T) {
 		})
 	}
 }
+
+// TestMissingLoginFilesAreNamed: a credentials, NKey or TLS file that does
+// not exist is reported as that file's problem, with where it was given,
+// not as a broker that does not answer.
+func TestMissingLoginFilesAreNamed(t *testing.T) {
+	t.Parallel()
+	url := plainServer(t, true)
+	for _, tc := range []struct {
+		name string
+		env  []string
+		args []string
+		want string
+	}{
+		{"--creds", nil, []string{"--creds", "/nonexistent/app.creds"}, "the credentials file /nonexistent/app.creds (from --creds) does not exist: check the path"},
+		{"$NATS_CREDS", []string{"NATS_CREDS=/nonexistent/app.creds"}, nil, "the credentials file /nonexistent/app.creds (from $NATS_CREDS) does not exist"},
+		{"--nkey", nil, []string{"--nkey", "/nonexistent/user.nk"}, "the NKey seed file /nonexistent/user.nk (--nkey or $NATS_NKEY) does not exist"},
+		{"--tlscert", nil, []string{"--tlscert", "/nonexistent/c.pem", "--tlskey", "/nonexistent/k.pem"}, "the client certificate /nonexistent/c.pem (--tlscert or $NATS_CERT) does not exist"},
+		{"--tlsca", nil, []string{"--tlsca", "/nonexistent/ca.pem"}, "the CA certificate /nonexistent/ca.pem (--tlsca or $NATS_CA) does not exist"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := conclaveWith(t, runOpts{env: tc.env}, append(append([]string{"--server", url}, tc.args...), "election", "list")...)
+			if r.code != 1 {
+				t.Errorf("exit status %d, want 1", r.code)
+			}
+			mustContain(t, "stderr", r.stderr, tc.want)
+			if strings.Contains(r.stderr, "no broker at") {
+				t.Errorf("a missing file is reported as no broker:\n%s", r.stderr)
+			}
+		})
+	}
+	// run waits for a broker that is not up yet, but not for a file.
+	r := conclave(t, "--server", url, "--creds", "/nonexistent/app.creds", "election", "run", "job", "true")
+	if r.code != 1 || strings.Contains(r.stderr, "waiting for the broker") {
+		t.Errorf("run with a missing --creds: exit status %d, want 1 at once; stderr:\n%s", r.code, r.stderr)
+	}
+	mustContain(t, "stderr", r.stderr, "the credentials file /nonexistent/app.creds (from --creds) does not exist")
+}
