@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"runtime"
@@ -227,7 +228,12 @@ func (e *elections) run(ctx context.Context, name string, argv []string, f runFl
 		return err
 	}
 	path, err := exec.LookPath(argv[0])
-	if err != nil {
+	switch {
+	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EISDIR):
+		// There, but not an executable file (no execute permission, or a
+		// directory): it cannot be started, 126 as in shells.
+		return &exitError{code: exitCannotRun, err: fmt.Errorf("cannot run %q: it is not an executable file (check that it is a file with execute permission): %w", argv[0], err)}
+	case err != nil:
 		return &exitError{code: exitNotFound, err: fmt.Errorf("cannot run %q: %w", argv[0], err)}
 	}
 	log := newEventLog(e.a.stderr, f.json)

@@ -221,6 +221,7 @@ func TestRunErrors(t *testing.T) {
 	if _, err := jetStream(t, url).CreateKeyValue(testCtx(t), jetstream.KeyValueConfig{Bucket: "HISTORY5", TTL: 2 * time.Second, History: 5}); err != nil {
 		t.Fatal(err)
 	}
+	notExecutable := writeFile(t, "job.sh", "#!/bin/sh\necho ran\n") // mode 0644
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -228,6 +229,8 @@ func TestRunErrors(t *testing.T) {
 		want string
 	}{
 		{"command not found", []string{"job", "--", "no-such-command-here"}, 127, `cannot run "no-such-command-here"`},
+		{"command not executable", []string{"job", "--", notExecutable}, 126, `cannot run "` + notExecutable + `": it is not an executable file`},
+		{"a directory", []string{"job", "--", t.TempDir()}, 126, "it is not an executable file"},
 		{"no command", []string{"job"}, 1, "missing the COMMAND to run"},
 		{"flags after NAME without --", []string{"job", "--grace", "1s", "true"}, 1, "flags after NAME need -- before the command"},
 		{"a second word is the command", []string{"job", "other", "--", "true"}, 127, `cannot run "other"`},
