@@ -257,6 +257,7 @@ func (e *elections) run(ctx context.Context, name string, argv []string, f runFl
 		return err
 	}
 	defer s.Close()
+	onConnection(s.nc, func(event, server string, err error) { logConnection(log, event, server, err) })
 	st, err := s.status(ctx)
 	if err != nil {
 		return err
@@ -303,6 +304,22 @@ func (e *elections) run(ctx context.Context, name string, argv []string, f runFl
 		giveUp = time.After(time.Until(deadline))
 	}
 	return r.supervise(ctx, el, startDone, giveUp)
+}
+
+// logConnection logs that run's connection to the broker was lost, or is
+// back, always, as watch prints it: while the broker is away the leader
+// cannot renew its term and the standbys cannot campaign.
+func logConnection(log *eventLog, event, server string, err error) {
+	attrs := map[string]any{"server": server}
+	switch {
+	case event == connReconnected:
+		log.event(event, attrs, "connected to %s again: the election resumes", server)
+	case err != nil:
+		attrs["error"] = err.Error()
+		log.event(event, attrs, "warning: lost the connection to %s (%v): reconnecting; a leader keeps its term only while its lease lasts", server, err)
+	default:
+		log.event(event, attrs, "warning: lost the connection to %s: reconnecting; a leader keeps its term only while its lease lasts", server)
+	}
 }
 
 // lead is one term as the supervisor learns of it.

@@ -516,3 +516,32 @@ func TestRunStopHandsOverAndSaysSo(t *testing.T) {
 		t.Errorf("r1 logged released although it handed over: %v", events)
 	}
 }
+
+// TestRunSaysWhenTheBrokerGoesAway: run logs, without --verbose, that it
+// lost its connection to the broker and that it is back, as watch does:
+// while the broker is away the leader cannot renew its term.
+func TestRunSaysWhenTheBrokerGoesAway(t *testing.T) {
+	t.Parallel()
+	c := brokertest.StartCluster(t, 1, func(_ int, cfg *config.Config) { cfg.LeaderElectionTTL = 2 * time.Second })
+	url := c.ClientURLs()[0]
+	text := startConclave(t, nil, "--server", url, "election", "run", "--identity", "r1", "--grace", "0", "job", "sleep", "600")
+	asJSON := startConclave(t, nil, "--server", url, "election", "run", "--identity", "r2", "--json", "job", "sleep", "600")
+	text.stderr.waitFor(t, 0, regexp.MustCompile(`campaigning in job`))
+	asJSON.stderr.waitFor(t, 0, regexp.MustCompile(`"event":"campaigning"`))
+
+	c.Stop(0)
+	text.stderr.waitFor(t, 0, regexp.MustCompile(`conclave: warning: lost the connection to nats://127\.0\.0\.1:\d+.*: reconnecting`))
+	_, m := asJSON.stderr.waitFor(t, 0, regexp.MustCompile(`^(\{.*"event":"disconnected".*\})$`))
+	var line struct{ Server, Identity string }
+	if err := json.Unmarshal([]byte(m[1]), &line); err != nil || line.Server != url || line.Identity != "r2" {
+		t.Errorf("disconnected line %s: %v; want the server %s and identity r2", m[1], err, url)
+	}
+
+	c.Restart(0)
+	text.stderr.waitFor(t, 0, regexp.MustCompile(`conclave: connected to nats://127\.0\.0\.1:\d+ again`))
+	asJSON.stderr.waitFor(t, 0, regexp.MustCompile(`"event":"reconnected"`))
+	text.signal(syscall.SIGINT)
+	asJSON.signal(syscall.SIGINT)
+	text.wait()
+	asJSON.wait()
+}

@@ -490,26 +490,33 @@ func (p *watchPrinter) print(ev watchEvent) {
 // followConnection prints a line when the connection to the broker is lost
 // and when it is back: the observers resume on their own and say nothing
 // meanwhile, so without these lines a watch of a broker that went away
-// looks like a quiet election. The handlers run on nats.go's callback
-// goroutine.
+// looks like a quiet election.
 func (p *watchPrinter) followConnection(nc *nats.Conn) {
+	onConnection(nc, p.connection)
+}
+
+// onConnection calls report with connDisconnected (the server lost and
+// why) when nc loses its connection while not closing, and with
+// connReconnected (the server now used) when it is back. report runs on
+// nats.go's callback goroutine.
+func onConnection(nc *nats.Conn, report func(event, server string, err error)) {
 	var mu sync.Mutex
 	server := nc.ConnectedUrlRedacted() // the one in use, or last used
 	nc.SetDisconnectErrHandler(func(nc *nats.Conn, err error) {
 		if nc.IsClosed() {
-			return // the watch is ending
+			return // the command is ending
 		}
 		mu.Lock()
 		lost := server
 		mu.Unlock()
-		p.connection(connDisconnected, lost, err)
+		report(connDisconnected, lost, err)
 	})
 	nc.SetReconnectHandler(func(nc *nats.Conn) {
 		mu.Lock()
 		server = nc.ConnectedUrlRedacted()
 		now := server
 		mu.Unlock()
-		p.connection(connReconnected, now, nil)
+		report(connReconnected, now, nil)
 	})
 }
 
