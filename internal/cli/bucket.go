@@ -313,6 +313,17 @@ func (s *session) withStamp(ctx context.Context, r record) record {
 	return r
 }
 
+// takerName names the candidate a stop handed election key over to,
+// identity as Election.HandedOverTo says it: as identity/instance when
+// the key's latest write is that identity's and says its instance (the
+// taker's write, or a renewal of it), else as the identity.
+func (s *session) takerName(ctx context.Context, key, identity string) (name, instance string) {
+	if r, ok := s.readRaw(context.WithoutCancel(ctx), key); ok && r.State == streams.KeyHeld && r.Leader == identity {
+		return named(identity, r.Instance), r.Instance
+	}
+	return identity, ""
+}
+
 // readRaw reads election key's latest message straight from the stream,
 // with what its writer said of itself; ok is false when it cannot.
 func (s *session) readRaw(ctx context.Context, key string) (record, bool) {

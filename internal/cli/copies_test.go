@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"regexp"
 	"strings"
@@ -9,6 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/conclave-io/conclave/bucket"
+	"github.com/conclave-io/conclave/internal/keymsg"
 	"github.com/conclave-io/conclave/providers/election/standing"
 	"github.com/conclave-io/conclave/providers/election/streams"
 )
@@ -38,7 +44,7 @@ func TestCopiesOfOneIdentityInInfoAndWatch(t *testing.T) {
 	}
 
 	watch := startConclave(t, nil, "--server", url, "election", "watch", "demo")
-	watch.stdout.waitFor(t, 0, regexp.MustCompile(`  current\s+demo: vm leads, revision \d+ \(token \d+\)$`))
+	watch.stdout.waitFor(t, 0, regexp.MustCompile(`  current\s+demo: vm/worker-1 leads, revision \d+ \(token \d+\)$`))
 	r = conclave(t, "--server", url, "election", "stand-down", "--to", "worker-3", "--force", "--wait", "20s", "demo")
 	mustSucceed(t, r)
 	term := w3.waitLeading(t)
@@ -66,7 +72,7 @@ func TestStandDownToAnUnhealthyCandidateIsRefused(t *testing.T) {
 	if r.code != 1 {
 		t.Errorf("exit status %d, want 1", r.code)
 	}
-	mustContain(t, "stderr", r.stderr, "n1 is unhealthy in jobs", "n2 keeps leading")
+	mustContain(t, "stderr", r.stderr, "n1 is unhealthy in jobs", "n2/"+n2.e.Instance()+" keeps leading")
 	if !n2.e.IsLeader() || n2.e.Term() == nil || n2.e.Term().Token() != term.Token() {
 		t.Errorf("after the refused hand-over n2 leads %v with %v, want its term %d going on", n2.e.IsLeader(), n2.e.Term(), term.Token())
 	}
@@ -104,4 +110,68 @@ func TestStandDownToIdentitySlashInstance(t *testing.T) {
 	mustSucceed(t, r)
 	term := w7.waitLeading(t)
 	mustContain(t, "stdout", r.stdout, "vm/worker-7 leads demo now, token "+itoa(term.Token()))
+}
+
+// TestStandDownAndWatchNameCopies: among copies of one identity, stand-down
+// and watch name the leader as identity/instance, and a copy of the removed
+// leader's identity that takes over leads "now", not "again".
+func TestStandDownAndWatchNameCopies(t *testing.T) {
+	t.Parallel()
+	// A TTL long enough for the hung copy's key to outlast the setup.
+	url := startBroker(t, 10*time.Second)
+	js := jetStream(t, url)
+	// worker-1 is a copy that holds the key and stops renewing it (it
+	// hung): only worker-2 can take over after the stand-down.
+	held := nats.NewMsg("$KV." + bucket.Name + ".demo")
+	held.Header.Set(keymsg.InstanceHeader, "worker-1")
+	held.Data = []byte("vm")
+	if _, err := js.PublishMsg(testCtx(t), held, jetstream.WithExpectLastSequencePerSubject(0)); err != nil {
+		t.Fatal(err)
+	}
+	watch := startConclave(t, nil, "--server", url, "election", "watch", "demo")
+	asJSON := startConclave(t, nil, "--server", url, "election", "watch", "demo", "--json")
+	i, _ := watch.stdout.waitFor(t, 0, regexp.MustCompile(`  current\s+demo: vm/worker-1 leads, `))
+	asJSON.stdout.waitFor(t, 0, regexp.MustCompile(`"event":"current"`))
+	campaign(t, js, "vm", "demo", streams.WithInstance("worker-2"))
+	waitInstances(t, url, "demo", 1)
+
+	r := conclaveWith(t, runOpts{stdin: "n\n"}, "--server", url, "election", "stand-down", "demo")
+	mustContain(t, "stderr", r.stderr, "Really force vm/worker-1 to stand down from demo? [y/N]", "not confirmed: vm/worker-1 still leads demo")
+
+	r = conclave(t, "--server", url, "election", "stand-down", "--force", "--wait", "20s", "demo")
+	mustSucceed(t, r)
+	mustContain(t, "stdout", r.stdout, ": vm/worker-1 must stand down.")
+	// A removed leader sits the takeover out: the other copy takes over,
+	// which is another candidate, not the same one again.
+	mustContain(t, "stdout", r.stdout, "vm/worker-2 leads demo now, token ")
+	watch.stdout.waitFor(t, i, regexp.MustCompile(`  removed\s+demo: key removed while vm/worker-1 led, revision \d+: a forced stand-down$`))
+	watch.stdout.waitFor(t, i, regexp.MustCompile(`  (elected|taking)\s+demo: vm/worker-\d (leads|took the key)`))
+	_, m := asJSON.stdout.waitFor(t, 0, regexp.MustCompile(`^(\{.*"event":"removed".*\})$`))
+	var line struct {
+		PreviousLeader   string `json:"previous_leader"`
+		PreviousInstance string `json:"previous_leader_instance"`
+	}
+	if err := json.Unmarshal([]byte(m[1]), &line); err != nil || line.PreviousLeader != "vm" || line.PreviousInstance != "worker-1" {
+		t.Errorf("removed line %s: %v; want previous_leader vm and previous_leader_instance worker-1", m[1], err)
+	}
+}
+
+// TestRunNamesCopies: run says its instance as it starts, and names the
+// copy of an identity it hands over to as identity/instance.
+func TestRunNamesCopies(t *testing.T) {
+	t.Parallel()
+	url := startBroker(t, 2*time.Second)
+	run := startConclave(t, nil, "--server", url, "election", "run", "--identity", "vm", "--grace", "0", "job", "sleep", "600")
+	_, m := run.stderr.waitFor(t, 0, regexp.MustCompile(`vm campaigning in job \(identity from --identity, instance ([0-9a-f]+): .* lists it as vm/([0-9a-f]+);`))
+	if m[1] != m[2] {
+		t.Errorf("run names its instance %s, then %s", m[1], m[2])
+	}
+	run.stderr.waitFor(t, 0, regexp.MustCompile(`vm leads job, token \d+`))
+	campaign(t, jetStream(t, url), "vm", "job", streams.WithInstance("worker-9"))
+	waitInstances(t, url, "job", 2)
+	run.signal(syscall.SIGINT)
+	if code := run.wait(); code != 0 {
+		t.Errorf("run exited %d after SIGINT, want 0", code)
+	}
+	mustContain(t, "stderr", run.stderr.String(), "handed job over to vm/worker-9, which leads at once")
 }

@@ -117,7 +117,7 @@ func (e *elections) file(ctx context.Context, name, path, identityFlag string, v
 	if err != nil {
 		return err
 	}
-	log.event("campaigning", nil, "%s campaigning in %s (identity from %s; bucket %s on %s); %s exists only while it leads", identity, name, from, s.bucket, s.url, path)
+	log.event("campaigning", map[string]any{"instance": el.Instance()}, "%s campaigning in %s (identity from %s, instance %s; bucket %s on %s); %s exists only while it leads", identity, name, from, el.Instance(), s.bucket, s.url, path)
 	err = el.Start(ctx)
 	if rerr := lf.remove("stopping"); rerr != nil && err == nil {
 		err = rerr
@@ -127,7 +127,8 @@ func (e *elections) file(ctx context.Context, name, path, identityFlag string, v
 	}
 	switch to := el.HandedOverTo(); {
 	case ledAtStop.Load() && to != "":
-		log.event("handed_over", map[string]any{"new_leader": to, "exit_status": 0}, "handed %s over to %s, which leads at once; exiting with status 0", name, to)
+		toName, toInstance := s.takerName(ctx, name, to)
+		log.event("handed_over", map[string]any{"new_leader": to, "new_leader_instance": toInstance, "exit_status": 0}, "handed %s over to %s, which leads at once; exiting with status 0", name, toName)
 	case ledAtStop.Load():
 		log.event("released", map[string]any{"exit_status": 0}, "released %s (no standby took it up); exiting with status 0", name)
 	default:

@@ -22,8 +22,15 @@ type handOverJSON struct {
 	Election string `json:"election"`
 	// From is the leader that was asked to hand over.
 	From string `json:"from"`
-	// To is the candidate it was asked to hand over to.
+	// FromInstance is its instance, "" when its write did not say.
+	FromInstance string `json:"from_instance"`
+	// To is the candidate it was asked to hand over to, as --to named it.
 	To string `json:"to"`
+	// ToIdentity and ToInstance are that candidate's identity and
+	// instance; ToInstance is "" when --to named an identity (any of its
+	// copies).
+	ToIdentity string `json:"to_identity"`
+	ToInstance string `json:"to_instance"`
 	// MarkerRevision is the revision of the leader's release, null when
 	// there was none (the named candidate took up the leader's offer of
 	// the key, with one write over the leader's) or it was unseen.
@@ -31,6 +38,9 @@ type handOverJSON struct {
 	// NewLeader is who took the key, null with --no-wait or when nobody did
 	// within the wait.
 	NewLeader *string `json:"new_leader"`
+	// NewInstance is the new leader's instance: null without NewLeader,
+	// "" when its write did not say.
+	NewInstance *string `json:"new_leader_instance"`
 	// Token is the new leader's fencing token (the revision of the write
 	// that began its term); null without NewLeader, and when that write was
 	// overwritten before stand-down could read it.
@@ -90,16 +100,21 @@ func (e *elections) handOver(ctx context.Context, name, to string, force bool, w
 		}
 		return fmt.Errorf("%s is not standing in %s (%s): name a candidate that stands, as identity, instance or identity/instance, or check its identity with `conclave election info %s`", to, name, others, name)
 	case len(healthy) == 0:
-		return fmt.Errorf("%s is unhealthy in %s (its health check fails, so it would not lead): a hand-over to it would leave the election without a leader; %s keeps leading. Name a healthy candidate (`conclave election info %s` lists them)", to, name, rec.Leader, name)
+		return fmt.Errorf("%s is unhealthy in %s (its health check fails, so it would not lead): a hand-over to it would leave the election without a leader; %s keeps leading. Name a healthy candidate (`conclave election info %s` lists them)", to, name, named(rec.Leader, rec.Instance), name)
 	}
-	toIdentity := healthy[0].Identity
+	// Name both ends as identity/instance where known, as info does.
+	toIdentity, toInstance, toName := healthy[0].Identity, "", to
+	if ask != toIdentity { // an instance
+		toInstance, toName = ask, named(toIdentity, ask)
+	}
+	leaderName := named(rec.Leader, rec.Instance)
 	if !force {
-		ok, err := e.confirm(fmt.Sprintf("Really have %s hand %s over to %s? [y/N] ", rec.Leader, name, to))
+		ok, err := e.confirm(fmt.Sprintf("Really have %s hand %s over to %s? [y/N] ", leaderName, name, toName))
 		if err != nil {
 			return err
 		}
 		if !ok {
-			return fmt.Errorf("not confirmed: %s still leads %s (pass --force to skip the question)", rec.Leader, name)
+			return fmt.Errorf("not confirmed: %s still leads %s (pass --force to skip the question)", leaderName, name)
 		}
 	}
 	st, err := s.status(ctx)
@@ -138,20 +153,22 @@ func (e *elections) handOver(ctx context.Context, name, to string, force bool, w
 	if from == "" {
 		from = rec.Leader
 	}
-	out := handOverJSON{Election: name, From: from, To: to, Bucket: bucketRefJSON{Name: s.bucket, TTLSeconds: seconds(st.TTL())}}
+	fromInstance := rec.Instance
+	if from != rec.Leader {
+		fromInstance = ""
+	}
+	fromName := named(from, fromInstance)
+	out := handOverJSON{Election: name, From: from, FromInstance: fromInstance, To: to, ToIdentity: toIdentity, ToInstance: toInstance,
+		Bucket: bucketRefJSON{Name: s.bucket, TTLSeconds: seconds(st.TTL())}}
 	if noWait {
 		if asJSON {
 			return writeJSON(e.a.stdout, out)
 		}
-		fmt.Fprintf(e.a.stdout, "%s handed %s over to %s.\n", from, name, to)
+		fmt.Fprintf(e.a.stdout, "%s handed %s over to %s.\n", fromName, name, toName)
 		return nil
 	}
 	if wait <= 0 {
 		wait = st.TTL() + waitSlack
-	}
-	fromInstance := rec.Instance
-	if from != rec.Leader {
-		fromInstance = ""
 	}
 	waitUntil := time.Now().Add(wait)
 	hw, err := awaitHandOver(ctx, feed.msgs, rec.Revision, from, fromInstance, wait)
@@ -168,13 +185,15 @@ func (e *elections) handOver(ctx context.Context, name, to string, force bool, w
 	if hw.marker != 0 {
 		out.MarkerRevision = &hw.marker
 		if !asJSON {
-			fmt.Fprintf(e.a.stdout, "%s released %s at revision %d, handing it over to %s.\n", from, name, hw.marker, to)
+			fmt.Fprintf(e.a.stdout, "%s released %s at revision %d, handing it over to %s.\n", fromName, name, hw.marker, toName)
 		}
 	} else if !asJSON {
-		fmt.Fprintf(e.a.stdout, "%s handed %s over to %s.\n", from, name, to)
+		fmt.Fprintf(e.a.stdout, "%s handed %s over to %s.\n", fromName, name, toName)
 	}
+	newName := named(hw.taken.leader, hw.taken.instance)
 	if err == nil {
-		out.NewLeader, out.HandedOver = &hw.taken.leader, hw.taken.leader == toIdentity
+		out.NewLeader, out.NewInstance = &hw.taken.leader, &hw.taken.instance
+		out.HandedOver = hw.taken.leader == toIdentity && (toInstance == "" || hw.taken.instance == toInstance)
 		if hw.taken.began {
 			out.Token = &hw.taken.revision
 		}
@@ -187,15 +206,11 @@ func (e *elections) handOver(ctx context.Context, name, to string, force bool, w
 	case err != nil:
 		fmt.Fprintf(e.a.stdout, "Nobody took over %s within %v. `conclave election watch %s` shows when a candidate does.\n", name, wait, name)
 	case !hw.taken.began:
-		fmt.Fprintf(e.a.stdout, "%s leads %s now, at revision %d; its token is unknown: the write that began its term was overwritten before stand-down read it (the leader logs its token as it begins).\n", hw.taken.leader, name, hw.taken.revision)
+		fmt.Fprintf(e.a.stdout, "%s leads %s now, at revision %d; its token is unknown: the write that began its term was overwritten before stand-down read it (the leader logs its token as it begins).\n", newName, name, hw.taken.revision)
 	case out.HandedOver:
-		who := to
-		if ask != toIdentity { // an instance: name it with its identity
-			who = named(toIdentity, ask)
-		}
-		fmt.Fprintf(e.a.stdout, "%s leads %s now, token %d.\n", who, name, *out.Token)
+		fmt.Fprintf(e.a.stdout, "%s leads %s now, token %d.\n", newName, name, *out.Token)
 	default:
-		fmt.Fprintf(e.a.stdout, "%s did not take %s in time: %s leads it now, token %d, by the election's normal rules.\n", to, name, *out.NewLeader, *out.Token)
+		fmt.Fprintf(e.a.stdout, "%s did not take %s in time: %s leads it now, token %d, by the election's normal rules.\n", toName, name, newName, *out.Token)
 	}
 	return nil
 }

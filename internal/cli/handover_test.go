@@ -32,8 +32,8 @@ func TestStandDownTo(t *testing.T) {
 	t.Run("text", func(t *testing.T) {
 		r := conclave(t, "--server", url, "election", "stand-down", "--to", "n3", "--force", "--wait", "20s", "my_app")
 		mustSucceed(t, r)
-		m := regexp.MustCompile(`(?m)^n1 handed my_app over to n3\.\n` +
-			`n3 leads my_app now, token (\d+)\.$`).FindStringSubmatch(r.stdout)
+		m := regexp.MustCompile(`(?m)^n1/` + c1.e.Instance() + ` handed my_app over to n3\.\n` +
+			`n3/` + c3.e.Instance() + ` leads my_app now, token (\d+)\.$`).FindStringSubmatch(r.stdout)
 		if m == nil {
 			t.Fatalf("stand-down --to did not report n3 taking over:\n%s", r.stdout)
 		}

@@ -70,9 +70,10 @@ func TestNarrowUserListsAndWatchesAPattern(t *testing.T) {
 
 	w := startConclave(t, nil, "--config", conf, "election", "watch", "app-a.>")
 	w.stderr.waitFor(t, 0, regexp.MustCompile(`watching the elections matching app-a\.> in`))
-	w.stdout.waitFor(t, 0, regexp.MustCompile(`current\s+app-a\.cron: a-1 leads`))
-	campaign(t, admin, "a-2", "app-a.new").waitLeading(t)
-	w.stdout.waitFor(t, 0, regexp.MustCompile(`elected\s+app-a\.new: a-2 leads, token \d+`))
+	w.stdout.waitFor(t, 0, regexp.MustCompile(`current\s+app-a\.cron: a-1/[0-9a-f]+ leads`))
+	a2 := campaign(t, admin, "a-2", "app-a.new")
+	a2.waitLeading(t)
+	w.stdout.waitFor(t, 0, regexp.MustCompile(`elected\s+app-a\.new: a-2/`+a2.e.Instance()+` leads, token \d+`))
 	w.signal(syscall.SIGINT)
 	if code := w.wait(); code != 0 {
 		t.Errorf("watch app-a.> exited %d after SIGINT, want 0", code)

@@ -263,7 +263,7 @@ func (e *elections) run(ctx context.Context, name string, argv []string, f runFl
 		return err
 	}
 	r := &runner{
-		e: e, name: name, identity: identity, argv: argv, path: path, flags: f,
+		e: e, s: s, name: name, identity: identity, argv: argv, path: path, flags: f,
 		terms: make(chan *lead, 1), quit: make(chan struct{}), log: log,
 	}
 	el, err := streams.NewElection(identity, name, s.js, append([]streams.Option{
@@ -293,8 +293,8 @@ func (e *elections) run(ctx context.Context, name string, argv []string, f runFl
 			deadline = time.Now().Add(st.TTL() + f.grace + waitSlack)
 		}
 	}
-	r.log.event("campaigning", map[string]any{"bucket": bucketRefJSON{Name: s.bucket, TTLSeconds: seconds(st.TTL())}}, "%s campaigning in %s (identity from %s; bucket %s on %s, TTL %v); leading after a take-over that was not a release, it waits --grace (%v) before starting %s, so that an earlier leader's command is surely gone",
-		identity, name, from, s.bucket, s.url, st.TTL(), f.grace, argv[0])
+	r.log.event("campaigning", map[string]any{"instance": el.Instance(), "bucket": bucketRefJSON{Name: s.bucket, TTLSeconds: seconds(st.TTL())}}, "%s campaigning in %s (identity from %s, instance %s: `conclave election info %s` lists it as %s; bucket %s on %s, TTL %v); leading after a take-over that was not a release, it waits --grace (%v) before starting %s, so that an earlier leader's command is surely gone",
+		identity, name, from, el.Instance(), name, named(identity, el.Instance()), s.bucket, s.url, st.TTL(), f.grace, argv[0])
 	startDone := make(chan error, 1)
 	// The election outlives ctx: the supervisor stops the command before it
 	// stops the election, so that the next leader starts after it.
@@ -395,6 +395,7 @@ func (ch *child) stop(log *eventLog, grace time.Duration) int {
 // hand terms over and wait for the command to stop.
 type runner struct {
 	e        *elections
+	s        *session
 	name     string
 	identity string
 	argv     []string
@@ -599,7 +600,8 @@ func (r *runner) finish(el *streams.Election, startDone <-chan error, status int
 		r.log.event("stopped_campaigning", map[string]any{"exit_status": exitCode(status, err)}, "stopped campaigning in %s; exiting with status %d", r.name, exitCode(status, err))
 	case leading && el.HandedOverTo() != "":
 		to := el.HandedOverTo()
-		r.log.event("handed_over", map[string]any{"new_leader": to, "exit_status": exitCode(status, err)}, "handed %s over to %s, which leads at once; exiting with status %d", r.name, to, exitCode(status, err))
+		toName, toInstance := r.s.takerName(context.Background(), r.name, to)
+		r.log.event("handed_over", map[string]any{"new_leader": to, "new_leader_instance": toInstance, "exit_status": exitCode(status, err)}, "handed %s over to %s, which leads at once; exiting with status %d", r.name, toName, exitCode(status, err))
 	case leading:
 		r.log.event("released", map[string]any{"exit_status": exitCode(status, err)}, "released %s (no standby took it up); exiting with status %d", r.name, exitCode(status, err))
 	default:

@@ -104,7 +104,7 @@ func TestRunOneLeaderAtATime(t *testing.T) {
 	// r1's command got SIGTERM.
 	sd := conclave(t, "--server", url, "election", "stand-down", "job", "--force", "--wait", "20s")
 	mustSucceed(t, sd)
-	m := regexp.MustCompile(`r2 leads job now, token (\d+)`).FindStringSubmatch(sd.stdout)
+	m := regexp.MustCompile(`r2/[0-9a-f]+ leads job now, token (\d+)`).FindStringSubmatch(sd.stdout)
 	if m == nil {
 		t.Fatalf("stand-down did not see r2 take over:\n%s", sd.stdout)
 	}

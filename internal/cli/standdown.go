@@ -88,6 +88,8 @@ type standDownJSON struct {
 	Election string `json:"election"`
 	// RemovedLeader is the leader that was made to stand down.
 	RemovedLeader string `json:"removed_leader"`
+	// RemovedInstance is its instance, "" when its write did not say.
+	RemovedInstance string `json:"removed_leader_instance"`
 	// RemovedRevision is the revision of its key that was removed.
 	RemovedRevision uint64 `json:"removed_revision"`
 	// MarkerRevision is the revision of the delete marker stand-down wrote.
@@ -95,6 +97,9 @@ type standDownJSON struct {
 	// NewLeader is who took the key over, null with --no-wait or when
 	// nobody did within the wait.
 	NewLeader *string `json:"new_leader"`
+	// NewInstance is the new leader's instance: null without NewLeader,
+	// "" when its write did not say.
+	NewInstance *string `json:"new_leader_instance"`
 	// Token is the new leader's fencing token: the revision of the write
 	// that began its term. Null without NewLeader, and when that write was
 	// overwritten by a renewal before stand-down could read it.
@@ -136,13 +141,14 @@ func (e *elections) standDown(ctx context.Context, name string, force bool, wait
 	if err != nil {
 		return err
 	}
+	removed := named(rec.Leader, rec.Instance)
 	if !force {
-		ok, err := e.confirm(fmt.Sprintf("Really force %s to stand down from %s? [y/N] ", rec.Leader, name))
+		ok, err := e.confirm(fmt.Sprintf("Really force %s to stand down from %s? [y/N] ", removed, name))
 		if err != nil {
 			return err
 		}
 		if !ok {
-			return fmt.Errorf("not confirmed: %s still leads %s (pass --force to skip the question)", rec.Leader, name)
+			return fmt.Errorf("not confirmed: %s still leads %s (pass --force to skip the question)", removed, name)
 		}
 	}
 
@@ -157,9 +163,9 @@ func (e *elections) standDown(ctx context.Context, name string, force bool, wait
 	if err != nil {
 		return err
 	}
-	out := standDownJSON{Election: name, RemovedLeader: rec.Leader, RemovedRevision: rec.Revision, MarkerRevision: marker, Bucket: bucketRefJSON{Name: s.bucket, TTLSeconds: seconds(st.TTL())}}
+	out := standDownJSON{Election: name, RemovedLeader: rec.Leader, RemovedInstance: rec.Instance, RemovedRevision: rec.Revision, MarkerRevision: marker, Bucket: bucketRefJSON{Name: s.bucket, TTLSeconds: seconds(st.TTL())}}
 	if !asJSON {
-		fmt.Fprintf(e.a.stdout, "Removed %s at revision %d: %s must stand down.\n", name, marker, rec.Leader)
+		fmt.Fprintf(e.a.stdout, "Removed %s at revision %d: %s must stand down.\n", name, marker, removed)
 	}
 	if noWait {
 		if asJSON {
@@ -176,7 +182,7 @@ func (e *elections) standDown(ctx context.Context, name string, force bool, wait
 		return nil
 	case asJSON:
 		if err == nil {
-			out.NewLeader = &taken.leader
+			out.NewLeader, out.NewInstance = &taken.leader, &taken.instance
 			if taken.began {
 				out.Token = &taken.revision
 			}
@@ -186,17 +192,20 @@ func (e *elections) standDown(ctx context.Context, name string, force bool, wait
 		fmt.Fprintf(e.a.stdout, "Nobody took over %s within %v: no other candidate is running, or it campaigns slowly. `conclave election watch %s` shows when one does.\n", name, wait, name)
 		return nil
 	}
+	// The same candidate leads again only if the same instance does: a
+	// copy of the removed leader's identity is another candidate.
 	again := "now"
-	if taken.leader == rec.Leader {
+	if taken.leader == rec.Leader && taken.instance == rec.Instance {
 		again = "again"
 	}
+	newLeader := named(taken.leader, taken.instance)
 	if !taken.began {
 		fmt.Fprintf(e.a.stdout, "%s leads %s %s, at revision %d; its token is unknown: the write that began its term was overwritten before stand-down read it (the leader logs its token as it begins).\n",
-			taken.leader, name, again, taken.revision)
+			newLeader, name, again, taken.revision)
 		return nil
 	}
 	fmt.Fprintf(e.a.stdout, "%s leads %s %s, token %d: a candidate that takes a removed key leads a TTL (%v) after the removal, when %s has surely stopped; `conclave election run` starts its command its --grace after that.\n",
-		taken.leader, name, again, taken.revision, st.TTL(), rec.Leader)
+		newLeader, name, again, taken.revision, st.TTL(), removed)
 	return nil
 }
 
@@ -282,7 +291,9 @@ func awaitTakeover(ctx context.Context, msgs <-chan jetstream.Msg, marker uint64
 				marker = rev // removed again
 				continue
 			}
-			t := takeover{leader: string(m.Data()), revision: rev}
+			// A Conclave candidate's write says which instance wrote it.
+			ent := streams.ReadEntry(keymsg.Read(bucketOf(m.Subject()), &jetstream.RawStreamMsg{Subject: m.Subject(), Sequence: rev, Header: m.Headers(), Data: m.Data(), Time: md.Timestamp}))
+			t := takeover{leader: string(m.Data()), instance: ent.Instance, revision: rev}
 			if v := m.Headers().Get(jetstream.ExpectedLastSubjSeqHeader); v != "" {
 				if after, err := strconv.ParseUint(v, 10, 64); err == nil && after <= marker {
 					t.began = true

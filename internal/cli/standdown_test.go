@@ -15,13 +15,15 @@ func TestStandDown(t *testing.T) {
 	c1 := campaign(t, js, "n1", "my_app")
 	c1.waitLeading(t)
 	c2 := campaign(t, js, "n2", "my_app")
+	// Leaders are named as info names candidates, identity/instance.
+	n1, n2 := "n1/"+c1.e.Instance(), "n2/"+c2.e.Instance()
 
 	t.Run("declined", func(t *testing.T) {
 		r := conclaveWith(t, runOpts{stdin: "n\n"}, "--server", url, "election", "stand-down", "my_app")
 		if r.code != 1 {
 			t.Errorf("exit status %d after answering n, want 1", r.code)
 		}
-		mustContain(t, "stderr", r.stderr, "Really force n1 to stand down from my_app? [y/N]", "not confirmed: n1 still leads my_app")
+		mustContain(t, "stderr", r.stderr, "Really force "+n1+" to stand down from my_app? [y/N]", "not confirmed: "+n1+" still leads my_app")
 		if !c1.e.IsLeader() {
 			t.Error("n1 no longer leads after a declined stand-down")
 		}
@@ -40,9 +42,9 @@ func TestStandDown(t *testing.T) {
 	t.Run("confirmed", func(t *testing.T) {
 		r := conclaveWith(t, runOpts{stdin: "y\n"}, "--server", url, "election", "stand-down", "my_app", "--wait", "20s")
 		mustSucceed(t, r)
-		mustContain(t, "stderr", r.stderr, "Really force n1 to stand down from my_app? [y/N]")
-		m := regexp.MustCompile(`(?m)^Removed my_app at revision \d+: n1 must stand down\.\n` +
-			`n2 leads my_app now, token (\d+): `).FindStringSubmatch(r.stdout)
+		mustContain(t, "stderr", r.stderr, "Really force "+n1+" to stand down from my_app? [y/N]")
+		m := regexp.MustCompile(`(?m)^Removed my_app at revision \d+: ` + n1 + ` must stand down\.\n` +
+			n2 + ` leads my_app now, token (\d+): `).FindStringSubmatch(r.stdout)
 		if m == nil {
 			t.Fatalf("stand-down did not report n2 taking over:\n%s", r.stdout)
 		}
@@ -63,8 +65,8 @@ func TestStandDown(t *testing.T) {
 		if strings.Contains(r.stderr, "Really") {
 			t.Errorf("--force asked anyway:\n%s", r.stderr)
 		}
-		m := regexp.MustCompile(`(?m)^Removed my_app at revision \d+: n2 must stand down\.\n` +
-			`n1 leads my_app now, token (\d+): `).FindStringSubmatch(r.stdout)
+		m := regexp.MustCompile(`(?m)^Removed my_app at revision \d+: ` + n2 + ` must stand down\.\n` +
+			n1 + ` leads my_app now, token (\d+): `).FindStringSubmatch(r.stdout)
 		if m == nil {
 			t.Fatalf("stand-down did not report n1 taking over:\n%s", r.stdout)
 		}
@@ -77,7 +79,7 @@ func TestStandDown(t *testing.T) {
 		start := time.Now()
 		r := conclave(t, "--server", url, "election", "stand-down", "my_app", "--force", "--no-wait")
 		mustSucceed(t, r)
-		if !regexp.MustCompile(`^Removed my_app at revision \d+: n1 must stand down\.\n$`).MatchString(r.stdout) {
+		if !regexp.MustCompile(`^Removed my_app at revision \d+: ` + n1 + ` must stand down\.\n$`).MatchString(r.stdout) {
 			t.Errorf("stand-down --no-wait printed:\n%s", r.stdout)
 		}
 		if d := time.Since(start); d > 10*time.Second {
@@ -134,16 +136,19 @@ func TestStandDownJSON(t *testing.T) {
 	t.Parallel()
 	url := startBroker(t, 2*time.Second)
 	js := jetStream(t, url)
-	campaign(t, js, "n1", "my_app").waitLeading(t)
+	c1 := campaign(t, js, "n1", "my_app")
+	c1.waitLeading(t)
 	c2 := campaign(t, js, "n2", "my_app")
 	r := conclave(t, "--server", url, "election", "stand-down", "my_app", "--force", "--wait", "20", "--json")
 	mustSucceed(t, r)
 	var out struct {
 		Election        string  `json:"election"`
 		RemovedLeader   string  `json:"removed_leader"`
+		RemovedInstance string  `json:"removed_leader_instance"`
 		RemovedRevision uint64  `json:"removed_revision"`
 		MarkerRevision  *uint64 `json:"marker_revision"`
 		NewLeader       *string `json:"new_leader"`
+		NewInstance     *string `json:"new_leader_instance"`
 		Token           *uint64 `json:"token"`
 		Bucket          struct {
 			Name       string  `json:"name"`
@@ -161,5 +166,7 @@ func TestStandDownJSON(t *testing.T) {
 		t.Errorf("marker_revision %v, want one above %d", out.MarkerRevision, out.RemovedRevision)
 	case out.NewLeader == nil || *out.NewLeader != "n2" || out.Token == nil || *out.Token != term.Token():
 		t.Errorf("new_leader %v token %v, want n2 and %d", out.NewLeader, out.Token, term.Token())
+	case out.RemovedInstance != c1.e.Instance() || out.NewInstance == nil || *out.NewInstance != c2.e.Instance():
+		t.Errorf("removed_leader_instance %q new_leader_instance %v, want %q and %q", out.RemovedInstance, out.NewInstance, c1.e.Instance(), c2.e.Instance())
 	}
 }

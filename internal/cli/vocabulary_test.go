@@ -69,10 +69,10 @@ func TestJSONVocabulary(t *testing.T) {
 	top := map[string][]string{
 		"list":            {"bucket", "elections"},
 		"info":            {"bucket", "candidates", "elections", "warnings"},
-		"stand-down":      {"bucket", "election", "marker_revision", "new_leader", "removed_leader", "removed_revision", "token"},
-		"stand-down --to": {"bucket", "election", "from", "handed_over", "marker_revision", "new_leader", "to", "token"},
-		"watch":           {"election", "event", "expires_at", "handed_over_by", "handed_over_by_instance", "instance", "leader", "previous_leader", "released_by", "revision", "state", "time", "token", "written"},
-		"run":             {"bucket", "election", "event", "exit_status", "identity", "message", "status", "time", "token"},
+		"stand-down":      {"bucket", "election", "marker_revision", "new_leader", "new_leader_instance", "removed_leader", "removed_leader_instance", "removed_revision", "token"},
+		"stand-down --to": {"bucket", "election", "from", "from_instance", "handed_over", "marker_revision", "new_leader", "new_leader_instance", "to", "to_identity", "to_instance", "token"},
+		"watch":           {"election", "event", "expires_at", "handed_over_by", "handed_over_by_instance", "instance", "leader", "previous_leader", "previous_leader_instance", "released_by", "revision", "state", "time", "token", "written"},
+		"run":             {"bucket", "election", "event", "exit_status", "identity", "instance", "message", "status", "time", "token"},
 		"error":           {"error", "event", "exit_status", "time"},
 	}
 	documented := jsonFieldsTable(t)

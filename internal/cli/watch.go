@@ -289,6 +289,7 @@ type electionWatch struct {
 	started   chan struct{}
 
 	leader    string // the current leader, "" when none
+	instance  string // its instance, "" when none or its writes do not say
 	token     uint64 // the current term's token, 0 when unknown
 	lastEvent streams.Event
 }
@@ -302,6 +303,7 @@ func (w *electionWatch) onChange(l streams.Leadership) {
 		leader:     l.Leader,
 		instance:   l.Instance,
 		previous:   w.leader,
+		prevInst:   w.instance,
 		handedOver: l.HandedOverBy,
 		handedInst: l.HandedOverByInstance,
 		releasedBy: l.ReleasedBy,
@@ -316,9 +318,9 @@ func (w *electionWatch) onChange(l streams.Leadership) {
 		switch {
 		case w.tookEmpty != nil && l.Event == streams.EventCurrent && l.HasLeader() && w.tookEmpty(l.Revision):
 			// The term began after the watch found no key.
-			ev.event, ev.token, ev.previous = streams.EventElected, l.Revision, ""
+			ev.event, ev.token, ev.previous, ev.prevInst = streams.EventElected, l.Revision, "", ""
 		case !w.live:
-			ev.event, ev.previous = streams.EventCurrent, ""
+			ev.event, ev.previous, ev.prevInst = streams.EventCurrent, "", ""
 		case l.Event == streams.EventCurrent && l.HasLeader() && l.Revision == w.liveRev:
 			// The first write of a key that did not exist is a campaign
 			// that won: it began the term.
@@ -329,15 +331,15 @@ func (w *electionWatch) onChange(l streams.Leadership) {
 			ev.event = streams.EventRemoved
 		}
 	}
-	if ev.event == streams.EventRenewed && ev.token == 0 && l.Leader == w.leader {
+	if ev.event == streams.EventRenewed && ev.token == 0 && l.Leader == w.leader && l.Instance == w.instance {
 		// The observer did not see the term begin; this watch did (a key
 		// that appeared while watching the bucket).
 		ev.token = w.token
 	}
 	if l.HasLeader() {
-		w.leader, w.token = l.Leader, ev.token
+		w.leader, w.instance, w.token = l.Leader, l.Instance, ev.token
 	} else {
-		w.leader, w.token = "", 0
+		w.leader, w.instance, w.token = "", "", 0
 	}
 	w.out.print(ev)
 }
@@ -351,6 +353,7 @@ type watchEvent struct {
 	leader     string
 	instance   string // the leader's instance, "" when its writes do not say
 	previous   string
+	prevInst   string // the previous leader's instance, when known
 	handedOver string // who handed over, when the term began by a hand-over
 	handedInst string
 	releasedBy string
@@ -366,22 +369,21 @@ func (ev watchEvent) text() string {
 	if ev.token != 0 {
 		token = fmt.Sprintf("token %d", ev.token)
 	}
+	// Leaders are named identity/instance where their writes say the
+	// instance: copies of one identity are told apart, and the name is
+	// the one info lists and stand-down --to takes.
 	was := "the leader"
 	if ev.previous != "" {
-		was = ev.previous
+		was = named(ev.previous, ev.prevInst)
 	}
-	leader := ev.leader
+	leader := named(ev.leader, ev.instance)
 	switch ev.event {
 	case streams.EventElected:
 		if ev.handedOver != "" && ev.token != 0 {
-			from, to := ev.handedOver, ev.leader
-			if from == to { // copies of one identity: name the instances
-				from, to = named(ev.handedOver, ev.handedInst), named(ev.leader, ev.instance)
-			}
-			return fmt.Sprintf("handed over from %s to %s, token %d", from, to, ev.token)
+			return fmt.Sprintf("handed over from %s to %s, token %d", named(ev.handedOver, ev.handedInst), leader, ev.token)
 		}
 		if ev.token == 0 {
-			return fmt.Sprintf("%s leads, revision %d (token unknown: the watch restarted after the term began)", ev.leader, ev.revision)
+			return fmt.Sprintf("%s leads, revision %d (token unknown: the watch restarted after the term began)", leader, ev.revision)
 		}
 		return fmt.Sprintf("%s leads, token %d", leader, ev.token)
 	case streams.EventTaking:
@@ -392,7 +394,7 @@ func (ev watchEvent) text() string {
 		return fmt.Sprintf("released by %s, revision %d: it stepped down; a candidate can lead at once", ev.releasedBy, ev.revision)
 	case streams.EventRemoved:
 		if ev.previous != "" {
-			return fmt.Sprintf("key removed while %s led, revision %d: a forced stand-down", ev.previous, ev.revision)
+			return fmt.Sprintf("key removed while %s led, revision %d: a forced stand-down", was, ev.revision)
 		}
 		return fmt.Sprintf("key removed, revision %d", ev.revision)
 	case streams.EventExpired:
@@ -433,6 +435,7 @@ type watchJSON struct {
 	HandedOverBy   string  `json:"handed_over_by"`
 	HandedOverFrom string  `json:"handed_over_by_instance"`
 	PreviousLeader string  `json:"previous_leader"`
+	PreviousInst   string  `json:"previous_leader_instance"`
 	ReleasedBy     string  `json:"released_by"`
 	Token          *uint64 `json:"token"`
 	Revision       uint64  `json:"revision"`
@@ -457,7 +460,7 @@ func (ev watchEvent) json() watchJSON {
 	}
 	switch ev.event {
 	case streams.EventReleased, streams.EventRemoved, streams.EventExpired:
-		j.PreviousLeader = ev.previous
+		j.PreviousLeader, j.PreviousInst = ev.previous, ev.prevInst
 	}
 	if ev.token != 0 {
 		t := ev.token

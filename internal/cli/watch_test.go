@@ -55,11 +55,11 @@ func TestWatch(t *testing.T) {
 	js := jetStream(t, url)
 	c1 := campaign(t, js, "w1", "job", streams.WithReleaseOnStop(false))
 	term := c1.waitLeading(t)
-	_, m := all.stdout.waitFor(t, 0, regexp.MustCompile(`  elected\s+job: w1 leads, token (\d+)$`))
+	_, m := all.stdout.waitFor(t, 0, regexp.MustCompile(`  elected\s+job: w1/`+c1.e.Instance()+` leads, token (\d+)$`))
 	if m[1] != itoa(term.Token()) {
 		t.Errorf("watch reported token %s, the term's is %d", m[1], term.Token())
 	}
-	all.stdout.waitFor(t, 0, regexp.MustCompile(`  renewed\s+job: w1 renewed, revision \d+ \(token `+itoa(term.Token())+`\)$`))
+	all.stdout.waitFor(t, 0, regexp.MustCompile(`  renewed\s+job: w1/`+c1.e.Instance()+` renewed, revision \d+ \(token `+itoa(term.Token())+`\)$`))
 
 	// Graceful release: the holder's release marker.
 	c1.stop()
@@ -81,11 +81,11 @@ func TestWatch(t *testing.T) {
 	// Forced stand-down: the key deleted under a leader.
 	c2 := campaign(t, js, "w2", "job")
 	term2 := c2.waitLeading(t)
-	i, _ = all.stdout.waitFor(t, i, regexp.MustCompile(`  elected\s+job: w2 leads, token `+itoa(term2.Token())+`$`))
+	i, _ = all.stdout.waitFor(t, i, regexp.MustCompile(`  elected\s+job: w2/`+c2.e.Instance()+` leads, token `+itoa(term2.Token())+`$`))
 	if err := kv.Delete(testCtx(t), "job"); err != nil {
 		t.Fatal(err)
 	}
-	all.stdout.waitFor(t, i, regexp.MustCompile(`  removed\s+job: key removed while w2 led, revision \d+: a forced stand-down$`))
+	all.stdout.waitFor(t, i, regexp.MustCompile(`  removed\s+job: key removed while w2/`+c2.e.Instance()+` led, revision \d+: a forced stand-down$`))
 
 	// Expiry: the ghost never renewed.
 	all.stdout.waitFor(t, 0, regexp.MustCompile(`  expired\s+old: ghost stopped renewing: its key expired \(last revision `+itoa(ghostRev)+`\)$`))
@@ -225,7 +225,7 @@ func TestWatchSaysWhenTheBrokerGoesAway(t *testing.T) {
 	// restart of the watch.
 	candidate := campaign(t, jetStream(t, url), "w1", "job")
 	candidate.waitLeading(t)
-	text.stdout.waitFor(t, 0, regexp.MustCompile(`  (elected|current)\s+job: w1 leads, `))
+	text.stdout.waitFor(t, 0, regexp.MustCompile(`  (elected|current)\s+job: w1/`+candidate.e.Instance()+` leads, `))
 	asJSON.stdout.waitFor(t, 0, regexp.MustCompile(`"event":"(elected|current)".*"leader":"w1"`))
 	text.signal(syscall.SIGINT)
 	asJSON.signal(syscall.SIGINT)
