@@ -546,13 +546,13 @@ func (a *app) identity(flag string) (string, string, error) {
 
 // connect resolves the target and connects to it. Errors say what to do.
 func (a *app) connect(ctx context.Context, co connectOptions) (*nats.Conn, *target, error) {
+	timeout := a.conn.timeout
+	if timeout <= 0 {
+		return nil, nil, fmt.Errorf("--timeout %v: give a positive duration, such as 5s (the default) or 500ms: it bounds connecting and each request", timeout)
+	}
 	t, err := a.target()
 	if err != nil {
 		return nil, nil, err
-	}
-	timeout := a.conn.timeout
-	if timeout <= 0 {
-		timeout = defaultTimeout
 	}
 	opts, err := t.dialOptions(co, timeout)
 	if err != nil {

@@ -138,3 +138,16 @@ func TestNATSContext(t *testing.T) {
 		t.Errorf("$NATS_CONTEXT=bad: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
+
+// TestTimeoutMustBePositive: --timeout 0 or a negative one is refused, not
+// taken for the default.
+func TestTimeoutMustBePositive(t *testing.T) {
+	t.Parallel()
+	for _, v := range []string{"0", "-1s"} {
+		r := conclave(t, "--server", "nats://127.0.0.1:1", "--timeout", v, "election", "list")
+		if r.code != 1 {
+			t.Errorf("--timeout %s: exit status %d, want 1", v, r.code)
+		}
+		mustContain(t, "stderr", r.stderr, "--timeout", "give a positive duration")
+	}
+}

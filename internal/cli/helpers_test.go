@@ -66,8 +66,11 @@ type result struct {
 // runOpts change how conclave runs.
 type runOpts struct {
 	stdin string
-	env   []string // added to cliEnv
-	dir   string   // the working directory; "" for the test's
+	// devNull gives the command /dev/null as its standard input, a
+	// character device as a terminal is, instead of stdin.
+	devNull bool
+	env     []string // added to cliEnv
+	dir     string   // the working directory; "" for the test's
 }
 
 // conclave runs the binary with args to completion.
@@ -84,6 +87,14 @@ func conclaveWith(t *testing.T, o runOpts, args ...string) result {
 	cmd.Env = cliEnv(t, o.env...)
 	cmd.Dir = o.dir
 	cmd.Stdin = strings.NewReader(o.stdin)
+	if o.devNull {
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		cmd.Stdin = f
+	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

@@ -136,6 +136,9 @@ func (e *elections) shardsInfo(ctx context.Context, group string, wait time.Dura
 	if err != nil {
 		return err
 	}
+	if len(recs) == 0 && len(roll) == 0 {
+		return fmt.Errorf("no shard group %q in %s: no shard keys (%s.0, %s.1, …) and no member answers; `conclave election list` lists the elections, shard keys among them", group, s.bucket, group, group)
+	}
 	st, err := s.status(ctx)
 	if err != nil {
 		return err

@@ -194,3 +194,16 @@ func runGroup(t *testing.T, url, member, group string, n int) *shards.Group {
 	})
 	return g
 }
+
+// TestShardsInfoOfAnUnknownGroup: shards info of a group with no shard
+// keys and no member is an error, as election info of an unknown election
+// is, that says how to list what there is.
+func TestShardsInfoOfAnUnknownGroup(t *testing.T) {
+	t.Parallel()
+	url := startBroker(t, 2*time.Second)
+	r := conclave(t, "--server", url, "shards", "info", "nosuch")
+	if r.code != 1 {
+		t.Errorf("exit status %d, want 1", r.code)
+	}
+	mustContain(t, "stderr", r.stderr, `no shard group "nosuch" in CHORIA_LEADER_ELECTION`, "`conclave election list` lists the elections")
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/conclave-io/conclave/internal/denied"
 	"github.com/conclave-io/conclave/internal/keymsg"
@@ -335,9 +336,14 @@ func (s *session) tookEmptyKey(ctx context.Context, name string, rev uint64) boo
 func (e *elections) confirm(question string) (bool, error) {
 	fmt.Fprint(e.a.stderr, question)
 	line, err := bufio.NewReader(e.a.stdin).ReadString('\n')
-	if !isTerminal(e.a.stdin) {
+	switch {
+	case !isTerminal(e.a.stdin):
 		// Nobody typed the answer: show it, so that the output reads on.
 		fmt.Fprintln(e.a.stderr, strings.TrimSpace(line))
+	case err != nil:
+		// Input ended at the question (Ctrl-D, or a device such as
+		// /dev/null): end its line, so that the error starts on its own.
+		fmt.Fprintln(e.a.stderr)
 	}
 	if err != nil && line == "" {
 		return false, nil
@@ -349,14 +355,11 @@ func (e *elections) confirm(question string) (bool, error) {
 	return false, nil
 }
 
-// isTerminal reports whether r is a terminal.
+// isTerminal reports whether r is a terminal (not merely a character
+// device, as /dev/null is).
 func isTerminal(r io.Reader) bool {
 	f, ok := r.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // remove deletes the key of rec's election, provided it is still held by

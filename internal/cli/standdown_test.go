@@ -39,6 +39,16 @@ func TestStandDown(t *testing.T) {
 		}
 	})
 
+	t.Run("input ends at the question", func(t *testing.T) {
+		r := conclaveWith(t, runOpts{devNull: true}, "--server", url, "election", "stand-down", "my_app")
+		if r.code != 1 {
+			t.Errorf("exit status %d, want 1", r.code)
+		}
+		if !regexp.MustCompile(`\[y/N\] *\nconclave: not confirmed: `).MatchString(r.stderr) {
+			t.Errorf("the error does not start on a line of its own after the question:\n%q", r.stderr)
+		}
+	})
+
 	t.Run("confirmed", func(t *testing.T) {
 		r := conclaveWith(t, runOpts{stdin: "y\n"}, "--server", url, "election", "stand-down", "my_app", "--wait", "20s")
 		mustSucceed(t, r)
