@@ -82,7 +82,7 @@ func TestDemoWorkersAreTenCandidatesToInfoAndWatch(t *testing.T) {
 		}
 		close(lines)
 	}()
-	waitLine(t, lines, regexp.MustCompile(`  current +`+key+`: vm/worker-`+itoa(a)+` leads`))
+	waitLine(t, lines, regexp.MustCompile(`  current +`+key+`: vm/`+regexp.QuoteMeta(a)+` leads`))
 	p.send("s")
 	next := p.next(5*time.Second, "work from another worker", func(l line) bool { return isWork(l) && workerOf(l) != a }, nil)
 	b := workerOf(next)
