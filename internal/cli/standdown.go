@@ -392,8 +392,10 @@ func (s *session) remove(ctx context.Context, rec *record) (uint64, error) {
 			return 0, rerr
 		case cur.State != streams.KeyHeld:
 			return 0, fmt.Errorf("election %q has no leader any more: its key is %s (revision %d): nothing to stand down", rec.Key, stateText(cur), cur.Revision)
-		case cur.Leader != rec.Leader:
-			return 0, fmt.Errorf("election %q changed hands meanwhile: %s leads now (revision %d), not %s: run stand-down again to stand %s down", rec.Key, cur.Leader, cur.Revision, rec.Leader, cur.Leader)
+		case cur.Leader != rec.Leader || cur.Instance != rec.Instance:
+			// Another identity, or another copy of this one.
+			now, was := named(cur.Leader, cur.Instance), named(rec.Leader, rec.Instance)
+			return 0, fmt.Errorf("election %q changed hands meanwhile: %s leads now (revision %d), not %s: run stand-down again to stand %s down", rec.Key, now, cur.Revision, was, now)
 		case try == removeTries:
 			return 0, fmt.Errorf("removing election %s: %s renewed each of %d times in between: try again", rec.Key, rec.Leader, removeTries)
 		}

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/conclave-io/conclave/bucket"
 	"github.com/conclave-io/conclave/internal/keymsg"
+	election "github.com/conclave-io/conclave/providers/election/streams"
 )
 
 // TestAwaitTakeover: stand-down reports the token of the term that began,
@@ -95,5 +97,46 @@ func TestAwaitTakeover(t *testing.T) {
 				t.Errorf("takeover %+v, want leader %s at revision %d, began %v", got, tc.leader, want, began)
 			}
 		})
+	}
+}
+
+// TestStandDownRefusesAnotherCopyThatTookTheKey: stand-down removes the
+// leader it read. When the key changed meanwhile to another copy of the
+// same identity (told apart by its instance), it refuses, naming both,
+// rather than remove the copy it was not asked about.
+func TestStandDownRefusesAnotherCopyThatTookTheKey(t *testing.T) {
+	_, s := startSession(t)
+	won := make(chan struct{}, 1)
+	e, err := election.NewElection("vm", "copy", s.js, election.WithInstance("w2"),
+		election.OnWon(func() { won <- struct{}{} }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Start(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case <-won:
+	case <-time.After(10 * time.Second):
+		t.Fatal("vm/w2 did not win")
+	}
+	cur, err := s.readElection(ctx, "copy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What stand-down read before w2 took the key: w1 of vm, a revision earlier.
+	stale := cur
+	stale.Instance, stale.Revision = "w1", cur.Revision-1
+	_, err = s.remove(ctx, &stale)
+	if err == nil || !strings.Contains(err.Error(), "changed hands meanwhile: vm/w2 leads now") || !strings.Contains(err.Error(), "not vm/w1") {
+		t.Fatalf("remove = %v; want it refused, naming vm/w2 and vm/w1", err)
+	}
+	after, err := s.readElection(ctx, "copy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.State != election.KeyHeld || after.Instance != "w2" {
+		t.Fatalf("the key is %s by %s/%s after the refused stand-down; want still held by vm/w2", after.State, after.Leader, after.Instance)
 	}
 }
