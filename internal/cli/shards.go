@@ -378,7 +378,11 @@ When the shards held change, the command is restarted: it gets SIGTERM (and
 SIGKILL if it still runs --grace later), then starts again with the new list.
 A shard is handed to another member only once the command has stopped, so
 no two commands ever work on one shard; changes within 200ms are gathered
-into one restart. The command runs in its own process group, and the signals
+into one restart. A shard taken any other way (new, expired, removed, or
+handed over by a member whose command outlived the shard's lease) may still
+be worked on by its earlier holder's command until that gets SIGKILL: the
+restart that adds it waits --grace first, so give every member the same
+--grace. The command runs in its own process group, and the signals
 go to the whole group.
 
 If the command exits on its own, run starts it again after 1s with the same
@@ -540,26 +544,40 @@ type shardSupervisor struct {
 	held      map[int]uint64 // shard → token
 	ch        *child
 	restartAt <-chan time.Time
+	// startAfter: no start before then, when an earlier holder's command
+	// may still work on a shard taken other than by a hand-over.
+	startAfter time.Time
 }
 
 // apply takes a change: a revocation stops the command at once (the shard
-// is handed over only after), a new shard restarts it after the settle.
+// is handed over only after), a new shard restarts it after the settle, or
+// --grace after its term began when it was not handed over (Term.From).
 func (sv *shardSupervisor) apply(c shardChange) {
 	if c.term != nil {
 		sv.held[c.shard] = c.term.Token()
 		sv.log.event("assigned", map[string]any{"shard": c.shard, "token": c.term.Token()}, "holding shard %d of %s, token %d", c.shard, sv.group, c.term.Token())
+		if from := c.term.From(); from != streams.KeyReleased && sv.grace > 0 {
+			if at := time.Now().Add(sv.grace); at.After(sv.startAfter) {
+				sv.startAfter = at
+			}
+			sv.log.event("waiting", map[string]any{"shard": c.shard, "wait_seconds": seconds(sv.grace)}, "shard %d of %s was taken over a key that was %s: its command starts with it in %v (--grace), when an earlier holder's command is surely gone", c.shard, sv.group, from, sv.grace)
+		}
 	} else {
 		delete(sv.held, c.shard)
 		sv.log.event("revoked", map[string]any{"shard": c.shard}, "no longer holding shard %d of %s", c.shard, sv.group)
 		sv.stop()
 		close(c.done)
 	}
-	sv.restartAt = time.After(shardsSettle)
+	sv.restartAt = time.After(max(shardsSettle, time.Until(sv.startAfter)))
 }
 
 // restart stops the command if it runs and starts it with the shards held,
 // if any.
 func (sv *shardSupervisor) restart() {
+	if wait := time.Until(sv.startAfter); wait > 0 {
+		sv.restartAt = time.After(wait)
+		return
+	}
 	sv.restartAt = nil
 	sv.stop()
 	if len(sv.held) == 0 {

@@ -207,3 +207,39 @@ func TestShardsInfoOfAnUnknownGroup(t *testing.T) {
 	}
 	mustContain(t, "stderr", r.stderr, `no shard group "nosuch" in CHORIA_LEADER_ELECTION`, "`conclave election list` lists the elections")
 }
+
+// TestShardsRunWaitsGraceForAShardNotHandedOver: a shard taken other than
+// by a hand-over (here, new keys) may still be worked on by an earlier
+// holder's command until its --grace runs out, so the command starts with
+// it only --grace after; a shard handed over comes at once.
+func TestShardsRunWaitsGraceForAShardNotHandedOver(t *testing.T) {
+	t.Parallel()
+	const grace = 3 * time.Second
+	url := startBroker(t, time.Second)
+	script := filepath.Join(t.TempDir(), "worker.sh")
+	if err := os.WriteFile(script, []byte(shardWorker), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run := func(id string) *proc {
+		return startConclave(t, nil, "--server", url, "shards", "run", "--identity", id, "--grace", grace.String(), "jobs", "2", "--", script)
+	}
+	r1 := run("r1")
+	r1.stderr.waitFor(t, 0, regexp.MustCompile(`holding shard \d of jobs`))
+	assigned := time.Now()
+	r1.stdout.waitFor(t, 0, regexp.MustCompile(`^started r1 jobs 0,1 `))
+	if waited := time.Since(assigned); waited < grace-500*time.Millisecond {
+		t.Fatalf("r1 started its command %v after taking new shards; want --grace (%v)", waited, grace)
+	}
+	mustContain(t, "r1's log", r1.stderr.String(), "its command starts with it in 3s (--grace)")
+
+	r2 := run("r2")
+	r2.stderr.waitFor(t, 0, regexp.MustCompile(`holding shard \d of jobs`))
+	handed := time.Now()
+	r2.stdout.waitFor(t, 0, regexp.MustCompile(`^started r2 jobs \d `))
+	if waited := time.Since(handed); waited > grace-time.Second {
+		t.Fatalf("r2 started its command %v after a shard was handed to it; want at once", waited)
+	}
+	if strings.Contains(r2.stderr.String(), "(--grace)") {
+		t.Fatalf("r2 waited for a shard handed over:\n%s", r2.stderr.String())
+	}
+}
