@@ -40,7 +40,8 @@ plugin.conclave.user.NAME.campaign and .observe patterns) must pass a name
 or pattern it may read.
 
 Expiries are silent in the bucket: they are noticed when the leader's renewal
-is overdue, a few hundred milliseconds after the key expired. Runs until
+is overdue, within about a second of the expiry, or as a standby's write
+that took the expired key arrives, whichever is first. Runs until
 Ctrl-C (SIGINT) or SIGTERM, and then exits with status 0.`,
 		Example: `  conclave election watch
   conclave election watch my_app --verbose
