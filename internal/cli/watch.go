@@ -308,6 +308,7 @@ func (w *electionWatch) onChange(l streams.Leadership) {
 		handedOver: l.HandedOverBy,
 		handedInst: l.HandedOverByInstance,
 		releasedBy: l.ReleasedBy,
+		releasedIn: l.ReleasedByInstance,
 		token:      l.Token,
 		revision:   l.Revision,
 		written:    l.Renewed,
@@ -358,6 +359,7 @@ type watchEvent struct {
 	handedOver string // who handed over, when the term began by a hand-over
 	handedInst string
 	releasedBy string
+	releasedIn string // its instance, when known
 	token      uint64
 	revision   uint64
 	written    time.Time
@@ -392,7 +394,7 @@ func (ev watchEvent) text() string {
 	case streams.EventRenewed:
 		return fmt.Sprintf("%s renewed, revision %d (%s)", leader, ev.revision, token)
 	case streams.EventReleased:
-		return fmt.Sprintf("released by %s, revision %d: it stepped down; a candidate can lead at once", ev.releasedBy, ev.revision)
+		return fmt.Sprintf("released by %s, revision %d: it stepped down; a candidate can lead at once", named(ev.releasedBy, ev.releasedIn), ev.revision)
 	case streams.EventRemoved:
 		if ev.previous != "" {
 			return fmt.Sprintf("key removed while %s led, revision %d: a forced stand-down", was, ev.revision)
@@ -408,7 +410,7 @@ func (ev watchEvent) text() string {
 		}
 		return fmt.Sprintf("%s leads, revision %d (token unknown: the term began before the watch)", leader, ev.revision)
 	case streams.KeyReleased.String():
-		return fmt.Sprintf("no leader: released by %s, revision %d", ev.releasedBy, ev.revision)
+		return fmt.Sprintf("no leader: released by %s, revision %d", named(ev.releasedBy, ev.releasedIn), ev.revision)
 	case streams.KeyRemoved.String():
 		return fmt.Sprintf("no leader: removed, revision %d", ev.revision)
 	}
@@ -438,6 +440,7 @@ type watchJSON struct {
 	PreviousLeader string  `json:"previous_leader"`
 	PreviousInst   string  `json:"previous_leader_instance"`
 	ReleasedBy     string  `json:"released_by"`
+	ReleasedByInst string  `json:"released_by_instance"`
 	Token          *uint64 `json:"token"`
 	Revision       uint64  `json:"revision"`
 	Written        *string `json:"written"`
@@ -455,6 +458,7 @@ func (ev watchEvent) json() watchJSON {
 		HandedOverBy:   ev.handedOver,
 		HandedOverFrom: ev.handedInst,
 		ReleasedBy:     ev.releasedBy,
+		ReleasedByInst: ev.releasedIn,
 		Revision:       ev.revision,
 		Written:        jsonTimePtr(ev.written),
 		ExpiresAt:      jsonTimePtr(ev.expires),

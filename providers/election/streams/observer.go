@@ -71,9 +71,9 @@ type Leadership struct {
 	// observer saw.
 	HandedOverBy         string
 	HandedOverByInstance string
-	// ReleasedBy is the identity of the leader that stepped down, when
-	// State is KeyReleased.
-	ReleasedBy string
+	// ReleasedBy and ReleasedByInstance name the leader that stepped down,
+	// when State is KeyReleased (the instance "" when its write does not say).
+	ReleasedBy, ReleasedByInstance string
 	// Token is the fencing token of the current term: the revision of the
 	// write that began it. Conclave's leaders say it in every write (the
 	// Conclave-Term header), so the observer knows it exactly, whenever it
@@ -93,7 +93,7 @@ type Leadership struct {
 	// expire it a little later.
 	ExpiresBy time.Time
 
-	handOverTo, releasedByInstance string // of a release
+	handOverTo string // of a release
 }
 
 // HasLeader reports whether someone leads.
@@ -439,7 +439,7 @@ func (o *Observer) judge(v keyView) {
 	switch v.State {
 	case KeyReleased:
 		l.Event, l.ReleasedBy = EventReleased, v.ReleasedBy
-		l.handOverTo, l.releasedByInstance = v.HandOverTo, v.Instance
+		l.handOverTo, l.ReleasedByInstance = v.HandOverTo, v.Instance
 	case KeyRemoved:
 		l.Event = EventRemoved
 	case KeyAbsent:
@@ -498,7 +498,7 @@ func (o *Observer) judgeMarked(l *Leadership, prev Leadership, v keyView) {
 			// lets a Conclave candidate do that with a term that begins.
 			l.HandedOverBy, l.HandedOverByInstance = prev.Leader, prev.Instance
 		case prev.State == KeyReleased && prev.handOverTo != "":
-			l.HandedOverBy, l.HandedOverByInstance = prev.ReleasedBy, prev.releasedByInstance
+			l.HandedOverBy, l.HandedOverByInstance = prev.ReleasedBy, prev.ReleasedByInstance
 		}
 	case prev.Token == t.token && prev.Event != EventTaking && prev.HasLeader():
 		l.Event, l.Token, l.Since = EventRenewed, prev.Token, prev.Since

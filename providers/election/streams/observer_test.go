@@ -79,7 +79,8 @@ func TestObserverFollowsTermsReleasesRemovalsAndExpiries(t *testing.T) {
 	seen.waitFor(t, "no leader at first", func(l Leadership) bool { return l.Event == EventCurrent && !l.HasLeader() })
 
 	rec := newRecorder()
-	stopA := runElection(t, mustElection(t, "a", "watched", kv, rec.options("a")...))
+	a := mustElection(t, "a", "watched", kv, rec.options("a")...)
+	stopA := runElection(t, a)
 	evs := rec.waitFor(t, 5*time.Second, "a to win", func(evs []event) bool { return wins(evs, "a") == 1 })
 	elected := seen.waitFor(t, "a elected", func(l Leadership) bool { return l.Event == EventElected })
 	if elected.Leader != "a" || elected.Token != evs[0].term.Token() || elected.Since.IsZero() {
@@ -95,8 +96,8 @@ func TestObserverFollowsTermsReleasesRemovalsAndExpiries(t *testing.T) {
 
 	stopA() // a leader marks its release
 	stepped := seen.waitFor(t, "a to step down", func(l Leadership) bool { return !l.HasLeader() && l.Revision > renewed.Revision })
-	if stepped.Event != EventReleased || stepped.ReleasedBy != "a" || stepped.State != KeyReleased {
-		t.Fatalf("a's release reported as %+v, want released by a", stepped)
+	if stepped.Event != EventReleased || stepped.ReleasedBy != "a" || stepped.ReleasedByInstance != a.Instance() || stepped.State != KeyReleased {
+		t.Fatalf("a's release reported as %+v, want released by a/%s", stepped, a.Instance())
 	}
 
 	// A leader that stops without releasing: the key expires.
