@@ -594,8 +594,10 @@ func (c *checker) faultSpans() []faultSpan {
 //   - Allowed: TTL + Failover + Slack, with the largest TTL in force from one
 //     TTL before the gap until its end (a TTL change raises the bound to the
 //     larger of the old and the new TTL). A gap in a graceful full restart
-//     with no other fault under way is allowed only RestartSlack: the last
-//     leader released the key, and the first new process leads at once.
+//     with no other fault under way, or ended within a TTL before it (a
+//     removal's wait outlasts the removal by a TTL), is allowed only
+//     RestartSlack: the last leader released the key, and the first new
+//     process leads at once.
 //
 // Rules combine so: uncounted times add up (each postpones the start of
 // counting or is cut out), bounds take the maximum.
@@ -609,9 +611,17 @@ func (c *checker) gap(g Gap, down []interval, b gapBounds, p Params) {
 			from = min(max(from, iv.to), g.To)
 		}
 	}
+	ttl := b.ttlFor(g.From, g.To)
 	graceful, stopped, others := false, false, false
 	for _, f := range b.faults {
-		if f.from >= g.To || f.to < g.From {
+		if f.from >= g.To || f.to+int64(ttl) < g.From {
+			continue
+		}
+		if f.to < g.From {
+			// Ended before the gap: only its wait, up to a TTL, lasts.
+			if f.kind != StopLeader && f.kind != RestartAll {
+				others = true
+			}
 			continue
 		}
 		switch f.kind {
@@ -634,7 +644,6 @@ func (c *checker) gap(g Gap, down []interval, b gapBounds, p Params) {
 		excluded += max(0, min(iv.to, g.To)-max(iv.from, from))
 	}
 	g.Counted = time.Duration(g.To - g.From - excluded)
-	ttl := b.ttlFor(g.From, g.To)
 	g.Allowed, g.Bound = p.AllowedGapWith(ttl), fmt.Sprintf("TTL %v + failover %v + slack", ttl, p.Failover)
 	switch {
 	case graceful && !others:

@@ -357,6 +357,21 @@ func TestCheckBoundsAGracefulFullRestartByTheFirstStart(t *testing.T) {
 	if r.OK() || !strings.Contains(r.Violations[0], "graceful full restart") {
 		t.Fatalf("a leader 3s after the first process of a graceful restart started passed: %q", r.Violations)
 	}
+	// A purge just before the restart: the next leader waits a TTL after
+	// it, whoever took the key and released it since (unmarked, as a take
+	// after a removal must): the usual bound.
+	purged := func(next int) *History {
+		b := newHist().proc("h1.1", 0).proc("h2.1", 0).term("h1.1.w0", 5, 0, 1000).
+			ev(HarnessEvent{Ev: HvFaultBegin, Kind: string(Purge), Target: "h1.1"}, 900).
+			ev(HarnessEvent{Ev: HvFaultEnd, Kind: string(Purge), Target: "h1.1"}, 905)
+		return &restartAll(b, RestartAll, 1000, 1300, 1500, 1510).term("h2.2.w0", 7, next, next+1000).stop(next + 1000).h
+	}
+	if r := Check(purged(4500), params); !r.OK() {
+		t.Fatalf("a graceful restart a TTL after a purge was held to the restart's bound: %q", r.Violations)
+	}
+	if r := Check(purged(9000), params); r.OK() {
+		t.Fatal("a leader 7.5s after the first start passed after a purge")
+	}
 	// After SIGKILL, the key expires by its TTL: the usual bound, counted
 	// from the first start.
 	if r := Check(build(KillAll, 4500), params); !r.OK() || r.WorstGap.Counted != 3*time.Second {
