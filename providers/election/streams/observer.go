@@ -493,9 +493,12 @@ func (o *Observer) judgeMarked(l *Leadership, prev Leadership, v keyView) {
 	case t.begins:
 		l.Event, l.Token, l.Since = EventElected, v.Revision, v.Written
 		switch {
-		case prev.State == KeyHeld && prev.Event != EventTaking && prev.HasLeader() && prev.Revision < v.Revision:
+		case prev.State == KeyHeld && prev.Event != EventTaking && prev.HasLeader() && prev.Revision < v.Revision &&
+			v.Written.Before(prev.ExpiresBy):
 			// Written over a running term's key: only its holder's offer
-			// lets a Conclave candidate do that with a term that begins.
+			// lets a Conclave candidate do that with a term that begins,
+			// and an offer is taken up within the holder's lease. Written
+			// later, the key expired first (expiredUnseen).
 			l.HandedOverBy, l.HandedOverByInstance = prev.Leader, prev.Instance
 		case prev.State == KeyReleased && prev.handOverTo != "":
 			l.HandedOverBy, l.HandedOverByInstance = prev.ReleasedBy, prev.ReleasedByInstance

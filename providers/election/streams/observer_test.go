@@ -160,6 +160,58 @@ func TestObserverReportsAnExpiryAStandbyTakesAtOnce(t *testing.T) {
 	}
 }
 
+// TestObserverReportsAnExpiryBeforeAFreshCandidatesTerm: a candidate that
+// finds the key absent the moment it expired writes a term that begins at
+// once, over no running term: the observer reports the expiry, and the new
+// term as no hand-over. The test writes as the two candidates would.
+func TestObserverReportsAnExpiryBeforeAFreshCandidatesTerm(t *testing.T) {
+	t.Parallel()
+	const ttl = time.Second
+	ts := newTestServer(t)
+	nc := connect(t, ts.url())
+	kv := createBucket(t, nc, bucketConfig(ttl))
+	js := jsFor(kv)
+	seen := &changes{}
+	o, err := NewObserver("fresh", js, OnChange(seen.add))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runObserver(t, o)
+	seen.waitFor(t, "no leader at first", func(l Leadership) bool { return l.Event == EventCurrent && !l.HasLeader() })
+	begin := func(identity string) {
+		t.Helper()
+		m := nats.NewMsg("$KV." + bucketName + ".fresh")
+		m.Data = []byte(identity)
+		keymsg.Stamp{Instance: "i-" + identity, Term: keymsg.TermBegins}.Set(m.Header)
+		if _, err := js.PublishMsg(context.Background(), m, jetstream.WithExpectLastSequencePerSubject(0)); err != nil {
+			t.Fatalf("%s's campaign: %v", identity, err)
+		}
+	}
+	begin("a")
+	seen.waitFor(t, "a elected", func(l Leadership) bool { return l.Event == EventElected && l.Leader == "a" })
+	// a never renews; b finds the key gone and begins its term at once.
+	eventually(t, 3*ttl, "a's key to expire", func() bool {
+		_, err := kv.Get(context.Background(), "fresh")
+		return errors.Is(err, jetstream.ErrKeyNotFound)
+	})
+	begin("b")
+	b := seen.waitFor(t, "b elected", func(l Leadership) bool { return l.Event == EventElected && l.Leader == "b" })
+	if b.HandedOverBy != "" {
+		t.Fatalf("b's term, begun after a's key expired, reported as handed over by %s", b.HandedOverBy)
+	}
+	seen.mu.Lock()
+	defer seen.mu.Unlock()
+	expired := false
+	for _, l := range seen.list {
+		if l.Event == EventExpired && !l.HasLeader() {
+			expired = true
+		}
+		if l.Leader == "b" && !expired {
+			t.Fatalf("b reported (%s) before a's expiry", l.Event)
+		}
+	}
+}
+
 // TestObserverStartedMidTermKnowsTheLeaderAndTheToken: an observer that
 // starts mid-term knows the leader, and for a Conclave leader, whose every
 // write says its term, the token; for a leader whose writes say nothing
