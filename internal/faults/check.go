@@ -586,6 +586,12 @@ func (c *checker) faultSpans() []faultSpan {
 	return slices.DeleteFunc(out, func(f faultSpan) bool { return f.kind == "" })
 }
 
+// waitOutlasts lists the faults after which the next term may wait up to
+// a TTL: a removal (its taker waits a TTL after it; a take released on
+// stop leaves a removal too), or a leader lost without a release (its key
+// expires).
+var waitOutlasts = []Kind{Purge, StandDown, KillLeader, PauseLeader, PauseMidWrite, CutCandidate}
+
 // gap checks one leaderless time against its bound:
 //   - Not counted: time no live candidate could reach a quorum; time while a
 //     late-delivery fault was active (a write given up on can land until
@@ -594,10 +600,9 @@ func (c *checker) faultSpans() []faultSpan {
 //   - Allowed: TTL + Failover + Slack, with the largest TTL in force from one
 //     TTL before the gap until its end (a TTL change raises the bound to the
 //     larger of the old and the new TTL). A gap in a graceful full restart
-//     with no other fault under way, or ended within a TTL before it (a
-//     removal's wait outlasts the removal by a TTL), is allowed only
-//     RestartSlack: the last leader released the key, and the first new
-//     process leads at once.
+//     with no other fault under way, nor one of waitOutlasts ended within
+//     a TTL before it, is allowed only RestartSlack: the last leader
+//     released the key, and the first new process leads at once.
 //
 // Rules combine so: uncounted times add up (each postpones the start of
 // counting or is cut out), bounds take the maximum.
@@ -618,10 +623,9 @@ func (c *checker) gap(g Gap, down []interval, b gapBounds, p Params) {
 			continue
 		}
 		if f.to < g.From {
-			// Ended before the gap: only its wait, up to a TTL, lasts.
-			if f.kind != StopLeader && f.kind != RestartAll {
-				others = true
-			}
+			// Ended before the gap: a removal, or a leader lost without
+			// a release, still makes the next term wait, up to a TTL.
+			others = others || slices.Contains(waitOutlasts, f.kind)
 			continue
 		}
 		switch f.kind {

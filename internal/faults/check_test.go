@@ -372,6 +372,14 @@ func TestCheckBoundsAGracefulFullRestartByTheFirstStart(t *testing.T) {
 	if r := Check(purged(9000), params); r.OK() {
 		t.Fatal("a leader 7.5s after the first start passed after a purge")
 	}
+	// A fault that leaves no wait behind (a TTL raised) keeps the
+	// restart's bound.
+	raised := newHist().proc("h1.1", 0).proc("h2.1", 0).term("h1.1.w0", 5, 0, 1000).
+		ev(HarnessEvent{Ev: HvFaultBegin, Kind: string(TTLRaise), Target: "bucket"}, 900).
+		ev(HarnessEvent{Ev: HvFaultEnd, Kind: string(TTLRaise), Target: "bucket"}, 905)
+	if r := Check(&restartAll(raised, RestartAll, 1000, 1300, 1500, 1510).term("h2.2.w0", 7, 4500, 5500).stop(5500).h, params); r.OK() {
+		t.Fatal("a leader 3s after the first start of a graceful restart passed after a TTL raise")
+	}
 	// After SIGKILL, the key expires by its TTL: the usual bound, counted
 	// from the first start.
 	if r := Check(build(KillAll, 4500), params); !r.OK() || r.WorstGap.Counted != 3*time.Second {
