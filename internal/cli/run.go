@@ -227,14 +227,9 @@ func (e *elections) run(ctx context.Context, name string, argv []string, f runFl
 	if err != nil {
 		return err
 	}
-	path, err := exec.LookPath(argv[0])
-	switch {
-	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EISDIR):
-		// There, but not an executable file (no execute permission, or a
-		// directory): it cannot be started, 126 as in shells.
-		return &exitError{code: exitCannotRun, err: fmt.Errorf("cannot run %q: it is not an executable file (check that it is a file with execute permission): %w", argv[0], err)}
-	case err != nil:
-		return &exitError{code: exitNotFound, err: fmt.Errorf("cannot run %q: %w", argv[0], err)}
+	path, err := lookCommand(argv[0])
+	if err != nil {
+		return err
 	}
 	log := newEventLog(e.a.stderr, f.json)
 	log.election, log.identity = name, identity
@@ -641,3 +636,17 @@ func (r *runner) start(t *streams.Term) (*child, error) {
 // stop stops the command, SIGTERM first and SIGKILL after the grace, and
 // returns its exit status.
 func (r *runner) stop(ch *child) int { return ch.stop(r.log, r.flags.grace) }
+
+// lookCommand finds the command run and shards run start, failing as
+// shells do: 127 when it is not found, 126 when it is there but is not an
+// executable file (no execute permission, or a directory).
+func lookCommand(name string) (string, error) {
+	path, err := exec.LookPath(name)
+	switch {
+	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EISDIR):
+		return "", &exitError{code: exitCannotRun, err: fmt.Errorf("cannot run %q: it is not an executable file (check that it is a file with execute permission): %w", name, err)}
+	case err != nil:
+		return "", &exitError{code: exitNotFound, err: fmt.Errorf("cannot run %q: %w", name, err)}
+	}
+	return path, nil
+}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -440,9 +439,9 @@ func (e *elections) shardsRun(ctx context.Context, group string, n int, argv []s
 	if err != nil {
 		return err
 	}
-	path, err := exec.LookPath(argv[0])
+	path, err := lookCommand(argv[0])
 	if err != nil {
-		return &exitError{code: exitNotFound, err: fmt.Errorf("cannot run %q: %w", argv[0], err)}
+		return err
 	}
 	log := newEventLog(e.a.stderr, f.json)
 	log.identity = identity

@@ -132,6 +132,31 @@ func TestShardsArgumentErrors(t *testing.T) {
 	}
 }
 
+// TestShardsRunExitStatusForACommandItCannotStart: as run and shells do,
+// shards run exits 127 for a command not found and 126 for one that is
+// there but is no executable file.
+func TestShardsRunExitStatusForACommandItCannotStart(t *testing.T) {
+	t.Parallel()
+	plain := filepath.Join(t.TempDir(), "plain.sh")
+	if err := os.WriteFile(plain, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		command string
+		code    int
+		want    string
+	}{
+		{filepath.Join(t.TempDir(), "missing"), 127, "cannot run"},
+		{plain, 126, "not an executable file"},
+		{t.TempDir(), 126, "not an executable file"},
+	} {
+		r := conclave(t, "--server", "nats://127.0.0.1:1", "shards", "run", "--identity", "m1", "g", "4", "--", tc.command)
+		if r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("shards run %s: status %d, stderr %q; want %d mentioning %q", tc.command, r.code, r.stderr, tc.code, tc.want)
+		}
+	}
+}
+
 // TestElectionCommandsSeeShardKeys: each shard of a group is an election,
 // key G.i, that `election list` lists and `election info` shows with its
 // holder and the token of the holder's term.
