@@ -71,7 +71,7 @@ func TestJSONVocabulary(t *testing.T) {
 		"info":            {"bucket", "candidates", "elections", "warnings"},
 		"stand-down":      {"bucket", "election", "marker_revision", "new_leader", "new_leader_instance", "removed_leader", "removed_leader_instance", "removed_revision", "token"},
 		"stand-down --to": {"bucket", "election", "from", "from_instance", "handed_over", "marker_revision", "new_leader", "new_leader_instance", "to", "to_identity", "to_instance", "token"},
-		"watch":           {"election", "event", "expires_at", "handed_over_by", "handed_over_by_instance", "instance", "leader", "previous_leader", "previous_leader_instance", "released_by", "revision", "state", "time", "token", "written"},
+		"watch":           {"election", "event", "expires_at", "handed_over_by", "handed_over_by_instance", "instance", "leader", "previous_leader", "previous_leader_instance", "released_by", "released_by_instance", "revision", "state", "time", "token", "written"},
 		"run":             {"bucket", "election", "event", "exit_status", "identity", "instance", "message", "status", "time", "token"},
 		"error":           {"error", "event", "exit_status", "time"},
 	}
