@@ -42,15 +42,11 @@ func buildConclave(t *testing.T) string {
 
 var watchLine = regexp.MustCompile(`^Watch: +conclave election watch --server (\S+) (\S+)$`)
 
-// TestDemoWorkersAreTenCandidatesToInfoAndWatch: the demo's ten workers
-// share the host's identity; `election info` lists ten instances with the
-// leader marked, and `s` shows in `election watch` as a hand-over from
-// one worker to another with the new term's token.
-func TestDemoWorkersAreTenCandidatesToInfoAndWatch(t *testing.T) {
-	bin, cli := buildDemo(t), buildConclave(t)
-	p := startDemo(t, bin, []string{"NOSPLAY=1", "CONCLAVE_IDENTITY=vm"}, "--ttl", "2s")
-	var url, key string
-	first := p.next(15*time.Second, "work from a leader", isWork, func(l line) {
+// firstWork waits for the first line of work from a leader of demo p and
+// returns it, with the broker URL and the election its banner names.
+func firstWork(t *testing.T, p *process) (first line, url, key string) {
+	t.Helper()
+	first = p.next(15*time.Second, "work from a leader", isWork, func(l line) {
 		if m := watchLine.FindStringSubmatch(l.text); m != nil {
 			url, key = m[1], m[2]
 		}
@@ -58,6 +54,17 @@ func TestDemoWorkersAreTenCandidatesToInfoAndWatch(t *testing.T) {
 	if url == "" {
 		t.Fatalf("the banner names no broker to watch")
 	}
+	return first, url, key
+}
+
+// TestDemoWorkersAreTenCandidatesToInfoAndWatch: the demo's ten workers
+// share the host's identity; `election info` lists ten instances with the
+// leader marked, and `s` shows in `election watch` as a hand-over from
+// one worker to another with the new term's token.
+func TestDemoWorkersAreTenCandidatesToInfoAndWatch(t *testing.T) {
+	bin, cli := buildDemo(t), buildConclave(t)
+	p := startDemo(t, bin, []string{"NOSPLAY=1", "CONCLAVE_IDENTITY=vm"}, "--ttl", "2s")
+	first, url, key := firstWork(t, p)
 	a := workerOf(first)
 
 	seen, leading := candidates(t, cli, url, key, 10)
@@ -143,15 +150,7 @@ func TestTwoDemosOnOneHostAreSixCandidates(t *testing.T) {
 	bin, cli := buildDemo(t), buildConclave(t)
 	env := []string{"NOSPLAY=1", "CONCLAVE_IDENTITY=vm", "WORKERS=3"}
 	a := startDemo(t, bin, env, "--ttl", "2s", "--metrics", "")
-	var url, key string
-	first := a.next(15*time.Second, "work from a leader", isWork, func(l line) {
-		if m := watchLine.FindStringSubmatch(l.text); m != nil {
-			url, key = m[1], m[2]
-		}
-	})
-	if url == "" {
-		t.Fatalf("the banner names no broker to watch")
-	}
+	first, url, key := firstWork(t, a)
 	conf := filepath.Join(t.TempDir(), "client.conf")
 	if err := os.WriteFile(conf, []byte("plugin.choria.middleware_hosts = "+url+"\n"), 0o600); err != nil {
 		t.Fatal(err)

@@ -128,12 +128,7 @@ func TestObserverReportsAnExpiryAStandbyTakesAtOnce(t *testing.T) {
 	const ttl = time.Second
 	ts := newTestServer(t)
 	kv := createBucket(t, connect(t, ts.url()), bucketConfig(ttl))
-	seen := &changes{}
-	o, err := NewObserver("quick", jsFor(kv), OnChange(seen.add))
-	if err != nil {
-		t.Fatal(err)
-	}
-	runObserver(t, o)
+	_, seen := newObserver(t, "quick", kv)
 	seen.waitFor(t, "no leader at first", func(l Leadership) bool { return l.Event == EventCurrent && !l.HasLeader() })
 	rec := newRecorder()
 	stopA := runElection(t, mustElection(t, "a", "quick", kv, append(rec.options("a"), WithReleaseOnStop(false))...))
@@ -171,12 +166,7 @@ func TestObserverReportsAnExpiryBeforeAFreshCandidatesTerm(t *testing.T) {
 	nc := connect(t, ts.url())
 	kv := createBucket(t, nc, bucketConfig(ttl))
 	js := jsFor(kv)
-	seen := &changes{}
-	o, err := NewObserver("fresh", js, OnChange(seen.add))
-	if err != nil {
-		t.Fatal(err)
-	}
-	runObserver(t, o)
+	_, seen := newObserver(t, "fresh", kv)
 	seen.waitFor(t, "no leader at first", func(l Leadership) bool { return l.Event == EventCurrent && !l.HasLeader() })
 	begin := func(identity string) {
 		t.Helper()
