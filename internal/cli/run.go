@@ -572,11 +572,15 @@ func (r *runner) supervise(ctx context.Context, el *streams.Election, startDone 
 // the command: nothing after a release or hand-over, whose leader stopped
 // its command before it let go; else --grace, the longest an earlier
 // leader's command can outlive its term (it gets SIGKILL --grace after).
-func (r *runner) startDelay(t *streams.Term) time.Duration {
+func (r *runner) startDelay(t *streams.Term) time.Duration { return graceFor(t, r.flags.grace) }
+
+// graceFor is how long work begun in term t waits, run and shards run
+// alike: nothing after a release or hand-over, else grace.
+func graceFor(t *streams.Term, grace time.Duration) time.Duration {
 	if t.From() == streams.KeyReleased {
 		return 0
 	}
-	return r.flags.grace
+	return grace
 }
 
 // finish stops the election, handing it over or releasing it if leading,

@@ -555,11 +555,11 @@ func (sv *shardSupervisor) apply(c shardChange) {
 	if c.term != nil {
 		sv.held[c.shard] = c.term.Token()
 		sv.log.event("assigned", map[string]any{"shard": c.shard, "token": c.term.Token()}, "holding shard %d of %s, token %d", c.shard, sv.group, c.term.Token())
-		if from := c.term.From(); from != streams.KeyReleased && sv.grace > 0 {
-			if at := time.Now().Add(sv.grace); at.After(sv.startAfter) {
+		if wait := graceFor(c.term, sv.grace); wait > 0 {
+			if at := time.Now().Add(wait); at.After(sv.startAfter) {
 				sv.startAfter = at
 			}
-			sv.log.event("waiting", map[string]any{"shard": c.shard, "wait_seconds": seconds(sv.grace)}, "shard %d of %s was taken over a key that was %s: its command starts with it in %v (--grace), when an earlier holder's command is surely gone", c.shard, sv.group, from, sv.grace)
+			sv.log.event("waiting", map[string]any{"shard": c.shard, "wait_seconds": seconds(wait)}, "shard %d of %s was taken over a key that was %s: its command starts with it in %v (--grace), when an earlier holder's command is surely gone", c.shard, sv.group, c.term.From(), wait)
 		}
 	} else {
 		delete(sv.held, c.shard)
