@@ -112,6 +112,24 @@ func TestStandDownToIdentitySlashInstance(t *testing.T) {
 	mustContain(t, "stdout", r.stdout, "vm/worker-7 leads demo now, token "+itoa(term.Token()))
 }
 
+// TestStandDownToACopyOfAnotherIdentity: --to identity/instance lands on
+// that candidate where candidates of other identities, the leader among
+// them, have the same instance name.
+func TestStandDownToACopyOfAnotherIdentity(t *testing.T) {
+	t.Parallel()
+	url := startBroker(t, 10*time.Second)
+	js := jetStream(t, url)
+	campaign(t, js, "a", "demo", streams.WithInstance("w1")).waitLeading(t)
+	b := campaign(t, js, "b", "demo", streams.WithInstance("w1"))
+	campaign(t, js, "c", "demo", streams.WithInstance("w1"))
+	waitInstances(t, url, "demo", 3)
+
+	r := conclave(t, "--server", url, "election", "stand-down", "--to", "b/w1", "--force", "--wait", "20s", "demo")
+	mustSucceed(t, r)
+	term := b.waitLeading(t)
+	mustContain(t, "stdout", r.stdout, "a/w1 handed demo over to b/w1.", "b/w1 leads demo now, token "+itoa(term.Token()))
+}
+
 // TestStandDownAndWatchNameCopies: among copies of one identity, stand-down
 // and watch name the leader as identity/instance, and a copy of the removed
 // leader's identity that takes over leads "now", not "again".

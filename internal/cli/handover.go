@@ -104,8 +104,9 @@ func (e *elections) handOver(ctx context.Context, name, to string, force bool, w
 	}
 	// Name both ends as identity/instance where known, as info does.
 	toIdentity, toInstance, toName := healthy[0].Identity, "", to
-	if ask != toIdentity { // an instance
-		toInstance, toName = ask, named(toIdentity, ask)
+	if ask != toIdentity { // an instance, or identity/instance
+		toInstance = healthy[0].Instance
+		toName = named(toIdentity, toInstance)
 	}
 	leaderName := named(rec.Leader, rec.Instance)
 	if !force {
@@ -224,7 +225,7 @@ func bucketOf(subject string) string {
 
 // candidatesNamed returns the candidates of election name, other than the
 // leader, that to names, and the name to ask the leader to hand over to
-// (the leader matches it against identities and instances). to names a
+// (the leader matches it as standing.Candidate.NamedBy does). to names a
 // candidate as identity/instance, as info lists copies that share an
 // identity, or as a bare identity (any of its copies) or a bare instance.
 // A to that names candidates in more than one of these ways, or an instance
@@ -254,15 +255,7 @@ func candidatesNamed(to, name string, cs []standing.Candidate) (matches []standi
 	switch {
 	case ambiguous:
 	case len(exact) > 0:
-		// The leader knows the candidate by its instance alone: that
-		// must name no other candidate.
-		for _, c := range cs {
-			if !c.Leader && (c.Identity == exact[0].Instance || c.Instance == exact[0].Instance) && c.Identity != exact[0].Identity {
-				all = append(all, c)
-				ambiguous = true
-			}
-		}
-		ask = exact[0].Instance
+		ask = to // identity/instance: that copy
 	case len(byInstance) > 0:
 		ask = to
 		for _, c := range byInstance {

@@ -10,7 +10,8 @@ import (
 // TestCandidatesNamed: stand-down --to names a candidate as
 // identity/instance (as info lists copies that share an identity), as a
 // bare identity or as a bare instance; a name that could mean candidates
-// of different identities is refused with the candidates it names.
+// of different identities is refused with the candidates it names. The
+// leader is asked for what names the one candidate meant.
 func TestCandidatesNamed(t *testing.T) {
 	t.Parallel()
 	stands := []standing.Candidate{
@@ -26,10 +27,13 @@ func TestCandidatesNamed(t *testing.T) {
 		matches  []string
 		problems string // the error's text, "" for none
 	}{
-		{to: "vm/worker-7", ask: "worker-7", matches: []string{"vm/worker-7"}},
+		{to: "vm/worker-7", ask: "vm/worker-7", matches: []string{"vm/worker-7"}},
 		{to: "worker-7", ask: "worker-7", matches: []string{"vm/worker-7"}},
 		{to: "vm", ask: "vm", matches: []string{"vm/worker-2", "vm/worker-7"}},
-		{to: "db/worker-2", ask: "", problems: "--to db/worker-2 is ambiguous in demo: it names db/worker-2, vm/worker-2"},
+		// The leader is asked for identity/instance, which names one
+		// candidate though its instance alone names two, or an identity.
+		{to: "db/worker-2", ask: "db/worker-2", matches: []string{"db/worker-2"}},
+		{to: "db/main", ask: "db/main", matches: []string{"db/main"}},
 		{to: "worker-2", problems: "--to worker-2 is ambiguous in demo: it names vm/worker-2, db/worker-2: name one candidate as identity/instance"},
 		{to: "main", problems: "--to main is ambiguous in demo: it names main/x1, db/main"},
 		{to: "worker-1"},

@@ -52,6 +52,12 @@ func DecodeCandidate(data []byte) (Candidate, error) {
 	return c, nil
 }
 
+// NamedBy reports whether name names c, as a hand-over's target may: its
+// identity (any copy of it), its instance, or identity/instance.
+func (c Candidate) NamedBy(name string) bool {
+	return c.Identity == name || c.Instance != "" && (c.Instance == name || c.Identity+"/"+c.Instance == name)
+}
+
 // Rank sorts cs as Standing returns them: best priority first, then by
 // identity and by instance.
 func Rank(cs []Candidate) {

@@ -21,8 +21,8 @@ var ErrNoLeaderAnswered = errors.New("election: no leader answered the hand-over
 const handOverRetry = 50 * time.Millisecond
 
 // RequestHandOver asks the leader of election key in bucket, over nc, to
-// hand the election over to the candidate to, an identity or an instance
-// (see streams.Election.HandOver), and returns the leader's identity once
+// hand the election over to the candidate to, an identity, an instance or
+// identity/instance (see streams.Election.HandOver), and returns the leader's identity once
 // to took the key or the key was released naming to (within a second or
 // so of the request). It returns ErrNoLeaderAnswered when no leader
 // answers within ctx's deadline (5s if it has none), an error wrapping

@@ -288,25 +288,25 @@ func (e *Election) current() *campaigner {
 	return e.campaign
 }
 
-// HandOver hands a running term over to the candidate named to, an
-// identity or an instance (see Instance; a candidate of this one's
-// identity is another candidate). First it asks who is standing: when no
-// candidate so named answers, or the one named is unhealthy or stopping,
-// it returns an error wrapping ErrHandOverRefused and the term goes on.
-// Then the term ends (OnLost with CauseHandedOver), and the leader offers
-// the key to that candidate over core NATS, which takes it with one write
-// over the leader's last revision, its term beginning as after a release.
-// Choria's candidates see the key change holder, as after any takeover. If
-// to does not take the offer up within the offer timeout (the request
-// timeout, at most the window below and 1s: to is not running, is
-// Choria's, or runs no steward), the leader releases the key with a mark
-// that names to, which may take it at once (if to refused the offer, the
-// release names nobody, and the next candidate takes the key at once); the
-// election's other Conclave candidates, this one included, leave the key
-// to to for a short window (a quarter TTL, between 0.5s and 5s) from when
-// they learn of the release, then campaign as after any release; Choria's
-// candidates see an ordinary release. It returns
-// once to took the key or the key is released, or with an error wrapping
+// HandOver hands a running term over to the candidate named to: an identity
+// (any of its copies), an instance (see Instance), or identity/instance; a
+// copy of this one's identity is another candidate. First it asks who is
+// standing: when no candidate so named answers, or the one named is
+// unhealthy or stopping, it returns an error wrapping ErrHandOverRefused
+// and the term goes on. Then the term ends (OnLost with CauseHandedOver),
+// and the leader offers the key to that candidate over core NATS, which
+// takes it with one write over the leader's last revision, its term
+// beginning as after a release. Choria's candidates see the key change
+// holder, as after any takeover. If to does not take the offer up within
+// the offer timeout (the request timeout, at most the window below and 1s:
+// to is not running, is Choria's, or runs no steward), the leader releases
+// the key with a mark that names to, which may take it at once (if to
+// refused the offer, the release names nobody, and the next candidate takes
+// the key at once); the election's other Conclave candidates, this one
+// included, leave the key to to for a short window (a quarter TTL, between
+// 0.5s and 5s) from when they learn of the release, then campaign as after
+// any release; Choria's candidates see an ordinary release. It returns once
+// to took the key or the key is released, or with an error wrapping
 // ErrNotLeader when this candidate does not lead (or stops meanwhile),
 // ErrHandOverTooSoon while a leader deposed before this term may still
 // count on the key (the term goes on; ask again later), ErrInvalidIdentity
@@ -316,7 +316,7 @@ func (e *Election) HandOver(ctx context.Context, to string) error {
 	if err := errs.ValidateIdentity(to); err != nil {
 		return fmt.Errorf("election %s: hand over: %w", e.key, err)
 	}
-	if to == e.instance {
+	if to == e.instance || to == e.identity+"/"+e.instance {
 		return fmt.Errorf("election %s: hand over: %w: %q is this candidate; name another", e.key, ErrInvalidIdentity, to)
 	}
 	e.mu.Lock()

@@ -124,6 +124,37 @@ func TestObserverReportsAHandOverBetweenCopiesOfOneIdentity(t *testing.T) {
 	checkHistory(t, rec.snapshot())
 }
 
+// TestHandOverToIdentitySlashInstance: a hand-over may name a candidate
+// as identity/instance, which tells apart candidates of several identities
+// that share an instance name; the leader refuses to name itself so.
+func TestHandOverToIdentitySlashInstance(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t)
+	createBucket(t, connect(t, ts.url()), bucketConfig(3*time.Second))
+	rec := newRecorder()
+	a := mustElection(t, "a", "shared", openBucket(t, connect(t, ts.url())), append(rec.options("a"), WithInstance("w1"))...)
+	runElection(t, a)
+	rec.waitFor(t, 5*time.Second, "a/w1 to lead", func(evs []event) bool { return wins(evs, "a") == 1 })
+	b := mustElection(t, "b", "shared", openBucket(t, connect(t, ts.url())), append(rec.options("b"), WithInstance("w1"))...)
+	runElection(t, b)
+	runElection(t, mustElection(t, "c", "shared", openBucket(t, connect(t, ts.url())), append(rec.options("c"), WithInstance("w1"))...))
+	eventually(t, 5*time.Second, "three candidates to stand", func() bool {
+		cs, _ := standing.Standing(context.Background(), connect(t, ts.url()), bucketName, "shared", 100*time.Millisecond)
+		return len(cs) == 3
+	})
+	if err := a.HandOver(context.Background(), "a/w1"); !errors.Is(err, ErrInvalidIdentity) || !a.IsLeader() {
+		t.Fatalf("a/w1 handing over to a/w1: %v (leads %v), want ErrInvalidIdentity and the term going on", err, a.IsLeader())
+	}
+	if err := a.HandOver(context.Background(), "b/w1"); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitFor(t, 5*time.Second, "b/w1 to lead", func(evs []event) bool { return wins(evs, "b") == 1 })
+	if wins(rec.snapshot(), "c") != 0 {
+		t.Fatalf("c/w1 led after a hand-over to b/w1")
+	}
+	checkHistory(t, rec.snapshot())
+}
+
 // TestObserverKnowsTheTokenWithoutSeeingTheTermBegin: an observer that
 // starts mid-term, or after the same identity was elected again, reports
 // the exact token of the term that runs: every write says it.

@@ -688,7 +688,7 @@ func afterMove(err error, ttl time.Duration) time.Duration {
 // none answers, or the one named is unhealthy or leaving.
 func (s *steward) target(ctx context.Context, to string) (standing.Candidate, error) {
 	matches := func(c standing.Candidate) bool {
-		return (c.Instance == to || c.Identity == to) && !s.st.isSelf(c)
+		return c.NamedBy(to) && !s.st.isSelf(c)
 	}
 	takes := func(c standing.Candidate) bool { return matches(c) && c.Healthy && !c.Leaving }
 	answers, err := standing.StandingUntil(ctx, s.nc, s.bucket, s.e.key, targetWait, func(got []standing.Candidate) bool {
@@ -705,7 +705,7 @@ func (s *steward) target(ctx context.Context, to string) (standing.Candidate, er
 	case len(found) == 0 && to == s.e.identity:
 		return standing.Candidate{}, fmt.Errorf("%w: %w: %q is this candidate, and no other candidate of that identity answers; name another", ErrHandOverRefused, ErrInvalidIdentity, to)
 	case len(found) == 0:
-		return standing.Candidate{}, fmt.Errorf("%w: %s is not standing (no candidate of that identity or instance answered within %v); see who stands with standing.Standing or `conclave election info`", ErrHandOverRefused, to, targetWait)
+		return standing.Candidate{}, fmt.Errorf("%w: %s is not standing (no candidate of that identity, instance or identity/instance answered within %v); see who stands with standing.Standing or `conclave election info`", ErrHandOverRefused, to, targetWait)
 	case found[0].Leaving:
 		return standing.Candidate{}, fmt.Errorf("%w: %s is stopping", ErrHandOverRefused, to)
 	}
