@@ -859,14 +859,15 @@ func (m *machine) move(next phase) {
 }
 
 // failed notes an outcome that ends the campaign (outcome.fatal). Once
-// Stop was called it ends the stop but is no failure for Start to return:
-// Stop, then closing the connection, is a common shutdown.
+// Stop was called (the stop taken with in counts) it ends the stop but is
+// no failure for Start to return: Stop, then closing the connection, is a
+// common shutdown.
 func (m *machine) failed(in input) bool {
 	if !in.out.fatal() {
 		return false
 	}
 	switch {
-	case m.fatal == nil && m.stopping():
+	case m.fatal == nil && (m.stopping() || in.stop != nil):
 		m.log.Warnf("election %s: stopping: %v: making no further request (a key left in our name expires)", m.cfg.key, in.err)
 		m.fatal, m.fatalOut = in.err, in.out
 	case m.fatal == nil:
