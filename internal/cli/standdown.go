@@ -392,8 +392,7 @@ func (s *session) remove(ctx context.Context, rec *record) (uint64, error) {
 			return 0, rerr
 		case cur.State != streams.KeyHeld:
 			return 0, fmt.Errorf("election %q has no leader any more: its key is %s (revision %d): nothing to stand down", rec.Key, stateText(cur), cur.Revision)
-		case cur.Leader != rec.Leader || cur.Instance != rec.Instance:
-			// Another identity, or another copy of this one.
+		case !sameHolder(cur, *rec):
 			now, was := named(cur.Leader, cur.Instance), named(rec.Leader, rec.Instance)
 			return 0, fmt.Errorf("election %q changed hands meanwhile: %s leads now (revision %d), not %s: run stand-down again to stand %s down", rec.Key, now, cur.Revision, was, now)
 		case try == removeTries:
@@ -401,6 +400,13 @@ func (s *session) remove(ctx context.Context, rec *record) (uint64, error) {
 		}
 		rec.Revision = cur.Revision // renewed by the same leader: remove that
 	}
+}
+
+// sameHolder reports whether a and b name one holder: one identity, and
+// one instance where both reads tell it (a read straight from the stream
+// that failed tells none), so that a copy of the identity is another.
+func sameHolder(a, b record) bool {
+	return a.Leader == b.Leader && (a.Instance == "" || b.Instance == "" || a.Instance == b.Instance)
 }
 
 // isRevisionMismatch reports whether a write failed because the key's

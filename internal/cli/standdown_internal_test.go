@@ -140,3 +140,26 @@ func TestStandDownRefusesAnotherCopyThatTookTheKey(t *testing.T) {
 		t.Fatalf("the key is %s by %s/%s after the refused stand-down; want still held by vm/w2", after.State, after.Leader, after.Instance)
 	}
 }
+
+// TestSameHolder: stand-down removes a renewal of the leader it read, and
+// refuses when another identity, or another copy of the identity, holds
+// the key; a read that tells no instance (Choria's writes, or a failed
+// read straight from the stream) judges by identity.
+func TestSameHolder(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		a, b record
+		same bool
+	}{
+		{record{Leader: "vm", Instance: "w1"}, record{Leader: "vm", Instance: "w1"}, true},
+		{record{Leader: "vm", Instance: "w1"}, record{Leader: "vm", Instance: "w2"}, false},
+		{record{Leader: "vm", Instance: "w1"}, record{Leader: "db", Instance: "w1"}, false},
+		{record{Leader: "vm", Instance: "w1"}, record{Leader: "vm"}, true},
+		{record{Leader: "vm"}, record{Leader: "vm", Instance: "w1"}, true},
+		{record{Leader: "vm"}, record{Leader: "db"}, false},
+	} {
+		if got := sameHolder(tc.a, tc.b); got != tc.same {
+			t.Errorf("sameHolder(%s/%s, %s/%s) = %v, want %v", tc.a.Leader, tc.a.Instance, tc.b.Leader, tc.b.Instance, got, tc.same)
+		}
+	}
+}
