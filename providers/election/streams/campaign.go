@@ -42,7 +42,7 @@ type driver struct {
 	// key to ("" for none), leaving out those named in but: asked as the
 	// driver takes the stop, and again as the offer is made.
 	successor func(but ...handOver) handOver
-	stopTo    string // the standby the stop offers the key to, once stopping
+	stopTo    string // the standby the stop offers the key to, once stopping, as handOver.who names it
 
 	w      jetstream.KeyWatcher // the watch, or nil
 	drains sync.WaitGroup       // stopped watches still being drained
@@ -242,7 +242,7 @@ func (d *driver) handle(in input) (time.Time, action) {
 func (d *driver) nameSuccessor(stop *input) {
 	if stop.handOver.to == "" && d.successor != nil {
 		stop.handOver = d.successor()
-		d.stopTo = stop.handOver.to
+		d.stopTo = stop.handOver.who()
 	}
 }
 
@@ -368,7 +368,7 @@ func (d *driver) offerOnward(ctx context.Context, a action) (handOver, error) {
 		if !ok {
 			break
 		}
-		d.log.Infof("election %s: %s did not take up the offer (%v): offering the key to %s", d.key, to.to, err, next.to)
+		d.log.Infof("election %s: %s did not take up the offer (%v): offering the key to %s", d.key, to.who(), err, next.who())
 		to = next
 		err = d.offer(ctx, to, a.expect, a.epoch)
 	}

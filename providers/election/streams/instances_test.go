@@ -3,6 +3,8 @@ package streams
 import (
 	"context"
 	"errors"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -315,8 +317,15 @@ func TestStopHandsTheKeyToACopyOfItsIdentity(t *testing.T) {
 	rec := newRecorder()
 	stops := map[string]func(){}
 	var es []*Election
+	var logMu sync.Mutex
+	var logged []string
+	log := WithLogger(funcLogger(func(s string) {
+		logMu.Lock()
+		defer logMu.Unlock()
+		logged = append(logged, s)
+	}))
 	for _, inst := range []string{"w1", "w2", "w3"} {
-		e := mustElection(t, "vm", "copy-stop", openBucket(t, connect(t, ts.url())), append(rec.options("vm"), WithInstance(inst))...)
+		e := mustElection(t, "vm", "copy-stop", openBucket(t, connect(t, ts.url())), append(rec.options("vm"), WithInstance(inst), log)...)
 		stops[inst] = runElection(t, e)
 		es = append(es, e)
 	}
@@ -340,6 +349,13 @@ func TestStopHandsTheKeyToACopyOfItsIdentity(t *testing.T) {
 	l := seen.waitFor(t, "the next term", func(l Leadership) bool { return l.Event == EventElected })
 	if l.HandedOverBy != "vm" || l.HandedOverByInstance != leader.Instance() || l.Instance == leader.Instance() {
 		t.Fatalf("the next term %+v, want one handed over by vm/%s to another copy", l, leader.Instance())
+	}
+	// The leader's log names the copy it offers the key to.
+	logMu.Lock()
+	said := strings.Join(logged, "\n")
+	logMu.Unlock()
+	if want := "vm stopped leading (stopping: offering the key to vm/" + l.Instance + ", else releasing it)"; !strings.Contains(said, want) {
+		t.Fatalf("the leader's log does not say %q:\n%s", want, said)
 	}
 	seen.mu.Lock()
 	defer seen.mu.Unlock()
