@@ -197,6 +197,36 @@ func TestClose(t *testing.T) {
 	}
 }
 
+// TestCloseRefusesAGivenConnection: after Close, the methods that take a
+// connection return ErrClosed for a connection of the caller's too, as
+// they do for the shared one, instead of handing out elections of a
+// closed framework.
+func TestCloseRefusesAGivenConnection(t *testing.T) {
+	b := startBroker(t)
+	fw := newFramework(t, testConfig("closing-node", b.ClientURL()))
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	nc, err := fw.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if err := fw.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	for name, call := range map[string]func() error{
+		"Bucket":        func() error { _, err := fw.Bucket(ctx, nc); return err },
+		"NewElection":   func() error { _, err := fw.NewElection(ctx, nc, "app"); return err },
+		"NewCampaign":   func() error { _, err := fw.NewCampaign(ctx, nc, "app"); return err },
+		"NewObserver":   func() error { _, err := fw.NewObserver(ctx, nc, "app"); return err },
+		"NewShardGroup": func() error { _, err := fw.NewShardGroup(ctx, nc, "group", 2); return err },
+	} {
+		if err := call(); !errors.Is(err, conclave.ErrClosed) {
+			t.Errorf("%s over a connection of the caller's after Close: %v, want ErrClosed", name, err)
+		}
+	}
+}
+
 // messageHook passes every logged message of one component to a channel.
 type messageHook struct {
 	component string

@@ -190,6 +190,11 @@ func (fw *Framework) bucket(ctx context.Context, conn *nats.Conn) (jetstream.Key
 		fw.mu.Unlock()
 		return kv, js, nil
 	}
+	// A connection of the caller's outlives Close; the framework's
+	// elections do not, so a closed framework hands out none over it.
+	if fw.closedFlag.Load() {
+		return nil, nil, ErrClosed
+	}
 	return fw.openBucket(ctx, conn)
 }
 

@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -38,6 +39,9 @@ type Framework struct {
 	ownConn bool        // the framework made conn and closes it
 	broker  LocalBroker // started with UseBroker
 	closed  bool
+	// closedFlag is closed, for readers that must not wait for mu, which
+	// is held while the shared connection is dialled or a broker starts.
+	closedFlag atomic.Bool
 	// sharedKV and sharedJS are the bucket opened on the shared connection,
 	// once: a process with thousands of elections looks it up once.
 	sharedKV jetstream.KeyValue
@@ -183,6 +187,7 @@ func (fw *Framework) Close() error {
 		return nil
 	}
 	fw.closed = true
+	fw.closedFlag.Store(true)
 	conn, own, b := fw.conn, fw.ownConn, fw.broker
 	fw.mu.Unlock()
 
