@@ -110,6 +110,8 @@ func NewWithConfig(cfg *config.Config, opts ...Option) (*Framework, error) {
 		fw.log = logging.ToSlog(o.slog)
 	case o.log != nil:
 		fw.log = o.log
+	case o.defaultLog != nil:
+		fw.log = o.defaultLog
 	default:
 		l, closeLog, err := logging.New(fw.cfg, os.Stderr)
 		if err != nil {

@@ -9,6 +9,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
+
+	"github.com/conclave-io/conclave/internal/fwhook"
 )
 
 // Option configures a Framework. Options check their arguments and make
@@ -21,9 +23,24 @@ type options struct {
 	log  *logrus.Logger
 	slog *slog.Logger
 	conn *nats.Conn
+	// defaultLog is the logger of fwhook.DefaultLogger, used when neither
+	// log nor slog is set.
+	defaultLog *logrus.Logger
 
 	health      func(context.Context) error
 	healthEvery time.Duration
+}
+
+func init() {
+	fwhook.DefaultLogger = func(l *logrus.Logger) any {
+		return Option(func(o *options) error {
+			if l == nil {
+				return fmt.Errorf("%w: a nil default logger", ErrInvalidOption)
+			}
+			o.defaultLog = l
+			return nil
+		})
+	}
 }
 
 // WithRegisterer makes every election and shard group of the framework

@@ -35,6 +35,7 @@ import (
 	"github.com/conclave-io/conclave"
 	"github.com/conclave-io/conclave/broker"
 	"github.com/conclave-io/conclave/config"
+	"github.com/conclave-io/conclave/internal/fwhook"
 )
 
 const (
@@ -173,20 +174,19 @@ func (b *Broker) Config(identity string) *config.Config {
 }
 
 // NewFramework returns a framework whose elections campaign as identity on
-// the broker, logging where the broker logs unless opts say otherwise. The
-// caller closes it.
+// the broker, logging where the broker logs unless opts give
+// conclave.WithLogger or conclave.WithSlog. The caller closes it.
 func (b *Broker) NewFramework(identity string, opts ...conclave.Option) (*conclave.Framework, error) {
-	opts = append([]conclave.Option{conclave.WithLogger(b.log)}, opts...)
-	return conclave.NewWithConfig(b.Config(identity), opts...)
+	return conclave.NewWithConfig(b.Config(identity), withDefaultLogger(b.log, opts)...)
 }
 
 // Framework is NewFramework for a test: the framework logs to t.Log unless
-// opts say otherwise, it is closed when t ends, and t fails when it cannot
-// be made. Stop its elections before the test ends.
+// opts give conclave.WithLogger or conclave.WithSlog, it is closed when t
+// ends, and t fails when it cannot be made. Stop its elections before the
+// test ends.
 func (b *Broker) Framework(t testing.TB, identity string, opts ...conclave.Option) *conclave.Framework {
 	t.Helper()
-	opts = append([]conclave.Option{conclave.WithLogger(Logger(t))}, opts...)
-	fw, err := conclave.NewWithConfig(b.Config(identity), opts...)
+	fw, err := conclave.NewWithConfig(b.Config(identity), withDefaultLogger(Logger(t), opts)...)
 	if err != nil {
 		t.Fatalf("conclavetest: framework %s: %v", identity, err)
 	}
@@ -196,6 +196,12 @@ func (b *Broker) Framework(t testing.TB, identity string, opts ...conclave.Optio
 		}
 	})
 	return fw
+}
+
+// withDefaultLogger returns opts led by an option that makes the framework
+// log through l unless opts give conclave.WithLogger or conclave.WithSlog.
+func withDefaultLogger(l *logrus.Logger, opts []conclave.Option) []conclave.Option {
+	return append([]conclave.Option{fwhook.DefaultLogger(l).(conclave.Option)}, opts...)
 }
 
 // Close shuts the broker down and, for a broker from Start, removes its

@@ -1,15 +1,20 @@
 package conclavetest_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/sirupsen/logrus"
 	"go.uber.org/goleak"
 
+	"github.com/conclave-io/conclave"
 	"github.com/conclave-io/conclave/broker"
 	"github.com/conclave-io/conclave/conclavetest"
 	"github.com/conclave-io/conclave/config"
@@ -123,4 +128,55 @@ func TestCloseRemovesTheStore(t *testing.T) {
 	if _, err := os.Stat(store); !os.IsNotExist(err) {
 		t.Errorf("Close left the store %s: %v", store, err)
 	}
+}
+
+// TestFrameworksTakeTheTestsLogger: Framework and NewFramework log where
+// the test's options say, WithSlog included, and to the broker's logger
+// (t.Log) only without such an option.
+func TestFrameworksTakeTheTestsLogger(t *testing.T) {
+	b := conclavetest.StartBroker(t)
+	var out syncBuffer
+	h := slog.New(slog.NewTextHandler(&out, nil))
+
+	fw := b.Framework(t, "n1", conclave.WithSlog(h))
+	fw.Logger("test").Info("from Framework")
+	fw2, err := b.NewFramework("n2", conclave.WithSlog(h))
+	if err != nil {
+		t.Fatalf("NewFramework with WithSlog: %v", err)
+	}
+	fw2.Logger("test").Info("from NewFramework")
+	if err := fw2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, msg := range []string{"from Framework", "from NewFramework"} {
+		if !strings.Contains(out.String(), msg) {
+			t.Errorf("%q not logged to the slog handler; it has %q", msg, out.String())
+		}
+	}
+
+	l := logrus.New()
+	var lout syncBuffer
+	l.SetOutput(&lout)
+	b.Framework(t, "n3", conclave.WithLogger(l)).Logger("test").Info("from WithLogger")
+	if !strings.Contains(lout.String(), "from WithLogger") {
+		t.Errorf("not logged to WithLogger's logger; it has %q", lout.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
