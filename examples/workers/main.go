@@ -73,17 +73,24 @@ func (m *member) work(ctx context.Context) {
 }
 
 // campaign joins the election through any inter.Framework and campaigns
-// until ctx ends.
+// until ctx ends, or until the campaign ends with an error (the broker
+// refuses it, its connection closes), which it returns.
 func (m *member) campaign(ctx context.Context, fw inter.Framework) error {
 	e, err := fw.NewElection(ctx, nil, electionName, election.OnWon(m.elected), election.OnLost(m.deposed))
 	if err != nil {
 		return fmt.Errorf("worker %d: joining %s: %w", m.id, electionName, err)
 	}
+	// The work stops when the campaign does, not only when ctx ends.
+	workCtx, stopWork := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Go(func() { m.work(ctx) })
+	wg.Go(func() { m.work(workCtx) })
 	defer wg.Wait()
+	defer stopWork()
 	m.log.Info("Standing for election")
-	return e.Start(ctx)
+	if err := e.Start(ctx); err != nil {
+		return fmt.Errorf("worker %d: campaigning in %s: %w", m.id, electionName, err)
+	}
+	return nil
 }
 
 // workerCount reads WORKERS, defaulting to 3.
