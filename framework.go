@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 
 	"github.com/conclave-io/conclave/config"
@@ -84,7 +85,8 @@ func New(path string, opts ...Option) (*Framework, error) {
 // It does not connect: the shared connection is made on first use. It
 // returns an error wrapping ErrInvalidOption for a nil cfg or a bad option,
 // config.ErrInvalid when cfg does not validate, and the registerer's error
-// when the election metrics cannot be registered.
+// when the election or shard group metrics cannot be registered; a
+// framework that fails leaves none of its metrics registered.
 func NewWithConfig(cfg *config.Config, opts ...Option) (*Framework, error) {
 	if cfg == nil {
 		return nil, fmt.Errorf("%w: configuration is nil: start from config.Default()", ErrInvalidOption)
@@ -121,18 +123,53 @@ func NewWithConfig(cfg *config.Config, opts ...Option) (*Framework, error) {
 	}
 
 	if o.reg != nil {
-		rec, err := metrics.New(o.reg)
+		// A framework that fails leaves the registerer as it found it.
+		reg := &undoRegisterer{Registerer: o.reg}
+		rec, err := metrics.New(reg)
 		if err != nil {
+			reg.undo()
 			_ = fw.closeLog()
 			return nil, fmt.Errorf("conclave: registering the election metrics: %w", err)
 		}
 		fw.recorder = rec
-		if fw.shardRecorder, err = metrics.NewShards(o.reg); err != nil {
+		if fw.shardRecorder, err = metrics.NewShards(reg); err != nil {
+			reg.undo()
 			_ = fw.closeLog()
 			return nil, fmt.Errorf("conclave: registering the shard group metrics: %w", err)
 		}
 	}
 	return fw, nil
+}
+
+// undoRegisterer registers on Registerer and remembers what it registered,
+// for undo to unregister.
+type undoRegisterer struct {
+	prometheus.Registerer
+	done []prometheus.Collector
+}
+
+func (r *undoRegisterer) Register(c prometheus.Collector) error {
+	if err := r.Registerer.Register(c); err != nil {
+		return err
+	}
+	r.done = append(r.done, c)
+	return nil
+}
+
+func (r *undoRegisterer) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		if err := r.Register(c); err != nil {
+			panic(err)
+		}
+	}
+}
+
+// undo unregisters what Register registered.
+func (r *undoRegisterer) undo() {
+	for _, c := range r.done {
+		r.Registerer.Unregister(c)
+	}
+	r.done = nil
 }
 
 // cloneConfig copies c so that the caller's later changes do not reach the

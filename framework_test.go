@@ -10,6 +10,7 @@ import (
 
 	"github.com/conclave-io/conclave"
 	"github.com/conclave-io/conclave/config"
+	"github.com/conclave-io/conclave/metrics"
 )
 
 func TestNewWithFile(t *testing.T) {
@@ -121,6 +122,25 @@ func TestRegistererTwiceFails(t *testing.T) {
 	var already prometheus.AlreadyRegisteredError
 	if !errors.As(err, &already) {
 		t.Errorf("error %v is not prometheus.AlreadyRegisteredError", err)
+	}
+}
+
+// TestFailedRegistrationLeavesNothingRegistered: a framework whose metrics
+// cannot all be registered (here the shard group metrics, which the
+// program registered itself) fails and leaves the registerer as it was, so
+// the program can register the election metrics another way or retry.
+func TestFailedRegistrationLeavesNothingRegistered(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	if _, err := metrics.NewShards(reg); err != nil {
+		t.Fatal(err)
+	}
+	fw, err := conclave.NewWithConfig(config.Default(), conclave.WithRegisterer(reg))
+	if err == nil {
+		fw.Close()
+		t.Fatal("a framework registered the shard group metrics a second time")
+	}
+	if _, err := metrics.New(reg); err != nil {
+		t.Errorf("the failed framework left its election metrics registered: %v", err)
 	}
 }
 
