@@ -22,6 +22,7 @@ package conclavetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -60,6 +61,7 @@ type options struct {
 	ttl    time.Duration
 	mutate []func(*config.Config)
 	log    *logrus.Logger
+	err    error // an option's unusable argument
 }
 
 // WithTTL sets the election bucket's TTL: how long a leader that stopped
@@ -72,9 +74,16 @@ func WithTTL(ttl time.Duration) Option {
 
 // WithConfig lets mutate change the broker's configuration before it
 // starts: users, TLS, a fixed port, … It sees the settings the package
-// chose, WithTTL's included.
+// chose, WithTTL's included. A nil mutate makes the broker fail to start,
+// saying so.
 func WithConfig(mutate func(*config.Config)) Option {
-	return func(o *options) { o.mutate = append(o.mutate, mutate) }
+	return func(o *options) {
+		if mutate == nil {
+			o.err = errors.New("WithConfig(nil): pass a function that changes the configuration, or leave the option out")
+			return
+		}
+		o.mutate = append(o.mutate, mutate)
+	}
 }
 
 // WithLogger makes the broker, and the frameworks of Framework and
@@ -130,6 +139,9 @@ func start(store string, log *logrus.Logger, opts []Option) (*Broker, error) {
 		if opt != nil {
 			opt(&o)
 		}
+	}
+	if o.err != nil {
+		return nil, o.err
 	}
 	if o.log != nil {
 		log = o.log

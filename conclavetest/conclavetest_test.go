@@ -109,6 +109,19 @@ func TestStartRefusesShortTTL(t *testing.T) {
 	}
 }
 
+// TestStartRefusesANilConfigFunction: WithConfig(nil) is an error that
+// names the option, not a panic inside the broker's start.
+func TestStartRefusesANilConfigFunction(t *testing.T) {
+	b, err := conclavetest.Start(conclavetest.WithConfig(nil))
+	if err == nil {
+		b.Close()
+		t.Fatal("Start with WithConfig(nil) succeeded")
+	}
+	if !strings.Contains(err.Error(), "WithConfig(nil)") {
+		t.Errorf("Start with WithConfig(nil): %v, want an error naming the option", err)
+	}
+}
+
 func TestCloseRemovesTheStore(t *testing.T) {
 	var store string
 	b, err := conclavetest.Start(conclavetest.WithConfig(func(c *config.Config) { store = c.StreamStore }))
