@@ -87,6 +87,9 @@ func TestNewErrors(t *testing.T) {
 		{"nil logger", func() (*conclave.Framework, error) {
 			return conclave.NewWithConfig(config.Default(), conclave.WithLogger(nil))
 		}, conclave.ErrInvalidOption, "WithLogger"},
+		{"nil default logger", func() (*conclave.Framework, error) {
+			return conclave.NewWithConfig(config.Default(), conclave.WithDefaultLogger(nil))
+		}, conclave.ErrInvalidOption, "WithDefaultLogger"},
 		{"nil registerer", func() (*conclave.Framework, error) {
 			return conclave.NewWithConfig(config.Default(), conclave.WithRegisterer(nil))
 		}, conclave.ErrInvalidOption, "WithRegisterer"},

@@ -9,8 +9,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
-
-	"github.com/conclave-io/conclave/internal/fwhook"
 )
 
 // Option configures a Framework. Options check their arguments and make
@@ -23,24 +21,12 @@ type options struct {
 	log  *logrus.Logger
 	slog *slog.Logger
 	conn *nats.Conn
-	// defaultLog is the logger of fwhook.DefaultLogger, used when neither
-	// log nor slog is set.
+	// defaultLog is WithDefaultLogger's, used when neither log nor slog
+	// is set.
 	defaultLog *logrus.Logger
 
 	health      func(context.Context) error
 	healthEvery time.Duration
-}
-
-func init() {
-	fwhook.DefaultLogger = func(l *logrus.Logger) any {
-		return Option(func(o *options) error {
-			if l == nil {
-				return fmt.Errorf("%w: a nil default logger", ErrInvalidOption)
-			}
-			o.defaultLog = l
-			return nil
-		})
-	}
 }
 
 // WithRegisterer makes every election and shard group of the framework
@@ -66,6 +52,20 @@ func WithLogger(l *logrus.Logger) Option {
 			return fmt.Errorf("%w: WithLogger(nil): pass a *logrus.Logger, or leave the option out to log as the configuration says", ErrInvalidOption)
 		}
 		o.log = l
+		return nil
+	}
+}
+
+// WithDefaultLogger makes the framework log through l unless WithLogger
+// or WithSlog is given too: for a harness or wrapper (conclavetest's)
+// that chooses where logs go by default and leaves the choice to its
+// caller's options.
+func WithDefaultLogger(l *logrus.Logger) Option {
+	return func(o *options) error {
+		if l == nil {
+			return fmt.Errorf("%w: WithDefaultLogger(nil): pass a *logrus.Logger, or leave the option out", ErrInvalidOption)
+		}
+		o.defaultLog = l
 		return nil
 	}
 }

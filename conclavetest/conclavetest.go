@@ -36,7 +36,6 @@ import (
 	"github.com/conclave-io/conclave"
 	"github.com/conclave-io/conclave/broker"
 	"github.com/conclave-io/conclave/config"
-	"github.com/conclave-io/conclave/internal/fwhook"
 )
 
 const (
@@ -213,7 +212,7 @@ func (b *Broker) Framework(t testing.TB, identity string, opts ...conclave.Optio
 // withDefaultLogger returns opts led by an option that makes the framework
 // log through l unless opts give conclave.WithLogger or conclave.WithSlog.
 func withDefaultLogger(l *logrus.Logger, opts []conclave.Option) []conclave.Option {
-	return append([]conclave.Option{fwhook.DefaultLogger(l).(conclave.Option)}, opts...)
+	return append([]conclave.Option{conclave.WithDefaultLogger(l)}, opts...)
 }
 
 // Close shuts the broker down and, for a broker from Start, removes its
