@@ -291,10 +291,12 @@ func (r *countingRecorder) reset() { r.mu.Lock(); clear(r.moved); r.mu.Unlock() 
 var errUnhealthy = errors.New("unhealthy on purpose")
 
 // logRecorder is a member's logger that passes every line to the test's
-// log and keeps the warnings and errors, for a test to wait on.
+// log and keeps the warnings and errors (every line, when all), for a test
+// to wait on.
 type logRecorder struct {
 	t      *testing.T
 	prefix string
+	all    bool
 	mu     sync.Mutex
 	lines  []string
 	change chan struct{}
@@ -304,10 +306,27 @@ func newLogRecorder(t *testing.T, member string) *logRecorder {
 	return &logRecorder{t: t, prefix: member + ": ", change: make(chan struct{}, 1)}
 }
 
-func (l *logRecorder) Debugf(f string, a ...any) { l.t.Logf(l.prefix+"DEBUG "+f, a...) }
-func (l *logRecorder) Infof(f string, a ...any)  { l.t.Logf(l.prefix+"INFO "+f, a...) }
+// newFullLogRecorder returns a logRecorder that keeps every line, debug
+// and info included.
+func newFullLogRecorder(t *testing.T, member string) *logRecorder {
+	l := newLogRecorder(t, member)
+	l.all = true
+	return l
+}
+
+func (l *logRecorder) Debugf(f string, a ...any) { l.pass("DEBUG ", f, a...) }
+func (l *logRecorder) Infof(f string, a ...any)  { l.pass("INFO ", f, a...) }
 func (l *logRecorder) Warnf(f string, a ...any)  { l.keep("WARN ", f, a...) }
 func (l *logRecorder) Errorf(f string, a ...any) { l.keep("ERROR ", f, a...) }
+
+// pass logs a debug or info line, and keeps it when all.
+func (l *logRecorder) pass(level, f string, a ...any) {
+	if l.all {
+		l.keep(level, f, a...)
+		return
+	}
+	l.t.Logf(l.prefix+level+f, a...)
+}
 
 func (l *logRecorder) keep(level, f string, a ...any) {
 	line := level + fmt.Sprintf(f, a...)
@@ -321,29 +340,38 @@ func (l *logRecorder) keep(level, f string, a ...any) {
 	}
 }
 
-// await waits until a warning or error contains every one of parts, and
-// returns it; it fails the test after wait.
+// await waits until a line kept contains every one of parts, and returns
+// it; it fails the test after wait.
 func (l *logRecorder) await(parts ...string) string {
+	l.t.Helper()
+	return l.awaitAny(parts)
+}
+
+// awaitAny waits until a line kept contains every one of the parts of one
+// of choices, and returns it; it fails the test after wait.
+func (l *logRecorder) awaitAny(choices ...[]string) string {
 	l.t.Helper()
 	deadline := time.After(wait)
 	for {
 		l.mu.Lock()
 		for _, line := range l.lines {
-			if containsAll(line, parts) {
-				l.mu.Unlock()
-				return line
+			for _, parts := range choices {
+				if containsAll(line, parts) {
+					l.mu.Unlock()
+					return line
+				}
 			}
 		}
 		l.mu.Unlock()
 		select {
 		case <-l.change:
 		case <-deadline:
-			l.t.Fatalf("no warning or error mentioning %q within %v", parts, wait)
+			l.t.Fatalf("no line mentioning any of %q within %v", choices, wait)
 		}
 	}
 }
 
-// count returns how many warnings and errors contain every one of parts.
+// count returns how many lines kept contain every one of parts.
 func (l *logRecorder) count(parts ...string) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -126,7 +127,7 @@ func (r *run) main(ctx context.Context) error {
 		case <-ctx.Done():
 			if !r.leaving {
 				r.leaving, leaveBy = true, time.Now().Add(g.o.leaveWithin)
-				g.logf("info", "group %s: %s leaves, handing over %d shards", g.group, g.identity, len(g.Held()))
+				g.logf("info", "group %s: %s leaves, handing over %d shards", g.group, g.identity, r.holding())
 			}
 			ctx = context.Background() // Done once
 		case <-g.poke:
@@ -174,20 +175,50 @@ func (r *run) mustLeave() bool {
 }
 
 // doneLeaving reports whether a leaving member has nothing left to hand
-// over: it holds nothing, or nobody else is there to take what it holds.
+// over: it holds no shard, neither taken in nor won (see won), or nobody
+// else is there to take what it holds.
 func (r *run) doneLeaving() bool {
 	if len(r.handing) > 0 {
 		return false
 	}
 	g := r.g
 	g.mu.Lock()
-	defer g.mu.Unlock()
+	others := false
 	for _, h := range g.roll {
 		if !h.Leaving {
-			return len(g.held) == 0
+			others = true
+			break
 		}
 	}
-	return true
+	g.mu.Unlock()
+	return !others || r.holding() == 0
+}
+
+// holding returns how many shards this member holds: taken in, or won
+// (see won).
+func (r *run) holding() int {
+	g := r.g
+	g.mu.Lock()
+	held := maps.Clone(g.held)
+	g.mu.Unlock()
+	return len(held) + len(r.won(held))
+}
+
+// won returns the shards whose election this member won but whose term is
+// not in held, OnAssigned not having run yet, with when each term began.
+// Such a shard is held all the same: stopping its election would release
+// it rather than hand it over.
+func (r *run) won(held map[int]*streams.Term) map[int]time.Time {
+	out := map[int]time.Time{}
+	for s, sr := range r.runs {
+		if held[s] != nil || !sr.e.IsLeader() {
+			continue
+		}
+		if t := sr.e.Term(); t != nil {
+			out[s] = t.Started()
+		}
+	}
+	return out
 }
 
 // pass computes the assignment and acts on it: stands for the shards it
@@ -220,7 +251,7 @@ func (r *run) pass(now time.Time) {
 
 	st := shardplan.State{
 		N: g.n, Self: Member{Identity: g.identity, Weight: g.o.weight, Healthy: healthy}, Leaving: r.leaving,
-		Held: make(map[int]time.Time, len(held)), Won: map[int]time.Time{}, Running: make(map[int]bool, len(r.runs)),
+		Held: make(map[int]time.Time, len(held)), Won: r.won(held), Running: make(map[int]bool, len(r.runs)),
 		Handing: r.handing, RetryAt: r.retryAt, MinHold: g.o.minHold, Now: now,
 	}
 	byIdentity := map[string]Announcement{}
@@ -237,13 +268,6 @@ func (r *run) pass(now time.Time) {
 	}
 	for s, sr := range r.runs {
 		st.Running[s] = sr.stopping
-		if held[s] == nil && sr.e.IsLeader() {
-			// It won and OnAssigned has not run yet: stopping it now
-			// would release the shard rather than hand it over.
-			if t := sr.e.Term(); t != nil {
-				st.Won[s] = t.Started()
-			}
-		}
 	}
 	plan := shardplan.Decide(st)
 	// Why each shard this member stands for would move to it. A holder
