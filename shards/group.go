@@ -203,7 +203,7 @@ func (g *Group) hear(a Announcement, at time.Time) {
 	switch {
 	case a.Identity == "":
 	case a.Identity == g.identity:
-		if !a.Leaving && (a.Since.Before(g.since) || a.Since.Equal(g.since) && a.Instance < g.instance) {
+		if !a.Leaving && startedFirst(a.Since, a.Instance, g.since, g.instance) {
 			g.clash = &a
 		}
 	default:

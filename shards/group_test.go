@@ -2,6 +2,7 @@ package shards_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strconv"
 	"strings"
@@ -9,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
+	"github.com/conclave-io/conclave/bucket"
 	"github.com/conclave-io/conclave/config"
 	"github.com/conclave-io/conclave/internal/brokertest"
 	"github.com/conclave-io/conclave/shards"
@@ -230,6 +234,71 @@ func TestDuplicateIdentityStopsTheYounger(t *testing.T) {
 		t.Fatal("the second member under one identity kept running")
 	}
 	f.await("the first a still holds all", f.spread([]string{"a"}, 4, 4))
+	f.check()
+}
+
+// TestDuplicateIdentityKeepsTheOlderOnOthersRolls: while a second member
+// under an identity already running joins, finds the first and stops, the
+// other members keep the first on their roll: c never takes a for gone,
+// nor stands for a shard a holds, and a stays on the roll, holding its
+// share.
+func TestDuplicateIdentityKeepsTheOlderOnOthersRolls(t *testing.T) {
+	const group = "dupheard"
+	f := newFleet(t, startBroker(t), group, 4)
+	f.start("a")
+	f.start("c")
+	f.await("2 each", f.spread([]string{"a", "c"}, 2, 2))
+
+	nc, _ := f.connect()
+	heard := make(chan *nats.Msg, 4096)
+	sub, err := nc.ChanSubscribe(shards.Subject(bucket.Name, group), heard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	second := f.startAs("a (second)", "a")
+	select {
+	case err := <-second.done:
+		if !errors.Is(err, shards.ErrDuplicateIdentity) {
+			t.Fatalf("Start returned %v, want ErrDuplicateIdentity", err)
+		}
+		second.cancel()
+		second.cancel = nil
+	case <-time.After(wait):
+		t.Fatal("the second member under one identity kept running")
+	}
+	// The second a flushed its last announcement before Start returned:
+	// a question asked now reaches c after it, and c answers from a pass
+	// that heard it.
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	roll, err := shards.Roll(ctx, nc, bucket.Name, group, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(roll) != 2 || roll[0].Identity != "a" || roll[0].Leaving || len(roll[0].Held) != 2 {
+		t.Errorf("roll %+v, want a, not leaving, holding 2, and c", roll)
+	}
+
+	// Every announcement of c since the second a joined (the first
+	// question of a's heard here).
+	joined := false
+	for len(heard) > 0 {
+		var a shards.Announcement
+		if json.Unmarshal((<-heard).Data, &a) != nil {
+			continue
+		}
+		switch {
+		case a.Identity == "a" && a.Ask:
+			joined = true
+		case joined && a.Identity == "c" && len(a.Standing) > 0:
+			t.Errorf("c stood for shards %v of a's (announcement %d): it took the second a's announcements for the first's", a.Standing, a.Seq)
+		}
+	}
+	if !joined {
+		t.Error("the second a's join was not heard")
+	}
+	f.await("2 each still", f.spread([]string{"a", "c"}, 2, 2))
 	f.check()
 }
 

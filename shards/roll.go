@@ -54,16 +54,28 @@ type Announcement struct {
 }
 
 // supersedes reports whether a is news over old, an announcement of the
-// same identity: a later run's, or a later one of the same run (any, from
-// a member that does not number them).
+// same identity: a later one of the same run (any, from a member that does
+// not number them), or a later run's once old's run leaves. Of two runs
+// under one identity the one that started first carries on and the other
+// stops (ErrDuplicateIdentity), so a later run does not replace an earlier
+// one that still runs; and an earlier run never replaces a later one, so
+// that an announcement delayed behind a restart cannot bring back a run
+// that is gone.
 func (a Announcement) supersedes(old Announcement) bool {
 	switch {
 	case a.Instance != old.Instance:
-		return !a.Since.Before(old.Since)
+		return old.Leaving && startedFirst(old.Since, old.Instance, a.Since, a.Instance)
 	case a.Seq == 0 || old.Seq == 0:
 		return true
 	}
 	return a.Seq > old.Seq
+}
+
+// startedFirst reports whether the run that started at since as instance
+// started before the one that started at since2 as instance2; of two that
+// started at the same instant, the smaller instance counts as first.
+func startedFirst(since time.Time, instance string, since2 time.Time, instance2 string) bool {
+	return since.Before(since2) || since.Equal(since2) && instance < instance2
 }
 
 // HeldShards returns the shards of Held.
@@ -156,8 +168,10 @@ const rollWait = 500 * time.Millisecond
 
 // Roll asks the members of group in bucket, over nc, to announce themselves
 // and returns the latest announcement of each member heard within wait
-// (0: 500ms), sorted by identity; a member that announced it leaves is
-// included, with Leaving set. It is what `conclave shards info` shows.
+// (0: 500ms), sorted by identity: of two runs under one identity, the one
+// that started first, unless it leaves (see ErrDuplicateIdentity). A member
+// that announced it leaves is included, with Leaving set. It is what
+// `conclave shards info` shows.
 func Roll(ctx context.Context, nc *nats.Conn, bucket, group string, wait time.Duration) ([]Announcement, error) {
 	if err := ValidateGroup(group); err != nil {
 		return nil, err

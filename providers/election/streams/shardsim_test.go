@@ -701,8 +701,9 @@ func (m *simMember) hear(h simHeard, ask bool) {
 		return
 	}
 	// Only a run's latest announcement counts: the network's delays
-	// reorder them (shards' Announcement.supersedes).
-	if old, ok := m.roll[h.p.Identity]; !ok || h.since.After(old.since) || h.since.Equal(old.since) && h.seq > old.seq {
+	// reorder them; and a later run's only once the earlier one leaves
+	// (shards' Announcement.supersedes).
+	if old, ok := m.roll[h.p.Identity]; !ok || h.since.Equal(old.since) && h.seq > old.seq || old.p.Leaving && h.since.After(old.since) {
 		h.at = m.local(sw.now)
 		m.roll[h.p.Identity] = h
 	}
