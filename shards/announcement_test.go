@@ -1,11 +1,18 @@
 package shards_test
 
 import (
+	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
+	"github.com/conclave-io/conclave/bucket"
+	"github.com/conclave-io/conclave/config"
+	"github.com/conclave-io/conclave/internal/brokertest"
 	"github.com/conclave-io/conclave/shards"
 )
 
@@ -86,6 +93,65 @@ func TestMembersGivenDifferentShardCountsStopTheLater(t *testing.T) {
 		t.Fatalf("the member given 8 shards beside one given 4 kept running for %v", wait)
 	}
 	log.await("ERROR", `"b"`, "8 shards", "this member 4")
+	f.await("a still holds all", f.spread([]string{"a"}, 4, 4))
+	f.check()
+}
+
+// TestMemberGivenAnotherShardCountLearnsOfItBeforeTakingShards: the member
+// started first answers the join question of a member given another shard
+// count, as it answers any member's, so the later member learns of the
+// mismatch within its join and stops without taking a shard. The TTL of 8s
+// makes the first member's unasked announcements 2s apart, and the later
+// member joins just after one: only an answer reaches it before it would
+// take shards.
+func TestMemberGivenAnotherShardCountLearnsOfItBeforeTakingShards(t *testing.T) {
+	const group = "mixjoin"
+	b := brokertest.StartSingle(t, func(c *config.Config) { c.LeaderElectionTTL = 8 * time.Second })
+	f := newFleet(t, b, group, 4)
+	f.start("a")
+	f.await("a holds all", f.spread([]string{"a"}, 4, 4))
+
+	nc, _ := f.connect()
+	heard := make(chan *nats.Msg, 64)
+	sub, err := nc.ChanSubscribe(shards.Subject(bucket.Name, group), heard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(wait)
+	for said := false; !said; {
+		select {
+		case m := <-heard:
+			var a shards.Announcement
+			said = json.Unmarshal(m.Data, &a) == nil && a.Identity == "a" && len(a.Held) == 4
+		case <-deadline:
+			t.Fatalf("a did not announce that it holds all 4 shards within %v", wait)
+		}
+	}
+	_ = sub.Unsubscribe()
+
+	f.resetMoves()
+	later := f.startCount("b", 8)
+	select {
+	case err := <-later.done:
+		if !errors.Is(err, shards.ErrShardCountMismatch) {
+			t.Fatalf("Start of the member given 8 shards returned %v, want ErrShardCountMismatch", err)
+		}
+		later.cancel, later.done = nil, nil
+	case <-time.After(wait):
+		t.Fatalf("the member given 8 shards beside one given 4 kept running for %v", wait)
+	}
+	f.mu.Lock()
+	var taken []int
+	for s, n := range f.moves {
+		if n > 0 {
+			taken = append(taken, s)
+		}
+	}
+	f.mu.Unlock()
+	if len(taken) > 0 {
+		slices.Sort(taken)
+		t.Errorf("the member given 8 shards took shards %v before it learned of the other count", taken)
+	}
 	f.await("a still holds all", f.spread([]string{"a"}, 4, 4))
 	f.check()
 }

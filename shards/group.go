@@ -180,11 +180,21 @@ func (g *Group) wake() {
 }
 
 // hear takes another member's announcement; it runs on the group
-// subscription's goroutine. It ignores an announcement it cannot use (see
-// checkPeer), and says so.
+// subscription's goroutine. It answers a question in any announcement, and
+// otherwise ignores an announcement it cannot use (see checkPeer), and says
+// so.
 func (g *Group) hear(a Announcement, at time.Time) {
 	if a.Identity == g.identity && a.Instance == g.instance {
 		return // our own
+	}
+	if a.Ask {
+		// A question is answered whoever asks (anyone may ask, naming
+		// nobody): a member given another shard count learns of it from
+		// the answer, before it takes a shard.
+		g.mu.Lock()
+		g.asked = true
+		g.mu.Unlock()
+		g.wake()
 	}
 	if a.Identity != "" {
 		if err := g.checkPeer(a); err != nil {
@@ -197,9 +207,6 @@ func (g *Group) hear(a Announcement, at time.Time) {
 		return
 	}
 	g.mu.Lock()
-	if a.Ask {
-		g.asked = true
-	}
 	switch {
 	case a.Identity == "":
 	case a.Identity == g.identity:
