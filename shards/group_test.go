@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -380,6 +381,47 @@ func TestHealthCheckIgnoringItsContextDoesNotHangStart(t *testing.T) {
 	f.await("a holds all", f.spread([]string{"a"}, 4, 4))
 	if err := a.stop(t); err != nil {
 		t.Errorf("Start returned %v", err)
+	}
+	f.check()
+}
+
+// TestHealthCheckReturningLateIsNotTakenAsTheVerdict: a health check that
+// hangs past its interval and then returns gives a verdict of when it
+// started, not of now: the member drops it and checks afresh. Here the
+// first check hangs, then says healthy, while every later one fails: the
+// member never counts itself healthy again.
+func TestHealthCheckReturningLateIsNotTakenAsTheVerdict(t *testing.T) {
+	f := newFleet(t, startBroker(t), "late", 4)
+	release := make(chan struct{})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	third := make(chan struct{})
+	var calls atomic.Int32
+	log := newFullLogRecorder(t, "a")
+	f.start("a", shards.WithLogger(log), shards.WithHealthCheck(func(context.Context) error {
+		switch n := calls.Add(1); {
+		case n == 1:
+			<-release // hangs whatever its context says, then passes
+			return nil
+		case n == 3:
+			close(third)
+		}
+		return errUnhealthy
+	}, 100*time.Millisecond))
+	t.Cleanup(unblock) // before the member's stop
+	log.await("unhealthy", "did not return within 100ms")
+	f.await("a holds all", f.spread([]string{"a"}, 4, 4))
+
+	unblock()
+	// The third check starts once the rounds that took the first check's
+	// late result and the second's are over.
+	select {
+	case <-third:
+	case <-time.After(wait):
+		t.Fatalf("no third health check within %v", wait)
+	}
+	if n := log.count("is healthy again"); n != 0 {
+		t.Errorf("a took its first health check's late pass for a verdict: healthy again %d times", n)
 	}
 	f.check()
 }

@@ -89,7 +89,9 @@ func WithWeight(w int) Option {
 // joins), each run bounded by every: a check still running when its
 // context ends counts as failing, and no other starts until it returns,
 // so a check that ignores its context delays neither Start nor the
-// member's stop. While it fails the member is
+// member's stop. What such a check returns late is not taken as the
+// verdict: the round it returns in runs a fresh check, within what is left
+// of its bound. While it fails the member is
 // unhealthy: it is given no shard, and hands those it holds over to the
 // healthy members (after the minimum hold, WithMinHold). When no member of
 // the group is healthy, the unhealthy ones keep and take shards: an

@@ -547,19 +547,33 @@ func (r *run) startHealth() {
 	check := func(ctx context.Context) {
 		cctx, cancel := context.WithTimeout(ctx, g.o.healthEvery)
 		defer cancel()
-		if running == nil {
+		launch := func() {
 			running = make(chan error, 1)
 			go func(done chan<- error) { done <- g.o.health(cctx) }(running)
 		}
 		// A check that ignores its context is not waited for beyond its
 		// bound: it counts as failing until it returns, and no other
-		// starts meanwhile.
+		// starts meanwhile. When it returns in a later round, its result
+		// says how things stood when it started: it is dropped, and the
+		// round checks afresh within what is left of its bound.
+		fresh := running == nil
+		if fresh {
+			launch()
+		}
 		var err error
-		select {
-		case err = <-running:
-			running = nil
-		case <-cctx.Done():
-			err = fmt.Errorf("the health check did not return within %v: make it return when its context ends", g.o.healthEvery)
+		for {
+			select {
+			case err = <-running:
+				running = nil
+				if !fresh {
+					fresh = true
+					launch()
+					continue
+				}
+			case <-cctx.Done():
+				err = fmt.Errorf("the health check did not return within %v: make it return when its context ends", g.o.healthEvery)
+			}
+			break
 		}
 		g.mu.Lock()
 		changed := g.healthy != (err == nil)
