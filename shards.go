@@ -19,9 +19,8 @@ import (
 //	...
 //	err = g.Start(ctx)
 //
-// Every member of a group needs a distinct identity: run at most one member
-// of a group per framework (a second one under the same identity stops
-// with shards.ErrDuplicateIdentity).
+// Members under one identity, such as copies of a program on one host,
+// are distinct members that share the shards (shards.Group.Member).
 //
 // Before opts it adds shards.WithLogger with fw.Logger("shards") marked
 // with the group's name; with WithRegisterer, the framework's shard metrics

@@ -37,12 +37,13 @@ func TestMemberIgnoresMalformedAnnouncements(t *testing.T) {
 		peer, body string
 		says       []string // in the warning, beside the peer
 	}{
-		{"huge", `{"identity":"huge","instance":"x","since":"` + since + `","weight":4611686018427387903,"healthy":true,"shards":8,"seq":1}`, []string{"weight 4611686018427387903"}},
-		{"negative", `{"identity":"negative","instance":"x","since":"` + since + `","weight":-3,"healthy":true,"shards":8,"seq":1}`, []string{"weight -3"}},
-		{" padded ", `{"identity":" padded ","instance":"x","since":"` + since + `","weight":1,"healthy":true,"shards":8,"seq":1}`, []string{"identity"}},
-		{"far", `{"identity":"far","instance":"x","since":"` + since + `","weight":1,"healthy":true,"shards":8,"held":[[1099511627776,5,0]],"seq":1}`, []string{"holds shard 1099511627776"}},
-		{"below", `{"identity":"below","instance":"x","since":"` + since + `","weight":1,"healthy":true,"shards":8,"standing":[-1],"seq":1}`, []string{"stands for shard -1"}},
-		{"countless", `{"identity":"countless","instance":"x","since":"` + since + `","weight":1,"healthy":true,"shards":-8,"seq":1}`, []string{"shard count -8"}},
+		{"huge/x", `{"identity":"huge","instance":"x","since":"` + since + `","weight":4611686018427387903,"healthy":true,"shards":8,"seq":1}`, []string{"weight 4611686018427387903"}},
+		{"negative/x", `{"identity":"negative","instance":"x","since":"` + since + `","weight":-3,"healthy":true,"shards":8,"seq":1}`, []string{"weight -3"}},
+		{" padded /x", `{"identity":" padded ","instance":"x","since":"` + since + `","weight":1,"healthy":true,"shards":8,"seq":1}`, []string{"identity"}},
+		{"far/x", `{"identity":"far","instance":"x","since":"` + since + `","weight":1,"healthy":true,"shards":8,"held":[[1099511627776,5,0]],"seq":1}`, []string{"holds shard 1099511627776"}},
+		{"below/x", `{"identity":"below","instance":"x","since":"` + since + `","weight":1,"healthy":true,"shards":8,"standing":[-1],"seq":1}`, []string{"stands for shard -1"}},
+		{"countless/x", `{"identity":"countless","instance":"x","since":"` + since + `","weight":1,"healthy":true,"shards":-8,"seq":1}`, []string{"shard count -8"}},
+		{"broken/x ", `{"identity":"broken","instance":"x ","since":"` + since + `","weight":1,"healthy":true,"shards":8,"seq":1}`, []string{"instance"}},
 	} {
 		for range 3 { // repeats are not logged again
 			if err := nc.Publish(subject, []byte(tc.body)); err != nil {
@@ -54,7 +55,7 @@ func TestMemberIgnoresMalformedAnnouncements(t *testing.T) {
 		}
 		log.await(append([]string{"ignoring", `"` + tc.peer + `"`}, tc.says...)...)
 	}
-	if n := log.count("ignoring", `"huge"`); n != 1 {
+	if n := log.count("ignoring", `"huge/x"`); n != 1 {
 		t.Errorf("the announcement of huge, sent 3 times, was reported %d times, want once", n)
 	}
 
@@ -83,7 +84,7 @@ func TestMembersGivenDifferentShardCountsStopTheLater(t *testing.T) {
 		if !errors.Is(err, shards.ErrShardCountMismatch) {
 			t.Fatalf("Start of the member given 8 shards returned %v, want ErrShardCountMismatch", err)
 		}
-		for _, part := range []string{`"a"`, "4", "8", "mix"} {
+		for _, part := range []string{`"a/`, "4", "8", "mix"} {
 			if !strings.Contains(err.Error(), part) {
 				t.Errorf("%q does not mention %s", err, part)
 			}
@@ -92,7 +93,7 @@ func TestMembersGivenDifferentShardCountsStopTheLater(t *testing.T) {
 	case <-time.After(wait):
 		t.Fatalf("the member given 8 shards beside one given 4 kept running for %v", wait)
 	}
-	log.await("ERROR", `"b"`, "8 shards", "this member 4")
+	log.await("ERROR", `"b/`, "8 shards", "this member 4")
 	f.await("a still holds all", f.spread([]string{"a"}, 4, 4))
 	f.check()
 }

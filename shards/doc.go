@@ -41,10 +41,10 @@
 // last announcement; the survivors then stand for its shards, spread by
 // the assignment, and take them as their keys expire.
 //
-// Members need distinct identities: a shard's holder is known by its
-// identity alone. A member that hears an older member under its own
-// identity hands its shards over and Start returns ErrDuplicateIdentity.
-// They need the same number of shards too: a member that hears a member
+// Members may share an identity (the copies of a program on one host):
+// each Start has an instance of its own, and the group knows a member as
+// identity/instance (Group.Member), which its shards' hand-overs name.
+// Members need the same number of shards: a member that hears a member
 // started before it with another count hands its shards over and Start
 // returns ErrShardCountMismatch; the earlier member logs an error and
 // carries on without it.

@@ -18,11 +18,6 @@ var (
 	// ErrAlreadyStarted is returned by a second call to Start: a Group runs
 	// once; make a new one to run again.
 	ErrAlreadyStarted = errors.New("shards: already started")
-	// ErrDuplicateIdentity is returned by Start when another member of the
-	// group runs under the same identity and started first: members of a
-	// group need distinct identities, since a shard's holder is known by
-	// its identity alone. The member hands its shards over and stops.
-	ErrDuplicateIdentity = errors.New("shards: another member runs under this identity")
 	// ErrShardCountMismatch is returned by Start when a member of the group
 	// that started first was given another number of shards: the members
 	// of a group must agree on it, or the shards beyond the smaller count

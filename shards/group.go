@@ -45,7 +45,8 @@ type Group struct {
 	n        int
 	js       jetstream.JetStream
 	o        options
-	instance string
+	instance string // this member's own: copies under one identity are distinct members
+	member   string // identity/instance: the member's name in the group
 	subject  string
 
 	started chan struct{} // closed by the first Start
@@ -55,13 +56,12 @@ type Group struct {
 	mu       sync.Mutex
 	since    time.Time             // when Start began
 	held     map[int]*streams.Term // shards held now and their terms
-	roll     map[string]heard      // the other members, by identity
+	roll     map[string]heard      // the other members, by member name
 	healthy  bool                  // the last health check's verdict
 	asked    bool                  // a question was heard: announce
-	clash    *Announcement         // an older member under this identity
 	mismatch *Announcement         // an older member given another shard count
 	standFor map[int]MoveCause     // why each shard stood for would move to this member
-	warned   map[string]time.Time  // when a peer's bad announcement was last logged, by identity
+	warned   map[string]time.Time  // when a peer's bad announcement was last logged, by member name
 }
 
 // peerWarnEvery is how often at most a member logs that it ignores a
@@ -74,10 +74,11 @@ type heard struct {
 	at time.Time
 }
 
-// NewGroup returns member identity of shard group group of n shards, over
-// the JetStream context js of the connection it runs on. Every member of a
-// group must give the same n, and a distinct identity: the identity is the
-// value of the shard keys it holds.
+// NewGroup returns a member of shard group group of n shards under
+// identity, over the JetStream context js of the connection it runs on.
+// Every member of a group must give the same n. The identity is the value
+// of the shard keys it holds; members may share one (the copies of a
+// program on one host), as each has an instance of its own (Member).
 //
 // NewGroup checks its arguments and returns errors wrapping
 // ErrInvalidGroup, ErrInvalidShardCount, ErrInvalidIdentity or
@@ -112,9 +113,10 @@ func NewGroup(identity, group string, n int, js jetstream.JetStream, opts ...Opt
 		}
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
+	instance := randomInstance()
 	return &Group{
 		identity: identity, group: group, n: n, js: js, o: o,
-		instance: randomInstance(),
+		instance: instance, member: memberName(identity, instance),
 		subject:  Subject(o.bucket, group),
 		started:  make(chan struct{}),
 		poke:     make(chan struct{}, 1),
@@ -150,6 +152,10 @@ func randomInstance() string {
 // Identity returns the member's identity.
 func (g *Group) Identity() string { return g.identity }
 
+// Member returns the member's name in the group, "identity/instance", as
+// the other members, their logs and `conclave shards info` name it.
+func (g *Group) Member() string { return g.member }
+
 // Name returns the group's name.
 func (g *Group) Name() string { return g.group }
 
@@ -184,7 +190,7 @@ func (g *Group) wake() {
 // otherwise ignores an announcement it cannot use (see checkPeer), and says
 // so.
 func (g *Group) hear(a Announcement, at time.Time) {
-	if a.Identity == g.identity && a.Instance == g.instance {
+	if a.Member() == g.member {
 		return // our own
 	}
 	if a.Ask {
@@ -198,7 +204,7 @@ func (g *Group) hear(a Announcement, at time.Time) {
 	}
 	if a.Identity != "" {
 		if err := g.checkPeer(a); err != nil {
-			g.warnPeer(a.Identity, at, "warn", "group %s: ignoring the announcement of %q: %v", g.group, a.Identity, err)
+			g.warnPeer(a.Member(), at, "warn", "group %s: ignoring the announcement of %q: %v", g.group, a.Member(), err)
 			return
 		}
 	}
@@ -207,15 +213,9 @@ func (g *Group) hear(a Announcement, at time.Time) {
 		return
 	}
 	g.mu.Lock()
-	switch {
-	case a.Identity == "":
-	case a.Identity == g.identity:
-		if !a.Leaving && startedFirst(a.Since, a.Instance, g.since, g.instance) {
-			g.clash = &a
-		}
-	default:
-		if old, ok := g.roll[a.Identity]; !ok || a.supersedes(old.Announcement) {
-			g.roll[a.Identity] = heard{a, at}
+	if a.Identity != "" {
+		if old, ok := g.roll[a.Member()]; !ok || a.supersedes(old.Announcement) {
+			g.roll[a.Member()] = heard{a, at}
 		}
 	}
 	g.mu.Unlock()
@@ -229,6 +229,11 @@ func (g *Group) hear(a Announcement, at time.Time) {
 func (g *Group) checkPeer(a Announcement) error {
 	if _, err := streams.NewElection(a.Identity, Key(g.group, 0), g.js, streams.InBucket(g.o.bucket)); err != nil {
 		return fmt.Errorf("its identity cannot hold a shard: %w", err)
+	}
+	if a.Instance != "" {
+		if _, err := streams.NewElection(a.Identity, Key(g.group, 0), g.js, streams.InBucket(g.o.bucket), streams.WithInstance(a.Instance)); err != nil {
+			return fmt.Errorf("its instance cannot name a candidate: %w", err)
+		}
 	}
 	if a.Weight < 1 || a.Weight > MaxWeight {
 		return fmt.Errorf("weight %d is outside 1 to %d", a.Weight, MaxWeight)
@@ -252,12 +257,12 @@ func (g *Group) checkPeer(a Announcement) error {
 // mismatched takes the announcement of a peer given another number of
 // shards. The peer is left off the roll: its shards and its share are of
 // another group. When the peer started first (ties go to the smaller
-// identity) this member stops with ErrShardCountMismatch, so that a copy
+// member name) this member stops with ErrShardCountMismatch, so that a copy
 // deployed with a new count fails visibly while the members that hold the
 // shards carry on; the peer, hearing this member, only logs.
 func (g *Group) mismatched(a Announcement, at time.Time) {
 	g.mu.Lock()
-	older := a.Since.Before(g.since) || a.Since.Equal(g.since) && a.Identity < g.identity
+	older := a.Since.Before(g.since) || a.Since.Equal(g.since) && a.Member() < g.member
 	if older && !a.Leaving && g.mismatch == nil {
 		g.mismatch = &a
 	}
@@ -266,8 +271,8 @@ func (g *Group) mismatched(a Announcement, at time.Time) {
 		g.wake()
 		return // the loop says why it stops
 	}
-	g.warnPeer(a.Identity, at, "error", "group %s: member %q was given %d shards, this member %d: it started later, so it stops with %v; give every member of a group the same count",
-		g.group, a.Identity, a.Shards, g.n, ErrShardCountMismatch)
+	g.warnPeer(a.Member(), at, "error", "group %s: member %q was given %d shards, this member %d: it started later, so it stops with %v; give every member of a group the same count",
+		g.group, a.Member(), a.Shards, g.n, ErrShardCountMismatch)
 }
 
 // warnPeer logs what is wrong with peer's announcements, at most once per
@@ -298,10 +303,9 @@ func (g *Group) warnPeer(peer string, at time.Time, level, format string, args .
 // it. As ctx ends it announces that it leaves, hands each shard it holds to
 // the member the assignment names once that member stands for it (within
 // WithLeaveTimeout), releases the rest, and returns after the last
-// OnRevoked. It returns ErrAlreadyStarted on a second call, one wrapping
-// ErrDuplicateIdentity when an older member runs under its identity, and
-// one wrapping ErrShardCountMismatch when an older member was given
-// another number of shards.
+// OnRevoked. It returns ErrAlreadyStarted on a second call, and one
+// wrapping ErrShardCountMismatch when an older member was given another
+// number of shards.
 func (g *Group) Start(ctx context.Context) error {
 	first := false
 	g.once.Do(func() { first = true; close(g.started) })

@@ -2,7 +2,6 @@ package shards_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"strconv"
 	"strings"
@@ -10,8 +9,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/conclave-io/conclave/bucket"
 	"github.com/conclave-io/conclave/config"
@@ -215,91 +212,43 @@ func TestMembersOnOneConnection(t *testing.T) {
 	f.check()
 }
 
-// TestDuplicateIdentityStopsTheYounger: a second member under an identity
-// already running stops with ErrDuplicateIdentity and leaves the first
-// alone; the two, recorded apart, never hold one shard at once, and the
-// second holds nothing once it stopped.
-func TestDuplicateIdentityStopsTheYounger(t *testing.T) {
-	f := newFleet(t, startBroker(t), "dup", 4)
-	f.start("a")
-	f.await("a holds all", f.spread([]string{"a"}, 4, 4))
-	second := f.startAs("a (second)", "a")
-	select {
-	case err := <-second.done:
-		if !errors.Is(err, shards.ErrDuplicateIdentity) {
-			t.Fatalf("Start returned %v, want ErrDuplicateIdentity", err)
-		}
-		second.cancel()
-		second.cancel = nil
-	case <-time.After(wait):
-		t.Fatal("the second member under one identity kept running")
-	}
-	f.await("the first a still holds all", f.spread([]string{"a"}, 4, 4))
-	f.check()
-}
-
-// TestDuplicateIdentityKeepsTheOlderOnOthersRolls: while a second member
-// under an identity already running joins, finds the first and stops, the
-// other members keep the first on their roll: c never takes a for gone,
-// nor stands for a shard a holds, and a stays on the roll, holding its
-// share.
-func TestDuplicateIdentityKeepsTheOlderOnOthersRolls(t *testing.T) {
-	const group = "dupheard"
-	f := newFleet(t, startBroker(t), group, 4)
-	f.start("a")
+// TestCopiesUnderOneIdentityShareTheShards: members under one identity
+// (the copies of a program on one host) are distinct members: they spread
+// with the others, the roll lists each as identity/instance, and one that
+// stops hands its shards over by name to the others, its twin included.
+func TestCopiesUnderOneIdentityShareTheShards(t *testing.T) {
+	const group = "twins"
+	f := newFleet(t, startBroker(t), group, 6)
+	first := f.start("a")
 	f.start("c")
-	f.await("2 each", f.spread([]string{"a", "c"}, 2, 2))
+	f.await("3 each", f.spread([]string{"a", "c"}, 3, 3))
+	second := f.startAs("a (second)", "a")
+	f.await("2 each", f.spread([]string{"a", "a (second)", "c"}, 2, 2))
+	if first.g.Member() == second.g.Member() || !strings.HasPrefix(first.g.Member(), "a/") || !strings.HasPrefix(second.g.Member(), "a/") {
+		t.Fatalf("members %q and %q, want two names a/INSTANCE", first.g.Member(), second.g.Member())
+	}
 
 	nc, _ := f.connect()
-	heard := make(chan *nats.Msg, 4096)
-	sub, err := nc.ChanSubscribe(shards.Subject(bucket.Name, group), heard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	second := f.startAs("a (second)", "a")
-	select {
-	case err := <-second.done:
-		if !errors.Is(err, shards.ErrDuplicateIdentity) {
-			t.Fatalf("Start returned %v, want ErrDuplicateIdentity", err)
-		}
-		second.cancel()
-		second.cancel = nil
-	case <-time.After(wait):
-		t.Fatal("the second member under one identity kept running")
-	}
-	// The second a flushed its last announcement before Start returned:
-	// a question asked now reaches c after it, and c answers from a pass
-	// that heard it.
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	roll, err := shards.Roll(ctx, nc, bucket.Name, group, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(roll) != 2 || roll[0].Identity != "a" || roll[0].Leaving || len(roll[0].Held) != 2 {
-		t.Errorf("roll %+v, want a, not leaving, holding 2, and c", roll)
+	var names []string
+	for _, a := range roll {
+		names = append(names, a.Member())
+		if len(a.Held) != 2 {
+			t.Errorf("%s holds %d shards, want 2", a.Member(), len(a.Held))
+		}
+	}
+	if want := []string{min(first.g.Member(), second.g.Member()), max(first.g.Member(), second.g.Member())}; len(roll) != 3 || names[0] != want[0] || names[1] != want[1] || roll[2].Identity != "c" {
+		t.Errorf("roll %v, want %v and c", names, want)
 	}
 
-	// Every announcement of c since the second a joined (the first
-	// question of a's heard here).
-	joined := false
-	for len(heard) > 0 {
-		var a shards.Announcement
-		if json.Unmarshal((<-heard).Data, &a) != nil {
-			continue
-		}
-		switch {
-		case a.Identity == "a" && a.Ask:
-			joined = true
-		case joined && a.Identity == "c" && len(a.Standing) > 0:
-			t.Errorf("c stood for shards %v of a's (announcement %d): it took the second a's announcements for the first's", a.Standing, a.Seq)
-		}
-	}
-	if !joined {
-		t.Error("the second a's join was not heard")
-	}
-	f.await("2 each still", f.spread([]string{"a", "c"}, 2, 2))
+	first.stop(t)
+	f.await("3 each again", f.spread([]string{"a (second)", "c"}, 3, 3))
+	f.heldAgree(second)
 	f.check()
 }
 

@@ -1,6 +1,7 @@
 package shards
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -25,7 +26,8 @@ func Subject(bucket, group string) string { return standing.ShardsSubject(bucket
 type Announcement struct {
 	// Identity is the member's identity; empty in a question (Ask).
 	Identity string `json:"identity,omitempty"`
-	// Instance tells apart two runs under one identity.
+	// Instance tells apart members under one identity (copies of a
+	// program on one host), and the runs of one: each Start has its own.
 	Instance string `json:"instance,omitempty"`
 	// Since is when the member started.
 	Since time.Time `json:"since,omitzero"`
@@ -53,29 +55,25 @@ type Announcement struct {
 	Seq uint64 `json:"seq,omitempty"`
 }
 
+// Member names the member that announced a: "identity/instance", or its
+// identity alone where a says no instance (an earlier build's). Members
+// under one identity are distinct members, each holding its own shards.
+func (a Announcement) Member() string { return memberName(a.Identity, a.Instance) }
+
+func memberName(identity, instance string) string {
+	if instance == "" {
+		return identity
+	}
+	return identity + "/" + instance
+}
+
 // supersedes reports whether a is news over old, an announcement of the
-// same identity: a later one of the same run (any, from a member that does
-// not number them), or a later run's once old's run leaves. Of two runs
-// under one identity the one that started first carries on and the other
-// stops (ErrDuplicateIdentity), so a later run does not replace an earlier
-// one that still runs; and an earlier run never replaces a later one, so
-// that an announcement delayed behind a restart cannot bring back a run
-// that is gone.
+// same member: a later one (any, from a member that does not number them).
 func (a Announcement) supersedes(old Announcement) bool {
-	switch {
-	case a.Instance != old.Instance:
-		return old.Leaving && startedFirst(old.Since, old.Instance, a.Since, a.Instance)
-	case a.Seq == 0 || old.Seq == 0:
+	if a.Seq == 0 || old.Seq == 0 {
 		return true
 	}
 	return a.Seq > old.Seq
-}
-
-// startedFirst reports whether the run that started at since as instance
-// started before the one that started at since2 as instance2; of two that
-// started at the same instant, the smaller instance counts as first.
-func startedFirst(since time.Time, instance string, since2 time.Time, instance2 string) bool {
-	return since.Before(since2) || since.Equal(since2) && instance < instance2
 }
 
 // HeldShards returns the shards of Held.
@@ -168,9 +166,8 @@ const rollWait = 500 * time.Millisecond
 
 // Roll asks the members of group in bucket, over nc, to announce themselves
 // and returns the latest announcement of each member heard within wait
-// (0: 500ms), sorted by identity: of two runs under one identity, the one
-// that started first, unless it leaves (see ErrDuplicateIdentity). A member
-// that announced it leaves is included, with Leaving set. It is what
+// (0: 500ms), sorted by identity and instance (see Announcement.Member). A
+// member that announced it leaves is included, with Leaving set. It is what
 // `conclave shards info` shows.
 func Roll(ctx context.Context, nc *nats.Conn, bucket, group string, wait time.Duration) ([]Announcement, error) {
 	if err := ValidateGroup(group); err != nil {
@@ -196,8 +193,8 @@ func Roll(ctx context.Context, nc *nats.Conn, bucket, group string, wait time.Du
 		case m := <-heard:
 			var a Announcement
 			if json.Unmarshal(m.Data, &a) == nil && a.Identity != "" {
-				if old, ok := latest[a.Identity]; !ok || a.supersedes(old) {
-					latest[a.Identity] = a
+				if old, ok := latest[a.Member()]; !ok || a.supersedes(old) {
+					latest[a.Member()] = a
 				}
 			}
 			continue
@@ -207,6 +204,8 @@ func Roll(ctx context.Context, nc *nats.Conn, bucket, group string, wait time.Du
 		break
 	}
 	out := slices.Collect(maps.Values(latest))
-	slices.SortFunc(out, func(a, b Announcement) int { return strings.Compare(a.Identity, b.Identity) })
+	slices.SortFunc(out, func(a, b Announcement) int {
+		return cmp.Or(strings.Compare(a.Identity, b.Identity), strings.Compare(a.Instance, b.Instance))
+	})
 	return out, nil
 }

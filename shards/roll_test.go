@@ -13,8 +13,8 @@ import (
 
 // TestRollKeepsEachRunsLatestAnnouncement: announcements of one run that
 // arrive out of order (a member that reconnected through another broker)
-// count by their number, and a run that started earlier does not replace a
-// later one: the roll says the member leaves, as it said last.
+// count by their number: the roll says the member leaves, as it said last.
+// Runs under one identity are members of their own, listed apart.
 func TestRollKeepsEachRunsLatestAnnouncement(t *testing.T) {
 	b := startBroker(t)
 	nc, err := nats.Connect(b.ClientURL())
@@ -35,7 +35,7 @@ func TestRollKeepsEachRunsLatestAnnouncement(t *testing.T) {
 		}
 	}
 	// The member answers a question with its latest announcement, then an
-	// older one of its run, then one of an earlier run.
+	// older one of its run; another run of its identity answers too.
 	sub, err := nc.Subscribe(subject, func(m *nats.Msg) {
 		var q shards.Announcement
 		if json.Unmarshal(m.Data, &q) != nil || !q.Ask || q.Identity != "" {
@@ -53,10 +53,13 @@ func TestRollKeepsEachRunsLatestAnnouncement(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(roll) != 1 {
-		t.Fatalf("roll %+v, want one member", roll)
+	if len(roll) != 2 || roll[0].Member() != "m/run1" || roll[1].Member() != "m/run2" {
+		t.Fatalf("roll %+v, want m/run1 and m/run2", roll)
 	}
-	if a := roll[0]; a.Instance != "run2" || a.Seq != 7 || !a.Leaving || len(a.Held) != 0 {
+	if a := roll[1]; a.Seq != 7 || !a.Leaving || len(a.Held) != 0 {
 		t.Fatalf("roll says %+v, want run2's announcement 7: leaving, holding nothing", a)
+	}
+	if a := roll[0]; a.Seq != 90 || len(a.Held) != 1 {
+		t.Fatalf("roll says %+v, want run1's announcement 90", a)
 	}
 }

@@ -46,7 +46,6 @@ type run struct {
 	ended        chan *shardRun      // elections whose Start returned
 	wakeAt       time.Time           // the next pass due on time
 	leaving      bool                // Start's context ended
-	clash        bool                // an older member has our identity
 	mismatch     *Announcement       // an older member has another shard count
 	closed       error               // the connection closed for good
 	announced    []byte              // the last announcement, Ask aside
@@ -92,7 +91,7 @@ func (r *run) main(ctx context.Context) error {
 	r.startHealth()
 	defer r.endHealth()
 
-	g.logf("info", "group %s: %s joins (%d shards, weight %d, TTL %v)", g.group, g.identity, g.n, g.o.weight, r.ttl)
+	g.logf("info", "group %s: %s joins (%d shards, weight %d, TTL %v)", g.group, g.member, g.n, g.o.weight, r.ttl)
 	r.announce(true, true)
 	settle := time.NewTimer(joinSettle)
 	select {
@@ -127,7 +126,7 @@ func (r *run) main(ctx context.Context) error {
 		case <-ctx.Done():
 			if !r.leaving {
 				r.leaving, leaveBy = true, time.Now().Add(g.o.leaveWithin)
-				g.logf("info", "group %s: %s leaves, handing over %d shards", g.group, g.identity, r.holding())
+				g.logf("info", "group %s: %s leaves, handing over %d shards", g.group, g.member, r.holding())
 			}
 			ctx = context.Background() // Done once
 		case <-g.poke:
@@ -144,33 +143,25 @@ func (r *run) main(ctx context.Context) error {
 	switch {
 	case r.closed != nil:
 		return r.closed
-	case r.clash:
-		return fmt.Errorf("%w: %s in group %s", ErrDuplicateIdentity, g.identity, g.group)
 	case r.mismatch != nil:
 		return fmt.Errorf("%w: group %s: this member was given %d shards, member %q, which started first, %d: give every member of a group the same count (to change it, stop every member, or start the new count under another group name)",
-			ErrShardCountMismatch, g.group, g.n, r.mismatch.Identity, r.mismatch.Shards)
+			ErrShardCountMismatch, g.group, g.n, r.mismatch.Member(), r.mismatch.Shards)
 	}
 	return nil
 }
 
 // mustLeave reports whether the member must stop because of what it
-// heard: an older member under its identity, or an older member given
-// another number of shards. It logs why.
+// heard: an older member given another number of shards. It logs why.
 func (r *run) mustLeave() bool {
 	g := r.g
 	g.mu.Lock()
-	r.clash = g.clash != nil
 	r.mismatch = g.mismatch
 	g.mu.Unlock()
-	switch {
-	case r.clash:
-		g.logf("error", "group %s: another member runs as %s and started first: leaving", g.group, g.identity)
-	case r.mismatch != nil:
-		g.logf("error", "group %s: member %q, which started first, was given %d shards, this member %d: leaving (%v)",
-			g.group, r.mismatch.Identity, r.mismatch.Shards, g.n, ErrShardCountMismatch)
-	default:
+	if r.mismatch == nil {
 		return false
 	}
+	g.logf("error", "group %s: member %q, which started first, was given %d shards, this member %d: leaving (%v)",
+		g.group, r.mismatch.Member(), r.mismatch.Shards, g.n, ErrShardCountMismatch)
 	return true
 }
 
@@ -250,14 +241,14 @@ func (r *run) pass(now time.Time) {
 	g.mu.Unlock()
 
 	st := shardplan.State{
-		N: g.n, Self: Member{Identity: g.identity, Weight: g.o.weight, Healthy: healthy}, Leaving: r.leaving,
+		N: g.n, Self: Member{Identity: g.member, Weight: g.o.weight, Healthy: healthy}, Leaving: r.leaving,
 		Held: make(map[int]time.Time, len(held)), Won: r.won(held), Running: make(map[int]bool, len(r.runs)),
 		Handing: r.handing, RetryAt: r.retryAt, MinHold: g.o.minHold, Now: now,
 	}
-	byIdentity := map[string]Announcement{}
+	byMember := map[string]Announcement{}
 	for _, h := range roll {
-		byIdentity[h.Identity] = h.Announcement
-		p := shardplan.Peer{Member: Member{Identity: h.Identity, Weight: h.Weight, Healthy: h.Healthy}, Leaving: h.Leaving, Standing: h.Standing}
+		byMember[h.Member()] = h.Announcement
+		p := shardplan.Peer{Member: Member{Identity: h.Member(), Weight: h.Weight, Healthy: h.Healthy}, Leaving: h.Leaving, Standing: h.Standing}
 		for _, c := range h.Held {
 			p.Held = append(p.Held, shardplan.Held{Shard: int(c[0]), Token: c[1]})
 		}
@@ -277,10 +268,10 @@ func (r *run) pass(now time.Time) {
 	g.mu.Lock()
 	causes := make(map[int]MoveCause, len(g.standFor))
 	for s, d := range plan.Desired {
-		if d != g.identity || held[s] != nil {
+		if d != g.member || held[s] != nil {
 			continue
 		}
-		cause := moveCause(plan.Holders[s], byIdentity)
+		cause := moveCause(plan.Holders[s], byMember)
 		if old, ok := g.standFor[s]; ok && cause == MoveTakeover {
 			cause = old
 		}
@@ -348,6 +339,7 @@ func (r *run) startShard(s int) {
 	g := r.g
 	opts := []streams.Option{
 		streams.InBucket(g.o.bucket),
+		streams.WithInstance(g.instance), // hand-overs name the member as identity/instance
 		streams.OnLeading(func(t *streams.Term) { g.assigned(s, t) }),
 		streams.OnLost(func() { g.revoked(s) }),
 	}
@@ -437,7 +429,7 @@ func awaitCandidate(ctx context.Context, nc *nats.Conn, bucket, key, to string, 
 				waiting = false
 			case m := <-answers:
 				var c standing.Candidate
-				if json.Unmarshal(m.Data, &c) == nil && c.Identity == to {
+				if json.Unmarshal(m.Data, &c) == nil && c.NamedBy(to) {
 					return
 				}
 			}
@@ -581,9 +573,9 @@ func (r *run) startHealth() {
 		g.mu.Unlock()
 		if changed {
 			if err != nil {
-				g.logf("warn", "group %s: %s is unhealthy: %v", g.group, g.identity, err)
+				g.logf("warn", "group %s: %s is unhealthy: %v", g.group, g.member, err)
 			} else {
-				g.logf("info", "group %s: %s is healthy again", g.group, g.identity)
+				g.logf("info", "group %s: %s is healthy again", g.group, g.member)
 			}
 			g.wake()
 		}

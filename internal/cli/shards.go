@@ -90,6 +90,8 @@ type shardsInfoJSON struct {
 
 type shardMemberJSON struct {
 	Identity string `json:"identity"`
+	// Instance tells apart members under one identity (each run has one).
+	Instance string `json:"instance,omitempty"`
 	Held     int    `json:"held"`
 	Weight   int    `json:"weight"`
 	Healthy  bool   `json:"healthy"`
@@ -103,6 +105,9 @@ type shardJSON struct {
 	Key    string `json:"key"`
 	State  string `json:"state"`
 	Holder string `json:"holder"`
+	// HolderInstance is the holding member's instance, when it announced
+	// the shard.
+	HolderInstance string `json:"holder_instance,omitempty"`
 	// Token is the holder's fencing token, when it announced it.
 	Token *uint64 `json:"token"`
 	// Since is when the holder's term began, when it announced it.
@@ -113,9 +118,10 @@ type shardJSON struct {
 
 // claim is what a member says of a shard it holds.
 type claim struct {
-	member string
-	token  uint64
-	since  time.Time
+	member   string // identity
+	instance string
+	token    uint64
+	since    time.Time
 }
 
 func (e *elections) shardsInfo(ctx context.Context, group string, wait time.Duration, asJSON bool) error {
@@ -157,12 +163,12 @@ func shardsView(group string, b bucketRefJSON, recs []record, roll []shards.Anno
 	for _, a := range roll {
 		out.ShardCount = max(out.ShardCount, a.Shards)
 		out.Members = append(out.Members, shardMemberJSON{
-			Identity: a.Identity, Held: len(a.Held), Weight: a.Weight, Healthy: a.Healthy,
+			Identity: a.Identity, Instance: a.Instance, Held: len(a.Held), Weight: a.Weight, Healthy: a.Healthy,
 			Leaving: a.Leaving, Standing: len(a.Standing), Since: formatJSONTime(a.Since),
 		})
 		for _, h := range a.Held {
 			if c, ok := claims[int(h[0])]; !ok || h[1] > c.token {
-				claims[int(h[0])] = claim{member: a.Identity, token: h[1], since: time.UnixMilli(int64(h[2]))}
+				claims[int(h[0])] = claim{member: a.Identity, instance: a.Instance, token: h[1], since: time.UnixMilli(int64(h[2]))}
 			}
 		}
 	}
@@ -187,14 +193,34 @@ func shardsView(group string, b bucketRefJSON, recs []record, roll []shards.Anno
 		}
 		if c, ok := claims[i]; ok && c.member == sj.Holder {
 			tok := c.token
-			sj.Token, sj.Since = &tok, jsonTimePtr(c.since)
+			sj.Token, sj.Since, sj.HolderInstance = &tok, jsonTimePtr(c.since), c.instance
 		}
 		out.Shards = append(out.Shards, sj)
 	}
 	return out
 }
 
+// memberNamer names a group's members as info lists them: by identity,
+// and as identity/instance where several share the identity.
+func memberNamer(identities []string) func(identity, instance string) string {
+	count := map[string]int{}
+	for _, id := range identities {
+		count[id]++
+	}
+	return func(identity, instance string) string {
+		if count[identity] > 1 {
+			return named(identity, instance)
+		}
+		return identity
+	}
+}
+
 func writeShardsInfo(w io.Writer, v shardsInfoJSON, now time.Time) error {
+	var ids []string
+	for _, m := range v.Members {
+		ids = append(ids, m.Identity)
+	}
+	name := memberNamer(ids)
 	fmt.Fprintf(w, "Group %s: %d shards in bucket %s, %d held, %d members\n\n", v.Group, v.ShardCount, v.Bucket.Name, v.Held, len(v.Members))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "MEMBER\tHELD\tWEIGHT\tHEALTH\tSTANDING FOR\tSTARTED")
@@ -207,7 +233,7 @@ func writeShardsInfo(w io.Writer, v shardsInfoJSON, now time.Time) error {
 			health = "unhealthy"
 		}
 		since, _ := time.Parse(jsonTime, m.Since)
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%d\t%s\n", m.Identity, m.Held, m.Weight, health, m.Standing, ago(since, now))
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%d\t%s\n", name(m.Identity, m.Instance), m.Held, m.Weight, health, m.Standing, ago(since, now))
 	}
 	if len(v.Members) == 0 {
 		fmt.Fprintln(tw, "(no member answered)\t\t\t\t\t")
@@ -215,7 +241,7 @@ func writeShardsInfo(w io.Writer, v shardsInfoJSON, now time.Time) error {
 	fmt.Fprintln(tw, "\t\t\t\t\t")
 	fmt.Fprintln(tw, "SHARD\tKEY\tHOLDER\tTOKEN\tSINCE\t")
 	for _, s := range v.Shards {
-		holder, token, since := s.Holder, "-", "-"
+		holder, token, since := name(s.Holder, s.HolderInstance), "-", "-"
 		if holder == "" {
 			holder = "(" + s.State + ")"
 		}
@@ -302,17 +328,24 @@ func (e *elections) shardsWatch(ctx context.Context, group string, asJSON bool) 
 			if json.Unmarshal(m.Data, &a) != nil || a.Identity == "" {
 				continue
 			}
-			before, known := members[a.Identity]
-			members[a.Identity] = a
-			attrs := map[string]any{"member": a.Identity, "healthy": a.Healthy, "held": len(a.Held)}
+			before, known := members[a.Member()]
+			members[a.Member()] = a
+			var ids []string
+			for _, m := range members {
+				if !m.Leaving || m.Member() == a.Member() {
+					ids = append(ids, m.Identity)
+				}
+			}
+			who := memberNamer(ids)(a.Identity, a.Instance)
+			attrs := map[string]any{"member": a.Identity, "instance": a.Instance, "healthy": a.Healthy, "held": len(a.Held)}
 			switch {
 			case a.Leaving && (!known || !before.Leaving):
-				p.line("left", attrs, "member %s leaves, handing over %d shards", a.Identity, len(a.Held))
+				p.line("left", attrs, "member %s leaves, handing over %d shards", who, len(a.Held))
 			case a.Leaving:
-			case !known || before.Leaving || before.Instance != a.Instance:
-				p.line("joined", attrs, "member %s is in the group (weight %d, %s, holding %d)", a.Identity, a.Weight, healthWord(a.Healthy), len(a.Held))
+			case !known || before.Leaving:
+				p.line("joined", attrs, "member %s is in the group (weight %d, %s, holding %d)", who, a.Weight, healthWord(a.Healthy), len(a.Held))
 			case before.Healthy != a.Healthy:
-				p.line("health", attrs, "member %s is %s", a.Identity, healthWord(a.Healthy))
+				p.line("health", attrs, "member %s is %s", who, healthWord(a.Healthy))
 			}
 		}
 	}
@@ -362,8 +395,8 @@ func (e *elections) shardsRunCommand() *cobra.Command {
 		Use:   "run [flags] GROUP N [--] COMMAND [ARGS...]",
 		Short: "Join a shard group of N shards and run a command on the shards held",
 		Long: `Joins shard group GROUP of N shards as --identity (else as the framework would:
---config's identity, $CONCLAVE_IDENTITY, else the host name; every member
-needs its own), and runs COMMAND while it holds at least one shard, with
+--config's identity, $CONCLAVE_IDENTITY, else the host name; copies under
+one identity, as on one host, are members of their own), and runs COMMAND while it holds at least one shard, with
 standard input, output and error passed through and these variables added to
 its environment:
 
@@ -388,7 +421,7 @@ If the command exits on its own, run starts it again after 1s with the same
 shards. On Ctrl-C (SIGINT) or SIGTERM, run stops the command, hands each
 shard to another member, and exits with status 0.`,
 		Example: `  conclave shards run ingest 64 -- ./consume --partitions-from-env
-  conclave shards run --identity "$(hostname)-1" --grace 30s ingest 64 ./worker`,
+  conclave shards run --identity ingest-a --grace 30s ingest 64 ./worker`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.ArgsLenAtDash() >= 0 && cmd.ArgsLenAtDash() < 2 {

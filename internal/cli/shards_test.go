@@ -39,6 +39,60 @@ type shardsInfoOutput struct {
 	} `json:"shards"`
 }
 
+// TestShardsRunCopiesUnderOneIdentity: two copies of shards run under one
+// identity (as on one host) are two members that split the group; info
+// names each as identity/instance, and names each shard's holding copy.
+func TestShardsRunCopiesUnderOneIdentity(t *testing.T) {
+	t.Parallel()
+	url := startBroker(t, 2*time.Second)
+	script := filepath.Join(t.TempDir(), "worker.sh")
+	if err := os.WriteFile(script, []byte(shardWorker), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run := func() *proc {
+		return startConclave(t, nil, "--server", url, "shards", "run", "--identity", "vm", "--grace", "2s", "copies", "4", "--", script)
+	}
+	first := run()
+	first.stdout.waitFor(t, 0, regexp.MustCompile(`^started vm copies 0,1,2,3 `))
+	second := run()
+	second.stdout.waitFor(t, 0, regexp.MustCompile(`^started vm copies \d,\d `))
+	first.stdout.waitFor(t, 1, regexp.MustCompile(`^started vm copies \d,\d `))
+
+	var info struct {
+		Members []struct {
+			Identity string `json:"identity"`
+			Instance string `json:"instance"`
+			Held     int    `json:"held"`
+		} `json:"members"`
+		Shards []struct {
+			Holder         string `json:"holder"`
+			HolderInstance string `json:"holder_instance"`
+		} `json:"shards"`
+	}
+	r := conclave(t, "--server", url, "shards", "info", "copies", "--json")
+	mustSucceed(t, r)
+	if err := json.Unmarshal([]byte(r.stdout), &info); err != nil {
+		t.Fatalf("%v\n%s", err, r.stdout)
+	}
+	if len(info.Members) != 2 || info.Members[0].Instance == "" || info.Members[0].Instance == info.Members[1].Instance {
+		t.Fatalf("members %+v, want two copies of vm with their own instances", info.Members)
+	}
+	held := map[string]int{}
+	for _, s := range info.Shards {
+		held[s.Holder+"/"+s.HolderInstance]++
+	}
+	for _, m := range info.Members {
+		if m.Identity != "vm" || m.Held != 2 || held["vm/"+m.Instance] != 2 {
+			t.Errorf("member %+v holds %d shards by the keys, want vm holding 2 (shards %+v)", m, held["vm/"+m.Instance], info.Shards)
+		}
+	}
+	r = conclave(t, "--server", url, "shards", "info", "copies")
+	mustSucceed(t, r)
+	for _, m := range info.Members {
+		mustContain(t, "stdout", r.stdout, "vm/"+m.Instance+"  ")
+	}
+}
+
 // TestShardsRunSplitsAGroupAndHandsOverOnStop: two shards run members of a
 // 4-shard group run their commands with 2 shards each, info shows them,
 // and when one stops the other is restarted with all four.

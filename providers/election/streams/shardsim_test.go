@@ -162,6 +162,7 @@ type shardWorld struct {
 	ttl         time.Duration
 	keys        []*simWorld  // one election per shard
 	slots       []*simMember // the current process of each member
+	runs        []int        // the processes each slot has run
 	all         []*simMember
 	weights     []int // each slot's weight
 	sameWeights bool
@@ -264,6 +265,7 @@ func simulateShards(seed uint64, verbose bool) shardResult {
 	}
 	sw.lastHolder = make([]string, sw.n)
 	sw.slots = make([]*simMember, slots)
+	sw.runs = make([]int, slots)
 	sw.weights = make([]int, slots)
 	for i := range slots {
 		sw.weights[i] = 1
@@ -364,11 +366,12 @@ func (sw *shardWorld) startMember(slot int, after time.Duration) {
 				}
 			}
 		}
-		m := &simMember{sw: sw, slot: slot, name: fmt.Sprintf("m%d", slot), weight: sw.weights[slot], alive: true, healthy: true,
+		m := &simMember{sw: sw, slot: slot, name: sw.runName(slot), weight: sw.weights[slot], alive: true, healthy: true,
 			drift: (sw.rng.Float64()*2 - 1) * simMaxDrift, base: sw.now.Add(sw.dur(-simMaxOffset, simMaxOffset)), baseTrue: sw.now,
 			roll: map[string]simHeard{}, nodes: make([]*simNode, sw.n), stopping: make([]bool, sw.n),
 			handing: make([]time.Time, sw.n), retryAt: make([]time.Time, sw.n)}
 		sw.slots[slot] = m
+		sw.runs[slot]++
 		sw.all = append(sw.all, m)
 		sw.logf("%s joins", m.name)
 		m.announce(true, true)
@@ -573,6 +576,16 @@ func (m *simMember) handOver(s int, to string) {
 	})
 }
 
+// runName names the member that slot's next process runs as: each run is
+// a member of its own, as each Start of a shards.Group has an instance of
+// its own (its name in the group is identity/instance).
+func (sw *shardWorld) runName(slot int) string {
+	if sw.runs[slot] == 0 {
+		return fmt.Sprintf("m%d", slot)
+	}
+	return fmt.Sprintf("m%d.%d", slot, sw.runs[slot])
+}
+
 // startElection starts m's election of shard s: the real lease machine,
 // on m's clock, hindered by m's faults.
 func (sw *shardWorld) startElection(m *simMember, s int) {
@@ -700,10 +713,11 @@ func (m *simMember) hear(h simHeard, ask bool) {
 		sw.at(m.paused, func() { m.hear(h, ask) })
 		return
 	}
-	// Only a run's latest announcement counts: the network's delays
-	// reorder them; and a later run's only once the earlier one leaves
-	// (shards' Announcement.supersedes).
-	if old, ok := m.roll[h.p.Identity]; !ok || h.since.Equal(old.since) && h.seq > old.seq || old.p.Leaving && h.since.After(old.since) {
+	// Only a member's latest announcement counts: the network's delays
+	// reorder them (shards' Announcement.supersedes). Each run of a slot
+	// is a member of its own (runName), as each Start of a shards.Group
+	// has its own instance.
+	if old, ok := m.roll[h.p.Identity]; !ok || h.seq > old.seq {
 		h.at = m.local(sw.now)
 		m.roll[h.p.Identity] = h
 	}
@@ -970,7 +984,7 @@ func (sw *shardWorld) planned() {
 	m := up[sw.rng.IntN(len(up))]
 	sw.eventMember = m.name
 	if sw.event == "join" {
-		sw.eventMember = fmt.Sprintf("m%d", free)
+		sw.eventMember = sw.runName(free)
 	}
 	// The fewest moves the event needs: those the assignment of the
 	// members after it makes from the holders before it (Assign moves the
