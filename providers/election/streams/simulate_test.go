@@ -132,6 +132,10 @@ type simTotals struct {
 	offers, taken, stopOffers, moves      int
 	preferred, onward, pastTerm           int
 	adopted, adoptedOnStop                int
+	reportedHandOvers, reportedExpiries   int
+	reportedRenewals                      int
+	reportedHandOversUnsure               int
+	seenHandOvers                         int
 	byFault                               map[string]int
 }
 
@@ -151,6 +155,11 @@ func (s *simTotals) add(r simResult) {
 	s.pastTerm += r.pastTerm
 	s.adopted += r.adopted
 	s.adoptedOnStop += r.adoptedOnStop
+	s.reportedHandOvers += r.reportedHandOvers
+	s.reportedExpiries += r.reportedExpiries
+	s.reportedRenewals += r.reportedRenewals
+	s.reportedHandOversUnsure += r.reportedHandOversUnsure
+	s.seenHandOvers += r.seenHandOvers
 	if s.byFault == nil {
 		s.byFault = map[string]int{}
 	}
@@ -164,8 +173,9 @@ func (s simTotals) String() string {
 	for _, k := range simFaultKinds {
 		kinds = append(kinds, fmt.Sprintf("%s %d", k, s.byFault[k]))
 	}
-	return fmt.Sprintf("%d terms, %d faults (%s), %d moves by the hand-over policy (%d leaders checked against a standby once quiet; %d announcements came in a later term than the one they were heard for), %d offers of the key (%d on stop, %d passed on past a refusal; %d taken up), %d hand-over releases (%d taken by the named candidate first), %d campaign writes of unknown outcome taken up as seen in the key (%d of them while stopping), %d checks, 0 violations",
-		s.terms, s.faults, strings.Join(kinds, ", "), s.moves, s.preferred, s.pastTerm, s.offers, s.stopOffers, s.onward, s.taken, s.handOvers, s.landed, s.adopted, s.adoptedOnStop, s.overlapsChecked)
+	return fmt.Sprintf("%d terms, %d faults (%s), %d moves by the hand-over policy (%d leaders checked against a standby once quiet; %d announcements came in a later term than the one they were heard for), %d offers of the key (%d on stop, %d passed on past a refusal; %d taken up), %d hand-over releases (%d taken by the named candidate first), %d campaign writes of unknown outcome taken up as seen in the key (%d of them while stopping), observers' reports checked against who wrote what and why (%d hand-overs named, and %d more that were takes of a lapsed lease landing within it as the observer counts it; %d hand-overs delivered live; %d new terms after a lapsed lease; %d renewals), %d checks, 0 violations",
+		s.terms, s.faults, strings.Join(kinds, ", "), s.moves, s.preferred, s.pastTerm, s.offers, s.stopOffers, s.onward, s.taken, s.handOvers, s.landed, s.adopted, s.adoptedOnStop,
+		s.reportedHandOvers, s.reportedHandOversUnsure, s.seenHandOvers, s.reportedExpiries, s.reportedRenewals, s.overlapsChecked)
 }
 
 type simResult struct {
@@ -183,6 +193,13 @@ type simResult struct {
 	adoptedOnStop         int // of those, by a candidate stopping (most by the stop's one read of the key)
 	byFault               map[string]int
 	trace                 []string
+	// Observers' reports judged against who wrote what and why
+	// (checkReport): hand-overs named, new terms after a lapsed lease,
+	// renewals; hand-overs named that were takes of a lapsed lease
+	// landing within it as the observer counts it, which it cannot tell;
+	// hand-overs delivered live.
+	reportedHandOvers, reportedExpiries, reportedRenewals int
+	reportedHandOversUnsure, seenHandOvers                int
 }
 
 func (r simResult) summary() string {
@@ -278,6 +295,10 @@ type simWorld struct {
 	// sender: one connection's messages reach a subscriber in order, so a
 	// late one holds back those sent after it.
 	heardLast map[[2]*simNode]time.Time
+	// msgs is every message of the key stored while observers watch, in
+	// order, with who wrote it and why: the truth observers' reports are
+	// judged against (checkReport).
+	msgs []simMsg
 }
 
 // simHandOver is a stored release that hands the key over.
@@ -377,6 +398,15 @@ type simNode struct {
 	// takingUp answers, in order, the offers of the key the machine took
 	// in: each sends the answer back to the leader that offered.
 	takingUp []func(err error)
+	// told is what an observer last reported (every change, renewals
+	// too); views are the views its machine passed it in the step under
+	// way, which its reports judge.
+	told    Leadership
+	toldMsg Leadership // the last report on a message (not an expiry)
+	views   []keyView
+	// steps counts the observer's steps that reported; toldIn is the one
+	// that made told.
+	steps, toldIn int
 }
 
 // simClock is a node's clock for its real driver and term: its local time
@@ -984,7 +1014,15 @@ func (w *simWorld) apply(n *simNode, notes []note, real func([]note) (input, boo
 		}
 	}
 	if n.obs != nil {
-		return real(notes)
+		n.views = n.views[:0]
+		for _, nt := range notes {
+			if nt.kind == noteViewChanged {
+				n.views = append(n.views, *nt.view)
+			}
+		}
+		next, ok = real(notes)
+		w.hear(n)
+		return next, ok
 	}
 	for _, nt := range notes {
 		switch nt.kind {
@@ -1311,6 +1349,11 @@ func (w *simWorld) apply2(n *simNode, a action) input {
 		rev, err := b.Put(w.now, w.key, []byte(n.identity), a.expect, ttl)
 		if err == nil {
 			w.stamps[simWriteID{rev, w.now}] = a.stamp(n.name)
+			var tookUp string // the identity whose offer of the key this write takes up
+			if t := n.m.taking; t.rev != 0 && a.expect == t.rev && !a.renewal {
+				tookUp = t.from
+			}
+			w.logMsg(simMsg{op: simkv.Put, rev: rev, identity: n.identity, instance: n.name, expect: a.expect, renewal: a.renewal, term: a.term, tookUpFrom: tookUp})
 			switch {
 			case a.term.begins:
 				n.beginsAt = w.now
@@ -1371,6 +1414,13 @@ func (w *simWorld) apply2(n *simNode, a action) input {
 			payload = releasePayload(n.identity)
 		}
 		rev, err := b.Delete(w.now, w.key, a.expect, payload)
+		if err == nil {
+			m := simMsg{op: simkv.Delete, rev: rev, identity: n.identity, instance: n.name, expect: a.expect, marked: a.marked}
+			if a.marked {
+				m.handOverTo = a.handOver.to
+			}
+			w.logMsg(m)
+		}
 		if err == nil && a.marked && a.handOver.to != "" {
 			w.handedOver = simHandOver{to: a.handOver.to, at: w.now, within: a.handOver.within}
 			// The release names an identity: any of its copies may take
@@ -1786,7 +1836,10 @@ func (w *simWorld) startObserver(id int) {
 	ttl, born, _ := w.b.Status(w.now)
 	tm, _ := observerTimings(ttl)
 	rng := rand.New(rand.NewPCG(w.rng.Uint64(), w.rng.Uint64()))
-	o := &Observer{key: w.key, opts: options{log: nopLogger{}}, current: Leadership{Key: w.key}}
+	// Every report, renewals too, goes to checkReport: the simulator runs
+	// the notifier's queue itself as the step that made it ends (hear),
+	// and no goroutine does.
+	o := &Observer{key: w.key, opts: options{log: nopLogger{}, renewals: true}, current: Leadership{Key: w.key}, n: &notifier{running: true}}
 	var log Logger = nopLogger{}
 	if w.verbose {
 		log = simLog{w, name}
@@ -1797,6 +1850,7 @@ func (w *simWorld) startObserver(id int) {
 	o.driver = driver{key: w.key, clock: n.clock(), m: newMachine(machineConfig{key: w.key, timings: observerTimings, random: rng.Int64N}, tm), tm: tm, log: log,
 		apply: func(notes []note) (input, bool) { return w.apply(n, notes, o.apply) }}
 	n.d, n.m = &o.driver, o.driver.m
+	o.opts.onChange = func(l Leadership) { w.checkReport(n, l) }
 	w.obs = append(w.obs, n)
 	w.all = append(w.all, n)
 	w.step(n, input{kind: inStart, now: n.local(w.now), born: born})
@@ -1845,6 +1899,203 @@ func (w *simWorld) checkObserver(n *simNode) {
 			w.fail("observer %s reports %s's term with token %d, but the term that runs has token %d", n.name, l.Leader, l.Token, c.token)
 		}
 	}
+}
+
+// simMsg is a message of the key as the world stored it, with who wrote
+// it and why.
+type simMsg struct {
+	op      simkv.Op
+	rev     uint64
+	written time.Time
+	epoch   int
+	ttl     time.Duration // the bucket's TTL when it was stored
+	// identity and instance: the candidate that wrote the put or the
+	// release; "" for a forced stand-down or a purge.
+	identity, instance string
+	expect             uint64 // the revision the write or release was made over (0: none)
+	// A put: a renewal, or a write that takes the key; what it said of its
+	// term; and, if it took up an offer of the key, the identity that
+	// offered it.
+	renewal    bool
+	term       termMark
+	tookUpFrom string
+	// A delete: the candidate's release marked as such, and whom it
+	// handed the key over to.
+	marked     bool
+	handOverTo string
+}
+
+// logMsg records m, just stored, in the key's messages while observers
+// watch (checkReport judges their reports by them).
+func (w *simWorld) logMsg(m simMsg) {
+	if len(w.obs) == 0 {
+		return
+	}
+	m.written, m.epoch, m.ttl = w.now, w.epoch, w.ttl
+	w.msgs = append(w.msgs, m)
+}
+
+// msgAt returns the index in w.msgs of the message id names: they are
+// stored in time order.
+func (w *simWorld) msgAt(id simWriteID) (int, bool) {
+	i, _ := slices.BinarySearchFunc(w.msgs, id.written, func(m simMsg, t time.Time) int { return m.written.Compare(t) })
+	for ; i < len(w.msgs) && w.msgs[i].written.Equal(id.written); i++ {
+		if w.msgs[i].rev == id.rev {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+func (m simMsg) String() string {
+	switch {
+	case m.op == simkv.Purge:
+		return fmt.Sprintf("a purge at revision %d", m.rev)
+	case m.op == simkv.Delete && m.identity == "":
+		return fmt.Sprintf("a forced stand-down at revision %d", m.rev)
+	case m.op == simkv.Delete && m.handOverTo != "":
+		return fmt.Sprintf("%s/%s's release at revision %d handing over to %s", m.identity, m.instance, m.rev, m.handOverTo)
+	case m.op == simkv.Delete:
+		return fmt.Sprintf("%s/%s's release at revision %d (marked %v)", m.identity, m.instance, m.rev, m.marked)
+	case m.renewal:
+		return fmt.Sprintf("%s/%s's renewal at revision %d over %d, saying %q", m.identity, m.instance, m.rev, m.expect, m.term.header())
+	case m.tookUpFrom != "":
+		return fmt.Sprintf("%s/%s's write at revision %d over %d taking up %s's offer, saying %q", m.identity, m.instance, m.rev, m.expect, m.tookUpFrom, m.term.header())
+	}
+	return fmt.Sprintf("%s/%s's write at revision %d over %d taking the key, saying %q", m.identity, m.instance, m.rev, m.expect, m.term.header())
+}
+
+// hear runs the reports observer n made in the step under way, in order,
+// as its notifier's goroutine would.
+func (w *simWorld) hear(n *simNode) {
+	q := n.obs.n
+	n.steps++
+	for {
+		q.mu.Lock()
+		queue := q.queue
+		q.queue = nil
+		q.mu.Unlock()
+		if len(queue) == 0 {
+			return
+		}
+		for _, nt := range queue {
+			nt.fn()
+			close(nt.done)
+		}
+	}
+}
+
+// checkReport judges l, what observer n reports as it reports it, against
+// who wrote what and why:
+//   - A renewal reported is a write by that candidate renewing the term
+//     of the token reported: never a write that took the key (a new
+//     term's, or a hold whose term waits), nor one of another term.
+//
+// The rest is judged where the observer can tell, when the message before
+// the write reported is the one it last reported on (its watch skipped
+// nothing between); a holder whose term has not begun (taking) hands no
+// term over and has none to expire:
+//   - A term reported handed over by a leader began by a write that took
+//     up that leader's offer over its write, or one after its release
+//     that handed the key over.
+//   - A hand-over delivered live (the offer taken up within the lease by
+//     every TTL in question, or a take over the release) is reported as
+//     handed over by that leader, with nothing reported between, unless
+//     the observer reported an expiry before the write reached it.
+//   - A write that took the key once the lease of the write before it had
+//     run out by the broker's clock, delivered live, is reported after an
+//     expiry (no leader), never straight after that write's leader, as
+//     its hand-over or renewal. The lease counts by the longest of the
+//     TTLs the bucket had when the write was stored and has now and the
+//     observer knows.
+func (w *simWorld) checkReport(n *simNode, l Leadership) {
+	prev, last, prevNow := n.told, n.toldMsg, n.toldIn == n.steps
+	n.told, n.toldIn = l, n.steps
+	if !l.Renewed.IsZero() {
+		n.toldMsg = l
+	}
+	if prev.Event == "" || l.State != KeyHeld || l.Event == EventCurrent {
+		return
+	}
+	i, ok := w.msgAt(simWriteID{l.Revision, l.Renewed})
+	if !ok {
+		w.fail("observer %s reports %s at revision %d, which no candidate wrote", n.name, l.Leader, l.Revision)
+		return
+	}
+	m := w.msgs[i]
+	if m.op != simkv.Put || m.identity != l.Leader || m.instance != l.Instance {
+		w.fail("observer %s reports %s/%s leading on %s", n.name, l.Leader, l.Instance, m)
+		return
+	}
+	var before *simMsg
+	if i > 0 && w.msgs[i-1].epoch == m.epoch && last.Revision == w.msgs[i-1].rev && last.Renewed.Equal(w.msgs[i-1].written) {
+		before = &w.msgs[i-1] // the message last reported on: nothing skipped between
+	}
+	if l.Event == EventRenewed {
+		w.res.reportedRenewals++
+		if !m.renewal || m.term.token != l.Token {
+			w.fail("observer %s reports %s as a renewal of the term with token %d", n.name, m, l.Token)
+		}
+	}
+	if before == nil || m.renewal {
+		return
+	}
+	over := m.expect == before.rev // written over it, not after it expired
+	offered := before.op == simkv.Put && over && m.tookUpFrom == before.identity
+	release := before.op == simkv.Delete && before.marked && before.handOverTo != "" // a release handing the key over
+	if l.Event == EventElected && l.HandedOverBy != "" {
+		by := before.identity == l.HandedOverBy && (l.HandedOverByInstance == "" || before.instance == l.HandedOverByInstance)
+		switch {
+		case before.op == simkv.Put && !offered && m.written.Before(before.written.Add(n.m.tm.ttl)):
+			// A take of a lease that ran out by a shorter TTL than the
+			// observer's (the taker's, not yet raised, or the bucket's
+			// before a raise the observer has read since) or by a clock
+			// that runs fast, landing within the lease as the observer
+			// counts it: an offer could be taken up then too, and the
+			// observer cannot tell the two apart.
+			w.res.reportedHandOversUnsure++
+		case !by || !offered && !release: // a release's marker may expire before the take
+			w.fail("observer %s reports %s as handed over by %s/%s, after %s", n.name, m, l.HandedOverBy, l.HandedOverByInstance, before)
+		default:
+			w.res.reportedHandOvers++
+		}
+	}
+	live := n.sawLive(m)
+	between := !prev.Renewed.Equal(before.written) // an expiry reported since the message before
+	if live && (l.Event == EventElected || l.Event == EventTaking) && last.Event != EventTaking && (!between || prevNow) &&
+		(offered && m.written.Before(before.written.Add(min(before.ttl, w.ttl, n.m.tm.ttl))) || release && over) {
+		// A hand-over delivered live: the offer of the leader last
+		// reported, taken up within its lease by every TTL in question, or
+		// a take over its release handing the key over. (An expiry the
+		// observer reported in an earlier step, having read the key gone
+		// while its watch lagged, leaves it nothing to hand over from.)
+		w.res.seenHandOvers++
+		if l.HandedOverBy != before.identity || between {
+			w.fail("observer %s reports %s (%s, handed over by %q) after %s, with %s reported between", n.name, m, l.Event, l.HandedOverBy, before, prev.Event)
+		}
+	}
+	takes := m.term.begins || m.term.waits
+	if takes && before.op == simkv.Put && last.HasLeader() && last.Event != EventTaking && live {
+		lease := before.written.Add(max(before.ttl, w.ttl, n.m.tm.ttl))
+		if !m.written.Before(lease) {
+			w.res.reportedExpiries++
+			if prev.HasLeader() {
+				w.fail("observer %s reports %s (%s), written %v after the lease of %s ran out, straight after %s's term (%s) with no expiry between",
+					n.name, m, l.Event, m.written.Sub(lease).Round(time.Millisecond), before, prev.Leader, prev.Event)
+			}
+		}
+	}
+}
+
+// sawLive reports whether observer n's watch delivered m live in the step
+// under way.
+func (n *simNode) sawLive(m simMsg) bool {
+	for _, v := range n.views {
+		if v.live && v.Revision == m.rev && v.Written.Equal(m.written) {
+			return true
+		}
+	}
+	return false
 }
 
 // running returns the nodes alive and not stopping, in slot order.
@@ -2148,13 +2399,15 @@ func (w *simWorld) standDown(purge bool) bool {
 	}
 	if purge {
 		w.logf("FAULT the key is purged")
-		w.b.Purge(w.now, w.key)
+		w.logMsg(simMsg{op: simkv.Purge, rev: w.b.Purge(w.now, w.key)})
 		w.remember()
 	} else {
 		w.logf("FAULT forced stand-down of revision %d", msg.Revision)
-		if _, err := w.b.Delete(w.now, w.key, msg.Revision, nil); err != nil {
+		rev, err := w.b.Delete(w.now, w.key, msg.Revision, nil)
+		if err != nil {
 			return false
 		}
+		w.logMsg(simMsg{op: simkv.Delete, rev: rev, expect: msg.Revision})
 		w.remember()
 	}
 	w.flushWatches()
