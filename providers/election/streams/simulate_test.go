@@ -379,7 +379,6 @@ type simNode struct {
 	lost       int
 	stopping   bool
 	obs        *Observer // an observer's judge, or nil for a candidate
-	saw        []sawMsg  // an observer's: the messages its machine took in, by watch or read
 	since      time.Time // when the term began (true time)
 	wonAt      time.Time // the machine's hold that the term rests on
 	holdToken  uint64    // the first term's token of that hold
@@ -958,9 +957,6 @@ func (w *simWorld) step(n *simNode, in input) {
 	}
 	if w.stepped != nil {
 		defer w.stepped(n)
-	}
-	if in.entry != nil && n.obs != nil {
-		n.saw = append(n.saw, sawMsg{rev: in.entry.Revision, leader: in.entry.Leader})
 	}
 	doubt := n.m.doubt
 	wake, do := n.d.handle(in) // the real driver: the machine, then its notes to the campaigner or the observer (see apply)
@@ -2159,40 +2155,6 @@ func (n *simNode) hinderedAfter(t time.Time) time.Time {
 		t = later(t, u)
 	}
 	return t
-}
-
-// sawMsg is a message of the key an observer took in: its revision, and
-// the leader it names ("" for a marker).
-type sawMsg struct {
-	rev    uint64
-	leader string
-}
-
-// sawOtherBetween reports whether observer n took in a message between
-// revisions from and to (exclusive) that does not name name: a release,
-// a removal or another leader's write. Without one, its watch skipped the
-// messages between (a lagging consumer skips messages replaced meanwhile),
-// and name's write at to looks like a renewal of its term at from (the
-// README's "not promised").
-func (n *simNode) sawOtherBetween(name string, from, to uint64) bool {
-	for _, m := range n.saw {
-		if m.rev > from && m.rev < to && m.leader != name {
-			return true
-		}
-	}
-	return false
-}
-
-// otherLedBetween reports whether a leader other than name began a term
-// with a token between from and to in this epoch: an observer naming token
-// from for name's term at to would then let that leader's writes in.
-func (w *simWorld) otherLedBetween(name string, from, to uint64) bool {
-	for _, t := range w.terms {
-		if t.epoch == w.epoch && t.name != name && t.token > from && t.token < to {
-			return true
-		}
-	}
-	return false
 }
 
 // holder is who the bucket's latest message names as leader, or "".
