@@ -70,19 +70,24 @@ func (f *fleet) checkMoves(what string, want int, causes map[shards.MoveCause]in
 		moved += n
 	}
 	gaps := append([]time.Duration(nil), f.gaps...)
+	declined := append([]string(nil), f.declined...)
 	f.mu.Unlock()
 	if moved != want {
 		f.t.Errorf("%s: %d shards moved, want %d", what, moved, want)
 	}
-	// One hand-over is one synced write after the holder's OnRevoked:
-	// milliseconds. The bound is generous for a loaded machine running the
-	// race detector, and well below the release window (a quarter TTL) and
-	// the TTL that a failed hand-over would cost.
+	// Each move is an offer taken up: one synced write after the holder's
+	// OnRevoked, milliseconds. An offer not taken up would have moved the
+	// shard by a release instead, as the holder's log says; the time bound
+	// is generous for a loaded machine running the race detector, and
+	// below the TTL that an expiry would cost.
+	for _, d := range declined {
+		f.t.Errorf("%s: a shard moved without a hand-over: %s", what, d)
+	}
 	var worst time.Duration
 	for _, g := range gaps {
 		worst = max(worst, g)
 	}
-	if worst > 400*time.Millisecond {
+	if worst > 1500*time.Millisecond {
 		f.t.Errorf("%s: a shard was without a holder for %v", what, worst)
 	}
 	f.t.Logf("%s: %d shards moved, longest gap %v", what, moved, worst)

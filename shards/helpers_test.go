@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/sirupsen/logrus"
 
 	"github.com/conclave-io/conclave/broker"
 	"github.com/conclave-io/conclave/config"
@@ -51,9 +52,12 @@ type fleet struct {
 	moves  map[int]int       // shard → terms begun since resetMoves
 	revAt  map[int]time.Time // shard → when its last holder's term ended
 	gaps   []time.Duration   // revoked → next assigned, per shard moved
-	errs   []string
-	change chan struct{} // poked on every callback
-	rec    *countingRecorder
+	// declined are the log lines, since resetMoves, of offers of a shard
+	// not taken up: the key then went by a release, not a hand-over.
+	declined []string
+	errs     []string
+	change   chan struct{} // poked on every callback
+	rec      *countingRecorder
 }
 
 func newFleet(t *testing.T, b *broker.Broker, group string, n int) *fleet {
@@ -124,7 +128,7 @@ func (f *fleet) launch(nc *nats.Conn, js jetstream.JetStream, label, id string, 
 		shards.OnAssigned(func(s int, term *streams.Term) { f.assigned(label, s, term) }),
 		shards.OnRevoked(func(s int) { f.revoked(label, s) }),
 		shards.WithRecorder(f.rec),
-		shards.WithLogger(brokertest.Logger(f.t).WithField("member", label)),
+		shards.WithLogger(f.logger(label)),
 	}, opts...)
 	g, err := shards.NewGroup(id, f.group, n, js, all...)
 	if err != nil {
@@ -197,12 +201,39 @@ func (f *fleet) counts() map[string]int {
 	return c
 }
 
+// logger logs member label's lines to the test, from info up, and records
+// those that say an offer of a shard was not taken up.
+func (f *fleet) logger(label string) *logrus.Entry {
+	l := brokertest.Logger(f.t)
+	l.Logger.SetLevel(max(l.Logger.GetLevel(), logrus.InfoLevel))
+	l.Logger.AddHook(declinedHook{f, label})
+	return l.WithField("member", label)
+}
+
+// declinedHook records in its fleet the log lines of an offer of the key
+// not taken up (see the election's onOffer).
+type declinedHook struct {
+	f     *fleet
+	label string
+}
+
+func (h declinedHook) Levels() []logrus.Level { return logrus.AllLevels }
+
+func (h declinedHook) Fire(e *logrus.Entry) error {
+	if strings.Contains(e.Message, "did not take up the offer") {
+		h.f.mu.Lock()
+		h.f.declined = append(h.f.declined, h.label+": "+e.Message)
+		h.f.mu.Unlock()
+	}
+	return nil
+}
+
 // resetMoves forgets the terms and gaps counted so far.
 func (f *fleet) resetMoves() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	clear(f.moves)
-	f.gaps = nil
+	f.gaps, f.declined = nil, nil
 	clear(f.revAt)
 	f.rec.reset()
 }
