@@ -227,13 +227,16 @@ func (g *Group) hear(a Announcement, at time.Time) {
 // weights, identities and shard numbers feed the assignment and the
 // hand-overs.
 func (g *Group) checkPeer(a Announcement) error {
-	if _, err := streams.NewElection(a.Identity, Key(g.group, 0), g.js, streams.InBucket(g.o.bucket)); err != nil {
-		return fmt.Errorf("its identity cannot hold a shard: %w", err)
-	}
+	// One trial election checks both: the identity first, then the
+	// instance, an option.
+	opts := []streams.Option{streams.InBucket(g.o.bucket)}
 	if a.Instance != "" {
-		if _, err := streams.NewElection(a.Identity, Key(g.group, 0), g.js, streams.InBucket(g.o.bucket), streams.WithInstance(a.Instance)); err != nil {
-			return fmt.Errorf("its instance cannot name a candidate: %w", err)
-		}
+		opts = append(opts, streams.WithInstance(a.Instance))
+	}
+	if _, err := streams.NewElection(a.Identity, Key(g.group, 0), g.js, opts...); errors.Is(err, streams.ErrInvalidOption) {
+		return fmt.Errorf("its instance cannot name a candidate: %w", err)
+	} else if err != nil {
+		return fmt.Errorf("its identity cannot hold a shard: %w", err)
 	}
 	if a.Weight < 1 || a.Weight > MaxWeight {
 		return fmt.Errorf("weight %d is outside 1 to %d", a.Weight, MaxWeight)
