@@ -274,22 +274,34 @@ func candidatesNamed(to, name string, cs []standing.Candidate) (matches []standi
 	return all, ask, nil
 }
 
-// standingNames names the candidates that answer: by identity, with the
-// instance where several share one.
+// standingNames names the candidates that answer as memberNamer does.
 func standingNames(cs []standing.Candidate) []string {
-	count := map[string]int{}
-	for _, c := range cs {
-		count[c.Identity]++
+	ids := make([]string, len(cs))
+	for i, c := range cs {
+		ids[i] = c.Identity
 	}
-	var names []string
-	for _, c := range cs {
-		if count[c.Identity] > 1 {
-			names = append(names, named(c.Identity, c.Instance))
-		} else {
-			names = append(names, c.Identity)
-		}
+	name := memberNamer(ids)
+	names := make([]string, len(cs))
+	for i, c := range cs {
+		names[i] = name(c.Identity, c.Instance)
 	}
 	return names
+}
+
+// memberNamer names candidates or shard group members, of the identities
+// given, as info lists them: by identity, and as identity/instance where
+// several share the identity.
+func memberNamer(identities []string) func(identity, instance string) string {
+	count := map[string]int{}
+	for _, id := range identities {
+		count[id]++
+	}
+	return func(identity, instance string) string {
+		if count[identity] > 1 {
+			return named(identity, instance)
+		}
+		return identity
+	}
 }
 
 // confirmToken asks who stands until t's leader answers that it leads a

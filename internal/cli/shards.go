@@ -200,21 +200,6 @@ func shardsView(group string, b bucketRefJSON, recs []record, roll []shards.Anno
 	return out
 }
 
-// memberNamer names a group's members as info lists them: by identity,
-// and as identity/instance where several share the identity.
-func memberNamer(identities []string) func(identity, instance string) string {
-	count := map[string]int{}
-	for _, id := range identities {
-		count[id]++
-	}
-	return func(identity, instance string) string {
-		if count[identity] > 1 {
-			return named(identity, instance)
-		}
-		return identity
-	}
-}
-
 func writeShardsInfo(w io.Writer, v shardsInfoJSON, now time.Time) error {
 	var ids []string
 	for _, m := range v.Members {
