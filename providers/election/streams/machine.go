@@ -1,6 +1,7 @@
 package streams
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -25,25 +26,21 @@ type machine struct {
 	phase   phase
 	view    keyView
 	seenRev uint64 // the highest revision seen in this epoch
-	// seenWritten is the latest broker write time of the messages up to
-	// seenRev, zero while seenRev's is unknown: a lower revision written
-	// after it belongs to a bucket made again. Not an earlier message's
-	// time (a stale answer would pass for a new bucket's), and the latest,
-	// as broker clocks can go back across a change of stream leader.
+	// seenWritten: the latest broker write time of messages up to seenRev
+	// (zero while seenRev's is unknown, lest a stale answer pass for a new
+	// bucket's); a lower revision written after it is of a bucket made again.
 	seenWritten time.Time
 	gone        *keyView // the held view the key was last found gone from, as expired
-	// displaced is what a view replaced by a bare revision (a failed
-	// campaign's, onCampaign) or by a bucket made again (noteBucketBorn)
-	// showed, until the next view: a removal then removed that.
+	// displaced: what a view replaced by a bare revision (onCampaign) or a
+	// bucket made again (noteBucketBorn) showed, until the next view.
 	displaced  *keyView
 	doubt      *doubtfulWrite // our latest campaign write of unknown outcome (adoptDoubt)
 	remadeSeen time.Time      // a message showed the bucket made again, its creation time unread
 	epoch      time.Time      // the bucket's stream creation time, as last read
 
 	nextCampaign time.Time // zero: nothing scheduled until the view changes
-	// confirmDue: a read of the key is due, the watch having begun with the
-	// key absent while we knew it held (at confirmFrom, from which a read
-	// confirming the absence judges it).
+	// confirmDue: a read is due, the watch having begun with the key absent
+	// while we knew it held at confirmFrom, from which the read judges it.
 	confirmDue  time.Time
 	confirmFrom time.Time
 	tries       int // consecutive failed campaign attempts or reads
@@ -58,12 +55,10 @@ type machine struct {
 
 	hold *hold  // while phase.holds(); see held
 	term uint64 // the running term's token; 0: none runs (tokens are revisions)
-	// handOver is the hand-over under way (the term ends, the key is
-	// offered to the candidate, else the release names it), or a stop's
-	// (orNext): the standby offered the key before its release.
+	// handOver: the hand-over under way, or a stop's offer to a standby
+	// (orNext) before its release.
 	handOver *handOver
-	// taking, when rev is set: an offer taken up, its write due or under way.
-	taking takeOver
+	taking   takeOver // when rev is set: an offer taken up, its write due or under way
 
 	watch watchState
 
@@ -72,8 +67,7 @@ type machine struct {
 	fatalOut outcome // which of the two fatal was
 }
 
-// held returns the hold while phase.holds(), else a fresh zero one that
-// nothing written to outlives.
+// held returns the hold, or a fresh zero one while phase.holds() is false.
 func (m *machine) held() *hold {
 	if m.hold != nil {
 		return m.hold
@@ -103,20 +97,15 @@ type machineConfig struct {
 // handOver is a hand-over of the election to candidate to, which has
 // within to take the key before the others do.
 type handOver struct {
-	to       string
-	instance string // the instance of to offered the key ("": any)
-	within   time.Duration
-	// orNext: a stop's offer, which goes on to the next best standby when
-	// one refuses (driver.offerOnward).
-	orNext bool
-	// declined: the offer was made and not taken up (declinedOut says
-	// how); the release names the candidate instead.
-	declined    error
+	to          string
+	instance    string // the instance of to offered the key ("": any)
+	within      time.Duration
+	orNext      bool  // a stop's offer: on a refusal, made to the next standby (driver.offerOnward)
+	declined    error // the offer was not taken up (declinedOut: how); the release names to
 	declinedOut outcome
 }
 
-// who names ho's candidate for the log: its identity, and its instance
-// after a slash where ho names one.
+// who names ho's candidate for the log: identity[/instance].
 func (ho handOver) who() string {
 	if ho.instance == "" {
 		return ho.to
@@ -128,8 +117,7 @@ func (ho handOver) who() string {
 func (m *machine) self() string { return handOver{to: m.cfg.identity, instance: m.cfg.instance}.who() }
 
 // namesAnother reports whether ho names a candidate other than us: another
-// identity, or a copy of ours named by its instance (an offer to the
-// identity alone would reach us too).
+// identity, or a copy of ours named by its instance.
 func (ho handOver) namesAnother(identity string) bool {
 	return ho.to != "" && (ho.to != identity || ho.instance != "")
 }
@@ -157,8 +145,8 @@ type hold struct {
 	lease time.Time // leaseEnd(sent): the deadline of any term
 	wonAt time.Time // when the write that took the key was confirmed
 
-	// from is what the key was when we took it, fromSeenAt when we learned
-	// of that, fromTTL the TTL we knew then (earlierHoldersGone).
+	// What the key was when we took it, when we learned of that, and the
+	// TTL we knew then (earlierHoldersGone).
 	from       KeyState
 	fromSeenAt time.Time
 	fromTTL    time.Duration
@@ -167,27 +155,22 @@ type hold struct {
 	held   *keyView
 	goneAt time.Time
 
-	// ttlRead: the TTL was read since we took the key (by a read sent at
-	// or after ttlSince); ttlRetryAt is when to try again.
-	ttlRead    bool
-	ttlRetryAt time.Time
+	ttlRead    bool      // the TTL was read since we took the key, by a read sent at or after ttlSince
+	ttlRetryAt time.Time // when to try that read again
 	ttlSince   time.Time
 
 	lapsed    time.Time // the lease whose lapse last made us read the settings again
 	nextRenew time.Time
 	tries     int  // consecutive failed renewals
 	inDoubt   bool // a write since rev failed in a way that may have stored it
-	// saidWaits: our latest write said the term waits, so the term's first
-	// renewal is written as it begins, to tell observers its token.
-	saidWaits bool
-	// namesTerm: our latest write renewed a term, ended since if none
-	// runs. A later term waits for a renewal that says it waits, whose
-	// revision is its token: observers would report the earlier term's.
-	// renewalNames is what the renewal under way says.
+	saidWaits bool // our latest write said the term waits: its first renewal tells observers its token
+	// namesTerm: our latest write renewed a term (ended since if none
+	// runs); a later term waits for a renewal saying it waits, or observers
+	// would report the earlier term's token. renewalNames: what the renewal
+	// under way says.
 	namesTerm, renewalNames bool
 	// foundOnStop: a write in doubt taken up while stopping, released only
-	// with the mark: after an unmarked release standbys wait a TTL, longer
-	// than after the write's own expiry.
+	// with the mark (after an unmarked one standbys wait longer than its expiry).
 	foundOnStop bool
 }
 
@@ -220,8 +203,8 @@ func (w *watchState) stop() (wasUp bool) {
 }
 
 // doubtfulWrite is a campaign write of unknown outcome: its number
-// (action.write), send time and expected revision, and what the machine
-// knew as it was written. A change of the TTL ends the doubt (adoptTTL).
+// (action.write), send time, expected revision, and what the machine knew
+// as it was written.
 type doubtfulWrite struct {
 	write  uint64
 	sent   time.Time
@@ -244,22 +227,16 @@ type input struct {
 	write  uint64    // the number the write carried (action.write)
 	ttl    time.Duration
 	born   time.Time // when the bucket's stream was created; zero if unknown
-	// err is for messages; the machine decides on out (see classified).
-	err         error
-	out         outcome
-	conflict    uint64 // for outMismatch: the key's latest revision, if the broker named it
-	logged      bool   // err was logged already (by a shared watch)
-	marked      bool   // a release carried its mark
-	restartable bool   // the watch made can be made again in place (a shared one)
-	// handOver: for inHandOver, whom to hand over to and within what time;
-	// for inStop, the standby to offer the key to, if any.
-	handOver handOver
-	// unhealthy: for inHealth (and inStart, if the first check came
-	// first), why the health check failed; nil: it passed.
-	unhealthy error
-	// from: for inOffered, the leader offering the key over expect, in the
-	// bucket born.
-	from string
+	err    error     // for messages; the machine decides on out (see classified)
+	out    outcome
+	// conflict: for outMismatch, the key's latest revision if the broker named it
+	conflict    uint64
+	logged      bool     // err was logged already (by a shared watch)
+	marked      bool     // a release carried its mark
+	restartable bool     // the watch made can be made again in place (a shared one)
+	handOver    handOver // inHandOver: to whom, within what; inStop: the standby to offer the key to
+	unhealthy   error    // inHealth, inStart: why the health check failed; nil: it passed
+	from        string   // inOffered: the leader offering the key over expect, in the bucket born
 	// stop: a stop posted while this action was in flight, taken before
 	// anything the outcome made due: no term begins once Stop was called.
 	stop *input
@@ -298,14 +275,11 @@ type action struct {
 	timeout time.Duration // bound on the request
 	// since: for doReadTTL, a read sent at or after since serves (such as
 	// another election's). Zero: a new read.
-	since time.Time
-	// handOver: for a marked doRelease, the candidate it hands over to;
-	// for doOffer, the candidate offered the key.
-	handOver handOver
+	since    time.Time
+	handOver handOver  // a marked doRelease: the candidate it names; doOffer: the one offered the key
 	epoch    time.Time // doOffer: the bucket's creation time as we know it
-	// write: for a doWrite that takes the key, a number drawn for it
-	// alone, which the write carries: seen in the key, it says a write of
-	// unknown outcome is ours (see doubt).
+	// write: for a doWrite that takes the key, a number drawn for it alone:
+	// seen in the key, it says a write of unknown outcome is ours (doubt).
 	write uint64
 }
 
@@ -426,21 +400,16 @@ func (m *machine) step(in input) output {
 	m.out = &out
 	m.take(in)
 	m.out = nil
-	if !m.cfg.writes {
-		m.attachView(out.notes)
+	if m.cfg.writes {
+		return out
 	}
-	return out
-}
-
-// attachView gives each noteViewChanged the view as the step left it, for
-// an observer to report.
-func (m *machine) attachView(notes []note) {
-	v := m.view
-	for i := range notes {
-		if notes[i].kind == noteViewChanged {
-			notes[i].view = &v
+	v := m.view // an observer reports the view as the step left it
+	for i := range out.notes {
+		if out.notes[i].kind == noteViewChanged {
+			out.notes[i].view = &v
 		}
 	}
+	return out
 }
 
 // take decides on in (and the stop taken with it) into m.out.
@@ -501,13 +470,8 @@ func (m *machine) learn(in input) {
 		m.onWatchInitialDone(in)
 	case inWatchEnded:
 		m.onWatchEnded(in)
-	case inAskTTL:
-		// A read sent now serves, or when in.sent is set, one sent then.
-		since := now
-		if !in.sent.IsZero() {
-			since = in.sent
-		}
-		m.askTTL(now, later(since, m.ttlReadAt.Add(time.Nanosecond)))
+	case inAskTTL: // a read sent now serves, or one sent at in.sent if set
+		m.askTTL(now, later(cmp.Or(in.sent, now), m.ttlReadAt.Add(time.Nanosecond)))
 	case inHandOver:
 		m.askHandOver(in.now, in.handOver)
 	case inOffer:
@@ -522,10 +486,7 @@ func (m *machine) learn(in input) {
 		}
 	case inTermLapsed:
 		if m.termRuns() {
-			m.endTerm(CauseDeadline)
-			if m.phase == leading {
-				m.move(winning)
-			}
+			m.endTermKeepKey(CauseDeadline)
 		}
 	}
 }
@@ -598,9 +559,8 @@ func (d *dueList) consider(at time.Time, act action, move func(time.Time)) {
 }
 
 // dueStopping: end a take-over and the term, offer the key to the standby
-// named on stop or release it (a write in doubt is first looked for, and
-// one found so is left to expire unless its release is marked), then stop
-// watching; once nothing is due, the machine is finished.
+// named on stop or release it (a write in doubt is looked for first; one
+// found so is released only marked), then stop watching.
 func (m *machine) dueStopping(now time.Time) (time.Time, action, func(time.Time)) {
 	if m.taking.rev != 0 {
 		return now, action{}, func(time.Time) { m.endTakeOver(errors.New("the candidate is stopping")) }
@@ -613,9 +573,7 @@ func (m *machine) dueStopping(now time.Time) (time.Time, action, func(time.Time)
 	case keeps && m.cfg.releaseOnStop && m.stopReadsSettings():
 		return now, action{kind: doReadTTL, since: m.hold.ttlSince}, nil
 	case keeps && m.handOver != nil && m.handOver.orNext && m.handOver.declined == nil && m.releaseMarked(now):
-		// Offered only when a release could be marked (rule 1): one write
-		// by the best standby, not a release and a race (see HandOver).
-		return now, m.offer(now), nil
+		return now, m.offer(now), nil // only when a release could be marked (rule 1)
 	case keeps && m.cfg.releaseOnStop && (!m.hold.foundOnStop || m.releaseMarked(now)):
 		release := action{kind: doRelease, expect: m.held().rev, marked: m.releaseMarked(now)}
 		if ho := m.handOver; ho != nil && !ho.orNext && release.marked {
@@ -623,9 +581,7 @@ func (m *machine) dueStopping(now time.Time) (time.Time, action, func(time.Time)
 		}
 		return now, release, nil
 	case m.doubt != nil && !m.phase.holds() && m.cfg.releaseOnStop && m.fatal == nil:
-		// Our write of unknown outcome may be in the key: look once, so
-		// that it is released rather than left in our name for a TTL.
-		return now, action{kind: doRead}, nil
+		return now, action{kind: doRead}, nil // our write in doubt may be in the key: look once
 	case m.watch.mode != watchDown:
 		return now, action{}, func(time.Time) {
 			if keeps && m.cfg.releaseOnStop { // found on stop, its release unmarkable
@@ -640,17 +596,17 @@ func (m *machine) dueStopping(now time.Time) (time.Time, action, func(time.Time)
 
 // stopReadsSettings reports whether a holder stopping before it read the
 // settings since it took the key reads them first, so that the offer or
-// release may carry the mark: once (a failed or unusable read leaves it
-// unmarked), and only where the mark could then be made at once.
+// release may carry the mark: once, and only where the mark could then be
+// made at once.
 func (m *machine) stopReadsSettings() bool {
 	h := m.hold
 	return !h.ttlRead && h.ttlRetryAt.Equal(h.wonAt) && m.ttlUnusable == nil &&
 		(h.from == KeyReleased || h.from != KeyRemoved && m.cfg.grace == 0)
 }
 
-// dueWindDown is what comes first when a hold is to be offered or
-// released: the term ends, for cause; after a lapsed lease the settings
-// are read again first, as while running (lapseLease). nil: neither.
+// dueWindDown is what comes before a hold is offered or released: the term
+// ends, for cause; after a lapsed lease the settings are read again
+// (lapseLease). nil: neither.
 func (m *machine) dueWindDown(now time.Time, cause Cause) func(time.Time) {
 	switch {
 	case m.termRuns():
@@ -674,15 +630,13 @@ func (m *machine) dueHandingOver(now time.Time) (time.Time, action, func(time.Ti
 	keeps := m.phase.holds() && m.phase != doomed
 	switch {
 	case keeps && m.releaseMarked(now) && m.cfg.offers && m.handOver.declined == nil:
-		// Offered only when a release could be marked (rule 1).
 		return now, m.offer(now), nil
 	case keeps && m.releaseMarked(now):
 		return now, action{kind: doRelease, expect: m.held().rev, marked: true, handOver: m.handOver.releaseNames()}, nil
 	case keeps:
-		// The release may not name a successor yet (askHandOver refuses
-		// that; only a change since leads here). The key is still ours:
-		// give up the hand-over and lead again from the next renewal,
-		// rather than keep the key renewed with nobody leading.
+		// The release may not name a successor yet (a change since
+		// askHandOver): give the hand-over up, and lead again from the
+		// next renewal rather than keep the key with nobody leading.
 		return now, action{}, func(now time.Time) {
 			m.endHandOver(m.handOverTooSoon(now))
 			if m.phase == leading {
@@ -694,8 +648,7 @@ func (m *machine) dueHandingOver(now time.Time) (time.Time, action, func(time.Ti
 }
 
 // dueTaking: write over the revision offered, unless a write of ours
-// holds the key already (onCampaign ends the take-over as its write lands,
-// so this is a guard).
+// holds the key already (a guard: onCampaign ends the take-over).
 func (m *machine) dueTaking(now time.Time) (time.Time, action, func(time.Time)) {
 	if m.phase.holds() {
 		return now, action{}, func(time.Time) { m.endTakeOver(errors.New("a write of ours holds the key already")) }
@@ -706,14 +659,10 @@ func (m *machine) dueTaking(now time.Time) (time.Time, action, func(time.Time)) 
 // dueHolder: while our write holds the key.
 func (m *machine) dueHolder(d *dueList) {
 	h := m.held()
-	if m.termRuns() {
-		// First: a term ends at its deadline whatever else is due.
+	if m.termRuns() { // first: a term ends at its deadline whatever else is due
 		d.consider(h.lease, action{}, func(now time.Time) {
 			m.log.Warnf("election %s: %s reached its deadline without renewing: standing down", m.cfg.key, m.cfg.identity)
-			m.endTerm(CauseDeadline)
-			if m.phase == leading {
-				m.move(winning) // the key may still be ours: a renewal can begin a new term
-			}
+			m.endTermKeepKey(CauseDeadline)
 		})
 	}
 	if m.phase != doomed && h.ttlRead && !h.lease.Equal(h.lapsed) {
@@ -727,16 +676,15 @@ func (m *machine) dueHolder(d *dueList) {
 	d.consider(h.nextRenew, action{kind: doWrite, expect: h.rev, renewal: true, term: m.renewalMark()}, nil)
 	if !h.ttlRead {
 		d.consider(h.ttlRetryAt, action{kind: doReadTTL, since: h.ttlSince}, nil)
-	} else if at, ok := m.termBegins(d.now); ok {
+		return
+	}
+	if at, ok := m.termBegins(d.now); ok {
 		d.consider(at, action{}, func(time.Time) { m.beginTerm() })
 	}
-	if h.ttlRead {
-		d.consider(m.nextTTLCheck, action{kind: doReadTTL, since: m.ttlSince}, nil)
-	}
+	d.consider(m.nextTTLCheck, action{kind: doReadTTL, since: m.ttlSince}, nil)
 }
 
-// dueWatch: a watch that delivered nothing in time is dropped; one down is
-// made again.
+// dueWatch: a watch silent too long once made is dropped; one down is made again.
 func (m *machine) dueWatch(d *dueList) {
 	w := &m.watch
 	switch w.mode {
@@ -761,15 +709,14 @@ func (m *machine) dueCandidate(d *dueList) {
 	if at, expect, ok := m.mayTake(now); ok {
 		switch {
 		case !m.viewFresh(now) && !m.view.known && m.watch.mode == watchStarting:
-			// A campaign starting: the watch's initial values will say
-			// what a read would; read only if they are late.
+			// Starting: read only if the watch's initial values are late.
 			d.consider(later(at, m.watch.lastEvent.Add(initialWait(m.tm))), action{kind: doRead}, nil)
 		case !m.viewFresh(now):
 			d.consider(at, action{kind: doRead}, nil)
 		case m.takeoverNeedsTTL(now):
-			// Read the TTL first, to take the lapsed lease over its
-			// revision (lapseAt). Once per revision: if the read fails, the
-			// campaign waits for the broker.
+			// Read the TTL first, to take the lapsed lease over its revision
+			// (lapseAt); once per revision: after a failed read, the broker's
+			// expiry frees the key.
 			d.consider(at, action{}, func(now time.Time) {
 				m.ttlAskedRev = m.view.Revision
 				m.askTTL(now, m.view.seenAt.Add(time.Nanosecond))
@@ -778,9 +725,8 @@ func (m *machine) dueCandidate(d *dueList) {
 			d.consider(at, action{kind: doWrite, expect: expect, term: m.takeMark(expect)}, nil)
 		}
 	} else if !m.cfg.writes {
-		// Without a watch, an observer also reads every half TTL.
 		next := m.nextCampaign
-		if m.watch.mode == watchDown {
+		if m.watch.mode == watchDown { // without a watch, an observer also reads every half TTL
 			next = earliest(next, m.view.readAt.Add(m.tm.ttl/2))
 		}
 		if !next.IsZero() {
@@ -899,13 +845,8 @@ func (m *machine) requestTimeout(now time.Time) time.Duration {
 // viewFresh reports whether a campaign may trust the view: kept current by
 // a working watch, or read just now.
 func (m *machine) viewFresh(now time.Time) bool {
-	switch {
-	case !m.view.known:
-		return false
-	case m.watch.working() && m.view.confirmed:
-		return true
-	}
-	return now.Sub(m.view.readAt) < m.tm.retry
+	v := m.view
+	return v.known && (m.watch.working() && v.confirmed || now.Sub(v.readAt) < m.tm.retry)
 }
 
 // takeoverNeedsTTL reports whether a held key's lease lapsed by the TTL we
@@ -917,10 +858,9 @@ func (m *machine) takeoverNeedsTTL(now time.Time) bool {
 }
 
 // ttlEvery is how long to wait between reads of the bucket's TTL: half a
-// TTL for a holder or while it is unusable (a holder in touch with the
-// broker knows a TTL at most 3/4 of a TTL old; see scheduleTTLCheck);
-// rarely for a standby, whose TTL only steers safety-net campaigns (every
-// term reads it afresh); a few TTLs for an observer.
+// TTL for a holder or while it is unusable (so a holder's TTL is at most
+// 3/4 of a TTL old; see scheduleTTLCheck); rarely for a standby, whose TTL
+// only steers safety-net campaigns; a few TTLs for an observer.
 func (m *machine) ttlEvery() time.Duration {
 	switch {
 	case m.phase.holds() || m.ttlUnusable != nil:
@@ -931,9 +871,8 @@ func (m *machine) ttlEvery() time.Duration {
 	return max(ttlChecksEvery*m.tm.ttl, standbyTTLCheck)
 }
 
-// ttlChecksEvery is how many TTLs, and standbyTTLCheck how long at least, a
-// standby lets pass between reads of the TTL: a stream info request costs
-// about a synced write, and standbys can be many.
+// A standby reads the TTL every ttlChecksEvery TTLs, at least
+// standbyTTLCheck apart: a stream info request costs about a synced write.
 const (
 	ttlChecksEvery  = 4
 	standbyTTLCheck = time.Minute
@@ -949,20 +888,19 @@ func (m *machine) onRead(in input) {
 	if m.stopping() {
 		defer func() { m.doubt = nil }() // a stopping candidate looks once
 	}
+	v := keyView{known: true, Entry: Entry{Key: m.cfg.key}, seenAt: done, readAt: done} // no message
 	if in.err != nil {
 		if m.failed(in) {
 			return
 		}
 		if in.out.bucketGone(m.cfg.writes) {
-			// No bucket, no holder: the key is gone, as by a removal.
-			m.observe(done, keyView{known: true, Entry: Entry{Key: m.cfg.key}, seenAt: done, readAt: done})
+			m.observe(done, v) // no bucket, no holder: the key is gone, as by a removal
 		}
 		m.tries++
 		m.nextCampaign = done.Add(m.standbyWait(m.tries))
 		m.log.Debugf("election %s: cannot read the key (try %d): %v", m.cfg.key, m.tries, in.err)
 		return
 	}
-	v := keyView{known: true, Entry: Entry{Key: m.cfg.key}, seenAt: done, readAt: done}
 	if in.entry != nil {
 		v = viewOf(*in.entry, done, m.tm.ttl, false) // read at done too
 	}
@@ -971,10 +909,10 @@ func (m *machine) onRead(in input) {
 	fresh := m.observe(done, v)
 	m.confirmFrom = time.Time{}
 	if !fresh {
-		// A stale replica's answer, or a bucket made again: do not read
-		// again at once; read the bucket's creation time, which tells them
-		// apart, at most once per TTL. A retry interval, not the growing
-		// backoff: a stale answer must not delay a takeover.
+		// A stale replica's answer, or a bucket made again: read again
+		// after a retry interval (not the growing backoff, which would
+		// delay a takeover), and the bucket's creation time, which tells
+		// them apart, at most once per TTL.
 		m.nextCampaign = later(m.nextCampaign, done.Add(m.jittered(m.tm.retry)))
 		if done.Sub(m.ttlReadAt) >= m.tm.ttl && done.Before(m.nextTTLCheck) {
 			m.askTTL(done, done)
@@ -1018,51 +956,51 @@ func (m *machine) onCampaign(in input) {
 	switch {
 	case err == nil:
 		m.won(sent, done, in.rev, in.expect)
-	case in.out == outMismatch:
-		m.tries++
-		m.nextCampaign = done.Add(m.standbyWait(m.tries))
-		m.notPastLapse(done)
-		if rev := in.conflict; rev > m.seenRev {
-			// A message we never saw, written at most now: its writer may
-			// count on it for a TTL from now, and should the key vanish,
-			// that is a removal (vanishedUnderLease).
-			m.seenRev, m.seenWritten = rev, time.Time{}
-			m.displaced = kept(m.view)
-			m.view = keyView{known: true, Entry: Entry{Key: m.cfg.key, State: KeyHeld, Revision: rev},
-				seenAt: done, expiresBy: done.Add(m.tm.ttl), ttl: m.tm.ttl}
-			m.note(note{kind: noteViewChanged, at: done})
-		}
-		// Read the key before the next try, watch or not: a view that
-		// missed a renewal predicts the expiry early, and a blind retry
-		// with a growing backoff would overshoot the real one.
-		m.view.readAt, m.view.confirmed = time.Time{}, false
-		m.log.Debugf("election %s: campaign lost: %v", m.cfg.key, err)
-		if m.view.State == KeyHeld && m.tries == 1 {
-			m.askTTL(done, done) // the leader outlived our prediction: perhaps the TTL was raised
-		}
-		if m.watch.working() && m.viewLooksStale(done) {
-			m.log.Debugf("election %s: view of the key looks stale, restarting the watch", m.cfg.key)
-			m.restartWatch(done)
-		}
+		return
 	case m.failed(in):
+		return
+	}
+	m.tries++
+	m.nextCampaign = done.Add(m.standbyWait(m.tries))
+	switch {
+	case in.out == outMismatch:
+		m.lost(done, in.conflict, err)
+	case in.out == outNotSent: // the process's requests are backed up: routine
+		m.log.Debugf("election %s: campaign failed: %v", m.cfg.key, err)
+	case !in.out.mayHaveApplied():
+		m.log.Warnf("election %s: campaign failed: %v", m.cfg.key, err)
+	case in.write == 0: // a write that says nothing of itself
+		m.log.Warnf("election %s: campaign failed with an unknown outcome (%v): if it was stored, the key holds %s's name and is left to expire", m.cfg.key, err, m.cfg.identity)
 	default:
-		m.tries++
-		m.nextCampaign = done.Add(m.standbyWait(m.tries))
-		switch {
-		case in.out == outNotSent:
-			// The process's requests are backed up: routine.
-			m.log.Debugf("election %s: campaign failed: %v", m.cfg.key, err)
-		case in.out.mayHaveApplied():
-			if in.write == 0 { // a write that says nothing of itself
-				m.log.Warnf("election %s: campaign failed with an unknown outcome (%v): if it was stored, the key holds %s's name and is left to expire", m.cfg.key, err, m.cfg.identity)
-				break
-			}
-			m.doubt = &doubtfulWrite{write: in.write, sent: sent, expect: in.expect, view: m.view, gone: m.gone,
-				epoch: m.epoch, remade: m.remadeSeen}
-			m.log.Warnf("election %s: campaign failed with an unknown outcome (%v): if it was stored, %s takes the key up as it sees the write in it", m.cfg.key, err, m.cfg.identity)
-		default:
-			m.log.Warnf("election %s: campaign failed: %v", m.cfg.key, err)
-		}
+		m.doubt = &doubtfulWrite{write: in.write, sent: sent, expect: in.expect, view: m.view, gone: m.gone,
+			epoch: m.epoch, remade: m.remadeSeen}
+		m.log.Warnf("election %s: campaign failed with an unknown outcome (%v): if it was stored, %s takes the key up as it sees the write in it", m.cfg.key, err, m.cfg.identity)
+	}
+}
+
+// lost takes in a campaign write that found another revision: conflict,
+// if the broker named it.
+func (m *machine) lost(done time.Time, conflict uint64, err error) {
+	m.notPastLapse(done)
+	if conflict > m.seenRev {
+		// A message we never saw, written at most now: its writer may count
+		// on it for a TTL from now; should the key vanish, that is a removal.
+		m.seenRev, m.seenWritten = conflict, time.Time{}
+		m.displaced = kept(m.view)
+		m.view = keyView{known: true, Entry: Entry{Key: m.cfg.key, State: KeyHeld, Revision: conflict},
+			seenAt: done, expiresBy: done.Add(m.tm.ttl), ttl: m.tm.ttl}
+		m.note(note{kind: noteViewChanged, at: done})
+	}
+	// Read the key before the next try, watch or not: a view that missed a
+	// renewal predicts the expiry early, and a backoff would overshoot it.
+	m.view.readAt, m.view.confirmed = time.Time{}, false
+	m.log.Debugf("election %s: campaign lost: %v", m.cfg.key, err)
+	if m.view.State == KeyHeld && m.tries == 1 {
+		m.askTTL(done, done) // the leader outlived our prediction: perhaps the TTL was raised
+	}
+	if m.watch.working() && m.viewLooksStale(done) {
+		m.log.Debugf("election %s: view of the key looks stale, restarting the watch", m.cfg.key)
+		m.restartWatch(done)
 	}
 }
 
@@ -1115,25 +1053,17 @@ func (m *machine) observe(now time.Time, v keyView) bool {
 	case v.Revision == m.seenRev:
 		m.seenWritten = later(m.seenWritten, v.Written)
 	}
-	judgedAt := now
-	if !m.confirmFrom.IsZero() && v.State == KeyAbsent {
-		// A read confirming what the watch began with: judged from then.
-		judgedAt = earliest(now, m.confirmFrom)
-	}
-	if !m.phase.holds() && m.vanishedUnderLease(judgedAt, v) {
+	// A read confirming what the watch began with is judged from then.
+	if !m.phase.holds() && m.vanishedUnderLease(earliest(now, m.confirmFrom), v) {
 		m.log.Warnf("election %s: the key %s held vanished without a marker %v before it could expire (the bucket deleted and made again, or purged): taking it as a forced removal, so a term begun on it waits a TTL, until %s has surely stood down", m.cfg.key, m.view.Leader, m.view.expiresBy.Sub(now).Round(time.Millisecond), m.view.Leader)
 		v.State, v.Operation = KeyRemoved, opPurge // gone without a marker, as by a purge
 	}
 	prev, named := m.view, m.view
-	switch {
-	case m.displaced == nil:
-	case prev.State == KeyHeld && prev.Leader == "" && prev.Revision == v.Revision:
-		// The view was a bare revision a failed campaign ran into, and this
-		// is that message: a removal removed what we knew before.
-		named = *m.displaced
-	case prev.State == KeyRemoved && prev.Revision == 0:
-		// The view only told that the bucket was made again: a removal may
-		// have removed our write, made in the new bucket unknowingly.
+	if m.displaced != nil && (prev.State == KeyHeld && prev.Leader == "" && prev.Revision == v.Revision ||
+		prev.State == KeyRemoved && prev.Revision == 0) {
+		// The view was a bare revision a failed campaign ran into, and v is
+		// that message, or only told that the bucket was made again: a
+		// removal removed what we knew before (perhaps our write).
 		named = *m.displaced
 	}
 	m.displaced = nil
@@ -1160,26 +1090,24 @@ func (m *machine) observe(now time.Time, v keyView) bool {
 		return true
 	}
 	if v.State == KeyRemoved && named.State == KeyHeld && m.namesUs(named.Entry) && m.cfg.writes {
-		// A removal of a key in our name we no longer held (a write of
-		// unknown outcome): the stand-down is meant for us too.
+		// A removal of a write in our name we did not hold: meant for us too.
 		m.sitOut = sitOut{until: now.Add(m.tm.ttl), rev: v.Revision}
 	}
 	m.schedule(now)
 	return true
 }
 
-// namesUs reports whether e was written in our name: our identity, and
-// our instance where both say one (a copy of our identity is another
-// candidate).
+// namesUs reports whether e was written in our name: our identity, and our
+// instance where both say one (a copy of our identity is another candidate).
 func (m *machine) namesUs(e Entry) bool {
 	return e.Leader == m.cfg.identity && (e.Instance == "" || m.cfg.instance == "" || e.Instance == m.cfg.instance)
 }
 
 // adoptDoubt reports whether it took the key up, v (the key's latest
-// message) being our write in doubt, known by the number it carries (no
-// other write, a copy of ours neither, carries it): as if the answer came
-// now, the lease counted from when it was sent. A later message, the end
-// of its lease, or a change of the bucket or the TTL ends the doubt.
+// message) being our write in doubt, known by the number only it carries:
+// as if the answer came now, the lease counted from when it was sent. A
+// later message, the end of its lease, or a change of the bucket or the
+// TTL ends the doubt.
 func (m *machine) adoptDoubt(now time.Time, v keyView) bool {
 	d := m.doubt
 	switch {
@@ -1232,14 +1160,12 @@ func ownTTLFirst(v keyView, ttl time.Duration) bool {
 
 // expiredFrom is the earliest the held key v shows, found gone, counts as
 // expired rather than removed: expiresAt, less the margin that keeps an
-// expiry seen a little early from counting. By the message's own TTL the
-// margin shrinks with it: its writer counted on it until the TTL less its
-// own margin, and ours for a higher TTL would take a removal for an expiry.
-//
-// A message read, not delivered live, has its expiry estimated from the
-// broker's write time and our clock (viewOf), early by as much as our
-// clock runs ahead: that error takes the margin, and nothing is taken off,
-// lest a purge pass for an expiry while its holder still leads.
+// expiry seen a little early from counting (scaled down by the message's
+// own TTL, as its writer's margin was). A message read, not delivered
+// live, has its expiry estimated by our clock (viewOf), early by as much as
+// it runs ahead: that error takes the margin, lest a purge pass for an
+// expiry while its holder still leads.
+
 func (m *machine) expiredFrom(v keyView, ttl time.Duration) time.Time {
 	if !v.live {
 		return expiresAt(v, ttl)
@@ -1253,8 +1179,7 @@ func (m *machine) expiredFrom(v keyView, ttl time.Duration) time.Time {
 
 // vanishedByRaisedTTL reports whether the held key we took as expired
 // could not have expired by the higher TTL read since, which its holder
-// may have used: it vanished under a live lease. fromTTL, raised only for
-// a removed key, is still the TTL we knew as we took it.
+// may have used: it vanished under a live lease.
 func (m *machine) vanishedByRaisedTTL(ttl time.Duration) bool {
 	h := m.held()
 	if h.from != KeyAbsent || h.held == nil || ttl <= max(h.held.ttl, h.fromTTL) {
@@ -1284,8 +1209,7 @@ func (m *machine) noteBucketBorn(now, born time.Time) {
 	}
 	followsNew := !m.remadeSeen.IsZero()
 	m.remadeSeen = time.Time{}
-	if !m.cfg.writes {
-		// An observer reads the new bucket afresh, unless it follows it.
+	if !m.cfg.writes { // an observer reads the new bucket afresh, unless it follows it
 		if !followsNew {
 			m.log.Infof("election %s: the bucket was deleted and made again: reading it afresh", m.cfg.key)
 			m.seenRev, m.seenWritten = 0, time.Time{}
@@ -1296,18 +1220,15 @@ func (m *machine) noteBucketBorn(now, born time.Time) {
 	}
 	m.log.Warnf("election %s: the bucket was deleted and made again (created %s, before %s): following its new revisions; a leader in the new bucket is awaited or the key is taken as removed", m.cfg.key, born.Format(time.RFC3339Nano), known.Format(time.RFC3339Nano))
 	m.seenRev, m.seenWritten = 0, time.Time{}
-	// The view's revision is the old bucket's: in the new one it may name
-	// another's live write, which a campaign over it would take. Our own
-	// write is kept aside (displaced): it may be in the new bucket.
+	// The view's revision is the old bucket's, which in the new one may be
+	// another's live write. Ours is kept aside (displaced): it may be there.
 	ours := m.view
 	m.view = keyView{known: true, Entry: Entry{Key: m.cfg.key, State: KeyRemoved, Operation: opPurge}, seenAt: now, ttl: m.tm.ttl}
 	m.displaced = nil
 	if m.phase.holds() {
-		// No term may rest on our write, in the old bucket or unknowingly
-		// in the new one (a renewal there lands on a revision that may be
-		// another's): give the hold up. The view is replaced first, so
-		// that the sit-out is judged by it: the old one may show our own
-		// renewal of unknown outcome, above the hold's revision.
+		// No term may rest on our write, in either bucket (a renewal in the
+		// new one may land on another's revision): give the hold up. The
+		// sit-out covers our renewal in doubt the old view may show.
 		m.log.Warnf("election %s: %s gives up its hold of revision %d: the bucket it was written to is gone", m.cfg.key, m.cfg.identity, m.held().rev)
 		rev := m.held().rev
 		if ours.State == KeyHeld && m.namesUs(ours.Entry) {
@@ -1351,14 +1272,12 @@ func (m *machine) won(sent, done time.Time, rev, expect uint64) {
 	from, fromSeenAt := m.view.State, m.view.seenAt
 	saidWaits := m.takeMark(expect).waits
 	if m.taking.rev != 0 && expect == m.taking.rev {
-		// An offer is made only when a release may be marked: as after one.
-		from, fromSeenAt = KeyReleased, done
+		from, fromSeenAt = KeyReleased, done // offered only when a release could be marked
 	} else if from == KeyHeld {
 		// A lapsed lease, or a key found gone: expired, unless gone too soon.
 		from = KeyAbsent
 		if expect == 0 && sent.Before(m.expiredFrom(m.view, m.tm.ttl)) {
-			// Judged from done: the removal came before our write, which
-			// may have waited at the transport's gate after sent.
+			// From done: our write may have waited at the transport's gate.
 			m.log.Warnf("election %s: the key %s held was gone before it could expire: taking it as a forced removal", m.cfg.key, m.view.Leader)
 			from, fromSeenAt = KeyRemoved, done
 		}
@@ -1416,10 +1335,10 @@ func (m *machine) onRenewal(in input) {
 			}
 		}
 	case in.out == outMismatch && h.inDoubt:
-		// An earlier renewal in doubt may explain the mismatch, or a copy
-		// of our identity took the key after a removal: neither can take
-		// over before our lease ends, so lead until then, renewing nothing.
+		// Our earlier renewal in doubt, or a copy of our identity after a
+		// removal: neither takes over before our lease ends. Lead until then.
 		m.move(doomed)
+
 		m.log.Warnf("election %s: renewal of revision %d refused after an earlier renewal's outcome was unknown; leading until the deadline in %v, then standing down", m.cfg.key, h.rev, h.lease.Sub(done).Round(time.Millisecond))
 	case in.out == outMismatch:
 		deposed := done.Before(h.lease)
@@ -1485,6 +1404,15 @@ func (m *machine) endTerm(cause Cause) {
 	m.term = 0
 }
 
+// endTermKeepKey ends the term; the key may still be ours, and a renewal
+// can begin a new term.
+func (m *machine) endTermKeepKey(cause Cause) {
+	m.endTerm(cause)
+	if m.phase == leading {
+		m.move(winning)
+	}
+}
+
 func (m *machine) termRuns() bool { return m.term != 0 }
 
 // leaseLapsedUnread reports whether the hold's lease has lapsed by now and
@@ -1509,15 +1437,20 @@ func (m *machine) releaseMarked(now time.Time) bool {
 	return ok && !now.Before(at)
 }
 
+// onRelease takes in our release's outcome: released or not, the hold is
+// given up. After a hand-over's we sit its window out, and read the key: a
+// release of unknown outcome may not have been stored.
 func (m *machine) onRelease(in input) {
-	rev := m.held().rev
-	if m.handOver != nil && !m.handOver.orNext {
-		m.onHandOverRelease(in)
-		return
-	}
-	stopOffer := m.handOver
-	// Released or not, the hold is given up.
+	done, rev, ho := in.now, m.held().rev, m.handOver
+	named := ho != nil && !ho.orNext // a hand-over's, not a stop's
 	switch {
+	case named:
+		m.move(candidate)
+		if ho.releaseNames().to != "" {
+			m.sitOut = sitOut{until: done.Add(ho.within), rev: rev}
+		}
+		m.view.readAt, m.view.confirmed = time.Time{}, false
+		m.nextCampaign = done
 	case m.stopping():
 		m.move(candidate)
 	case m.mode == givingUp:
@@ -1525,15 +1458,30 @@ func (m *machine) onRelease(in input) {
 		m.move(candidate)
 		m.nextCampaign = time.Time{}
 	}
-	switch {
-	case in.err != nil && stopOffer != nil && stopOffer.declined != nil && stopOffer.declinedOut.unanswered() && in.out == outMismatch:
-		m.log.Infof("election %s: revision %d moved on before the release: %s may have taken up the offer", m.cfg.key, rev, stopOffer.who())
+	var err error // why the hand-over failed
+	// moved: the key moved on after an offer was not taken up, most likely
+	// by the candidate's write.
+	switch moved := in.err != nil && ho != nil && ho.declined != nil && in.out == outMismatch; {
+	case moved && ho.declinedOut.unanswered():
+		m.log.Infof("election %s: revision %d moved on before the release: %s may have taken up the offer", m.cfg.key, rev, ho.who())
+		err = fmt.Errorf("%s did not answer the offer of the key (%v), and the key moved on before the release (it may have taken the key; see who leads): %w", ho.to, ho.declined, in.err)
+	case moved && named:
+		m.log.Warnf("election %s: %s refused the offer of revision %d (%v), and the key moved on before the release: %v", m.cfg.key, ho.who(), rev, ho.declined, in.err)
+		err = fmt.Errorf("%s refused the offer of the key (%v), and the key moved on before the release: %w", ho.to, ho.declined, in.err)
+	case in.err != nil && named:
+		m.log.Warnf("election %s: could not release revision %d to hand over to %s: %v", m.cfg.key, rev, ho.who(), in.err)
+		err = fmt.Errorf("releasing the key: %w", in.err)
 	case in.err != nil:
 		m.log.Warnf("election %s: could not release revision %d, the key expires within %v: %v", m.cfg.key, rev, m.tm.ttl, in.err)
+	case named:
+		m.log.Infof("election %s: released revision %d, handed over to %s", m.cfg.key, rev, ho.who())
 	case in.marked:
 		m.log.Debugf("election %s: released revision %d", m.cfg.key, rev)
 	default:
 		m.log.Debugf("election %s: removed revision %d without a release mark", m.cfg.key, rev)
+	}
+	if named {
+		m.endHandOver(err)
 	}
 }
 
@@ -1579,38 +1527,6 @@ func (m *machine) handOverTooSoon(now time.Time) error {
 		return fmt.Errorf("%w: a leader deposed before this term may count on the key for %v more; ask again then", ErrHandOverTooSoon, at.Sub(now).Round(time.Millisecond))
 	}
 	return fmt.Errorf("%w: the bucket's TTL is being read again; ask again in a moment", ErrHandOverTooSoon)
-}
-
-// onHandOverRelease takes in a hand-over's release. Either way we are a
-// candidate again that sits the window out, and reads the key: a release of
-// unknown outcome may not have been stored.
-func (m *machine) onHandOverRelease(in input) {
-	done := in.now
-	ho, rev := *m.handOver, m.held().rev
-	m.move(candidate)
-	if ho.releaseNames().to != "" {
-		m.sitOut = sitOut{until: done.Add(ho.within), rev: rev}
-	}
-	m.view.readAt, m.view.confirmed = time.Time{}, false
-	m.nextCampaign = done
-	switch {
-	case in.err != nil && ho.declined != nil && in.out == outMismatch:
-		// The key moved on: most likely the candidate's write took it.
-		if ho.declinedOut.unanswered() {
-			m.log.Infof("election %s: revision %d moved on before the release: %s may have taken up the offer", m.cfg.key, rev, ho.who())
-			m.endHandOver(fmt.Errorf("%s did not answer the offer of the key (%v), and the key moved on before the release (it may have taken the key; see who leads): %w", ho.to, ho.declined, in.err))
-			return
-		}
-		m.log.Warnf("election %s: %s refused the offer of revision %d (%v), and the key moved on before the release: %v", m.cfg.key, ho.who(), rev, ho.declined, in.err)
-		m.endHandOver(fmt.Errorf("%s refused the offer of the key (%v), and the key moved on before the release: %w", ho.to, ho.declined, in.err))
-		return
-	case in.err != nil:
-		m.log.Warnf("election %s: could not release revision %d to hand over to %s: %v", m.cfg.key, rev, ho.who(), in.err)
-		m.endHandOver(fmt.Errorf("releasing the key: %w", in.err))
-		return
-	}
-	m.log.Infof("election %s: released revision %d, handed over to %s", m.cfg.key, rev, ho.who())
-	m.endHandOver(nil)
 }
 
 func (m *machine) endHandOver(err error) {
