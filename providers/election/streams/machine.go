@@ -394,11 +394,24 @@ func (m *machine) standbyWait(n int) time.Duration {
 	return m.tm.standby.Duration(n)
 }
 
-// step takes in what happened and returns what to do.
+// step takes in what happened (and the stop taken with it), and returns
+// what to do.
 func (m *machine) step(in input) output {
 	var out output
 	m.out = &out
-	m.take(in)
+	m.learn(in)
+	if in.stop != nil {
+		stop := *in.stop
+		stop.now = in.now
+		m.learn(stop)
+	}
+	out.do, out.wake = m.plan(in.now)
+	switch a := &out.do; {
+	case a.kind == doWrite && a.renewal:
+		m.held().renewalNames = a.term.token != 0
+	case a.kind == doWrite:
+		a.write = uint64(m.cfg.random(math.MaxInt64)) + 1
+	}
 	m.out = nil
 	if m.cfg.writes {
 		return out
@@ -410,23 +423,6 @@ func (m *machine) step(in input) output {
 		}
 	}
 	return out
-}
-
-// take decides on in (and the stop taken with it) into m.out.
-func (m *machine) take(in input) {
-	m.learn(in)
-	if in.stop != nil {
-		stop := *in.stop
-		stop.now = in.now
-		m.learn(stop)
-	}
-	m.out.do, m.out.wake = m.plan(in.now)
-	switch a := &m.out.do; {
-	case a.kind == doWrite && a.renewal:
-		m.held().renewalNames = a.term.token != 0
-	case a.kind == doWrite:
-		a.write = uint64(m.cfg.random(math.MaxInt64)) + 1
-	}
 }
 
 // learn takes what in tells, before the machine plans what is due.
@@ -443,7 +439,6 @@ func (m *machine) learn(in input) {
 			m.nextCampaign = now // read the key at once, whether or not a watch comes up
 		}
 		m.scheduleTTLCheck(now)
-	case inTick:
 	case inStop:
 		m.enter(stopping)
 		ho := in.handOver
@@ -523,7 +518,7 @@ func (m *machine) due(now time.Time) (time.Time, action, func(time.Time)) {
 	case stopping, finished:
 		return m.dueStopping(now)
 	case givingUp:
-		return now, action{kind: doRelease, expect: m.held().rev, marked: m.releaseMarked(now)}, nil
+		return now, m.release(now), nil
 	case handingOver:
 		return m.dueHandingOver(now)
 	case taking:
@@ -575,11 +570,7 @@ func (m *machine) dueStopping(now time.Time) (time.Time, action, func(time.Time)
 	case keeps && m.handOver != nil && m.handOver.orNext && m.handOver.declined == nil && m.releaseMarked(now):
 		return now, m.offer(now), nil // only when a release could be marked (rule 1)
 	case keeps && m.cfg.releaseOnStop && (!m.hold.foundOnStop || m.releaseMarked(now)):
-		release := action{kind: doRelease, expect: m.held().rev, marked: m.releaseMarked(now)}
-		if ho := m.handOver; ho != nil && !ho.orNext && release.marked {
-			release.handOver = ho.releaseNames() // a hand-over under way still names its candidate
-		}
-		return now, release, nil
+		return now, m.release(now), nil
 	case m.doubt != nil && !m.phase.holds() && m.cfg.releaseOnStop && m.fatal == nil:
 		return now, action{kind: doRead}, nil // our write in doubt may be in the key: look once
 	case m.watch.mode != watchDown:
@@ -632,7 +623,7 @@ func (m *machine) dueHandingOver(now time.Time) (time.Time, action, func(time.Ti
 	case keeps && m.releaseMarked(now) && m.cfg.offers && m.handOver.declined == nil:
 		return now, m.offer(now), nil
 	case keeps && m.releaseMarked(now):
-		return now, action{kind: doRelease, expect: m.held().rev, marked: true, handOver: m.handOver.releaseNames()}, nil
+		return now, m.release(now), nil
 	case keeps:
 		// The release may not name a successor yet (a change since
 		// askHandOver): give the hand-over up, and lead again from the
@@ -1165,7 +1156,6 @@ func ownTTLFirst(v keyView, ttl time.Duration) bool {
 // live, has its expiry estimated by our clock (viewOf), early by as much as
 // it runs ahead: that error takes the margin, lest a purge pass for an
 // expiry while its holder still leads.
-
 func (m *machine) expiredFrom(v keyView, ttl time.Duration) time.Time {
 	if !v.live {
 		return expiresAt(v, ttl)
@@ -1338,7 +1328,6 @@ func (m *machine) onRenewal(in input) {
 		// Our earlier renewal in doubt, or a copy of our identity after a
 		// removal: neither takes over before our lease ends. Lead until then.
 		m.move(doomed)
-
 		m.log.Warnf("election %s: renewal of revision %d refused after an earlier renewal's outcome was unknown; leading until the deadline in %v, then standing down", m.cfg.key, h.rev, h.lease.Sub(done).Round(time.Millisecond))
 	case in.out == outMismatch:
 		deposed := done.Before(h.lease)
@@ -1435,6 +1424,16 @@ func (m *machine) lapseLease(now time.Time) {
 func (m *machine) releaseMarked(now time.Time) bool {
 	at, ok := m.earlierHoldersGone()
 	return ok && !now.Before(at)
+}
+
+// release is the release of our hold: marked when rule 1 allows, and then
+// naming the candidate of a hand-over under way (not a stop's offer).
+func (m *machine) release(now time.Time) action {
+	a := action{kind: doRelease, expect: m.held().rev, marked: m.releaseMarked(now)}
+	if ho := m.handOver; ho != nil && !ho.orNext && a.marked {
+		a.handOver = ho.releaseNames()
+	}
+	return a
 }
 
 // onRelease takes in our release's outcome: released or not, the hold is
@@ -1538,9 +1537,8 @@ func (m *machine) endHandOver(err error) {
 }
 
 // offer is a holder's offer of the key to the candidate m.handOver names,
-// which has to take it up within the request's timeout (requestTimeout),
-// at most its window and maxOfferTimeout (the release that may follow is
-// waited for).
+// to take up within the request's timeout, its window and maxOfferTimeout
+// (the release that may follow is waited for).
 func (m *machine) offer(now time.Time) action {
 	ho := *m.handOver
 	timeout := max(min(ho.within, maxOfferTimeout, m.requestTimeout(now)), time.Millisecond)
@@ -1560,8 +1558,7 @@ func (m *machine) onOffer(in input) {
 	if ho == nil {
 		return
 	}
-	onStop := ho.orNext
-	if onStop && in.handOver.to != "" {
+	if ho.orNext && in.handOver.to != "" {
 		ho.to, ho.instance = in.handOver.to, in.handOver.instance
 	}
 	if in.err != nil {
@@ -1570,7 +1567,7 @@ func (m *machine) onOffer(in input) {
 		return
 	}
 	m.move(candidate)
-	if onStop {
+	if ho.orNext {
 		m.log.Infof("election %s: %s took the key over revision %d: handed over on stop", m.cfg.key, ho.who(), rev)
 		return
 	}
@@ -1584,8 +1581,7 @@ func (m *machine) onOffer(in input) {
 // askTakeOver takes in a leader's offer of the key over its revision,
 // made after its term ended: taken up unless we cannot campaign or the
 // view shows it stale; the compare-and-swap settles the rest. A failing
-// health check does not refuse it: the leader checked ours before, and an
-// unhealthy leader beats none.
+// health check does not refuse it: an unhealthy leader beats none.
 func (m *machine) askTakeOver(in input) {
 	from, rev, v := in.from, in.expect, m.view
 	var err error
@@ -1637,8 +1633,8 @@ func (m *machine) sitOutHandOver() {
 		return
 	}
 	if v.HandOverTo == m.cfg.identity {
-		// A revision of a bucket deleted since tells nothing of this one;
-		// its holder began its term only once earlier holders were gone.
+		// A sit-out's revision of a bucket deleted since tells nothing of
+		// this one; the releaser led only once earlier holders were gone.
 		if v.Revision > m.sitOut.rev || m.sitOut.past {
 			m.sitOut = sitOut{}
 		}
@@ -1663,8 +1659,7 @@ func (m *machine) onTTL(in input) {
 		}
 		return
 	}
-	if now.Before(m.ttlReadAt) || holdWaits && now.Before(h.ttlSince) {
-		// Older than the read we know, or than the one our hold needs.
+	if now.Before(m.ttlReadAt) || holdWaits && now.Before(h.ttlSince) { // older than we know, or need
 		if holdWaits {
 			h.ttlRetryAt = done.Add(m.jittered(m.tm.retry))
 		}
@@ -1712,9 +1707,9 @@ func (m *machine) askTTL(at, since time.Time) {
 }
 
 // scheduleTTLCheck makes the next routine read of the settings due a
-// jittered ttlEvery from now. A read sent in the last half of that
-// interval, and after the one we know, serves it: elections share reads,
-// and what we know is never older than one and a half intervals.
+// jittered ttlEvery from now, served by a read sent in the last half of
+// that interval (elections share reads): what we know is never older than
+// one and a half intervals.
 func (m *machine) scheduleTTLCheck(now time.Time) {
 	every := m.ttlEvery()
 	at := now.Add(m.jittered(every))
@@ -1787,12 +1782,10 @@ func (m *machine) giveUp() {
 	}
 }
 
-// initTimeout bounds a new watch's initial phase: one that delivered
-// nothing by then is made again.
+// initTimeout bounds a new watch's initial phase: one silent until then is made again.
 func initTimeout(tm timings) time.Duration { return max(2*tm.request, time.Second) }
 
-// initialWait is how long a campaign starting waits for its watch's
-// initial values before reading the key.
+// initialWait is how long a campaign starting waits for its watch's initial values.
 func initialWait(tm timings) time.Duration { return clamp(tm.ttl/20, 50*time.Millisecond, time.Second) }
 
 // watchRetry is how long to wait before try n+1 at making a watch: a
@@ -1878,8 +1871,8 @@ func (m *machine) onWatchInitialDone(in input) {
 	switch {
 	case w.mode != watchStarting || w.sawInitial:
 	case m.view.known && m.view.State == KeyHeld && !m.phase.holds():
-		// The watch's state may predate the write we know of (one a lost
-		// campaign named). Read the key: if gone, it vanished.
+		// The watch may predate the write we know of (such as one a lost
+		// campaign named): read the key; if gone, it vanished.
 		m.view.readAt, m.view.confirmed = time.Time{}, false
 		m.confirmDue, m.confirmFrom = in.now, in.now
 		m.log.Debugf("election %s: the watch began with the key absent, but it was held at revision %d: reading it", m.cfg.key, m.view.Revision)
