@@ -1185,9 +1185,8 @@ func sameMessage(a, b Entry) bool {
 }
 
 // noteBucketBorn takes in when the bucket's stream was created (zero:
-// unknown). Another time means the bucket was made again: its revisions
-// are followed, and the key is taken as removed now until a leader writes
-// in it, as an old leader may count on its lease for up to a TTL.
+// unknown). Another time means the bucket was made again: the key is taken
+// as removed now, as an old leader may count on its lease for up to a TTL.
 func (m *machine) noteBucketBorn(now, born time.Time) {
 	if born.IsZero() {
 		return
@@ -1307,9 +1306,8 @@ func (m *machine) onRenewal(in input) {
 		oldLease := h.lease
 		h.lease = leaseEnd(now, m.tm)
 		h.nextRenew = now.Add(m.tm.renew)
-		if !m.termRuns() {
-			h.saidWaits = true
-		}
+		h.saidWaits = h.saidWaits || !m.termRuns()
+
 		m.seenRev = max(m.seenRev, in.rev)
 		m.seenWritten = time.Time{}
 		m.note(note{kind: noteRenewed, at: done, latency: done.Sub(now)})
@@ -1760,8 +1758,8 @@ func (m *machine) adoptTTL(ttl time.Duration) bool {
 }
 
 // giveUp ends the term as the bucket cannot hold elections and, unless
-// doomed, releases the key. A hand-over or an offer taken up ends first,
-// failed: the key goes to nobody while the TTL cannot hold elections.
+// doomed, releases the key to nobody: a hand-over or an offer taken up
+// fails first.
 func (m *machine) giveUp() {
 	m.endTerm(CauseDeadline)
 	if !m.stopping() {
