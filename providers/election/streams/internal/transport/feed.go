@@ -22,16 +22,13 @@ import (
 // prefix, a set of keys, or nothing) that a hub shares among its
 // subscriptions. It keeps the latest message of each key that may still
 // hold one, so that a subscription joining a running feed gets the key's
-// state at once. Of a key nobody follows, a joining subscription needs
-// only whether it is held, and by whom: a delete or purge of it is
-// forgotten (the key is then absent, as if never seen), and so is a value
-// not renewed for longer than the bucket's TTL lets it live.
+// state at once. Of a key nobody follows it forgets a delete or purge (the
+// key is then absent) and a value older than the bucket's TTL lets it live.
 //
-// A feed outlives its consumer: one the broker deletes or stops answering
-// for is made again from each key's last message (see lost), and while
-// the bucket's stream is missing the feed waits for it with its
-// subscribers attached (see remake). A bucket deleted and made again shows
-// as a message the feed finds news at or below the revisions seen; the
+// A feed outlives its consumer: one lost is made again from each key's last
+// message (see lost), and while the bucket's stream is missing the feed
+// waits for it with its subscribers attached (see remake). A bucket made
+// again shows as a message found news at or below the revisions seen; the
 // feed then follows the new bucket's revisions (see recreatedLocked).
 type feed struct {
 	hub    *watchHub
@@ -58,7 +55,7 @@ type feed struct {
 	caught   uint64    // the latest generation that has delivered its keys' state
 
 	// A set feed's keys: true once a consumer made with the key has
-	// delivered its state, false while its subscribers wait for one.
+	// delivered its state.
 	keys    map[string]bool
 	genKeys map[string]bool // the keys the current consumer was made with
 	dirty   bool            // make the consumer again once the one being made is up
@@ -75,10 +72,10 @@ type feed struct {
 type lastMsg struct {
 	ent jetstream.KeyValueEntry
 	at  time.Time
-	// old marks a message of a bucket since deleted and made again: still
-	// the key's state (the key's absence from the new bucket does not end
-	// its leader's lease in the old one) until the new bucket has a message
-	// of the key, which replaces it whatever its revision.
+	// old marks a message of a bucket since made again: still the key's
+	// state (the key's absence from the new bucket does not end its
+	// leader's lease) until a message of the key in the new bucket replaces
+	// it, whatever its revision.
 	old bool
 }
 
@@ -125,9 +122,8 @@ func (f *feed) filtersLocked() ([]string, map[string]bool) {
 	return subjects, keys
 }
 
-// joinLocked adds key to a set feed whose consumer runs or is being made:
-// the consumer is made again with it, and the key's subscribers get its
-// state once the new one has delivered it.
+// joinLocked adds key to a set feed: a running consumer is made again with
+// it, and the key's subscribers get its state once that one delivered it.
 func (f *feed) joinLocked(key string) {
 	if _, ok := f.keys[key]; ok {
 		return
@@ -140,8 +136,7 @@ func (f *feed) joinLocked(key string) {
 
 // leaveLocked drops key, which nobody follows any more, from a set feed.
 // The consumer keeps its filter until keys join, or until it filters on
-// more than twice the keys followed (its deliveries then stay within
-// twice what the process needs).
+// more than twice the keys followed.
 func (f *feed) leaveLocked(key string) {
 	delete(f.keys, key)
 	delete(f.last, key)
@@ -156,24 +151,24 @@ func (f *feed) overFilteredLocked() bool {
 	return len(f.keys) > 0 && len(f.genKeys) > 2*len(f.keys)
 }
 
-// remakeLocked makes the set feed's consumer again with its keys: at once,
-// or once the one being made is up, and at most once a second, so that
-// keys joining and leaving on a slow broker cost it one consumer a second,
-// not one each.
+// remakeLocked makes the set feed's consumer again with its keys, once the
+// one being made is up, so that keys joining and leaving on a slow broker
+// cost one consumer a second, not one each.
 func (f *feed) remakeLocked() {
-	if f.ended {
-		return
-	}
-	if f.remaking {
+	switch {
+	case f.ended:
+	case f.remaking:
 		f.dirty = true
-		return
+	default:
+		f.remakeSoonLocked()
 	}
+}
+
+// remakeSoonLocked makes the consumer again a second after it was last
+// made, or at once.
+func (f *feed) remakeSoonLocked() {
 	f.remaking = true
-	if wait := time.Second - time.Since(f.restarts); wait > 0 && !f.restarts.IsZero() {
-		time.AfterFunc(wait, f.remake)
-		return
-	}
-	go f.remake()
+	time.AfterFunc(max(time.Second-time.Since(f.restarts), 0), f.remake)
 }
 
 // forgetLocked drops the latest message of key, once nobody follows the
@@ -202,11 +197,10 @@ func (f *feed) sweepLocked(now time.Time) {
 }
 
 // keepFor is how long a feed keeps the value of a key nobody follows
-// without hearing of it again. The broker removes a value at most its TTL
-// (and some lateness) after it was written; twice the TTL leaves room for
-// a TTL raised meanwhile. A subscriber that joins after the value was
-// wrongly forgotten is told the key is free: its write then fails on the
-// revision check, and it reads the key.
+// without hearing of it again: the broker removes it at most its TTL (and
+// some lateness) after it was written, and twice leaves room for a TTL
+// raised meanwhile. A subscriber told wrongly that the key is free fails
+// its write on the revision check, and reads the key.
 func keepFor(ttl time.Duration) time.Duration {
 	if ttl <= 0 {
 		return 0 // the TTL is not known: keep values until they change
@@ -298,10 +292,9 @@ func (f *feed) stopSource() {
 	}
 }
 
-// streamReplaced makes the consumer again after the stream's advisory
-// says the bucket's stream was deleted or made again (event): at once
-// when it waits for a missing stream to be made again, after the one
-// being made when one is, and otherwise as for a lost consumer.
+// streamReplaced makes the consumer again after the bucket's stream was
+// deleted or made again (event): at once when it waits for a missing
+// stream, after the one being made when one is, else as a lost one.
 func (f *feed) streamReplaced(event string) {
 	h := f.hub
 	h.mu.Lock()
@@ -326,27 +319,22 @@ func (f *feed) streamReplaced(event string) {
 
 // restart makes the consumer again, at most once a second, for a
 // subscriber that suspects it missed changes. Subscribers stay attached:
-// what the new consumer shows that is newer than what they had reaches
-// them as a change.
+// what the new consumer shows newer than what they had reaches them as a
+// change.
 func (f *feed) restart() {
-	h := f.hub
-	h.mu.Lock()
-	if f.ended || !f.ready || f.remaking || time.Since(f.restarts) < time.Second {
-		h.mu.Unlock()
-		return
+	f.hub.mu.Lock()
+	defer f.hub.mu.Unlock()
+	if !f.ended && f.ready && !f.remaking && time.Since(f.restarts) >= time.Second {
+		f.remakeSoonLocked()
 	}
-	f.remaking = true
-	h.mu.Unlock()
-	go f.remake()
 }
 
 // lost makes again, at most once a second, the consumer of generation gen
-// that the broker deleted, or stopped answering for. nats.go's ordered
-// consumer would remake it from the stream sequence after the last it
-// delivered, which in a bucket made again (its revisions start again at 1)
-// skips the new messages until they pass the old revisions, and fails for
-// good while the stream is missing. A fresh consumer starts from each
-// key's last message.
+// that the broker deleted, or stopped answering for, from each key's last
+// message. nats.go's ordered consumer would resume after the last stream
+// sequence it delivered: in a bucket made again (revisions start again at
+// 1) it skips the new messages until they pass the old revisions, and it
+// fails for good while the stream is missing.
 func (f *feed) lost(gen uint64, err error) {
 	h := f.hub
 	h.mu.Lock()
@@ -354,18 +342,15 @@ func (f *feed) lost(gen uint64, err error) {
 		h.mu.Unlock()
 		return
 	}
-	f.remaking = true
-	wait := time.Second - time.Since(f.restarts)
+	f.remakeSoonLocked()
 	h.mu.Unlock()
 	h.log.Debugf("election bucket %s: watch of %s lost its consumer (%v): making a new one", h.kv.Bucket(), f.filter, err)
-	time.AfterFunc(max(wait, 0), f.remake)
 }
 
-// remake stops the feed's consumer and makes a new one that starts from
-// each key's last message; subscribers stay attached. While the bucket's
-// stream is missing it tries again with backoff rather than end the feed:
-// its subscribers keep what they know of their keys, which a subscription
-// made again would lose (see lastMsg.old). Any other failure ends the feed.
+// remake replaces the feed's consumer with one that starts from each
+// key's last message; subscribers stay attached. While the bucket's stream
+// is missing it tries again with backoff, so that subscribers keep what
+// they know of their keys (see lastMsg.old). Any other failure ends the feed.
 func (f *feed) remake() {
 	h := f.hub
 	h.mu.Lock()
@@ -392,8 +377,7 @@ func (f *feed) remake() {
 		return
 	}
 	f.remaking, f.tries = false, 0
-	// Keys that left while it was made (as waiting keys folding into the
-	// whole-bucket feed) may leave it over-filtered.
+	// Keys may have left while it was made (see foldWaitingLocked).
 	if err == nil && (f.dirty || f.set && f.overFilteredLocked()) && !f.ended {
 		f.dirty, f.remaking = false, true
 		go f.remake()
@@ -406,10 +390,11 @@ func (f *feed) remake() {
 
 // remakeRetry is how long a feed whose bucket's stream is missing waits
 // before try n+1 at making its consumer: doubling from 100ms to the TTL
-// (at least 2s, at most 30s), with jitter, as a campaign retries a watch.
+// (at least 2s, at most 30s), less up to a quarter at random, as a campaign
+// retries a watch.
 func remakeRetry(ttl time.Duration, tries int) time.Duration {
-	limit := clamp(ttl, 2*time.Second, 30*time.Second)
-	return jittered(min(100*time.Millisecond<<min(tries, 10), limit))
+	d := min(100*time.Millisecond<<min(tries, 10), clamp(ttl, 2*time.Second, 30*time.Second))
+	return d - time.Duration(rand.Int64N(int64(d)/4+1))
 }
 
 // deliver takes in one message of the feed. caughtUp says the consumer has
@@ -425,9 +410,7 @@ func (f *feed) deliver(gen uint64, ent jetstream.KeyValueEntry, caughtUp bool) {
 	recreated, oldSeen := false, f.seen
 	if ent != nil {
 		h.delivered.Add(1)
-		if f.recreatedLocked(ent) {
-			// Everything the feed remembers is of the old bucket: follow
-			// the new bucket's revisions from here on.
+		if f.recreatedLocked(ent) { // follow the new bucket's revisions
 			recreated = true
 			for key, last := range f.last {
 				last.old = true
@@ -469,15 +452,14 @@ func (f *feed) deliver(gen uint64, ent jetstream.KeyValueEntry, caughtUp bool) {
 	}
 }
 
-// recreatedLocked reports whether ent belongs to a bucket made again (so its
-// revisions start again at 1) since the messages the feed remembers, as a
-// campaign judges its view: a message at the revision of the key's last
-// one that is another message (operation, value or write time), or one at
-// or below the highest revision seen that the hub's comparator finds news
-// against everything seen. A consumer of one stream delivers each key's
-// messages in order, and a remade one starts at each key's last message,
-// so neither happens without a new stream; an older message replayed by a
-// remade consumer is neither, and is dropped.
+// recreatedLocked reports whether ent belongs to a bucket made again (its
+// revisions start again at 1) since the messages the feed remembers: it is
+// another message (operation, value or write time) at the revision of the
+// key's last one, or it is at or below the highest revision seen and the
+// hub's comparator finds it news against everything seen. Neither happens
+// within one stream, whose consumers deliver each key's messages in order
+// from its last one; an older message replayed by a remade consumer is
+// neither, and is dropped.
 func (f *feed) recreatedLocked(ent jetstream.KeyValueEntry) bool {
 	if prev, ok := f.last[ent.Key()]; ok && !prev.old && prev.ent.Revision() == ent.Revision() {
 		p := prev.ent
@@ -488,8 +470,7 @@ func (f *feed) recreatedLocked(ent jetstream.KeyValueEntry) bool {
 }
 
 // markReadyLocked notes that the current consumer has delivered its keys'
-// state, and hands each subscriber waiting for its key's state that state,
-// then nil.
+// state, and hands it to each subscriber waiting for it.
 func (f *feed) markReadyLocked() {
 	if f.caught == f.gen && f.ready {
 		return
@@ -569,12 +550,11 @@ func (f *feed) startConsumer(ctx context.Context) (*consumerSource, error) {
 		FilterSubjects:    filters,
 		DeliverPolicy:     jetstream.DeliverLastPerSubjectPolicy,
 		InactiveThreshold: max(4*heartbeat(f.ttl), time.Minute),
-		// One try to remake a lost consumer, not nats.go's default of
-		// retrying forever: its retries hold a lock that stopping the
-		// consumer waits for (a feed stopped meanwhile would hang, and its
-		// goroutines leak), and they keep the feed looking ready while it
-		// has no consumer. A failed try ends the feed (consumeError); its
-		// subscribers' campaigns watch again with backoff.
+		// One try, not nats.go's default of retrying forever: its retries
+		// hold a lock that stopping the consumer waits for (a feed stopped
+		// meanwhile would hang and leak goroutines), and keep the feed
+		// looking ready with no consumer. A failed try is handled by
+		// consumeError; subscribers' campaigns watch again with backoff.
 		MaxResetAttempts: 1,
 	})
 	if err != nil {
@@ -587,15 +567,11 @@ func (f *feed) startConsumer(ctx context.Context) (*consumerSource, error) {
 	h.mu.Unlock()
 	prefix := h.subject("")
 	hb := heartbeat(f.ttl)
-	consume := h.consume
-	if consume == nil {
-		consume = jetstream.Consumer.Consume
-	}
 	// taken is the consumer sequence of the latest message the feed has
 	// taken in: the broker counts a message delivered once it sent it,
 	// which may be long before a busy process takes it in.
 	var taken atomic.Uint64
-	cc, err := consume(cons, func(m jetstream.Msg) {
+	cc, err := h.consume(cons, func(m jetstream.Msg) {
 		md, err := m.Metadata()
 		if err != nil {
 			return
@@ -621,14 +597,13 @@ func (f *feed) startConsumer(ctx context.Context) (*consumerSource, error) {
 		f.deliver(gen, nil, true)
 	}
 	// The initial state's last message may expire before it is delivered:
-	// then no message says the state is complete, and the consumer's info
-	// must, once the feed has taken in every message the broker sent (what
-	// it sent may still wait in the connection's buffers, and a subscriber
-	// told the state is complete without it would take its held key as gone).
+	// then the consumer's info says the state is complete, once the feed
+	// has taken in every message the broker sent (some may still wait in
+	// the connection's buffers, and without them a subscriber would take
+	// its held key as gone). It is asked every second, then less often, so
+	// that a fleet of feeds on a slow broker adds few requests.
 	go func() {
 		defer close(src.done)
-		// Every second, then less often: a fleet of feeds waiting on a
-		// slow broker must not add a request each per second.
 		wait := time.Second
 		t := time.NewTimer(wait)
 		defer t.Stop()
@@ -651,11 +626,11 @@ func (f *feed) startConsumer(ctx context.Context) (*consumerSource, error) {
 	return src, nil
 }
 
-// consumeError handles an error that the ordered consumer of generation
-// gen reports. A consumer deleted (alone or with its stream), silent, or
-// that nats.go failed to make again is made again (see lost); a closed
-// connection, or a broker that refuses the consumer for a limit, ends the
-// feed. Errors of a consumer replaced, or being replaced, change nothing.
+// consumeError handles an error of the ordered consumer of generation gen.
+// A consumer deleted (alone or with its stream), silent, or that nats.go
+// failed to make again is made again (see lost); a closed connection, or a
+// consumer limit, ends the feed. Errors of a consumer replaced, or being
+// replaced, change nothing.
 func (f *feed) consumeError(gen uint64, err error) {
 	h := f.hub
 	h.mu.Lock()
@@ -686,11 +661,3 @@ func (f *feed) describe() string {
 }
 
 func clamp(d, lo, hi time.Duration) time.Duration { return min(max(d, lo), hi) }
-
-// jittered returns d less up to a quarter of it, at random.
-func jittered(d time.Duration) time.Duration {
-	if d <= 0 {
-		return 0
-	}
-	return d - time.Duration(rand.Int64N(int64(d)/4+1))
-}

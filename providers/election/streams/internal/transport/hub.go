@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime"
 	"slices"
 	"strings"
@@ -16,28 +17,24 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// A watchHub shares watches among the candidates and observers of one
-// process that use one bucket over one connection: each change of a key
-// reaches the process once however many follow it, and the process's
-// consumers on the bucket do not grow with its keys:
+// A watchHub shares the watches of one process's candidates and observers
+// on one bucket over one connection: each change of a key reaches the
+// process once, and its consumers on the bucket do not grow with its keys:
 //
 //   - its first MaxKeyFeeds keys get a consumer each, filtered on the key,
 //     which NATS permissions can scope;
-//   - the next ones join set feeds: up to maxSetFeeds consumers with a
-//     filter for each of up to setKeys keys, made again when keys join;
-//   - the rest share one consumer on the whole bucket (a process that
-//     follows that many keys usually follows most of it), which the keys
-//     still waiting in set feeds join too (see foldWaitingLocked).
+//   - the next ones join set feeds: up to maxSetFeeds consumers filtered on
+//     up to setKeys keys each, made again when keys join;
+//   - the rest share one consumer on the whole bucket, which the keys still
+//     waiting in set feeds join too (see foldWaitingLocked).
 //
-// Permissions cannot scope a consumer with several filters: when the
-// broker refuses one, the hub uses a consumer per key for noFoldFor,
-// except that once the process follows FoldAt keys under one prefix (the
-// key's first dot-separated token, as in "app-a.scheduler"), its next keys
-// there share a consumer filtered on "$KV.<bucket>.<prefix>.>", for up to
-// maxPrefixFeeds prefixes.
+// Permissions cannot scope a consumer with several filters: when the broker
+// refuses one, the hub uses a consumer per key for noFoldFor, except that
+// once the process follows FoldAt keys under one prefix (the key's first
+// dot-separated token), its next keys there share a consumer filtered on
+// "$KV.<bucket>.<prefix>.>", for up to maxPrefixFeeds prefixes.
 //
-// A hub is kept alive by the stores that use it and dropped by the garbage
-// collector once none does.
+// The stores that use a hub keep it alive; the garbage collector drops it.
 type watchHub struct {
 	key    hubKey
 	kv     jetstream.KeyValue
@@ -51,18 +48,17 @@ type watchHub struct {
 	setFeeds   []*feed              // feeds of sets of keys
 	allFeed    *feed                // the feed of the whole bucket, for keys past the set feeds
 	setOf      map[string]*feed     // the set feed each key in one belongs to
-	noSet      time.Time            // set feeds failed (refused by permissions): none until then
+	noSet      time.Time            // set feeds refused by permissions: none until then
 	following  map[string]int       // subscriptions per key
 	groupKeys  map[string]int       // keys followed per prefix
-	noFold     map[string]time.Time // prefixes whose shared feed failed, until when
+	noFold     map[string]time.Time // prefixes whose shared feed was refused, until when
 	limitNoted bool                 // the consumer limit was logged
 	delivered  atomic.Uint64        // messages the feeds' consumers delivered
 
 	streamMu sync.Mutex
 	stream   jetstream.Stream
 
-	// consume is Consume for a feed's consumer; nil is cons.Consume (tests
-	// replace it).
+	// consume is Consume for a feed's consumer (tests replace it).
 	consume func(cons jetstream.Consumer, handler jetstream.MessageHandler, opts ...jetstream.PullConsumeOpt) (jetstream.ConsumeContext, error)
 
 	gate gate // admits the process's writes and key reads (see maxInFlight)
@@ -85,8 +81,7 @@ type watchHub struct {
 
 // FoldAt is how many keys under one prefix a process must follow before
 // the next ones share a consumer on the prefix (where set feeds are
-// refused): one consumer then replaces many, at the cost of delivering the
-// prefix's other keys' changes too.
+// refused), which delivers the prefix's other keys' changes too.
 const FoldAt = 8
 
 // The bounds on a hub's consumers (see watchHub). setKeys is small because
@@ -128,7 +123,7 @@ func hubFor(kv jetstream.KeyValue, js jetstream.JetStream, log Logger, isNews Co
 	if h := hubs.m[k].Value(); h != nil {
 		return h
 	}
-	h := &watchHub{key: k, kv: kv, js: js, log: log, isNews: isNews,
+	h := &watchHub{key: k, kv: kv, js: js, log: log, isNews: isNews, consume: jetstream.Consumer.Consume,
 		keyFeeds: map[string]*feed{}, groupFeeds: map[string]*feed{}, setOf: map[string]*feed{},
 		following: map[string]int{}, groupKeys: map[string]int{}, noFold: map[string]time.Time{},
 		gate: gate{limit: maxInFlight}, listeners: map[*listener]struct{}{}}
@@ -146,11 +141,10 @@ func hubFor(kv jetstream.KeyValue, js jetstream.JetStream, log Logger, isNews Co
 
 // prefixOf returns key's first token when the key has more than one.
 func prefixOf(key string) string {
-	p, _, ok := strings.Cut(key, ".")
-	if !ok {
-		return ""
+	if p, _, ok := strings.Cut(key, "."); ok {
+		return p
 	}
-	return p
+	return ""
 }
 
 func (h *watchHub) subject(keyOrFilter string) string {
@@ -219,11 +213,11 @@ func (h *watchHub) feedForLocked(key string) *feed {
 		return h.allFeed
 	}
 	prefix := prefixOf(key)
+	if f := h.groupFeeds[prefix]; f != nil {
+		return f
+	}
 	setsRefused := time.Now().Before(h.noSet)
-	if prefix != "" && (setsRefused || h.groupFeeds[prefix] != nil) {
-		if f := h.groupFeeds[prefix]; f != nil {
-			return f
-		}
+	if prefix != "" && setsRefused {
 		keys := h.groupKeys[prefix]
 		if h.following[key] == 0 {
 			keys++
@@ -264,9 +258,9 @@ func (h *watchHub) feedForLocked(key string) *feed {
 // foldWaitingLocked moves the keys waiting in set feeds for a consumer made
 // with them onto the whole-bucket feed, just made, which delivers them
 // anyway: thousands of keys followed at once then cost one consumer, not
-// set feeds each made again with hundreds of filters. Their subscribers
-// have had nothing yet, so the whole-bucket feed gives them the key's
-// state as to a new subscriber. A set feed left with no key ends.
+// set feeds made again with hundreds of filters. Their subscribers have had
+// nothing yet, so they get the key's state as new subscribers. A set feed
+// left with no key ends.
 func (h *watchHub) foldWaitingLocked() {
 	all := h.allFeed
 	for _, sf := range slices.Clone(h.setFeeds) {
@@ -283,7 +277,7 @@ func (h *watchHub) foldWaitingLocked() {
 				all.add(s)
 			}
 		}
-		if sf.detachLocked() { // no key left: it ends
+		if sf.detachLocked() {
 			go sf.stopSource() // it may be making its consumer: not under the lock
 		}
 	}
@@ -298,8 +292,7 @@ func (h *watchHub) newFeedLocked(filter, prefix, key string) *feed {
 func (h *watchHub) unsubscribe(s *hubWatch) {
 	h.mu.Lock()
 	f := s.feed
-	gone := h.detachLocked(s, nil)
-	stop := gone && f.detachLocked()
+	stop := h.detachLocked(s, nil) && f.detachLocked()
 	h.mu.Unlock()
 	if stop {
 		f.stopSource()
@@ -357,24 +350,22 @@ func (h *watchHub) end(f *feed, err error) {
 		}
 	}
 	f.detachLocked()
-	// A prefix feed is refused when its consumer is first made; a set
-	// feed's may be refused when made again with several keys.
+	// A prefix or whole-bucket feed is refused when its consumer is first
+	// made; a set feed's may be refused when made again with several keys.
 	made := !errors.Is(err, nats.ErrConnectionClosed) && !errors.Is(err, jetstream.ErrMaximumConsumersLimit)
 	denied := ((f.prefix != "" || f.all) && !f.ready || f.set && made) && h.consumerDenied(f)
+	var warning string
 	switch {
 	case denied && (f.set || f.all):
 		h.noSet = time.Now().Add(noFoldFor)
+		warning = fmt.Sprintf("election bucket %s: permissions refuse a consumer with several filters: the elections beyond the first %d use a consumer each (or one per prefix) for %v; allow $JS.API.CONSUMER.CREATE.KV_%s.* to share a few", h.kv.Bucket(), MaxKeyFeeds, noFoldFor, h.kv.Bucket())
 	case denied:
 		h.noFold[f.prefix] = time.Now().Add(noFoldFor)
+		warning = fmt.Sprintf("election bucket %s: permissions refuse a consumer on %s: the elections under %q use a consumer each for %v", h.kv.Bucket(), h.subject(f.filter), f.prefix, noFoldFor)
 	}
 	h.mu.Unlock()
-	// Logged out of the lock: a logger may block, or call back into the
-	// process's elections.
-	switch {
-	case denied && (f.set || f.all):
-		h.log.Warnf("election bucket %s: permissions refuse a consumer with several filters: the elections beyond the first %d use a consumer each (or one per prefix) for %v; allow $JS.API.CONSUMER.CREATE.KV_%s.* to share a few", h.kv.Bucket(), MaxKeyFeeds, noFoldFor, h.kv.Bucket())
-	case denied:
-		h.log.Warnf("election bucket %s: permissions refuse a consumer on %s: the elections under %q use a consumer each for %v", h.kv.Bucket(), h.subject(f.filter), f.prefix, noFoldFor)
+	if warning != "" { // out of the lock: a logger may block, or call back into the elections
+		h.log.Warnf("%s", warning)
 	}
 	f.stopSource()
 }
@@ -389,10 +380,9 @@ func (h *watchHub) consumerDenied(f *feed) bool {
 		return false
 	}
 	if f.set {
-		// The refusal of any consumer on the stream: the latest error may
-		// be that of a per-key or prefix consumer refused meanwhile, and a
-		// user who may not make one of those may not make a consumer
-		// without a filter either (that would read every key).
+		// Any consumer on the stream refused: the latest error may be that
+		// of a per-key or prefix consumer, and a user who may not make one
+		// of those may not make one without a filter either.
 		return strings.Contains(err.Error(), "CONSUMER.CREATE.KV_"+h.kv.Bucket()+".")
 	}
 	return strings.Contains(err.Error(), "CONSUMER.CREATE") && strings.Contains(err.Error(), h.subject(f.filter))
@@ -423,17 +413,14 @@ type LoggedError struct{ error }
 func (e LoggedError) Unwrap() error { return e.error }
 
 // hubWatch is one subscription to a feed: a KeyWatcher for one key, as
-// Store.Watch returns it. Besides a KeyWatcher's methods it has Err and
-// Restart, which a caller reaches through an interface.
+// Store.Watch returns it, with Err and Restart besides.
 type hubWatch struct {
 	hub  *watchHub
 	feed *feed
 	key  string
 
-	// under hub.mu
-	// queued holds the deliveries not taken yet (Poll) until Updates is
-	// called; then c does. A subscription at rest holds neither a buffer
-	// nor a channel.
+	// Under hub.mu. queued holds the deliveries not taken yet (Poll) until
+	// Updates makes c; a subscription at rest holds neither.
 	queued []jetstream.KeyValueEntry
 	c      chan jetstream.KeyValueEntry
 	closed bool
@@ -442,10 +429,9 @@ type hubWatch struct {
 }
 
 // Notify has the subscription call f each time it delivers an entry or
-// ends, and at once if it holds some already: a scheduler of many
-// subscribers then reads each one when it has something, with no
-// goroutine waiting on its channel. f is called under the hub's lock: it
-// must not block nor call into the hub.
+// ends, and at once if it holds some already, so that a scheduler of many
+// subscribers needs no goroutine waiting on each channel. f is called under
+// the hub's lock: it must not block nor call into the hub.
 func (s *hubWatch) Notify(f func()) {
 	s.hub.mu.Lock()
 	defer s.hub.mu.Unlock()
@@ -529,30 +515,23 @@ func (s *hubWatch) Restart() {
 	f.restart()
 }
 
-// sendLocked hands ent to s, ending s if it has fallen too far behind.
+// sendLocked hands ent to s, ending s if it has fallen too far behind. Only
+// holders of hub.mu send on s.c, so a send while it has room never blocks.
 func (s *hubWatch) sendLocked(ent jetstream.KeyValueEntry) {
-	if s.closed {
+	switch {
+	case s.closed:
+		return
+	case s.c == nil && len(s.queued) < subBuffer:
+		s.queued = append(s.queued, ent)
+	case s.c != nil && len(s.c) < cap(s.c):
+		s.c <- ent
+	default:
+		s.hub.detachLocked(s, errors.New("the watch fell behind"))
 		return
 	}
-	if s.c == nil {
-		if len(s.queued) < subBuffer {
-			s.queued = append(s.queued, ent)
-			if s.notify != nil {
-				s.notify()
-			}
-			return
-		}
-	} else {
-		select {
-		case s.c <- ent:
-			if s.notify != nil {
-				s.notify()
-			}
-			return
-		default:
-		}
+	if s.notify != nil {
+		s.notify()
 	}
-	s.hub.detachLocked(s, errors.New("the watch fell behind"))
 }
 
 // statusRead is one read of the bucket's settings that callers share.
@@ -570,10 +549,10 @@ type statusRead struct {
 // serves them, or else the next one, so that a process's thousands of
 // elections send a few requests, not thousands.
 //
-// A read unanswered after patienceLocked is presumed lost, as when sent
-// while the stream had no leader: no caller joins it any more, and the
-// next is sent without waiting for it to time out, so that a failover does
-// not hold every read, those that begin terms included, for statusTimeout.
+// A read unanswered after patienceLocked is presumed lost (as when sent
+// while the stream had no leader): no caller joins it, and the next is sent
+// without waiting for it to time out, so that a failover does not hold
+// every read, those that begin terms included, for statusTimeout.
 func (h *watchHub) status(ctx context.Context, maxAge time.Duration) (jetstream.KeyValueStatus, time.Duration, error) {
 	h.statusMu.Lock()
 	now := time.Now()
@@ -589,13 +568,8 @@ func (h *watchHub) status(ctx context.Context, maxAge time.Duration) (jetstream.
 		r = h.statusNext
 	default:
 		r = &statusRead{done: make(chan struct{})}
-		if waiting {
-			// Sent when the read under way ends, or once it is presumed lost.
-			h.statusNext = r
-			time.AfterFunc(h.patienceLocked()-now.Sub(busy.sent), h.sendNextStatus)
-		} else {
-			h.sendStatusLocked(r, now)
-		}
+		h.statusNext = r
+		h.sendNextLocked(now)
 	}
 	h.statusMu.Unlock()
 	select {
@@ -607,42 +581,38 @@ func (h *watchHub) status(ctx context.Context, maxAge time.Duration) (jetstream.
 }
 
 // patienceLocked is how long a read goes unanswered before it is presumed
-// lost: statusPatience, then twice that while reads in a row go
-// unanswered, so that a broker slow rather than leaderless gets at most
-// two reads a second from each process. More patience would delay the
-// term that waits for a read once the stream is back.
+// lost: statusPatience, then twice that while reads in a row go unanswered,
+// so that a slow broker gets at most two reads a second from each process.
+// More patience would delay the term that waits for a read once the stream
+// is back.
 func (h *watchHub) patienceLocked() time.Duration {
 	return statusPatience << min(h.statusLost, 1)
 }
 
-// sendStatusLocked sends read r now: it becomes the read under way.
-func (h *watchHub) sendStatusLocked(r *statusRead, now time.Time) {
-	if h.statusBusy != nil {
+// sendNextLocked sends the queued read, if any, once the read under way is
+// answered or presumed lost: it then becomes the read under way.
+func (h *watchHub) sendNextLocked(now time.Time) {
+	r := h.statusNext
+	if r == nil {
+		return
+	}
+	if busy := h.statusBusy; busy != nil {
+		if wait := h.patienceLocked() - now.Sub(busy.sent); wait > 0 {
+			time.AfterFunc(wait, h.sendNextStatus)
+			return
+		}
 		h.statusLost++ // the read under way is presumed lost
 	}
+	h.statusNext = nil
 	r.sent = now
 	h.statusBusy = r
 	go h.readStatus(r)
 }
 
-// sendNextStatus sends the queued read, if any, once the read under way is
-// answered or presumed lost.
 func (h *watchHub) sendNextStatus() {
 	h.statusMu.Lock()
 	defer h.statusMu.Unlock()
-	r := h.statusNext
-	if r == nil {
-		return
-	}
-	now := time.Now()
-	if busy := h.statusBusy; busy != nil {
-		if wait := h.patienceLocked() - now.Sub(busy.sent); wait > 0 {
-			time.AfterFunc(wait, h.sendNextStatus) // another read was sent meanwhile
-			return
-		}
-	}
-	h.statusNext = nil
-	h.sendStatusLocked(r, now)
+	h.sendNextLocked(time.Now())
 }
 
 // readStatus makes read r and, if it is still the read under way, sends
@@ -652,22 +622,19 @@ func (h *watchHub) readStatus(r *statusRead) {
 	st, err := h.kv.Status(ctx)
 	cancel()
 	h.statusMu.Lock()
+	defer h.statusMu.Unlock()
 	r.st, r.err = st, err
 	if err == nil {
 		h.statusLost = 0
-	}
-	if err == nil && (h.statusLast == nil || r.sent.After(h.statusLast.sent)) {
-		h.statusLast = r
+		if h.statusLast == nil || r.sent.After(h.statusLast.sent) {
+			h.statusLast = r
+		}
 	}
 	close(r.done)
 	if h.statusBusy == r {
 		h.statusBusy = nil
-		if next := h.statusNext; next != nil {
-			h.statusNext = nil
-			h.sendStatusLocked(next, time.Now())
-		}
+		h.sendNextLocked(time.Now())
 	}
-	h.statusMu.Unlock()
 }
 
 // statusTimeout bounds a shared read of the bucket's settings; each caller
@@ -679,14 +646,14 @@ const (
 	statusPatience = 250 * time.Millisecond
 )
 
-// settingsChanges calls notify, each time the bucket's stream announces a
+// settingsChanges calls notify each time the bucket's stream announces a
 // change of its settings (an update, or the stream made or deleted), with
 // when a read of the settings made after the announcement was sent, and
 // returns a function that stops the calls. The hub reads the settings once
 // per advisory for all its listeners. notify is called under a lock of the
-// hub's: it must not block nor call into the hub. Advisories are an
-// accelerator: ones lost while disconnected, or refused by permissions,
-// leave the elections' routine reads (see the machine's scheduleTTLCheck).
+// hub's: it must not block nor call into the hub. Advisories only speed
+// things up: ones lost, or refused by permissions, leave the elections'
+// routine reads (see the machine's scheduleTTLCheck).
 func (h *watchHub) settingsChanges(notify func(sent time.Time)) func() {
 	l := &listener{notify: notify}
 	h.changesMu.Lock()
@@ -706,10 +673,9 @@ type listener struct{ notify func(sent time.Time) }
 
 // followAdvisories keeps the hub subscribed to the stream's advisories
 // while a feed's consumer runs, and returns the function that says it
-// stopped: a consumer of a stream deleted, or deleted and made again, is
-// gone, and the broker says so to the consumer only through a pull request
-// it holds (otherwise its missing heartbeats tell, two heartbeats later).
-// The advisory tells every feed at once.
+// stopped: the broker tells a consumer its stream was deleted (or deleted
+// and made again) only through a pull request it holds, or by missing
+// heartbeats, while the advisory tells every feed at once.
 func (h *watchHub) followAdvisories() func() {
 	h.changesMu.Lock()
 	defer h.changesMu.Unlock()
@@ -735,9 +701,9 @@ func (h *watchHub) adviseLocked() {
 		_ = h.advisory.Unsubscribe()
 		h.advisory = nil
 	case want && h.advisory == nil && h.key.api == "":
-		// Advisories are published in the account the stream is in; a
-		// stream reached through a domain or another account's API prefix
-		// announces its changes elsewhere.
+		// Advisories are published in the stream's account: one reached
+		// through a domain or another account's API prefix announces its
+		// changes elsewhere.
 		sub, err := h.js.Conn().Subscribe(advisorySubject(h.kv.Bucket()), h.advised)
 		if err == nil {
 			h.advisory = sub
@@ -751,8 +717,7 @@ func (h *watchHub) adviseLocked() {
 // consumers again when the stream was deleted or made again, and the
 // listeners hear of a change of the settings.
 func (h *watchHub) advised(m *nats.Msg) {
-	event := strings.TrimPrefix(m.Subject, "$JS.EVENT.ADVISORY.STREAM.")
-	event, _, _ = strings.Cut(event, ".")
+	event, _, _ := strings.Cut(strings.TrimPrefix(m.Subject, "$JS.EVENT.ADVISORY.STREAM."), ".")
 	if event == "CREATED" || event == "DELETED" {
 		h.streamReplaced(event)
 	}
@@ -765,18 +730,10 @@ func (h *watchHub) advised(m *nats.Msg) {
 }
 
 // streamReplaced tells every feed that the bucket's stream was deleted or
-// made again (event): its consumer is gone, or belongs to a stream that
-// no longer exists.
+// made again (event).
 func (h *watchHub) streamReplaced(event string) {
 	h.mu.Lock()
-	feeds := make([]*feed, 0, len(h.keyFeeds)+len(h.groupFeeds)+len(h.setFeeds)+1)
-	for _, f := range h.keyFeeds {
-		feeds = append(feeds, f)
-	}
-	for _, f := range h.groupFeeds {
-		feeds = append(feeds, f)
-	}
-	feeds = append(feeds, h.setFeeds...)
+	feeds := slices.Concat(slices.Collect(maps.Values(h.keyFeeds)), slices.Collect(maps.Values(h.groupFeeds)), h.setFeeds)
 	if h.allFeed != nil {
 		feeds = append(feeds, h.allFeed)
 	}
@@ -798,15 +755,14 @@ func advisorySubject(bucket string) string {
 // listeners when that read was sent.
 func (h *watchHub) settingsChanged() {
 	h.changesMu.Lock()
+	defer h.changesMu.Unlock()
 	if h.rereading {
 		h.reread = true
-		h.changesMu.Unlock()
 		return
 	}
 	h.rereading = true
-	h.changesMu.Unlock()
 	go func() {
-		for {
+		for again := true; again; {
 			ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
 			_, age, err := h.status(ctx, 0)
 			cancel()
@@ -817,12 +773,8 @@ func (h *watchHub) settingsChanged() {
 					l.notify(sent)
 				}
 			}
-			if !h.reread {
-				h.rereading = false
-				h.changesMu.Unlock()
-				return
-			}
-			h.reread = false
+			again, h.reread = h.reread, false
+			h.rereading = again
 			h.changesMu.Unlock()
 		}
 	}()
