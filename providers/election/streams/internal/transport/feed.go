@@ -42,25 +42,21 @@ type feed struct {
 	subs     map[string]map[*hubWatch]struct{}
 	last     map[string]lastMsg
 	sweepAt  time.Time     // when to next forget the expired values of keys nobody follows
-	keepFor  time.Duration // how long a value nobody follows is kept without a change
+	keepFor  time.Duration // how long a value nobody follows is kept without a change (see start)
 	seen     uint64        // the highest revision delivered
-	newest   time.Time     // the latest write time (by the broker's clock) of any message delivered
+	newest   time.Time     // the latest write time (by the broker's clock) delivered
 	starting bool          // a subscriber has begun making the consumer
 	ready    bool          // the consumer has delivered the keys' current state
 	ended    bool
-	restarts time.Time // when the feed was last made again
-	gen      uint64    // counts the consumers made: errors of an older one are ignored
-	remaking bool      // the consumer is being made again (restart or remake)
-	tries    int       // consecutive tries to make a lost consumer again on a missing stream
-	caught   uint64    // the latest generation that has delivered its keys' state
-
-	// A set feed's keys: true once a consumer made with the key has
-	// delivered its state.
-	keys    map[string]bool
-	genKeys map[string]bool // the keys the current consumer was made with
-	dirty   bool            // make the consumer again once the one being made is up
-
-	retry *time.Timer // the next try to make the consumer on a missing stream (under hub.mu)
+	restarts time.Time       // when the feed was last made again
+	gen      uint64          // counts the consumers made: errors of an older one are ignored
+	remaking bool            // the consumer is being made again (restart or remake)
+	tries    int             // consecutive tries to make a lost consumer again on a missing stream
+	caught   uint64          // the latest generation that has delivered its keys' state
+	retry    *time.Timer     // the next try to make the consumer on a missing stream
+	keys     map[string]bool // a set feed's keys: true once a consumer made with one delivered its state
+	genKeys  map[string]bool // the keys the current consumer was made with
+	dirty    bool            // make the consumer again once the one being made is up
 
 	srcMu    sync.Mutex
 	src      *consumerSource
@@ -100,8 +96,8 @@ func (f *feed) sendStateLocked(s *hubWatch) {
 	s.sendLocked(nil)
 }
 
-// coversLocked reports whether the feed has delivered key's state: its
-// subscribers get the key's changes.
+// coversLocked reports whether the feed has delivered key's state, so that
+// its subscribers get the key's changes.
 func (f *feed) coversLocked(key string) bool {
 	return f.ready && (!f.set || f.keys[key])
 }
@@ -171,9 +167,8 @@ func (f *feed) remakeSoonLocked() {
 	time.AfterFunc(max(time.Second-time.Since(f.restarts), 0), f.remake)
 }
 
-// forgetLocked drops the latest message of key, once nobody follows the
-// key, when a subscriber joining later needs none of it: a delete or purge
-// (the key is absent), or a value older than it can live unrenewed.
+// forgetLocked drops the latest message of a key nobody follows when it is
+// a delete or purge (the key is absent), or a value older than it can live.
 func (f *feed) forgetLocked(key string, now time.Time) {
 	last, ok := f.last[key]
 	if !ok || len(f.subs[key]) > 0 {
@@ -194,18 +189,6 @@ func (f *feed) sweepLocked(now time.Time) {
 	for key := range f.last {
 		f.forgetLocked(key, now)
 	}
-}
-
-// keepFor is how long a feed keeps the value of a key nobody follows
-// without hearing of it again: the broker removes it at most its TTL (and
-// some lateness) after it was written, and twice leaves room for a TTL
-// raised meanwhile. A subscriber told wrongly that the key is free fails
-// its write on the revision check, and reads the key.
-func keepFor(ttl time.Duration) time.Duration {
-	if ttl <= 0 {
-		return 0 // the TTL is not known: keep values until they change
-	}
-	return 2*ttl + time.Second
 }
 
 // detachLocked unregisters f from its hub once it has no subscriber, and
@@ -238,15 +221,9 @@ func (f *feed) detachLocked() bool {
 	return true
 }
 
-// heartbeat is how often an idle feed hears from the broker: often enough
-// that a lost consumer is noticed and made again within about a TTL, rarely
-// enough that a fleet of idle feeds costs the broker little.
+// heartbeat is how often an idle feed hears from the broker: a lost
+// consumer is made again within about a TTL, and idle feeds cost little.
 func heartbeat(ttl time.Duration) time.Duration { return clamp(ttl/2, time.Second, 30*time.Second) }
-
-// pullExpiry is how long each pull request of a feed lasts: at least two
-// heartbeats, as nats.go requires, and at least 30s, so that an idle feed
-// sends the broker a request twice a minute at most, whatever the TTL.
-func pullExpiry(hb time.Duration) time.Duration { return max(2*hb, 30*time.Second) }
 
 // start makes the feed's consumer. ctx bounds making it, not its life.
 func (f *feed) start(ctx context.Context, ttl time.Duration) error {
@@ -257,9 +234,15 @@ func (f *feed) start(ctx context.Context, ttl time.Duration) error {
 		old.stop()
 	}
 	f.ttl = ttl
-	f.hub.mu.Lock()
-	f.keepFor = max(f.keepFor, keepFor(ttl))
-	f.hub.mu.Unlock()
+	// The broker removes a value at most its TTL (and some lateness) after
+	// it was written; twice leaves room for a TTL raised meanwhile. With no
+	// TTL known, values are kept until they change. A subscriber told
+	// wrongly that a key is free fails its write on the revision check.
+	if ttl > 0 {
+		f.hub.mu.Lock()
+		f.keepFor = max(f.keepFor, 2*ttl+time.Second)
+		f.hub.mu.Unlock()
+	}
 	src, err := f.startConsumer(ctx)
 	if err != nil {
 		return f.hub.noteLimit(err)
@@ -318,9 +301,8 @@ func (f *feed) streamReplaced(event string) {
 }
 
 // restart makes the consumer again, at most once a second, for a
-// subscriber that suspects it missed changes. Subscribers stay attached:
-// what the new consumer shows newer than what they had reaches them as a
-// change.
+// subscriber that suspects it missed changes. Subscribers stay attached and
+// get what the new consumer shows newer than what they had as a change.
 func (f *feed) restart() {
 	f.hub.mu.Lock()
 	defer f.hub.mu.Unlock()
@@ -330,11 +312,10 @@ func (f *feed) restart() {
 }
 
 // lost makes again, at most once a second, the consumer of generation gen
-// that the broker deleted, or stopped answering for, from each key's last
-// message. nats.go's ordered consumer would resume after the last stream
-// sequence it delivered: in a bucket made again (revisions start again at
-// 1) it skips the new messages until they pass the old revisions, and it
-// fails for good while the stream is missing.
+// that the broker deleted or stopped answering for, from each key's last
+// message: nats.go's ordered consumer would resume after the last sequence,
+// which in a bucket made again skips the new messages until they pass the
+// old revisions, and fails for good while the stream is missing.
 func (f *feed) lost(gen uint64, err error) {
 	h := f.hub
 	h.mu.Lock()
@@ -368,7 +349,7 @@ func (f *feed) remake() {
 	err := f.start(ctx, ttl)
 	cancel()
 	h.mu.Lock()
-	if err != nil && errors.Is(err, jetstream.ErrStreamNotFound) && !f.ended {
+	if errors.Is(err, jetstream.ErrStreamNotFound) && !f.ended {
 		f.tries++
 		wait := remakeRetry(ttl, f.tries)
 		f.retry = time.AfterFunc(wait, f.remake)
@@ -397,8 +378,8 @@ func remakeRetry(ttl time.Duration, tries int) time.Duration {
 	return d - time.Duration(rand.Int64N(int64(d)/4+1))
 }
 
-// deliver takes in one message of the feed. caughtUp says the consumer has
-// now delivered the current state of its keys.
+// deliver takes in one message of the feed (or none); caughtUp says the
+// consumer has now delivered its keys' current state.
 func (f *feed) deliver(gen uint64, ent jetstream.KeyValueEntry, caughtUp bool) {
 	h := f.hub
 	h.mu.Lock()
@@ -421,8 +402,7 @@ func (f *feed) deliver(gen uint64, ent jetstream.KeyValueEntry, caughtUp bool) {
 		key := ent.Key()
 		prev, ok := f.last[key]
 		// A delete or purge of a key the feed holds nothing of, no newer
-		// than what it has delivered, is a forgotten one replayed by a
-		// remade consumer: the key's subscribers know it is absent.
+		// than it delivered, is a forgotten one replayed by a remade consumer.
 		replay := !ok && ent.Operation() != jetstream.KeyValuePut && ent.Revision() <= f.seen && (!f.set || f.keys[key])
 		f.seen = max(f.seen, ent.Revision())
 		if at := ent.Created(); at.After(f.newest) {
@@ -455,11 +435,10 @@ func (f *feed) deliver(gen uint64, ent jetstream.KeyValueEntry, caughtUp bool) {
 // recreatedLocked reports whether ent belongs to a bucket made again (its
 // revisions start again at 1) since the messages the feed remembers: it is
 // another message (operation, value or write time) at the revision of the
-// key's last one, or it is at or below the highest revision seen and the
-// hub's comparator finds it news against everything seen. Neither happens
-// within one stream, whose consumers deliver each key's messages in order
-// from its last one; an older message replayed by a remade consumer is
-// neither, and is dropped.
+// key's last one, or at or below the highest revision seen and news to the
+// hub's comparator. Neither happens within one stream, whose consumers
+// deliver each key's messages in order; an older message replayed by a
+// remade consumer is neither, and is dropped.
 func (f *feed) recreatedLocked(ent jetstream.KeyValueEntry) bool {
 	if prev, ok := f.last[ent.Key()]; ok && !prev.old && prev.ent.Revision() == ent.Revision() {
 		p := prev.ent
@@ -517,8 +496,7 @@ type consumerSource struct {
 }
 
 // stop ends the consumer and deletes it from the broker, as a KV watch
-// does, rather than leave it for the broker's inactivity cleanup: a process
-// that starts and stops many campaigns must not pile up consumers.
+// does: many campaigns started and stopped must not pile up consumers.
 func (c *consumerSource) stop() {
 	c.cancel()
 	c.cc.Stop()
@@ -529,13 +507,11 @@ func (c *consumerSource) stop() {
 // deleteConsumer deletes cons from the broker, when the connection is up
 // to ask, waiting a second at most.
 func deleteConsumer(js jetstream.JetStream, stream string, cons jetstream.Consumer) {
-	info := cons.CachedInfo()
-	if info == nil || !js.Conn().IsConnected() {
-		return
+	if info := cons.CachedInfo(); info != nil && js.Conn().IsConnected() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = js.DeleteConsumer(ctx, stream, info.Name)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	_ = js.DeleteConsumer(ctx, stream, info.Name)
 }
 
 // startConsumer makes an ordered consumer on the feed's filter that starts
@@ -546,10 +522,11 @@ func (f *feed) startConsumer(ctx context.Context) (*consumerSource, error) {
 	h.mu.Lock()
 	filters, keys := f.filtersLocked()
 	h.mu.Unlock()
+	hb := heartbeat(f.ttl)
 	cons, err := h.js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{
 		FilterSubjects:    filters,
 		DeliverPolicy:     jetstream.DeliverLastPerSubjectPolicy,
-		InactiveThreshold: max(4*heartbeat(f.ttl), time.Minute),
+		InactiveThreshold: max(4*hb, time.Minute),
 		// One try, not nats.go's default of retrying forever: its retries
 		// hold a lock that stopping the consumer waits for (a feed stopped
 		// meanwhile would hang and leak goroutines), and keep the feed
@@ -566,10 +543,8 @@ func (f *feed) startConsumer(ctx context.Context) (*consumerSource, error) {
 	f.genKeys = keys
 	h.mu.Unlock()
 	prefix := h.subject("")
-	hb := heartbeat(f.ttl)
-	// taken is the consumer sequence of the latest message the feed has
-	// taken in: the broker counts a message delivered once it sent it,
-	// which may be long before a busy process takes it in.
+	// taken is the consumer sequence of the latest message taken in (the
+	// broker counts one delivered once sent, maybe long before).
 	var taken atomic.Uint64
 	cc, err := h.consume(cons, func(m jetstream.Msg) {
 		md, err := m.Metadata()
@@ -581,18 +556,17 @@ func (f *feed) startConsumer(ctx context.Context) (*consumerSource, error) {
 		f.deliver(gen, ent, md.NumPending == 0)
 		taken.Store(md.Sequence.Consumer) // delivered in order
 	},
-		jetstream.PullHeartbeat(hb), jetstream.PullExpiry(pullExpiry(hb)),
+		// Two heartbeats per pull request, as nats.go requires, and at least 30s.
+		jetstream.PullHeartbeat(hb), jetstream.PullExpiry(max(2*hb, 30*time.Second)),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) { f.consumeError(gen, err) }),
 	)
 	if err != nil {
-		// The consumer exists on the broker: delete it rather than leave
-		// it there until its inactivity threshold.
 		deleteConsumer(h.js, stream, cons)
 		return nil, fmt.Errorf("consuming %s: %w", f.describe(), err)
 	}
-	src := &consumerSource{js: h.js, stream: stream, cons: cons, cc: cc, done: make(chan struct{})}
-	var cctx context.Context
-	cctx, src.cancel = context.WithCancel(context.Background())
+	cctx, cancel := context.WithCancel(context.Background())
+	src := &consumerSource{js: h.js, stream: stream, cons: cons, cc: cc, cancel: cancel,
+		done: make(chan struct{})}
 	if info := cons.CachedInfo(); info != nil && info.NumPending == 0 {
 		f.deliver(gen, nil, true)
 	}

@@ -17,24 +17,22 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// A watchHub shares the watches of one process's candidates and observers
-// on one bucket over one connection: each change of a key reaches the
-// process once, and its consumers on the bucket do not grow with its keys:
+// A watchHub shares the watches of one process on one bucket over one
+// connection: each change of a key reaches the process once, and its
+// consumers on the bucket do not grow with its keys:
 //
-//   - its first MaxKeyFeeds keys get a consumer each, filtered on the key,
-//     which NATS permissions can scope;
+//   - its first MaxKeyFeeds keys get a consumer each, filtered on the key
+//     (which NATS permissions can scope);
 //   - the next ones join set feeds: up to maxSetFeeds consumers filtered on
 //     up to setKeys keys each, made again when keys join;
-//   - the rest share one consumer on the whole bucket, which the keys still
-//     waiting in set feeds join too (see foldWaitingLocked).
+//   - the rest, and the keys still waiting in set feeds, share one consumer
+//     on the whole bucket (see foldWaitingLocked).
 //
-// Permissions cannot scope a consumer with several filters: when the broker
-// refuses one, the hub uses a consumer per key for noFoldFor, except that
-// once the process follows FoldAt keys under one prefix (the key's first
-// dot-separated token), its next keys there share a consumer filtered on
-// "$KV.<bucket>.<prefix>.>", for up to maxPrefixFeeds prefixes.
-//
-// The stores that use a hub keep it alive; the garbage collector drops it.
+// When permissions refuse a consumer with several filters, the hub uses a
+// consumer per key for noFoldFor, except that once the process follows
+// FoldAt keys under one prefix (the key's first dot-separated token), its
+// next keys there share a consumer on "$KV.<bucket>.<prefix>.>", for up to
+// maxPrefixFeeds prefixes. The stores that use a hub keep it alive.
 type watchHub struct {
 	key    hubKey
 	kv     jetstream.KeyValue
@@ -69,8 +67,7 @@ type watchHub struct {
 	statusLast *statusRead // the latest answered read
 	statusLost int         // reads in a row presumed lost (see patienceLocked)
 
-	// Listeners to the bucket's settings (see settingsChanges) and feeds
-	// with a consumer (see followAdvisories), which the advisories serve.
+	// What the stream's advisories serve (see settingsChanges, followAdvisories).
 	changesMu sync.Mutex
 	listeners map[*listener]struct{}
 	feedsLive int // feeds with a consumer
@@ -80,8 +77,7 @@ type watchHub struct {
 }
 
 // FoldAt is how many keys under one prefix a process must follow before
-// the next ones share a consumer on the prefix (where set feeds are
-// refused), which delivers the prefix's other keys' changes too.
+// the next ones share a consumer on the prefix, where set feeds are refused.
 const FoldAt = 8
 
 // The bounds on a hub's consumers (see watchHub). setKeys is small because
@@ -92,15 +88,10 @@ const (
 	maxPrefixFeeds = 4
 	maxSetFeeds    = 6
 	setKeys        = 256
+
+	noFoldFor = time.Minute // per-key consumers after a shared one was refused
+	subBuffer = 64          // changes a subscription holds before it ends as too slow
 )
-
-// noFoldFor is how long the hub uses per-key consumers after permissions
-// refused a shared one (a set or prefix feed) before trying it again.
-const noFoldFor = time.Minute
-
-// subBuffer is how many changes a subscription holds before it is ended as
-// too slow (its campaign then reads the key and subscribes again).
-const subBuffer = 64
 
 type hubKey struct {
 	conn   *nats.Conn
@@ -166,10 +157,9 @@ func (h *watchHub) openStream(ctx context.Context) (jetstream.Stream, error) {
 	return st, nil
 }
 
-// subscribe follows key: the returned watcher delivers the key's latest
-// message (if any), then nil, then every change, like a KV watch, until it
-// is stopped: ctx bounds its set-up only. ttl tunes the heartbeats of a
-// feed made for it.
+// subscribe follows key: like a KV watch, the watcher delivers the key's
+// latest message (if any), then nil, then every change, until stopped. ctx
+// bounds its set-up only; ttl tunes the heartbeats of a feed made for it.
 func (h *watchHub) subscribe(ctx context.Context, key string, ttl time.Duration) (jetstream.KeyWatcher, error) {
 	h.mu.Lock()
 	f := h.feedForLocked(key)
@@ -255,12 +245,11 @@ func (h *watchHub) feedForLocked(key string) *feed {
 	return f
 }
 
-// foldWaitingLocked moves the keys waiting in set feeds for a consumer made
-// with them onto the whole-bucket feed, just made, which delivers them
-// anyway: thousands of keys followed at once then cost one consumer, not
-// set feeds made again with hundreds of filters. Their subscribers have had
-// nothing yet, so they get the key's state as new subscribers. A set feed
-// left with no key ends.
+// foldWaitingLocked moves the keys waiting in set feeds for a consumer onto
+// the whole-bucket feed, just made: thousands of keys followed at once then
+// cost one consumer, not set feeds made again with hundreds of filters.
+// Their subscribers, who had nothing yet, get the key's state as new ones.
+// A set feed left with no key ends.
 func (h *watchHub) foldWaitingLocked() {
 	all := h.allFeed
 	for _, sf := range slices.Clone(h.setFeeds) {
@@ -336,8 +325,8 @@ func (h *watchHub) detachLocked(s *hubWatch, err error) bool {
 	return len(f.subs) == 0
 }
 
-// end ends f with err: every subscriber's channel closes, and their
-// campaigns fall back to their timers and subscribe again with backoff.
+// end ends f and its subscriptions with err; their campaigns fall back to
+// their timers and subscribe again with backoff.
 func (h *watchHub) end(f *feed, err error) {
 	h.mu.Lock()
 	if f.ended {
@@ -371,9 +360,8 @@ func (h *watchHub) end(f *feed, err error) {
 }
 
 // consumerDenied reports whether the connection's latest error is the
-// broker refusing, by permissions, to make f's consumer. NATS answers a
-// request it refuses with silence, so the failure itself is a timeout; only
-// the connection's asynchronous error names the cause.
+// broker refusing f's consumer by permissions: the refused request itself
+// only times out.
 func (h *watchHub) consumerDenied(f *feed) bool {
 	err := h.js.Conn().LastError()
 	if err == nil || !errors.Is(err, nats.ErrPermissionViolation) {
@@ -389,7 +377,7 @@ func (h *watchHub) consumerDenied(f *feed) bool {
 }
 
 // noteLimit logs, once per hub, that the broker refused a consumer for a
-// limit, and how to lift it, and returns err explained.
+// limit and how to lift it, and returns err explained.
 func (h *watchHub) noteLimit(err error) error {
 	if !errors.Is(err, jetstream.ErrMaximumConsumersLimit) {
 		return err
@@ -429,9 +417,8 @@ type hubWatch struct {
 }
 
 // Notify has the subscription call f each time it delivers an entry or
-// ends, and at once if it holds some already, so that a scheduler of many
-// subscribers needs no goroutine waiting on each channel. f is called under
-// the hub's lock: it must not block nor call into the hub.
+// ends, and at once if it holds some already. f is called under the hub's
+// lock: it must not block nor call into the hub.
 func (s *hubWatch) Notify(f func()) {
 	s.hub.mu.Lock()
 	defer s.hub.mu.Unlock()
@@ -485,8 +472,7 @@ func (s *hubWatch) Updates() <-chan jetstream.KeyValueEntry {
 	return s.c
 }
 
-// Stop ends the subscription: Poll, or its channel if Updates made one,
-// then tells of its end.
+// Stop ends the subscription; Poll or Updates then tell of its end.
 func (s *hubWatch) Stop() error {
 	s.hub.unsubscribe(s)
 	return nil
@@ -543,11 +529,10 @@ type statusRead struct {
 }
 
 // status reads the bucket's settings with a request sent at most maxAge
-// before it returns (0: sent after the call began, as a term that must not
-// rest on a TTL read before it needs), and returns the read and its age.
-// Callers share reads: one sent recently enough, answered or under way,
-// serves them, or else the next one, so that a process's thousands of
-// elections send a few requests, not thousands.
+// before it returns (0: after the call began, as a term that must not rest
+// on an older TTL needs), and returns the read and its age. Callers share
+// reads (one sent recently enough, answered or under way, or else the next
+// one), so that thousands of elections send a few requests.
 //
 // A read unanswered after patienceLocked is presumed lost (as when sent
 // while the stream had no leader): no caller joins it, and the next is sent
@@ -581,10 +566,9 @@ func (h *watchHub) status(ctx context.Context, maxAge time.Duration) (jetstream.
 }
 
 // patienceLocked is how long a read goes unanswered before it is presumed
-// lost: statusPatience, then twice that while reads in a row go unanswered,
-// so that a slow broker gets at most two reads a second from each process.
-// More patience would delay the term that waits for a read once the stream
-// is back.
+// lost: statusPatience, doubled while reads in a row go unanswered, so that
+// a slow broker gets at most two reads a second from each process; more
+// would delay the term that waits for a read once the stream is back.
 func (h *watchHub) patienceLocked() time.Duration {
 	return statusPatience << min(h.statusLost, 1)
 }
@@ -637,10 +621,9 @@ func (h *watchHub) readStatus(r *statusRead) {
 	}
 }
 
-// statusTimeout bounds a shared read of the bucket's settings; each caller
-// also stops waiting when its own context ends. statusPatience (see
-// patienceLocked) is long for a healthy broker, which answers in
-// milliseconds.
+// statusTimeout bounds a shared read of the bucket's settings (each caller
+// also stops waiting when its context ends). statusPatience is long for a
+// healthy broker, which answers in milliseconds.
 const (
 	statusTimeout  = 5 * time.Second
 	statusPatience = 250 * time.Millisecond
@@ -648,12 +631,10 @@ const (
 
 // settingsChanges calls notify each time the bucket's stream announces a
 // change of its settings (an update, or the stream made or deleted), with
-// when a read of the settings made after the announcement was sent, and
-// returns a function that stops the calls. The hub reads the settings once
-// per advisory for all its listeners. notify is called under a lock of the
+// when a read of the settings made after it was sent, and returns a
+// function that stops the calls. notify is called under a lock of the
 // hub's: it must not block nor call into the hub. Advisories only speed
-// things up: ones lost, or refused by permissions, leave the elections'
-// routine reads (see the machine's scheduleTTLCheck).
+// things up: ones lost or refused leave the elections' routine reads.
 func (h *watchHub) settingsChanges(notify func(sent time.Time)) func() {
 	l := &listener{notify: notify}
 	h.changesMu.Lock()
@@ -673,9 +654,8 @@ type listener struct{ notify func(sent time.Time) }
 
 // followAdvisories keeps the hub subscribed to the stream's advisories
 // while a feed's consumer runs, and returns the function that says it
-// stopped: the broker tells a consumer its stream was deleted (or deleted
-// and made again) only through a pull request it holds, or by missing
-// heartbeats, while the advisory tells every feed at once.
+// stopped: a consumer learns its stream was deleted or made again only
+// through a pull request or missing heartbeats, the advisory at once.
 func (h *watchHub) followAdvisories() func() {
 	h.changesMu.Lock()
 	defer h.changesMu.Unlock()
@@ -701,10 +681,11 @@ func (h *watchHub) adviseLocked() {
 		_ = h.advisory.Unsubscribe()
 		h.advisory = nil
 	case want && h.advisory == nil && h.key.api == "":
-		// Advisories are published in the stream's account: one reached
-		// through a domain or another account's API prefix announces its
-		// changes elsewhere.
-		sub, err := h.js.Conn().Subscribe(advisorySubject(h.kv.Bucket()), h.advised)
+		// Advisories are published in the stream's account, not through a
+		// domain or another account's API prefix. The subject has the
+		// stream's updates, creation and deletion (in a cluster, rarer
+		// events too).
+		sub, err := h.js.Conn().Subscribe("$JS.EVENT.ADVISORY.STREAM.*.KV_"+h.kv.Bucket(), h.advised)
 		if err == nil {
 			h.advisory = sub
 		} else {
@@ -713,9 +694,8 @@ func (h *watchHub) adviseLocked() {
 	}
 }
 
-// advised takes in one of the stream's advisories: the feeds make their
-// consumers again when the stream was deleted or made again, and the
-// listeners hear of a change of the settings.
+// advised takes in one of the stream's advisories for the feeds and the
+// listeners.
 func (h *watchHub) advised(m *nats.Msg) {
 	event, _, _ := strings.Cut(strings.TrimPrefix(m.Subject, "$JS.EVENT.ADVISORY.STREAM."), ".")
 	if event == "CREATED" || event == "DELETED" {
@@ -733,7 +713,8 @@ func (h *watchHub) advised(m *nats.Msg) {
 // made again (event).
 func (h *watchHub) streamReplaced(event string) {
 	h.mu.Lock()
-	feeds := slices.Concat(slices.Collect(maps.Values(h.keyFeeds)), slices.Collect(maps.Values(h.groupFeeds)), h.setFeeds)
+	feeds := slices.Concat(slices.Collect(maps.Values(h.keyFeeds)),
+		slices.Collect(maps.Values(h.groupFeeds)), h.setFeeds)
 	if h.allFeed != nil {
 		feeds = append(feeds, h.allFeed)
 	}
@@ -743,16 +724,9 @@ func (h *watchHub) streamReplaced(event string) {
 	}
 }
 
-// advisorySubject is where the bucket's stream announces that it was
-// updated, created or deleted (and, in a cluster, other events of the
-// stream, which cost a read each and are rare).
-func advisorySubject(bucket string) string {
-	return "$JS.EVENT.ADVISORY.STREAM.*.KV_" + bucket
-}
-
-// settingsChanged reads the bucket's settings after an advisory, once for
-// any number of advisories that come while it reads, and tells the
-// listeners when that read was sent.
+// settingsChanged reads the bucket's settings after an advisory (once for
+// any number that come while it reads) and tells the listeners when that
+// read was sent.
 func (h *watchHub) settingsChanged() {
 	h.changesMu.Lock()
 	defer h.changesMu.Unlock()
