@@ -221,10 +221,6 @@ func (f *feed) detachLocked() bool {
 	return true
 }
 
-// heartbeat is how often an idle feed hears from the broker: a lost
-// consumer is made again within about a TTL, and idle feeds cost little.
-func heartbeat(ttl time.Duration) time.Duration { return clamp(ttl/2, time.Second, 30*time.Second) }
-
 // start makes the feed's consumer. ctx bounds making it, not its life.
 func (f *feed) start(ctx context.Context, ttl time.Duration) error {
 	f.srcMu.Lock()
@@ -289,8 +285,7 @@ func (f *feed) streamReplaced(event string) {
 			go f.remake()
 		}
 	case f.remaking:
-		// The consumer being made may be on the stream just deleted.
-		f.dirty = true
+		f.dirty = true // the consumer being made may be on the stream just deleted
 	default:
 		gen := f.gen
 		h.mu.Unlock()
@@ -515,14 +510,16 @@ func deleteConsumer(js jetstream.JetStream, stream string, cons jetstream.Consum
 }
 
 // startConsumer makes an ordered consumer on the feed's filter that starts
-// with the last message of each key, with heartbeats tuned to the TTL.
+// with the last message of each key.
 func (f *feed) startConsumer(ctx context.Context) (*consumerSource, error) {
 	h := f.hub
 	stream := "KV_" + h.kv.Bucket()
 	h.mu.Lock()
 	filters, keys := f.filtersLocked()
 	h.mu.Unlock()
-	hb := heartbeat(f.ttl)
+	// How often an idle feed hears from the broker: a lost consumer is made
+	// again within about a TTL, and idle feeds cost little.
+	hb := clamp(f.ttl/2, time.Second, 30*time.Second)
 	cons, err := h.js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{
 		FilterSubjects:    filters,
 		DeliverPolicy:     jetstream.DeliverLastPerSubjectPolicy,

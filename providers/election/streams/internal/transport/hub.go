@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -193,17 +194,8 @@ func (h *watchHub) subscribe(ctx context.Context, key string, ttl time.Duration)
 // feedForLocked returns the feed that delivers key, making one if needed
 // (see watchHub for which).
 func (h *watchHub) feedForLocked(key string) *feed {
-	if f := h.keyFeeds[key]; f != nil {
-		return f
-	}
-	if f := h.setOf[key]; f != nil {
-		return f
-	}
-	if h.allFeed != nil {
-		return h.allFeed
-	}
 	prefix := prefixOf(key)
-	if f := h.groupFeeds[prefix]; f != nil {
+	if f := cmp.Or(h.keyFeeds[key], h.setOf[key], h.allFeed, h.groupFeeds[prefix]); f != nil {
 		return f
 	}
 	setsRefused := time.Now().Before(h.noSet)
@@ -223,11 +215,9 @@ func (h *watchHub) feedForLocked(key string) *feed {
 		h.keyFeeds[key] = f
 		return f
 	}
-	var f *feed
-	for _, sf := range h.setFeeds {
-		if f == nil || len(sf.keys) < len(f.keys) {
-			f = sf
-		}
+	var f *feed // the set feed with the fewest keys
+	if len(h.setFeeds) > 0 {
+		f = slices.MinFunc(h.setFeeds, func(a, b *feed) int { return cmp.Compare(len(a.keys), len(b.keys)) })
 	}
 	if f == nil || len(f.keys) >= setKeys {
 		if len(h.setFeeds) >= maxSetFeeds {
@@ -529,10 +519,10 @@ type statusRead struct {
 }
 
 // status reads the bucket's settings with a request sent at most maxAge
-// before it returns (0: after the call began, as a term that must not rest
-// on an older TTL needs), and returns the read and its age. Callers share
-// reads (one sent recently enough, answered or under way, or else the next
-// one), so that thousands of elections send a few requests.
+// before it returns (0: sent after the call began, as a term needs that
+// must not rest on an older TTL), and returns the read and its age. Callers
+// share reads (one sent recently enough, answered or under way, or else the
+// next one), so that thousands of elections send a few requests.
 //
 // A read unanswered after patienceLocked is presumed lost (as when sent
 // while the stream had no leader): no caller joins it, and the next is sent
