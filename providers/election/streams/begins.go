@@ -9,14 +9,12 @@ import (
 	"github.com/conclave-io/conclave/internal/jsapi"
 )
 
-// maxBeginsInFlight bounds the elections of one connection and bucket
-// that begin (open the bucket, read its settings) at once (see turns).
-// Queues are per connection and bucket because their elections share their
-// fate while they wait (the broker unreachable, the bucket not made yet).
+// maxBeginsInFlight bounds the elections that begin (open the bucket, read
+// its settings) at once per beginKey: the elections of one connection, API
+// prefix and bucket share their fate while they wait (the broker
+// unreachable, the bucket not made yet).
 const maxBeginsInFlight = 64
 
-// beginKey is the connection, JetStream API prefix and bucket elections
-// begin on.
 type beginKey struct {
 	nc          *nats.Conn
 	api, bucket string
@@ -27,12 +25,11 @@ type queuedBegin struct {
 	e           *Election
 	caller, ctx context.Context
 	finish      func(error)
-	// stopWaiting ends the wait on caller's end; nil for one that began
-	// without waiting. Set under begins.mu.
+	// Under begins.mu. stopWaiting ends the wait on caller's end; nil for
+	// one that began without waiting. taken: begun, or left the queue (one
+	// that left is passed over when its turn comes).
 	stopWaiting func() bool
-	// taken: begun, or left the queue; under begins.mu. One that left
-	// stays in the queue until its turn comes, and is passed over then.
-	taken bool
+	taken       bool
 }
 
 // begins holds the turns of each beginKey while its elections begin or
@@ -76,8 +73,7 @@ func (e *Election) enqueueBegin(caller, ctx context.Context, finish func(error))
 }
 
 // forgetBegins deletes t, k's turns, once none of k's elections begins or
-// waits to. Elections run on k's turns only under begins.mu while t is
-// k's: none runs on t once it is deleted.
+// waits to. Elections are given to t only under begins.mu while t is k's.
 func forgetBegins(k beginKey, t *turns) {
 	begins.mu.Lock()
 	defer begins.mu.Unlock()
@@ -86,32 +82,32 @@ func forgetBegins(k beginKey, t *turns) {
 	}
 }
 
-// leave takes qb out of its queue, if it still waits there, and ends its
-// election, whose finish runs on a goroutine of its own (ended may block;
-// Stop returns at once).
-func (qb *queuedBegin) leave() {
+// take marks qb taken, and reports whether it was not yet: begun or left.
+func (qb *queuedBegin) take() bool {
 	begins.mu.Lock()
-	left := !qb.taken
+	defer begins.mu.Unlock()
+	first := !qb.taken
 	qb.taken = true
-	begins.mu.Unlock()
-	if left {
+	return first
+}
+
+// leave takes qb out of its queue, if it still waits there, and ends its
+// election, finishing on a goroutine of its own: Stop returns at once.
+func (qb *queuedBegin) leave() {
+	if qb.take() {
 		qb.stopWaiting()
 		go qb.finish(nil)
 	}
 }
 
-// begin begins qb's election in its turn, unless it left the queue.
+// begin begins qb's election in its turn, unless it left the queue. It
+// reads stopWaiting after take, which orders it after enqueueBegin's write.
 func (qb *queuedBegin) begin() {
-	begins.mu.Lock()
-	left := qb.taken
-	qb.taken = true // under the lock: leave finds it taken
-	stopWaiting := qb.stopWaiting
-	begins.mu.Unlock()
-	if left {
+	if !qb.take() {
 		return
 	}
-	if stopWaiting != nil {
-		stopWaiting()
+	if qb.stopWaiting != nil {
+		qb.stopWaiting()
 	}
 	qb.e.mu.Lock()
 	qb.e.waiting = nil

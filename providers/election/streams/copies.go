@@ -9,11 +9,10 @@ import (
 	"github.com/conclave-io/conclave/providers/election/standing"
 )
 
-// localCopies holds each election's copies in this process: the stewards
-// it runs in one election over one connection. A candidate reads its
-// copies' health and stopping as they are now, not as they last announced
-// them: when a process stops, its copies stop with its leader, and their
-// words of leaving reach it late, or, once its term ended, not at all.
+// localCopies holds each election's copies in this process: its stewards
+// in one election over one connection. A candidate reads its copies'
+// health and stopping as they are now: when a process stops, their words
+// of leaving reach its leader late, or, once its term ended, not at all.
 var localCopies = struct {
 	mu sync.Mutex
 	m  map[copiesKey]*copies
@@ -26,8 +25,8 @@ type copiesKey struct {
 }
 
 // copies are an election's stewards in this process: those running, and
-// the last few that stopped while others ran on (left), which no longer
-// answer an offer of the key: the roll marks them leaving.
+// the last few that stopped while others ran on (left): the roll marks
+// them leaving, as they no longer answer an offer of the key.
 type copies struct {
 	running []*steward
 	left    []copyName
@@ -93,49 +92,39 @@ func (s *steward) localCopies() []copyState {
 		localCopies.mu.Unlock()
 		return nil
 	}
-	running, left := slices.Clone(cs.running), slices.Clone(cs.left)
-	localCopies.mu.Unlock()
 	var out []copyState
-	for _, n := range left {
+	for _, n := range cs.left {
 		out = append(out, copyState{copyName: n, gone: true})
 	}
+	running := slices.Clone(cs.running)
+	localCopies.mu.Unlock()
 	for _, o := range running {
 		if o != s {
-			leaving, healthy := o.liveState()
-			out = append(out, copyState{copyName: o.name(), leaving: leaving, healthy: healthy})
+			o.mu.Lock()
+			out = append(out, copyState{copyName: o.name(), leaving: o.stopping(), healthy: o.st.healthy})
+			o.mu.Unlock()
 		}
 	}
 	return out
 }
 
-// correctByCopies returns roll, unchanged, or a copy of it with the
-// process's copies as they are now: one stopping or stopped is leaving; a
-// running one's health is as its last check said.
+// correctByCopies corrects roll, which its caller owns, in place, by the
+// process's copies as they are now, and returns it: one stopping or
+// stopped is leaving; a running one's health is as its last check said.
 func correctByCopies(roll []standing.Candidate, copies []copyState) []standing.Candidate {
-	out := roll
 	for i, c := range roll {
 		for _, o := range copies {
 			if o.copyName != (copyName{c.Identity, c.Instance}) {
 				continue
 			}
-			leaving, healthy := o.gone || o.leaving, o.healthy
 			if o.gone {
-				healthy = c.Healthy
+				o.healthy = c.Healthy
 			}
-			if leaving && !c.Leaving || healthy != c.Healthy {
-				if &out[0] == &roll[0] {
-					out = slices.Clone(roll)
-				}
-				out[i].Leaving, out[i].Healthy = c.Leaving || leaving, healthy
+			leaving := c.Leaving || o.gone || o.leaving
+			if leaving != c.Leaving || o.healthy != c.Healthy {
+				roll[i].Leaving, roll[i].Healthy = leaving, o.healthy
 			}
 		}
 	}
-	return out
-}
-
-// liveState is whether the candidate is leaving and whether it is healthy.
-func (s *steward) liveState() (leaving, healthy bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.stopping(), s.st.healthy
+	return roll
 }

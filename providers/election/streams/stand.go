@@ -7,14 +7,12 @@ import (
 	"github.com/conclave-io/conclave/providers/election/standing"
 )
 
-// stand is a candidate's side of who is standing, as one pure state on the
+// stand is a candidate's side of who is standing, as a pure state on the
 // election's clock: its health, the term it leads (if any), who else
 // stands as that term heard, and when each duty falls due. It does no I/O,
-// reads no clock, starts nothing and holds no lock: the steward, and the
-// simulator, tell it what happened and when, and step it; step says what
-// to do now and when to step again. At most one duty that waits on the
-// network or the user is out at a time, and its outcome is told before the
-// next goes out.
+// reads no clock and holds no lock: the steward and the simulator tell it
+// what happened and when; step says what to do now and when to step again.
+// At most one duty that waits on the network or the user is out at a time.
 type stand struct {
 	identity, instance string
 	minTerm            time.Duration
@@ -75,10 +73,9 @@ func (st *stand) open(now time.Time) {
 }
 
 // follow tells the stand of the candidate's term at now: the token and
-// start of the term that runs, or 0 while none does. A new term hears a
+// start of the term that runs, or 0 while none does. A new term starts a
 // roll of its own and asks who stands (askDelay); a term that ends drops
-// its roll, unless the candidate is leaving: its stop offers the key by
-// whom the term heard.
+// its roll, unless the candidate is leaving: its stop offers the key by it.
 func (st *stand) follow(now time.Time, token uint64, started time.Time, leaving bool) {
 	if token == st.term {
 		return
@@ -100,8 +97,7 @@ func (st *stand) hear(now time.Time, token uint64, cs ...standing.Candidate) {
 }
 
 // heard is hear for words said at said and taken in at now: a word heard
-// after said is newer, and kept (an announcement that comes within a
-// question's wait is newer than an answer sent before it).
+// after said is newer, and kept.
 func (st *stand) heard(now, said time.Time, token uint64, cs ...standing.Candidate) {
 	if token == 0 || token != st.term {
 		return
@@ -134,9 +130,8 @@ func (st *stand) checked(now time.Time, err error) (changed bool) {
 
 // answered takes the answers, at now, to the question asked at asked for
 // duty d during the term token, or why it could not be asked (then asked
-// again after askRetry). A move's question gives a fresh roll, on which
-// the policy decides again: a candidate that died without a word does not
-// answer.
+// again after askRetry). A move's question (dutyConfirm) gives a fresh
+// roll, on which the policy decides again.
 func (st *stand) answered(now, asked time.Time, d duty, token uint64, answers []standing.Candidate, err error, in standNow) {
 	st.done(d)
 	if token == 0 || token != st.term {
@@ -185,29 +180,27 @@ func (st *stand) step(now time.Time, in standNow) standOut {
 		st.due[dutyAnnounce] = nextAnnouncement(now, standing.AnnouncementInterval(in.ttl), st.identity)
 	}
 	st.due[dutyExpire] = st.roll.expire(now, standing.AnnouncementExpiry(in.ttl))
-	if st.out == noDuty {
-		switch {
-		case st.isDue(dutyHealth, now):
-			st.due[dutyHealth], st.out, out.check = time.Time{}, dutyHealth, true
-		case st.move != nil:
-			st.out, out.move, st.move = dutyMove, st.move, nil
-		case st.term != 0 && st.isDue(dutyAsk, now):
-			st.due[dutyAsk], st.out, out.ask = time.Time{}, dutyAsk, dutyAsk
-		case st.term != 0 && !st.due[dutyMove].After(now):
-			st.due[dutyMove] = time.Time{}
-			switch p := decide(st.policyInput(now, in, st.roll.list(), false)); {
-			case p.confirm:
-				st.out, out.ask = dutyConfirm, dutyConfirm
-			case p.wait > 0:
-				st.due[dutyMove] = now.Add(p.wait)
-			}
+	switch {
+	case st.out != noDuty:
+	case st.isDue(dutyHealth, now):
+		st.due[dutyHealth], st.out, out.check = time.Time{}, dutyHealth, true
+	case st.move != nil:
+		st.out, out.move, st.move = dutyMove, st.move, nil
+	case st.term != 0 && st.isDue(dutyAsk, now):
+		st.due[dutyAsk], st.out, out.ask = time.Time{}, dutyAsk, dutyAsk
+	case st.term != 0 && !st.due[dutyMove].After(now):
+		st.due[dutyMove] = time.Time{}
+		switch p := decide(st.policyInput(now, in, st.roll.list(), false)); {
+		case p.confirm:
+			st.out, out.ask = dutyConfirm, dutyConfirm
+		case p.wait > 0:
+			st.due[dutyMove] = now.Add(p.wait)
 		}
 	}
 	for d, at := range st.due {
-		if st.out != noDuty && duty(d) != dutyAnnounce && duty(d) != dutyExpire {
-			continue // a duty that waits on the network or the user: once the outcome is told
-		}
-		if !at.IsZero() && (out.wake.IsZero() || at.Before(out.wake)) {
+		// While a duty is out, the others fall due once its outcome is told.
+		waits := st.out != noDuty && duty(d) != dutyAnnounce && duty(d) != dutyExpire
+		if !waits && !at.IsZero() && (out.wake.IsZero() || at.Before(out.wake)) {
 			out.wake = at
 		}
 	}
@@ -219,10 +212,9 @@ func (st *stand) isDue(d duty, now time.Time) bool {
 	return !st.due[d].IsZero() && !st.due[d].After(now)
 }
 
-// successor names the standby a stopping leader offers the key to, as the
-// hand-over policy says (decide): none when the roll has none, as for a
-// standby, or a leader that has not yet asked or heard who stands. The
-// candidates but names, which refused the stop's offer, are left out.
+// successor names the standby a stopping leader offers the key to, as
+// decide says, leaving out the candidates but names (they refused the
+// stop's offer): none on an empty roll, as a standby's.
 func (st *stand) successor(in standNow, but ...handOver) handOver {
 	roll := slices.DeleteFunc(st.roll.list(), func(c standing.Candidate) bool {
 		return slices.ContainsFunc(but, func(ho handOver) bool { return ho.names(c) })
@@ -246,10 +238,9 @@ func (st *stand) policyInput(now time.Time, in standNow, roll []standing.Candida
 	return p
 }
 
-// askDelay is how long a new leader waits before it asks who is standing,
-// moving leadership nowhere meanwhile: a random time up to half its
-// minimum term, so that the winners of a fleet's start do not all ask at
-// once.
+// askDelay is how long a new leader waits before it asks who is standing:
+// a random time up to half its minimum term, so that the winners of a
+// fleet's start do not all ask at once.
 func askDelay(minTerm time.Duration, random func(n int64) int64) time.Duration {
 	if minTerm <= 0 {
 		return 0

@@ -17,26 +17,16 @@ import (
 )
 
 // Who is standing, the candidate's side (package standing has the wire and
-// the asking side). Each candidate answers questions on its election's
-// candidates subject with its standing.Candidate, and announces itself
-// when it starts, when its health changes, as it stops, and once per
-// announcement interval, so that those who hear it count it, and forget it
-// once it is silent for the announcement expiry. Only the leader, and the
-// observers that count candidates, hear announcements: the leader moves
-// leadership, and a standby has nothing to do with who stands. A new
-// leader asks who is standing once (askDelay), since the others' next
-// announcements may be an interval away. Every candidate takes hand-over
-// requests: a leader acts on them, and the candidate a leader offers the
-// key to takes the offer up. A candidate that does not answer is not
-// standing.
+// the asking side): each candidate answers questions of who stands, and
+// announces itself as it starts, stops, changes health, and once per
+// announcement interval. Only the leader, which moves leadership, and
+// counting observers hear announcements. A candidate that does not answer
+// is not standing.
 
 // nextAnnouncement is when a candidate named identity announces itself
-// next after now: on the boundaries of the interval every, counted from
-// the zero time, shifted by an offset identity sets. A process's
-// candidates, which share its identity, thus announce at one instant,
-// which its connection and the broker handle in a few writes and system
-// calls rather than some for each announcement; other identities announce
-// at other instants.
+// next after now: on the boundaries of the interval every, shifted by an
+// offset identity sets. A process's candidates share its identity, so
+// they announce at one instant, in a few writes and system calls.
 func nextAnnouncement(now time.Time, every time.Duration, identity string) time.Time {
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(identity))
@@ -55,10 +45,8 @@ type heard struct {
 
 // roll is who stands in an election, as announcements and answers tell:
 // each candidate's latest word, forgotten when it leaves or once silent
-// for the announcement expiry. It is safe for concurrent use. It is a
-// slice sorted by instance, then identity: an election has a few
-// candidates, and a map's smallest table costs a leader about a kilobyte
-// where three candidates take a third of that.
+// for the announcement expiry. It is safe for concurrent use. A slice
+// sorted by instance, then identity: smaller than a map for a few.
 type roll struct {
 	mu    sync.Mutex
 	heard []heard
@@ -79,17 +67,17 @@ func (r *roll) learnSaid(now, said time.Time, cs ...standing.Candidate) {
 			return cmp.Or(cmp.Compare(h.Instance, c.Instance), cmp.Compare(h.Identity, c.Identity))
 		})
 		switch {
-		case found && r.heard[i].at.After(said):
-		case c.Leaving && found:
-			if r.heard = slices.Delete(r.heard, i, i+1); len(r.heard) == 0 {
-				r.heard = nil // a roll emptied gives its memory back
-			}
-		case c.Leaving:
+		case found && r.heard[i].at.After(said): // a newer word stands
+		case found && c.Leaving:
+			r.heard = slices.Delete(r.heard, i, i+1)
 		case found:
 			r.heard[i] = heard{Candidate: c, at: now}
-		default:
+		case !c.Leaving:
 			r.heard = slices.Insert(r.heard, i, heard{Candidate: c, at: now})
 		}
+	}
+	if len(r.heard) == 0 {
+		r.heard = nil // an emptied roll gives its memory back
 	}
 }
 
@@ -151,15 +139,12 @@ type standingCount struct{ healthy, unhealthy int }
 // answer must not refuse a hand-over to a candidate that stands.
 const targetWait = time.Second
 
-// steward serves a running candidate's side of who is standing: it
-// announces the candidate, answers who is standing, runs its health check,
-// and while it leads hears the others' announcements, takes hand-over
-// requests and moves leadership as the policy says (decide). What to do
-// and when is its stand's; the steward does it and tells the stand what
-// came of it. At rest it holds no goroutine and no timer: the stand's
-// wake-up and pokes start a pass on stewardPasses; a duty that waits on
-// the network or the user runs on a goroutine of its own. One pass runs at
-// a time.
+// steward does what its stand says (announce, answer, check health, hear
+// announcements while it leads, take hand-over requests, move leadership)
+// and tells the stand what came of it. At rest it holds no goroutine and
+// no timer: the stand's wake-up and pokes start a pass on stewardPasses,
+// one at a time; a duty that waits on the network or the user runs on a
+// goroutine of its own.
 type steward struct {
 	e      *Election
 	nc     *nats.Conn
@@ -170,8 +155,8 @@ type steward struct {
 	// campaign has read its key: a candidate that may not read it would
 	// only add refusals of its subscriptions to the one Start reports.
 	ctx context.Context
-	// campaign is the campaign's own context, and caller the one its
-	// caller started it with: once either ends the candidate is stopping.
+	// The campaign's own context, and its caller's: once either ends the
+	// candidate is stopping.
 	campaign, caller context.Context
 	once             sync.Once
 	cancel           context.CancelFunc
@@ -182,9 +167,9 @@ type steward struct {
 	// running: a pass is under way; again: something happened since it
 	// began, so it makes another; closed: stop began, and no pass starts.
 	running, again, closed bool
-	wake                   *wakeup // the stand's wake-up, on the campaign's scheduler
+	wake                   *wakeup // on the campaign's scheduler
 
-	// Only passes (and stop, after the last) use these.
+	// Only passes, and stop after the last, use these.
 	runCtx        context.Context
 	subs          []*muxSub     // nil where subscribing failed
 	hearing       uint64        // the term whose announcements are heard; 0 for none
@@ -205,7 +190,7 @@ func (s *steward) now() time.Time { return s.e.opts.clock.Now() }
 // campaign's scheduler (nil: the one of the election's clock).
 func (s *steward) start(sched *scheduler) {
 	s.once.Do(func() {
-		// stop, which takes the same once first, waits for this to return.
+		// stop takes the same once first: it waits for this to return.
 		if sched == nil {
 			sched = schedulerFor(s.e.opts.clock)
 		}
@@ -217,7 +202,6 @@ func (s *steward) start(sched *scheduler) {
 		s.running = true // the first pass, below, is ours
 		s.passes.Add(1)
 		s.mu.Unlock()
-		// Opened a few at a time: a fleet's keys are read together.
 		stewardOpens.run(func() {
 			s.open(ctx)
 			s.work()
@@ -243,8 +227,7 @@ func (s *steward) stop() {
 }
 
 // open subscribes before the first pass. Every candidate takes hand-over
-// requests, at no cost at rest, so that a leader takes them from its first
-// moment, even while a health check runs.
+// requests, so that a leader takes them from its first moment.
 func (s *steward) open(ctx context.Context) {
 	b, k := s.bucket, s.e.key
 	s.subs = []*muxSub{
@@ -285,38 +268,35 @@ func (s *steward) close() {
 // under way make another.
 func (s *steward) poke() {
 	s.mu.Lock()
-	if s.closed || s.runCtx == nil {
-		s.mu.Unlock()
-		return
-	}
-	if s.running {
+	start := false
+	switch {
+	case s.closed || s.runCtx == nil:
+	case s.running:
 		s.again = true
-		s.mu.Unlock()
-		return
+	default:
+		s.running, start = true, true
+		s.passes.Add(1)
 	}
-	s.running = true
-	s.passes.Add(1)
 	s.mu.Unlock()
-	stewardPasses.run(s.work)
+	if start {
+		stewardPasses.run(s.work)
+	}
 }
 
-// stewardPasses runs the stewards' passes a few at a time: a process's
-// candidates announce at one instant.
-var stewardPasses = &turns{max: 64}
+// stewardOpens and stewardPasses run the stewards' first opening (a
+// fleet's keys are read together) and their passes (a process's
+// candidates announce at one instant) a few at a time.
+var stewardOpens, stewardPasses = &turns{max: 64}, &turns{max: 64}
 
 // work makes passes until one ends with nothing new to do, then ends the
 // count of passes under way.
 func (s *steward) work() {
-	for {
+	defer s.passes.Done()
+	for again := true; again; {
 		s.pass(s.runCtx)
 		s.mu.Lock()
-		if !s.again || s.closed {
-			s.running, s.again = false, false
-			s.mu.Unlock()
-			s.passes.Done()
-			return
-		}
-		s.again = false
+		again = s.again && !s.closed
+		s.running, s.again = again, false
 		s.mu.Unlock()
 	}
 }
@@ -377,8 +357,7 @@ func (s *steward) goDo(f func()) {
 
 // standNow is the candidate as the stand reads it now, with the process's
 // other copies when withCopies: only a leader's decisions and a stop's
-// successor read them, and a pass of every standby of a fleet would
-// otherwise take the process's copies lock.
+// successor read them, and a standby need not take the copies lock.
 func (s *steward) standNow(withCopies bool) standNow {
 	in := standNow{self: s.self(), ttl: s.e.ttl()}
 	if withCopies {
@@ -438,7 +417,7 @@ func (s *steward) report() {
 }
 
 // self is the candidate as it announces itself now: leaving while it
-// stops, so that whoever asks does not count it, nor offer it the key.
+// stops, so that whoever asks neither counts it nor offers it the key.
 func (s *steward) self() standing.Candidate {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -451,10 +430,9 @@ func (s *steward) self() standing.Candidate {
 }
 
 // stopping reports whether the candidate's campaign ended or is ending.
-// The caller's context is read too: when a process stops its copies by
-// one context, its end is seen before the copies' own contexts end, one
-// after another, and a leader among them, stopping first, must not count
-// on a copy that is about to stop.
+// The caller's context is read too: when a process stops its copies by one
+// context, a leader among them must not count on a copy whose own context
+// has yet to end.
 func (s *steward) stopping() bool {
 	return s.campaign != nil && (s.caller.Err() != nil || s.campaign.Err() != nil)
 }
@@ -468,10 +446,9 @@ func (s *steward) announce(leaving bool) {
 
 // onQuestion answers who is standing.
 func (s *steward) onQuestion(m *nats.Msg) {
-	if m.Reply == "" {
-		return
+	if m.Reply != "" {
+		_ = m.Respond(s.self().Encode())
 	}
-	_ = m.Respond(s.self().Encode())
 }
 
 // onAnnouncement takes in another candidate's announcement heard during
@@ -538,12 +515,11 @@ func (s *steward) onHandOver(ctx context.Context, m *nats.Msg) {
 	_ = m.Respond(ans.Encode())
 }
 
-// offer offers the key, held at rev in the bucket created at epoch, to the
-// candidate to, and returns nil once to answers that it took the key. The
-// instance named takes the offer up, or, where none is named, every
-// candidate of that identity, and one write lands: a refusal is returned
-// only once no answer taking the key came within offerSettle of it, or ctx
-// ended.
+// offer offers the key, held at rev in the bucket created at epoch, to
+// the candidate to, and returns nil once to answers that it took the key.
+// Where to names no instance, every candidate of its identity may take it
+// up and one write lands: a refusal is returned only once no answer taking
+// the key came within offerSettle of it, or ctx ended.
 func (s *steward) offer(ctx context.Context, to handOver, rev uint64, epoch time.Time) error {
 	body := standing.HandOverRequest{To: to.to, Instance: to.instance, From: s.e.identity, Revision: rev, Epoch: epoch}.Encode()
 	inbox := s.nc.NewRespInbox()
@@ -580,59 +556,50 @@ func (s *steward) offer(ctx context.Context, to handOver, rev uint64, epoch time
 		case <-settle:
 			return refused
 		case <-ctx.Done():
-			if refused != nil {
-				return refused
-			}
-			return ctx.Err()
+			return cmp.Or(refused, ctx.Err())
 		}
 	}
 }
 
 // offerSettle is how long an offer's refusal waits for another candidate of
 // the same identity to answer that it took the key: their writes race, and
-// their answers come within milliseconds of each other. offerAnswers bounds
-// the answers kept meanwhile.
+// their answers come within milliseconds. offerAnswers bounds the answers
+// kept meanwhile.
 const (
 	offerSettle  = 50 * time.Millisecond
 	offerAnswers = 16
 )
 
-// checkHealth runs the health check once, under ctx, and returns its
-// error: nil when it passed, or when ctx ended first.
-func (s *steward) checkHealth(ctx context.Context) error {
+// check runs the health check once, under ctx, and, unless ctx ended
+// first, tells the stand its error; it reports whether the candidate's
+// health changed.
+func (s *steward) check(ctx context.Context) (changed bool, err error) {
 	cctx, cancel := context.WithTimeout(ctx, s.e.opts.healthEvery)
-	err := s.e.opts.healthCheck(cctx)
+	err = s.e.opts.healthCheck(cctx)
 	cancel()
 	if ctx.Err() != nil {
-		return nil
+		return false, nil
 	}
-	return err
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.st.checked(s.now(), err), err
 }
 
 // checkBeforeStart runs the health check before the campaign begins, and
 // returns its error: an unhealthy candidate must not win at start.
 func (s *steward) checkBeforeStart(ctx context.Context) error {
-	err := s.checkHealth(ctx)
-	s.mu.Lock()
-	s.st.checked(s.now(), err)
-	s.mu.Unlock()
+	_, err := s.check(ctx)
 	if err != nil {
 		s.e.opts.log.Warnf("election %s: %s is unhealthy (%v): not campaigning until its check passes", s.e.key, s.e.identity, err)
 	}
 	return err
 }
 
-// runCheck runs the health check, tells the stand the outcome, and passes
-// a change of health on to the machine.
+// runCheck runs the health check, and passes a change of health on to the
+// machine.
 func (s *steward) runCheck(ctx context.Context) {
 	e := s.e
-	err := s.checkHealth(ctx)
-	if ctx.Err() != nil {
-		return
-	}
-	s.mu.Lock()
-	changed := s.st.checked(s.now(), err)
-	s.mu.Unlock()
+	changed, err := s.check(ctx)
 	if !changed {
 		return
 	}
@@ -670,7 +637,7 @@ func (s *steward) move(ctx context.Context, p policy) {
 
 // afterMove is how long a stand waits before it decides again after a
 // move that ended with err (0: once something changes): half a TTL after
-// one too soon, a TTL after a refusal or a term that ended meanwhile.
+// one too soon, a TTL otherwise.
 func afterMove(err error, ttl time.Duration) time.Duration {
 	switch {
 	case err == nil:
@@ -681,11 +648,10 @@ func afterMove(err error, ttl time.Duration) time.Duration {
 	return ttl
 }
 
-// target finds the candidate a hand-over to to would go to, asking who is
-// standing: the instance named to, or the best healthy candidate of the
-// identity to other than this one. It returns an error wrapping
-// ErrHandOverRefused when there is none that can take the election over:
-// none answers, or the one named is unhealthy or leaving.
+// target asks who is standing and finds the candidate a hand-over to to
+// goes to: the instance named to, or the best healthy candidate of the
+// identity to other than this one. Where none can take the election over,
+// the error wraps ErrHandOverRefused.
 func (s *steward) target(ctx context.Context, to string) (standing.Candidate, error) {
 	matches := func(c standing.Candidate) bool {
 		return c.NamedBy(to) && !s.st.isSelf(c)

@@ -2,13 +2,13 @@ package streams
 
 import "sync"
 
-// turns runs functions at most max at a time, in the order given, each of
-// its goroutines running one after another: a burst of thousands holds max
-// goroutines, not one each, as the runtime keeps the descriptor of every
-// goroutine it ever made. What it runs should not wait long.
+// turns runs functions on at most max goroutines, in the order given, each
+// goroutine running one function after another: a burst of thousands holds
+// max goroutines, as the runtime keeps the descriptor of every goroutine it
+// ever made. What it runs should not wait long.
 type turns struct {
 	max int
-	// onIdle, if set, is called, without t's lock, each time the last
+	// onIdle, if set, is called, without the lock, each time the last
 	// function running returns with none waiting.
 	onIdle   func()
 	mu       sync.Mutex
@@ -65,7 +65,3 @@ func (t *turns) idle() bool {
 	defer t.mu.Unlock()
 	return t.inFlight == 0 && len(t.waiting) == 0
 }
-
-// stewardOpens opens the process's stewards (subscriptions, the first
-// announcement and pass), a few at a time.
-var stewardOpens = &turns{max: 64}
