@@ -25,7 +25,7 @@ type queuedBegin struct {
 	e           *Election
 	caller, ctx context.Context
 	finish      func(error)
-	// Under begins.mu. stopWaiting ends the wait on caller's end; nil for
+	// Set under begins.mu. stopWaiting ends the wait on caller's end; nil for
 	// one that began without waiting. taken: begun, or left the queue (one
 	// that left is passed over when its turn comes).
 	stopWaiting func() bool

@@ -85,10 +85,7 @@ func best(in policyInput, giveWay bool) (standing.Candidate, bool) {
 }
 
 // sameAs reports whether c and o are the same candidate: the same
-// instance, or, for answers without one, the same identity.
+// identity and instance (or both without one).
 func sameAs(c, o standing.Candidate) bool {
-	if c.Instance != "" || o.Instance != "" {
-		return c.Instance == o.Instance && c.Identity == o.Identity
-	}
-	return c.Identity == o.Identity
+	return c.Identity == o.Identity && c.Instance == o.Instance
 }

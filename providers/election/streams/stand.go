@@ -108,10 +108,7 @@ func (st *stand) heard(now, said time.Time, token uint64, cs ...standing.Candida
 // isSelf reports whether c is this candidate: its instance, or, for an
 // answer without one, its identity.
 func (st *stand) isSelf(c standing.Candidate) bool {
-	if c.Instance != "" {
-		return c.Instance == st.instance && c.Identity == st.identity
-	}
-	return c.Identity == st.identity
+	return c.Identity == st.identity && (c.Instance == "" || c.Instance == st.instance)
 }
 
 // checked takes the outcome of the health check at now, and reports

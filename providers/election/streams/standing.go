@@ -135,8 +135,7 @@ func (r *roll) count() (healthy, unhealthy int) {
 type standingCount struct{ healthy, unhealthy int }
 
 // targetWait is how long a hand-over waits for its target to answer who
-// is standing: only a refusal waits it out, and a loaded host's slow
-// answer must not refuse a hand-over to a candidate that stands.
+// is standing (only a refusal waits it out): long enough for a loaded host.
 const targetWait = time.Second
 
 // steward does what its stand says (announce, answer, check health, hear
@@ -174,8 +173,7 @@ type steward struct {
 	subs          []*muxSub     // nil where subscribing failed
 	hearing       uint64        // the term whose announcements are heard; 0 for none
 	announcements *muxSub       // while leading
-	counted       bool          // the recorder has been told a count
-	reported      standingCount // what it was told last
+	reported      standingCount // what the recorder was told last; zero: nothing
 }
 
 func newSteward(e *Election, nc *nats.Conn, bucket string) *steward {
@@ -248,8 +246,8 @@ func (s *steward) subscribe(subject, what string, handle func(*nats.Msg)) *muxSu
 	return sub
 }
 
-// close unsubscribes, ends the roll, says the candidate leaves and
-// withdraws its count, once the last pass has ended.
+// close, after the last pass, unsubscribes, announces the candidate
+// leaving and withdraws its count.
 func (s *steward) close() {
 	s.leaveCopies()
 	for _, sub := range s.subs {
@@ -259,7 +257,7 @@ func (s *steward) close() {
 	}
 	s.listen(s.runCtx, 0)
 	s.announce(true)
-	if s.counted {
+	if s.reported != (standingCount{}) {
 		s.e.opts.recorder.StandingWithdrawn(s.e.key, s.e.identity)
 	}
 }
@@ -345,7 +343,7 @@ func (s *steward) pass(ctx context.Context) {
 }
 
 // goDo runs a duty that waits on a goroutine of its own, counted with the
-// passes, and makes a pass once it is done.
+// passes, and pokes once it is done.
 func (s *steward) goDo(f func()) {
 	s.passes.Add(1)
 	go func() {
@@ -356,8 +354,7 @@ func (s *steward) goDo(f func()) {
 }
 
 // standNow is the candidate as the stand reads it now, with the process's
-// other copies when withCopies: only a leader's decisions and a stop's
-// successor read them, and a standby need not take the copies lock.
+// other copies when withCopies: only a leader's decisions read them.
 func (s *steward) standNow(withCopies bool) standNow {
 	in := standNow{self: s.self(), ttl: s.e.ttl()}
 	if withCopies {
@@ -366,8 +363,7 @@ func (s *steward) standNow(withCopies bool) standNow {
 	return in
 }
 
-// listen hears the announcements of the term token (none for 0) and no
-// longer those of the term before.
+// listen hears the announcements of the term token (none for 0) alone.
 func (s *steward) listen(ctx context.Context, token uint64) {
 	if s.announcements != nil {
 		_ = s.announcements.Unsubscribe()
@@ -409,10 +405,10 @@ func (s *steward) report() {
 	} else {
 		n.unhealthy++
 	}
-	if s.counted && n == s.reported {
+	if n == s.reported {
 		return
 	}
-	s.counted, s.reported = true, n
+	s.reported = n
 	s.e.opts.recorder.Standing(s.e.key, s.e.identity, n.healthy, n.unhealthy)
 }
 
@@ -479,10 +475,9 @@ func (ho handOver) names(c standing.Candidate) bool {
 	return c.Identity == ho.to && (ho.instance == "" || c.Instance == ho.instance)
 }
 
-// onHandOver takes a hand-over request: the leader hands over and
-// answers; other candidates stay silent. An offer of the key is taken up
-// by the candidate it names alone, which answers once it took the key or
-// could not.
+// onHandOver takes a hand-over request: the leader hands over and answers,
+// others stay silent. An offer of the key is answered, once taken up or
+// not, by the candidate it names alone.
 func (s *steward) onHandOver(ctx context.Context, m *nats.Msg) {
 	if m.Reply == "" {
 		return
@@ -562,9 +557,8 @@ func (s *steward) offer(ctx context.Context, to handOver, rev uint64, epoch time
 }
 
 // offerSettle is how long an offer's refusal waits for another candidate of
-// the same identity to answer that it took the key: their writes race, and
-// their answers come within milliseconds. offerAnswers bounds the answers
-// kept meanwhile.
+// the same identity to answer that it took the key: their writes race.
+// offerAnswers bounds the answers kept meanwhile.
 const (
 	offerSettle  = 50 * time.Millisecond
 	offerAnswers = 16
@@ -653,9 +647,7 @@ func afterMove(err error, ttl time.Duration) time.Duration {
 // identity to other than this one. Where none can take the election over,
 // the error wraps ErrHandOverRefused.
 func (s *steward) target(ctx context.Context, to string) (standing.Candidate, error) {
-	matches := func(c standing.Candidate) bool {
-		return c.NamedBy(to) && !s.st.isSelf(c)
-	}
+	matches := func(c standing.Candidate) bool { return c.NamedBy(to) && !s.st.isSelf(c) }
 	takes := func(c standing.Candidate) bool { return matches(c) && c.Healthy && !c.Leaving }
 	answers, err := standing.StandingUntil(ctx, s.nc, s.bucket, s.e.key, targetWait, func(got []standing.Candidate) bool {
 		return slices.ContainsFunc(got, takes)
