@@ -3,6 +3,8 @@ package standing
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -43,10 +45,10 @@ func StandingUntil(ctx context.Context, nc *nats.Conn, bucket, key string, wait 
 	if err := nc.PublishRequest(CandidatesSubject(bucket, key), inbox, nil); err != nil {
 		return nil, fmt.Errorf("election %s: asking who is standing: %w", key, err)
 	}
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	seen := map[who]Candidate{}
-	var got []Candidate
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	seen := map[who]Candidate{} // the latest answer of each
+	var got []Candidate         // the first answer of each, as they came
 	for collecting := true; collecting; {
 		select {
 		case msg := <-answers:
@@ -59,19 +61,12 @@ func StandingUntil(ctx context.Context, nc *nats.Conn, bucket, key string, wait 
 				got = append(got, c)
 			}
 			seen[k] = c
-			if enough != nil && enough(got) {
-				collecting = false
-			}
-		case <-timer.C:
-			collecting = false
+			collecting = enough == nil || !enough(got)
 		case <-ctx.Done():
 			collecting = false
 		}
 	}
-	out := make([]Candidate, 0, len(seen))
-	for _, c := range seen {
-		out = append(out, c)
-	}
+	out := slices.AppendSeq(make([]Candidate, 0, len(seen)), maps.Values(seen))
 	Rank(out)
 	return out, nil
 }

@@ -72,9 +72,9 @@ type who struct{ instance, identity string }
 
 // AnnouncementInterval is how often a running candidate announces itself
 // to its election's leader and observers, for a bucket TTL ttl: every two
-// TTLs, between 2s and 2 min. An election of three candidates then sends
-// half as many announcements as its leader writes renewals, as core NATS
-// messages, which the broker neither stores nor syncs (BENCHMARKS.md).
+// TTLs, between 2s and 2 min. Three candidates then send half as many
+// announcements as their leader writes renewals, as core NATS messages,
+// which the broker neither stores nor syncs.
 func AnnouncementInterval(ttl time.Duration) time.Duration {
 	return min(max(2*ttl, 2*time.Second), 2*time.Minute)
 }
@@ -96,8 +96,7 @@ func encode(v any) []byte {
 func decode[T any](data []byte, what string) (T, error) {
 	var v T
 	if err := json.Unmarshal(data, &v); err != nil {
-		var zero T
-		return zero, fmt.Errorf("unreadable %s %q: %w", what, data, err)
+		return *new(T), fmt.Errorf("unreadable %s %q: %w", what, data, err)
 	}
 	return v, nil
 }

@@ -21,15 +21,14 @@ var ErrNoLeaderAnswered = errors.New("election: no leader answered the hand-over
 const handOverRetry = 50 * time.Millisecond
 
 // RequestHandOver asks the leader of election key in bucket, over nc, to
-// hand the election over to the candidate to, an identity, an instance or
-// identity/instance (see streams.Election.HandOver), and returns the leader's identity once
-// to took the key or the key was released naming to (within a second or
-// so of the request). It returns ErrNoLeaderAnswered when no leader
-// answers within ctx's deadline (5s if it has none), an error wrapping
-// streams.ErrHandOverRefused when the leader refused and leads on, one
-// wrapping streams.ErrInvalidIdentity for a bad name, and the leader's
-// error otherwise. While no candidate of the election runs, the request is
-// sent again every 50ms until the deadline.
+// hand the election over to the candidate to (an identity, an instance or
+// identity/instance; see streams.Election.HandOver), and returns the
+// leader's identity once to took the key or the key was released naming
+// to. It returns ErrNoLeaderAnswered when no leader answers within ctx's
+// deadline (5s if none; while no candidate runs, the request is sent again
+// every 50ms), an error wrapping streams.ErrHandOverRefused when the leader
+// refused and leads on, one wrapping streams.ErrInvalidIdentity for a bad
+// name, and the leader's error otherwise.
 func RequestHandOver(ctx context.Context, nc *nats.Conn, bucket, key, to string) (leader string, err error) {
 	if err := errs.ValidateIdentity(to); err != nil {
 		return "", fmt.Errorf("election %s: hand over: %w", key, err)
@@ -59,13 +58,13 @@ func RequestHandOver(ctx context.Context, nc *nats.Conn, bucket, key, to string)
 	if err != nil {
 		return "", fmt.Errorf("election %s: hand over: %w", key, err)
 	}
-	if ans.Error != "" && ans.Refused {
+	switch {
+	case ans.Error == "":
+		return ans.Leader, nil
+	case ans.Refused:
 		return ans.Leader, fmt.Errorf("election %s: %s refused to hand over to %s, and leads on: %w: %s", key, ans.Leader, to, errs.ErrHandOverRefused, ans.Error)
 	}
-	if ans.Error != "" {
-		return ans.Leader, fmt.Errorf("election %s: %s refused to hand over to %s: %s", key, ans.Leader, to, ans.Error)
-	}
-	return ans.Leader, nil
+	return ans.Leader, fmt.Errorf("election %s: %s refused to hand over to %s: %s", key, ans.Leader, to, ans.Error)
 }
 
 // HandOverRequest is a request on the hand-over subject, as JSON. Without

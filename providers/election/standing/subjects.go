@@ -1,11 +1,9 @@
 // Package standing is who is standing in an election, as anyone on the
 // broker sees it: which candidates stand (Standing), asking the leader to
-// hand over (RequestHandOver), and the wire both run on: the core NATS
-// subjects and messages on which candidates answer who stands, announce
-// themselves and take requests to hand over. The election
-// (providers/election/streams) and the per-election permissions (acl) take
-// their names and messages from here. None of it is in the election
-// bucket: it needs no JetStream, and dies with the candidate's process.
+// hand over (RequestHandOver), and the core NATS subjects and messages
+// these run on, which the election (providers/election/streams) and the
+// per-election permissions (acl) take from here. None of it is in the
+// election bucket: it needs no JetStream, and dies with the process.
 package standing
 
 // CandidatesSubject is the subject on which the candidates of election key

@@ -18,24 +18,22 @@ import (
 	"github.com/conclave-io/conclave/internal/kvwatch"
 )
 
-// writeGrace is how long a claim in flight when a campaign that never held
-// its key stops may still take before it is given up: on a broker that
-// answers it takes milliseconds and is kept (a claim that wins is then
-// released); on one that does not, Stop (and Ctrl-C in the CLI) does not
-// wait for its request timeout. A claim given up has an unknown outcome,
-// as one that timed out: a key it wrote expires with the TTL.
+// writeGrace is how long a claim in flight as a campaign that never held
+// its key stops may still take: an answering broker takes milliseconds (a
+// claim that wins is then released); on one that does not, Stop does not
+// wait for the request timeout. A claim given up has an unknown outcome, as
+// one that timed out: a key it wrote expires with the TTL.
 const writeGrace = time.Second
 
 // refusingStore is the store of a campaign or an observer on a real
-// connection. Each request ends, explained as ErrPermissionDenied, as soon
-// as the connection reports that the broker refused it for permissions:
-// NATS answers a refused request with silence, until its timeout.
+// connection. Each request ends, as ErrPermissionDenied, as soon as the
+// connection reports that the broker refused it for permissions (NATS
+// answers a refused request with silence, until its timeout).
 //
 // Until a campaign has written its key, its requests also end when it
-// stops: reads, the bucket's settings and a watch being set up at once, a
-// claim writeGrace later. A campaign that wrote its key may hold it, and
-// its release is marked only with what those requests tell (that earlier
-// holders are gone): its requests keep their timeouts, as its release does.
+// stops: reads, settings and a watch being set up at once, a claim
+// writeGrace later. Once it wrote, it may hold the key, and its release is
+// marked only with what its requests tell: they keep their timeouts.
 type refusingStore struct {
 	store
 	nc     *nats.Conn
@@ -78,7 +76,7 @@ func (s *refusingStore) request(ctx context.Context, what string, wait time.Dura
 			mu.Lock()
 			defer mu.Unlock()
 			if !finished {
-				grace = time.AfterFunc(wait, func() { release() })
+				grace = time.AfterFunc(wait, release)
 			}
 		})
 		defer func() {
@@ -169,12 +167,10 @@ func (s *refusingStore) Watch(ctx context.Context, key string) (w jetstream.KeyW
 }
 
 // coversWatch reports whether a refused subject is that of a watch of key
-// alone: the creation of a consumer of the bucket's stream filtered on the
-// key's subject, or the pulls of a consumer of the stream. A consumer
-// shared by a group of keys (filtered on a wildcard) does not count: its
-// refusal is not for good, as the store then makes a consumer for each key
-// alone, and it may be another campaign's request, made while this one
-// makes its own consumer.
+// alone: creating a consumer filtered on the key's subject, or pulling
+// from a consumer of the stream. A consumer shared by a group of keys
+// does not count: the store then makes one per key, and the refusal may
+// be of another campaign's request.
 func (s *refusingStore) coversWatch(key string) func(string) bool {
 	create := s.api + "CONSUMER.CREATE.KV_" + s.bucket + "."
 	next := denied.Naming(s.api + "CONSUMER.MSG.NEXT.KV_" + s.bucket + ".*")

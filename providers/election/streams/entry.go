@@ -24,9 +24,8 @@ const (
 	// the next candidate may lead at once.
 	KeyReleased
 	// KeyRemoved means someone other than the leader removed or blanked the
-	// key: a delete or purge marker without a release mark, or an empty
-	// value. The leader they removed may not have noticed, so the next
-	// leader waits a TTL before it acts.
+	// key (a marker without a release mark, or an empty value). The leader
+	// may not have noticed, so the next leader waits a TTL before it acts.
 	KeyRemoved
 )
 
@@ -39,11 +38,10 @@ func (s KeyState) String() string {
 }
 
 // releasePrefix starts the payload of a holder's release marker: a delete
-// marker, written with a revision check over the holder's own last write,
-// whose payload names the holder. nats.go's KV watcher hands the payload of
-// a marker to watchers as its Value, while Get and Create treat the key as
-// deleted, so Choria's candidates can take a released key at once too.
-// Markers written by `nats kv del`, kv.Delete or kv.Purge carry no payload.
+// marker over the holder's own last write, naming the holder. nats.go's KV
+// watcher hands the payload to watchers as the Value, while Get and Create
+// see the key deleted, so Choria's candidates take a released key at once
+// too. Markers of `nats kv del`, kv.Delete or kv.Purge carry no payload.
 const releasePrefix = "released by "
 
 // releasePayload is the payload of identity's release marker.
@@ -100,27 +98,24 @@ type Entry struct {
 	State KeyState
 	// Leader is the leader's identity when State is KeyHeld.
 	Leader string
-	// ReleasedBy is the identity of the leader that stepped down, when
-	// State is KeyReleased.
+	// ReleasedBy is the leader that stepped down, when State is KeyReleased.
 	ReleasedBy string
 	// HandOverTo is the candidate a released election was handed over to,
 	// if any, and HandOverWithin how long it has to take the key before
 	// the other candidates do.
 	HandOverTo     string
 	HandOverWithin time.Duration
-	// Revision is the message's revision (its stream sequence); 0 when
-	// absent.
+	// Revision is the message's revision (stream sequence); 0 when absent.
 	Revision uint64
-	// Written is when the broker stored the message, by its clock; zero
-	// when absent.
+	// Written is when the broker stored the message; zero when absent.
 	Written time.Time
 	// Operation is the KV operation of the message: put, delete or purge.
 	Operation jetstream.KeyValueOp
-	// TTL is the message's own TTL, its Nats-TTL header (whole seconds),
-	// which Conclave's candidates write where the bucket allows it; 0 when
-	// it has none or the read could not tell (nats.go's KV API hides
-	// headers). The broker expires the message at the earlier of this and
-	// the bucket's TTL, and a raise of the bucket's TTL does not extend it.
+	// TTL is the message's Nats-TTL header (whole seconds), which
+	// Conclave's candidates write where the bucket allows it; 0 when it has
+	// none or the read cannot tell (nats.go's KV API hides headers). The
+	// broker expires the message at the earlier of this and the bucket's
+	// TTL: raising the bucket's TTL does not extend it.
 	TTL time.Duration
 	// Instance is the candidate instance that wrote the message (see
 	// Election.Instance), or "" when its writer does not say: Choria's
@@ -128,16 +123,14 @@ type Entry struct {
 	Instance string
 	// term is what the writer said of the term the message belongs to.
 	term termMark
-	// write is the number a write that takes the key carries (see
-	// action.write); 0: none.
+	// write is the number a write that takes the key carries (action.write).
 	write uint64
 }
 
 // termMark is what a Conclave candidate's write says of its term (the
-// Conclave-Term header): the token of the running term it renews, or that
-// it takes the key and begins a term as it lands (its own revision is the
-// token), or that it holds the key for a term that has not begun (the
-// previous holder's lease may not have ended). The zero mark says nothing.
+// Conclave-Term header): the token of the running term it renews; that it
+// begins a term as it lands (its revision is the token); or that it holds
+// the key for a term not yet begun. The zero mark says nothing.
 type termMark struct {
 	token  uint64
 	begins bool
@@ -145,7 +138,7 @@ type termMark struct {
 }
 
 // said reports whether the writer said anything of its term.
-func (t termMark) said() bool { return t.token != 0 || t.begins || t.waits }
+func (t termMark) said() bool { return t != termMark{} }
 
 // readTermMark reads the Conclave-Term header's value.
 func readTermMark(v string) termMark {
@@ -191,28 +184,22 @@ func ReadEntry(ent jetstream.KeyValueEntry) Entry {
 			e.write, _ = strconv.ParseUint(st.Write, 16, 64)
 		}
 	}
-	switch {
-	case ent.Operation() == jetstream.KeyValueDelete:
+	e.State = KeyRemoved // a purge, an empty value or an unmarked delete
+	if e.Operation == jetstream.KeyValueDelete {
 		if by, to, within, ok := readRelease(string(ent.Value())); ok {
 			e.State, e.ReleasedBy, e.HandOverTo, e.HandOverWithin = KeyReleased, by, to, within
-		} else {
-			e.State = KeyRemoved
 		}
-	case ent.Operation() != jetstream.KeyValuePut:
-		e.State = KeyRemoved // a purge is never a holder's release
-	case len(ent.Value()) == 0:
-		e.State = KeyRemoved // an empty value written by someone: not a release
-	default:
+	} else if e.Operation == jetstream.KeyValuePut && len(ent.Value()) > 0 {
 		e.State, e.Leader = KeyHeld, string(ent.Value())
 	}
 	return e
 }
 
 // Token is the fencing token of the term a held message belongs to, as its
-// writer says (Conclave's candidates do, in the Conclave-Term header): the
-// running term's token, or the message's own revision for a write that
-// begins a term as it lands. It is 0 when the writer does not say (Choria's
-// candidates, a read through the KV API alone) or no term runs yet.
+// writer says in the Conclave-Term header: the running term's token, or the
+// message's own revision for a write that begins a term. It is 0 when the
+// writer does not say (Choria's candidates, a read through the KV API
+// alone) or no term runs yet.
 func (e Entry) Token() uint64 {
 	switch {
 	case e.State != KeyHeld:
@@ -227,26 +214,21 @@ func (e Entry) Token() uint64 {
 // "released by X", "removed (deleted)", "removed (purged)", "removed
 // (emptied)" or "absent".
 func (e Entry) Describe() string {
-	switch e.State {
-	case KeyHeld:
+	switch {
+	case e.State == KeyHeld:
 		return "held by " + e.Leader
-	case KeyReleased:
-		if e.HandOverTo != "" {
-			return "released by " + e.ReleasedBy + ", handed over to " + e.HandOverTo
-		}
+	case e.State == KeyReleased && e.HandOverTo != "":
+		return "released by " + e.ReleasedBy + ", handed over to " + e.HandOverTo
+	case e.State == KeyReleased:
 		return "released by " + e.ReleasedBy
-	case KeyRemoved:
-		switch e.Operation {
-		case jetstream.KeyValuePurge:
-			return "removed (purged)"
-		case jetstream.KeyValuePut:
-			return "removed (emptied)"
-		default:
-			return "removed (deleted)"
-		}
-	default:
+	case e.State != KeyRemoved:
 		return "absent"
+	case e.Operation == jetstream.KeyValuePurge:
+		return "removed (purged)"
+	case e.Operation == jetstream.KeyValuePut:
+		return "removed (emptied)"
 	}
+	return "removed (deleted)"
 }
 
 // opPurge is the operation of a key gone without a marker, as by a purge.

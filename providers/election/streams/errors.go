@@ -36,10 +36,9 @@ var (
 	// ErrNotLeader means a call that only a leader may make (HandOver) was
 	// made by a candidate that does not lead.
 	ErrNotLeader = errors.New("election: not leader")
-	// ErrHandOverTooSoon means a leader cannot hand over yet: its release
-	// may not let another candidate lead at once while a leader deposed
-	// before its term may still count on the key (at most a TTL after
-	// the term began over a removal, or after the bucket's TTL was
+	// ErrHandOverTooSoon means a leader cannot hand over yet: a leader
+	// deposed before its term may still count on the key (up to a TTL
+	// after the term began over a removal, or the bucket's TTL was
 	// raised). The leader keeps leading; ask again later.
 	ErrHandOverTooSoon = errors.New("election: too soon to hand over")
 	// ErrHandOverRefused means HandOver (or standing.RequestHandOver)
@@ -48,18 +47,16 @@ var (
 	// stopping. The leader keeps leading.
 	ErrHandOverRefused = errs.ErrHandOverRefused
 	// ErrPermissionDenied means the broker refused one of the election's
-	// requests because the connection's user may not make it: it may not
-	// publish to the election's key or to the JetStream API subject involved,
-	// or may not receive replies on the connection's inbox. The message names
-	// what was refused and what to change. Start returns it rather than
-	// retrying, since retrying cannot succeed until the broker's permissions
-	// change. Candidates and observers recognise it.
+	// requests for the connection user's permissions (to publish to the key
+	// or the JetStream API subject, or to receive replies on its inbox).
+	// The message names what was refused and what to change. Start returns
+	// it rather than retrying, which cannot succeed until they change.
 	ErrPermissionDenied = denied.ErrPermissionDenied
 )
 
-// classified returns in with the outcome of its request read from its
-// error (and, for a mismatch, the revision the broker named): the machine
-// decides on the outcome alone.
+// classified returns in with its request's outcome (and, for a mismatch,
+// the revision the broker named) read from its error: the machine decides
+// on the outcome alone.
 func classified(in input) input {
 	var logged transport.LoggedError // the store's shared watch logged it for all
 	in.out, in.conflict = classify(in.err)

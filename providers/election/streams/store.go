@@ -21,25 +21,20 @@ import (
 // tests serve with an in-memory store.
 type store interface {
 	// Status reads the bucket's settings with a request sent at most
-	// maxAge before it returns (0: sent after the call), and returns them
-	// and the read's age.
+	// maxAge ago (0: after the call), and returns them and the read's age.
 	Status(ctx context.Context, maxAge time.Duration) (jetstream.KeyValueStatus, time.Duration, error)
-	// Write stores value under key if the key's latest revision is rev (0:
-	// the key has no message at all), and returns the new revision.
-	// The write carries st, what it says of itself, where the store can.
+	// Write stores value, carrying st where the store can, under key if
+	// its latest revision is rev (0: no message), and returns the new one.
 	Write(ctx context.Context, key string, value []byte, rev uint64, st keymsg.Stamp) (uint64, error)
 	// Delete writes a delete marker over revision rev of key, carrying
-	// payload when the store can (a release mark), and reports whether it
-	// could.
+	// payload (a release mark) if it can, and reports whether it could.
 	Delete(ctx context.Context, key string, rev uint64, payload []byte, st keymsg.Stamp) (marked bool, err error)
 	// Latest returns the key's latest message, markers included, or nil
 	// when it has none. A store that cannot see markers returns nil for
 	// them too.
 	Latest(ctx context.Context, key string) (jetstream.KeyValueEntry, error)
-	// Watch follows key: its latest message first, then a nil entry, then
-	// every change, until the watcher is stopped. ctx bounds the set-up
-	// only (a store whose watch ends with ctx is given one that does not
-	// end before the watch is stopped).
+	// Watch follows key: its latest message, a nil entry, then every
+	// change, until the watcher is stopped. ctx bounds the set-up only.
 	Watch(ctx context.Context, key string) (jetstream.KeyWatcher, error)
 }
 
@@ -55,13 +50,12 @@ type bucketAccess struct {
 	log     Logger
 }
 
-// await returns st, or when st is nil the store of the bucket opened over
-// js, and the bucket's settings. It retries while the broker cannot be
-// reached or the bucket does not exist, logging a failure as a warning
-// once and its repeats at debug level. It returns at once with an error
-// wrapping nats.ErrConnectionClosed, ErrPermissionDenied or
-// ErrInvalidBucket (a stream that is no KV bucket), and with ctx's error
-// once ctx ends.
+// await returns st (if nil, the store of the bucket opened over js) and
+// the bucket's settings. It retries while the broker cannot be reached or
+// the bucket does not exist, logging a new failure as a warning and its
+// repeats at debug level. It returns at once an error wrapping
+// nats.ErrConnectionClosed, ErrPermissionDenied or ErrInvalidBucket, and
+// ctx's error once ctx ends.
 func (b bucketAccess) await(ctx context.Context, st store) (store, jetstream.KeyValueStatus, error) {
 	var status jetstream.KeyValueStatus
 	var final error

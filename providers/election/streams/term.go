@@ -26,9 +26,8 @@ type Term struct {
 	parent   context.Context
 
 	mu         sync.Mutex
-	validUntil time.Time
+	validUntil time.Time // once ended, when it ended
 	ended      bool
-	endedAt    time.Time
 	cause      Cause
 	done       chan struct{}
 }
@@ -55,36 +54,27 @@ func (t *Term) Token() uint64 { return t.token }
 func (t *Term) Started() time.Time { return t.started }
 
 // From returns what the key was when this candidate took it, which decides
-// how long the term waited to begin (see KeyState): KeyReleased after a
-// release or a hand-over, when the previous leader had stopped before it
-// let go (the term begins at once); KeyRemoved after a removal such as a
-// forced stand-down (the term begins a TTL after the removal, when the
+// how long the term waited to begin: KeyReleased after a release or a
+// hand-over (at once: the previous leader had stopped); KeyRemoved after a
+// removal such as a forced stand-down (a TTL after the removal, when the
 // removed leader has surely stopped counting on its lease); KeyAbsent for a
-// new key or one that expired (at once, or after Grace). A leader whose
-// work can outlive its term by some time, as a command that is killed only
-// a grace period after its term ends, waits that long after a term that is
-// not From KeyReleased before it starts the work.
+// new or expired key (at once, or after Grace). Work that can outlive its
+// term by some time should, unless From is KeyReleased, wait that long
+// before it starts.
 func (t *Term) From() KeyState { return t.from }
 
 // ValidUntil returns the local time until which leadership is guaranteed.
 // Renewals move it later while the term lasts; once the term has ended it is
 // the time it ended.
 func (t *Term) ValidUntil() time.Time {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.checkLocked()
-	if t.ended {
-		return t.endedAt
-	}
-	return t.validUntil
+	_, until, _ := t.state()
+	return until
 }
 
 // Valid reports whether the term still holds at this instant.
 func (t *Term) Valid() bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.checkLocked()
-	return !t.ended
+	ended, _, _ := t.state()
+	return !ended
 }
 
 // Done returns a channel closed when the term ends. It closes when the
@@ -95,21 +85,16 @@ func (t *Term) Done() <-chan struct{} { return t.done }
 // Err returns nil while the term is valid, and an error wrapping
 // ErrTermEnded, saying why, once it has ended.
 func (t *Term) Err() error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.checkLocked()
-	if !t.ended {
-		return nil
+	if ended, _, cause := t.state(); ended {
+		return fmt.Errorf("%w: %s", ErrTermEnded, cause)
 	}
-	return fmt.Errorf("%w: %s", ErrTermEnded, t.cause)
+	return nil
 }
 
 // Cause returns why the term ended, or 0 while it lasts.
 func (t *Term) Cause() Cause {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.checkLocked()
-	return t.cause
+	_, _, cause := t.state()
+	return cause
 }
 
 // Context returns a context cancelled when the term ends. Its Err is read
@@ -128,11 +113,10 @@ func (t *Term) extend(until time.Time) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.checkLocked()
-	if t.ended {
-		return false
+	if !t.ended {
+		t.validUntil = until
 	}
-	t.validUntil = until
-	return true
+	return !t.ended
 }
 
 // limit brings the deadline forward to until, if that is earlier.
@@ -157,6 +141,15 @@ func (t *Term) end(cause Cause) Cause {
 	return t.cause
 }
 
+// state returns, at this instant, whether the term has ended, ValidUntil
+// and the cause it ended with.
+func (t *Term) state() (ended bool, until time.Time, cause Cause) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.checkLocked()
+	return t.ended, t.validUntil, t.cause
+}
+
 // checkLocked ends the term if the clock passed its deadline.
 func (t *Term) checkLocked() {
 	if !t.ended && !t.clock.Now().Before(t.validUntil) {
@@ -164,13 +157,12 @@ func (t *Term) checkLocked() {
 	}
 }
 
+// finishLocked ends the term at at (its deadline, if that is earlier).
 func (t *Term) finishLocked(at time.Time, cause Cause) {
-	t.ended = true
-	t.endedAt = at
-	if at.After(t.validUntil) {
-		t.endedAt = t.validUntil
+	t.ended, t.cause = true, cause
+	if at.Before(t.validUntil) {
+		t.validUntil = at
 	}
-	t.cause = cause
 	close(t.done)
 }
 

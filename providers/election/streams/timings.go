@@ -1,6 +1,7 @@
 package streams
 
 import (
+	"cmp"
 	"fmt"
 	"sync"
 	"time"
@@ -27,13 +28,12 @@ func clamp(d, lo, hi time.Duration) time.Duration { return min(max(d, lo), hi) }
 const outageRoom = 10 * time.Second
 
 // renewCadence is the default renew interval for a TTL, given the margin,
-// request timeout and retry pause in force. It keeps a retry room (from
-// when a renewal falls due to the deadline) of at least outageRoom +
-// request + retry, so that a renewal lost as the broker goes away, after
-// its request times out, is retried once the outage ends and still lands
-// before the deadline. Short TTLs renew every TTL/3, long ones down to once
-// per half lease, the longest interval RenewInterval accepts; a margin of a
-// third of the TTL or more makes it half the lease.
+// request timeout and retry pause. It leaves from a renewal falling due to
+// the deadline at least outageRoom + request + retry, so that a renewal
+// lost as the broker goes away is retried after the outage and still lands
+// in time. Short TTLs renew every TTL/3, long ones down to once per half
+// lease (the most RenewInterval accepts, and what a margin of TTL/3 or
+// more gives).
 func renewCadence(ttl, margin, request, retry time.Duration) time.Duration {
 	lease := ttl - margin
 	room := outageRoom + request + retry
@@ -52,13 +52,8 @@ func (e *Election) timings(ttl time.Duration) (timings, error) {
 	if o.margin > 0 {
 		t.margin = o.margin
 	}
-	if o.requestTimeout > 0 {
-		t.request = o.requestTimeout
-	}
-	t.renew = renewCadence(ttl, t.margin, t.request, t.retry)
-	if o.renewInterval > 0 {
-		t.renew = o.renewInterval
-	}
+	t.request = cmp.Or(o.requestTimeout, t.request) // the options are > 0 when given
+	t.renew = cmp.Or(o.renewInterval, renewCadence(ttl, t.margin, t.request, t.retry))
 	if t.standby == nil {
 		t.standby = defaultStandbyBackoff(ttl)
 	}

@@ -36,30 +36,19 @@ func WithPriority(ctx context.Context, p Priority) context.Context {
 	return context.WithValue(ctx, priorityKey{}, p)
 }
 
-// priorityOf returns the priority ctx marks, or else byDefault.
-func priorityOf(ctx context.Context, byDefault Priority) Priority {
-	if p, ok := ctx.Value(priorityKey{}).(Priority); ok {
-		return p
-	}
-	return byDefault
-}
-
 // maxInFlight is how many requests (writes, deletes and key reads) one
 // process sends a bucket over one connection at once. The broker stores
 // writes one at a time, each synced to disk: more in flight only queue
-// there until they time out, and a write that timed out may have been
-// stored (its election then waits to see it, or for the key to expire),
-// while a renewal that timed out ends its term. Waiting in the process
-// keeps each request's time at the broker short, fails cleanly
-// (ErrNotSent) when its time runs out before its turn, and lets renewals
-// go first.
+// there until they time out, with an unknown outcome (a renewal that timed
+// out ends its term). Waiting in the process keeps each request's time at
+// the broker short, fails cleanly (ErrNotSent) when its time runs out
+// before its turn, and lets renewals go first.
 const maxInFlight = 64
 
 // gate admits a process's requests to the broker, at most limit at a time,
 // urgent ones first, each class in the order it came. A request whose turn
-// comes with too little of its time left (see turn.leastLeft) is not sent
-// (ErrNotSent): sent, it could time out there with its outcome unknown,
-// and many requests that waited together would.
+// comes with too little time left (turn.leastLeft) is not sent
+// (ErrNotSent): it could time out there with its outcome unknown.
 type gate struct {
 	limit int
 
@@ -82,8 +71,11 @@ type turn struct {
 // and returns the function that ends it; it fails with ErrNotSent (and
 // ctx's error) when ctx ends first.
 func (g *gate) enter(ctx context.Context, byDefault Priority) (func(), error) {
+	p, ok := ctx.Value(priorityKey{}).(Priority)
+	if !ok {
+		p = byDefault
+	}
 	g.mu.Lock()
-	p := priorityOf(ctx, byDefault)
 	ahead := 0
 	for q := p; q < Priority(len(priorities)); q++ {
 		ahead += len(g.waiting[q])
@@ -119,8 +111,8 @@ func (g *gate) enter(ctx context.Context, byDefault Priority) (func(), error) {
 
 // leastLeft is the least time left a turn is sent with: a quarter of its
 // budget, or twice what requests took lately but at most half its budget,
-// so that a slow broker (timeouts count in took) does not make the gate
-// refuse every request that had to wait, renewals included.
+// so that a slow broker does not make the gate refuse every request that
+// had to wait, renewals included.
 func (t *turn) leastLeft(took time.Duration) time.Duration {
 	return max(t.budget/4, min(2*took, t.budget/2))
 }

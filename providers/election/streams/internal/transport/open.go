@@ -23,10 +23,9 @@ var openings = struct {
 }{m: map[hubKey]*opening{}}
 
 // OpenBucket opens bucket name over js as js.KeyValue does, once for the
-// process's elections on js's connection: a bucket a live store of that
-// connection opened is not asked for again, and elections opening it
-// together share one request, since the broker's JetStream API refuses
-// requests past a limit of pending ones.
+// process's elections on js's connection: a bucket a live store opened is
+// not asked for again, and elections opening it together share one request
+// (the JetStream API refuses requests past a limit of pending ones).
 func OpenBucket(ctx context.Context, js jetstream.JetStream, name string) (jetstream.KeyValue, error) {
 	k := hubKey{conn: js.Conn(), api: putPrefix(js), bucket: name}
 	hubs.mu.Lock()

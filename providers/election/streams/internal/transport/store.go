@@ -47,12 +47,11 @@ type Position struct {
 // revisions start again at 1); the election's isNews is the one used.
 type Comparator func(known, msg Position) bool
 
-// Store is an election bucket as a campaign uses it: Status, Write,
-// Delete, Latest and Watch. It writes raw messages, with a per-message TTL
-// when the bucket allows one, and release markers, and reads markers from
-// the stream. Its watches are shared with the process's other stores of
-// the same connection and bucket (see watchHub). Its callers explain
-// refusals for permissions (streams' refusingStore).
+// Store is an election bucket as a campaign uses it. It writes raw
+// messages (with a per-message TTL when the bucket allows one) and release
+// markers, and reads markers from the stream. Its watches are shared with
+// the process's other stores of the connection and bucket (see watchHub).
+// Its callers explain refusals for permissions (streams' refusingStore).
 type Store struct {
 	kv  jetstream.KeyValue
 	js  jetstream.JetStream
@@ -64,19 +63,18 @@ type Store struct {
 	ttl, msgTTL time.Duration
 }
 
-// NewStore returns the store of bucket kv, over js (not nil). Its watches
-// are shared by the process's stores of one connection and bucket, and log
-// to, and judge with, the log and isNews of the first of them.
+// NewStore returns the store of bucket kv, over js (not nil). Its shared
+// watches log to, and judge with, the log and isNews of the first store of
+// the connection and bucket.
 func NewStore(kv jetstream.KeyValue, js jetstream.JetStream, log Logger, isNews Comparator) *Store {
 	return &Store{kv: kv, js: js, hub: hubFor(kv, js, log, isNews)}
 }
 
 // putPrefix returns what nats.go's KV puts in front of a key's subject when
-// it publishes through js: the domain's API prefix ("$JS.<domain>.API."),
-// or the context's own API prefix, when it is not the default one. The
-// broker maps "<prefix>$KV.>" to "$KV.>" in the JetStream it names; a write
-// to the bare subject would reach whichever stream listens locally, such as
-// a leaf node's own bucket of the same name, or nobody.
+// it publishes through js: the API prefix ("$JS.<domain>.API." for a
+// domain) unless it is the default one. The broker maps "<prefix>$KV.>" to
+// "$KV.>" in the JetStream it names; a write to the bare subject would
+// reach whichever stream listens locally (a leaf node's own bucket), or none.
 func putPrefix(js jetstream.JetStream) string {
 	if pre := jsapi.Prefix(js); pre != jetstream.DefaultAPIPrefix {
 		return pre
@@ -92,13 +90,10 @@ func (s *Store) Status(ctx context.Context, maxAge time.Duration) (jetstream.Key
 	if err != nil {
 		return nil, 0, err
 	}
-	allow := false
-	if bs, ok := st.(interface{ StreamInfo() *jetstream.StreamInfo }); ok && bs.StreamInfo() != nil {
-		allow = bs.StreamInfo().Config.AllowMsgTTL
-	}
+	bs, _ := st.(interface{ StreamInfo() *jetstream.StreamInfo })
 	s.mu.Lock()
 	s.ttl, s.msgTTL = st.TTL(), 0
-	if allow {
+	if bs != nil && bs.StreamInfo() != nil && bs.StreamInfo().Config.AllowMsgTTL {
 		s.msgTTL = MessageTTL(st.TTL())
 	}
 	s.mu.Unlock()
@@ -141,10 +136,7 @@ func (s *Store) Write(ctx context.Context, key string, value []byte, rev uint64,
 		return 0, err
 	}
 	defer leave()
-	m := nats.NewMsg(s.putSubject(key))
-	m.Data = value
-	st.Set(m.Header)
-	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(rev, 10))
+	m := s.message(key, value, rev, st)
 	if ttl > 0 {
 		m.Header.Set(jetstream.MsgTTLHeader, ttl.String())
 	}
@@ -162,13 +154,12 @@ func (s *Store) Write(ctx context.Context, key string, value []byte, rev uint64,
 	return seq, nil
 }
 
-// publish sends m, a message of the bucket's stream with its headers set,
-// and returns the stream sequence acknowledged, as the JetStream context's
-// PublishMsg does: bounded by ctx (or defaultAPITimeout), retried while no
-// stream answers (then jetstream.ErrNoStreamResponse), a refusal returned
-// as a *jetstream.APIError, an unreadable acknowledgement as
-// jetstream.ErrInvalidJSAck. It reads acknowledgements without
-// encoding/json (readAck): every renewal gets one.
+// publish sends m and returns the stream sequence acknowledged, as the
+// JetStream context's PublishMsg does: bounded by ctx (or
+// defaultAPITimeout), retried while no stream answers (then
+// jetstream.ErrNoStreamResponse), a refusal as a *jetstream.APIError, an
+// unreadable acknowledgement as jetstream.ErrInvalidJSAck. Every renewal
+// gets an acknowledgement: readAck reads it without encoding/json.
 func (s *Store) publish(ctx context.Context, m *nats.Msg) (uint64, error) {
 	nc := s.js.Conn()
 	if _, ok := ctx.Deadline(); !ok {
@@ -199,10 +190,9 @@ func (s *Store) publish(ctx context.Context, m *nats.Msg) (uint64, error) {
 // context has no deadline.
 const defaultAPITimeout = 5 * time.Second
 
-// readAck reads a publish's acknowledgement: the stream sequence of the
-// message stored, or the broker's refusal. The shapes the broker writes
-// are read by hand (readStored, readRefusal); any other goes through
-// encoding/json, with the errors of the JetStream context's PublishMsg.
+// readAck reads a publish's acknowledgement: the stream sequence stored,
+// or the broker's refusal. The shapes the broker writes are read by hand
+// (readStored, readRefusal), any other by encoding/json.
 func readAck(data []byte) (uint64, error) {
 	if seq, ok := readStored(data); ok {
 		return seq, nil
@@ -241,10 +231,16 @@ func MapMismatch(err error) error {
 	return err
 }
 
-// putSubject is the subject a raw write of key is published to: the one
-// nats.go's KV would use for a Put through the same JetStream context (the
-// hub's key holds that context's putPrefix).
-func (s *Store) putSubject(key string) string { return s.hub.key.api + s.hub.subject(key) }
+// message returns a raw write of data to key over revision rev, carrying
+// st, on the subject nats.go's KV would put it to through the same
+// JetStream context (the hub's key holds that context's putPrefix).
+func (s *Store) message(key string, data []byte, rev uint64, st keymsg.Stamp) *nats.Msg {
+	m := nats.NewMsg(s.hub.key.api + s.hub.subject(key))
+	m.Data = data
+	st.Set(m.Header)
+	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(rev, 10))
+	return m
+}
 
 // Delete writes a delete marker over revision rev of key: with a payload, a
 // raw one carrying it (a release mark); otherwise the KV API's. It reports
@@ -258,11 +254,8 @@ func (s *Store) Delete(ctx context.Context, key string, rev uint64, payload []by
 	if len(payload) == 0 {
 		return false, s.kv.Delete(ctx, key, jetstream.LastRevision(rev))
 	}
-	m := nats.NewMsg(s.putSubject(key))
+	m := s.message(key, payload, rev, st)
 	m.Header.Set(keymsg.OperationHeader, "DEL")
-	st.Set(m.Header)
-	m.Data = payload
-	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(rev, 10))
 	_, err = s.publish(ctx, m)
 	return true, err
 }
