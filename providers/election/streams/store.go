@@ -92,9 +92,8 @@ func (b bucketAccess) await(ctx context.Context, st store) (store, jetstream.Key
 	return st, status, err
 }
 
-// openNamedBucket opens bucket name over js. Its errors say what to do; a
-// refusal for permissions wraps ErrPermissionDenied and a stream that is
-// no KV bucket ErrInvalidBucket.
+// openNamedBucket opens bucket name over js. Its errors say what to do, and
+// wrap ErrPermissionDenied or (for a stream that is no KV bucket) ErrInvalidBucket.
 func openNamedBucket(ctx context.Context, js jetstream.JetStream, name string) (jetstream.KeyValue, error) {
 	nc := js.Conn()
 	before := denied.Last(nc)

@@ -33,18 +33,17 @@ type Logger interface {
 }
 
 // Position places a message of a bucket: the bucket's epoch (its stream's
-// creation time; zero when not known), the message's revision, and when the
-// broker wrote it (zero when not known).
+// creation time), its revision, and when the broker wrote it; zero: unknown.
 type Position struct {
 	Epoch    time.Time
 	Revision uint64
 	Written  time.Time
 }
 
-// Comparator reports whether a message at msg tells something the holder of
-// known does not know. A feed asks it about messages at or below the
-// highest revision it delivered, to tell a bucket made again (whose
-// revisions start again at 1); the election's isNews is the one used.
+// Comparator (the election's isNews) reports whether a message at msg tells
+// something the holder of known does not know. A feed asks it about
+// messages at or below the highest revision it delivered, to tell a bucket
+// made again (whose revisions start again at 1).
 type Comparator func(known, msg Position) bool
 
 // Store is an election bucket as a campaign uses it. It writes raw
@@ -100,9 +99,8 @@ func (s *Store) Status(ctx context.Context, maxAge time.Duration) (jetstream.Key
 	return st, age, nil
 }
 
-// ShareByPrefix makes the store's hub follow keys through per-key and
-// prefix consumers only, as it does for a user whose permissions refuse
-// consumers with several filters. For tests of that path.
+// ShareByPrefix makes the hub follow keys through per-key and prefix
+// consumers only, as for a user refused consumers with several filters.
 func (s *Store) ShareByPrefix() {
 	s.hub.mu.Lock()
 	defer s.hub.mu.Unlock()
@@ -296,8 +294,7 @@ func (s *Store) Watch(ctx context.Context, key string) (jetstream.KeyWatcher, er
 const errCodeMessageTTLDisabled jetstream.ErrorCode = 10166
 
 // StreamCreated returns when the stream behind a bucket's status was
-// created, or zero when the status does not say. It changes when the
-// bucket is made again, not when the server restarts.
+// created (made again, not restarted), or zero when the status does not say.
 func StreamCreated(st jetstream.KeyValueStatus) time.Time {
 	if bs, ok := st.(interface{ StreamInfo() *jetstream.StreamInfo }); ok && bs.StreamInfo() != nil {
 		return bs.StreamInfo().Created
