@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -16,11 +17,10 @@ import (
 	"github.com/conclave-io/conclave/providers/election/streams/internal/transport"
 )
 
-// driver steps a lease machine on its process's scheduler: it performs the
-// machine's actions on the store, feeds it their outcomes and the watch's
-// messages, and hands the machine's notes to apply, deciding nothing
-// itself. Its machine is stepped by one goroutine at a time, never while
-// its action is in flight.
+// driver steps a lease machine on its process's scheduler, deciding nothing
+// itself: it performs the machine's actions, feeds it their outcomes and the
+// watch's messages, and hands its notes to apply. One goroutine at a time
+// steps the machine, never while its action is in flight.
 type driver struct {
 	key, identity string
 	instance      string // stamped on writes; "" for an observer
@@ -29,36 +29,31 @@ type driver struct {
 	m             *machine
 	tm            timings // the timings in force, as the machine last noted
 	fatal         error   // why the campaign could not go on, as the machine noted
-	log           Logger  // where the machine's noteLog lines go
-	// apply passes notes on, and returns what the machine must be told
-	// next, if anything.
+	log           Logger
+	// apply passes notes on, and returns what the machine must be told next.
 	apply    func([]note) (input, bool)
-	before   func(renewal bool)     // called before each write
-	lastLost func() <-chan struct{} // when set, waited for before a release or an offer
+	before   func(renewal bool) // called before each write
+	lastLost <-chan struct{}    // closed once the latest OnLost has returned
 	// offer, when set, offers the key, held at rev in the bucket created at
 	// epoch, to the candidate to, and returns nil once to took it.
 	offer func(ctx context.Context, to handOver, rev uint64, epoch time.Time) error
-	// successor, when set, names the standby a stopping leader offers the
-	// key to ("" for none), leaving out those named in but: asked as the
-	// driver takes the stop, and again as the offer is made.
+	// successor, when set, names the standby a stopping leader offers the key
+	// to ("" for none) but those in but: asked as the stop is taken and as
+	// the offer is made.
 	successor func(but ...handOver) handOver
-	stopTo    string // the standby the stop offers the key to, once stopping, as handOver.who names it
+	stopTo    string // the standby the stop offers the key to (handOver.who)
 
 	w      jetstream.KeyWatcher // the watch, or nil
 	drains sync.WaitGroup       // stopped watches still being drained
 	done   bool
-
-	// waiting are the asks taken, answered in order, each by the first
-	// note of its kind; those not answered when the driver finishes get
-	// ErrNotLeader.
-	waiting []ask
-	// launched: on its scheduler, whose loop reads its watch when told to;
-	// a driver stepped by hand (tests) reads its watch itself.
-	launched bool
+	// waiting are the asks taken, each answered by the first note of its kind
+	// in order; those left when the driver finishes get ErrNotLeader.
+	waiting    []ask
+	stopPosted atomic.Bool // postStop posted the stop
 
 	// The scheduler's, under its mu.
 	sched        *scheduler
-	added        bool        // on the scheduler
+	added        bool        // on the scheduler, whose loop reads the watch; else stepped by hand (tests)
 	inbox        []ask       // inputs posted, not taken yet
 	result       *input      // the outcome of the action, not taken yet
 	settingsSent time.Time   // a change of the bucket's settings not taken yet, or zero
@@ -71,11 +66,10 @@ type driver struct {
 	finished     func()      // called off the loop once the driver ended
 	stopChanges  func()      // stops the notices of changes of the settings
 	stopOnDone   func() bool // stops the stop that ctx's end posts
-	stopPosted   bool        // the stop was posted (postStop)
 }
 
-// ask is a request to the machine, and where its outcome goes: the error of
-// the first note of kind answer the machine takes after it.
+// ask is a request to the machine, answered on done with the error of the
+// first note of kind answer the machine takes after it.
 type ask struct {
 	in     input
 	answer noteKind
@@ -93,25 +87,23 @@ func (d *driver) answer(k noteKind, err error) {
 	}
 }
 
-// post hands the machine a, taken in order after the asks posted before;
-// an ask posted once the driver has finished gets ErrNotLeader.
+// post hands the machine a, in order after the asks posted before; once
+// the driver has finished, a gets ErrNotLeader.
 func (d *driver) post(a ask) { d.sched.post(d, a) }
 
 // launch runs the driver on its scheduler from first until it finishes
-// (ctx's end posts a stop), fed by the watch and the bucket's notices of
-// changes of its settings. done is called once it has finished, on a
-// goroutine of its own, after the watches it stopped have been drained.
+// (ctx's end posts a stop), fed by the watch and the notices of changes of
+// the bucket's settings. done is called on a goroutine of its own once it
+// has finished and the watches it stopped are drained.
 func (d *driver) launch(ctx context.Context, first input, done func()) {
 	if d.sched == nil {
 		d.sched = schedulerFor(d.clock)
 	}
-	s := d.sched
-	d.launched = true
 	if sc, ok := d.store.(settingsNotifier); ok {
-		d.stopChanges = sc.SettingsChanges(func(sent time.Time) { s.settingsChanged(d, sent) })
+		d.stopChanges = sc.SettingsChanges(func(sent time.Time) { d.sched.settingsChanged(d, sent) })
 	}
 	d.stopOnDone = context.AfterFunc(ctx, d.postStop)
-	s.add(d, first, func() {
+	d.sched.add(d, first, func() {
 		d.drains.Wait()
 		done()
 	})
@@ -119,11 +111,7 @@ func (d *driver) launch(ctx context.Context, first input, done func()) {
 
 // postStop tells the machine to stop, once however often it is called.
 func (d *driver) postStop() {
-	d.sched.mu.Lock()
-	posted := d.stopPosted
-	d.stopPosted = true
-	d.sched.mu.Unlock()
-	if !posted {
+	if !d.stopPosted.Swap(true) {
 		d.sched.post(d, ask{in: input{kind: inStop}})
 	}
 }
@@ -137,12 +125,11 @@ type settingsNotifier interface {
 // Term, the callbacks and the recorder.
 type campaigner struct {
 	driver
-	e        *Election
-	n        *notifier
-	rec      Recorder
-	ctx      context.Context
-	term     *Term
-	lastLost <-chan struct{} // closed when the latest OnLost has returned
+	e    *Election
+	n    *notifier
+	rec  Recorder
+	ctx  context.Context
+	term *Term
 }
 
 // newCampaigner drives e's machine; s, when set, is e's steward of who is
@@ -156,8 +143,7 @@ func newCampaigner(e *Election, n *notifier, tm timings, s *steward) *campaigner
 	c := &campaigner{e: e, n: n, rec: e.opts.recorder}
 	c.driver = driver{key: e.key, identity: e.identity, instance: e.instance, store: e.store, clock: e.opts.clock,
 		m: newMachine(cfg, tm), tm: tm, log: e.opts.log, apply: c.apply, before: c.notifyCampaign,
-		lastLost: func() <-chan struct{} { return c.lastLost },
-		sched:    schedulerFor(e.opts.clock)}
+		sched: schedulerFor(e.opts.clock)}
 	if s != nil {
 		c.offer = func(ctx context.Context, to handOver, rev uint64, epoch time.Time) error {
 			err := s.offer(ctx, to, rev, epoch)
@@ -171,22 +157,18 @@ func newCampaigner(e *Election, n *notifier, tm timings, s *steward) *campaigner
 	return c
 }
 
-// launch campaigns under ctx (caller's child, which Stop ends) on the
-// process's scheduler until caller ends or postStop is called, and returns
-// at once; done gets the campaign's result once it has wound down. The
-// stop waits on caller, whose one map of children every election of the
-// process shares, not on ctx. unhealthy is why the health check before the
-// start failed, if it did.
+// launch campaigns under ctx (caller's child, which Stop ends) until caller
+// ends or postStop is called, and returns at once; done gets the result once
+// the campaign has wound down. The stop waits on caller (whose one map of
+// children the process's elections share), not on ctx. unhealthy is why the
+// health check before the start failed, if it did.
 func (c *campaigner) launch(caller, ctx context.Context, born time.Time, unhealthy error, done func(error)) {
 	c.rec.Started(c.e.key)
 	first := c.begin(ctx, born)
 	first.unhealthy = unhealthy
-	c.driver.launch(caller, first, func() { done(c.result()) })
-}
-
-// result is the campaign's error once it has finished.
-func (c *campaigner) result() error {
-	return fatalError("election "+c.e.key, c.fatal, "campaign again with a new Election")
+	c.driver.launch(caller, first, func() {
+		done(fatalError("election "+c.e.key, c.fatal, "campaign again with a new Election"))
+	})
 }
 
 // fatalError is why who ("election k", "observer k") could not go on, if
@@ -205,13 +187,13 @@ func fatalError(who string, fatal error, again string) error {
 // is when the bucket's stream was created, as Start read it.
 func (c *campaigner) begin(ctx context.Context, born time.Time) input {
 	c.ctx = ctx
-	tm := c.tm
-	c.log.Debugf("election %s: %s campaigning, ttl %v, renew every %v, safety margin %v", c.e.key, c.e.identity, tm.ttl, tm.renew, tm.margin)
+	c.log.Debugf("election %s: %s campaigning, ttl %v, renew every %v, safety margin %v",
+		c.e.key, c.e.identity, c.tm.ttl, c.tm.renew, c.tm.margin)
 	return input{kind: inStart, now: c.clock.Now(), born: born}
 }
 
 // handle steps the machine with in, passing its notes on, and returns when
-// to step it again and the action to perform first, if any.
+// to step it again and the action to perform first (off the loop), if any.
 func (d *driver) handle(in input) (time.Time, action) {
 	switch {
 	case in.kind == inStop:
@@ -223,18 +205,18 @@ func (d *driver) handle(in input) (time.Time, action) {
 	}
 	out := d.m.step(classified(in))
 	for {
-		logNotes(d.log, out.notes)
 		d.takeNotes(out.notes)
-		if next, ok := d.apply(out.notes); ok {
-			out = d.m.step(classified(next))
-			continue
+		next, ok := d.apply(out.notes)
+		if !ok {
+			break
 		}
-		if out.done {
-			d.done = true
-			return out.wake, action{}
-		}
-		return out.wake, out.do // perform it, off the loop
+		out = d.m.step(classified(next))
 	}
+	if out.done {
+		d.done = true
+		return out.wake, action{}
+	}
+	return out.wake, out.do
 }
 
 // nameSuccessor names in stop the standby the policy names now, unless it
@@ -330,9 +312,9 @@ func (d *driver) perform(a action) input {
 		st, age, err := d.store.Status(ctx, maxAge)
 		readAt := sent
 		if err == nil && age > time.Since(asked) {
-			// A shared read sent before this one asked for it: the machine
-			// counts from when it was sent, by the election's clock, which
-			// need not be the store's. Too old by that clock: read afresh.
+			// A shared read sent before this one asked: counted from when it
+			// was sent, by the election's clock (not the store's); too old
+			// by that clock, read afresh.
 			readAt = d.clock.Now().Add(-age)
 			if readAt.Before(a.since) {
 				st, _, err = d.store.Status(ctx, 0)
@@ -354,10 +336,9 @@ func (d *driver) perform(a action) input {
 
 // offerOnward offers the key as a says, and returns whom it offered it to
 // last. A stop's offer (orNext) refused outright, by an answer or for want
-// of one to answer, goes on to the next best standby (offerTo) while ctx
-// lasts: a copy of the same process may stop with the leader, and refuse.
-// An offer left unanswered is not followed by another, as its write may
-// have landed (and all are over the same revision).
+// of one, goes on to the next best standby (offerTo) while ctx lasts: a copy
+// of the same process may stop with the leader, and refuse. An unanswered
+// offer is not followed by another: its write may have landed.
 func (d *driver) offerOnward(ctx context.Context, a action) (handOver, error) {
 	to, _ := d.offerTo(a, nil)
 	err := d.offer(ctx, to, a.expect, a.epoch)
@@ -375,11 +356,11 @@ func (d *driver) offerOnward(ctx context.Context, a action) (handOver, error) {
 	return to, err
 }
 
-// offerTo is whom offer a goes to once the candidates in refused refused
-// it, and false when none is left. A stop's offer (orNext) goes to the
-// standby the policy names now, as who stands may have changed since the
-// stop began; otherwise, and when the policy names no other candidate, the
-// first offer goes where a says and there is no next.
+// offerTo is whom offer a goes to once those in refused refused it, and
+// false when none is left. A stop's offer (orNext) goes to the standby the
+// policy names now, as who stands may have changed since the stop began;
+// otherwise, or when the policy names no other, the first offer goes where
+// a says and there is no next.
 func (d *driver) offerTo(a action, refused []handOver) (handOver, bool) {
 	to := a.handOver
 	if to.orNext && d.successor != nil {
@@ -394,23 +375,18 @@ func (d *driver) offerTo(a action, refused []handOver) (handOver, bool) {
 // awaitLastLost waits, before a release or an offer of the key, for the
 // latest OnLost to return: the next leader's OnWon comes after it.
 func (d *driver) awaitLastLost() {
-	if d.lastLost == nil {
-		return
-	}
-	if lost := d.lastLost(); lost != nil {
-		<-lost
+	if d.lastLost != nil {
+		<-d.lastLost
 	}
 }
 
-// makeWatch subscribes to the key; a watch not set up within timeout is
-// given up.
+// makeWatch subscribes to the key; a watch not set up within timeout
+// (network time, not the election's clock) is given up.
 func (d *driver) makeWatch(timeout time.Duration) error {
-	// Network time, not the election's clock; the watch lives until stopped.
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
 	w, err := d.store.Watch(ctx, d.key)
-	late := ctx.Err() != nil
-	cancel()
-	if late {
+	if ctx.Err() != nil {
 		if err == nil {
 			kvwatch.StopInBackground(w, &d.drains)
 		}
@@ -419,7 +395,7 @@ func (d *driver) makeWatch(timeout time.Duration) error {
 	if err != nil {
 		return err
 	}
-	if d.launched {
+	if d.added {
 		w = notifying(w, &d.drains, func() { d.sched.notify(d) })
 	}
 	d.w = w
@@ -427,46 +403,36 @@ func (d *driver) makeWatch(timeout time.Duration) error {
 }
 
 // stopWatch stops the watch and drains it (the watcher blocks delivering
-// into a full channel until stopped), off the scheduler's loop, which steps
-// every machine of the process: stopping a shared watch's last
-// subscription waits for its consumer being made (seconds, when the broker
-// is slow or refuses it).
+// into a full channel until stopped) off the scheduler's loop: stopping a
+// shared watch's last subscription waits for its consumer being made
+// (seconds, when the broker is slow or refuses it).
 func (d *driver) stopWatch() {
-	if d.w == nil {
-		return
-	}
-	w := d.w
-	d.w = nil
-	d.drains.Add(1)
-	go func() {
-		defer d.drains.Done()
-		kvwatch.Stop(w)
-	}()
-}
-
-// logNotes logs the machine's noteLog lines to log, in order.
-func logNotes(log Logger, notes []note) {
-	for _, n := range notes {
-		if n.kind != noteLog {
-			continue
-		}
-		switch n.level {
-		case levelDebug:
-			log.Debugf(n.format, n.args...)
-		case levelInfo:
-			log.Infof(n.format, n.args...)
-		case levelWarn:
-			log.Warnf(n.format, n.args...)
-		default:
-			log.Errorf(n.format, n.args...)
-		}
+	if w := d.w; w != nil {
+		d.w = nil
+		d.drains.Add(1)
+		go func() {
+			defer d.drains.Done()
+			kvwatch.Stop(w)
+		}()
 	}
 }
 
-// takeNotes takes in the machine's notes for the driver itself.
+// takeNotes logs the machine's noteLog lines and takes in its notes for the
+// driver itself.
 func (d *driver) takeNotes(notes []note) {
 	for _, n := range notes {
 		switch n.kind {
+		case noteLog:
+			switch n.level {
+			case levelDebug:
+				d.log.Debugf(n.format, n.args...)
+			case levelInfo:
+				d.log.Infof(n.format, n.args...)
+			case levelWarn:
+				d.log.Warnf(n.format, n.args...)
+			default:
+				d.log.Errorf(n.format, n.args...)
+			}
 		case noteTimings:
 			d.tm = *n.timings
 		case noteFailed:
@@ -564,7 +530,8 @@ func (c *campaigner) finishTerm(cause Cause) {
 	c.rec.Lost(c.e.key, cause)
 	c.rec.Leading(c.e.key, false)
 	if cause == CauseReleased && c.stopTo != "" {
-		c.log.Infof("election %s: %s stopped leading (stopping: offering the key to %s, else releasing it), token %d", c.e.key, c.e.identity, c.stopTo, t.Token())
+		c.log.Infof("election %s: %s stopped leading (stopping: offering the key to %s, else releasing it), token %d",
+			c.e.key, c.e.identity, c.stopTo, t.Token())
 	} else {
 		c.log.Infof("election %s: %s stopped leading (%s), token %d", c.e.key, c.e.identity, cause, t.Token())
 	}

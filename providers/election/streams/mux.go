@@ -8,44 +8,37 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// muxBuffer is how many messages a connection's mux holds for its
-// subscriptions before nats.go drops the next ones as a slow consumer's: a
-// new leader's question reaches every candidate of its election, so 10,000
-// elections starting at once send a process of one candidate in each
-// 10,000 questions within a few seconds.
+// muxBuffer is how many messages a connection's mux holds before nats.go
+// drops the next as a slow consumer's: a new leader's question reaches every
+// candidate of its election, so 10,000 elections starting at once send a
+// process of one candidate in each 10,000 questions within a few seconds.
 const muxBuffer = 1 << 16
 
-// A subMux delivers the messages of all of one connection's subscriptions
-// to who is standing's subjects through one channel and one goroutine,
-// where nats.go would give each subscription with a callback a goroutine
-// of its own: tens of thousands in a process of thousands of elections.
-// The candidates of one process in one election share one subscription to
-// each subject, so the broker routes a message to the process once.
-// Handlers run on the mux's goroutine one message at a time, so they must
-// not block, and must not change the message.
+// A subMux delivers the messages of one connection's subscriptions to who
+// is standing's subjects through one channel and one goroutine, where
+// nats.go gives each subscription with a callback a goroutine of its own.
+// A process's candidates in one election share one subscription to each
+// subject, so the broker routes a message to the process once. Handlers
+// run on the mux's goroutine one message at a time: they must not block,
+// and must not change the message.
 type subMux struct {
 	nc     *nats.Conn
 	ch     chan *nats.Msg
 	quit   chan struct{}
 	closed chan nats.Status // the connection's closing: the mux ends with it
 
+	// subjects and bySub change under muxes.mu and mu; run reads them under mu.
 	mu       sync.Mutex
 	subjects map[string]*subjectSub // the subscription to each subject
 	bySub    map[*nats.Subscription]*subjectSub
 }
 
-// subjectSub is the mux's one subscription to a subject, and the handlers
-// that share it.
+// subjectSub is the mux's one subscription to a subject, and the handlers'
+// subscriptions that share it (few: a process's candidates in one election).
 type subjectSub struct {
 	subject  string
 	sub      *nats.Subscription
-	handlers []muxHandler // few: a process's candidates in one election
-}
-
-// muxHandler is a handler and the subscription that put it there.
-type muxHandler struct {
-	s      *muxSub
-	handle func(*nats.Msg)
+	handlers []*muxSub
 }
 
 // muxes holds the mux of each connection with subscriptions.
@@ -56,8 +49,9 @@ var muxes = struct {
 
 // muxSub is one handler's subscription through a connection's mux.
 type muxSub struct {
-	mux *subMux
-	ss  *subjectSub
+	mux    *subMux
+	ss     *subjectSub
+	handle func(*nats.Msg)
 }
 
 // muxSubscribe subscribes handler to subject on nc through nc's mux, made
@@ -76,25 +70,19 @@ func muxSubscribe(nc *nats.Conn, subject string, handler func(*nats.Msg)) (*muxS
 	// The handler is in place before run can look it up: a message may
 	// reach the channel as soon as the subscription is sent.
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	ss := m.subjects[subject]
-	var err error
 	if ss == nil {
-		var sub *nats.Subscription
-		if sub, err = nc.ChanSubscribe(subject, m.ch); err == nil {
-			ss = &subjectSub{subject: subject, sub: sub}
-			m.subjects[subject], m.bySub[sub] = ss, ss
+		sub, err := nc.ChanSubscribe(subject, m.ch)
+		if err != nil {
+			m.stopIfIdleLocked()
+			return nil, fmt.Errorf("subscribing to %s: %w", subject, err)
 		}
+		ss = &subjectSub{subject: subject, sub: sub}
+		m.subjects[subject], m.bySub[sub] = ss, ss
 	}
-	var s *muxSub
-	if err == nil {
-		s = &muxSub{mux: m, ss: ss}
-		ss.handlers = append(ss.handlers, muxHandler{s: s, handle: handler})
-	}
-	m.mu.Unlock()
-	if err != nil {
-		m.stopIfIdleLocked()
-		return nil, fmt.Errorf("subscribing to %s: %w", subject, err)
-	}
+	s := &muxSub{mux: m, ss: ss, handle: handler}
+	ss.handlers = append(ss.handlers, s)
 	return s, nil
 }
 
@@ -107,7 +95,7 @@ func (s *muxSub) Unsubscribe() error {
 	defer muxes.mu.Unlock()
 	m := s.mux
 	m.mu.Lock()
-	s.ss.handlers = slices.DeleteFunc(s.ss.handlers, func(h muxHandler) bool { return h.s == s })
+	s.ss.handlers = slices.DeleteFunc(s.ss.handlers, func(h *muxSub) bool { return h == s })
 	last := len(s.ss.handlers) == 0 && m.subjects[s.ss.subject] == s.ss
 	if last {
 		delete(m.subjects, s.ss.subject)
@@ -125,10 +113,7 @@ func (s *muxSub) Unsubscribe() error {
 // stopIfIdleLocked stops m when it has no subscription left. The caller
 // holds muxes.mu.
 func (m *subMux) stopIfIdleLocked() {
-	m.mu.Lock()
-	idle := len(m.subjects) == 0
-	m.mu.Unlock()
-	if idle && muxes.m[m.nc] == m {
+	if len(m.subjects) == 0 && muxes.m[m.nc] == m {
 		delete(muxes.m, m.nc)
 		close(m.quit)
 	}
@@ -152,7 +137,7 @@ func (m *subMux) run() {
 			return
 		case msg := <-m.ch:
 			m.mu.Lock()
-			var hs []muxHandler // a copy: Unsubscribe changes the handlers in place
+			var hs []*muxSub // a copy: Unsubscribe changes the handlers in place
 			if ss := m.bySub[msg.Sub]; ss != nil {
 				hs = slices.Clone(ss.handlers)
 			}

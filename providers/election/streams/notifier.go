@@ -2,11 +2,10 @@ package streams
 
 import "sync"
 
-// notifier runs user callbacks one at a time, in the order they were posted,
-// on a goroutine of its own while it has any to run, so that the election
-// never calls user code while holding a lock and never stalls its renewals
-// behind a slow callback. An idle notifier has no goroutine: a process has
-// one per candidate, nearly all idle.
+// notifier runs user callbacks one at a time, in the order posted, on a
+// goroutine of its own while it has any to run: the election never calls
+// user code holding a lock, nor stalls its renewals behind a slow callback.
+// An idle notifier has no goroutine (a process has one per candidate).
 type notifier struct {
 	mu      sync.Mutex
 	queue   []notice
@@ -41,8 +40,7 @@ func (n *notifier) post(fn func()) <-chan struct{} {
 }
 
 // close lets what is queued run, then returns once no goroutine of the
-// notifier runs; later posts run nothing. It must not be called from a
-// callback.
+// notifier runs; later posts run nothing. Not to be called from a callback.
 func (n *notifier) close() {
 	n.mu.Lock()
 	n.closed = true

@@ -9,31 +9,26 @@ import (
 	"github.com/conclave-io/conclave/clock"
 )
 
-// A scheduler steps the lease machines of a process's candidates and
-// observers that share a clock, on one goroutine (the loop): every
-// driver's next wake-up, and the stewards', waits in one heap under one
-// timer, the watches and callers hand inputs in (post, notify), and each
-// turn steps one driver's machine until it asks for nothing or for an
-// action. Actions talk to the broker, so each runs off the loop on a
-// goroutine of its own while in flight, and its outcome is the driver's
-// next input: a driver at rest costs its place in the heap, not a
-// goroutine. A driver takes one input at a time, in order, and none while
-// its action is in flight. The loop calls no user code: callbacks go
-// through each candidate's notifier. The loop runs while the scheduler has
-// drivers or wake-ups set.
+// A scheduler steps the machines of a process's candidates and observers
+// on one clock, on one goroutine (the loop) that runs while it has drivers
+// or wake-ups set: the drivers' and stewards' wake-ups wait in one heap
+// under one timer, watches and callers hand inputs in, and each turn steps
+// one machine until it asks for nothing or for an action. Actions run off
+// the loop, each on a goroutine while in flight, their outcome the
+// driver's next input: a driver at rest costs a place in the heap. A driver
+// takes one input at a time, in order, none while its action is in flight.
+// The loop calls no user code: callbacks go through notifiers.
 type scheduler struct {
 	clock clock.Clock
 	kick  chan struct{} // wakes the loop: a driver became ready
 
 	mu      sync.Mutex
-	wakeups wakeupHeap // drivers' and stewards' wake-ups set, soonest first
-	ready   []*driver  // drivers with an input to take
-	members int        // drivers not finished
-	running bool       // the loop's goroutine runs
-	// routine counts the routine actions in flight (see start); pending
-	// are those waiting for one of them to end, in order.
-	routine int
-	pending []pendingAction
+	wakeups wakeupHeap      // drivers' and stewards' wake-ups set, soonest first
+	ready   []*driver       // drivers with an input to take
+	members int             // drivers not finished
+	running bool            // the loop's goroutine runs
+	routine int             // routine actions in flight (see start)
+	pending []pendingAction // routine actions waiting for one to end, in order
 }
 
 // pendingAction is a routine action waiting for its turn, since queued.
@@ -43,12 +38,12 @@ type pendingAction struct {
 	queued time.Time
 }
 
-// maxRoutineInFlight bounds the routine actions a scheduler has in flight
-// at once: a fleet's start would otherwise hold a goroutine for each
-// candidate at the transport's gate, and the runtime keeps every goroutine
-// descriptor it ever made. Urgent actions (renewals, releases, offers of
-// the key) and every action of a candidate that holds the key never wait
-// here: a waiting driver takes no input, not even its term's deadline.
+// maxRoutineInFlight bounds a scheduler's routine actions in flight: a
+// fleet's start would otherwise hold a goroutine per candidate at the
+// transport's gate (the runtime keeps every goroutine descriptor it made).
+// Urgent actions (renewals, releases, offers) and every action of a holder
+// of the key never wait: a waiting driver takes no input, not even its
+// term's deadline.
 const maxRoutineInFlight = 256
 
 // schedulers holds the scheduler of each clock in use.
@@ -73,8 +68,8 @@ func schedulerFor(c clock.Clock) *scheduler {
 	return s
 }
 
-// add runs d, whose scheduler s is, on it, from in, its first input; done
-// is called, off the loop, once d has finished and has no action in flight.
+// add runs d on s from first; done is called off the loop once d has
+// finished and has no action in flight.
 func (s *scheduler) add(d *driver, first input, done func()) {
 	schedulers.mu.Lock() // the loop ends under it: see collect
 	s.mu.Lock()
@@ -110,28 +105,23 @@ func (s *scheduler) post(d *driver, a ask) {
 }
 
 // notify tells the loop that d's watch has delivered something.
-func (s *scheduler) notify(d *driver) {
-	s.mu.Lock()
-	d.watchReady = true
-	s.readyLocked(d)
-	s.mu.Unlock()
-	s.wake()
-}
+func (s *scheduler) notify(d *driver) { s.readied(d, func() { d.watchReady = true }) }
 
-// settingsChanged hands d the latest change of the bucket's settings:
-// one not taken yet is replaced.
+// settingsChanged hands d the latest change of the bucket's settings,
+// replacing one not taken yet.
 func (s *scheduler) settingsChanged(d *driver, sent time.Time) {
-	s.mu.Lock()
-	d.settingsSent = sent
-	s.readyLocked(d)
-	s.mu.Unlock()
-	s.wake()
+	s.readied(d, func() { d.settingsSent = sent })
 }
 
 // outcome hands d the outcome of its action: its next input.
 func (s *scheduler) outcome(d *driver, in input) {
+	s.readied(d, func() { d.result, d.inFlight = &in, false })
+}
+
+// readied makes change to d under s.mu and queues d for a turn.
+func (s *scheduler) readied(d *driver, change func()) {
 	s.mu.Lock()
-	d.result, d.inFlight = &in, false
+	change()
 	s.readyLocked(d)
 	s.mu.Unlock()
 	s.wake()
@@ -182,8 +172,8 @@ func (s *scheduler) loop() {
 		}
 		timer.Reset(wait)
 		if !next.IsZero() && !s.clock.Now().Before(next) {
-			// A clock stepped past next between the read and the reset
-			// (a test's) may have set the timer past it too.
+			// A (test's) clock stepped past next since the read may
+			// have set the timer past it too.
 			continue
 		}
 		select {
@@ -193,10 +183,9 @@ func (s *scheduler) loop() {
 	}
 }
 
-// collect queues the drivers whose wake-up is due, and returns those ready,
-// the wake-ups due (taken off the heap) and the next instant something is
-// due; ok is false once the scheduler has no driver and no wake-up left,
-// and the loop must end.
+// collect readies the drivers whose wake-up is due, and returns those
+// ready, the other wake-ups due (off the heap) and the next instant due; ok
+// is false once nothing is left to serve, and the loop must end.
 func (s *scheduler) collect() (batch []*driver, fires []func(), next time.Time, ok bool) {
 	s.mu.Lock()
 	if s.idleLocked() {
@@ -235,8 +224,7 @@ func (s *scheduler) collect() (batch []*driver, fires []func(), next time.Time, 
 	return batch, fires, next, true
 }
 
-// idleLocked reports whether the loop has nothing left to serve: no
-// driver, and no wake-up set.
+// idleLocked reports whether the loop has no driver and no wake-up set.
 func (s *scheduler) idleLocked() bool { return s.members == 0 && len(s.wakeups) == 0 }
 
 // turn steps d with the inputs it has, one at a time, until it has none,
@@ -273,14 +261,13 @@ func (s *scheduler) turn(d *driver) {
 	s.mu.Unlock()
 }
 
-// start performs act, d's action, off the loop on a goroutine of its own
-// while it is in flight, so that a leader's renewal is never held up by
-// other candidates' requests (the transport orders them per connection),
-// and a term's deadline caps its request from when the machine decided
-// it. Its outcome is d's next input. Routine actions beyond
-// maxRoutineInFlight wait here in order, without a goroutine, and their
-// timeout counts the wait: one whose time ran out is performed at once
-// with none left, and the transport sends nothing for it.
+// start performs d's act off the loop, on a goroutine while in flight, so
+// that no renewal waits on other candidates' requests (the transport
+// orders them per connection) and a term's deadline caps its request from
+// when the machine decided it; its outcome is d's next input. Routine
+// actions beyond maxRoutineInFlight wait here in order, without a
+// goroutine, their timeout counting the wait: one whose time ran out is
+// performed with none left, and the transport sends nothing for it.
 func (s *scheduler) start(d *driver, act action) {
 	routine := routineAction(d.m, act)
 	s.mu.Lock()
@@ -297,14 +284,14 @@ func (s *scheduler) start(d *driver, act action) {
 	go s.perform(d, act, routine)
 }
 
-// routineAction reports whether act, the action of m, which the loop
-// steps, may wait among the routine actions (see maxRoutineInFlight).
+// routineAction reports whether act, m's action, may wait among the
+// routine actions (see maxRoutineInFlight).
 func routineAction(m *machine, act action) bool {
 	return !act.urgentAction() && !m.phase.holds()
 }
 
 // perform performs d's act and passes its outcome on; a routine action's
-// goroutine then performs the pending ones in turn, until none waits.
+// goroutine then performs the pending ones until none waits.
 func (s *scheduler) perform(d *driver, act action, routine bool) {
 	for {
 		s.outcome(d, d.perform(act))
@@ -356,10 +343,9 @@ func (s *scheduler) finish(d *driver) {
 }
 
 // take returns d's next input: the outcome of its action, then what was
-// posted, a change of the bucket's settings, what its watch delivered, and
-// its wake-up once due. A stop goes first of what was posted, and comes
-// with an outcome: a term that has not begun when Stop is called does not
-// begin.
+// posted, a change of the bucket's settings, what its watch delivered, its
+// wake-up once due. A stop goes first of what was posted, and comes with an
+// outcome: a term not begun when Stop is called does not begin.
 func (d *driver) take(s *scheduler) (input, bool) {
 	s.mu.Lock()
 	now := s.clock.Now()
@@ -428,10 +414,10 @@ func (d *driver) takeStop() *input {
 	return &a.in
 }
 
-// stopFirst finds the stop in inbox, if any, ahead of what was posted
+// stopFirst takes the stop, if any, out of inbox ahead of what was posted
 // before it but the start (a stopping candidate's asks are refused all the
-// same), and returns it with the inbox without it (nil when empty). The
-// scheduler and the simulator order a driver's inputs by it.
+// same), and returns it and the rest (nil when empty). The scheduler and
+// the simulator order a driver's inputs by it.
 func stopFirst[T any](inbox []T, kind func(T) inputKind) (*T, []T) {
 	for i, a := range inbox {
 		switch kind(a) {
@@ -448,12 +434,11 @@ func stopFirst[T any](inbox []T, kind func(T) inputKind) (*T, []T) {
 	return nil, inbox
 }
 
-// A wakeup is an instant in the loop's heap, on its scheduler's clock, so
-// that a process's candidates share one timer. A driver's (d) readies the
-// driver for a turn, and the loop sets it after each turn. Any other's
-// calls fire on the loop, which must be quick, take no lock the loop's
-// callers hold, and call no user code; it is set and stopped from any
-// goroutine. A wakeup fires at most once per set.
+// A wakeup is an instant in the loop's heap, on its scheduler's clock. A
+// driver's (d) readies it for a turn, and the loop sets it after each
+// turn. Any other calls fire on the loop, which must be quick, take no
+// lock the loop's callers hold, and call no user code; it is set and
+// stopped from any goroutine, and fires at most once per set.
 type wakeup struct {
 	s    *scheduler
 	d    *driver
@@ -467,8 +452,8 @@ func (s *scheduler) newWakeup(fire func()) *wakeup {
 	return &wakeup{s: s, fire: fire, slot: -1}
 }
 
-// set has w fire after d (at once if d is not positive) instead of when
-// it was set to, and starts the loop if it is not running.
+// set has w fire after d (at once if d is not positive) instead, and starts
+// the loop if it is not running.
 func (w *wakeup) set(d time.Duration) {
 	s := w.s
 	s.mu.Lock()
@@ -487,7 +472,7 @@ func (w *wakeup) set(d time.Duration) {
 	s.wake()
 }
 
-// stop has w not fire until set again. The loop hears of it, to end once
+// stop has w not fire until set again; the loop hears of it, to end once
 // it has nothing left to serve.
 func (w *wakeup) stop() {
 	s := w.s

@@ -6,17 +6,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// watchNotifier is a KeyWatcher that calls a function, without blocking,
-// each time it delivers an entry or ends (transport's hubWatch.Notify).
-type watchNotifier interface {
-	Notify(func())
-}
-
-// notifying returns w, made to call notify each time it delivers an entry
-// or ends. A watcher that cannot is forwarded by a goroutine of its own,
-// counted by wg, while it runs.
+// notifying returns w, made to call notify, without blocking, each time it
+// delivers an entry or ends. A watcher that cannot (as transport's
+// hubWatch.Notify does) is forwarded by a goroutine counted by wg.
 func notifying(w jetstream.KeyWatcher, wg *sync.WaitGroup, notify func()) jetstream.KeyWatcher {
-	if n, ok := w.(watchNotifier); ok {
+	if n, ok := w.(interface{ Notify(func()) }); ok {
 		n.Notify(notify)
 		return w
 	}
@@ -40,7 +34,6 @@ type forwarded struct {
 	c chan jetstream.KeyValueEntry
 }
 
-// Updates returns the forwarded deliveries.
 func (f *forwarded) Updates() <-chan jetstream.KeyValueEntry { return f.c }
 
 // Err returns why the wrapped watch ended, if it tells.
@@ -51,16 +44,13 @@ func (f *forwarded) Err() error {
 	return nil
 }
 
-// poller is a watcher that hands its deliveries over without a channel of
-// its own (transport's hubWatch.Poll).
-type poller interface {
-	Poll() (ent jetstream.KeyValueEntry, open, got bool)
-}
-
-// poll takes w's next delivery without waiting: got is false when it has
-// none yet, and open false once it ended.
+// poll takes w's next delivery without waiting (through transport's
+// hubWatch.Poll if w has it): got is false when it has none yet, and open
+// false once it ended.
 func poll(w jetstream.KeyWatcher) (ent jetstream.KeyValueEntry, open, got bool) {
-	if p, ok := w.(poller); ok {
+	if p, ok := w.(interface {
+		Poll() (jetstream.KeyValueEntry, bool, bool)
+	}); ok {
 		return p.Poll()
 	}
 	select {
