@@ -333,17 +333,13 @@ func (s *scheduler) finish(d *driver) {
 	if d.stopChanges != nil {
 		d.stopChanges()
 	}
-	if d.stopOnDone != nil {
-		d.stopOnDone()
-	}
-	if d.finished != nil {
-		go d.finished()
-	}
+	d.stopOnDone() // set, as finished is, by launch and add
+	go d.finished()
 	s.wake() // the loop ends with the last driver
 }
 
 // take returns d's next input: the outcome of its action, then what was
-// posted, a change of the bucket's settings, what its watch delivered, its
+// posted, a change of the bucket's settings, what the watch delivered, the
 // wake-up once due. A stop goes first of what was posted, and comes with an
 // outcome: a term not begun when Stop is called does not begin.
 func (d *driver) take(s *scheduler) (input, bool) {
