@@ -338,7 +338,8 @@ func (d *driver) perform(a action) input {
 // last. A stop's offer (orNext) refused outright, by an answer or for want
 // of one, goes on to the next best standby (offerTo) while ctx lasts: a copy
 // of the same process may stop with the leader, and refuse. An unanswered
-// offer is not followed by another: its write may have landed.
+// offer is not followed by another: its write may have landed (all are over
+// the same revision).
 func (d *driver) offerOnward(ctx context.Context, a action) (handOver, error) {
 	to, _ := d.offerTo(a, nil)
 	err := d.offer(ctx, to, a.expect, a.epoch)
@@ -381,7 +382,8 @@ func (d *driver) awaitLastLost() {
 }
 
 // makeWatch subscribes to the key; a watch not set up within timeout
-// (network time, not the election's clock) is given up.
+// (network time, not the election's clock) is given up, else it lives
+// until stopped.
 func (d *driver) makeWatch(timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()

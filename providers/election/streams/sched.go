@@ -60,12 +60,10 @@ func schedulerFor(c clock.Clock) *scheduler {
 	}
 	schedulers.mu.Lock()
 	defer schedulers.mu.Unlock()
-	s := schedulers.m[c]
-	if s == nil {
-		s = &scheduler{clock: c, kick: make(chan struct{}, 1)}
-		schedulers.m[c] = s
+	if schedulers.m[c] == nil {
+		schedulers.m[c] = &scheduler{clock: c, kick: make(chan struct{}, 1)}
 	}
-	return s
+	return schedulers.m[c]
 }
 
 // add runs d on s from first; done is called off the loop once d has
