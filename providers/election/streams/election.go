@@ -21,11 +21,9 @@ import (
 )
 
 // Election is one candidate campaigning in one election: a key in a
-// JetStream KV bucket whose value is the leader's identity.
-//
-// Create one with NewElection, run it with Start, end it with Stop or by
-// cancelling Start's context. Its methods are safe for concurrent use, and
-// callbacks may call any of them.
+// JetStream KV bucket whose value is the leader's identity. Create one with
+// NewElection, run it with Start, end it with Stop or by cancelling Start's
+// context. Its methods are safe for concurrent use, callbacks included.
 type Election struct {
 	identity string
 	instance string
@@ -39,7 +37,6 @@ type Election struct {
 	running     bool
 	stopped     bool
 	cancel      context.CancelFunc
-	stopCtx     context.Context // ends when the campaign stops; set by Start
 	term        *Term
 	lastRenewal time.Time
 	tm          timings      // as the campaign last adopted them
@@ -52,12 +49,10 @@ type Election struct {
 // NewElection returns a candidate named identity for the election key, in
 // the bucket CHORIA_LEADER_ELECTION (or the one InBucket names), over the
 // JetStream context js of the connection to campaign on, whose watches it
-// shares with the process's other candidates on that connection.
-//
-// NewElection checks its arguments and returns errors wrapping
-// ErrInvalidKey, ErrInvalidIdentity or ErrInvalidOption (js nil included);
-// it does not talk to the broker: Start opens the bucket and checks its
-// settings.
+// shares with the process's other candidates on that connection. It checks
+// its arguments, returning errors wrapping ErrInvalidKey, ErrInvalidIdentity
+// or ErrInvalidOption (js nil included), but does not talk to the broker:
+// Start opens the bucket and checks its settings.
 func NewElection(identity, key string, js jetstream.JetStream, opts ...Option) (*Election, error) {
 	if err := ValidateKey(key); err != nil {
 		return nil, err
@@ -65,19 +60,8 @@ func NewElection(identity, key string, js jetstream.JetStream, opts ...Option) (
 	if err := errs.ValidateIdentity(identity); err != nil {
 		return nil, err
 	}
-	o := defaultOptions()
-	for _, opt := range opts {
-		if opt == nil {
-			continue
-		}
-		if err := opt(&o); err != nil {
-			return nil, err
-		}
-	}
-	if o.observerOnly != "" {
-		return nil, fmt.Errorf("%w: %s serves observers: give it to NewObserver", ErrInvalidOption, o.observerOnly)
-	}
-	if err := checkJetStream(js, o.store, "campaign"); err != nil {
+	o, err := newOptions(js, opts, false)
+	if err != nil {
 		return nil, err
 	}
 	instance := o.instance
@@ -85,20 +69,6 @@ func NewElection(identity, key string, js jetstream.JetStream, opts ...Option) (
 		instance = keymsg.RandomInstance()
 	}
 	return &Election{identity: identity, instance: instance, key: key, js: js, store: o.store, opts: o}, nil
-}
-
-// checkJetStream says what is wrong with js, the JetStream context to
-// campaign or watch over, unless a test gave a store.
-func checkJetStream(js jetstream.JetStream, st store, over string) error {
-	switch {
-	case st != nil:
-		return nil
-	case js == nil:
-		return fmt.Errorf("%w: the JetStream context is nil: pass jetstream.New(nc), nc being the connection to %s over", ErrInvalidOption, over)
-	case js.Conn() == nil:
-		return fmt.Errorf("%w: the JetStream context has no connection: pass jetstream.New(nc), nc being the connection to %s over", ErrInvalidOption, over)
-	}
-	return nil
 }
 
 // ValidateKey returns an error wrapping ErrInvalidKey unless key is a valid
@@ -118,9 +88,7 @@ func ValidateKey(key string) error {
 		return bad("starts with _kv, which NATS reserves")
 	}
 	for _, r := range key {
-		ok := r == '-' || r == '_' || r == '/' || r == '=' || r == '.' ||
-			(r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9')
-		if !ok {
+		if !nameRune(r, "-_/=.") {
 			return bad(fmt.Sprintf("contains %q", r))
 		}
 	}
@@ -137,8 +105,8 @@ func (e *Election) Key() string { return e.key }
 // its identity (the copies of a program on one host, say): random unless
 // WithInstance set it. Who is standing lists candidates by instance, a
 // hand-over may name one, and every write to the key carries it (the
-// Conclave-Instance header), so observers tell copies of one identity
-// apart. The key's value stays the identity, as Choria's tools show it.
+// Conclave-Instance header) so observers tell copies apart; the key's value
+// stays the identity, as Choria's tools show it.
 func (e *Election) Instance() string { return e.instance }
 
 // Start campaigns until ctx ends or Stop is called, and returns nil then.
@@ -147,17 +115,15 @@ func (e *Election) Instance() string { return e.instance }
 // why, once for each cause), and returns an error wrapping ErrInvalidBucket
 // if they cannot hold elections safely. It returns an error wrapping
 // nats.ErrConnectionClosed once the connection is closed for good, or
-// ErrPermissionDenied as soon as the connection reports that the broker
-// refused the election's requests for permissions: neither is retried, a
-// leader then stands down at once (CauseClosed, CauseDenied), and either,
-// met once Stop was called, ends the stop and is no error. A leader that
-// stops gets OnLost and, unless WithReleaseOnStop(false), offers its key to
-// the best-ranked healthy standby it knows of (as HandOver does), or else
-// releases it with a release mark; Start returns after that. A candidate
-// that never wrote its key stops at once: a read or a watch in flight is
-// given up, a claim a second later; one that did may lead, and its
-// requests and release keep their timeouts. An Election campaigns once: a
-// second Start returns ErrAlreadyStarted.
+// ErrPermissionDenied once the broker refused the election's requests for
+// permissions: neither is retried, a leader then stands down at once
+// (CauseClosed, CauseDenied), and either, met once Stop was called, ends
+// the stop and is no error. A leader that stops gets OnLost and, unless
+// WithReleaseOnStop(false), offers its key to the best-ranked healthy
+// standby it knows of (as HandOver does), or else releases it; Start
+// returns after that. A candidate that never wrote its key stops at once
+// (a claim in flight within a second); one that did keeps its requests'
+// and release's timeouts. A second Start returns ErrAlreadyStarted.
 func (e *Election) Start(ctx context.Context) error {
 	result := make(chan error, 1)
 	e.Launch(ctx, func(err error) { result <- err })
@@ -165,15 +131,14 @@ func (e *Election) Start(ctx context.Context) error {
 }
 
 // Launch starts the campaign as Start does and returns at once; ended,
-// unless nil, is called with what Start would return once the campaign
-// has wound down, on a goroutine of its own (it may block, and call the
-// Election's methods). It is the way to run many candidates in one process
-// (a fleet of elections, a shard group's): the candidates of a process
-// share one scheduler, and a candidate at rest holds no goroutine of its
-// own, where Start holds its caller's for the candidate's life. Elections
-// launched together begin (open the bucket, read its settings) at most 64
-// at a time per connection and bucket. Stop, or the end of ctx, ends the
-// campaign as with Start, at once for one still waiting to begin.
+// unless nil, is called with what Start would return once the campaign has
+// wound down, on a goroutine of its own (it may block, and call the
+// Election's methods). It runs many candidates in one process: they share
+// one scheduler, and a candidate at rest holds no goroutine, where Start
+// holds its caller's. Elections launched together begin (open the bucket,
+// read its settings) at most 64 at a time per connection and bucket. Stop,
+// or the end of ctx, ends the campaign as with Start, at once for one still
+// waiting to begin.
 func (e *Election) Launch(ctx context.Context, ended func(error)) {
 	if ended == nil {
 		ended = func(error) {}
@@ -193,7 +158,6 @@ func (e *Election) Launch(ctx context.Context, ended func(error)) {
 	caller := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	e.cancel = cancel
-	e.stopCtx = ctx
 	e.running = true
 	e.mu.Unlock()
 	e.enqueueBegin(caller, ctx, func(err error) {
@@ -205,10 +169,9 @@ func (e *Election) Launch(ctx context.Context, ended func(error)) {
 	})
 }
 
-// begin opens the bucket, reads its settings and sets the campaign going
-// on the process's scheduler; finish is called with the campaign's
-// outcome once it has wound down, on a goroutine of its own: begin
-// returns once the campaign is set going (see enqueueBegin).
+// begin opens the bucket, reads its settings and sets the campaign going,
+// then returns (see enqueueBegin); finish is called with the campaign's
+// outcome once it has wound down, on a goroutine of its own.
 func (e *Election) begin(caller, ctx context.Context, finish func(error)) {
 	ttl, born, err := e.awaitBucket(ctx)
 	if err != nil {
@@ -225,8 +188,8 @@ func (e *Election) begin(caller, ctx context.Context, finish func(error)) {
 	}
 	e.setTimings(tm)
 	if e.opts.healthCheck != nil {
-		// The first check is the user's code, and may take its time: it
-		// runs off the turn of beginning, which the next election takes.
+		// The first check is the user's code: it runs off the turn of
+		// beginning, which the next election takes.
 		go e.setGoing(caller, ctx, tm, born, finish)
 		return
 	}
@@ -246,8 +209,7 @@ func (e *Election) setGoing(caller, ctx context.Context, tm timings, born time.T
 		}
 		s = newSteward(e, nc, e.opts.bucket)
 		if e.opts.healthCheck != nil {
-			// Checked before campaigning: an unhealthy candidate must not
-			// win at start.
+			// An unhealthy candidate must not win at start.
 			unhealthy = s.checkBeforeStart(ctx)
 		}
 	}
@@ -257,9 +219,9 @@ func (e *Election) setGoing(caller, ctx context.Context, tm timings, born time.T
 	stopped := e.stopped // Stop came before the campaign could be told
 	e.mu.Unlock()
 	if s != nil {
-		// The steward outlives the campaign's context, so that a leader
-		// that stops still knows whom to offer the key to (successor),
-		// and answers who is standing until it has wound down.
+		// The steward outlives the campaign's context: a leader that stops
+		// still knows whom to offer the key to, and answers who is
+		// standing until it has wound down.
 		s.ctx, s.campaign, s.caller = context.WithoutCancel(ctx), ctx, caller
 	}
 	c.launch(caller, ctx, born, unhealthy, func(err error) {
@@ -288,30 +250,26 @@ func (e *Election) current() *campaigner {
 	return e.campaign
 }
 
-// HandOver hands a running term over to the candidate named to: an identity
-// (any of its copies), an instance (see Instance), or identity/instance; a
-// copy of this one's identity is another candidate. First it asks who is
-// standing: when no candidate so named answers, or the one named is
-// unhealthy or stopping, it returns an error wrapping ErrHandOverRefused
-// and the term goes on. Then the term ends (OnLost with CauseHandedOver),
-// and the leader offers the key to that candidate over core NATS, which
-// takes it with one write over the leader's last revision, its term
-// beginning as after a release. Choria's candidates see the key change
-// holder, as after any takeover. If to does not take the offer up within
-// the offer timeout (the request timeout, at most the window below and 1s:
-// to is not running, is Choria's, or runs no steward), the leader releases
-// the key with a mark that names to, which may take it at once (if to
-// refused the offer, the release names nobody, and the next candidate takes
-// the key at once); the election's other Conclave candidates, this one
-// included, leave the key to to for a short window (a quarter TTL, between
-// 0.5s and 5s) from when they learn of the release, then campaign as after
-// any release; Choria's candidates see an ordinary release. It returns once
-// to took the key or the key is released, or with an error wrapping
-// ErrNotLeader when this candidate does not lead (or stops meanwhile),
-// ErrHandOverTooSoon while a leader deposed before this term may still
-// count on the key (the term goes on; ask again later), ErrInvalidIdentity
-// for a bad name, or the release's error (the term has ended then; the key
-// expires in its time).
+// HandOver hands a running term over to the candidate named to: an
+// identity (any of its copies), an instance (see Instance), or
+// identity/instance; a copy of this one's identity is another candidate.
+// It first asks who is standing: when no candidate so named answers, or the
+// one named is unhealthy or stopping, it returns an error wrapping
+// ErrHandOverRefused and the term goes on. Otherwise the term ends (OnLost,
+// CauseHandedOver) and the leader offers the key to that candidate over
+// core NATS; it takes the key with one write over the leader's last
+// revision, its term beginning as after a release (Choria's candidates see
+// a takeover). Not taken up within the offer timeout (the request timeout,
+// at most 1s and the window below), the key is released with a mark naming
+// to, or nobody if to refused the offer: the election's other Conclave
+// candidates, this one included, leave a key so marked to to for a quarter
+// TTL (0.5s to 5s) from when they learn of the release; Choria's see an
+// ordinary release. It returns once to took the key or the key is
+// released, or with an error wrapping ErrNotLeader when this candidate does
+// not lead (or stops meanwhile), ErrHandOverTooSoon while a leader deposed
+// before this term may still count on the key (the term goes on; ask again
+// later), ErrInvalidIdentity for a bad name, or the release's error (the
+// term has ended; the key expires in its time).
 func (e *Election) HandOver(ctx context.Context, to string) error {
 	if err := errs.ValidateIdentity(to); err != nil {
 		return fmt.Errorf("election %s: hand over: %w", e.key, err)
@@ -328,8 +286,8 @@ func (e *Election) HandOver(ctx context.Context, to string) error {
 	ho := handOver{to: to}
 	switch {
 	case s != nil:
-		// Before the term ends: a candidate that cannot take the
-		// election over would leave it without a leader.
+		// Checked before the term ends, not to leave the election
+		// without a leader.
 		t, err := s.target(ctx, to)
 		if err != nil {
 			return fmt.Errorf("election %s: hand over to %s: %w", e.key, to, err)
@@ -364,9 +322,8 @@ func (e *Election) handOver(ctx context.Context, ho handOver) error {
 	}
 }
 
-// takeOver takes up a leader's offer of the key (see standing.HandOverRequest): it
-// returns nil once this candidate's write holds the key, and why not
-// otherwise.
+// takeOver takes up a leader's offer of the key: it returns nil once this
+// candidate's write holds the key, and why not otherwise.
 func (e *Election) takeOver(ctx context.Context, req standing.HandOverRequest) error {
 	c := e.current()
 	if c == nil {
@@ -383,11 +340,11 @@ func (e *Election) takeOver(ctx context.Context, req standing.HandOverRequest) e
 	}
 }
 
-// Stop ends the campaign. It returns at once without waiting; Start returns
-// when the election has wound down. A term that has not begun when Stop is
-// called does not begin, unless its beginning is being decided at that
-// instant (then OnLost follows at once). It is safe to call from any
-// goroutine, more than once, before Start, and from inside a callback.
+// Stop ends the campaign and returns at once; Start returns when the
+// election has wound down. A term that has not begun does not begin, unless
+// its beginning is being decided at that instant (then OnLost follows at
+// once). It is safe to call from any goroutine, more than once, before
+// Start, and from inside a callback.
 func (e *Election) Stop() {
 	e.mu.Lock()
 	e.stopped = true
@@ -406,13 +363,11 @@ func (e *Election) Stop() {
 	}
 }
 
-// HandedOverTo returns the candidate that took the key up from this one
-// when it offered the key, on Stop (to the best-ranked standby it knew of)
-// or by HandOver: as its latest term ended, or, stopped before a term
-// began on a key it had taken, as it stopped. It is "" when the key went
-// otherwise (a release, a loss), has not gone, or was never held. Read
-// after Start returns, it tells whether the stop handed over, and to whom,
-// or released.
+// HandedOverTo returns the candidate that took up the key this one offered,
+// on Stop or by HandOver, as its latest term ended (or, stopped before a
+// term began on a key it had taken, as it stopped). It is "" when the key
+// went otherwise (a release, a loss), has not gone, or was never held. Read
+// after Start returns, it tells whether the stop handed over, and to whom.
 func (e *Election) HandedOverTo() string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -425,8 +380,8 @@ func (e *Election) setHandedTo(to string) {
 	e.mu.Unlock()
 }
 
-// IsLeader reports whether this candidate leads at this instant. It is read
-// from the clock: it turns false the moment the local deadline passes, before
+// IsLeader reports whether this candidate leads at this instant, read from
+// the clock: it turns false the moment the local deadline passes, before
 // any timer or goroutine has run.
 func (e *Election) IsLeader() bool {
 	t := e.Term()
@@ -458,10 +413,9 @@ func (e *Election) Term() *Term {
 }
 
 // Healthy returns nil unless this candidate believes it leads but its last
-// successful renewal is older than the renew interval plus tolerance: the
-// sign of a leader whose renewals are failing or wedged. It is meant for
-// liveness probes, in the spirit of client-go's HealthzAdaptor. The renew
-// interval is the one in force: it follows changes of the bucket's TTL.
+// successful renewal is older than the renew interval in force (it follows
+// the bucket's TTL) plus tolerance: a leader whose renewals fail or are
+// wedged. It is meant for liveness probes.
 func (e *Election) Healthy(tolerance time.Duration) error {
 	e.mu.Lock()
 	t, last, interval := e.term, e.lastRenewal, e.tm.renew
@@ -502,10 +456,10 @@ func (e *Election) setRenewed(at time.Time) {
 
 // awaitBucket opens the bucket (see bucketAccess.await) and returns its
 // TTL, checked, and when its stream was created (zero if the store cannot
-// tell), to notice it being made again.
+// tell).
 func (e *Election) awaitBucket(ctx context.Context) (time.Duration, time.Time, error) {
 	timeout := cmp.Or(e.opts.requestTimeout, 5*time.Second) // the option is > 0 when given
-	b := bucketAccess{js: e.js, name: e.opts.bucket, who: "election " + e.key, timeout: timeout, stop: e.stopCtx, log: e.opts.log}
+	b := bucketAccess{js: e.js, name: e.opts.bucket, who: "election " + e.key, timeout: timeout, stop: ctx, log: e.opts.log}
 	st, status, err := b.await(ctx, e.store)
 	e.mu.Lock()
 	e.store = st
@@ -532,11 +486,11 @@ func checkBucket(st jetstream.KeyValueStatus, identity string) (time.Duration, e
 	}
 	var problems []error
 	for _, p := range fit.Refused(fit.Check(cfg, fit.Use{Identity: identity})) {
+		err := fmt.Errorf("bucket %s: %w", st.Bucket(), p)
 		if p.Kind == fit.ShortTTL {
-			problems = append(problems, fmt.Errorf("%w: %w: bucket %s: %w", ErrInvalidBucket, ErrTTLTooSmall, st.Bucket(), p))
-			continue
+			err = fmt.Errorf("%w: %w", ErrTTLTooSmall, err)
 		}
-		problems = append(problems, fmt.Errorf("%w: bucket %s: %w", ErrInvalidBucket, st.Bucket(), p))
+		problems = append(problems, fmt.Errorf("%w: %w", ErrInvalidBucket, err))
 	}
 	return st.TTL(), errors.Join(problems...)
 }

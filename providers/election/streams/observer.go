@@ -123,14 +123,13 @@ func (l Leadership) String() string {
 // subscription and one question per Run, and a delivery per announcement
 // (one per candidate every two TTLs).
 func ObserveStanding(nc *nats.Conn) Option {
-	return func(o *options) error {
-		o.forObservers("ObserveStanding")
+	return observerOption("ObserveStanding", func(o *options) error {
 		if nc == nil {
 			return fmt.Errorf("%w: ObserveStanding: the connection is nil", ErrInvalidOption)
 		}
 		o.standing = nc
 		return nil
-	}
+	})
 }
 
 // OnChange sets a function called with each change of leadership an
@@ -138,12 +137,12 @@ func ObserveStanding(nc *nats.Conn) Option {
 // holds a lock; Run returns once the last call has. With ObserveRenewals,
 // renewals are changes too.
 func OnChange(cb func(Leadership)) Option {
-	return func(o *options) error { o.forObservers("OnChange"); o.onChange = cb; return nil }
+	return observerOption("OnChange", func(o *options) error { o.onChange = cb; return nil })
 }
 
 // ObserveRenewals makes renewals count as changes for OnChange.
 func ObserveRenewals() Option {
-	return func(o *options) error { o.forObservers("ObserveRenewals"); o.renewals = true; return nil }
+	return observerOption("ObserveRenewals", func(o *options) error { o.renewals = true; return nil })
 }
 
 // Observer follows one election without campaigning: who leads, since when,
@@ -183,23 +182,12 @@ func NewObserver(key string, js jetstream.JetStream, opts ...Option) (*Observer,
 	if err := ValidateKey(key); err != nil {
 		return nil, err
 	}
-	o := defaultOptions()
-	for _, opt := range opts {
-		if opt == nil {
-			continue
-		}
-		if err := opt(&o); err != nil {
-			return nil, err
-		}
-	}
-	if o.candidateOnly != "" {
-		return nil, fmt.Errorf("%w: %s serves candidates, and an observer does not campaign: give it to NewElection", ErrInvalidOption, o.candidateOnly)
+	o, err := newOptions(js, opts, true)
+	if err != nil {
+		return nil, err
 	}
 	if _, none := o.recorder.(nopRecorder); none {
-		o.recorder = nil // none
-	}
-	if err := checkJetStream(js, o.store, "watch"); err != nil {
-		return nil, err
+		o.recorder = nil
 	}
 	ob := &Observer{key: key, js: js, store: o.store, opts: o, current: Leadership{Key: key}}
 	if o.standing != nil {
