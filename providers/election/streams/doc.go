@@ -14,10 +14,8 @@
 //	...
 //	err = e.Start(ctx) // campaigns until ctx ends or e.Stop()
 //
-// A process that runs many candidates launches them instead (Launch): its
-// candidates and observers share one scheduler, and a launched candidate at
-// rest costs no goroutine of its own. An Observer follows an election
-// without campaigning.
+// A process that runs many candidates launches them instead (Launch). An
+// Observer follows an election without campaigning.
 //
 // At most one candidate leads at any instant, provided clocks run at about
 // the same rate: a leader counts itself leader only until its local
@@ -32,8 +30,7 @@
 // method of the Election, Stop included. Start returns after the last of
 // them.
 //
-// The rules are in rules.go, applied by one pure lease machine (machine.go);
-// DESIGN.md in the repository maps the code. What is promised, under which
-// conditions (clocks, lowering the TTL, forced stand-downs, purges), and
-// what is not, is in docs/promises.md.
+// The rules are in rules.go, applied by one pure lease machine (machine.go).
+// What is promised, under which conditions (clocks, lowering the TTL,
+// forced stand-downs, purges), and what is not, is in docs/promises.md.
 package streams

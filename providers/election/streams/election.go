@@ -374,12 +374,6 @@ func (e *Election) HandedOverTo() string {
 	return e.handedTo
 }
 
-func (e *Election) setHandedTo(to string) {
-	e.mu.Lock()
-	e.handedTo = to
-	e.mu.Unlock()
-}
-
 // IsLeader reports whether this candidate leads at this instant, read from
 // the clock: it turns false the moment the local deadline passes, before
 // any timer or goroutine has run.
@@ -429,29 +423,24 @@ func (e *Election) Healthy(tolerance time.Duration) error {
 	return nil
 }
 
-func (e *Election) setTerm(t *Term) {
+// locked runs f under e.mu, for the campaign's setters below.
+func (e *Election) locked(f func()) {
 	e.mu.Lock()
-	e.term = t
-	e.mu.Unlock()
+	defer e.mu.Unlock()
+	f()
 }
 
-func (e *Election) setTimings(tm timings) {
-	e.mu.Lock()
-	e.tm = tm
-	e.mu.Unlock()
-}
+func (e *Election) setTerm(t *Term)         { e.locked(func() { e.term = t }) }
+func (e *Election) setTimings(tm timings)   { e.locked(func() { e.tm = tm }) }
+func (e *Election) setRenewed(at time.Time) { e.locked(func() { e.lastRenewal = at }) }
+func (e *Election) setHandedTo(to string)   { e.locked(func() { e.handedTo = to }) }
+func (e *Election) setStore(st store)       { e.locked(func() { e.store = st }) }
 
 // ttl is the bucket's TTL in force, as the campaign last read it.
 func (e *Election) ttl() time.Duration {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.tm.ttl
-}
-
-func (e *Election) setRenewed(at time.Time) {
-	e.mu.Lock()
-	e.lastRenewal = at
-	e.mu.Unlock()
 }
 
 // awaitBucket opens the bucket (see bucketAccess.await) and returns its
@@ -461,9 +450,7 @@ func (e *Election) awaitBucket(ctx context.Context) (time.Duration, time.Time, e
 	timeout := cmp.Or(e.opts.requestTimeout, 5*time.Second) // the option is > 0 when given
 	b := bucketAccess{js: e.js, name: e.opts.bucket, who: "election " + e.key, timeout: timeout, stop: ctx, log: e.opts.log}
 	st, status, err := b.await(ctx, e.store)
-	e.mu.Lock()
-	e.store = st
-	e.mu.Unlock()
+	e.setStore(st)
 	switch {
 	case errors.Is(err, nats.ErrConnectionClosed):
 		return 0, time.Time{}, fmt.Errorf("election %s: %w: give NewElection a JetStream context of an open connection", e.key, err)

@@ -20,8 +20,8 @@ type Event string
 
 const (
 	// EventCurrent is the state found when the observer started, or a
-	// leader found after the observer lost track (its watch restarted) that
-	// it cannot tell from the one it knew: the token is then unknown.
+	// leader found after its watch restarted that it cannot tell from the
+	// one it knew: the token is then unknown.
 	EventCurrent Event = "current"
 	// EventElected means a leader began a term. Where the term began by a
 	// hand-over, Leadership.HandedOverBy names the leader that handed over.
@@ -31,9 +31,9 @@ const (
 	// write says its term waits, reported as EventTaking).
 	EventElected Event = "elected"
 	// EventTaking means a candidate wrote the key after a forced removal
-	// or an expiry, and waits before its term begins until the previous
-	// holder's lease has surely ended: Leader is that candidate, Token is
-	// 0, and no term runs. EventElected follows as its term begins.
+	// or an expiry, and its term waits until the previous holder's lease
+	// has surely ended: Leader is that candidate, Token is 0, and no term
+	// runs. EventElected follows as its term begins.
 	EventTaking Event = "taking"
 	// EventRenewed means the leader renewed its term.
 	EventRenewed Event = "renewed"
@@ -46,8 +46,8 @@ const (
 	// It is a forced stand-down: the next leader waits a TTL before acting.
 	EventRemoved Event = "removed"
 	// EventExpired means the leader stopped renewing and the key expired.
-	// When a standby takes the key before the observer can tell it is
-	// gone, it is reported as the standby's write arrives, just before it.
+	// When a standby takes the key before the observer can tell, it is
+	// reported just before the standby's write.
 	EventExpired Event = "expired"
 )
 
@@ -76,10 +76,10 @@ type Leadership struct {
 	ReleasedBy, ReleasedByInstance string
 	// Token is the fencing token of the current term: the revision of the
 	// write that began it. Conclave's leaders say it in every write (the
-	// Conclave-Term header), so the observer knows it exactly, whenever it
-	// started watching and whatever gaps its watch had. It is 0 while no
-	// term runs (EventTaking), and for a leader whose writes do not say
-	// (Choria's) when the observer did not see the term begin.
+	// Conclave-Term header), so the observer knows it whatever it missed.
+	// It is 0 while no term runs (EventTaking), and for a leader whose
+	// writes do not say (Choria's) when the observer did not see the term
+	// begin.
 	Token uint64
 	// Revision is the revision of the key's latest message.
 	Revision uint64
@@ -101,27 +101,23 @@ func (l Leadership) HasLeader() bool { return l.Leader != "" }
 
 // String describes l in one line.
 func (l Leadership) String() string {
-	if !l.HasLeader() {
+	switch {
+	case !l.HasLeader():
 		return fmt.Sprintf("%s: no leader (%s)", l.Key, l.Event)
-	}
-	token := "token unknown"
-	if l.Event == EventTaking {
+	case l.Event == EventTaking:
 		return fmt.Sprintf("%s: %s holds the key, its term not yet begun (%s, revision %d)", l.Key, l.Leader, l.Event, l.Revision)
+	case l.Token == 0:
+		return fmt.Sprintf("%s: %s leads (%s, token unknown, revision %d)", l.Key, l.Leader, l.Event, l.Revision)
 	}
-	if l.Token != 0 {
-		token = fmt.Sprintf("token %d", l.Token)
-	}
-	return fmt.Sprintf("%s: %s leads (%s, %s, revision %d)", l.Key, l.Leader, l.Event, token, l.Revision)
+	return fmt.Sprintf("%s: %s leads (%s, token %d, revision %d)", l.Key, l.Leader, l.Event, l.Token, l.Revision)
 }
 
 // ObserveStanding makes an observer follow who stands in the election
 // too, over nc (the bucket's connection, or any to the same broker): it
-// asks once as Run starts, then hears the candidates' announcements, and
-// forgets a candidate silent for two and a half announcement intervals
-// (two TTLs each, between 2s and 2 min). Candidates then lists them, and
-// a recorder (WithRecorder) is told how many stand. It costs one
-// subscription and one question per Run, and a delivery per announcement
-// (one per candidate every two TTLs).
+// asks once as Run starts, then hears the candidates' announcements (one
+// per candidate every two TTLs, between 2s and 2 min), and forgets a
+// candidate silent for two and a half of them. Candidates then lists them,
+// and a recorder (WithRecorder) is told how many stand.
 func ObserveStanding(nc *nats.Conn) Option {
 	return observerOption("ObserveStanding", func(o *options) error {
 		if nc == nil {
@@ -133,9 +129,9 @@ func ObserveStanding(nc *nats.Conn) Option {
 }
 
 // OnChange sets a function called with each change of leadership an
-// observer sees, one call at a time and in order, never while the observer
-// holds a lock; Run returns once the last call has. With ObserveRenewals,
-// renewals are changes too.
+// observer sees, one call at a time and in order, never under a lock; Run
+// returns after the last call. With ObserveRenewals, renewals are changes
+// too.
 func OnChange(cb func(Leadership)) Option {
 	return observerOption("OnChange", func(o *options) error { o.onChange = cb; return nil })
 }
@@ -145,13 +141,13 @@ func ObserveRenewals() Option {
 	return observerOption("ObserveRenewals", func(o *options) error { o.renewals = true; return nil })
 }
 
-// Observer follows one election without campaigning: who leads, since when,
-// with which token, and when nobody does. It is the candidates' lease
-// machine with writes off: it follows the key through a watch, reads it
-// when a renewal is overdue (the broker expires keys silently), follows
-// changes of the bucket's TTL, a bucket made again and a bucket deleted, and
-// predicts expiries on its own clock from when it saw each write, never by
-// comparing the broker's clock with its own.
+// Observer follows one election without campaigning: who leads, since
+// when, with which token, and when nobody does. It is the candidates' lease
+// machine with writes off: it watches the key, reads it when a renewal is
+// overdue (the broker expires keys silently), follows changes of the
+// bucket's TTL and the bucket made again or deleted, and predicts expiries
+// on its own clock from when it saw each write, never comparing the
+// broker's clock with its own.
 type Observer struct {
 	key   string
 	js    jetstream.JetStream
@@ -165,19 +161,17 @@ type Observer struct {
 	standing *roll // with ObserveStanding: who stands
 
 	// The rest is used only by the steps of the observer's machine.
-	driver driver
-	n      *notifier // runs OnChange
-	last   keyView   // the latest held write judged, and when it was seen
-	// judging is a write held back until the bucket's TTL has been read
-	// (see needsTTL).
-	judging *keyView
+	driver  driver
+	n       *notifier // runs OnChange
+	last    keyView   // the latest held write judged, and when it was seen
+	judging *keyView  // a write held back until the TTL is read (needsTTL)
 }
 
 // NewObserver returns an observer of election key in the bucket
 // CHORIA_LEADER_ELECTION (or the one InBucket names), over the JetStream
 // context js of the connection to watch on, whose watches it shares with
-// the process's candidates and observers on that connection. It does not
-// talk to the broker: Run opens the bucket.
+// the process's candidates and observers on that connection. Run opens the
+// bucket.
 func NewObserver(key string, js jetstream.JetStream, opts ...Option) (*Observer, error) {
 	if err := ValidateKey(key); err != nil {
 		return nil, err
@@ -198,7 +192,7 @@ func NewObserver(key string, js jetstream.JetStream, opts ...Option) (*Observer,
 
 // Candidates returns who stands in the election as the observer last
 // heard, best priority first, then by identity: each candidate's latest
-// announcement or answer, Leaving ones excepted. It is nil without
+// announcement or answer, Leaving ones excepted; nil without
 // ObserveStanding, and empty until Run has asked.
 func (o *Observer) Candidates() []standing.Candidate {
 	if o.standing == nil {
@@ -219,8 +213,8 @@ const (
 	// checks the key: the broker expires keys up to a few hundred
 	// milliseconds late.
 	expiryCheckDelay = 400 * time.Millisecond
-	// minCheckInterval is the least time between two reads of the key: the
-	// observer never polls faster, whatever the clocks say.
+	// minCheckInterval is the least time between two reads of the key,
+	// whatever the clocks say.
 	minCheckInterval = 250 * time.Millisecond
 	// observerRequestTimeout bounds each of the observer's requests.
 	observerRequestTimeout = 5 * time.Second
@@ -264,8 +258,8 @@ func (o *Observer) Run(ctx context.Context) error {
 	return fatalError("observer "+o.key, o.driver.fatal, "observe again with a new Observer")
 }
 
-// observerTimings are an observer's timings for a bucket TTL: it only
-// reads, so none of a candidate's options apply.
+// observerTimings are an observer's timings for a bucket TTL: none of a
+// candidate's options apply.
 func observerTimings(ttl time.Duration) (timings, error) {
 	if ttl <= 0 {
 		return timings{}, fmt.Errorf("%w: the bucket has no TTL", ErrInvalidBucket)
@@ -275,8 +269,8 @@ func observerTimings(ttl time.Duration) (timings, error) {
 }
 
 // observerBackoff spaces out the checks of a write found still there after
-// its predicted expiry: from expiryCheckDelay, doubling, up to a TTL, as
-// only a late broker or an unseen TTL change explains it.
+// its predicted expiry (a late broker, or an unseen TTL change): from
+// expiryCheckDelay, doubling, up to a TTL.
 func observerBackoff(ttl time.Duration) Backoff {
 	var steps []time.Duration
 	for d := expiryCheckDelay; d < ttl; d *= 2 {
@@ -287,9 +281,8 @@ func observerBackoff(ttl time.Duration) Backoff {
 
 // standingFollower keeps an observer's roll of who stands
 // (ObserveStanding): announcements and the answers to one question go into
-// the roll, a wake-up on the scheduler's loop forgets the silent, and, once
-// the question is answered (the roll is partial before), each change of
-// the counts goes to the recorder through the observer's notifier.
+// the roll, a wake-up forgets the silent, and once the question is answered
+// each change of the counts goes to the recorder through the notifier.
 type standingFollower struct {
 	o        *Observer
 	reporter string
@@ -347,8 +340,8 @@ func (o *Observer) followStanding(ctx context.Context) (stop func()) {
 }
 
 // recount forgets the candidates fallen silent, sets the wake-up for the
-// next to fall silent, and tells the recorder the counts when they changed
-// (under f.mu, so that the counts it is told come in order).
+// next, and tells the recorder the counts when they changed (under f.mu, so
+// that they come in order).
 func (f *standingFollower) recount() {
 	o := f.o
 	f.mu.Lock()
@@ -408,9 +401,9 @@ func (o *Observer) apply(notes []note) (next input, ok bool) {
 
 // needsTTL reports whether v, a write by the leader last seen, came so long
 // after that one (over 0.8 TTL: Conclave leaders renew within half of it,
-// Choria's every 0.75) that only the TTL in force now tells whether the key
-// expired between them: a TTL lowered unseen, by up to a fifth (two of the
-// documented steps), would make a new term look like a renewal.
+// Choria's every 0.75) that only the TTL in force tells whether the key
+// expired between them: a TTL lowered unseen, by up to a fifth, would make
+// a new term look like a renewal.
 func (o *Observer) needsTTL(v keyView) bool {
 	cur := o.Leadership()
 	soon := o.driver.tm.ttl * 4 / 5
@@ -447,9 +440,8 @@ func (o *Observer) judge(v keyView) {
 		case first:
 			l.Event = EventCurrent // mid-term: the write that began the term is gone
 		case !v.live && prev.HasLeader() && prev.Leader == v.Leader:
-			// The same leader after a gap (a read, a watch made again): a
-			// renewal of the term known, or a new term begun unseen. It
-			// cannot tell, so it does not vouch for a token.
+			// The same leader after a gap: a renewal or a new term begun
+			// unseen, so it does not vouch for a token.
 			l.Event = EventCurrent
 		case !v.live:
 			l.Event = EventElected // someone else leads, since an unseen write
@@ -470,9 +462,8 @@ func (o *Observer) judge(v keyView) {
 	o.publish(l, !quiet || o.opts.renewals)
 }
 
-// judgeMarked judges v, a held write that says which term it belongs to
-// (a Conclave candidate's), into l: exactly, whatever the observer missed
-// before it.
+// judgeMarked judges v, a held write that says its term (a Conclave
+// candidate's), into l: exactly, whatever the observer missed before it.
 func (o *Observer) judgeMarked(l *Leadership, prev Leadership, v keyView) {
 	t := v.term
 	switch {
@@ -483,9 +474,8 @@ func (o *Observer) judgeMarked(l *Leadership, prev Leadership, v keyView) {
 		switch {
 		case prev.State == KeyHeld && prev.Event != EventTaking && prev.HasLeader() && prev.Revision < v.Revision &&
 			v.Written.Before(prev.ExpiresBy):
-			// Written over a running term's key: only its holder's offer
-			// lets a Conclave candidate do that with a term that begins,
-			// and an offer is taken up within the holder's lease. Written
+			// Over a running term's key, a term begins only by taking up
+			// its holder's offer, within the holder's lease. Written
 			// later, the key expired first (expiredUnseen).
 			l.HandedOverBy, l.HandedOverByInstance = prev.Leader, prev.Instance
 		case prev.State == KeyReleased && prev.handOverTo != "":
@@ -516,8 +506,7 @@ func (o *Observer) expiredUnseen(prev, l Leadership, v keyView) bool {
 // renews prev's term: it came less than a TTL (the one in force, see
 // needsTTL) after prev's write by the observer's clock and by the broker's,
 // never comparing the two. In doubt it says no: a new term taken for a
-// renewal would vouch for the old token, which is unsafe; the other way
-// round a fenced resource refuses the leader loudly.
+// renewal would vouch for the old token, which is unsafe.
 func (o *Observer) renews(prev Leadership, v keyView, ttl time.Duration) bool {
 	return prev.HasLeader() && prev.Leader == v.Leader && o.last.known && o.last.Revision == prev.Revision &&
 		v.seenAt.Sub(o.last.seenAt) < ttl &&

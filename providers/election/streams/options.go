@@ -39,14 +39,12 @@ type Logger interface {
 }
 
 type options struct {
-	onWon          func()
-	onLost         func()
+	onWon, onLost  func()
 	onCampaign     func(State)
 	onLeading      func(*Term)
 	backoff        Backoff
 	releaseOnStop  bool
-	grace          time.Duration
-	margin         time.Duration
+	grace, margin  time.Duration
 	renewInterval  time.Duration
 	requestTimeout time.Duration
 	clock          clock.Clock
@@ -65,8 +63,7 @@ type options struct {
 	renewals bool
 	standing *nats.Conn
 
-	// candidateOnly and observerOnly name the first option given that
-	// serves candidates alone, or observers alone.
+	// The first option given that serves candidates alone, or observers.
 	candidateOnly, observerOnly string
 }
 

@@ -3,10 +3,9 @@ package streams
 import "time"
 
 // Recorder is told what an election does, for metrics (package metrics has
-// a Prometheus one). Every method is called: a recorder that has no use
-// for one leaves it empty. The methods are called from the election's or
-// the observer's own goroutine, never under a lock of the election's, and
-// must not block. key is the election key.
+// a Prometheus one). Its methods are called from the election's or the
+// observer's own goroutine, never under a lock of the election's, and must
+// not block. key is the election key.
 type Recorder interface {
 	// Campaign counts an attempt to win (CandidateState) or a renewal (LeaderState).
 	Campaign(key string, state State)
@@ -20,20 +19,19 @@ type Recorder interface {
 	Leading(key string, leading bool)
 	// Started says that a candidate of election key began to campaign:
 	// once per Start, after the bucket's settings are read and before its
-	// first attempt, which may be a TTL away, so that the election can be
-	// reported at once.
+	// first attempt (which may be a TTL away).
 	Started(key string)
 	// Standing says, when the count changes, that reporter counts healthy
-	// and unhealthy candidates standing in election key, as a leader or an
-	// observer hears their announcements (see standing.Candidate), itself
-	// included: a candidate's total is at least 1, an observer's may be 0.
-	// Only the leader hears the others, so a standby counts itself alone; a
-	// leader counts the whole election once it has asked who stands (within
-	// half its minimum term of winning) or heard an interval of
-	// announcements. A candidate silent for
-	// two and a half announcement intervals is no longer counted. reporter
-	// is the candidate's identity, or "observer" and a number unique in the
-	// process for an Observer given WithRecorder.
+	// and unhealthy candidates standing in election key, itself included
+	// (a candidate's total is at least 1, an observer's may be 0), as a
+	// leader or an observer hears their announcements (see
+	// standing.Candidate). A standby counts itself alone; a leader counts
+	// the whole election once it has asked who stands (within half its
+	// minimum term of winning) or heard an interval of announcements. A
+	// candidate silent for two and a half announcement intervals is no
+	// longer counted. reporter is the candidate's identity, or "observer"
+	// and a number unique in the process for an Observer given
+	// WithRecorder.
 	Standing(key, reporter string, healthy, unhealthy int)
 	// StandingWithdrawn says that reporter no longer counts the candidates
 	// of election key: it stopped. It is called once, after its last
