@@ -180,9 +180,6 @@ func NewObserver(key string, js jetstream.JetStream, opts ...Option) (*Observer,
 	if err != nil {
 		return nil, err
 	}
-	if _, none := o.recorder.(nopRecorder); none {
-		o.recorder = nil
-	}
 	ob := &Observer{key: key, js: js, store: o.store, opts: o, current: Leadership{Key: key}}
 	if o.standing != nil {
 		ob.standing = newRoll()
@@ -333,8 +330,8 @@ func (o *Observer) followStanding(ctx context.Context) (stop func()) {
 		defer f.mu.Unlock()
 		f.stopped = true
 		f.wake.stop()
-		if r := o.opts.recorder; r != nil && f.counted {
-			o.n.post(func() { r.StandingWithdrawn(o.key, f.reporter) })
+		if f.counted {
+			o.n.post(func() { o.opts.recorder.StandingWithdrawn(o.key, f.reporter) })
 		}
 	}
 }
@@ -360,14 +357,13 @@ func (f *standingFollower) recount() {
 		f.due = next
 		f.wake.set(next.Sub(now))
 	}
-	r := o.opts.recorder
 	var n standingCount
 	n.healthy, n.unhealthy = o.standing.count()
-	if r == nil || !f.asked || f.counted && n == f.reported {
+	if !f.asked || f.counted && n == f.reported {
 		return
 	}
 	f.counted, f.reported = true, n
-	o.n.post(func() { r.Standing(o.key, f.reporter, n.healthy, n.unhealthy) })
+	o.n.post(func() { o.opts.recorder.Standing(o.key, f.reporter, n.healthy, n.unhealthy) })
 }
 
 // apply reports what the machine learned.

@@ -129,12 +129,11 @@ func OnWon(cb func()) Option {
 	return candidateOption("OnWon", func(o *options) error { o.onWon = cb; return nil })
 }
 
-// OnLost sets a function called when this candidate stops being leader, for
-// whatever reason, Stop included. It is only called after OnWon, and the two
-// strictly alternate. It runs like OnWon. A graceful release waits for it to
-// return before handing over, so the next leader's OnWon runs after it, if
-// it returns within the lease: the key is not renewed meanwhile, and one
-// that outlives the lease lets the key expire and a standby lead.
+// OnLost sets a function called when this candidate stops being leader,
+// for whatever reason, Stop included; OnWon and OnLost strictly alternate.
+// It runs like OnWon. A graceful release waits for it to return, without
+// renewing the key, so the next leader's OnWon runs after it, unless it
+// outlives the lease: then the key expires and a standby leads.
 func OnLost(cb func()) Option {
 	return candidateOption("OnLost", func(o *options) error { o.onLost = cb; return nil })
 }
@@ -174,20 +173,18 @@ func WithBackoff(bo Backoff) Option {
 }
 
 // WithReleaseOnStop sets whether a leader that stops hands its key over at
-// once (true, the default) or leaves it to expire after the TTL (false).
-// Handing over, it first offers the key to the best-ranked healthy standby
-// it knows of, which takes it with one write of its own, and otherwise
-// releases it. Both write only with a revision check, so they never disturb
-// another leader.
+// once (true, the default) or leaves it to expire after the TTL (false). It
+// offers the key to the best-ranked healthy standby it knows of, which
+// takes it with one write, and otherwise releases it; both writes check
+// the revision, so they never disturb another leader.
 func WithReleaseOnStop(release bool) Option {
 	return candidateOption("WithReleaseOnStop", func(o *options) error { o.releaseOnStop = release; return nil })
 }
 
 // WithGrace delays OnWon by d after a takeover of an expired key, as a
 // cool-down for elections that mix in candidates that do not step down by a
-// local deadline (Choria's own candidates, for example). Takeovers of a key
-// removed by someone else already wait a full TTL; takeovers of a released
-// key never wait.
+// local deadline (Choria's). Takeovers of a key removed by someone else
+// already wait a full TTL; takeovers of a released key never wait.
 func WithGrace(d time.Duration) Option {
 	return candidateOption("WithGrace", func(o *options) error {
 		if d < 0 {
@@ -213,10 +210,9 @@ func WithInstance(name string) Option {
 }
 
 // WithSafetyMargin sets how long before the broker could expire its key a
-// leader stops counting itself leader, to absorb clock-rate differences
-// between the leader and the broker. Default: a tenth of the TTL. It must
-// be below half the TTL; from a third of it, the default renew interval is
-// half the lease.
+// leader stops counting itself leader, to absorb clock-rate differences.
+// Default: a tenth of the TTL. It must be below half the TTL; from a third
+// of it, the default renew interval is half the lease.
 func WithSafetyMargin(d time.Duration) Option {
 	return positive("WithSafetyMargin", d, func(o *options) *time.Duration { return &o.margin })
 }
@@ -313,10 +309,9 @@ func WithLogger(l Logger) Option {
 }
 
 // WithRecorder sets a Recorder told of campaigns, wins, losses, renewals
-// and who stands, for metrics. An observer given ObserveStanding tells it
-// how many candidates stand (Recorder.Standing), so that a process that
-// only observes an election can export the count. See package metrics for
-// a Prometheus one.
+// and who stands, for metrics; an observer given ObserveStanding tells it
+// how many candidates stand (Recorder.Standing). See package metrics for a
+// Prometheus one.
 func WithRecorder(r Recorder) Option {
 	return func(o *options) error {
 		if r == nil {
@@ -327,11 +322,10 @@ func WithRecorder(r Recorder) Option {
 	}
 }
 
-// InBucket names the KV bucket the election's key lives in, for brokers
-// that keep elections elsewhere than in CHORIA_LEADER_ELECTION, the bucket
-// Conclave and Choria brokers provision and the default. Start (an
-// observer's Run) opens it over the JetStream context given to NewElection
-// (NewObserver), and waits, retrying, while it does not exist.
+// InBucket names the KV bucket the election's key lives in, instead of
+// CHORIA_LEADER_ELECTION, the one Conclave and Choria brokers provision.
+// Start (an observer's Run) opens it over the JetStream context given to
+// NewElection (NewObserver), and waits, retrying, while it does not exist.
 func InBucket(name string) Option {
 	return func(o *options) error {
 		bad := func(why string) error {
