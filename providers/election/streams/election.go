@@ -162,9 +162,7 @@ func (e *Election) Launch(ctx context.Context, ended func(error)) {
 	e.mu.Unlock()
 	e.enqueueBegin(caller, ctx, func(err error) {
 		cancel()
-		e.mu.Lock()
-		e.running = false
-		e.mu.Unlock()
+		e.locked(func() { e.running = false })
 		ended(err)
 	})
 }
@@ -208,6 +206,10 @@ func (e *Election) setGoing(caller, ctx context.Context, tm timings, born time.T
 			e.opts.minTerm = max(2*tm.ttl, 10*time.Second)
 		}
 		s = newSteward(e, nc, e.opts.bucket)
+		// The steward outlives the campaign's context: a leader that stops
+		// still knows whom to offer the key to, and answers who is
+		// standing until it has wound down.
+		s.ctx, s.campaign, s.caller = context.WithoutCancel(ctx), ctx, caller
 		if e.opts.healthCheck != nil {
 			// An unhealthy candidate must not win at start.
 			unhealthy = s.checkBeforeStart(ctx)
@@ -218,12 +220,6 @@ func (e *Election) setGoing(caller, ctx context.Context, tm timings, born time.T
 	e.campaign, e.steward = c, s
 	stopped := e.stopped // Stop came before the campaign could be told
 	e.mu.Unlock()
-	if s != nil {
-		// The steward outlives the campaign's context: a leader that stops
-		// still knows whom to offer the key to, and answers who is
-		// standing until it has wound down.
-		s.ctx, s.campaign, s.caller = context.WithoutCancel(ctx), ctx, caller
-	}
 	c.launch(caller, ctx, born, unhealthy, func(err error) {
 		if s != nil {
 			s.stop()
@@ -423,7 +419,7 @@ func (e *Election) Healthy(tolerance time.Duration) error {
 	return nil
 }
 
-// locked runs f under e.mu, for the campaign's setters below.
+// locked runs f under e.mu.
 func (e *Election) locked(f func()) {
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -421,23 +421,19 @@ func (o *Observer) judge(v keyView) {
 		l.Event = EventRemoved
 	case KeyAbsent:
 		switch {
-		case first:
-			l.Event = EventCurrent
-		case prev.HasLeader():
-			l.Event, l.Revision = EventExpired, prev.Revision
-		default:
+		case !first && !prev.HasLeader():
 			return // nobody led: the key's expiry changes nothing
+		case !first:
+			l.Event, l.Revision = EventExpired, prev.Revision
 		}
 	case KeyHeld:
 		l.Leader, l.Instance, l.ExpiresBy = v.Leader, v.Instance, v.Written.Add(ttl)
 		switch {
 		case v.term.said():
 			o.judgeMarked(&l, prev, v)
-		case first:
-			l.Event = EventCurrent // mid-term: the write that began the term is gone
-		case !v.live && prev.HasLeader() && prev.Leader == v.Leader:
-			// The same leader after a gap: a renewal or a new term begun
-			// unseen, so it does not vouch for a token.
+		case first, !v.live && prev.HasLeader() && prev.Leader == v.Leader:
+			// Mid-term, or the same leader after a gap (a renewal or a new
+			// term begun unseen): it does not vouch for a token.
 			l.Event = EventCurrent
 		case !v.live:
 			l.Event = EventElected // someone else leads, since an unseen write
