@@ -69,8 +69,7 @@ type Leadership struct {
 	// HandedOverBy and HandedOverByInstance name the leader that handed the
 	// election over, when the current term began by a hand-over the
 	// observer saw.
-	HandedOverBy         string
-	HandedOverByInstance string
+	HandedOverBy, HandedOverByInstance string
 	// ReleasedBy and ReleasedByInstance name the leader that stepped down,
 	// when State is KeyReleased (the instance "" when its write does not say).
 	ReleasedBy, ReleasedByInstance string

@@ -1,6 +1,7 @@
 package streams
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -67,22 +68,18 @@ type options struct {
 	candidateOnly, observerOnly string
 }
 
-// candidateOption returns the option name, for candidates alone, that runs set.
+// candidateOption and observerOption return the option name, serving
+// candidates (observers) alone, that runs set.
 func candidateOption(name string, set func(*options) error) Option {
 	return func(o *options) error {
-		if o.candidateOnly == "" {
-			o.candidateOnly = name
-		}
+		o.candidateOnly = cmp.Or(o.candidateOnly, name)
 		return set(o)
 	}
 }
 
-// observerOption returns the option name, for observers alone, that runs set.
 func observerOption(name string, set func(*options) error) Option {
 	return func(o *options) error {
-		if o.observerOnly == "" {
-			o.observerOnly = name
-		}
+		o.observerOnly = cmp.Or(o.observerOnly, name)
 		return set(o)
 	}
 }
