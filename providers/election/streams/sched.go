@@ -21,6 +21,9 @@ import (
 type scheduler struct {
 	clock clock.Clock
 	kick  chan struct{} // wakes the loop: a driver became ready
+	// keyed: the clock can be a map key, and the scheduler is shared
+	// through schedulers while its loop runs
+	keyed bool
 
 	mu      sync.Mutex
 	wakeups wakeupHeap      // drivers' and stewards' wake-ups set, soonest first
@@ -61,7 +64,7 @@ func schedulerFor(c clock.Clock) *scheduler {
 	schedulers.mu.Lock()
 	defer schedulers.mu.Unlock()
 	if schedulers.m[c] == nil {
-		schedulers.m[c] = &scheduler{clock: c, kick: make(chan struct{}, 1)}
+		schedulers.m[c] = &scheduler{clock: c, kick: make(chan struct{}, 1), keyed: true}
 	}
 	return schedulers.m[c]
 }
@@ -81,9 +84,24 @@ func (s *scheduler) add(d *driver, first input, done func()) {
 	s.mu.Unlock()
 	schedulers.mu.Unlock()
 	if start {
-		go s.loop()
+		s.run()
 	}
 	s.wake()
+}
+
+// run starts the loop of s, which the caller marked running: a scheduler
+// started again after its loop ended (by a driver or wake-up made before)
+// serves its clock's new elections again, unless another took its place
+// meanwhile.
+func (s *scheduler) run() {
+	if s.keyed {
+		schedulers.mu.Lock()
+		if schedulers.m[s.clock] == nil {
+			schedulers.m[s.clock] = s
+		}
+		schedulers.mu.Unlock()
+	}
+	go s.loop()
 }
 
 // post hands a an input for d, taken in order after those posted before.
@@ -193,7 +211,7 @@ func (s *scheduler) collect() (batch []*driver, fires []func(), next time.Time, 
 		idle := s.idleLocked()
 		if idle {
 			s.running = false
-			if schedulers.m[s.clock] == s {
+			if s.keyed && schedulers.m[s.clock] == s {
 				delete(schedulers.m, s.clock)
 			}
 		}
@@ -461,7 +479,7 @@ func (w *wakeup) set(d time.Duration) {
 	s.running = true
 	s.mu.Unlock()
 	if start {
-		go s.loop()
+		s.run()
 	}
 	s.wake()
 }

@@ -254,3 +254,76 @@ func TestAStopIsTakenWithTheOutcomeAndBeforeOtherAsks(t *testing.T) {
 		t.Fatalf("then took %v, want the health input", in.kind)
 	}
 }
+
+// TestASchedulerStartedAgainIsTheOneOfItsClock: a scheduler whose loop
+// ended with nothing left to serve, and which a wake-up or a driver made
+// before then starts again, is again the one its clock's new elections
+// share, so that one clock never runs two loops and two timers.
+func TestASchedulerStartedAgainIsTheOneOfItsClock(t *testing.T) {
+	fake := clocktest.New(time.Unix(1000, 0))
+	s := schedulerFor(fake)
+	fired := make(chan struct{}, 1)
+	w := s.newWakeup(func() { fired <- struct{}{} })
+	w.set(0)
+	select {
+	case <-fired:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the wake-up did not fire")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		schedulers.mu.Lock()
+		_, kept := schedulers.m[fake]
+		schedulers.mu.Unlock()
+		if !kept {
+			break // the loop ended and gave up its clock
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the idle scheduler's loop did not end")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	w.set(time.Hour) // starts s's loop again
+	if got := schedulerFor(fake); got != s {
+		t.Error("the clock's new elections got a second scheduler while the first runs again")
+	}
+	w.stop()
+}
+
+// uncomparableClock is a clock that cannot be a map key.
+type uncomparableClock struct {
+	clock.Clock
+	_ []int
+}
+
+// TestAClockThatCannotBeAMapKeyGetsALoopOfItsOwn: a clock that cannot be a
+// map key (a struct holding a slice) gets a scheduler of its own, whose loop
+// fires its wake-ups and ends once idle without touching the clocks' map.
+func TestAClockThatCannotBeAMapKeyGetsALoopOfItsOwn(t *testing.T) {
+	c := uncomparableClock{Clock: clocktest.New(time.Unix(1000, 0))}
+	s := schedulerFor(c)
+	if s == schedulerFor(c) {
+		t.Fatal("two schedulers of a clock that cannot be a map key are one")
+	}
+	fired := make(chan struct{}, 1)
+	w := s.newWakeup(func() { fired <- struct{}{} })
+	w.set(0)
+	select {
+	case <-fired:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the wake-up did not fire")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		s.mu.Lock()
+		running := s.running
+		s.mu.Unlock()
+		if !running {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the idle scheduler's loop did not end")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
