@@ -25,11 +25,14 @@ import (
 // begins a term as it lands, or TermWaits for a hold whose term has not
 // begun; and, on a write that takes the key, a number drawn at random for
 // that write alone (WriteHeader), by which its writer knows it as its own
-// when the broker's answer was lost. Empty fields are not sent.
+// when the broker's answer was lost; and, on a release that hands the
+// election over to one copy of an identity, that copy's instance
+// (HandOverInstanceHeader). Empty fields are not sent.
 type Stamp struct {
-	Instance string
-	Term     string
-	Write    string
+	Instance         string
+	Term             string
+	Write            string
+	HandOverInstance string
 }
 
 // The headers of a Stamp, and the values TermHeader takes besides a token.
@@ -37,8 +40,11 @@ const (
 	InstanceHeader = "Conclave-Instance"
 	TermHeader     = "Conclave-Term"
 	WriteHeader    = "Conclave-Write"
-	TermBegins     = "begins"
-	TermWaits      = "waits"
+	// HandOverInstanceHeader names the instance of the candidate a release
+	// hands over to, which its payload names by identity alone.
+	HandOverInstanceHeader = "Conclave-Hand-Over-Instance"
+	TermBegins             = "begins"
+	TermWaits              = "waits"
 )
 
 // RandomInstance returns an instance name drawn at random, eight hex
@@ -60,6 +66,9 @@ func (st Stamp) Set(hdr nats.Header) {
 	if st.Write != "" {
 		hdr.Set(WriteHeader, st.Write)
 	}
+	if st.HandOverInstance != "" {
+		hdr.Set(HandOverInstanceHeader, st.HandOverInstance)
+	}
 }
 
 // stampOf reads the stamp of a message's headers.
@@ -67,7 +76,8 @@ func stampOf(hdr nats.Header) Stamp {
 	if hdr == nil {
 		return Stamp{}
 	}
-	return Stamp{Instance: hdr.Get(InstanceHeader), Term: hdr.Get(TermHeader), Write: hdr.Get(WriteHeader)}
+	return Stamp{Instance: hdr.Get(InstanceHeader), Term: hdr.Get(TermHeader), Write: hdr.Get(WriteHeader),
+		HandOverInstance: hdr.Get(HandOverInstanceHeader)}
 }
 
 // Read returns msg, a message of bucket's stream, as a KV entry that

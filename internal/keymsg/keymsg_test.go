@@ -28,7 +28,7 @@ func TestEntryReadsTheStamp(t *testing.T) {
 }
 
 func TestStampRoundTripsThroughHeaders(t *testing.T) {
-	st := keymsg.Stamp{Instance: "w1", Term: keymsg.TermBegins, Write: "1f3a"}
+	st := keymsg.Stamp{Instance: "w1", Term: keymsg.TermBegins, Write: "1f3a", HandOverInstance: "w2"}
 	hdr := nats.Header{}
 	st.Set(hdr)
 	if got := hdr.Get(keymsg.WriteHeader); got != "1f3a" {

@@ -291,7 +291,11 @@ func (d *driver) perform(a action) input {
 		rctx, rcancel := context.WithTimeout(context.Background(), d.tm.request)
 		defer rcancel()
 		rctx = transport.WithPriority(rctx, transport.Urgent)
-		marked, err := d.store.Delete(rctx, d.key, a.expect, payload, keymsg.Stamp{Instance: d.instance})
+		st := keymsg.Stamp{Instance: d.instance}
+		if a.marked {
+			st.HandOverInstance = a.handOver.instance
+		}
+		marked, err := d.store.Delete(rctx, d.key, a.expect, payload, st)
 		return input{kind: inRelease, sent: sent, now: d.clock.Now(), marked: marked, err: err}
 	case doOffer:
 		d.awaitLastLost()

@@ -55,7 +55,9 @@ func releasePayload(identity string) []byte { return []byte(releasePrefix + iden
 //	within <duration>
 //
 // The other Conclave candidates leave the key to the named one for the
-// duration (see Election.HandOver); Choria's candidates see a release.
+// duration (see Election.HandOver); Choria's candidates see a release. A
+// release to one copy of an identity names its instance in a header
+// (keymsg.HandOverInstanceHeader), which earlier builds ignore.
 const (
 	handOverPrefix = "hand over to "
 	withinPrefix   = "within "
@@ -105,6 +107,9 @@ type Entry struct {
 	// the other candidates do.
 	HandOverTo     string
 	HandOverWithin time.Duration
+	// HandOverInstance is the instance of HandOverTo the release names, or
+	// "" when it names the identity alone (any of its copies).
+	HandOverInstance string
 	// Revision is the message's revision (stream sequence); 0 when absent.
 	Revision uint64
 	// Written is when the broker stored the message; zero when absent.
@@ -188,6 +193,10 @@ func ReadEntry(ent jetstream.KeyValueEntry) Entry {
 	if e.Operation == jetstream.KeyValueDelete {
 		if by, to, within, ok := readRelease(string(ent.Value())); ok {
 			e.State, e.ReleasedBy, e.HandOverTo, e.HandOverWithin = KeyReleased, by, to, within
+			if st, ok := ent.(interface{ Stamp() keymsg.Stamp }); ok && to != "" &&
+				errs.ValidateIdentity(st.Stamp().HandOverInstance) == nil {
+				e.HandOverInstance = st.Stamp().HandOverInstance
+			}
 		}
 	} else if e.Operation == jetstream.KeyValuePut && len(ent.Value()) > 0 {
 		e.State, e.Leader = KeyHeld, string(ent.Value())

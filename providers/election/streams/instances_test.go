@@ -9,8 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/conclave-io/conclave/clock"
+	"github.com/conclave-io/conclave/internal/keymsg"
 	"github.com/conclave-io/conclave/providers/election/standing"
 )
 
@@ -409,5 +412,87 @@ func TestForcedStandDownOfACopyLetsItsSiblingsTakeAtOnce(t *testing.T) {
 	}
 	if deposed.IsLeader() {
 		t.Fatal("the deposed copy w1 leads again instead of sitting out")
+	}
+}
+
+// TestAReleaseToOneCopyLeavesTheKeyToIt: a release that hands the election
+// over to one copy of an identity names its instance in a header, so that
+// the other copies of that identity sit the window out as every other
+// candidate does, and the copy named takes the key at once. The test
+// writes the holder's messages as a leader b handing over to a/x would.
+func TestAReleaseToOneCopyLeavesTheKeyToIt(t *testing.T) {
+	t.Parallel()
+	const within = 2 * time.Second
+	ts := newTestServer(t)
+	kv := createBucket(t, connect(t, ts.url()), bucketConfig(3*time.Second))
+	js := jsFor(kv)
+	// takenAfter has copy instance of a stand by in election key, held by
+	// b, then writes b's release handing it over to a/x, and returns how
+	// long after the release a took the key and led.
+	takenAfter := func(key, instance string) time.Duration {
+		t.Helper()
+		subject := "$KV." + bucketName + "." + key
+		held := nats.NewMsg(subject)
+		held.Data = []byte("b")
+		keymsg.Stamp{Instance: "i-b", Term: keymsg.TermBegins}.Set(held.Header)
+		ack, err := js.PublishMsg(context.Background(), held, jetstream.WithExpectLastSequencePerSubject(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := newRecorder()
+		runElection(t, mustElection(t, "a", key, openBucket(t, connect(t, ts.url())), append(rec.options("a"), WithInstance(instance))...))
+		eventually(t, 5*time.Second, "a/"+instance+" to stand by", func() bool {
+			cs, _ := standing.Standing(context.Background(), connect(t, ts.url()), bucketName, key, 100*time.Millisecond)
+			return len(cs) == 1
+		})
+		release := nats.NewMsg(subject)
+		release.Data = handOverPayload("b", "a", within)
+		release.Header.Set(keymsg.OperationHeader, "DEL")
+		keymsg.Stamp{Instance: "i-b", HandOverInstance: "x"}.Set(release.Header)
+		ack, err = js.PublishMsg(context.Background(), release, jetstream.WithExpectLastSequencePerSubject(ack.Sequence))
+		if err != nil {
+			t.Fatal(err)
+		}
+		released := time.Now() // the in-process broker's clock is this host's
+		rec.waitFor(t, 3*within, "a/"+instance+" to lead", func(evs []event) bool { return wins(evs, "a") == 1 })
+		e, err := kv.Get(context.Background(), key)
+		if err != nil || e.Revision() <= ack.Sequence || string(e.Value()) != "a" {
+			t.Fatalf("a/%s leads, but the key reads %v (%v)", instance, e, err)
+		}
+		return e.Created().Sub(released)
+	}
+	if d := takenAfter("other", "y"); d < within*3/4 {
+		t.Errorf("a/y took the key %v after a release handing it to a/x within %v", d, within)
+	}
+	if d := takenAfter("named", "x"); d > within/2 {
+		t.Errorf("a/x took the key handed over to it only %v after the release", d)
+	}
+}
+
+// TestAReleaseToOneCopyNamesItsInstance: the driver's release handing the
+// election over to one copy of an identity carries that copy's instance
+// on the wire, where candidates read it (Entry.HandOverInstance).
+func TestAReleaseToOneCopyNamesItsInstance(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t)
+	kv := createBucket(t, connect(t, ts.url()), bucketConfig(3*time.Second))
+	st := realStore(kv)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rev, err := st.Write(ctx, "named", []byte("a"), 0, keymsg.Stamp{Instance: "y", Term: keymsg.TermBegins})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &driver{key: "named", identity: "a", instance: "y", store: st, clock: clock.System{}, tm: timings{request: 5 * time.Second}}
+	to := handOver{to: "a", instance: "x", within: time.Second}
+	if in := d.perform(action{kind: doRelease, expect: rev, marked: true, handOver: to, timeout: 5 * time.Second}); in.err != nil || !in.marked {
+		t.Fatalf("release: marked %v, %v", in.marked, in.err)
+	}
+	ent, err := st.Latest(ctx, "named")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := ReadEntry(ent); e.State != KeyReleased || e.HandOverTo != "a" || e.HandOverInstance != "x" || e.Instance != "y" {
+		t.Fatalf("the release reads %+v, want released by a/y to a/x", e)
 	}
 }

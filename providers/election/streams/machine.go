@@ -1624,13 +1624,14 @@ func (m *machine) endTakeOver(err error) {
 
 // sitOutHandOver keeps us out of the takeover for the window of a release
 // that hands the election to another, and ends any sit-out when it hands
-// it to us: its holder took the key after what we sat out.
+// it to us (our identity, and our instance where it names one): its holder
+// took the key after what we sat out.
 func (m *machine) sitOutHandOver() {
 	v := m.view
 	if !m.cfg.writes || v.State != KeyReleased || v.HandOverTo == "" {
 		return
 	}
-	if v.HandOverTo == m.cfg.identity {
+	if v.HandOverTo == m.cfg.identity && (v.HandOverInstance == "" || v.HandOverInstance == m.cfg.instance) {
 		// A sit-out's revision of a bucket deleted since tells nothing of
 		// this one; the releaser led only once earlier holders were gone.
 		if v.Revision > m.sitOut.rev || m.sitOut.past {

@@ -201,14 +201,15 @@ func (s *machineScript) input(t *testing.T, d *datadriven.TestData) input {
 	return classified(in)
 }
 
-// entry reads absent, held:LEADER@REV, released:BY@REV[>TO] or removed@REV.
+// entry reads absent, held:LEADER[/INSTANCE]@REV,
+// released:BY@REV[>TO[/INSTANCE]] or removed@REV.
 func (s *machineScript) entry(t *testing.T, d *datadriven.TestData, val string) *Entry {
 	if val == "absent" {
 		return nil
 	}
 	what, revText, ok := strings.Cut(val, "@")
 	if !ok {
-		d.Fatalf(t, "entry %q: want absent, held:LEADER[/INSTANCE]@REV, released:BY@REV[>TO] or removed@REV", val)
+		d.Fatalf(t, "entry %q: want absent, held:LEADER[/INSTANCE]@REV, released:BY@REV[>TO[/INSTANCE]] or removed@REV", val)
 	}
 	revText, to, named := strings.Cut(revText, ">")
 	e := &Entry{Key: "k", Revision: s.number(t, d, revText)}
@@ -221,6 +222,7 @@ func (s *machineScript) entry(t *testing.T, d *datadriven.TestData, val string) 
 		e.State, e.ReleasedBy, e.Operation = KeyReleased, who, jetstream.KeyValueDelete
 		if named {
 			e.HandOverTo, e.HandOverWithin = to, s.m.handOverWindow()
+			e.HandOverTo, e.HandOverInstance, _ = strings.Cut(to, "/")
 		}
 	case "removed":
 		e.State, e.Operation = KeyRemoved, jetstream.KeyValuePurge
