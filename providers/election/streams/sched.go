@@ -58,7 +58,7 @@ var schedulers = struct {
 // schedulerFor returns the scheduler of c, shared by the process's drivers
 // on that clock (a clock that cannot be a map key gets one of its own).
 func schedulerFor(c clock.Clock) *scheduler {
-	if !reflect.TypeOf(c).Comparable() {
+	if !reflect.ValueOf(c).Comparable() { // not the type: an interface field may hold a slice
 		return &scheduler{clock: c, kick: make(chan struct{}, 1)}
 	}
 	schedulers.mu.Lock()

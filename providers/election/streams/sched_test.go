@@ -258,7 +258,8 @@ func TestAStopIsTakenWithTheOutcomeAndBeforeOtherAsks(t *testing.T) {
 // TestASchedulerStartedAgainIsTheOneOfItsClock: a scheduler whose loop
 // ended with nothing left to serve, and which a wake-up or a driver made
 // before then starts again, is again the one its clock's new elections
-// share, so that one clock never runs two loops and two timers.
+// share, rather than one of two loops and two timers on one clock (one
+// made for a new election while it was idle still runs beside it).
 func TestASchedulerStartedAgainIsTheOneOfItsClock(t *testing.T) {
 	fake := clocktest.New(time.Unix(1000, 0))
 	s := schedulerFor(fake)
@@ -296,11 +297,25 @@ type uncomparableClock struct {
 	_ []int
 }
 
+// wrappedClock is a clock of a comparable type whose value may still not
+// be a map key: its field may hold an uncomparableClock.
+type wrappedClock struct{ clock.Clock }
+
 // TestAClockThatCannotBeAMapKeyGetsALoopOfItsOwn: a clock that cannot be a
-// map key (a struct holding a slice) gets a scheduler of its own, whose loop
-// fires its wake-ups and ends once idle without touching the clocks' map.
+// map key (a struct holding a slice, or one wrapping such a clock) gets a
+// scheduler of its own, whose loop fires its wake-ups and ends once idle
+// without touching the clocks' map.
 func TestAClockThatCannotBeAMapKeyGetsALoopOfItsOwn(t *testing.T) {
-	c := uncomparableClock{Clock: clocktest.New(time.Unix(1000, 0))}
+	for _, c := range []clock.Clock{
+		uncomparableClock{Clock: clocktest.New(time.Unix(1000, 0))},
+		wrappedClock{uncomparableClock{Clock: clocktest.New(time.Unix(1000, 0))}},
+	} {
+		runsALoopOfItsOwn(t, c)
+	}
+}
+
+func runsALoopOfItsOwn(t *testing.T, c clock.Clock) {
+	t.Helper()
 	s := schedulerFor(c)
 	if s == schedulerFor(c) {
 		t.Fatal("two schedulers of a clock that cannot be a map key are one")
