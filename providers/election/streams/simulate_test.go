@@ -966,7 +966,8 @@ func (w *simWorld) step(n *simNode, in input) {
 			w.res.adoptedOnStop++
 		}
 	}
-	if v := n.m.view; n.obs == nil && v.known && v.State == KeyReleased && v.HandOverTo == n.identity && n.m.sitOut.until.After(in.now) {
+	if v := n.m.view; n.obs == nil && v.known && v.State == KeyReleased && v.HandOverTo == n.identity &&
+		(v.HandOverInstance == "" || v.HandOverInstance == n.name) && n.m.sitOut.until.After(in.now) {
 		w.fail("%s sits out for %v a release that hands the key over to it", n.name, n.m.sitOut.until.Sub(in.now).Round(time.Millisecond))
 	}
 	if n.d.done {
@@ -1411,6 +1412,11 @@ func (w *simWorld) apply2(n *simNode, a action) input {
 		}
 		rev, err := b.Delete(w.now, w.key, a.expect, payload)
 		if err == nil {
+			st := keymsg.Stamp{Instance: n.name} // as the driver's release says
+			if a.marked {
+				st.HandOverInstance = a.handOver.instance
+			}
+			w.stamps[simWriteID{rev, w.now}] = st
 			m := simMsg{op: simkv.Delete, rev: rev, identity: n.identity, instance: n.name, expect: a.expect, marked: a.marked}
 			if a.marked {
 				m.handOverTo = a.handOver.to
@@ -1418,9 +1424,9 @@ func (w *simWorld) apply2(n *simNode, a action) input {
 			w.logMsg(m)
 		}
 		if err == nil && a.marked && a.handOver.to != "" {
-			w.handedOver = simHandOver{to: a.handOver.to, at: w.now, within: a.handOver.within}
-			// The release names an identity: any of its copies may take
-			// the key; the one named was offered it first.
+			w.handedOver = simHandOver{to: a.handOver.to, instance: a.handOver.instance, at: w.now, within: a.handOver.within}
+			// The release names an identity, and the copy offered the key
+			// where the offer named one: only that copy may take it at once.
 			if to := w.node(a.handOver.to, a.handOver.instance); to != nil {
 				w.handedOver.ready, w.handedOver.failures, w.handedOver.node = w.readyToTake(to), to.failures, to
 			}
@@ -2144,8 +2150,9 @@ func (n *simNode) is(identity, instance string) bool {
 	return n.identity == identity && (instance == "" || n.name == instance)
 }
 
-// names reports whether the hand-over's release names n: its identity.
-func (ho simHandOver) names(n *simNode) bool { return n.identity == ho.to }
+// names reports whether the hand-over's release names n: its identity, and
+// its instance where the release names one.
+func (ho simHandOver) names(n *simNode) bool { return n.is(ho.to, ho.instance) }
 
 // hinderedAfter is the later of t and the end of every fault that holds up
 // what node n learns: a pause, a stalled watch, a partition, lost replies,
