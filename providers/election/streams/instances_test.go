@@ -453,7 +453,16 @@ func TestAReleaseToOneCopyLeavesTheKeyToIt(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		released := time.Now() // the in-process broker's clock is this host's
+		// When the broker stored the release; once a copy has taken the
+		// key (at once, for the copy named) the stream no longer has it,
+		// and the ack's arrival, on the in-process broker's clock, stands
+		// in for it.
+		released := time.Now()
+		if stream, err := js.Stream(context.Background(), "KV_"+bucketName); err == nil {
+			if msg, err := stream.GetMsg(context.Background(), ack.Sequence); err == nil {
+				released = msg.Time
+			}
+		}
 		rec.waitFor(t, 3*within, "a/"+instance+" to lead", func(evs []event) bool { return wins(evs, "a") == 1 })
 		e, err := kv.Get(context.Background(), key)
 		if err != nil || e.Revision() <= ack.Sequence || string(e.Value()) != "a" {
@@ -464,7 +473,7 @@ func TestAReleaseToOneCopyLeavesTheKeyToIt(t *testing.T) {
 	if d := takenAfter("other", "y"); d < within*3/4 {
 		t.Errorf("a/y took the key %v after a release handing it to a/x within %v", d, within)
 	}
-	if d := takenAfter("named", "x"); d > within/2 {
+	if d := takenAfter("named", "x"); d > within*3/4 {
 		t.Errorf("a/x took the key handed over to it only %v after the release", d)
 	}
 }

@@ -152,7 +152,7 @@ func (s *machineScript) input(t *testing.T, d *datadriven.TestData) input {
 		case "born":
 			in.born = s.t0.Add(s.duration(t, d, val))
 		case "to":
-			in.handOver.to = val
+			in.handOver.to, in.handOver.instance, _ = strings.Cut(val, "/")
 		case "from":
 			in.from = val
 		case "healthy":
@@ -221,7 +221,7 @@ func (s *machineScript) entry(t *testing.T, d *datadriven.TestData, val string) 
 	case "released":
 		e.State, e.ReleasedBy, e.Operation = KeyReleased, who, jetstream.KeyValueDelete
 		if named {
-			e.HandOverTo, e.HandOverWithin = to, s.m.handOverWindow()
+			e.HandOverWithin = s.m.handOverWindow()
 			e.HandOverTo, e.HandOverInstance, _ = strings.Cut(to, "/")
 		}
 	case "removed":
@@ -307,7 +307,7 @@ func (s *machineScript) render(out output) string {
 			b.WriteString(", marked")
 		}
 		if a.handOver.to != "" {
-			fmt.Fprintf(&b, ", naming %s", a.handOver.to)
+			fmt.Fprintf(&b, ", naming %s", a.handOver.who())
 		}
 		b.WriteString("\n")
 	case doReadTTL:
@@ -315,7 +315,7 @@ func (s *machineScript) render(out output) string {
 	case doWatch:
 		b.WriteString("do watch\n")
 	case doOffer:
-		fmt.Fprintf(&b, "do offer %d to %s\n", a.expect, a.handOver.to)
+		fmt.Fprintf(&b, "do offer %d to %s\n", a.expect, a.handOver.who())
 	}
 	var notes []string
 	for _, n := range out.notes {
