@@ -263,6 +263,23 @@ func TestAStopIsTakenWithTheOutcomeAndBeforeOtherAsks(t *testing.T) {
 func TestASchedulerStartedAgainIsTheOneOfItsClock(t *testing.T) {
 	fake := clocktest.New(time.Unix(1000, 0))
 	s := schedulerFor(fake)
+	w := fireUntilIdle(t, s, func() bool {
+		schedulers.mu.Lock()
+		defer schedulers.mu.Unlock()
+		_, kept := schedulers.m[fake]
+		return !kept // the loop ended and gave up its clock
+	})
+	w.set(time.Hour) // starts s's loop again
+	if got := schedulerFor(fake); got != s {
+		t.Error("the clock's new elections got a second scheduler while the first runs again")
+	}
+	w.stop()
+}
+
+// fireUntilIdle sets a wake-up of s to fire at once, waits for it to fire
+// and then for idle to hold, and returns it.
+func fireUntilIdle(t *testing.T, s *scheduler, idle func() bool) *wakeup {
+	t.Helper()
 	fired := make(chan struct{}, 1)
 	w := s.newWakeup(func() { fired <- struct{}{} })
 	w.set(0)
@@ -271,24 +288,8 @@ func TestASchedulerStartedAgainIsTheOneOfItsClock(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the wake-up did not fire")
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		schedulers.mu.Lock()
-		_, kept := schedulers.m[fake]
-		schedulers.mu.Unlock()
-		if !kept {
-			break // the loop ended and gave up its clock
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the idle scheduler's loop did not end")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	w.set(time.Hour) // starts s's loop again
-	if got := schedulerFor(fake); got != s {
-		t.Error("the clock's new elections got a second scheduler while the first runs again")
-	}
-	w.stop()
+	eventually(t, 5*time.Second, "the idle scheduler's loop to end", idle)
+	return w
 }
 
 // uncomparableClock is a clock that cannot be a map key.
@@ -320,25 +321,9 @@ func runsALoopOfItsOwn(t *testing.T, c clock.Clock) {
 	if s == schedulerFor(c) {
 		t.Fatal("two schedulers of a clock that cannot be a map key are one")
 	}
-	fired := make(chan struct{}, 1)
-	w := s.newWakeup(func() { fired <- struct{}{} })
-	w.set(0)
-	select {
-	case <-fired:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the wake-up did not fire")
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	fireUntilIdle(t, s, func() bool {
 		s.mu.Lock()
-		running := s.running
-		s.mu.Unlock()
-		if !running {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the idle scheduler's loop did not end")
-		}
-		time.Sleep(time.Millisecond)
-	}
+		defer s.mu.Unlock()
+		return !s.running
+	})
 }
