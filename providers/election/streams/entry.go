@@ -182,8 +182,9 @@ func ReadEntry(ent jetstream.KeyValueEntry) Entry {
 	if withTTL, ok := ent.(interface{ MsgTTL() time.Duration }); ok {
 		e.TTL = withTTL.MsgTTL()
 	}
+	var st keymsg.Stamp
 	if stamped, ok := ent.(interface{ Stamp() keymsg.Stamp }); ok {
-		st := stamped.Stamp()
+		st = stamped.Stamp()
 		if errs.ValidateIdentity(st.Instance) == nil {
 			e.Instance, e.term = st.Instance, readTermMark(st.Term)
 			e.write, _ = strconv.ParseUint(st.Write, 16, 64)
@@ -193,9 +194,8 @@ func ReadEntry(ent jetstream.KeyValueEntry) Entry {
 	if e.Operation == jetstream.KeyValueDelete {
 		if by, to, within, ok := readRelease(string(ent.Value())); ok {
 			e.State, e.ReleasedBy, e.HandOverTo, e.HandOverWithin = KeyReleased, by, to, within
-			if st, ok := ent.(interface{ Stamp() keymsg.Stamp }); ok && to != "" &&
-				errs.ValidateIdentity(st.Stamp().HandOverInstance) == nil {
-				e.HandOverInstance = st.Stamp().HandOverInstance
+			if to != "" && errs.ValidateIdentity(st.HandOverInstance) == nil {
+				e.HandOverInstance = st.HandOverInstance
 			}
 		}
 	} else if e.Operation == jetstream.KeyValuePut && len(ent.Value()) > 0 {
