@@ -9,7 +9,7 @@ import (
 // ShardRecorder records shard groups into Prometheus metrics. It implements
 // shards.Recorder; share one among all the groups of a process.
 //
-//	conclave_shards_held          shards held now, by group and member
+//	conclave_shards_held          shards held now, by group and member (identity/instance)
 //	conclave_shards_moves_total   shards moved, by group and cause: rebalance, leave, unhealthy, takeover
 //
 // The member a shard moves to counts the move, by why it moved: from a

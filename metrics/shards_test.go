@@ -12,8 +12,9 @@ import (
 	"github.com/conclave-io/conclave/shards"
 )
 
-// TestShardMetricsFollowAGroup: a member's held gauge follows its shards,
-// and its takeovers are counted by cause.
+// TestShardMetricsFollowAGroup: each member's held gauge follows its
+// shards, copies under one identity in one process each with a series of
+// their own (member = identity/instance), and takeovers are counted by cause.
 func TestShardMetricsFollowAGroup(t *testing.T) {
 	_, js, _ := bucket(t, 2*time.Second)
 	reg := prometheus.NewRegistry()
@@ -21,13 +22,6 @@ func TestShardMetricsFollowAGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := shards.NewGroup("m1", "metered", 3, js, shards.WithRecorder(rec))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- g.Start(ctx) }()
 	value := func(name string, labels map[string]string) float64 {
 		fams, err := reg.Gather()
 		if err != nil {
@@ -48,18 +42,36 @@ func TestShardMetricsFollowAGroup(t *testing.T) {
 		}
 		return -1
 	}
-	waitUntil(t, "3 shards held", func() bool {
-		return value("conclave_shards_held", map[string]string{"group": "metered", "member": "m1"}) == 3
+	var groups []*shards.Group
+	var cancels []context.CancelFunc
+	var dones []chan error
+	for range 2 {
+		g, err := shards.NewGroup("m1", "metered", 4, js, shards.WithRecorder(rec))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- g.Start(ctx) }()
+		groups, cancels, dones = append(groups, g), append(cancels, cancel), append(dones, done)
+	}
+	held := func(g *shards.Group) float64 {
+		return value("conclave_shards_held", map[string]string{"group": "metered", "member": g.Member()})
+	}
+	waitUntil(t, "2 shards held by each copy", func() bool {
+		return held(groups[0]) == 2 && held(groups[1]) == 2
 	})
-	if v := value("conclave_shards_moves_total", map[string]string{"group": "metered", "cause": "takeover"}); v != 3 {
-		t.Errorf("takeovers = %v, want 3", v)
+	if v := value("conclave_shards_moves_total", map[string]string{"group": "metered", "cause": "takeover"}); v < 4 {
+		t.Errorf("takeovers = %v, want at least the 4 free shards", v)
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if v := value("conclave_shards_held", map[string]string{"group": "metered", "member": "m1"}); v != 0 {
-		t.Errorf("held after stop = %v, want 0", v)
+	for i, g := range groups {
+		cancels[i]()
+		if err := <-dones[i]; err != nil {
+			t.Fatal(err)
+		}
+		if v := held(g); v != 0 {
+			t.Errorf("%s held %v after stop, want 0", g.Member(), v)
+		}
 	}
 }
 

@@ -193,7 +193,8 @@ const (
 // Recorder is told what a member does, for metrics. Its methods are called
 // from the member's goroutines and must not block.
 type Recorder interface {
-	// Holding says that member holds shards shards of group now.
+	// Holding says that member (identity/instance, as Group.Member names
+	// it) holds shards shards of group now.
 	Holding(group, member string, shards int)
 	// Moved counts a shard of group that this member began to hold, by
 	// why it moved here: from a member that leaves, is unhealthy, or held

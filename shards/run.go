@@ -616,7 +616,7 @@ func (g *Group) assigned(s int, t *streams.Term) {
 	g.mu.Unlock()
 	g.wake()
 	if rec := g.o.recorder; rec != nil {
-		rec.Holding(g.group, g.identity, count)
+		rec.Holding(g.group, g.member, count)
 		rec.Moved(g.group, cause)
 	}
 	if g.o.onAssigned != nil {
@@ -632,7 +632,7 @@ func (g *Group) revoked(s int) {
 	g.mu.Unlock()
 	g.wake()
 	if rec := g.o.recorder; rec != nil {
-		rec.Holding(g.group, g.identity, count)
+		rec.Holding(g.group, g.member, count)
 	}
 	if g.o.onRevoked != nil {
 		g.o.onRevoked(s)
