@@ -785,13 +785,13 @@ func (w *simWorld) poke(n *simNode) {
 // takes it in for the term it listened for, unless it is lost.
 func (w *simWorld) announce(n *simNode, c standing.Candidate) {
 	for _, o := range w.nodes {
-		if o == nil || o == n || !o.alive || o.st == nil || o.st.term == 0 {
+		if o == nil || o == n || !o.alive || o.st == nil || o.st.hears == 0 {
 			continue
 		}
 		if w.now.Before(n.cut) || w.now.Before(o.cut) || w.rng.IntN(100) == 0 {
 			continue
 		}
-		token := o.st.term
+		token := o.st.hears
 		delay := w.dur(100*time.Microsecond, 3*time.Millisecond)
 		if w.rng.IntN(20) == 0 {
 			// Late: a subscriber's callbacks fall behind, and the word
@@ -809,7 +809,7 @@ func (w *simWorld) announce(n *simNode, c standing.Candidate) {
 			if !o.alive {
 				return
 			}
-			if token == o.st.term || o.st.term == 0 {
+			if token == o.st.hears || o.st.hears == 0 {
 				o.st.hear(o.local(w.now), token, c)
 				w.poke(o)
 				return
@@ -820,7 +820,7 @@ func (w *simWorld) announce(n *simNode, c standing.Candidate) {
 			before := slices.Clone(o.st.roll.heard)
 			o.st.hear(o.local(w.now), token, c)
 			if !reflect.DeepEqual(before, o.st.roll.heard) {
-				w.fail("%s's term %d took in %s's word heard for its past term %d", o.name, o.st.term, c.Instance, token)
+				w.fail("%s's term %d took in %s's word heard for its past term %d", o.name, o.st.hears, c.Instance, token)
 			}
 			w.poke(o)
 		})

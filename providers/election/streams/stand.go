@@ -20,9 +20,10 @@ type stand struct {
 	random             func(n int64) int64 // draws a new term's question's delay (askDelay)
 
 	healthy bool
-	term    uint64    // the token of the term the roll serves; 0 while none runs
+	term    uint64    // the token of the term that runs; 0 while none does
 	started time.Time // when that term began
-	roll    roll      // who else stands, as the term heard
+	hears   uint64    // the term whose announcements the roll takes: term, or the one a leaving candidate's stop offers the key after
+	roll    roll      // who else stands, as that term heard
 	due     [duties]time.Time
 	out     duty    // the duty whose outcome is awaited, or noDuty
 	move    *policy // a move the answers to a question called for, to hand out
@@ -75,7 +76,9 @@ func (st *stand) open(now time.Time) {
 // follow tells the stand of the candidate's term at now: the token and
 // start of the term that runs, or 0 while none does. A new term starts a
 // roll of its own and asks who stands (askDelay); a term that ends drops
-// its roll, unless the candidate is leaving: its stop offers the key by it.
+// its roll, unless the candidate is leaving: its stop offers the key by
+// it, and it hears that term's announcements on, so that a standby heard
+// leaving meanwhile is not offered the key.
 func (st *stand) follow(now time.Time, token uint64, started time.Time, leaving bool) {
 	if token == st.term {
 		return
@@ -83,6 +86,7 @@ func (st *stand) follow(now time.Time, token uint64, started time.Time, leaving 
 	st.term, st.started, st.move = token, started, nil
 	if token != 0 || !leaving {
 		st.roll.reset()
+		st.hears = token
 	}
 	st.due[dutyAsk], st.due[dutyMove] = time.Time{}, time.Time{}
 	if token != 0 {
@@ -99,7 +103,7 @@ func (st *stand) hear(now time.Time, token uint64, cs ...standing.Candidate) {
 // heard is hear for words said at said and taken in at now: a word heard
 // after said is newer, and kept.
 func (st *stand) heard(now, said time.Time, token uint64, cs ...standing.Candidate) {
-	if token == 0 || token != st.term {
+	if token == 0 || token != st.hears {
 		return
 	}
 	st.roll.learnSaid(now, said, slices.DeleteFunc(slices.Clone(cs), st.isSelf)...)

@@ -100,13 +100,27 @@ func TestStandFollowsItsTerm(t *testing.T) {
 	if len(st.roll.list()) != 1 {
 		t.Fatal("the running term did not hear b")
 	}
+	c := standing.Candidate{Identity: "c", Instance: "c-1", Healthy: true}
+	st.hear(standT0, 7, c)
 	st.follow(standT0.Add(time.Second), 0, time.Time{}, true)
-	if len(st.roll.list()) != 1 {
+	if len(st.roll.list()) != 2 {
 		t.Fatal("a leaving candidate's ended term dropped the roll its stop offers the key by")
+	}
+	// Its stop's offer goes by that roll: a standby heard leaving since is
+	// not offered the key.
+	c.Leaving = true
+	st.hear(standT0.Add(time.Second), 7, c)
+	if got := st.roll.list(); len(got) != 1 || got[0].Instance != "b-1" {
+		t.Fatalf("roll %v after c was heard leaving, want b alone", got)
 	}
 	st.follow(standT0.Add(2*time.Second), 9, standT0.Add(2*time.Second), false)
 	if len(st.roll.list()) != 0 {
 		t.Fatal("a new term kept the last one's roll")
+	}
+	st.follow(standT0.Add(3*time.Second), 0, time.Time{}, false)
+	st.hear(standT0.Add(3*time.Second), 9, b)
+	if len(st.roll.list()) != 0 {
+		t.Fatal("a standby whose term ended, not leaving, took in an announcement")
 	}
 }
 

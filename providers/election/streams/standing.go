@@ -172,7 +172,7 @@ type steward struct {
 	runCtx        context.Context
 	subs          []*muxSub     // nil where subscribing failed
 	hearing       uint64        // the term whose announcements are heard; 0 for none
-	announcements *muxSub       // while leading
+	announcements *muxSub       // while leading, and leaving after it led
 	reported      standingCount // what the recorder was told last; zero: nothing
 }
 
@@ -324,9 +324,10 @@ func (s *steward) pass(ctx context.Context) {
 	} else {
 		s.wake.set(out.wake.Sub(now))
 	}
+	hears := s.st.hears
 	s.mu.Unlock()
-	if token != s.hearing {
-		s.listen(ctx, token)
+	if hears != s.hearing {
+		s.listen(ctx, hears)
 	}
 	if out.announce {
 		s.announce(false)

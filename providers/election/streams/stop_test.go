@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/conclave-io/conclave/clock/clocktest"
 	"github.com/conclave-io/conclave/internal/keymsg"
+	"github.com/conclave-io/conclave/providers/election/standing"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -422,6 +424,95 @@ func TestStopOfferNamesTheSuccessorAgainAfterOnLost(t *testing.T) {
 		stopOther()
 	}
 	checkHistory(t, rec.snapshot())
+}
+
+// TestStopOfferSkipsAStandbyHeardLeavingAfterTheTerm: a stopping leader
+// hears its election's announcements on after its term ended, so a
+// standby heard leaving meanwhile (the copies of a fleet stopping
+// together) is not offered the key: where none is left the key is
+// released at once, not after an offer's wait for an answer that cannot
+// come. Here the leader's first offer goes to b, a candidate on a raw
+// connection that answers it only once c, a standby of another process,
+// has stopped and been heard leaving.
+func TestStopOfferSkipsAStandbyHeardLeavingAfterTheTerm(t *testing.T) {
+	t.Parallel()
+	const key = "leaving-late"
+	ts := newTestServer(t)
+	kv := createBucket(t, connect(t, ts.url()), bucketConfig(3*time.Second))
+	rec := newRecorder()
+	a := mustElection(t, "a", key, kv, rec.options("a")...)
+	aCtx, stopA := context.WithCancel(context.Background())
+	aDone := make(chan error, 1)
+	go func() { aDone <- a.Start(aCtx) }()
+	rec.waitFor(t, 5*time.Second, "a to lead", func(evs []event) bool { return wins(evs, "a") == 1 })
+
+	// b ranks before c (by identity), so a's stop offers it the key first.
+	fake := connect(t, ts.url())
+	b := standing.Candidate{Identity: "b", Instance: "raw", Healthy: true, Since: time.Now()}
+	offersToB := make(chan *nats.Msg, 4)
+	var offered []string // whom each offer on the election's subject named
+	var offeredMu sync.Mutex
+	for _, sub := range []struct {
+		subject string
+		handle  nats.MsgHandler
+	}{
+		{standing.CandidatesSubject(bucketName, key), func(m *nats.Msg) { _ = m.Respond(b.Encode()) }},
+		{standing.HandOverSubject(bucketName, key), func(m *nats.Msg) {
+			req, err := standing.DecodeHandOverRequest(m.Data)
+			if err != nil || req.Revision == 0 {
+				return
+			}
+			offeredMu.Lock()
+			offered = append(offered, req.To)
+			offeredMu.Unlock()
+			if req.To == "b" {
+				offersToB <- m
+			}
+		}},
+	} {
+		if _, err := fake.Subscribe(sub.subject, sub.handle); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := mustElection(t, "c", key, openBucket(t, connect(t, ts.url())), rec.options("c")...)
+	stopC := runElection(t, c)
+	eventually(t, 10*time.Second, "a to know b and c", func() bool {
+		_ = fake.Publish(standing.AnnounceSubject(bucketName, key), b.Encode())
+		return len(rollOf(a)) == 2
+	})
+
+	stopA()
+	var offer *nats.Msg
+	select {
+	case offer = <-offersToB:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a's stop offered b nothing")
+	}
+	stopC() // c stops after a's term ended, and says it leaves
+	eventually(t, 5*time.Second, "a, stopping, to hear c leave", func() bool {
+		return !slices.Contains(rollOf(a), "c")
+	})
+	_ = offer.Respond(standing.HandOverAnswer{Leader: "a", Error: "the candidate is stopping"}.Encode())
+	select {
+	case err := <-aDone:
+		if err != nil {
+			t.Fatalf("a's Start: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a did not stop")
+	}
+	offeredMu.Lock()
+	defer offeredMu.Unlock()
+	if !slices.Equal(offered, []string{"b"}) {
+		t.Fatalf("a's stop offered the key to %v, want b alone: c was heard leaving before b refused", offered)
+	}
+	ent, err := realStore(kv).Latest(context.Background(), key)
+	if err != nil || ent == nil {
+		t.Fatalf("reading the key: %v", err)
+	}
+	if e := ReadEntry(ent); e.State != KeyReleased || e.ReleasedBy != "a" {
+		t.Fatalf("a's stop left the key %s, want released by a", e.Describe())
+	}
 }
 
 // leaderKnowing returns the one of es that leads, once it knows standbys
