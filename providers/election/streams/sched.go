@@ -3,8 +3,10 @@ package streams
 import (
 	"container/heap"
 	"reflect"
+	"runtime"
 	"sync"
 	"time"
+	"weak"
 
 	"github.com/conclave-io/conclave/clock"
 )
@@ -21,9 +23,6 @@ import (
 type scheduler struct {
 	clock clock.Clock
 	kick  chan struct{} // wakes the loop: a driver became ready
-	// keyed: the clock can be a map key, and the scheduler is shared
-	// through schedulers while its loop runs
-	keyed bool
 
 	mu      sync.Mutex
 	wakeups wakeupHeap      // drivers' and stewards' wake-ups set, soonest first
@@ -49,11 +48,14 @@ type pendingAction struct {
 // term's deadline.
 const maxRoutineInFlight = 256
 
-// schedulers holds the scheduler of each clock in use.
+// schedulers holds the scheduler of each clock in use, weakly: one is
+// shared for as long as an election, observer or running loop holds it,
+// however often its loop ends idle and starts again, and its entry goes
+// once it is collected.
 var schedulers = struct {
 	mu sync.Mutex
-	m  map[clock.Clock]*scheduler
-}{m: map[clock.Clock]*scheduler{}}
+	m  map[clock.Clock]weak.Pointer[scheduler]
+}{m: map[clock.Clock]weak.Pointer[scheduler]{}}
 
 // schedulerFor returns the scheduler of c, shared by the process's drivers
 // on that clock (a clock that cannot be a map key gets one of its own).
@@ -63,16 +65,25 @@ func schedulerFor(c clock.Clock) *scheduler {
 	}
 	schedulers.mu.Lock()
 	defer schedulers.mu.Unlock()
-	if schedulers.m[c] == nil {
-		schedulers.m[c] = &scheduler{clock: c, kick: make(chan struct{}, 1), keyed: true}
+	if s := schedulers.m[c].Value(); s != nil {
+		return s
 	}
-	return schedulers.m[c]
+	s := &scheduler{clock: c, kick: make(chan struct{}, 1)}
+	entry := weak.Make(s)
+	schedulers.m[c] = entry
+	runtime.AddCleanup(s, func(c clock.Clock) {
+		schedulers.mu.Lock()
+		defer schedulers.mu.Unlock()
+		if schedulers.m[c] == entry { // not a scheduler made for c since
+			delete(schedulers.m, c)
+		}
+	}, c)
+	return s
 }
 
 // add runs d on s from first; done is called off the loop once d has
 // finished and has no action in flight.
 func (s *scheduler) add(d *driver, first input, done func()) {
-	schedulers.mu.Lock() // the loop ends under it: see collect
 	s.mu.Lock()
 	d.finished, d.added = done, true
 	d.wake = wakeup{s: s, d: d, slot: -1}
@@ -82,26 +93,10 @@ func (s *scheduler) add(d *driver, first input, done func()) {
 	start := !s.running
 	s.running = true
 	s.mu.Unlock()
-	schedulers.mu.Unlock()
 	if start {
-		s.run()
+		go s.loop()
 	}
 	s.wake()
-}
-
-// run starts the loop of s, which the caller marked running: a scheduler
-// started again after its loop ended (by a driver or wake-up made before)
-// serves its clock's new elections again, unless another took its place
-// meanwhile.
-func (s *scheduler) run() {
-	if s.keyed {
-		schedulers.mu.Lock()
-		if schedulers.m[s.clock] == nil {
-			schedulers.m[s.clock] = s
-		}
-		schedulers.mu.Unlock()
-	}
-	go s.loop()
 }
 
 // post hands a an input for d, taken in order after those posted before.
@@ -205,22 +200,9 @@ func (s *scheduler) loop() {
 func (s *scheduler) collect() (batch []*driver, fires []func(), next time.Time, ok bool) {
 	s.mu.Lock()
 	if s.idleLocked() {
+		s.running = false // add and wakeup.set start the loop again
 		s.mu.Unlock()
-		schedulers.mu.Lock()
-		s.mu.Lock()
-		idle := s.idleLocked()
-		if idle {
-			s.running = false
-			if s.keyed && schedulers.m[s.clock] == s {
-				delete(schedulers.m, s.clock)
-			}
-		}
-		s.mu.Unlock()
-		schedulers.mu.Unlock()
-		if idle {
-			return nil, nil, time.Time{}, false
-		}
-		s.mu.Lock()
+		return nil, nil, time.Time{}, false
 	}
 	now := s.clock.Now()
 	for len(s.wakeups) > 0 && !s.wakeups[0].at.After(now) {
@@ -479,7 +461,7 @@ func (w *wakeup) set(d time.Duration) {
 	s.running = true
 	s.mu.Unlock()
 	if start {
-		s.run()
+		go s.loop()
 	}
 	s.wake()
 }

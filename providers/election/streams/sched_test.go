@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -255,25 +256,41 @@ func TestAStopIsTakenWithTheOutcomeAndBeforeOtherAsks(t *testing.T) {
 	}
 }
 
-// TestASchedulerStartedAgainIsTheOneOfItsClock: a scheduler whose loop
-// ended with nothing left to serve, and which a wake-up or a driver made
-// before then starts again, is again the one its clock's new elections
-// share, rather than one of two loops and two timers on one clock (one
-// made for a new election while it was idle still runs beside it).
-func TestASchedulerStartedAgainIsTheOneOfItsClock(t *testing.T) {
+// TestAClocksSchedulerIsOneWhileHeld: a scheduler whose loop ended with
+// nothing left to serve is still the one its clock's new elections share
+// while an election made before holds it (their first start runs its loop
+// again), rather than one of two loops and two timers on one clock; once
+// nothing holds it, the clock's entry goes.
+func TestAClocksSchedulerIsOneWhileHeld(t *testing.T) {
 	fake := clocktest.New(time.Unix(1000, 0))
 	s := schedulerFor(fake)
-	w := fireUntilIdle(t, s, func() bool {
+	fireUntilIdle(t, s, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return !s.running
+	})
+	if got := schedulerFor(fake); got != s {
+		t.Fatal("the clock's new elections got a second scheduler while the first, idle, is held")
+	}
+	w := s.newWakeup(func() {})
+	w.set(time.Hour) // starts s's loop again
+	if got := schedulerFor(fake); got != s {
+		t.Fatal("the clock's new elections got a second scheduler while the first runs again")
+	}
+	w.stop()
+	eventually(t, 5*time.Second, "the loop to end idle", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return !s.running
+	})
+	s, w = nil, nil
+	eventually(t, 5*time.Second, "the clock's entry to go once nothing holds its scheduler", func() bool {
+		runtime.GC()
 		schedulers.mu.Lock()
 		defer schedulers.mu.Unlock()
 		_, kept := schedulers.m[fake]
-		return !kept // the loop ended and gave up its clock
+		return !kept
 	})
-	w.set(time.Hour) // starts s's loop again
-	if got := schedulerFor(fake); got != s {
-		t.Error("the clock's new elections got a second scheduler while the first runs again")
-	}
-	w.stop()
 }
 
 // fireUntilIdle sets a wake-up of s to fire at once, waits for it to fire
