@@ -43,24 +43,66 @@ func (fw *Framework) serversLocked() []string {
 }
 
 // Connection returns the shared connection, making it on first use; see the
-// package documentation for where it goes. It returns an error wrapping
-// ErrNoBroker when no broker answers, and ErrClosed after Close. The
-// framework owns the connection: do not close it.
+// package documentation for where it goes. Callers while it is being made
+// wait for it, each until its own ctx ends. It returns an error wrapping
+// ErrNoBroker when no broker answers, and ErrClosed after Close (which does
+// not wait for a connection being made: that one is closed as it comes).
+// The framework owns the connection: do not close it.
 func (fw *Framework) Connection(ctx context.Context) (*nats.Conn, error) {
-	fw.mu.Lock()
-	defer fw.mu.Unlock()
-	if fw.closed {
-		return nil, ErrClosed
+	for {
+		fw.mu.Lock()
+		switch d := fw.dialing; {
+		case fw.closed:
+			fw.mu.Unlock()
+			return nil, ErrClosed
+		case fw.conn != nil:
+			nc := fw.conn
+			fw.mu.Unlock()
+			return nc, nil
+		case d != nil:
+			fw.mu.Unlock()
+			select {
+			case <-d.done:
+				// Another caller's context that ended is no answer for this
+				// one: it dials in turn.
+				if d.err != nil && !errors.Is(d.err, context.Canceled) && !errors.Is(d.err, context.DeadlineExceeded) {
+					return nil, d.err
+				}
+				continue
+			case <-ctx.Done():
+				return nil, fmt.Errorf("conclave: waiting for the connection to %s: %w", strings.Join(fw.Servers(), ", "), ctx.Err())
+			}
+		}
+		d := &dialing{done: make(chan struct{})}
+		fw.dialing = d
+		servers, embedded := fw.serversLocked(), fw.broker
+		fw.mu.Unlock()
+
+		nc, err := fw.dial(ctx, servers, embedded, nil)
+		fw.mu.Lock()
+		fw.dialing = nil
+		switch {
+		case fw.closed: // Close did not wait for the connection: it ends here
+			if nc != nil {
+				nc.Close()
+			}
+			nc, err = nil, ErrClosed
+		case err != nil:
+		default:
+			fw.conn, fw.ownConn = nc, true
+		}
+		d.err = err
+		close(d.done)
+		fw.mu.Unlock()
+		return nc, err
 	}
-	if fw.conn != nil {
-		return fw.conn, nil
-	}
-	nc, err := fw.dial(ctx, fw.serversLocked(), fw.broker, nil)
-	if err != nil {
-		return nil, err
-	}
-	fw.conn, fw.ownConn = nc, true
-	return nc, nil
+}
+
+// dialing is the shared connection being made; done closes once it is
+// made, with err when it failed.
+type dialing struct {
+	done chan struct{}
+	err  error
 }
 
 // Connect makes a new connection to the framework's brokers with the shared
@@ -186,6 +228,9 @@ func (fw *Framework) UseBroker(ctx context.Context, b LocalBroker) error {
 		return fmt.Errorf("%w: it listens at %s", ErrBrokerStarted, fw.broker.ClientURL())
 	case fw.conn != nil:
 		return fmt.Errorf("%w to %s: start the broker before the first election", ErrConnected, fw.conn.ConnectedUrlRedacted())
+	case fw.dialing != nil:
+		return fmt.Errorf("%w: the shared connection is being made to %s: start the broker before the first election",
+			ErrConnected, strings.Join(fw.serversLocked(), ", "))
 	}
 	if err := b.Start(ctx); err != nil {
 		return fmt.Errorf("conclave: starting the broker: %w", err)

@@ -3,6 +3,7 @@ package conclave_test
 import (
 	"context"
 	"errors"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -112,6 +113,101 @@ func TestConnectionHonoursContext(t *testing.T) {
 	cancel()
 	if _, err := fw.Connection(ctx); !errors.Is(err, context.Canceled) {
 		t.Errorf("Connection with a cancelled context: %v, want context.Canceled", err)
+	}
+}
+
+// silentBroker listens where nothing answers a NATS client: a connection
+// made to it waits for the server's INFO until its timeout. Each accepted
+// connection is sent on accepted and held open until the test ends.
+func silentBroker(t *testing.T) (url string, accepted <-chan net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns := make(chan net.Conn, 16)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns <- c
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		for {
+			select {
+			case c := <-conns:
+				_ = c.Close()
+			default:
+				return
+			}
+		}
+	})
+	return "nats://" + ln.Addr().String(), conns
+}
+
+// TestConnectionBeingMadeHoldsNoOneUp: while the shared connection is
+// being made (here to a broker that never answers, for the 2 s a first
+// connection may take), another caller waits for it only until its own
+// context ends, the framework's other methods answer, and Close returns at
+// once; the connection being made then ends with ErrClosed.
+func TestConnectionBeingMadeHoldsNoOneUp(t *testing.T) {
+	url, accepted := silentBroker(t)
+	fw := newFramework(t, testConfig("dialling-node", url))
+	first := make(chan error, 1)
+	go func() {
+		_, err := fw.Connection(context.Background())
+		first <- err
+	}()
+	var held net.Conn
+	select {
+	case held = <-accepted: // the first caller's connection is being made
+	case <-time.After(wait):
+		t.Fatal("the first Connection did not reach the broker")
+	}
+	short, cancel := context.WithCancel(context.Background())
+	second := make(chan error, 1)
+	go func() {
+		_, err := fw.Connection(short)
+		second <- err
+	}()
+	cancel()
+	select {
+	case err := <-second:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("a second Connection whose context ended: %v, want context.Canceled", err)
+		}
+	case <-first:
+		t.Fatal("the first Connection ended before the second's context")
+	case <-time.After(wait):
+		t.Fatal("a second Connection waited past its own context for the first")
+	}
+	if got := fw.Servers(); len(got) != 1 || got[0] != url {
+		t.Errorf("Servers while connecting = %v, want [%s]", got, url)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- fw.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+	case <-first:
+		t.Fatal("Close waited for the connection being made")
+	case <-time.After(wait):
+		t.Fatal("Close did not return")
+	}
+	_ = held.Close() // the connection being made fails now
+	select {
+	case err := <-first:
+		if !errors.Is(err, conclave.ErrClosed) {
+			t.Errorf("the Connection under way as Close was called: %v, want ErrClosed", err)
+		}
+	case <-time.After(wait):
+		t.Fatal("the first Connection did not end")
 	}
 }
 

@@ -39,9 +39,10 @@ type Framework struct {
 	conn    *nats.Conn  // the shared connection, once made or given
 	ownConn bool        // the framework made conn and closes it
 	broker  LocalBroker // started with UseBroker
+	dialing *dialing    // the shared connection being made, if it is
 	closed  bool
 	// closedFlag is closed, for readers that must not wait for mu, which
-	// is held while the shared connection is dialled or a broker starts.
+	// is held while a broker starts.
 	closedFlag atomic.Bool
 	// sharedKV and sharedJS are the bucket opened on the shared connection,
 	// once: a process with thousands of elections looks it up once.
@@ -49,7 +50,7 @@ type Framework struct {
 	sharedJS jetstream.JetStream
 	// componentLogs are the entries of the components whose loggers the
 	// framework hands out by the thousand (see componentLog), under logsMu:
-	// mu is held while the shared connection is dialled.
+	// mu is held while a broker starts.
 	logsMu        sync.Mutex
 	componentLogs map[string]*logrus.Entry
 }
