@@ -96,6 +96,7 @@ func WithLogger(l *logrus.Logger) Option {
 type Broker struct {
 	b       *broker.Broker
 	log     *logrus.Logger
+	given   bool   // log is WithLogger's: Framework logs there too
 	cleanup func() // removes what Start made; nil for StartBroker
 	once    sync.Once
 }
@@ -165,7 +166,7 @@ func start(store string, log *logrus.Logger, opts []Option) (*Broker, error) {
 		b.Shutdown()
 		return nil, fmt.Errorf("starting the broker: %w", err)
 	}
-	return &Broker{b: b, log: log}, nil
+	return &Broker{b: b, log: log, given: o.log != nil}, nil
 }
 
 // ClientURL returns where clients connect to the broker.
@@ -191,13 +192,17 @@ func (b *Broker) NewFramework(identity string, opts ...conclave.Option) (*concla
 	return conclave.NewWithConfig(b.Config(identity), withDefaultLogger(b.log, opts)...)
 }
 
-// Framework is NewFramework for a test: the framework logs to t.Log unless
-// opts give conclave.WithLogger or conclave.WithSlog, it is closed when t
-// ends, and t fails when it cannot be made. Stop its elections before the
-// test ends.
+// Framework is NewFramework for a test: the framework logs to t.Log (to
+// the broker's WithLogger logger if it was given one) unless opts give
+// conclave.WithLogger or conclave.WithSlog, it is closed when t ends, and t
+// fails when it cannot be made. Stop its elections before the test ends.
 func (b *Broker) Framework(t testing.TB, identity string, opts ...conclave.Option) *conclave.Framework {
 	t.Helper()
-	fw, err := conclave.NewWithConfig(b.Config(identity), withDefaultLogger(Logger(t), opts)...)
+	log := b.log
+	if !b.given {
+		log = Logger(t) // this test's: the broker's t may end first
+	}
+	fw, err := conclave.NewWithConfig(b.Config(identity), withDefaultLogger(log, opts)...)
 	if err != nil {
 		t.Fatalf("conclavetest: framework %s: %v", identity, err)
 	}

@@ -176,6 +176,34 @@ func TestFrameworksTakeTheTestsLogger(t *testing.T) {
 	}
 }
 
+// TestWithLoggerTakesTheBrokersAndItsFrameworksLogs: a broker given
+// WithLogger logs there, and so do the frameworks of Framework and
+// NewFramework made without a logger of their own.
+func TestWithLoggerTakesTheBrokersAndItsFrameworksLogs(t *testing.T) {
+	l := logrus.New()
+	l.SetLevel(logrus.InfoLevel)
+	var out syncBuffer
+	l.SetOutput(&out)
+	b := conclavetest.StartBroker(t, conclavetest.WithLogger(l))
+	if !strings.Contains(out.String(), "component=broker") {
+		t.Errorf("the broker logged nothing to WithLogger's logger; it has %q", out.String())
+	}
+	b.Framework(t, "n1").Logger("test").Info("from Framework")
+	fw, err := b.NewFramework("n2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fw.Logger("test").Info("from NewFramework")
+	if err := fw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, msg := range []string{"from Framework", "from NewFramework"} {
+		if !strings.Contains(out.String(), msg) {
+			t.Errorf("%q not logged to WithLogger's logger; it has %q", msg, out.String())
+		}
+	}
+}
+
 // syncBuffer is a bytes.Buffer safe for concurrent use.
 type syncBuffer struct {
 	mu  sync.Mutex

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 
+	"github.com/conclave-io/conclave/clock/clocktest"
 	"github.com/conclave-io/conclave/config"
 	"github.com/conclave-io/conclave/internal/brokertest"
 	"github.com/conclave-io/conclave/internal/natstest"
@@ -386,5 +387,28 @@ func TestCandidatesGaugeCountsCopiesApart(t *testing.T) {
 	cancel()
 	if err := <-ran; err != nil {
 		t.Fatalf("observer Run: %v", err)
+	}
+}
+
+// TestRenewalAgeIsReadFromTheRecordersClock: WithClock sets the clock the
+// renewal age is measured on: the age is the time on that clock since the
+// last win or renewal, whatever the wall clock says.
+func TestRenewalAgeIsReadFromTheRecordersClock(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	clk := clocktest.New(time.Unix(1_000_000, 0))
+	rec, err := metrics.New(reg, metrics.WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Won("app")
+	rec.Leading("app", true)
+	clk.Advance(90 * time.Second)
+	if age := gauge(t, reg, "conclave_election_last_renewal_age_seconds"); age != 90 {
+		t.Fatalf("renewal age %v after the clock moved 90s from the win, want 90", age)
+	}
+	rec.Renewed("app", time.Millisecond)
+	clk.Advance(2 * time.Second)
+	if age := gauge(t, reg, "conclave_election_last_renewal_age_seconds"); age != 2 {
+		t.Fatalf("renewal age %v 2s after a renewal on the clock, want 2", age)
 	}
 }

@@ -121,3 +121,66 @@ func mustStanding(t *testing.T, ctx context.Context, nc *nats.Conn, key string, 
 	}
 	return cs
 }
+
+// TestLeaveTimeoutBoundsTheWaitForTheNextHolder: a member that stops waits
+// at most WithLeaveTimeout for the members its shards go to to stand for
+// them; here the only other member is one that announces itself and never
+// stands, so the member releases its shards once the timeout has run, says
+// so, and its Start returns, well before the default's 5s.
+func TestLeaveTimeoutBoundsTheWaitForTheNextHolder(t *testing.T) {
+	const group, n, timeout = "unstood", 4, 300 * time.Millisecond
+	f := newFleet(t, startBroker(t), group, n)
+	nc, js := f.connect()
+	quiet := make(chan struct{})
+	announced := make(chan struct{})
+	go func() { // z: a member on the roll that stands for nothing
+		since := time.Now().UTC().Format(time.RFC3339Nano)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for seq := 1; ; seq++ {
+			body := fmt.Sprintf(`{"identity":"z","instance":"x","since":%q,"weight":1,"healthy":true,"shards":%d,"seq":%d}`, since, n, seq)
+			_ = nc.Publish(shards.Subject(bucket.Name, group), []byte(body))
+			if seq == 1 {
+				close(announced)
+			}
+			select {
+			case <-quiet:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	t.Cleanup(func() { close(quiet) })
+	<-announced
+	log := newFullLogRecorder(t, "a")
+	a := f.start("a", shards.WithLogger(log), shards.WithLeaveTimeout(timeout))
+	eventually := time.Now().Add(wait)
+	for len(a.g.Held()) == 0 {
+		if time.Now().After(eventually) {
+			t.Fatalf("a holds no shard within %v", wait)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	held := len(a.g.Held())
+	stopped := time.Now()
+	if err := a.stop(t); err != nil {
+		t.Fatalf("a's Start: %v", err)
+	}
+	took := time.Since(stopped)
+	t.Logf("a held %d shards; its Start returned %v after the stop", held, took)
+	if took < timeout || took > 2500*time.Millisecond {
+		t.Errorf("a's Start returned %v after the stop, want the leave timeout (%v) and a release, far below the default 5s", took, timeout)
+	}
+	log.await("not handed over within 300ms", "releasing them")
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	kv, err := js.KeyValue(ctx, bucket.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for s := range n {
+		if ent, err := kv.Get(ctx, shards.Key(group, s)); err == nil {
+			t.Errorf("shard %d's key still holds %q after a left: want it released", s, ent.Value())
+		}
+	}
+}

@@ -111,7 +111,12 @@ func (r *run) main(ctx context.Context) error {
 			r.leaving, leaveBy = true, now.Add(g.o.leaveWithin)
 		}
 		r.pass(now)
-		if r.leaving && (r.doneLeaving() || !now.Before(leaveBy)) {
+		if r.leaving && r.doneLeaving() {
+			break
+		}
+		if r.leaving && !now.Before(leaveBy) {
+			g.logf("warn", "group %s: %s: %d shards not handed over within %v (WithLeaveTimeout): releasing them for any member to take",
+				g.group, g.member, r.holding(), g.o.leaveWithin)
 			break
 		}
 		if r.closed != nil {
