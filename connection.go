@@ -63,9 +63,9 @@ func (fw *Framework) Connection(ctx context.Context) (*nats.Conn, error) {
 			fw.mu.Unlock()
 			select {
 			case <-d.done:
-				// Another caller's context that ended is no answer for this
-				// one: it dials in turn.
-				if d.err != nil && !errors.Is(d.err, context.Canceled) && !errors.Is(d.err, context.DeadlineExceeded) {
+				// A dial cut short by its caller's context (its timeout
+				// too) is no answer for this caller: it dials in turn.
+				if d.err != nil && !d.cutShort {
 					return nil, d.err
 				}
 				continue
@@ -78,6 +78,8 @@ func (fw *Framework) Connection(ctx context.Context) (*nats.Conn, error) {
 		servers, embedded := fw.serversLocked(), fw.broker
 		fw.mu.Unlock()
 
+		dl, hasDL := ctx.Deadline()
+		shortened := hasDL && time.Until(dl) < connectTimeout // the dial's timeout is the caller's
 		nc, err := fw.dial(ctx, servers, embedded, nil)
 		fw.mu.Lock()
 		fw.dialing = nil
@@ -91,7 +93,7 @@ func (fw *Framework) Connection(ctx context.Context) (*nats.Conn, error) {
 		default:
 			fw.conn, fw.ownConn = nc, true
 		}
-		d.err = err
+		d.err, d.cutShort = err, ctx.Err() != nil || err != nil && shortened
 		close(d.done)
 		fw.mu.Unlock()
 		return nc, err
@@ -99,10 +101,12 @@ func (fw *Framework) Connection(ctx context.Context) (*nats.Conn, error) {
 }
 
 // dialing is the shared connection being made; done closes once it is
-// made, with err when it failed.
+// made, with err when it failed, cutShort when its caller's context ended
+// first or its deadline was the dial's timeout.
 type dialing struct {
-	done chan struct{}
-	err  error
+	done     chan struct{}
+	err      error
+	cutShort bool
 }
 
 // Connect makes a new connection to the framework's brokers with the shared
@@ -214,12 +218,24 @@ type LocalBroker interface {
 //
 // It returns ErrInvalidOption for a nil b, ErrClosed after Close,
 // ErrBrokerStarted when the framework already has a broker, ErrConnected
-// when the shared connection was already made, and b.Start's error wrapped.
+// when the shared connection was already made (it waits, within ctx, for
+// one being made: one that fails leaves the broker to be used), and
+// b.Start's error wrapped.
 func (fw *Framework) UseBroker(ctx context.Context, b LocalBroker) error {
 	if b == nil {
 		return fmt.Errorf("%w: UseBroker(nil): pass a broker, such as one from broker.New", ErrInvalidOption)
 	}
 	fw.mu.Lock()
+	for d := fw.dialing; d != nil; d = fw.dialing {
+		fw.mu.Unlock()
+		select {
+		case <-d.done:
+		case <-ctx.Done():
+			return fmt.Errorf("conclave: starting the broker: waiting for the connection being made to %s: %w",
+				strings.Join(fw.Servers(), ", "), ctx.Err())
+		}
+		fw.mu.Lock()
+	}
 	defer fw.mu.Unlock()
 	switch {
 	case fw.closed:
@@ -228,9 +244,6 @@ func (fw *Framework) UseBroker(ctx context.Context, b LocalBroker) error {
 		return fmt.Errorf("%w: it listens at %s", ErrBrokerStarted, fw.broker.ClientURL())
 	case fw.conn != nil:
 		return fmt.Errorf("%w to %s: start the broker before the first election", ErrConnected, fw.conn.ConnectedUrlRedacted())
-	case fw.dialing != nil:
-		return fmt.Errorf("%w: the shared connection is being made to %s: start the broker before the first election",
-			ErrConnected, strings.Join(fw.serversLocked(), ", "))
 	}
 	if err := b.Start(ctx); err != nil {
 		return fmt.Errorf("conclave: starting the broker: %w", err)

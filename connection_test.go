@@ -3,6 +3,7 @@ package conclave_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sirupsen/logrus"
 
@@ -208,6 +210,113 @@ func TestConnectionBeingMadeHoldsNoOneUp(t *testing.T) {
 		}
 	case <-time.After(wait):
 		t.Fatal("the first Connection did not end")
+	}
+}
+
+// slowProxy listens where each connection reaches target only after
+// delay; each accepted connection is signalled on accepted.
+func slowProxy(t *testing.T, target string, delay time.Duration) (url string, accepted <-chan struct{}) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	signal := make(chan struct{}, 16)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			signal <- struct{}{}
+			go func() {
+				defer c.Close()
+				time.Sleep(delay)
+				u, err := net.Dial("tcp", target)
+				if err != nil {
+					return
+				}
+				defer u.Close()
+				go func() { _, _ = io.Copy(u, c) }()
+				_, _ = io.Copy(c, u)
+			}()
+		}
+	}()
+	return "nats://" + ln.Addr().String(), signal
+}
+
+// TestAWaiterDialsInTurnWhenTheDiallersContextCutItShort: a caller waiting
+// for the shared connection being made does not take the failure of a dial
+// that its own caller's context cut short as its answer: it dials in turn,
+// under its own context, and connects.
+func TestAWaiterDialsInTurnWhenTheDiallersContextCutItShort(t *testing.T) {
+	b := startBroker(t)
+	url, accepted := slowProxy(t, strings.TrimPrefix(b.ClientURL(), "nats://"), 500*time.Millisecond)
+	fw := newFramework(t, testConfig("slow-node", url))
+	first := make(chan error, 1)
+	go func() {
+		short, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		_, err := fw.Connection(short)
+		first <- err
+	}()
+	select {
+	case <-accepted: // the short dial is under way
+	case <-time.After(wait):
+		t.Fatal("the first Connection did not reach the broker")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if _, err := fw.Connection(ctx); err != nil {
+		t.Fatalf("a Connection with time enough, made while a shorter one dialled: %v", err)
+	}
+	if err := <-first; err == nil {
+		t.Error("the Connection whose 200ms context ended before the broker answered succeeded")
+	}
+}
+
+// inertBroker is a LocalBroker that starts at once and serves nobody.
+type inertBroker struct{ started chan struct{} }
+
+func (b inertBroker) Start(context.Context) error   { close(b.started); return nil }
+func (inertBroker) ClientURL() string               { return "nats://127.0.0.1:1" }
+func (inertBroker) InProcessOptions() []nats.Option { return nil }
+func (inertBroker) Shutdown()                       {}
+
+// TestUseBrokerWaitsForAConnectionBeingMade: UseBroker called while the
+// shared connection is being made waits for it: when that dial fails, the
+// broker is started and used, not refused as if a connection were made.
+func TestUseBrokerWaitsForAConnectionBeingMade(t *testing.T) {
+	url, accepted := silentBroker(t)
+	fw := newFramework(t, testConfig("use-node", url))
+	dialled := make(chan error, 1)
+	go func() {
+		_, err := fw.Connection(context.Background())
+		dialled <- err
+	}()
+	var held net.Conn
+	select {
+	case held = <-accepted:
+	case <-time.After(wait):
+		t.Fatal("the Connection did not reach the broker")
+	}
+	b := inertBroker{started: make(chan struct{})}
+	used := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		defer cancel()
+		used <- fw.UseBroker(ctx, b)
+	}()
+	_ = held.Close() // the dial under way fails
+	if err := <-dialled; err == nil {
+		t.Error("the dial to a broker that hung up succeeded")
+	}
+	if err := <-used; err != nil {
+		t.Fatalf("UseBroker after the dial under way failed: %v", err)
+	}
+	if got := fw.Servers(); len(got) != 1 || got[0] != b.ClientURL() {
+		t.Errorf("Servers after UseBroker = %v, want the broker's %s", got, b.ClientURL())
 	}
 }
 

@@ -9,7 +9,7 @@ import (
 // ShardRecorder records shard groups into Prometheus metrics. It implements
 // shards.Recorder; share one among all the groups of a process.
 //
-//	conclave_shards_held          shards held now, by group and member (identity/instance)
+//	conclave_shards_held          shards held now, by group and running member (identity/instance)
 //	conclave_shards_moves_total   shards moved, by group and cause: rebalance, leave, unhealthy, takeover
 //
 // The member a shard moves to counts the move, by why it moved: from a
@@ -46,6 +46,12 @@ func NewShards(reg prometheus.Registerer) (*ShardRecorder, error) {
 // Holding sets how many shards of group member holds.
 func (r *ShardRecorder) Holding(group, member string, n int) {
 	r.held.WithLabelValues(group, member).Set(float64(n))
+}
+
+// Left removes the series of member, which stopped: a process that makes
+// new groups keeps one series per member running, not one per member ever.
+func (r *ShardRecorder) Left(group, member string) {
+	r.held.DeleteLabelValues(group, member)
 }
 
 // Moved counts a move of a shard of group.

@@ -325,6 +325,9 @@ func (g *Group) Start(ctx context.Context) error {
 	g.mu.Lock()
 	g.since = time.Now()
 	g.mu.Unlock()
+	if rec := g.o.recorder; rec != nil {
+		defer rec.Left(g.group, g.member) // after the last OnRevoked, and its Holding
+	}
 	return newRun(g, ttl).main(ctx)
 }
 

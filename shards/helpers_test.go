@@ -307,6 +307,7 @@ type countingRecorder struct {
 }
 
 func (r *countingRecorder) Holding(string, string, int) {}
+func (r *countingRecorder) Left(string, string)         {}
 func (r *countingRecorder) Moved(_ string, cause shards.MoveCause) {
 	r.mu.Lock()
 	r.moved[cause]++

@@ -196,6 +196,10 @@ type Recorder interface {
 	// Holding says that member (identity/instance, as Group.Member names
 	// it) holds shards shards of group now.
 	Holding(group, member string, shards int)
+	// Left says that member stopped, holding nothing: it is gone for good
+	// (a Group runs once, and its instance is its own), so what is kept of
+	// it may go. It comes after the member's last Holding.
+	Left(group, member string)
 	// Moved counts a shard of group that this member began to hold, by
 	// why it moved here: from a member that leaves, is unhealthy, or held
 	// more than its share (a hand-over), or from nobody (a takeover).
