@@ -151,6 +151,26 @@ func silentBroker(t *testing.T) (url string, accepted <-chan net.Conn) {
 	return "nats://" + ln.Addr().String(), conns
 }
 
+// connectionUnderWay calls fw.Connection in the background and returns
+// once its connection reached the silent broker: where its error will
+// come, and the broker's end of the connection, which fails the dial once
+// closed.
+func connectionUnderWay(t *testing.T, fw *conclave.Framework, accepted <-chan net.Conn) (<-chan error, net.Conn) {
+	t.Helper()
+	result := make(chan error, 1)
+	go func() {
+		_, err := fw.Connection(context.Background())
+		result <- err
+	}()
+	select {
+	case held := <-accepted:
+		return result, held
+	case <-time.After(wait):
+		t.Fatal("the Connection did not reach the broker")
+		return nil, nil
+	}
+}
+
 // TestConnectionBeingMadeHoldsNoOneUp: while the shared connection is
 // being made (here to a broker that never answers, for the 2 s a first
 // connection may take), another caller waits for it only until its own
@@ -159,17 +179,7 @@ func silentBroker(t *testing.T) (url string, accepted <-chan net.Conn) {
 func TestConnectionBeingMadeHoldsNoOneUp(t *testing.T) {
 	url, accepted := silentBroker(t)
 	fw := newFramework(t, testConfig("dialling-node", url))
-	first := make(chan error, 1)
-	go func() {
-		_, err := fw.Connection(context.Background())
-		first <- err
-	}()
-	var held net.Conn
-	select {
-	case held = <-accepted: // the first caller's connection is being made
-	case <-time.After(wait):
-		t.Fatal("the first Connection did not reach the broker")
-	}
+	first, held := connectionUnderWay(t, fw, accepted)
 	short, cancel := context.WithCancel(context.Background())
 	second := make(chan error, 1)
 	go func() {
@@ -290,17 +300,7 @@ func (inertBroker) Shutdown()                       {}
 func TestUseBrokerWaitsForAConnectionBeingMade(t *testing.T) {
 	url, accepted := silentBroker(t)
 	fw := newFramework(t, testConfig("use-node", url))
-	dialled := make(chan error, 1)
-	go func() {
-		_, err := fw.Connection(context.Background())
-		dialled <- err
-	}()
-	var held net.Conn
-	select {
-	case held = <-accepted:
-	case <-time.After(wait):
-		t.Fatal("the Connection did not reach the broker")
-	}
+	dialled, held := connectionUnderWay(t, fw, accepted)
 	b := inertBroker{started: make(chan struct{})}
 	used := make(chan error, 1)
 	go func() {
