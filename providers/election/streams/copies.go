@@ -3,6 +3,7 @@ package streams
 import (
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -10,18 +11,22 @@ import (
 )
 
 // localCopies holds each election's copies in this process: its stewards
-// in one election over one connection. A candidate reads its copies'
-// health and stopping as they are now: when a process stops, their words
-// of leaving reach its leader late, or, once its term ended, not at all.
+// in one election of one bucket, over any connection (a program may give
+// each candidate its own). A candidate reads its copies' health and
+// stopping as they are now: when a process stops, their words of leaving
+// reach its leader late, or after its stop offered one of them the key.
 var localCopies = struct {
 	mu sync.Mutex
 	m  map[copiesKey]*copies
 }{m: map[copiesKey]*copies{}}
 
-// copiesKey is an election as a process's candidates reach it.
+// copiesKey is an election as a process's candidates reach it: the
+// bucket's name and when it was made tell it apart from a bucket of that
+// name on another broker; where the creation is unknown, the connection.
 type copiesKey struct {
 	nc          *nats.Conn
 	bucket, key string
+	born        time.Time
 }
 
 // copies are an election's stewards in this process: those running, and
@@ -37,7 +42,12 @@ type copyName struct{ identity, instance string }
 // maxLeftCopies bounds the copies remembered as stopped, per election.
 const maxLeftCopies = 16
 
-func (s *steward) copiesKey() copiesKey { return copiesKey{s.nc, s.bucket, s.e.key} }
+func (s *steward) copiesKey() copiesKey {
+	if s.born.IsZero() {
+		return copiesKey{nc: s.nc, bucket: s.bucket, key: s.e.key}
+	}
+	return copiesKey{bucket: s.bucket, key: s.e.key, born: s.born}
+}
 
 func (s *steward) name() copyName { return copyName{s.e.identity, s.e.instance} }
 

@@ -205,7 +205,7 @@ func (e *Election) setGoing(caller, ctx context.Context, tm timings, born time.T
 		if e.opts.minTerm == 0 {
 			e.opts.minTerm = max(2*tm.ttl, 10*time.Second)
 		}
-		s = newSteward(e, nc, e.opts.bucket)
+		s = newSteward(e, nc, e.opts.bucket, born)
 		// The steward outlives the campaign's context: a leader that stops
 		// still knows whom to offer the key to, and answers who is
 		// standing until it has wound down.

@@ -148,6 +148,7 @@ type steward struct {
 	e      *Election
 	nc     *nats.Conn
 	bucket string
+	born   time.Time // when the bucket was made (zero: unknown), for localCopies
 	since  time.Time
 
 	// ctx is the parent of the serving's context. Serving starts once the
@@ -176,8 +177,8 @@ type steward struct {
 	reported      standingCount // what the recorder was told last; zero: nothing
 }
 
-func newSteward(e *Election, nc *nats.Conn, bucket string) *steward {
-	return &steward{e: e, nc: nc, bucket: bucket, since: e.opts.clock.Now(),
+func newSteward(e *Election, nc *nats.Conn, bucket string, born time.Time) *steward {
+	return &steward{e: e, nc: nc, bucket: bucket, born: born, since: e.opts.clock.Now(),
 		st: newStand(e.identity, e.instance, e.opts.minTerm, e.opts.healthEvery, rand.Int64N)}
 }
 

@@ -277,6 +277,9 @@ func TestProcessStoppingTogetherHandsTheKeyOutside(t *testing.T) {
 		done := make(chan error, 3)
 		var copies []*Election
 		for _, inst := range []string{"w0", "w1", "w2"} {
+			if i%2 == 1 { // each copy on a connection of its own, as the demo's workers
+				kv = openBucket(t, connect(t, ts.url()))
+			}
 			e := mustElection(t, "a", key, kv, append(rec.options("a"), WithInstance(inst), WithLogger(testLogger{t, fmt.Sprintf("r%d %s: ", i, inst)}))...)
 			copies = append(copies, e)
 			go func() { done <- e.Start(ctx) }()
