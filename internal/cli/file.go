@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,10 +32,14 @@ such as cron entries that start with [ -f PATH ] || exit 0.
 PATH is written when a term begins, holding the identity and the term's
 fencing token ("identity token"), and removed when the term ends: when
 leadership is lost, at the term's local deadline at the latest (before the
-key can expire), and when file stops. A PATH left from an earlier run is
-removed before campaigning. On Ctrl-C (SIGINT) or SIGTERM, file removes PATH,
-hands the election over at once (to the best-ranked standby it knows of, or
-by a release that any candidate may take), and exits with status 0.
+key can expire), and when file stops. file removes only what it wrote: a
+PATH left from an earlier run (holding "identity token" of a term no longer
+running) is removed before campaigning; one of the running term (a copy of
+this program leading with the same PATH) is left to that copy; and a PATH
+that holds anything else, or is a directory, is refused before campaigning.
+On Ctrl-C (SIGINT) or SIGTERM, file removes PATH, hands the election over at
+once (to the best-ranked standby it knows of, or by a release that any
+candidate may take), and exits with status 0.
 
 What a file cannot do: a job that checked the file keeps running after the
 file is removed, and a file survives a SIGKILL of this process until it runs
@@ -59,8 +65,9 @@ type leaderFile struct {
 	// command stops: the stop, not a lost leadership.
 	stopping func() (string, bool)
 
-	mu   sync.Mutex
-	term *streams.Term // the term the file is for, nil when absent
+	mu    sync.Mutex
+	term  *streams.Term // the term the file is for, nil when absent
+	wrote string        // what this process wrote in the file, "" when it is not this process's
 }
 
 func (e *elections) file(ctx context.Context, name, path, identityFlag string, verbose, asJSON bool) error {
@@ -86,7 +93,7 @@ func (e *elections) file(ctx context.Context, name, path, identityFlag string, v
 		ledAtStop.Store(true)
 		return "stopping: handing " + name + " over", true
 	}}
-	if err := lf.remove("left from an earlier run"); err != nil {
+	if _, _, err := lf.read(); err != nil { // refused before connecting: nothing to wait for
 		return err
 	}
 	s, err := e.open(ctx, connectOptions{name: "conclave election file " + name, longLived: true, wait: true, log: log, verbose: verbose})
@@ -97,6 +104,9 @@ func (e *elections) file(ctx context.Context, name, path, identityFlag string, v
 		return err
 	}
 	defer s.Close()
+	if err := lf.clearStale(ctx, s, name); err != nil {
+		return err
+	}
 	el, err := streams.NewElection(identity, name, s.js,
 		streams.InBucket(s.bucket),
 		streams.OnLeading(lf.lead),
@@ -151,7 +161,7 @@ func (lf *leaderFile) lead(t *streams.Term) {
 		return
 	}
 	lf.mu.Lock()
-	lf.term = t
+	lf.term, lf.wrote = t, content
 	lf.mu.Unlock()
 	lf.log.event("leading", map[string]any{"token": t.Token()}, "%s leads %s, token %d: wrote %s", t.Identity(), t.Key(), t.Token(), lf.path)
 	go func() {
@@ -176,11 +186,25 @@ func (lf *leaderFile) lead(t *streams.Term) {
 	}()
 }
 
-// remove deletes the file, if present, saying why.
+// remove deletes the file if it holds what this process wrote, saying why:
+// a copy of this program that leads with the same path keeps its own.
 func (lf *leaderFile) remove(why string) error {
 	lf.mu.Lock()
 	defer lf.mu.Unlock()
 	lf.term = nil
+	wrote := lf.wrote
+	lf.wrote = ""
+	if wrote == "" {
+		return nil
+	}
+	if raw, err := os.ReadFile(lf.path); err == nil && string(raw) != wrote {
+		return nil // written since by another copy's term
+	}
+	return lf.unlink(why)
+}
+
+// unlink deletes the file, if present, saying why.
+func (lf *leaderFile) unlink(why string) error {
 	err := os.Remove(lf.path)
 	switch {
 	case err == nil:
@@ -190,4 +214,70 @@ func (lf *leaderFile) remove(why string) error {
 		return nil
 	}
 	return fmt.Errorf("cannot remove %s (%s): %w: remove it by hand, or jobs will believe this host leads", lf.path, why, err)
+}
+
+// read returns the identity and token the file holds, ok false when there
+// is no file; an error when the path holds something file did not write.
+func (lf *leaderFile) read() (identity string, token uint64, err error) {
+	info, err := os.Lstat(lf.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", 0, nil
+	}
+	if err != nil {
+		return "", 0, fmt.Errorf("cannot read %s: %w", lf.path, err)
+	}
+	if !info.Mode().IsRegular() {
+		return "", 0, fmt.Errorf("%s is a %s, not a file: give election file the path of a file it may create and remove", lf.path, describeMode(info.Mode()))
+	}
+	raw, err := os.ReadFile(lf.path)
+	if err != nil {
+		return "", 0, fmt.Errorf("cannot read %s: %w", lf.path, err)
+	}
+	identity, token, ok := parseLeaderFile(string(raw))
+	if !ok {
+		return "", 0, fmt.Errorf("%s exists and was not written by election file (it holds %d bytes that are not \"identity token\"): file would remove it whenever this host does not lead; give another path, or remove it yourself", lf.path, len(raw))
+	}
+	return identity, token, nil
+}
+
+// parseLeaderFile reads "identity token\n", as lead writes it.
+func parseLeaderFile(content string) (identity string, token uint64, ok bool) {
+	line, found := strings.CutSuffix(content, "\n")
+	i := strings.LastIndexByte(line, ' ')
+	if !found || i <= 0 || strings.Contains(line, "\n") {
+		return "", 0, false
+	}
+	token, err := strconv.ParseUint(line[i+1:], 10, 64)
+	if err != nil || token == 0 {
+		return "", 0, false
+	}
+	return line[:i], token, true
+}
+
+// describeMode names what a path that is not a regular file is.
+func describeMode(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "directory"
+	case m&fs.ModeSymlink != 0:
+		return "symbolic link"
+	}
+	return "special file"
+}
+
+// clearStale removes a file left from an earlier run: one that names a
+// term of election name no longer running. A file of the running term is
+// another copy's, leading with the same path: it is left to that copy.
+func (lf *leaderFile) clearStale(ctx context.Context, s *session, name string) error {
+	identity, token, err := lf.read()
+	if err != nil || token == 0 {
+		return err
+	}
+	if r, ok := s.readRaw(ctx, name); ok && r.State == streams.KeyHeld && r.Leader == identity && r.Token() == token {
+		lf.log.event("warning", map[string]any{"leader": named(r.Leader, r.Instance), "token": token},
+			"%s belongs to the running term of %s (token %d), another copy leading with this path: left to it; give each copy a path of its own",
+			lf.path, named(r.Leader, r.Instance), token)
+		return nil
+	}
+	return lf.unlink("left from an earlier run")
 }

@@ -29,13 +29,14 @@ func waitFile(t *testing.T, path string, want bool, d time.Duration) {
 // TestElectionFileExistsOnlyWhileLeading: the file appears when file leads,
 // holding its identity and token, stays absent while another candidate
 // leads, moves to the next leader on a stop, and is removed on SIGTERM with
-// status 0; a stale file from an earlier run is removed before campaigning.
+// status 0; a stale file from an earlier run (of a term no longer running)
+// is removed before campaigning.
 func TestElectionFileExistsOnlyWhileLeading(t *testing.T) {
 	t.Parallel()
 	url := startBroker(t, 2*time.Second)
 	dir := t.TempDir()
 	pathA, pathB := filepath.Join(dir, "a.leader"), filepath.Join(dir, "b.leader")
-	if err := os.WriteFile(pathB, []byte("stale\n"), 0o644); err != nil {
+	if err := os.WriteFile(pathB, []byte("fb 12345\n"), 0o644); err != nil { // a term long gone
 		t.Fatal(err)
 	}
 
@@ -87,4 +88,64 @@ func TestElectionFileExistsOnlyWhileLeading(t *testing.T) {
 		t.Errorf("file exited %d after SIGINT, want 0", code)
 	}
 	waitFile(t, pathB, false, time.Second)
+}
+
+// TestElectionFileRemovesOnlyWhatItWrote: a path that holds anything but a
+// leader file, or is a directory, is refused before campaigning and left
+// as it was; a copy of the same identity started with the leader's path
+// leaves the leader's file alone, at its start and as it stops.
+func TestElectionFileRemovesOnlyWhatItWrote(t *testing.T) {
+	t.Parallel()
+	url := startBroker(t, 2*time.Second)
+	dir := t.TempDir()
+	precious := filepath.Join(dir, "important.txt")
+	if err := os.WriteFile(precious, []byte("important data\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	emptyDir := filepath.Join(dir, "empty")
+	if err := os.Mkdir(emptyDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for path, says := range map[string]string{
+		precious: "was not written by election file",
+		emptyDir: "is a directory, not a file",
+	} {
+		p := startConclave(t, nil, "--server", url, "election", "file", "--identity", "fz", "guarded", path)
+		if code := p.wait(); code == 0 {
+			t.Errorf("file with PATH %s exited 0, want a refusal", path)
+		}
+		mustContain(t, "stderr", p.stderr.String(), says)
+	}
+	if raw, err := os.ReadFile(precious); err != nil || string(raw) != "important data\n" {
+		t.Errorf("the file given as PATH holds %q, %v after the refusal, want it untouched", raw, err)
+	}
+	if _, err := os.Stat(emptyDir); err != nil {
+		t.Errorf("the directory given as PATH: %v after the refusal, want it untouched", err)
+	}
+
+	shared := filepath.Join(dir, "fw.leader")
+	a := startConclave(t, nil, "--server", url, "election", "file", "--identity", "fw", "shared", shared)
+	a.stderr.waitFor(t, 0, regexp.MustCompile(`fw leads shared, token [0-9]+: wrote `))
+	written, err := os.ReadFile(shared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := startConclave(t, nil, "--server", url, "election", "file", "--identity", "fw", "shared", shared)
+	b.stderr.waitFor(t, 0, regexp.MustCompile(`belongs to the running term of fw/`))
+	b.stderr.waitFor(t, 0, regexp.MustCompile(`fw campaigning in shared`))
+	b.signal(syscall.SIGTERM)
+	if code := b.wait(); code != 0 {
+		t.Errorf("the standby copy exited %d after SIGTERM, want 0", code)
+	}
+	if raw, err := os.ReadFile(shared); err != nil || string(raw) != string(written) {
+		t.Fatalf("the leader's file holds %q, %v after a standby copy with its path came and went, want %q", raw, err, written)
+	}
+	if strings.Contains(b.stderr.String(), "removed") {
+		t.Errorf("the standby copy removed a file:\n%s", b.stderr)
+	}
+	a.signal(syscall.SIGTERM)
+	if code := a.wait(); code != 0 {
+		t.Errorf("the leader exited %d after SIGTERM, want 0", code)
+	}
+	waitFile(t, shared, false, time.Second)
 }
