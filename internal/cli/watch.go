@@ -183,14 +183,13 @@ func (w *bucketWatch) all(ctx context.Context, pattern string, started func()) e
 				return fmt.Errorf("watching bucket %s on %s: the watch ended", w.s.bucket, w.s.url)
 			}
 			if ent == nil {
-				// The keys there are now, in order; each prints its current
-				// state before the next starts.
+				// The keys there are now: their observers start together
+				// (a shared watch takes them in at once), and print their
+				// current states in order.
 				inInitial = false
 				slices.Sort(initial)
-				for _, k := range initial {
-					if err := w.follow(ctx, k, false, 0, false); err != nil {
-						return err
-					}
+				if err := w.followAll(ctx, initial); err != nil {
+					return err
 				}
 				initial = nil
 				continue
@@ -237,12 +236,51 @@ func (w *bucketWatch) watchKeys(ctx context.Context, pattern string) (keys jetst
 	return keys, func() { kvwatch.Stop(keys); cancel() }, nil
 }
 
+// followAll starts an observer of each of keys at once, and lets each print
+// the state it found in turn, in the order of keys.
+func (w *bucketWatch) followAll(ctx context.Context, keys []string) error {
+	watches := make([]*electionWatch, 0, len(keys))
+	releaseAll := func() {
+		for _, ew := range watches {
+			ew.release()
+		}
+	}
+	for _, k := range keys {
+		ew, err := w.start(ctx, k, false, 0, false, true)
+		if err != nil {
+			releaseAll()
+			return err
+		}
+		watches = append(watches, ew)
+	}
+	for _, ew := range watches {
+		if err := w.await(ctx, ew); err != nil {
+			releaseAll()
+			return err
+		}
+	}
+	return nil
+}
+
 // follow starts an observer of election key and waits until it has reported
 // the state it found. live means the key appeared while watching the bucket,
 // revealed by the write at revision rev; fresh that the key had no message
 // when the watch read it.
 func (w *bucketWatch) follow(ctx context.Context, key string, live bool, rev uint64, fresh bool) error {
-	ew := &electionWatch{key: key, out: w.out, first: true, live: live, liveRev: rev, started: make(chan struct{})}
+	ew, err := w.start(ctx, key, live, rev, fresh, false)
+	if err != nil {
+		return err
+	}
+	return w.await(ctx, ew)
+}
+
+// start starts an observer of election key (see follow); held, its first
+// report waits to be printed until await lets it.
+func (w *bucketWatch) start(ctx context.Context, key string, live bool, rev uint64, fresh, held bool) (*electionWatch, error) {
+	ew := &electionWatch{ctx: ctx, key: key, out: w.out, first: true, live: live, liveRev: rev, started: make(chan struct{})}
+	if held {
+		ew.hold = make(chan struct{})
+	}
 	if fresh {
 		ew.tookEmpty = func(rev uint64) bool { return w.s.tookEmptyKey(ctx, key, rev) }
 	}
@@ -252,7 +290,7 @@ func (w *bucketWatch) follow(ctx context.Context, key string, live bool, rev uin
 	}
 	obs, err := streams.NewObserver(key, w.s.js, opts...)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	w.wg.Go(func() {
 		if err := obs.Run(ctx); err != nil {
@@ -262,6 +300,13 @@ func (w *bucketWatch) follow(ctx context.Context, key string, live bool, rev uin
 			}
 		}
 	})
+	return ew, nil
+}
+
+// await lets ew print the state it found, and waits until it has, for
+// --timeout at most: a slow one's lines come when they come.
+func (w *bucketWatch) await(ctx context.Context, ew *electionWatch) error {
+	ew.release()
 	timer := time.NewTimer(w.s.timeout)
 	defer timer.Stop()
 	select {
@@ -278,6 +323,9 @@ func (w *bucketWatch) follow(ctx context.Context, key string, live bool, rev uin
 // electionWatch turns one observer's reports into lines. Its fields are
 // used only by the observer's goroutine, in OnChange.
 type electionWatch struct {
+	ctx     context.Context // the watch's: a held first report waits no longer
+	hold    chan struct{}   // closed once the first report may print; nil: at once
+	holdEnd sync.Once
 	key     string
 	out     *watchPrinter
 	first   bool   // the next report is the state the observer found
@@ -315,6 +363,12 @@ func (w *electionWatch) onChange(l streams.Leadership) {
 		expires:    l.ExpiresBy,
 	}
 	if w.first {
+		if w.hold != nil {
+			select {
+			case <-w.hold:
+			case <-w.ctx.Done():
+			}
+		}
 		w.first = false
 		defer close(w.started)
 		switch {
@@ -344,6 +398,13 @@ func (w *electionWatch) onChange(l streams.Leadership) {
 		w.leader, w.instance, w.token = "", "", 0
 	}
 	w.out.print(ev)
+}
+
+// release lets the first report print.
+func (w *electionWatch) release() {
+	if w.hold != nil {
+		w.holdEnd.Do(func() { close(w.hold) })
+	}
 }
 
 // watchEvent is one line of watch's output.

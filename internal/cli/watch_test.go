@@ -234,3 +234,46 @@ func TestWatchSaysWhenTheBrokerGoesAway(t *testing.T) {
 	}
 	asJSON.wait()
 }
+
+// TestWatchOfManyElectionsStartsThemTogether: watching a bucket of 40
+// elections prints each one's current state, in order, once all their
+// observers have started together: in about the time one takes to find
+// its state, where one after another took a second each past the first
+// few (the shared watch takes new keys in at most once a second).
+func TestWatchOfManyElectionsStartsThemTogether(t *testing.T) {
+	t.Parallel()
+	const n = 40
+	url := startBroker(t, time.Minute)
+	kv := electionBucket(t, url)
+	var keys []string
+	for i := range n {
+		key := fmt.Sprintf("many-%02d", i)
+		if _, err := kv.Create(testCtx(t), key, []byte("holder")); err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, key)
+	}
+	began := time.Now()
+	w := startConclave(t, nil, "--server", url, "election", "watch", "--json")
+	last, _ := w.stdout.waitFor(t, 0, regexp.MustCompile(`"election":"many-39"`))
+	took := time.Since(began)
+	lines, _ := w.stdout.snapshot()
+	var order []string
+	for _, line := range lines[:last+1] {
+		var l watchLine
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		if l.Event != "current" {
+			t.Fatalf("line %q: want each election's current state first", line)
+		}
+		order = append(order, l.Election)
+	}
+	if fmt.Sprint(order) != fmt.Sprint(keys) {
+		t.Errorf("the initial states came as %v, want each election once, in order", order)
+	}
+	t.Logf("%d elections' current states printed %v after the watch started", n, took)
+	if took > 15*time.Second {
+		t.Errorf("the %d elections' current states took %v: their observers did not start together (one after another takes about %ds)", n, took, n-15)
+	}
+}
