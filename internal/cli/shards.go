@@ -137,6 +137,7 @@ func (e *elections) shardsInfo(ctx context.Context, group string, wait time.Dura
 	if err != nil {
 		return err
 	}
+	recs = slices.DeleteFunc(recs, func(r record) bool { _, ok := shardOf(group, r.Key); return !ok })
 	roll, err := shards.Roll(ctx, s.nc, s.bucket, group, wait)
 	if err != nil {
 		return err
@@ -174,8 +175,8 @@ func shardsView(group string, b bucketRefJSON, recs []record, roll []shards.Anno
 	}
 	byShard := map[int]record{}
 	for _, r := range recs {
-		i, err := strconv.Atoi(strings.TrimPrefix(r.Key, group+"."))
-		if err != nil || i < 0 {
+		i, ok := shardOf(group, r.Key)
+		if !ok {
 			continue
 		}
 		byShard[i] = r
@@ -300,12 +301,15 @@ func (e *elections) shardsWatch(ctx context.Context, group string, asJSON bool) 
 				continue
 			}
 			r := streams.ReadEntry(ent)
+			shard, isShard := shardOf(group, r.Key)
+			if !isShard {
+				continue // an election under the group's name, not one of its shards
+			}
 			what := r.Describe()
 			if last[r.Key] == what {
 				continue // a renewal
 			}
 			last[r.Key] = what
-			shard, _ := strconv.Atoi(strings.TrimPrefix(r.Key, group+"."))
 			p.line("shard", map[string]any{"shard": shard, "key": r.Key, "state": r.State.String(), "holder": r.Leader, "revision": r.Revision},
 				"shard %d (%s) %s, revision %d", shard, r.Key, what, r.Revision)
 		case m := <-heard:
@@ -334,6 +338,18 @@ func (e *elections) shardsWatch(ctx context.Context, group string, asJSON bool) 
 			}
 		}
 	}
+}
+
+// shardOf returns the shard whose key key is in group, ok false when key
+// is not a shard key of group (GROUP.i, i written as Key writes it, below
+// MaxShards).
+func shardOf(group, key string) (shard int, ok bool) {
+	suffix, found := strings.CutPrefix(key, group+".")
+	i, err := strconv.Atoi(suffix)
+	if !found || err != nil || i < 0 || i >= shards.MaxShards || shards.Key(group, i) != key {
+		return 0, false
+	}
+	return i, true
 }
 
 func healthWord(ok bool) string {

@@ -168,6 +168,35 @@ func TestShardsWatchShowsHoldersAndMembers(t *testing.T) {
 	}
 }
 
+// TestShardsCommandsIgnoreElectionsUnderTheGroupsName: an election whose
+// key starts with the group's name but is no shard key (GROUP.job,
+// GROUP.01) is not taken for a shard by info or watch.
+func TestShardsCommandsIgnoreElectionsUnderTheGroupsName(t *testing.T) {
+	t.Parallel()
+	url := startBroker(t, time.Minute)
+	kv := electionBucket(t, url)
+	for _, key := range []string{"app-a.job", "app-a.01", "app-a.99999999"} {
+		if _, err := kv.Create(testCtx(t), key, []byte("a1")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := conclave(t, "--server", url, "shards", "info", "app-a")
+	if r.code == 0 || !strings.Contains(r.stderr, `no shard group "app-a"`) {
+		t.Errorf("shards info of a group with no shard key: status %d, stderr %q; want no shard group", r.code, r.stderr)
+	}
+	w := startConclave(t, nil, "--server", url, "shards", "watch", "app-a")
+	w.stdout.waitFor(t, 0, regexp.MustCompile(`watching group app-a`))
+	if _, err := kv.Create(testCtx(t), "app-a.0", []byte("a1")); err != nil {
+		t.Fatal(err)
+	}
+	w.stdout.waitFor(t, 0, regexp.MustCompile(`shard 0 \(app-a\.0\) held by a1`))
+	if out := w.stdout.String(); strings.Contains(out, "app-a.job") || strings.Contains(out, "app-a.01") || strings.Contains(out, "app-a.9") {
+		t.Errorf("watch took an election that is no shard key for a shard:\n%s", out)
+	}
+	w.signal(syscall.SIGINT)
+	w.wait()
+}
+
 func TestShardsArgumentErrors(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
