@@ -16,6 +16,7 @@ import (
 
 	"github.com/conclave-io/conclave/bucket"
 	"github.com/conclave-io/conclave/internal/kvwatch"
+	"github.com/conclave-io/conclave/internal/shardplan"
 	"github.com/conclave-io/conclave/providers/election/streams"
 	"github.com/conclave-io/conclave/shards"
 )
@@ -250,8 +251,11 @@ func (e *elections) shardsWatchCommand() *cobra.Command {
 		Short: "Print each change of a shard's holder, and members joining, leaving and changing health",
 		Long: `Follows GROUP until interrupted: a line each time a shard changes holder (taken,
 released, removed; renewals are not shown, and an expiry is silent until the
-next holder takes the key), and each time a member joins, leaves or turns
-healthy or unhealthy.`,
+next holder takes the key), and each time a member joins, leaves, turns
+healthy or unhealthy, or goes silent without leaving (crashed or cut off, as
+the members judge it: about a TTL). Members and holders are named
+identity/instance, so a hand-over between copies that share an identity is
+a line of its own.`,
 		Example: `  conclave shards watch ingest
   conclave shards watch ingest --json`,
 		Args: cobra.ExactArgs(1),
@@ -259,7 +263,7 @@ healthy or unhealthy.`,
 			return e.shardsWatch(cmd.Context(), args[0], asJSON)
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per line (time, event, group, shard, key, holder, revision, member, healthy)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per line (time, event, group; shard lines: shard, key, state, holder, holder_instance, token, revision; member lines: member, instance, healthy, held)")
 	return cmd
 }
 
@@ -285,9 +289,15 @@ func (e *elections) shardsWatch(ctx context.Context, group string, asJSON bool) 
 	defer func() { _ = sub.Unsubscribe() }()
 	_ = s.nc.Publish(shards.Subject(s.bucket, group), mustJSON(shards.Announcement{Ask: true}))
 
+	silence := shardplan.RollSilence(time.Minute) // until the bucket's TTL is read
+	if st, err := s.status(ctx); err == nil {
+		silence = shardplan.RollSilence(st.TTL())
+	}
+	tick := time.NewTicker(silence / 4)
+	defer tick.Stop()
+
 	p := &shardPrinter{w: e.a.stdout, json: asJSON, group: group}
-	last := map[string]string{} // key → what it last said
-	members := map[string]shards.Announcement{}
+	w2 := &shardsWatch{s: s, p: p, group: group, last: map[string]shardHolder{}, members: map[string]heardMember{}}
 	for {
 		select {
 		case <-ctx.Done():
@@ -300,42 +310,121 @@ func (e *elections) shardsWatch(ctx context.Context, group string, asJSON bool) 
 				p.line("current", map[string]any{}, "watching group %s in bucket %s", group, s.bucket)
 				continue
 			}
-			r := streams.ReadEntry(ent)
-			shard, isShard := shardOf(group, r.Key)
-			if !isShard {
-				continue // an election under the group's name, not one of its shards
-			}
-			what := r.Describe()
-			if last[r.Key] == what {
-				continue // a renewal
-			}
-			last[r.Key] = what
-			p.line("shard", map[string]any{"shard": shard, "key": r.Key, "state": r.State.String(), "holder": r.Leader, "revision": r.Revision},
-				"shard %d (%s) %s, revision %d", shard, r.Key, what, r.Revision)
+			w2.shardWrite(ctx, streams.ReadEntry(ent))
 		case m := <-heard:
 			var a shards.Announcement
 			if json.Unmarshal(m.Data, &a) != nil || a.Identity == "" {
 				continue
 			}
-			before, known := members[a.Member()]
-			members[a.Member()] = a
-			var ids []string
-			for _, m := range members {
-				if !m.Leaving || m.Member() == a.Member() {
-					ids = append(ids, m.Identity)
-				}
-			}
-			who := memberNamer(ids)(a.Identity, a.Instance)
-			attrs := map[string]any{"member": a.Identity, "instance": a.Instance, "healthy": a.Healthy, "held": len(a.Held)}
-			switch {
-			case a.Leaving && (!known || !before.Leaving):
-				p.line("left", attrs, "member %s leaves, handing over %d shards", who, len(a.Held))
-			case a.Leaving:
-			case !known || before.Leaving:
-				p.line("joined", attrs, "member %s is in the group (weight %d, %s, holding %d)", who, a.Weight, healthWord(a.Healthy), len(a.Held))
-			case before.Healthy != a.Healthy:
-				p.line("health", attrs, "member %s is %s", who, healthWord(a.Healthy))
-			}
+			w2.announced(a, time.Now())
+		case now := <-tick.C:
+			w2.dropSilent(now, silence)
+		}
+	}
+}
+
+// shardsWatch turns a group's key writes and announcements into lines.
+// Members are named identity/instance throughout, as info lists them.
+type shardsWatch struct {
+	s       *session
+	p       *shardPrinter
+	group   string
+	last    map[string]shardHolder // by key: its holder as last printed
+	members map[string]heardMember // by member name
+}
+
+// shardHolder is who holds a shard key, as far as a line says.
+type shardHolder struct {
+	what     string // the entry as Describe says it
+	instance string // the holder's instance, "" when its writes do not say
+	token    uint64 // the term's token, 0 when unknown
+}
+
+type heardMember struct {
+	shards.Announcement
+	at time.Time
+}
+
+// shardWrite prints a line for a write to a shard key that changed its
+// holder. The KV watch hides what a write says of itself, so a write that
+// reads as before ("held by svc") is read again from the stream where the
+// holder's identity has copies in the group: a hand-over between them
+// reads the same.
+func (w *shardsWatch) shardWrite(ctx context.Context, r record) {
+	shard, ok := shardOf(w.group, r.Key)
+	if !ok {
+		return // an election under the group's name, not one of its shards
+	}
+	prev, seen := w.last[r.Key]
+	h := shardHolder{what: r.Describe()}
+	if seen && prev.what == h.what && (r.State != streams.KeyHeld || !w.hasCopies(r.Leader)) {
+		return // a renewal
+	}
+	if r.State == streams.KeyHeld {
+		if raw, ok := w.s.readRaw(ctx, r.Key); ok && raw.State == streams.KeyHeld && raw.Leader == r.Leader && raw.Revision >= r.Revision {
+			h.instance, h.token = raw.Instance, raw.Token()
+		}
+		if seen && prev.what == h.what && (h.instance == prev.instance && h.token == prev.token || h.token == 0) {
+			return // a renewal, or nothing tells it from one
+		}
+	}
+	w.last[r.Key] = h
+	attrs := map[string]any{"shard": shard, "key": r.Key, "state": r.State.String(), "holder": r.Leader, "revision": r.Revision}
+	text := h.what
+	if r.State == streams.KeyHeld {
+		text = "held by " + named(r.Leader, h.instance)
+		attrs["holder_instance"] = h.instance
+		if h.token != 0 {
+			attrs["token"] = h.token
+			text += fmt.Sprintf(", token %d", h.token)
+		}
+	}
+	w.p.line("shard", attrs, "shard %d (%s) %s, revision %d", shard, r.Key, text, r.Revision)
+}
+
+// hasCopies reports whether more than one member of the group runs under
+// identity.
+func (w *shardsWatch) hasCopies(identity string) bool {
+	n := 0
+	for _, m := range w.members {
+		if m.Identity == identity && !m.Leaving {
+			n++
+		}
+	}
+	return n > 1
+}
+
+// announced takes a member's announcement heard at now, and prints a line
+// when it joins, leaves or changes health.
+func (w *shardsWatch) announced(a shards.Announcement, now time.Time) {
+	before, known := w.members[a.Member()]
+	w.members[a.Member()] = heardMember{Announcement: a, at: now}
+	who := named(a.Identity, a.Instance)
+	attrs := map[string]any{"member": a.Identity, "instance": a.Instance, "healthy": a.Healthy, "held": len(a.Held)}
+	switch {
+	case a.Leaving && (!known || !before.Leaving):
+		w.p.line("left", attrs, "member %s leaves, handing over %d shards", who, len(a.Held))
+	case a.Leaving:
+	case !known || before.Leaving:
+		w.p.line("joined", attrs, "member %s is in the group (weight %d, %s, holding %d)", who, a.Weight, healthWord(a.Healthy), len(a.Held))
+	case before.Healthy != a.Healthy:
+		w.p.line("health", attrs, "member %s is %s", who, healthWord(a.Healthy))
+	}
+}
+
+// dropSilent forgets the members not heard from for silence, as the
+// members do: one that left is forgotten quietly; one that did not say so
+// (crashed, or cut off) is said to be gone.
+func (w *shardsWatch) dropSilent(now time.Time, silence time.Duration) {
+	for name, m := range w.members {
+		if now.Sub(m.at) <= silence {
+			continue
+		}
+		delete(w.members, name)
+		if !m.Leaving {
+			attrs := map[string]any{"member": m.Identity, "instance": m.Instance, "held": len(m.Held)}
+			w.p.line("silent", attrs, "member %s silent for %v: gone without leaving (crashed or cut off), holding %d shards; their keys expire within a TTL",
+				named(m.Identity, m.Instance), now.Sub(m.at).Round(time.Second), len(m.Held))
 		}
 	}
 }

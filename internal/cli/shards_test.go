@@ -3,6 +3,7 @@ package cli_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conclave-io/conclave/internal/natstest"
 	"github.com/conclave-io/conclave/shards"
 )
 
@@ -159,7 +161,7 @@ func TestShardsWatchShowsHoldersAndMembers(t *testing.T) {
 	w.stdout.waitFor(t, 0, regexp.MustCompile(`watching group feed`))
 
 	runGroup(t, url, "m1", "feed", 2)
-	w.stdout.waitFor(t, 0, regexp.MustCompile(`member m1 is in the group`))
+	w.stdout.waitFor(t, 0, regexp.MustCompile(`member m1/\S+ is in the group`))
 	w.stdout.waitFor(t, 0, regexp.MustCompile(`shard 0 \(feed\.0\) held by m1`))
 	w.stdout.waitFor(t, 0, regexp.MustCompile(`shard 1 \(feed\.1\) held by m1`))
 	w.signal(syscall.SIGINT)
@@ -193,6 +195,39 @@ func TestShardsCommandsIgnoreElectionsUnderTheGroupsName(t *testing.T) {
 	if out := w.stdout.String(); strings.Contains(out, "app-a.job") || strings.Contains(out, "app-a.01") || strings.Contains(out, "app-a.9") {
 		t.Errorf("watch took an election that is no shard key for a shard:\n%s", out)
 	}
+	w.signal(syscall.SIGINT)
+	w.wait()
+}
+
+// TestShardsWatchFollowsCopiesOfOneIdentity: watch names members and
+// holders as identity/instance, prints each hand-over between copies that
+// share an identity (their writes read alike through the KV API), and says
+// when a member goes silent without leaving.
+func TestShardsWatchFollowsCopiesOfOneIdentity(t *testing.T) {
+	t.Parallel()
+	const group = "copied"
+	url := startBroker(t, 2*time.Second)
+	w := startConclave(t, nil, "--server", url, "shards", "watch", group, "--json")
+	w.stdout.waitFor(t, 0, regexp.MustCompile(`"event":"current"`))
+
+	first := runGroup(t, url, "svc", group, 4)
+	for s := range 4 {
+		w.stdout.waitFor(t, 0, regexp.MustCompile(fmt.Sprintf(`"event":"shard".*"holder":"svc","holder_instance":%q,"key":"copied\.%d".*"token":\d+`, first.Member()[len("svc/"):], s)))
+	}
+	nc, js := natstest.Connect(t, url)
+	second, err := shards.NewGroup("svc", group, 4, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- second.Start(context.Background()) }()
+	inst := second.Member()[len("svc/"):]
+	w.stdout.waitFor(t, 0, regexp.MustCompile(`"event":"joined".*"instance":"`+inst+`"`))
+	i, _ := w.stdout.waitFor(t, 0, regexp.MustCompile(`"holder_instance":"`+inst+`"`))
+	w.stdout.waitFor(t, i+1, regexp.MustCompile(`"holder_instance":"`+inst+`"`)) // the two shards it takes
+	nc.Close() // the second copy is cut off: it never says it leaves
+	<-done
+	w.stdout.waitFor(t, 0, regexp.MustCompile(`"event":"silent".*"instance":"`+inst+`"`))
 	w.signal(syscall.SIGINT)
 	w.wait()
 }
