@@ -72,8 +72,16 @@ func (e *elections) open(ctx context.Context, co connectOptions) (*session, erro
 }
 
 // errBucketNotYet marks a broker that answers without the bucket, or
-// without JetStream, for open's waiting.
+// without JetStream, for open's waiting (errors.Is); the error's text is
+// the one it marks.
 var errBucketNotYet = errors.New("bucket not there yet")
+
+// bucketNotYet marks err as errBucketNotYet without changing its text.
+type bucketNotYet struct{ err error }
+
+func (e bucketNotYet) Error() string      { return e.err.Error() }
+func (e bucketNotYet) Unwrap() error      { return e.err }
+func (bucketNotYet) Is(target error) bool { return target == errBucketNotYet }
 
 // notUpYet reports whether err from tryOpen may be a broker still starting:
 // not answering, or answering without JetStream or the bucket.
@@ -104,7 +112,7 @@ func (e *elections) tryOpen(ctx context.Context, co connectOptions) (*session, e
 		nc.Close()
 		if errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrJetStreamNotEnabled) ||
 			errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) || errors.Is(err, nats.ErrNoResponders) {
-			return nil, fmt.Errorf("%w: %w", errBucketNotYet, err)
+			return nil, bucketNotYet{err}
 		}
 		return nil, err
 	}

@@ -66,6 +66,9 @@ func TestErrorsSayWhatToDo(t *testing.T) {
 			t.Errorf("exit status %d, want 1", r.code)
 		}
 		mustContain(t, "stderr", r.stderr, "bucket ELSEWHERE not found on "+url, "check --bucket")
+		if !strings.HasPrefix(r.stderr, "conclave: bucket ELSEWHERE not found") {
+			t.Errorf("stderr %q: want the error itself first, no marker of the command's own waiting", r.stderr)
+		}
 	})
 
 	t.Run("default server", func(t *testing.T) {

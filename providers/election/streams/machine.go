@@ -1822,7 +1822,11 @@ func (m *machine) watchFailed(in input) {
 	}
 	if msg := err.Error(); msg != w.logged && !in.logged {
 		w.logged = msg
-		m.log.Warnf("election %s: cannot watch the key, campaigning on timers and retrying the watch with backoff: %v", m.cfg.key, err)
+		meanwhile := "campaigning on timers"
+		if !m.cfg.writes {
+			meanwhile = "reading the key on timers"
+		}
+		m.log.Warnf("election %s: cannot watch the key, %s and retrying the watch with backoff: %v", m.cfg.key, meanwhile, err)
 	} else {
 		m.log.Debugf("election %s: cannot watch the key (try %d): %v", m.cfg.key, w.tries, err)
 	}
