@@ -56,6 +56,36 @@ func TestCopiesOfOneIdentityInInfoAndWatch(t *testing.T) {
 	}
 }
 
+// TestInfoNamesTheCopyThatReleased: info of a key a copy released names
+// the copy, identity/instance, as watch does, and its JSON gives the
+// instance as released_by_instance, not as a leader's instance.
+func TestInfoNamesTheCopyThatReleased(t *testing.T) {
+	t.Parallel()
+	url := startBroker(t, 10*time.Second)
+	c := campaign(t, jetStream(t, url), "rel", "released", streams.WithInstance("w9"))
+	c.waitLeading(t)
+	c.stop() // no standby: the key is released
+	r := conclave(t, "--server", url, "election", "info", "released")
+	mustSucceed(t, r)
+	mustContain(t, "stdout", r.stdout, "none: released by rel/w9 (it stepped down")
+	r = conclave(t, "--server", url, "election", "info", "released", "--json")
+	mustSucceed(t, r)
+	var got struct {
+		Elections []struct {
+			Leader             string `json:"leader"`
+			Instance           string `json:"instance"`
+			ReleasedBy         string `json:"released_by"`
+			ReleasedByInstance string `json:"released_by_instance"`
+		} `json:"elections"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || len(got.Elections) != 1 {
+		t.Fatalf("info --json: %v\n%s", err, r.stdout)
+	}
+	if e := got.Elections[0]; e.Leader != "" || e.Instance != "" || e.ReleasedBy != "rel" || e.ReleasedByInstance != "w9" {
+		t.Errorf("info --json of a release by rel/w9: %+v, want released_by rel, released_by_instance w9, no leader or instance", e)
+	}
+}
+
 // TestStandDownToAnUnhealthyCandidateIsRefused: stand-down --to a candidate
 // whose health check fails is refused with the reason, and the leader goes
 // on leading: the hand-over would leave the election without a leader.

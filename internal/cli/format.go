@@ -107,6 +107,9 @@ type electionJSON struct {
 	// ReleasedBy is the identity of the leader that stepped down while
 	// released, else "".
 	ReleasedBy string `json:"released_by"`
+	// ReleasedByInstance is its instance, when its release says one (info
+	// NAME reads it; list does not).
+	ReleasedByInstance string `json:"released_by_instance,omitempty"`
 	// Revision is the revision of the key's latest write.
 	Revision uint64 `json:"revision"`
 	// Written is when the broker stored the latest write.
@@ -124,11 +127,16 @@ func newElectionJSON(r record, ttl time.Duration, now time.Time) electionJSON {
 		Election:          r.Key,
 		State:             r.State.String(),
 		Leader:            r.Leader,
-		Instance:          r.Instance,
 		ReleasedBy:        r.ReleasedBy,
 		Revision:          r.Revision,
 		Written:           formatJSONTime(r.Written),
 		WrittenAgeSeconds: seconds(now.Sub(r.Written)),
+	}
+	switch r.State { // the writer's instance is the leader's, or the releaser's
+	case streams.KeyHeld:
+		j.Instance = r.Instance
+	case streams.KeyReleased:
+		j.ReleasedByInstance = r.Instance
 	}
 	if tok := r.Token(); tok != 0 {
 		j.Token = &tok

@@ -211,7 +211,7 @@ func writeInfo(w io.Writer, bucket string, rec *record, stands []standing.Candid
 				fmt.Fprintf(tw, "Leader:\t%s\n", leader)
 			}
 		case streams.KeyReleased:
-			fmt.Fprintf(tw, "Leader:\tnone: released by %s (it stepped down; a candidate can lead at once)\n", rec.ReleasedBy)
+			fmt.Fprintf(tw, "Leader:\tnone: released by %s (it stepped down; a candidate can lead at once)\n", named(rec.ReleasedBy, rec.Instance))
 		case streams.KeyRemoved:
 			fmt.Fprintf(tw, "Leader:\tnone: %s by someone other than the leader (a forced stand-down: the next leader waits a TTL before it acts)\n", rec.Describe())
 		}

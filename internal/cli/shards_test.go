@@ -225,7 +225,7 @@ func TestShardsWatchFollowsCopiesOfOneIdentity(t *testing.T) {
 	w.stdout.waitFor(t, 0, regexp.MustCompile(`"event":"joined".*"instance":"`+inst+`"`))
 	i, _ := w.stdout.waitFor(t, 0, regexp.MustCompile(`"holder_instance":"`+inst+`"`))
 	w.stdout.waitFor(t, i+1, regexp.MustCompile(`"holder_instance":"`+inst+`"`)) // the two shards it takes
-	nc.Close() // the second copy is cut off: it never says it leaves
+	nc.Close()                                                                   // the second copy is cut off: it never says it leaves
 	<-done
 	w.stdout.waitFor(t, 0, regexp.MustCompile(`"event":"silent".*"instance":"`+inst+`"`))
 	w.signal(syscall.SIGINT)
