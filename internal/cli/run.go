@@ -532,7 +532,7 @@ func (r *runner) supervise(ctx context.Context, el *streams.Election, startDone 
 			if r.flags.timeout == 0 {
 				what = "--once"
 			}
-			return r.finish(el, startDone, 0, fmt.Errorf("%s does not lead %s (%s): giving up", r.identity, r.name, what))
+			return r.finish(el, startDone, 0, fmt.Errorf("%s does not lead %s (%s): giving up", named(r.identity, el.Instance()), r.name, what))
 
 		case status := <-exited:
 			// Whatever the command left running in its group stops with it.

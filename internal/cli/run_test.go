@@ -387,7 +387,10 @@ func TestRunTimeoutAndOnce(t *testing.T) {
 	if r.code != 1 {
 		t.Errorf("--lead-timeout: exit status %d, want 1", r.code)
 	}
-	mustContain(t, "stderr", r.stderr, "r1 does not lead job (--lead-timeout 1s): giving up", "stopped campaigning in job (not leading)")
+	if !regexp.MustCompile(`r1/\S+ does not lead job \(--lead-timeout 1s\): giving up`).MatchString(r.stderr) {
+		t.Errorf("stderr does not say which copy gave up:\n%s", r.stderr)
+	}
+	mustContain(t, "stderr", r.stderr, "stopped campaigning in job (not leading)")
 	if d := time.Since(start); d > 15*time.Second {
 		t.Errorf("--lead-timeout 1 took %v", d)
 	}

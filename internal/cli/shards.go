@@ -611,7 +611,9 @@ func (e *elections) shardsRun(ctx context.Context, group string, n int, argv []s
 	if err != nil {
 		return err
 	}
-	log.event("joining", map[string]any{"group": group, "shards": n}, "%s joining shard group %s of %d shards (identity from %s; bucket %s on %s)", identity, group, n, from, s.bucket, s.url)
+	instance := strings.TrimPrefix(g.Member(), identity+"/")
+	log.event("joining", map[string]any{"group": group, "shards": n, "instance": instance},
+		"%s joining shard group %s of %d shards (identity from %s, instance %s; bucket %s on %s)", identity, group, n, from, instance, s.bucket, s.url)
 	gctx, stopGroup := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopGroup()
 	groupDone := make(chan error, 1)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -60,13 +61,14 @@ func TestShardsRunCopiesUnderOneIdentity(t *testing.T) {
 	second.stdout.waitFor(t, 0, regexp.MustCompile(`^started vm copies \d,\d `))
 	first.stdout.waitFor(t, 1, regexp.MustCompile(`^started vm copies \d,\d `))
 
+	type member struct {
+		Identity string `json:"identity"`
+		Instance string `json:"instance"`
+		Held     int    `json:"held"`
+	}
 	var info struct {
-		Members []struct {
-			Identity string `json:"identity"`
-			Instance string `json:"instance"`
-			Held     int    `json:"held"`
-		} `json:"members"`
-		Shards []struct {
+		Members []member `json:"members"`
+		Shards  []struct {
 			Holder         string `json:"holder"`
 			HolderInstance string `json:"holder_instance"`
 		} `json:"shards"`
@@ -92,6 +94,13 @@ func TestShardsRunCopiesUnderOneIdentity(t *testing.T) {
 	mustSucceed(t, r)
 	for _, m := range info.Members {
 		mustContain(t, "stdout", r.stdout, "vm/"+m.Instance+"  ")
+	}
+	// Each copy's first line names its instance, as info lists it.
+	for _, p := range []*proc{first, second} {
+		_, m := p.stderr.waitFor(t, 0, regexp.MustCompile(`vm joining shard group copies of 4 shards \(identity from --identity, instance (\S+);`))
+		if !slices.ContainsFunc(info.Members, func(mm member) bool { return mm.Instance == m[1] }) {
+			t.Errorf("a copy says it joins as instance %s, which info does not list: %+v", m[1], info.Members)
+		}
 	}
 }
 
