@@ -677,6 +677,8 @@ func (t *target) connectError(err error) error {
 	case t.refusedWithoutCertificate(err):
 		return fmt.Errorf("%w: the broker at %s (from %s) refused this client: it requires a client certificate its CA signed (plugin.choria.network.client_tls_force_required, on by default) and none was given: pass --tlscert FILE and --tlskey FILE with --tlsca FILE, or --config FILE with plugin.security.file.certificate, .key and .ca: %w",
 			natsconn.ErrLogin, urls, t.source, err)
+	case errors.Is(err, nats.ErrSecureConnWanted):
+		return fmt.Errorf("the broker at %s (from %s) does not offer TLS, which a tls:// URL or the TLS flags ask for: connect with nats://, or turn TLS on at the broker: %w", urls, t.source, err)
 	case errors.Is(err, nats.ErrNoServers), errors.Is(err, nats.ErrTimeout), errors.As(err, &netErr):
 		return fmt.Errorf("no broker at %s (from %s): %s: %w", urls, t.source, t.hint, err)
 	case authErr:

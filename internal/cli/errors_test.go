@@ -60,6 +60,14 @@ func TestErrorsSayWhatToDo(t *testing.T) {
 		mustContain(t, "stderr", r.stderr, `no election "foo" in CHORIA_LEADER_ELECTION (elections: a, b)`)
 	})
 
+	t.Run("tls to a broker without it", func(t *testing.T) {
+		r := conclave(t, "--server", strings.Replace(url, "nats://", "tls://", 1), "election", "list")
+		if r.code != 1 {
+			t.Errorf("exit status %d, want 1", r.code)
+		}
+		mustContain(t, "stderr", r.stderr, "does not offer TLS", "connect with nats://")
+	})
+
 	t.Run("other bucket missing", func(t *testing.T) {
 		r := conclave(t, "--server", url, "election", "list", "--bucket", "ELSEWHERE")
 		if r.code != 1 {
