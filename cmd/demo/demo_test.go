@@ -114,8 +114,15 @@ func startDemo(t *testing.T, bin string, env []string, args ...string) *process 
 				for range p.lines { // let the reader finish
 				}
 			}()
-			_ = cmd.Process.Kill()
-			<-p.exited
+			// Stopped as a user stops it, so that it removes its broker's
+			// store from the temporary directory; killed if it hangs.
+			_ = cmd.Process.Signal(syscall.SIGINT)
+			select {
+			case <-p.exited:
+			case <-time.After(15 * time.Second):
+				_ = cmd.Process.Kill()
+				<-p.exited
+			}
 		}
 		if t.Failed() {
 			t.Logf("demo output:\n%s", p.output())
