@@ -22,11 +22,13 @@ type stand struct {
 	healthy bool
 	term    uint64    // the token of the term that runs; 0 while none does
 	started time.Time // when that term began
-	hears   uint64    // the term whose announcements the roll takes: term, or the one a leaving candidate's stop offers the key after
-	roll    roll      // who else stands, as that term heard
-	due     [duties]time.Time
-	out     duty    // the duty whose outcome is awaited, or noDuty
-	move    *policy // a move the answers to a question called for, to hand out
+	// hears is the term whose announcements the roll takes: term, or, once
+	// it ended, the one a leaving candidate's stop offers the key after.
+	hears uint64
+	roll  roll // who else stands, as that term heard
+	due   [duties]time.Time
+	out   duty    // the duty whose outcome is awaited, or noDuty
+	move  *policy // a move the answers to a question called for, to hand out
 }
 
 // duty is one of the things a stand does in its time.
