@@ -679,12 +679,22 @@ func (t *target) connectError(err error) error {
 			natsconn.ErrLogin, urls, t.source, err)
 	case errors.Is(err, nats.ErrSecureConnWanted):
 		return fmt.Errorf("the broker at %s (from %s) does not offer TLS, which a tls:// URL or the TLS flags ask for: connect with nats://, or turn TLS on at the broker: %w", urls, t.source, err)
+	case silentListener(err):
+		return fmt.Errorf("no broker at %s (from %s): something accepted the connection but did not answer as a NATS broker: check that the port is the broker's client port (4222 by default), not its monitoring (8222) or cluster port; %s: %w", urls, t.source, t.hint, err)
 	case errors.Is(err, nats.ErrNoServers), errors.Is(err, nats.ErrTimeout), errors.As(err, &netErr):
 		return fmt.Errorf("no broker at %s (from %s): %s: %w", urls, t.source, t.hint, err)
 	case authErr:
 		return t.loginError(urls, err)
 	}
 	return fmt.Errorf("connecting to %s (from %s): %w", urls, t.source, err)
+}
+
+// silentListener reports whether err is a connection accepted but left
+// unanswered: the read of the server's greeting timed out, as on a port
+// that speaks another protocol.
+func silentListener(err error) bool {
+	var opErr *net.OpError
+	return errors.As(err, &opErr) && opErr.Op == "read" && opErr.Timeout()
 }
 
 // fileError explains a connection that could not start because a file it

@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -58,6 +59,28 @@ func TestErrorsSayWhatToDo(t *testing.T) {
 			t.Errorf("exit status %d, want 1", r.code)
 		}
 		mustContain(t, "stderr", r.stderr, `no election "foo" in CHORIA_LEADER_ELECTION (elections: a, b)`)
+	})
+
+	t.Run("a port that does not speak NATS", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				defer c.Close() // held open, silent, until the listener closes
+			}
+		}()
+		r := conclave(t, "--server", "nats://"+ln.Addr().String(), "--timeout", "500ms", "election", "list")
+		if r.code != 1 {
+			t.Errorf("exit status %d, want 1", r.code)
+		}
+		mustContain(t, "stderr", r.stderr, "did not answer as a NATS broker", "client port (4222 by default)")
 	})
 
 	t.Run("tls to a broker without it", func(t *testing.T) {
