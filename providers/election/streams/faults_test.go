@@ -441,7 +441,7 @@ func TestStartRetriesWhileTheBrokerIsDown(t *testing.T) {
 	rec.waitFor(t, 15*time.Second, "a to win", func(evs []event) bool { return wins(evs, "a") == 1 })
 	mu.Lock()
 	defer mu.Unlock()
-	if !strings.Contains(logs.String(), "cannot read bucket CHORIA_LEADER_ELECTION") {
+	if !strings.Contains(logs.String(), "cannot read bucket CHORIA_LEADER_ELECTION (the connection to the broker is down; it reconnects)") {
 		t.Fatalf("no log line says why it waited:\n%s", logs.String())
 	}
 }

@@ -80,7 +80,11 @@ func (b bucketAccess) await(ctx context.Context, st store) (store, jetstream.Key
 		case ctx.Err() != nil:
 		case err.Error() != logged:
 			logged = err.Error()
-			b.log.Warnf("%s: cannot read bucket %s (try %d), retrying: %v", b.who, b.name, try+1, err)
+			why := ""
+			if nc := b.js.Conn(); errors.Is(err, nats.ErrReconnectBufExceeded) || nc != nil && !nc.IsConnected() {
+				why = " (the connection to the broker is down; it reconnects)"
+			}
+			b.log.Warnf("%s: cannot read bucket %s%s (try %d), retrying: %v", b.who, b.name, why, try+1, err)
 		default:
 			b.log.Debugf("%s: cannot read bucket %s (try %d), retrying: %v", b.who, b.name, try+1, err)
 		}
