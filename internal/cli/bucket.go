@@ -31,8 +31,9 @@ type session struct {
 	bucket  string
 	url     string // the server connected to, for messages
 	timeout time.Duration
-	api     string    // the JetStream API's subject prefix, with its final dot
-	refused *refusals // told of the requests the broker refuses
+	api     string           // the JetStream API's subject prefix, with its final dot
+	refused *refusals        // told of the requests the broker refuses
+	stream  jetstream.Stream // the bucket's stream, once readRaw looked it up
 }
 
 // Close closes the connection.
@@ -337,11 +338,14 @@ func (s *session) takerName(ctx context.Context, key, identity string) (name, in
 func (s *session) readRaw(ctx context.Context, key string) (record, bool) {
 	rctx, cancel := s.request(ctx)
 	defer cancel()
-	st, err := s.js.Stream(rctx, "KV_"+s.bucket)
-	if err != nil {
-		return record{}, false
+	if s.stream == nil { // looked up once: a watch reads many keys
+		st, err := s.js.Stream(rctx, "KV_"+s.bucket)
+		if err != nil {
+			return record{}, false
+		}
+		s.stream = st
 	}
-	msg, err := st.GetLastMsgForSubject(rctx, "$KV."+s.bucket+"."+key)
+	msg, err := s.stream.GetLastMsgForSubject(rctx, "$KV."+s.bucket+"."+key)
 	if err != nil {
 		return record{}, false
 	}

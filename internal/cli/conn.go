@@ -694,7 +694,8 @@ func (t *target) connectError(err error) error {
 // that speaks another protocol.
 func silentListener(err error) bool {
 	var opErr *net.OpError
-	return errors.As(err, &opErr) && opErr.Op == "read" && opErr.Timeout()
+	return errors.As(err, &opErr) && opErr.Op == "read" && opErr.Timeout() &&
+		!strings.Contains(err.Error(), "tls") // a TLS handshake that stalled after the broker's greeting
 }
 
 // fileError explains a connection that could not start because a file it

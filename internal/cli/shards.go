@@ -297,7 +297,7 @@ func (e *elections) shardsWatch(ctx context.Context, group string, asJSON bool) 
 	defer tick.Stop()
 
 	p := &shardPrinter{w: e.a.stdout, json: asJSON, group: group}
-	w2 := &shardsWatch{s: s, p: p, group: group, last: map[string]shardHolder{}, members: map[string]heardMember{}}
+	w2 := &shardsWatch{s: s, p: p, group: group, last: map[string]shardHolder{}, members: map[string]heardMember{}, instances: map[string]map[string]bool{}}
 	for {
 		select {
 		case <-ctx.Done():
@@ -318,6 +318,17 @@ func (e *elections) shardsWatch(ctx context.Context, group string, asJSON bool) 
 			}
 			w2.announced(a, time.Now())
 		case now := <-tick.C:
+			if !s.nc.IsConnected() {
+				w2.cutOff = true // the watch hears nobody: that is no member's silence
+				continue
+			}
+			if w2.cutOff {
+				w2.cutOff = false
+				for name, m := range w2.members {
+					m.at = now // heard from anew from the reconnection on
+					w2.members[name] = m
+				}
+			}
 			w2.dropSilent(now, silence)
 		}
 	}
@@ -331,6 +342,11 @@ type shardsWatch struct {
 	group   string
 	last    map[string]shardHolder // by key: its holder as last printed
 	members map[string]heardMember // by member name
+	// instances are the instances heard under each identity since the
+	// watch began, those that left or went silent included: a shard taken
+	// by one copy from another reads as before through the KV API.
+	instances map[string]map[string]bool
+	cutOff    bool // the watch's connection was down at the last tick
 }
 
 // shardHolder is who holds a shard key, as far as a line says.
@@ -382,16 +398,10 @@ func (w *shardsWatch) shardWrite(ctx context.Context, r record) {
 	w.p.line("shard", attrs, "shard %d (%s) %s, revision %d", shard, r.Key, text, r.Revision)
 }
 
-// hasCopies reports whether more than one member of the group runs under
-// identity.
+// hasCopies reports whether more than one member has run under identity
+// since the watch began.
 func (w *shardsWatch) hasCopies(identity string) bool {
-	n := 0
-	for _, m := range w.members {
-		if m.Identity == identity && !m.Leaving {
-			n++
-		}
-	}
-	return n > 1
+	return len(w.instances[identity]) > 1
 }
 
 // announced takes a member's announcement heard at now, and prints a line
@@ -399,6 +409,10 @@ func (w *shardsWatch) hasCopies(identity string) bool {
 func (w *shardsWatch) announced(a shards.Announcement, now time.Time) {
 	before, known := w.members[a.Member()]
 	w.members[a.Member()] = heardMember{Announcement: a, at: now}
+	if w.instances[a.Identity] == nil {
+		w.instances[a.Identity] = map[string]bool{}
+	}
+	w.instances[a.Identity][a.Instance] = true
 	who := named(a.Identity, a.Instance)
 	attrs := map[string]any{"member": a.Identity, "instance": a.Instance, "healthy": a.Healthy, "held": len(a.Held)}
 	switch {

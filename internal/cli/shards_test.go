@@ -233,10 +233,37 @@ func TestShardsWatchFollowsCopiesOfOneIdentity(t *testing.T) {
 	inst := second.Member()[len("svc/"):]
 	w.stdout.waitFor(t, 0, regexp.MustCompile(`"event":"joined".*"instance":"`+inst+`"`))
 	i, _ := w.stdout.waitFor(t, 0, regexp.MustCompile(`"holder_instance":"`+inst+`"`))
-	w.stdout.waitFor(t, i+1, regexp.MustCompile(`"holder_instance":"`+inst+`"`)) // the two shards it takes
-	nc.Close()                                                                   // the second copy is cut off: it never says it leaves
+	i, _ = w.stdout.waitFor(t, i+1, regexp.MustCompile(`"holder_instance":"`+inst+`"`)) // the two shards it takes
+	// The second copy is cut off: it never says it leaves. Its keys
+	// expire and the first copy takes them, a line each, and it is said
+	// to be silent (in either order).
+	nc.Close()
 	<-done
-	w.stdout.waitFor(t, 0, regexp.MustCompile(`"event":"silent".*"instance":"`+inst+`"`))
+	firstInst := first.Member()[len("svc/"):]
+	j, _ := w.stdout.waitFor(t, i+1, regexp.MustCompile(`"holder_instance":"`+firstInst+`"`))
+	j, _ = w.stdout.waitFor(t, j+1, regexp.MustCompile(`"holder_instance":"`+firstInst+`"`))
+	k, _ := w.stdout.waitFor(t, i+1, regexp.MustCompile(`"event":"silent".*"instance":"`+inst+`"`))
+	i = max(j, k)
+
+	// A third copy joins, takes two shards, and leaves as copies do,
+	// handing them back: a line for each move, both ways.
+	_, js3 := natstest.Connect(t, url)
+	third, err := shards.NewGroup("svc", group, 4, js3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx3, stop3 := context.WithCancel(context.Background())
+	done3 := make(chan error, 1)
+	go func() { done3 <- third.Start(ctx3) }()
+	inst3 := third.Member()[len("svc/"):]
+	i, _ = w.stdout.waitFor(t, i+1, regexp.MustCompile(`"holder_instance":"`+inst3+`"`))
+	i, _ = w.stdout.waitFor(t, i+1, regexp.MustCompile(`"holder_instance":"`+inst3+`"`))
+	stop3()
+	if err := <-done3; err != nil {
+		t.Fatal(err)
+	}
+	i, _ = w.stdout.waitFor(t, i+1, regexp.MustCompile(`"holder_instance":"`+firstInst+`"`))
+	w.stdout.waitFor(t, i+1, regexp.MustCompile(`"holder_instance":"`+firstInst+`"`))
 	w.signal(syscall.SIGINT)
 	w.wait()
 }

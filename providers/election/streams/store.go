@@ -81,7 +81,7 @@ func (b bucketAccess) await(ctx context.Context, st store) (store, jetstream.Key
 		case err.Error() != logged:
 			logged = err.Error()
 			why := ""
-			if nc := b.js.Conn(); errors.Is(err, nats.ErrReconnectBufExceeded) || nc != nil && !nc.IsConnected() {
+			if errors.Is(err, nats.ErrReconnectBufExceeded) || b.js != nil && b.js.Conn() != nil && b.js.Conn().IsReconnecting() {
 				why = " (the connection to the broker is down; it reconnects)"
 			}
 			b.log.Warnf("%s: cannot read bucket %s%s (try %d), retrying: %v", b.who, b.name, why, try+1, err)
