@@ -33,17 +33,19 @@ PATH is written when a term begins, holding the identity and the term's
 fencing token ("identity token"), and removed when the term ends: when
 leadership is lost, at the term's local deadline at the latest (before the
 key can expire), and when file stops. file removes only what it wrote: a
-PATH left from an earlier run (holding "identity token" of a term no longer
-running) is removed before campaigning; one of the running term (a copy of
-this program leading with the same PATH) is left to that copy; and a PATH
-that holds anything else, or is a directory, is refused before campaigning.
+PATH left from an earlier run (holding "identity token" of this identity, of
+a term no longer running) is removed before campaigning; one of a term still
+running is left while that term is renewed (a copy of this program leading
+with the same PATH) and removed before its lease runs out unrenewed (this
+program's own, from before a crash); and a PATH that holds anything else, or
+is a directory, is refused before campaigning.
 On Ctrl-C (SIGINT) or SIGTERM, file removes PATH, hands the election over at
 once (to the best-ranked standby it knows of, or by a release that any
 candidate may take), and exits with status 0.
 
 What a file cannot do: a job that checked the file keeps running after the
 file is removed, and a file survives a SIGKILL of this process until it runs
-again. Use election run, which stops the command, when that matters.`,
+again (it is removed then before the killed term's lease runs out). Use election run, which stops the command, when that matters.`,
 		Example: `  conclave election file nightly-report /run/conclave/nightly-report.leader
   # crontab: 0 2 * * * [ -f /run/conclave/nightly-report.leader ] && /usr/local/bin/report`,
 		Args: cobra.ExactArgs(2),
@@ -59,8 +61,10 @@ again. Use election run, which stops the command, when that matters.`,
 
 // leaderFile keeps a file present while a term lasts.
 type leaderFile struct {
-	path string
-	log  *eventLog
+	path     string
+	identity string        // this command's: a leftover of another identity is refused
+	retired  chan struct{} // closed once retire decided; nil when it does not run
+	log      *eventLog
 	// stopping, when it returns a reason, is why a term ends while the
 	// command stops: the stop, not a lost leadership.
 	stopping func() (string, bool)
@@ -86,14 +90,14 @@ func (e *elections) file(ctx context.Context, name, path, identityFlag string, v
 	log := newEventLog(e.a.stderr, asJSON)
 	log.election, log.identity = name, identity
 	var ledAtStop atomic.Bool // the term ended because of the stop
-	lf := &leaderFile{path: path, log: log, stopping: func() (string, bool) {
+	lf := &leaderFile{path: path, identity: identity, log: log, stopping: func() (string, bool) {
 		if ctx.Err() == nil {
 			return "", false
 		}
 		ledAtStop.Store(true)
 		return "stopping: handing " + name + " over", true
 	}}
-	if _, _, err := lf.read(); err != nil { // refused before connecting: nothing to wait for
+	if _, _, err := lf.readOwn(); err != nil { // refused before connecting: nothing to wait for
 		return err
 	}
 	s, err := e.open(ctx, connectOptions{name: "conclave election file " + name, longLived: true, wait: true, log: log, verbose: verbose})
@@ -104,6 +108,7 @@ func (e *elections) file(ctx context.Context, name, path, identityFlag string, v
 		return err
 	}
 	defer s.Close()
+	defer lf.awaitRetire() // before the connection closes
 	if err := lf.clearStale(ctx, s, name); err != nil {
 		return err
 	}
@@ -265,19 +270,82 @@ func describeMode(m fs.FileMode) string {
 	return "special file"
 }
 
+// readOwn is read for a file this command may remove: one of its
+// identity's.
+func (lf *leaderFile) readOwn() (identity string, token uint64, err error) {
+	identity, token, err = lf.read()
+	if err == nil && token != 0 && identity != lf.identity {
+		return "", 0, fmt.Errorf("%s holds the leader file of %s, not of %s, which this command campaigns as: give another path, or remove it yourself", lf.path, identity, lf.identity)
+	}
+	return identity, token, err
+}
+
 // clearStale removes a file left from an earlier run: one that names a
-// term of election name no longer running. A file of the running term is
-// another copy's, leading with the same path: it is left to that copy.
+// term of election name no longer running. One of the running term is
+// this command's own from before a crash, or another copy's leading with
+// the same path: it is left while that term is renewed, and removed
+// before its lease can run out unrenewed (retire), so that no other host
+// leads while this one's file says it does.
 func (lf *leaderFile) clearStale(ctx context.Context, s *session, name string) error {
-	identity, token, err := lf.read()
+	identity, token, err := lf.readOwn()
 	if err != nil || token == 0 {
 		return err
 	}
-	if r, ok := s.readRaw(ctx, name); ok && r.State == streams.KeyHeld && r.Leader == identity && r.Token() == token {
-		lf.log.event("warning", map[string]any{"leader": named(r.Leader, r.Instance), "token": token},
-			"%s belongs to the running term of %s (token %d), another copy leading with this path: left to it; give each copy a path of its own",
-			lf.path, named(r.Leader, r.Instance), token)
-		return nil
+	r, ok := s.readRaw(ctx, name)
+	if !ok || r.State != streams.KeyHeld || r.Leader != identity || r.Token() != token {
+		return lf.unlink("left from an earlier run")
 	}
-	return lf.unlink("left from an earlier run")
+	st, err := s.status(ctx)
+	if err != nil {
+		return err
+	}
+	lf.log.event("warning", map[string]any{"leader": named(r.Leader, r.Instance), "token": token},
+		"%s belongs to the running term of %s (token %d): left while that term is renewed (give each copy a path of its own)",
+		lf.path, named(r.Leader, r.Instance), token)
+	raw, err := os.ReadFile(lf.path)
+	if err != nil {
+		return nil // gone meanwhile
+	}
+	lf.retired = make(chan struct{})
+	go lf.retire(ctx, s, name, token, string(raw), r, st.TTL())
+	return nil
+}
+
+// retire decides, within about a tenth of ttl after r (the latest write of
+// the term token of election name, as clearStale read it) expires, whose the
+// file holding content is: renewed since, the term is another copy's, which
+// removes its own file; ended, or not renewed by a tenth of ttl before its
+// lease runs out, it was this command's before a crash, and the file is
+// removed, if this command has not written it since, before another can
+// lead. It runs on while the command stops (awaitRetire).
+func (lf *leaderFile) retire(ctx context.Context, s *session, name string, token uint64, content string, r record, ttl time.Duration) {
+	defer close(lf.retired)
+	ctx = context.WithoutCancel(ctx)
+	deadline := r.Written.Add(ttl - ttl/10)
+	for left := time.Until(deadline); left > 0; left = time.Until(deadline) {
+		time.Sleep(min(ttl/6, left))
+		next, ok := s.readRaw(ctx, name)
+		switch {
+		case !ok: // no answer: ask again until the deadline
+		case next.State != streams.KeyHeld || next.Token() != token:
+			left = 0 // the term ended
+		case next.Written.After(r.Written):
+			return // renewed: a live copy's term
+		}
+		if left == 0 {
+			break
+		}
+	}
+	lf.mu.Lock()
+	defer lf.mu.Unlock()
+	if raw, err := os.ReadFile(lf.path); lf.wrote == "" && err == nil && string(raw) == content {
+		_ = lf.unlink(fmt.Sprintf("left by term %d, which is no longer renewed", token))
+	}
+}
+
+// awaitRetire waits for retire, if it runs, to decide.
+func (lf *leaderFile) awaitRetire() {
+	if lf.retired != nil {
+		<-lf.retired
+	}
 }

@@ -106,9 +106,14 @@ func TestElectionFileRemovesOnlyWhatItWrote(t *testing.T) {
 	if err := os.Mkdir(emptyDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	others := filepath.Join(dir, "others.leader")
+	if err := os.WriteFile(others, []byte("version 3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for path, says := range map[string]string{
 		precious: "was not written by election file",
 		emptyDir: "is a directory, not a file",
+		others:   "holds the leader file of version, not of fz",
 	} {
 		p := startConclave(t, nil, "--server", url, "election", "file", "--identity", "fz", "guarded", path)
 		if code := p.wait(); code == 0 {
@@ -118,6 +123,9 @@ func TestElectionFileRemovesOnlyWhatItWrote(t *testing.T) {
 	}
 	if raw, err := os.ReadFile(precious); err != nil || string(raw) != "important data\n" {
 		t.Errorf("the file given as PATH holds %q, %v after the refusal, want it untouched", raw, err)
+	}
+	if raw, err := os.ReadFile(others); err != nil || string(raw) != "version 3\n" {
+		t.Errorf("the file of another identity holds %q, %v after the refusal, want it untouched", raw, err)
 	}
 	if _, err := os.Stat(emptyDir); err != nil {
 		t.Errorf("the directory given as PATH: %v after the refusal, want it untouched", err)
@@ -148,4 +156,33 @@ func TestElectionFileRemovesOnlyWhatItWrote(t *testing.T) {
 		t.Errorf("the leader exited %d after SIGTERM, want 0", code)
 	}
 	waitFile(t, shared, false, time.Second)
+}
+
+// TestElectionFileRemovesItsLeftoverFromACrash: a file command killed
+// while leading leaves its file; run again with the same path, it finds
+// the file names a term still running, not renewed since: its own from
+// before the crash. It removes the file before that term's lease runs out
+// (here as it stops, waiting for that), so that no other host leads while
+// this one's file says it does.
+func TestElectionFileRemovesItsLeftoverFromACrash(t *testing.T) {
+	t.Parallel()
+	url := startBroker(t, 2*time.Second)
+	path := filepath.Join(t.TempDir(), "fa.leader")
+	a := startConclave(t, nil, "--server", url, "election", "file", "--identity", "fa", "crashed", path)
+	a.stderr.waitFor(t, 0, regexp.MustCompile(`fa leads crashed, token [0-9]+: wrote `))
+	a.signal(syscall.SIGKILL)
+	a.wait()
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("the killed leader's file: %v, want it left behind", err)
+	}
+	again := startConclave(t, nil, "--server", url, "election", "file", "--identity", "fa", "crashed", path)
+	again.stderr.waitFor(t, 0, regexp.MustCompile(`belongs to the running term of fa/`))
+	again.signal(syscall.SIGTERM)
+	if code := again.wait(); code != 0 {
+		t.Errorf("file exited %d after SIGTERM, want 0", code)
+	}
+	mustContain(t, "stderr", again.stderr.String(), "which is no longer renewed")
+	if raw, err := os.ReadFile(path); err == nil {
+		t.Fatalf("the crashed term's file outlived the run that found it: %q", raw)
+	}
 }
