@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -45,16 +47,51 @@ var watchLine = regexp.MustCompile(`^Watch: +conclave election watch --server (\
 // firstWork waits for the first line of work from a leader of demo p and
 // returns it, with the broker URL and the election its banner names.
 func firstWork(t *testing.T, p *process) (first line, url, key string) {
+	first, url, key, _ = firstWorkWithMetrics(t, p)
+	return first, url, key
+}
+
+// firstWorkWithMetrics is firstWork that also returns where the banner
+// says the demo serves its metrics ("" when it does not).
+func firstWorkWithMetrics(t *testing.T, p *process) (first line, url, key, metrics string) {
 	t.Helper()
 	first = p.next(15*time.Second, "work from a leader", isWork, func(l line) {
 		if m := watchLine.FindStringSubmatch(l.text); m != nil {
 			url, key = m[1], m[2]
 		}
+		if m := metricsLine.FindStringSubmatch(l.text); m != nil {
+			metrics = m[1]
+		}
 	})
 	if url == "" {
 		t.Fatalf("the banner names no broker to watch")
 	}
-	return first, url, key
+	return first, url, key, metrics
+}
+
+// awaitLeaderKnowsStandbys waits until the demo's metrics say that the
+// leader of key has heard of at least one standby: it counts every
+// candidate it hears of, a standby itself alone. A leader that steps down
+// before then knows no one to hand over to, and releases the key.
+func awaitLeaderKnowsStandbys(t *testing.T, metrics, key string) {
+	t.Helper()
+	series := regexp.MustCompile(`(?m)^conclave_election_candidates\{election="` + regexp.QuoteMeta(key) + `",health="healthy"\} (\d+)`)
+	client := &http.Client{Timeout: 5 * time.Second}
+	deadline := time.Now().Add(20 * time.Second) // a new leader asks who stands within half its 10s minimum term
+	for {
+		resp, err := client.Get(metrics + "/metrics")
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if m := series.FindSubmatch(body); m != nil && string(m[1]) != "0" && string(m[1]) != "1" {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the leader of %s knew no standby within 20s (metrics at %s: %v)", key, metrics, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // TestDemoWorkersAreTenCandidatesToInfoAndWatch: the demo's ten workers
@@ -63,8 +100,8 @@ func firstWork(t *testing.T, p *process) (first line, url, key string) {
 // one worker to another with the new term's token.
 func TestDemoWorkersAreTenCandidatesToInfoAndWatch(t *testing.T) {
 	bin, cli := buildDemo(t), buildConclave(t)
-	p := startDemo(t, bin, []string{"NOSPLAY=1", "CONCLAVE_IDENTITY=vm"}, "--ttl", "2s")
-	first, url, key := firstWork(t, p)
+	p := startDemo(t, bin, []string{"NOSPLAY=1", "CONCLAVE_IDENTITY=vm"}, "--ttl", "2s", "--metrics", "127.0.0.1:0")
+	first, url, key, metrics := firstWorkWithMetrics(t, p)
 	a := workerOf(first)
 
 	seen, leading := candidates(t, cli, url, key, 10)
@@ -90,6 +127,7 @@ func TestDemoWorkersAreTenCandidatesToInfoAndWatch(t *testing.T) {
 		close(lines)
 	}()
 	waitLine(t, lines, regexp.MustCompile(`  current +`+key+`: vm/`+regexp.QuoteMeta(a)+` leads`))
+	awaitLeaderKnowsStandbys(t, metrics, key)
 	p.send("s")
 	next := p.next(5*time.Second, "work from another worker", func(l line) bool { return isWork(l) && workerOf(l) != a }, nil)
 	b := workerOf(next)

@@ -29,9 +29,9 @@ type Recorder interface {
 	// the whole election once it has asked who stands (within half its
 	// minimum term of winning) or heard an interval of announcements. A
 	// candidate silent for two and a half announcement intervals is no
-	// longer counted. reporter is the candidate's identity, or "observer"
-	// and a number unique in the process for an Observer given
-	// WithRecorder.
+	// longer counted. reporter is the candidate's identity/instance (copies
+	// under one identity report apart), or "observer" and a number unique
+	// in the process for an Observer given WithRecorder.
 	Standing(key, reporter string, healthy, unhealthy int)
 	// StandingWithdrawn says that reporter no longer counts the candidates
 	// of election key: it stopped. It is called once, after its last

@@ -259,7 +259,7 @@ func (s *steward) close() {
 	s.listen(s.runCtx, 0)
 	s.announce(true)
 	if s.reported != (standingCount{}) {
-		s.e.opts.recorder.StandingWithdrawn(s.e.key, s.e.identity)
+		s.e.opts.recorder.StandingWithdrawn(s.e.key, s.reporter())
 	}
 }
 
@@ -411,7 +411,13 @@ func (s *steward) report() {
 		return
 	}
 	s.reported = n
-	s.e.opts.recorder.Standing(s.e.key, s.e.identity, n.healthy, n.unhealthy)
+	s.e.opts.recorder.Standing(s.e.key, s.reporter(), n.healthy, n.unhealthy)
+}
+
+// reporter names the candidate to the recorder: identity/instance, so that
+// copies under one identity in one process count apart.
+func (s *steward) reporter() string {
+	return s.e.identity + "/" + s.e.instance
 }
 
 // self is the candidate as it announces itself now: leaving while it

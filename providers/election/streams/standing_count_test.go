@@ -76,18 +76,18 @@ func TestCandidatesAreCounted(t *testing.T) {
 		return nil
 	}
 
-	a := mustElection(t, "a", "counted", kv, WithRecorder(rec))
+	a := mustElection(t, "a", "counted", kv, WithInstance("x"), WithRecorder(rec))
 	stopA := runElection(t, a)
 	eventually(t, 5*time.Second, "a to lead", a.IsLeader)
-	rec.await(t, 5*time.Second, "a", standingCount{1, 0})
-	stopB := runElection(t, mustElection(t, "b", "counted", openBucket(t, connect(t, ts.url())), WithRecorder(rec), WithHealthCheck(check, 50*time.Millisecond)))
+	rec.await(t, 5*time.Second, "a/x", standingCount{1, 0})
+	stopB := runElection(t, mustElection(t, "b", "counted", openBucket(t, connect(t, ts.url())), WithInstance("x"), WithRecorder(rec), WithHealthCheck(check, 50*time.Millisecond)))
 	cConn := connect(t, ts.url())
-	runElectionAllowing(t, mustElection(t, "c", "counted", openBucket(t, cConn), WithRecorder(rec)), nats.ErrConnectionClosed)
-	rec.await(t, 5*time.Second, "a", standingCount{3, 0})
+	runElectionAllowing(t, mustElection(t, "c", "counted", openBucket(t, cConn), WithInstance("x"), WithRecorder(rec)), nats.ErrConnectionClosed)
+	rec.await(t, 5*time.Second, "a/x", standingCount{3, 0})
 	// Standbys hear no announcements: each counts itself alone, so the
 	// most any reporter counts is the election's count.
-	rec.await(t, 5*time.Second, "b", standingCount{1, 0})
-	rec.await(t, 5*time.Second, "c", standingCount{1, 0})
+	rec.await(t, 5*time.Second, "b/x", standingCount{1, 0})
+	rec.await(t, 5*time.Second, "c/x", standingCount{1, 0})
 
 	obsConn := connect(t, ts.url())
 	obs, err := NewObserver("counted", jsFor(openBucket(t, obsConn)), ObserveStanding(obsConn), WithRecorder(rec))
@@ -104,8 +104,8 @@ func TestCandidatesAreCounted(t *testing.T) {
 	rec.await(t, 5*time.Second, observer, standingCount{3, 0}) // it asked as it started
 
 	bSick.Store(true)
-	rec.await(t, 5*time.Second, "a", standingCount{2, 1})
-	rec.await(t, 5*time.Second, "b", standingCount{0, 1})
+	rec.await(t, 5*time.Second, "a/x", standingCount{2, 1})
+	rec.await(t, 5*time.Second, "b/x", standingCount{0, 1})
 	rec.await(t, 5*time.Second, observer, standingCount{2, 1})
 	cs := obs.Candidates()
 	if len(cs) != 3 || cs[0].Identity != "a" || cs[1].Identity != "b" || cs[1].Healthy || cs[2].Identity != "c" {
@@ -118,10 +118,10 @@ func TestCandidatesAreCounted(t *testing.T) {
 	cConn.Close()
 	gone := time.Now()
 	time.Sleep(ttl / 2)
-	if n, _ := rec.count("a"); n != (standingCount{2, 1}) {
+	if n, _ := rec.count("a/x"); n != (standingCount{2, 1}) {
 		t.Fatalf("a counts %+v half a second after c's process died; want it to wait for the expiry (%v)", n, standing.AnnouncementExpiry(ttl))
 	}
-	rec.await(t, standing.AnnouncementExpiry(ttl)+2*time.Second, "a", standingCount{1, 1})
+	rec.await(t, standing.AnnouncementExpiry(ttl)+2*time.Second, "a/x", standingCount{1, 1})
 	rec.await(t, 2*time.Second, observer, standingCount{1, 1})
 	t.Logf("c's death counted after %v (expiry %v)", time.Since(gone).Round(time.Millisecond), standing.AnnouncementExpiry(ttl))
 
@@ -129,17 +129,17 @@ func TestCandidatesAreCounted(t *testing.T) {
 	// any expiry. Its own count is withdrawn.
 	stopB()
 	stopped := time.Now()
-	rec.await(t, 5*time.Second, "a", standingCount{1, 0})
+	rec.await(t, 5*time.Second, "a/x", standingCount{1, 0})
 	if took := time.Since(stopped); took >= standing.AnnouncementExpiry(ttl) {
 		t.Errorf("b's leaving counted after %v, as late as an expiry", took)
 	}
-	if _, ok := rec.count("b"); ok {
+	if _, ok := rec.count("b/x"); ok {
 		t.Error("b, stopped, still reports a count")
 	}
 	rec.await(t, 2*time.Second, observer, standingCount{1, 0})
 
 	stopA()
-	if _, ok := rec.count("a"); ok {
+	if _, ok := rec.count("a/x"); ok {
 		t.Error("a, stopped, still reports a count")
 	}
 	rec.await(t, 5*time.Second, observer, standingCount{0, 0})

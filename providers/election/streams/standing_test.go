@@ -493,3 +493,41 @@ func TestFailingCheckIsLoggedForWhatTheCandidateIs(t *testing.T) {
 		t.Errorf("the standby %s was told %q; want that it does not campaign", standby, line)
 	}
 }
+
+// reportersRecorder keeps the reporters that told it their counts.
+type reportersRecorder struct {
+	nopRecorder
+	mu        sync.Mutex
+	reporters map[string]bool
+}
+
+func (r *reportersRecorder) Standing(_, reporter string, _, _ int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.reporters[reporter] = true
+}
+
+func (r *reportersRecorder) has(names ...string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, n := range names {
+		if !r.reporters[n] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestCopiesReportTheirCountsApart: copies of one identity sharing a
+// recorder report who stands as identity/instance each, so that a
+// standby's count of itself does not overwrite its leader's count of the
+// election (metrics.Recorder keeps the largest count per election).
+func TestCopiesReportTheirCountsApart(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t)
+	kv := createBucket(t, connect(t, ts.url()), bucketConfig(2*time.Second))
+	rec := &reportersRecorder{reporters: map[string]bool{}}
+	runElection(t, mustElection(t, "n", "apart", kv, WithInstance("a"), WithRecorder(rec)))
+	runElection(t, mustElection(t, "n", "apart", openBucket(t, connect(t, ts.url())), WithInstance("b"), WithRecorder(rec)))
+	eventually(t, 10*time.Second, "both copies to report", func() bool { return rec.has("n/a", "n/b") })
+}
