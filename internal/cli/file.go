@@ -322,18 +322,17 @@ func (lf *leaderFile) retire(ctx context.Context, s *session, name string, token
 	defer close(lf.retired)
 	ctx = context.WithoutCancel(ctx)
 	deadline := r.Written.Add(ttl - ttl/10)
-	for left := time.Until(deadline); left > 0; left = time.Until(deadline) {
-		time.Sleep(min(ttl/6, left))
+	for time.Now().Before(deadline) {
+		time.Sleep(min(ttl/6, time.Until(deadline)))
 		next, ok := s.readRaw(ctx, name)
-		switch {
-		case !ok: // no answer: ask again until the deadline
-		case next.State != streams.KeyHeld || next.Token() != token:
-			left = 0 // the term ended
-		case next.Written.After(r.Written):
-			return // renewed: a live copy's term
+		if !ok {
+			continue // no answer: ask again until the deadline
 		}
-		if left == 0 {
-			break
+		if next.State != streams.KeyHeld || next.Token() != token {
+			break // the term ended
+		}
+		if next.Written.After(r.Written) {
+			return // renewed: a live copy's term
 		}
 	}
 	lf.mu.Lock()
